@@ -1,0 +1,88 @@
+"""Typed errors with stable codes, translated once at each edge.
+
+Every error Cairn raises on purpose is a :class:`CairnError` subclass carrying a
+stable ``code`` (used in HTTP JSON bodies and CLI messages) and an
+``http_status``. Messages say what failed, the bad value, what was expected and
+how to fix it (DESIGN.md, Conventions).
+"""
+
+from __future__ import annotations
+
+
+class CairnError(Exception):
+    """Base of all deliberate Cairn errors. ``code`` is stable; ``http_status`` is used by the HTTP edge."""
+
+    code = "internal"
+    http_status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigError(CairnError):
+    """Bad configuration value, unknown key, or missing vault."""
+
+    code = "config_error"
+    http_status = 500
+
+
+class BadRequest(CairnError):
+    """A client sent an invalid argument (empty question, bad top_k, ...)."""
+
+    code = "bad_request"
+    http_status = 400
+
+
+class Unauthorized(CairnError):
+    """Missing or wrong bearer token."""
+
+    code = "unauthorized"
+    http_status = 401
+
+
+class Forbidden(CairnError):
+    """Request refused by the Host/Origin allowlists or policy."""
+
+    code = "forbidden"
+    http_status = 403
+
+
+class NotFoundError(CairnError):
+    """A note or route that does not exist."""
+
+    code = "not_found"
+    http_status = 404
+
+
+class PathOutsideVault(BadRequest):
+    """A path that escapes the vault root (``..``, absolute, symlink out)."""
+
+    code = "path_outside_vault"
+
+
+class StoreError(CairnError):
+    """The index database cannot be opened or used."""
+
+    code = "store_error"
+    http_status = 503
+
+
+class SchemaTooNew(StoreError):
+    """The database was written by a newer Cairn (``PRAGMA user_version`` above what this code knows)."""
+
+    code = "schema_too_new"
+
+
+class ModelError(CairnError):
+    """The embedding model files are missing, corrupt or fail to load."""
+
+    code = "model_error"
+    http_status = 503
+
+
+class NoteReadError(CairnError):
+    """A vault file cannot be read as a note (binary, not UTF-8, too large); the note is skipped with this reason."""
+
+    code = "note_unreadable"
+    http_status = 422
