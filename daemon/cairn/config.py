@@ -1,0 +1,155 @@
+"""Configuration: one frozen tree; defaults < TOML file < ``CAIRN_*`` env < CLI flags.
+
+Unknown keys in the TOML file are errors naming the file and the key
+(DESIGN.md, Conventions). Folders come from platformdirs unless overridden by
+``CAIRN_CONFIG_DIR`` / ``CAIRN_DATA_DIR`` (tests and scripts point these at
+temp dirs, so nothing touches the real user folders).
+
+No I/O happens at import time; :func:`load_config` reads the TOML file only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import tomllib
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import platformdirs
+
+from cairn.errors import ConfigError
+
+APP_NAME = "cairn"
+DEFAULT_PORT = 27183
+#: Fixed contract (DESIGN.md): top_k 8, cosine floor 0.35, 6,000-token budget, RRF k=60.
+DEFAULT_TOP_K = 8
+COSINE_FLOOR = 0.35
+CONTEXT_TOKEN_BUDGET = 6000
+RRF_K = 60
+NOT_FOUND_ANSWER = "I couldn't find this in your indexed notes."
+#: Folders never indexed, whatever the configured globs say.
+ALWAYS_IGNORED = (".obsidian", ".trash", ".git")
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration. Paths are absolute; ``vault`` is resolved (symlinks followed)."""
+
+    vault: Path | None = None
+    config_dir: Path = field(default_factory=lambda: Path(platformdirs.user_config_dir(APP_NAME)))
+    data_dir: Path = field(default_factory=lambda: Path(platformdirs.user_data_dir(APP_NAME)))
+    log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_log_dir(APP_NAME)))
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    #: gitignore-style globs (vault-relative, POSIX) excluded on top of ALWAYS_IGNORED and hidden folders.
+    ignore: tuple[str, ...] = ()
+    top_k: int = DEFAULT_TOP_K
+    #: Browser origins allowed by CORS; only Obsidian's by default (DESIGN.md contract).
+    cors_origins: tuple[str, ...] = ("app://obsidian.md",)
+    #: Files larger than this are skipped with a reason (bytes).
+    max_note_bytes: int = 5 * 1024 * 1024
+    #: onnxruntime intra-op threads; None = all cores.
+    embed_threads: int | None = None
+    debug: bool = False
+
+    def require_vault(self) -> Path:
+        """The vault folder; raises :class:`ConfigError` when none is configured or it is not a folder."""
+        if self.vault is None:
+            raise ConfigError("No vault given: pass --vault PATH or set CAIRN_VAULT to your Obsidian vault folder.")
+        if not self.vault.is_dir():
+            raise ConfigError(f"Vault folder {str(self.vault)!r} does not exist or is not a folder; pass --vault PATH.")
+        return self.vault
+
+    @property
+    def db_path(self) -> Path:
+        """One SQLite file per vault, keyed by the vault's resolved path (several vaults can be served)."""
+        vault = self.require_vault()
+        key = hashlib.sha256(str(vault).encode("utf-8")).hexdigest()[:16]
+        safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in vault.name)[:40] or "vault"
+        return self.data_dir / "indexes" / f"{safe}-{key}.sqlite3"
+
+    @property
+    def service_file(self) -> Path:
+        """``service.json``: where a running daemon advertises its URL (never its token)."""
+        return self.data_dir / "service.json"
+
+    def replace(self, **changes: Any) -> "Config":
+        return dataclasses.replace(self, **changes)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+_PATH_KEYS = {"vault", "config_dir", "data_dir", "log_dir"}
+_TUPLE_KEYS = {"ignore", "cors_origins"}
+_INT_KEYS = {"port", "top_k", "max_note_bytes", "embed_threads"}
+_ENV = {
+    "CAIRN_VAULT": "vault",
+    "CAIRN_CONFIG_DIR": "config_dir",
+    "CAIRN_DATA_DIR": "data_dir",
+    "CAIRN_LOG_DIR": "log_dir",
+    "CAIRN_PORT": "port",
+}
+
+
+def _coerce(key: str, value: Any, origin: str) -> Any:
+    if key not in _FIELDS:
+        raise ConfigError(f"{origin}: unknown configuration key {key!r}; known keys: {', '.join(sorted(_FIELDS))}.")
+    if value is None:
+        return None
+    try:
+        if key in _PATH_KEYS:
+            path = Path(os.path.expanduser(str(value)))
+            path = path.resolve() if key == "vault" else path.absolute()
+            return Path(unicodedata.normalize("NFC", str(path)))
+        if key in _TUPLE_KEYS:
+            if isinstance(value, str):
+                value = [v for v in value.split(",") if v.strip()]
+            return tuple(str(v).strip() for v in value)
+        if key in _INT_KEYS:
+            number = int(value)
+            if key == "port" and not 0 <= number <= 65535:
+                raise ValueError("port must be 0..65535")
+            if key == "top_k" and not 1 <= number <= 100:
+                raise ValueError("top_k must be 1..100")
+            return number
+        if key == "debug":
+            return value if isinstance(value, bool) else str(value).lower() in {"1", "true", "yes", "on"}
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{origin}: bad value {value!r} for {key!r}: {exc}.") from None
+
+
+def load_config(
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    config_file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Config:
+    """Build the configuration: defaults < TOML file < ``CAIRN_*`` env < ``overrides`` (CLI flags).
+
+    ``overrides`` values of ``None`` are ignored (an unset CLI flag). The TOML file is
+    ``config_file`` if given, else ``<config_dir>/config.toml`` when it exists.
+    Raises :class:`ConfigError` for an unreadable file, an unknown key or a bad value.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    env_values = {key: _coerce(key, env[name], f"environment variable {name}") for name, key in _ENV.items() if env.get(name)}
+    cli_values = {k: _coerce(k, v, f"option --{k.replace('_', '-')}") for k, v in (overrides or {}).items() if v is not None}
+    config_dir = cli_values.get("config_dir") or env_values.get("config_dir") or Config().config_dir
+    path = config_file or (config_dir / "config.toml")
+    if config_file is not None or path.exists():
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except OSError as exc:
+            raise ConfigError(f"Cannot read config file {str(path)!r}: {exc.strerror}.") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"Config file {str(path)!r} is not valid TOML: {exc}.") from None
+        for key, value in data.items():
+            values[key] = _coerce(key, value, f"config file {path}")
+    values.update(env_values)
+    values.update(cli_values)
+    return Config(**values)
