@@ -1,0 +1,298 @@
+"""The API token the Obsidian plugin sends as ``Authorization: Bearer <token>``.
+
+One token per install. It lives in the OS keyring (service ``cairn``, username
+``api-token``) when a usable keyring backend exists. Otherwise — no backend
+(``keyring.backends.fail.Keyring``, a chainer with no backends, the null
+backend), any keyring error, or ``CAIRN_KEYRING=file`` in the environment — it
+lives in the file ``<config_dir>/api-token``, created with mode ``0600``, and ONE
+warning per process says so.
+
+Token: ``secrets.token_urlsafe(32)`` — 32 bytes of entropy, 43 URL-safe
+characters. The token is never logged, and never put in an error message.
+
+Reading the file re-checks its permissions: a file readable or writable by group
+or others is repaired to ``0600`` with a warning; if it cannot be repaired (or
+belongs to another user) it is refused with :class:`~cairn.errors.ConfigError`.
+
+Errors: :class:`~cairn.errors.ConfigError` when the token file is unusable
+(foreign owner, unrepairable permissions, not a regular file, unwritable
+config folder).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import stat
+import threading
+from pathlib import Path
+
+from cairn.config import Config
+from cairn.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+#: keyring service name and username of the API token.
+KEYRING_SERVICE = "cairn"
+KEYRING_USERNAME = "api-token"
+#: File name of the fallback token file inside ``config.config_dir``.
+TOKEN_FILE_NAME = "api-token"
+#: ``CAIRN_KEYRING=file`` forces the file backend (tests, headless servers).
+KEYRING_ENV = "CAIRN_KEYRING"
+#: Bytes of entropy in a new token (``secrets.token_urlsafe`` argument).
+TOKEN_BYTES = 32
+
+_TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{20,256}$")
+_warn_lock = threading.Lock()
+_warned_file_fallback = False
+
+
+def token_file(config: Config) -> Path:
+    """``<config_dir>/api-token``: where the token lives when no keyring backend is usable."""
+    return config.config_dir / TOKEN_FILE_NAME
+
+
+def read_token(config: Config) -> str | None:
+    """The current API token, or ``None`` when none was created yet.
+
+    Looks in the keyring first (when usable), then in the token file. Raises
+    :class:`ConfigError` when the token file exists but is unsafe and cannot be repaired.
+    """
+    keyring_mod = _usable_keyring()
+    if keyring_mod is not None:
+        try:
+            value = keyring_mod.get_password(KEYRING_SERVICE, KEYRING_USERNAME)
+        except Exception as exc:  # any keyring backend failure → file fallback
+            _warn_file_fallback(config, f"the keyring failed: {type(exc).__name__}")
+        else:
+            if value and _TOKEN_RE.match(value):
+                return value
+    value = _read_file(config)
+    if value is not None and keyring_mod is None:
+        _warn_file_fallback(config, "no keyring backend is available")
+    return value
+
+
+def get_or_create_token(config: Config) -> str:
+    """The API token, creating and storing a new one on first use.
+
+    Stored in the keyring when usable, else in ``<config_dir>/api-token`` (mode 0600).
+    Two processes creating it at once agree on one token when the file backend is used
+    (the file is created with ``O_CREAT | O_EXCL``).
+    """
+    existing = read_token(config)
+    if existing is not None:
+        return existing
+    token = _new_token()
+    if _store_in_keyring(config, token):
+        return token
+    path = token_file(config)
+    _ensure_config_dir(config)
+    try:
+        _create_complete(path, token)
+    except FileExistsError:
+        # Another process won the race, or the file is empty/corrupt.
+        winner = _read_file(config)
+        if winner is not None:
+            return winner
+        log.warning("Token file %s is empty or corrupt; replacing it with a new token.", path)
+        _write_replace(path, token)
+    _warn_file_fallback(config, "no keyring backend is available")
+    return token
+
+
+def rotate_token(config: Config) -> str:
+    """Replace the API token with a new one and return it; the old token stops working
+    once the daemon reloads it (clients must be given the new one, e.g. via ``cairn token``)."""
+    token = _new_token()
+    path = token_file(config)
+    if _store_in_keyring(config, token):
+        # A stale file token must not outlive a rotation.
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("Could not remove the old token file %s: %s", path, exc.strerror)
+        return token
+    _ensure_config_dir(config)
+    _write_replace(path, token)
+    _warn_file_fallback(config, "no keyring backend is available")
+    return token
+
+
+# -- keyring -------------------------------------------------------------------------
+
+
+def _new_token() -> str:
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def _usable_keyring():
+    """The ``keyring`` module when a real backend is configured, else ``None``."""
+    if os.environ.get(KEYRING_ENV, "").strip().lower() == "file":
+        return None
+    try:
+        import keyring
+        from keyring.backends import chainer, fail
+
+        backend = keyring.get_keyring()
+        if isinstance(backend, fail.Keyring):
+            return None
+        if isinstance(backend, chainer.ChainerBackend) and not backend.backends:
+            return None
+        try:
+            from keyring.backends import null
+
+            if isinstance(backend, null.Keyring):
+                return None
+        except ImportError:  # pragma: no cover - older keyring
+            pass
+    except Exception:  # broken installation or backend discovery error
+        return None
+    return keyring
+
+
+def _store_in_keyring(config: Config, token: str) -> bool:
+    """Store ``token`` in the keyring; ``False`` (after the one warning) when that is not possible."""
+    keyring_mod = _usable_keyring()
+    if keyring_mod is None:
+        return False
+    try:
+        keyring_mod.set_password(KEYRING_SERVICE, KEYRING_USERNAME, token)
+    except Exception as exc:
+        _warn_file_fallback(config, f"the keyring failed: {type(exc).__name__}")
+        return False
+    return True
+
+
+def _warn_file_fallback(config: Config, reason: str) -> None:
+    global _warned_file_fallback
+    with _warn_lock:
+        if _warned_file_fallback:
+            return
+        _warned_file_fallback = True
+    forced = os.environ.get(KEYRING_ENV, "").strip().lower() == "file"
+    why = f"{KEYRING_ENV}=file is set" if forced else reason
+    log.warning(
+        "The API token is stored in the file %s (mode 0600) because no keyring backend is available (%s). "
+        "Install a keyring backend (e.g. Secret Service, macOS Keychain, Windows Credential Locker) to keep it there.",
+        token_file(config),
+        why,
+    )
+
+
+# -- file backend --------------------------------------------------------------------
+
+
+def _ensure_config_dir(config: Config) -> None:
+    try:
+        config.config_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"Cannot create the config folder {str(config.config_dir)!r}: {exc.strerror}; "
+            "set CAIRN_CONFIG_DIR to a writable folder."
+        ) from None
+
+
+def _write_exclusive(path: Path, token: str) -> None:
+    """Create ``path`` with mode 0600 and write ``token``; ``FileExistsError`` if it exists."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise ConfigError(f"Cannot create the token file {str(path)!r}: {exc.strerror}.") from None
+    try:
+        os.write(fd, (token + "\n").encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def _create_complete(path: Path, token: str) -> None:
+    """Create ``path`` (0600) holding ``token``, never visible half-written; ``FileExistsError`` if it exists.
+
+    The token is written to a temporary file first and hard-linked into place (atomic, fails if
+    ``path`` exists), so a concurrent reader sees either no file or the whole token.
+    """
+    tmp = _tmp_name(path)
+    _write_exclusive(tmp, token)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError:
+        # File systems without hard links: fall back to a direct exclusive create.
+        _write_exclusive(path, token)
+    finally:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+def _write_replace(path: Path, token: str) -> None:
+    """Atomically replace ``path`` with a new 0600 file holding ``token``."""
+    tmp = _tmp_name(path)
+    _write_exclusive(tmp, token)
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise ConfigError(f"Cannot write the token file {str(path)!r}: {exc.strerror}.") from None
+
+
+def _read_file(config: Config) -> str | None:
+    """The token in the token file; ``None`` when absent, empty or corrupt. Repairs loose permissions."""
+    path = token_file(config)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ConfigError(
+            f"Cannot open the token file {str(path)!r}: {exc.strerror}; "
+            "delete it and run `cairn token --rotate` to create a new one."
+        ) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"The token file {str(path)!r} is not a regular file; delete it and run `cairn token --rotate`.")
+        if os.name == "posix":
+            if info.st_uid != os.getuid():
+                raise ConfigError(
+                    f"The token file {str(path)!r} belongs to another user (uid {info.st_uid}); "
+                    "delete it and run `cairn token --rotate`."
+                )
+            loose = stat.S_IMODE(info.st_mode) & 0o077
+            if loose:
+                log.warning(
+                    "The token file %s was readable or writable by other users (mode %o); restricting it to 0600. "
+                    "Consider `cairn token --rotate` in case it was read.",
+                    path,
+                    stat.S_IMODE(info.st_mode),
+                )
+                try:
+                    os.fchmod(fd, 0o600)
+                except OSError as exc:
+                    raise ConfigError(
+                        f"The token file {str(path)!r} has mode {stat.S_IMODE(info.st_mode):o} (expected 600) and "
+                        f"cannot be repaired: {exc.strerror}; run `chmod 600` on it or delete it."
+                    ) from None
+        data = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    value = data.decode("ascii", errors="replace").strip()
+    return value if _TOKEN_RE.match(value) else None

@@ -1,0 +1,204 @@
+"""cairn.secrets: the API token, in the keyring or in a 0600 file, never logged."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+import threading
+
+import keyring
+import pytest
+from keyring.backend import KeyringBackend
+from keyring.backends import fail
+from keyring.errors import KeyringError, PasswordDeleteError
+
+from cairn import secrets as cairn_secrets
+from cairn.config import Config
+from cairn.errors import ConfigError
+
+posix_only = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")
+
+
+@pytest.fixture
+def config(tmp_path) -> Config:
+    return Config(config_dir=tmp_path / "config", data_dir=tmp_path / "data", log_dir=tmp_path / "log")
+
+
+@pytest.fixture(autouse=True)
+def file_backend(monkeypatch):
+    """Every test uses the file backend unless it installs its own in-memory keyring;
+    the real user keyring is never touched. The one-warning flag is reset per test."""
+    monkeypatch.setenv("CAIRN_KEYRING", "file")
+    monkeypatch.setattr(cairn_secrets, "_warned_file_fallback", False)
+
+
+class MemoryKeyring(KeyringBackend):
+    """An in-process keyring backend (the OS keyring services cannot run here)."""
+
+    priority = 1
+
+    def __init__(self, fail_with: Exception | None = None) -> None:
+        super().__init__()
+        self.values: dict[tuple[str, str], str] = {}
+        self.fail_with = fail_with
+
+    def get_password(self, service, username):
+        if self.fail_with:
+            raise self.fail_with
+        return self.values.get((service, username))
+
+    def set_password(self, service, username, password):
+        if self.fail_with:
+            raise self.fail_with
+        self.values[(service, username)] = password
+
+    def delete_password(self, service, username):
+        if self.values.pop((service, username), None) is None:
+            raise PasswordDeleteError(username)
+
+
+@pytest.fixture
+def use_keyring(monkeypatch):
+    """Install a keyring backend for one test (and restore the previous one afterwards)."""
+    previous = keyring.get_keyring()
+    monkeypatch.delenv("CAIRN_KEYRING", raising=False)
+
+    def install(backend):
+        keyring.set_keyring(backend)
+        return backend
+
+    yield install
+    keyring.set_keyring(previous)
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_read_token_is_none_before_any_token_exists(config):
+    assert cairn_secrets.read_token(config) is None
+
+
+@posix_only
+def test_first_token_is_urlsafe_with_32_bytes_of_entropy_in_a_0600_file(config):
+    token = cairn_secrets.get_or_create_token(config)
+    assert len(token) == 43 and all(c.isalnum() or c in "-_" for c in token)
+    path = config.config_dir / "api-token"
+    assert path.read_text().strip() == token
+    assert _mode(path) == 0o600
+
+
+def test_token_is_stable_across_calls(config):
+    token = cairn_secrets.get_or_create_token(config)
+    assert cairn_secrets.get_or_create_token(config) == token
+    assert cairn_secrets.read_token(config) == token
+
+
+@posix_only
+def test_rotation_replaces_the_token_and_keeps_the_file_private(config):
+    old = cairn_secrets.get_or_create_token(config)
+    new = cairn_secrets.rotate_token(config)
+    assert new != old
+    assert cairn_secrets.read_token(config) == new
+    assert cairn_secrets.get_or_create_token(config) == new
+    assert _mode(config.config_dir / "api-token") == 0o600
+    assert [p.name for p in config.config_dir.iterdir()] == ["api-token"]  # no temp file left
+
+
+def test_file_fallback_logs_one_warning_and_never_the_token(config, caplog):
+    caplog.set_level(logging.DEBUG)
+    token = cairn_secrets.get_or_create_token(config)
+    cairn_secrets.read_token(config)
+    cairn_secrets.rotate_token(config)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "no keyring backend is available" in warnings[0].getMessage()
+    assert "api-token" in warnings[0].getMessage()
+    assert token not in caplog.text
+
+
+@posix_only
+def test_group_or_world_readable_token_file_is_repaired_with_a_warning(config, caplog):
+    token = cairn_secrets.get_or_create_token(config)
+    path = config.config_dir / "api-token"
+    os.chmod(path, 0o644)
+    caplog.set_level(logging.WARNING)
+    assert cairn_secrets.read_token(config) == token
+    assert _mode(path) == 0o600
+    assert any("readable or writable by other users" in r.getMessage() for r in caplog.records)
+    assert token not in caplog.text
+
+
+@posix_only
+def test_symlinked_token_file_is_refused(config, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("x" * 43)
+    config.config_dir.mkdir(parents=True)
+    (config.config_dir / "api-token").symlink_to(elsewhere)
+    with pytest.raises(ConfigError, match="token file"):
+        cairn_secrets.read_token(config)
+
+
+def test_corrupt_token_file_is_replaced_by_a_new_token(config):
+    config.config_dir.mkdir(parents=True)
+    path = config.config_dir / "api-token"
+    path.write_text("not a token!\n")
+    os.chmod(path, 0o600)
+    assert cairn_secrets.read_token(config) is None
+    token = cairn_secrets.get_or_create_token(config)
+    assert path.read_text().strip() == token
+
+
+def test_concurrent_first_use_agrees_on_one_token(config):
+    results: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def worker():
+        barrier.wait(timeout=5)
+        results.append(cairn_secrets.get_or_create_token(config))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=10)
+    assert len(results) == 8 and len(set(results)) == 1
+    assert cairn_secrets.read_token(config) == results[0]
+
+
+def test_token_goes_to_the_keyring_when_a_backend_is_available(config, use_keyring, caplog):
+    backend = use_keyring(MemoryKeyring())
+    caplog.set_level(logging.WARNING)
+    token = cairn_secrets.get_or_create_token(config)
+    assert backend.values == {("cairn", "api-token"): token}
+    assert not (config.config_dir / "api-token").exists()
+    assert cairn_secrets.read_token(config) == token
+    assert not caplog.records
+
+
+def test_rotation_in_the_keyring_removes_a_stale_token_file(config, use_keyring):
+    old = cairn_secrets.get_or_create_token(config)  # file backend (CAIRN_KEYRING=file)
+    backend = use_keyring(MemoryKeyring())
+    new = cairn_secrets.rotate_token(config)
+    assert new != old
+    assert backend.values[("cairn", "api-token")] == new
+    assert not (config.config_dir / "api-token").exists()
+
+
+def test_fail_backend_falls_back_to_the_file(config, use_keyring, caplog):
+    use_keyring(fail.Keyring())
+    caplog.set_level(logging.WARNING)
+    token = cairn_secrets.get_or_create_token(config)
+    assert (config.config_dir / "api-token").read_text().strip() == token
+    assert len(caplog.records) == 1
+
+
+def test_keyring_errors_fall_back_to_the_file(config, use_keyring, caplog):
+    use_keyring(MemoryKeyring(fail_with=KeyringError("locked")))
+    caplog.set_level(logging.WARNING)
+    token = cairn_secrets.get_or_create_token(config)
+    assert (config.config_dir / "api-token").read_text().strip() == token
+    assert cairn_secrets.get_or_create_token(config) == token
+    assert len(caplog.records) == 1
+    assert token not in caplog.text
