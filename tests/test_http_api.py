@@ -1,0 +1,668 @@
+"""cairn.http_api: a real aiohttp server on 127.0.0.1 (random port), a real HTTP client.
+
+Security and error-shape tests exercise the HTTP edge with small real objects that
+implement ``search``/``ask`` (empty results, or raising); retrieval and streaming of
+real answers use the real query service over an index of ``examples/vault``
+(``indexed_sample`` from ``tests/conftest.py``).
+
+Async scenarios run with :func:`asyncio.run` under a timeout; nothing sleeps — waits
+are on events with timeouts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import threading
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable
+
+import aiohttp
+import pytest
+
+from cairn.config import NOT_FOUND_ANSWER, Config
+from cairn.errors import BadRequest, ConfigError, StoreError
+from cairn.http_api import MAX_BODY_BYTES, create_app, serve, split_pieces
+from cairn.query import Answer, SearchResult
+
+TOKEN = "test-token-" + "x" * 32
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+OBSIDIAN = "app://obsidian.md"
+SCENARIO_TIMEOUT_S = 60
+
+
+def run(coro) -> Any:
+    """Run one async scenario to completion (bounded, so a hang fails instead of blocking CI)."""
+    return asyncio.run(asyncio.wait_for(coro, SCENARIO_TIMEOUT_S))
+
+
+# -- small real stand-ins for the HTTP-edge tests ---------------------------------------
+
+
+class EmptyQuery:
+    """Finds nothing: search → no hits; ask → the fixed not-found answer (as the real service does)."""
+
+    def search(self, q, *, top_k, tags, folders) -> SearchResult:
+        return SearchResult(hits=[], elapsed_ms=0.1)
+
+    def ask(self, question, *, top_k, tags, folders) -> Answer:
+        return Answer(text=NOT_FOUND_ANSWER, grounded=False, not_found=True, sources=[], elapsed_ms=0.1)
+
+
+class RaisingQuery:
+    """Every call raises ``error`` (to test the error edge)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def search(self, q, *, top_k, tags, folders):
+        raise self.error
+
+    def ask(self, question, *, top_k, tags, folders):
+        raise self.error
+
+
+class RecordingQuery(EmptyQuery):
+    """Empty results, remembering the arguments it was called with (and on which thread)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any], str]] = []
+
+    def search(self, q, *, top_k, tags, folders):
+        self.calls.append(("search", q, {"top_k": top_k, "tags": tuple(tags), "folders": tuple(folders)}, threading.current_thread().name))
+        return super().search(q, top_k=top_k, tags=tags, folders=folders)
+
+    def ask(self, question, *, top_k, tags, folders):
+        self.calls.append(("ask", question, {"top_k": top_k, "tags": tuple(tags), "folders": tuple(folders)}, threading.current_thread().name))
+        return super().ask(question, top_k=top_k, tags=tags, folders=folders)
+
+
+class GatedQuery:
+    """Delegates to ``inner`` but holds ``ask`` until ``release`` is set (proves the stream starts first)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def search(self, q, **kw):
+        return self.inner.search(q, **kw)
+
+    def ask(self, question, **kw):
+        self.entered.set()
+        if not self.release.wait(timeout=30):
+            raise RuntimeError("test gate never released")
+        return self.inner.ask(question, **kw)
+
+
+HEALTH = {"status": "ok", "store": "ok", "embedder": "ok", "llm": {"configured": False, "reachable": False}}
+STATS = {"notes": 0, "chunks": 0, "vectors": 0, "pending": 0, "lastIngestedAt": None, "watching": False, "paused": False, "errors": []}
+
+
+@dataclass
+class Client:
+    url: str
+    port: int
+    session: aiohttp.ClientSession
+
+    def get(self, path: str, **kw):
+        return self.session.get(self.url + path, **kw)
+
+    def post(self, path: str, **kw):
+        return self.session.post(self.url + path, **kw)
+
+    def options(self, path: str, **kw):
+        return self.session.options(self.url + path, **kw)
+
+    def request(self, method: str, path: str, **kw):
+        return self.session.request(method, self.url + path, **kw)
+
+
+@asynccontextmanager
+async def running(
+    query,
+    *,
+    config: Config | None = None,
+    stats: Callable[[], dict] = lambda: dict(STATS),
+    health: Callable[[], dict] = lambda: dict(HEALTH),
+) -> AsyncIterator[Client]:
+    """The real app on 127.0.0.1:<random port> and a real client session."""
+    app = create_app(config=config or Config(), query=query, token=TOKEN, stats=stats, health=health)
+    server = await serve(app, "127.0.0.1", 0)
+    try:
+        async with aiohttp.ClientSession() as session:
+            yield Client(server.url, server.port, session)
+    finally:
+        await server.close()
+
+
+async def read_events(response: aiohttp.ClientResponse) -> list[tuple[str, Any]]:
+    """Parse an SSE body into ``[(event name, decoded JSON data)]``, checking the framing."""
+    events: list[tuple[str, Any]] = []
+    name: str | None = None
+    data: str | None = None
+    async for raw in response.content:
+        line = raw.decode("utf-8").rstrip("\n")
+        if line == "":
+            assert name is not None and data is not None, "blank line without a complete event"
+            events.append((name, json.loads(data)))
+            name = data = None
+        elif line.startswith("event: "):
+            assert name is None
+            name = line[len("event: "):]
+        elif line.startswith("data: "):
+            assert data is None, "data must fit on one line"
+            data = line[len("data: "):]
+        else:
+            raise AssertionError(f"unexpected SSE line {line!r}")
+    assert name is None and data is None, "stream ended mid-event"
+    return events
+
+
+def assert_error(body: dict, code: str) -> None:
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"code", "message"}
+    assert body["error"]["code"] == code
+    assert body["error"]["message"]
+
+
+def assert_stream_order(events: list[tuple[str, Any]]) -> None:
+    """``token``… then exactly one ``sources`` then ``done`` last."""
+    names = [n for n, _ in events]
+    assert names.count("sources") == 1 and names.count("done") == 1
+    assert names[-1] == "done" and names[-2] == "sources"
+    assert set(names[:-2]) <= {"token"}
+
+
+# -- authentication ---------------------------------------------------------------------
+
+
+def test_every_route_but_health_needs_the_bearer_token():
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            for method, path, kw in [
+                ("GET", "/search?q=x", {}),
+                ("GET", "/index/stats", {}),
+                ("POST", "/ask", {"json": {"question": "x"}}),
+            ]:
+                async with client.request(method, path, **kw) as resp:
+                    assert resp.status == 401, path
+                    assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+                    assert_error(await resp.json(), "unauthorized")
+
+    run(scenario())
+
+
+def test_a_wrong_token_or_scheme_is_401():
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            for header in [f"Bearer {TOKEN}x", f"Bearer {TOKEN[:-1]}", "Bearer ", f"Basic {TOKEN}", TOKEN, "Bearer ünïcode"]:
+                async with client.get("/index/stats", headers={"Authorization": header}) as resp:
+                    assert resp.status == 401, header
+                    assert_error(await resp.json(), "unauthorized")
+            async with client.get("/index/stats", headers=AUTH) as resp:
+                assert resp.status == 200
+                assert await resp.json() == STATS
+
+    run(scenario())
+
+
+def test_a_token_in_the_url_query_is_never_accepted():
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            for path in [f"/index/stats?token={TOKEN}", f"/search?q=x&access_token={TOKEN}"]:
+                async with client.get(path) as resp:
+                    assert resp.status == 401, path
+                    assert_error(await resp.json(), "unauthorized")
+                # even together with a good header: the URL already leaked the token
+                async with client.get(path, headers=AUTH) as resp:
+                    assert resp.status == 401, path
+
+    run(scenario())
+
+
+def test_health_is_open_without_a_token():
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            async with client.get("/health") as resp:
+                assert resp.status == 200
+                assert await resp.json() == HEALTH
+
+    run(scenario())
+
+
+def test_the_token_never_reaches_the_logs(caplog):
+    caplog.set_level(logging.DEBUG)
+
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            async with client.get("/search?q=secret+search+text", headers=AUTH) as resp:
+                assert resp.status == 200
+            async with client.get("/index/stats", headers={"Authorization": f"Bearer {TOKEN}wrong"}) as resp:
+                assert resp.status == 401
+            async with client.get(f"/index/stats?token={TOKEN}") as resp:
+                assert resp.status == 401
+
+    run(scenario())
+    access = [r.getMessage() for r in caplog.records if r.name == "cairn.http_api.access"]
+    assert any(m.startswith("GET /search 200") for m in access), access
+    assert TOKEN not in caplog.text
+    assert "secret search text" not in caplog.text and "secret+search" not in caplog.text
+
+
+# -- Host and Origin allowlists, CORS ---------------------------------------------------
+
+
+def test_a_foreign_host_header_is_403_on_every_route():
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            for host in ["evil.com", f"evil.com:{client.port}", f"127.0.0.1.evil.com:{client.port}", f"127.0.0.1:{client.port + 1 if client.port < 65535 else 1}"]:
+                for path in ["/health", "/index/stats"]:
+                    async with client.get(path, headers={**AUTH, "Host": host}) as resp:
+                        assert resp.status == 403, (host, path)
+                        assert_error(await resp.json(), "forbidden")
+
+    run(scenario())
+
+
+def test_loopback_host_names_are_accepted():
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            for host in [f"127.0.0.1:{client.port}", f"localhost:{client.port}", f"[::1]:{client.port}", "localhost", "LOCALHOST"]:
+                async with client.get("/index/stats", headers={**AUTH, "Host": host}) as resp:
+                    assert resp.status == 200, host
+
+    run(scenario())
+
+
+def test_a_foreign_origin_is_403_and_gets_no_cors_headers():
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            for origin in ["https://evil.com", "null", "app://obsidian.md.evil.com"]:
+                async with client.get("/index/stats", headers={**AUTH, "Origin": origin}) as resp:
+                    assert resp.status == 403, origin
+                    assert "Access-Control-Allow-Origin" not in resp.headers
+                    assert_error(await resp.json(), "forbidden")
+                async with client.options(
+                    "/search", headers={"Origin": origin, "Access-Control-Request-Method": "GET"}
+                ) as resp:
+                    assert resp.status == 403
+                    assert "Access-Control-Allow-Origin" not in resp.headers
+
+    run(scenario())
+
+
+def test_obsidian_preflight_is_answered_with_exact_cors_headers():
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            for path, method in [("/ask", "POST"), ("/search", "GET")]:
+                async with client.options(
+                    path,
+                    headers={
+                        "Origin": OBSIDIAN,
+                        "Access-Control-Request-Method": method,
+                        "Access-Control-Request-Headers": "authorization, content-type",
+                    },
+                ) as resp:
+                    assert resp.status == 204
+                    assert resp.headers["Access-Control-Allow-Origin"] == OBSIDIAN
+                    assert resp.headers["Access-Control-Allow-Methods"] == "GET, POST"
+                    assert resp.headers["Access-Control-Allow-Headers"] == "Authorization, Content-Type"
+                    assert resp.headers["Vary"] == "Origin"
+            # the actual request from Obsidian gets the echoed origin too, never '*'
+            async with client.get("/search?q=x", headers={**AUTH, "Origin": OBSIDIAN}) as resp:
+                assert resp.status == 200
+                assert resp.headers["Access-Control-Allow-Origin"] == OBSIDIAN
+                assert "Origin" in resp.headers["Vary"]
+            # and so does an error, so the plugin can read it
+            async with client.get("/search?q=x", headers={"Origin": OBSIDIAN}) as resp:
+                assert resp.status == 401
+                assert resp.headers["Access-Control-Allow-Origin"] == OBSIDIAN
+
+    run(scenario())
+
+
+def test_configured_cors_origins_replace_the_default():
+    async def scenario():
+        config = Config(cors_origins=("http://localhost:5173",))
+        async with running(EmptyQuery(), config=config) as client:
+            async with client.get("/health", headers={"Origin": "http://localhost:5173"}) as resp:
+                assert resp.status == 200
+                assert resp.headers["Access-Control-Allow-Origin"] == "http://localhost:5173"
+            async with client.get("/health", headers={"Origin": OBSIDIAN}) as resp:
+                assert resp.status == 403
+
+    run(scenario())
+
+
+# -- one error shape --------------------------------------------------------------------
+
+
+def test_unknown_route_is_a_404_json_error():
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            async with client.get("/nope", headers=AUTH) as resp:
+                assert resp.status == 404
+                assert resp.content_type == "application/json"
+                assert_error(await resp.json(), "not_found")
+
+    run(scenario())
+
+
+def test_wrong_method_is_a_405_json_error_with_allow():
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            async with client.get("/ask", headers=AUTH) as resp:
+                assert resp.status == 405
+                assert resp.headers["Allow"] == "POST"
+                assert_error(await resp.json(), "method_not_allowed")
+            async with client.post("/search", headers=AUTH) as resp:
+                assert resp.status == 405
+                assert_error(await resp.json(), "method_not_allowed")
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"question": ""},
+        {"question": "   "},
+        {"question": 42},
+        {},
+        {"question": "q" * 2001},
+        {"question": "ok", "topK": 0},
+        {"question": "ok", "topK": 51},
+        {"question": "ok", "topK": "5"},
+        {"question": "ok", "topK": 2.5},
+        {"question": "ok", "topK": True},
+        {"question": "ok", "tags": "project"},
+        {"question": "ok", "tags": [1]},
+        {"question": "ok", "folders": [""]},
+        ["question"],
+    ],
+)
+def test_invalid_ask_bodies_are_400_before_any_stream(body):
+    async def scenario():
+        query = RecordingQuery()
+        async with running(query) as client:
+            async with client.post("/ask", json=body, headers=AUTH) as resp:
+                assert resp.status == 400
+                assert resp.content_type == "application/json"
+                assert_error(await resp.json(), "bad_request")
+        assert query.calls == []
+
+    run(scenario())
+
+
+def test_a_body_that_is_not_json_is_400():
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            for data in [b"question=hi", b"\xff\xfe", b""]:
+                async with client.post("/ask", data=data, headers={**AUTH, "Content-Type": "application/json"}) as resp:
+                    assert resp.status == 400
+                    assert_error(await resp.json(), "bad_request")
+
+    run(scenario())
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/search", "/search?q=", "/search?q=x&topK=0", "/search?q=x&topK=51", "/search?q=x&topK=abc",
+     "/search?q=x&top_k=5", "/search?q=x&q=y", "/search?q=x&tag="],
+)
+def test_invalid_search_parameters_are_400(path):
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            async with client.get(path, headers=AUTH) as resp:
+                assert resp.status == 400, path
+                assert_error(await resp.json(), "bad_request")
+
+    run(scenario())
+
+
+def test_a_body_over_64_kib_is_413():
+    async def scenario():
+        async with running(RecordingQuery()) as client:
+            big = json.dumps({"question": "x", "padding": "p" * MAX_BODY_BYTES}).encode()
+            async with client.post("/ask", data=big, headers={**AUTH, "Content-Type": "application/json"}) as resp:
+                assert resp.status == 413
+                assert_error(await resp.json(), "payload_too_large")
+
+            async def chunked():  # no Content-Length: the limit still holds while reading
+                for _ in range(5):
+                    yield b"p" * (MAX_BODY_BYTES // 4)
+
+            async with client.post("/ask", data=chunked(), headers={**AUTH, "Content-Type": "application/json"}) as resp:
+                assert resp.status == 413
+                assert_error(await resp.json(), "payload_too_large")
+
+    run(scenario())
+
+
+def test_unexpected_errors_are_a_generic_500_without_traceback(caplog):
+    caplog.set_level(logging.ERROR)
+
+    async def scenario():
+        async with running(RaisingQuery(RuntimeError("kaboom /home/owner/secret-note.md"))) as client:
+            async with client.get("/search?q=x", headers=AUTH) as resp:
+                assert resp.status == 500
+                text = await resp.text()
+        body = json.loads(text)
+        assert_error(body, "internal")
+        assert "kaboom" not in text and "Traceback" not in text and "secret-note" not in text
+
+    run(scenario())
+    assert "Traceback" in caplog.text and "kaboom" in caplog.text  # the log has it
+
+
+def test_cairn_errors_map_to_their_code_and_status():
+    async def scenario():
+        async with running(RaisingQuery(StoreError("Index database is locked; retry."))) as client:
+            async with client.get("/search?q=x", headers=AUTH) as resp:
+                assert resp.status == 503
+                body = await resp.json()
+        assert body == {"error": {"code": "store_error", "message": "Index database is locked; retry."}}
+
+    run(scenario())
+
+
+def test_failing_stats_or_health_callables_become_json_errors():
+    def broken() -> dict:
+        raise RuntimeError("boom")
+
+    async def scenario():
+        async with running(EmptyQuery(), stats=broken, health=broken) as client:
+            for path in ["/index/stats", "/health"]:
+                async with client.get(path, headers=AUTH) as resp:
+                    assert resp.status == 500
+                    assert_error(await resp.json(), "internal")
+
+    run(scenario())
+
+
+# -- query plumbing ---------------------------------------------------------------------
+
+
+def test_search_passes_validated_arguments_and_runs_off_the_event_loop():
+    async def scenario():
+        query = RecordingQuery()
+        async with running(query) as client:
+            async with client.get(
+                "/search", params=[("q", "garden plan"), ("topK", "5"), ("tag", "project"), ("tag", "area/home"), ("folder", "Notes")],
+                headers=AUTH,
+            ) as resp:
+                assert resp.status == 200
+                assert await resp.json() == {"results": [], "elapsedMs": 0.1}
+            async with client.post("/ask", json={"question": "why?", "tags": ["x"]}, headers=AUTH) as resp:
+                await read_events(resp)
+        return query.calls, threading.current_thread().name
+
+    calls, loop_thread = run(scenario())
+    assert calls[0][:3] == ("search", "garden plan", {"top_k": 5, "tags": ("project", "area/home"), "folders": ("Notes",)})
+    assert calls[1][:3] == ("ask", "why?", {"top_k": Config().top_k, "tags": ("x",), "folders": ()})
+    assert all(thread != loop_thread for *_, thread in calls)
+
+
+def test_split_pieces_join_back_to_the_exact_text():
+    for text in ["", "one", "  lead and trail  ", "Line one.\nLine two [1].\n\n- item", "tabs\tand\u00a0nbsp é"]:
+        pieces = split_pieces(text)
+        assert "".join(pieces) == text
+        assert all(pieces)
+    assert len(split_pieces("a b c d")) == 4
+
+
+def test_serve_refuses_a_non_loopback_host():
+    async def scenario():
+        app = create_app(config=Config(), query=EmptyQuery(), token=TOKEN, stats=dict, health=dict)
+        with pytest.raises(ConfigError, match="loopback"):
+            await serve(app, "0.0.0.0", 0)
+
+    run(scenario())
+
+
+def test_an_empty_token_is_refused_at_startup():
+    with pytest.raises(ConfigError):
+        create_app(config=Config(), query=EmptyQuery(), token="", stats=dict, health=dict)
+
+
+# -- SSE /ask ---------------------------------------------------------------------------
+
+
+def test_ask_errors_after_the_stream_started_are_error_then_sources_then_done():
+    async def scenario():
+        for error, code in [(BadRequest("question is empty"), "bad_request"), (RuntimeError("kaboom"), "internal")]:
+            async with running(RaisingQuery(error)) as client:
+                async with client.post("/ask", json={"question": "hello"}, headers=AUTH) as resp:
+                    assert resp.status == 200
+                    assert resp.headers["Content-Type"].startswith("text/event-stream")
+                    events = await read_events(resp)
+            assert [n for n, _ in events] == ["error", "sources", "done"]
+            assert events[0][1]["code"] == code and "kaboom" not in events[0][1]["message"]
+            assert events[1][1] == []
+            assert events[2][1]["grounded"] is False and isinstance(events[2][1]["elapsedMs"], float)
+
+    run(scenario())
+
+
+def test_a_not_found_answer_streams_the_fixed_text():
+    async def scenario():
+        async with running(EmptyQuery()) as client:
+            async with client.post("/ask", json={"question": "anything"}, headers=AUTH) as resp:
+                events = await read_events(resp)
+        assert_stream_order(events)
+        assert "".join(d["text"] for n, d in events if n == "token") == NOT_FOUND_ANSWER
+        assert events[-2] == ("sources", [])
+        assert events[-1][1]["notFound"] is True and events[-1][1]["grounded"] is False
+
+    run(scenario())
+
+
+def _sample(request):
+    """The real query service over an index of examples/vault (from tests/conftest.py)."""
+    try:
+        return request.getfixturevalue("indexed_sample")
+    except pytest.FixtureLookupError:
+        pytest.skip("needs the indexed_sample fixture (tests/conftest.py) with the real QueryService")
+
+
+SAMPLE_QUESTION = "How do I set up the project?"
+
+
+def test_ask_streams_tokens_then_sources_then_done_from_the_real_service(request):
+    config, query_service, stats_fn, health_fn = _sample(request)
+    expected = query_service.ask(SAMPLE_QUESTION, top_k=8, tags=(), folders=())
+
+    async def scenario():
+        async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:
+            async with client.post("/ask", json={"question": SAMPLE_QUESTION, "topK": 8}, headers=AUTH) as resp:
+                assert resp.status == 200
+                assert resp.headers["Content-Type"] == "text/event-stream; charset=utf-8"
+                assert resp.headers["Cache-Control"] == "no-cache"
+                assert resp.headers["X-Accel-Buffering"] == "no"
+                return await read_events(resp)
+
+    events = run(scenario())
+    assert_stream_order(events)
+    tokens = [d["text"] for n, d in events if n == "token"]
+    assert "".join(tokens) == expected.text
+    if len(expected.text.split()) > 1:
+        assert len(tokens) > 1  # incremental, not one blob
+    assert events[-2][1] == [s.to_json() for s in expected.sources]
+    assert {k: events[-1][1][k] for k in ("grounded", "notFound")} == {"grounded": expected.grounded, "notFound": expected.not_found}
+    assert events[-1][1]["elapsedMs"] >= 0
+
+
+def test_search_returns_the_real_services_results(request):
+    config, query_service, stats_fn, health_fn = _sample(request)
+    expected = query_service.search(SAMPLE_QUESTION, top_k=5, tags=(), folders=()).to_json()
+
+    async def scenario():
+        async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:
+            async with client.get("/search", params={"q": SAMPLE_QUESTION, "topK": "5"}, headers=AUTH) as resp:
+                assert resp.status == 200
+                body = await resp.json()
+            async with client.get("/index/stats", headers=AUTH) as resp:
+                stats = await resp.json()
+            async with client.get("/health") as resp:
+                health = await resp.json()
+        return body, stats, health
+
+    body, stats, health = run(scenario())
+    assert body["results"] == expected["results"]
+    assert isinstance(body["elapsedMs"], (int, float))
+    assert stats == json.loads(json.dumps(stats_fn()))
+    assert set(health) >= {"status", "store", "embedder", "llm"}
+
+
+def test_ask_stream_starts_before_the_answer_is_ready(request):
+    config, query_service, stats_fn, health_fn = _sample(request)
+    gated = GatedQuery(query_service)
+
+    async def scenario():
+        async with running(gated, config=config, stats=stats_fn, health=health_fn) as client:
+            async with client.post("/ask", json={"question": SAMPLE_QUESTION}, headers=AUTH) as resp:
+                # headers arrived while the query service is still held
+                assert resp.status == 200
+                assert resp.headers["Content-Type"].startswith("text/event-stream")
+                assert await asyncio.to_thread(gated.entered.wait, 10)
+                assert not gated.release.is_set()
+                gated.release.set()
+                return await read_events(resp)
+
+    try:
+        events = run(scenario())
+    finally:
+        gated.release.set()
+    assert_stream_order(events)
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+def test_curl_n_streams_the_ask_events(request):
+    config, query_service, stats_fn, health_fn = _sample(request)
+
+    async def scenario():
+        async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:
+            proc = await asyncio.create_subprocess_exec(
+                "curl", "-N", "-sS", "--fail-with-body", "--noproxy", "*", "--max-time", "30",
+                "-H", f"Authorization: Bearer {TOKEN}", "-H", "Content-Type: application/json",
+                "-d", json.dumps({"question": SAMPLE_QUESTION}), client.url + "/ask",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                env={k: v for k, v in os.environ.items() if "proxy" not in k.lower()},
+            )
+            out, err = await proc.communicate()
+            assert proc.returncode == 0, err.decode()
+            return out.decode("utf-8")
+
+    text = run(scenario())
+    frames = [f for f in text.split("\n\n") if f]
+    names = [f.split("\n")[0].removeprefix("event: ") for f in frames]
+    assert names[-2:] == ["sources", "done"] and set(names[:-2]) <= {"token"}
+    for frame in frames:
+        event, data = frame.split("\n")
+        assert event.startswith("event: ") and data.startswith("data: ")
+        json.loads(data.removeprefix("data: "))
