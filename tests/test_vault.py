@@ -1,0 +1,326 @@
+"""Tests for cairn.vault: scanning, ignore rules, symlinks, reading notes, path containment."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from cairn.errors import NoteReadError, PathOutsideVault
+from cairn.notes import LinkResolver, parse_note
+from cairn.vault import (
+    IgnoreRules,
+    VaultFile,
+    list_all_files,
+    normalise_rel_path,
+    read_note_text,
+    resolve_in_vault,
+    scan_vault,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_VAULTS = REPO.parent / "shared" / "vaults"
+MB = 1024 * 1024
+
+
+def write(root: Path, rel: str, content: str | bytes = "x") -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def paths(root: Path, ignore=(), **kw) -> list[str]:
+    return [f.path for f in scan_vault(root, ignore, **kw)]
+
+
+# ----------------------------------------------------------------- scanning
+
+
+def test_scan_yields_markdown_files_with_metadata(tmp_path):
+    p = write(tmp_path, "folder/Note.md", "hello")
+    write(tmp_path, "image.png", b"\x89PNG")
+    files = list(scan_vault(tmp_path))
+    assert files == [VaultFile("folder/Note.md", p, p.stat().st_mtime_ns, 5, "markdown")]
+
+
+def test_scan_order_is_sorted_by_vault_relative_path(tmp_path):
+    for rel in ["b.md", "a/z.md", "a.md", "a b.md", "A/c.md", "a-b/x.md", "ä.md"]:
+        write(tmp_path, rel)
+    result = paths(tmp_path)
+    assert result == sorted(result)
+    assert len(result) == 7
+
+
+def test_scan_extension_match_is_case_insensitive_and_extensions_are_configurable(tmp_path):
+    write(tmp_path, "Upper.MD")
+    write(tmp_path, "doc.pdf", b"%PDF")
+    write(tmp_path, "board.canvas", "{}")
+    assert paths(tmp_path) == ["Upper.MD"]
+    kinds = {f.path: f.kind for f in scan_vault(tmp_path, extensions=(".md", ".pdf", "canvas"))}
+    assert kinds == {"Upper.MD": "markdown", "doc.pdf": "pdf", "board.canvas": "canvas"}
+
+
+def test_scan_skips_obsidian_trash_git_and_any_hidden_file_or_folder(tmp_path):
+    write(tmp_path, "keep.md")
+    write(tmp_path, ".obsidian/workspace.md")
+    write(tmp_path, ".trash/deleted.md")
+    write(tmp_path, ".git/x.md")
+    write(tmp_path, "sub/.hidden/x.md")
+    write(tmp_path, "sub/.dotfile.md")
+    write(tmp_path, "sub/visible.md")
+    assert paths(tmp_path) == ["keep.md", "sub/visible.md"]
+
+
+@pytest.mark.parametrize(
+    ("patterns", "expected"),
+    [
+        ([], ["Notes/a.md", "Templates/t.md", "archive/2020/old.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (["Templates/"], ["Notes/a.md", "archive/2020/old.md", "archive/top.md", "d.excalidraw.md"]),
+        (["/Templates/"], ["Notes/a.md", "archive/2020/old.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (["*.excalidraw.md"], ["Notes/a.md", "Templates/t.md", "archive/2020/old.md", "archive/top.md", "x/Templates/n.md"]),
+        (["archive/**"], ["Notes/a.md", "Templates/t.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (["archive/*"], ["Notes/a.md", "Templates/t.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (["archive/*.md"], ["Notes/a.md", "Templates/t.md", "archive/2020/old.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (["**/old.md"], ["Notes/a.md", "Templates/t.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (["archive/**/old.md"], ["Notes/a.md", "Templates/t.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (["archive", "!archive/top.md"], ["Notes/a.md", "Templates/t.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (["*.md", "!Notes/a.md"], ["Notes/a.md"]),
+        (["# a comment", "", "?otes/"], ["Templates/t.md", "archive/2020/old.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (["[NT]*/"], ["archive/2020/old.md", "archive/top.md", "d.excalidraw.md"]),
+        (["notes/"], ["Notes/a.md", "Templates/t.md", "archive/2020/old.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"]),
+    ],
+)
+def test_ignore_globs_are_gitignore_style(tmp_path, patterns, expected):
+    for rel in ["Notes/a.md", "Templates/t.md", "x/Templates/n.md", "archive/top.md", "archive/2020/old.md", "d.excalidraw.md"]:
+        write(tmp_path, rel)
+    assert paths(tmp_path, patterns) == expected
+
+
+def test_trailing_slash_pattern_matches_folders_only(tmp_path):
+    write(tmp_path, "Templates")  # a file named like the folder pattern
+    rules = IgnoreRules(["Templates/"])
+    assert rules.ignored("Templates", is_dir=True)
+    assert not rules.ignored("Templates", is_dir=False)
+    assert list(list_all_files(tmp_path, ["Templates/"])) == ["Templates"]
+
+
+def test_symlinked_folder_inside_vault_is_followed_once_and_loops_end(tmp_path):
+    write(tmp_path, "real/a.md")
+    os.symlink(tmp_path / "real", tmp_path / "zlink")  # same folder reached twice
+    os.symlink(tmp_path, tmp_path / "real/loop")  # a loop back to the root
+    os.symlink("..", tmp_path / "real/up")  # relative loop
+    assert paths(tmp_path) == ["real/a.md"]
+
+
+def test_symlinked_folder_inside_vault_is_scanned_under_the_link_name(tmp_path):
+    vault = tmp_path / "vault"
+    write(vault, "store/deep/n.md")
+    os.symlink(vault / "store/deep", vault / "alias")
+    assert paths(vault) == ["alias/n.md"]  # "alias" sorts first; the real folder is not scanned twice
+
+
+def test_symlink_pointing_outside_the_vault_is_skipped(tmp_path):
+    vault = tmp_path / "vault"
+    outside = tmp_path / "outside"
+    write(vault, "in.md")
+    write(outside, "secret.md")
+    os.symlink(outside, vault / "linkdir")
+    os.symlink(outside / "secret.md", vault / "linkfile.md")
+    assert paths(vault) == ["in.md"]
+    assert list(list_all_files(vault)) == ["in.md"]
+
+
+def test_symlinked_file_inside_vault_and_broken_symlink(tmp_path):
+    write(tmp_path, "a.md", "abc")
+    os.symlink(tmp_path / "a.md", tmp_path / "b.md")
+    os.symlink(tmp_path / "missing.md", tmp_path / "c.md")
+    files = list(scan_vault(tmp_path))
+    assert [f.path for f in files] == ["a.md", "b.md"]
+    assert files[1].size == 3
+
+
+def test_vault_root_reached_through_a_symlink(tmp_path):
+    write(tmp_path / "real", "n.md")
+    os.symlink(tmp_path / "real", tmp_path / "linkroot")
+    assert paths(tmp_path / "linkroot") == ["n.md"]
+
+
+def test_nfd_file_names_are_yielded_as_nfc_and_stay_readable(tmp_path):
+    nfd = unicodedata.normalize("NFD", "Café/Résumé.md")
+    write(tmp_path, nfd, "#tag")
+    files = list(scan_vault(tmp_path))
+    assert [f.path for f in files] == [unicodedata.normalize("NFC", "Café/Résumé.md")]
+    assert files[0].path != nfd
+    text, _ = read_note_text(files[0].abs_path, max_bytes=MB)
+    assert text == "#tag"
+    assert resolve_in_vault(tmp_path, files[0].path).read_text() == "#tag"
+
+
+def test_scan_of_missing_root_raises(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        list(scan_vault(tmp_path / "nope"))
+
+
+def test_list_all_files_includes_attachments_and_feeds_link_resolver(tmp_path):
+    write(tmp_path, "notes/a.md", "![[pic.png]] [[b]]")
+    write(tmp_path, "att/pic.png", b"\x89PNG\x00")
+    write(tmp_path, "b.md")
+    write(tmp_path, ".obsidian/app.json", "{}")
+    all_files = list(list_all_files(tmp_path))
+    assert all_files == ["att/pic.png", "b.md", "notes/a.md"]
+    resolver = LinkResolver((p, ()) for p in all_files)
+    note = parse_note((tmp_path / "notes/a.md").read_text(), "notes/a.md")
+    assert [resolver.resolve(link.target, "notes/a.md") for link in note.links] == ["att/pic.png", "b.md"]
+
+
+def test_scan_reports_mtime_changes(tmp_path):
+    p = write(tmp_path, "a.md", "one")
+    first = next(scan_vault(tmp_path))
+    later = time.time() + 10
+    os.utime(p, (later, later))
+    second = next(scan_vault(tmp_path))
+    assert second.mtime_ns != first.mtime_ns
+
+
+# ------------------------------------------------------------------ reading
+
+
+def test_read_returns_text_and_sha256_of_raw_bytes(tmp_path):
+    raw = "# Title\nCafé ☕\n".encode("utf-8")
+    p = write(tmp_path, "n.md", raw)
+    text, digest = read_note_text(p, max_bytes=MB)
+    assert text == "# Title\nCafé ☕\n"
+    assert digest == hashlib.sha256(raw).hexdigest()
+
+
+def test_read_strips_bom_but_hashes_raw_bytes(tmp_path):
+    raw = b"\xef\xbb\xbf---\ntags: [x]\n---\nbody"
+    p = write(tmp_path, "n.md", raw)
+    text, digest = read_note_text(p, max_bytes=MB)
+    assert text == "---\ntags: [x]\n---\nbody"
+    assert digest == hashlib.sha256(raw).hexdigest()
+    assert parse_note(text, "n.md").tags == ("x",)
+
+
+def test_read_refuses_too_large_file_with_sizes_in_message(tmp_path):
+    p = write(tmp_path, "big.md", b"a" * int(7.2 * MB))
+    with pytest.raises(NoteReadError) as info:
+        read_note_text(p, max_bytes=5 * MB)
+    assert "file is 7.2 MB, limit 5 MB" in info.value.message
+    assert info.value.code == "note_unreadable"
+
+
+def test_read_accepts_file_exactly_at_the_limit(tmp_path):
+    p = write(tmp_path, "edge.md", b"a" * 100)
+    assert read_note_text(p, max_bytes=100)[0] == "a" * 100
+    with pytest.raises(NoteReadError, match="file is 101 bytes, limit 100 bytes"):
+        read_note_text(write(tmp_path, "over.md", b"a" * 101), max_bytes=100)
+
+
+def test_read_refuses_binary_file(tmp_path):
+    p = write(tmp_path, "bin.md", b"PK\x03\x04\x00\x00garbage")
+    with pytest.raises(NoteReadError, match=r"binary \(NUL byte at offset 4\)"):
+        read_note_text(p, max_bytes=MB)
+
+
+def test_read_refuses_utf16_naming_it(tmp_path):
+    p = write(tmp_path, "u16.md", "hello".encode("utf-16"))
+    with pytest.raises(NoteReadError, match="UTF-16"):
+        read_note_text(p, max_bytes=MB)
+
+
+def test_read_refuses_latin1_with_byte_offset_and_line(tmp_path):
+    p = write(tmp_path, "latin.md", "line one\nCaf\u00e9\n".encode("latin-1"))
+    with pytest.raises(NoteReadError) as info:
+        read_note_text(p, max_bytes=MB)
+    assert "not valid UTF-8" in info.value.message
+    assert "byte 0xE9 at offset 12 (line 2)" in info.value.message
+
+
+def test_read_unreadable_file_raises_note_read_error(tmp_path):
+    with pytest.raises(NoteReadError, match="cannot read the file"):
+        read_note_text(tmp_path / "missing.md", max_bytes=MB)
+    with pytest.raises(NoteReadError, match="cannot read the file"):
+        read_note_text(tmp_path, max_bytes=MB)  # a folder
+
+
+# ------------------------------------------------------------- containment
+
+
+def test_resolve_in_vault_returns_absolute_path_inside(tmp_path):
+    write(tmp_path, "a/b.md")
+    root = tmp_path.resolve()
+    assert resolve_in_vault(tmp_path, "a/b.md") == root / "a/b.md"
+    assert resolve_in_vault(tmp_path, "./a//b.md") == root / "a/b.md"
+    assert resolve_in_vault(tmp_path, "a/../a/b.md") == root / "a/b.md"
+    assert resolve_in_vault(tmp_path, "a\\b.md") == root / "a/b.md"
+    assert resolve_in_vault(tmp_path, "new/not-yet.md") == root / "new/not-yet.md"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["/etc/passwd", "\\\\server\\share", "C:\\Windows", "c:/x.md", "../x.md", "a/../../x.md", "..", "a\x00b.md"],
+)
+def test_resolve_in_vault_refuses_escapes(tmp_path, bad):
+    with pytest.raises(PathOutsideVault) as info:
+        resolve_in_vault(tmp_path, bad)
+    assert info.value.code == "path_outside_vault"
+
+
+def test_resolve_in_vault_refuses_symlink_leading_outside(tmp_path):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    write(tmp_path, "outside/secret.md")
+    os.symlink(tmp_path / "outside", vault / "link")
+    os.symlink(tmp_path / "outside/secret.md", vault / "s.md")
+    for rel in ["link/secret.md", "s.md", "link"]:
+        with pytest.raises(PathOutsideVault):
+            resolve_in_vault(vault, rel)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("a/b.md", "a/b.md"),
+        ("./a/b.md", "a/b.md"),
+        ("././a", "a"),
+        ("a//b/./c.md", "a/b/c.md"),
+        ("a\\b.md", "a/b.md"),
+        ("folder/", "folder"),
+        (unicodedata.normalize("NFD", "é.md"), "é.md"),
+        ("../x", "../x"),
+        ("/abs", "/abs"),
+    ],
+)
+def test_normalise_rel_path(raw, expected):
+    assert normalise_rel_path(raw) == expected
+
+
+# --------------------------------------------------- real vault (read-only)
+
+
+@pytest.mark.skipif(not (SHARED_VAULTS / "obsidian-help").is_dir(), reason="shared/vaults/obsidian-help not present")
+def test_obsidian_help_vault_scans_173_notes_and_all_parse():
+    root = SHARED_VAULTS / "obsidian-help"
+    files = list(scan_vault(root))
+    assert len(files) == 173
+    assert all(f.kind == "markdown" and f.path.endswith(".md") for f in files)
+    all_paths = list(list_all_files(root))
+    assert len(all_paths) > len(files)  # attachments too
+    parsed = {}
+    for f in files:
+        text, _ = read_note_text(f.abs_path, max_bytes=5 * MB)
+        parsed[f.path] = parse_note(text, f.path)
+    resolver = LinkResolver((p, parsed[p].aliases if p in parsed else ()) for p in all_paths)
+    links = [(path, link) for path, note in parsed.items() for link in note.links]
+    assert len(links) > 500
+    resolved = sum(resolver.resolve(link.target, path) is not None for path, link in links)
+    assert resolved / len(links) > 0.9
