@@ -386,6 +386,12 @@ def test_code_fence_inside_a_comment_does_not_hide_following_text():
     assert note.links == (L("Seen", line=4),)
 
 
+def test_line_holding_only_a_comment_does_not_turn_the_next_indented_line_into_code():
+    note = parse_note("para\n%% note %%\n    #still_text [[Still]]\n", "n.md")
+    assert note.tags == ("still_text",)
+    assert note.links == (L("Still", line=3),)
+
+
 def test_hub_style_comment_with_placeholder_tag_is_ignored():
     text = "%% Uncomment the next line. If they don't, delete the placeholder tag: #placeholder/author %%\n"
     assert parse_note(text, "n.md").tags == ()
@@ -436,7 +442,7 @@ def test_markdown_links_to_notes_are_decoded_and_urls_are_not_links():
         "[text](Some%20Note.md) [t](folder/note.md#heading) [angle](<With Space.md>)\n"
         "[web](https://example.com/a.md) [mail](mailto:a@b.c) [ob](obsidian://open?x=1)\n"
         '[titled](Note.md "Title") [self](#Local) [](empty.md)\n'
-        "[proto](//cdn.example.com/x.md)\n"
+        "[proto](//cdn.example.com/x.md) [doubled]((https://x.com/a#b))\n"
     )
     note = parse_note(text, "n.md")
     assert note.links == (
@@ -465,6 +471,11 @@ def test_link_line_numbers_count_front_matter_lines():
     note = parse_note(text, "n.md")
     assert note.body_line == 5
     assert note.links == (L("Deep", line=7),)
+
+
+def test_nested_heading_and_size_suffix_are_kept_raw():
+    note = parse_note("[[Note#H1#H2]] ![[pic.png|200]]", "n.md")
+    assert note.links == (L("Note", heading="H1#H2"), L("pic.png", alias="200", is_embed=True))
 
 
 def test_empty_wikilink_is_ignored():

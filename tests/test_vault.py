@@ -318,7 +318,15 @@ def test_obsidian_help_vault_scans_173_notes_and_all_parse():
     parsed = {}
     for f in files:
         text, _ = read_note_text(f.abs_path, max_bytes=5 * MB)
-        parsed[f.path] = parse_note(text, f.path)
+        note = parse_note(text, f.path)
+        parsed[f.path] = note
+        if note.body:  # body lines line up with the file's lines (comments aside)
+            file_lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+            body_lines = note.body.split("\n")
+            assert len(file_lines) == note.body_line - 1 + len(body_lines), f.path
+            for i, line in enumerate(body_lines):
+                original = file_lines[note.body_line - 1 + i]
+                assert line == original or "%%" in text, (f.path, i)
     resolver = LinkResolver((p, parsed[p].aliases if p in parsed else ()) for p in all_paths)
     links = [(path, link) for path, note in parsed.items() for link in note.links]
     assert len(links) > 500

@@ -384,6 +384,7 @@ def _split_frontmatter(text: str) -> tuple[str | None, str, int]:
 
 _MD = MarkdownIt("commonmark").disable(["inline", "text_join"])
 _BACKTICKS_RE = re.compile(r"`+")
+_MAYBE_INDENTED_RE = re.compile(r"^(?: {0,3}\t| {4})", re.MULTILINE)
 
 
 def _line_starts(text: str) -> list[int]:
@@ -395,6 +396,8 @@ def _line_starts(text: str) -> list[int]:
 
 def _code_ranges(text: str) -> list[tuple[int, int]]:
     """Character ranges of code in ``text``: fenced/indented blocks and inline code spans."""
+    if "`" not in text and "~~~" not in text and not _MAYBE_INDENTED_RE.search(text):
+        return []  # no fence, code span or indented line: nothing for markdown-it to find
     starts = _line_starts(text)
     n_lines = len(starts)
 
@@ -448,19 +451,26 @@ def _in_ranges(pos: int, ranges: list[tuple[int, int]], starts: list[int]) -> bo
 
 
 def _strip_comments(body: str) -> tuple[str, list[tuple[int, int]]]:
-    """Blank Obsidian comments; return (blanked body, code ranges of the blanked body).
+    """Blank Obsidian comments; return (blanked body, code ranges).
 
     In document order, whichever comes first wins: a ``%%`` inside code is
     literal, and inside a comment nothing is parsed (a code fence in a comment
     does not hide the text after it). A comment runs to the next ``%%``; an
     unclosed one hides the rest of the note, as in Obsidian's reading view.
+
+    Code structure is taken from the text as written (a line holding only a
+    comment is not a blank line, so it does not turn a following indented line
+    into a code block). Only when a comment contains backticks or tildes, which
+    could open a fence, is the structure found again, on a copy where the
+    comment is a run of ``x`` of the same shape.
     """
-    code = _code_ranges(body) if body else []
+    code = _code_ranges(body)
     if "%%" not in body:
         return body, code
+    structure = body
+    comments: list[tuple[int, int]] = []
     starts = [r[0] for r in code]
     pos = 0
-    changed = False
     while True:
         i = body.find("%%", pos)
         if i < 0:
@@ -470,24 +480,20 @@ def _strip_comments(body: str) -> tuple[str, list[tuple[int, int]]]:
             continue
         close = body.find("%%", i + 2)
         end = len(body) if close < 0 else close + 2
-        inner = body[i:end]
-        body = _blank(body, [(i, end)])
-        changed = True
-        if "`" in inner or "~" in inner:  # code structure after the comment may change
-            code = _code_ranges(body)
+        comments.append((i, end))
+        if "`" in body[i:end] or "~" in body[i:end]:
+            structure = _blank(structure, [(i, end)], "x")
+            code = _code_ranges(structure)
             starts = [r[0] for r in code]
-            changed = False
         pos = end
-    if changed:
-        code = _code_ranges(body)
-    return body, code
+    return _blank(body, comments), code
 
 
 _NOT_NEWLINE_RE = re.compile(r"[^\n]")
 
 
-def _blank(text: str, ranges: Iterable[tuple[int, int]]) -> str:
-    """Replace every character in ``ranges`` (sorted, non-overlapping) with a space, keeping newlines."""
+def _blank(text: str, ranges: Iterable[tuple[int, int]], fill: str = " ") -> str:
+    """Replace every character in ``ranges`` with ``fill`` (a space), keeping newlines."""
     parts: list[str] = []
     last = 0
     for a, b in sorted(ranges):
@@ -495,7 +501,7 @@ def _blank(text: str, ranges: Iterable[tuple[int, int]]) -> str:
         if b <= a:
             continue
         parts.append(text[last:a])
-        parts.append(_NOT_NEWLINE_RE.sub(" ", text[a:b]))
+        parts.append(_NOT_NEWLINE_RE.sub(fill, text[a:b]))
         last = b
     parts.append(text[last:])
     return "".join(parts)
@@ -588,7 +594,7 @@ def parse_note(text: str, path: str) -> ParsedNote:
         if dest.startswith("<") and dest.endswith(">"):
             dest = dest[1:-1]
         dest = dest.strip()
-        if not dest or _URL_SCHEME_RE.match(dest) or dest.startswith("//"):
+        if not dest or _URL_SCHEME_RE.match(dest) or dest.startswith("//") or "://" in dest:
             continue
         target, heading, block = _split_fragment(unquote(dest))
         if not target and not heading and not block:

@@ -52,8 +52,8 @@ _KINDS = {".md": "markdown", ".pdf": "pdf", ".canvas": "canvas"}
 class VaultFile:
     """One file found in the vault.
 
-    ``path`` is vault-relative (POSIX, NFC); ``abs_path`` is ``root / path`` as
-    found on disk (symlinks not resolved); ``mtime_ns`` is the modification time
+    ``path`` is vault-relative (POSIX, NFC); ``abs_path`` is the file under the
+    given root as spelled on disk (possibly NFD; symlinks not resolved); ``mtime_ns`` is the modification time
     in nanoseconds and ``size`` the size in bytes (of the symlink's target for a
     symlinked file); ``kind`` is ``"markdown"`` for ``.md`` files.
     """
