@@ -6,8 +6,24 @@ fusion → cosine floor (0.35, every candidate) → per-note de-duplication → 
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
+
+import numpy as np
+
+from cairn.config import COSINE_FLOOR, CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER
+from cairn.embedder import Embedder
+from cairn.errors import BadRequest
+from cairn.indexer import TITLE_WEIGHT, chunk_embed_text
+from cairn.notes import normalise_tag
+from cairn.prompt import (
+    Sentence, candidate_sentences, compose_extractive_answer, pick_sentences, select_within_budget, source_line,
+    token_overlap,
+)
+from cairn.ranking import FusionWeights, QueryClassifier, fts_match_expression, limit_per_group, query_terms, rrf_fuse
+from cairn.store import ChunkRow, Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +109,215 @@ class Answer:
             "sources": [s.to_json() for s in self.sources],
             "elapsedMs": round(self.elapsed_ms, 1),
         }
+
+
+# ---------------------------------------------------------------------------------------------
+# The query service
+# ---------------------------------------------------------------------------------------------
+MAX_QUESTION_CHARS = 2000
+MODES = ("hybrid", "bm25", "dense")
+
+
+class QueryService:
+    """Search and answer over one vault's index. The one query path for CLI, HTTP and MCP:
+    every result passes the scope filter and the cosine floor (DESIGN.md contract).
+
+    Blocking (SQLite + ONNX); call it from a worker thread in async code. Thread-safe
+    (the store gives each thread its own connection; onnxruntime sessions are thread-safe).
+    """
+
+    #: Candidates taken from each ranked list before fusion.
+    CANDIDATES = 60
+    #: At most this many chunks of one note in search results / in an answer's sources.
+    PER_NOTE_SEARCH = 2
+    PER_NOTE_ASK = 3
+
+    def __init__(self, store: Store, embedder: Embedder, *, floor: float = COSINE_FLOOR,
+                 weights: FusionWeights = FusionWeights(), title_weight: float = TITLE_WEIGHT,
+                 classifier: QueryClassifier | None = None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.floor = floor
+        self.weights = weights
+        self.title_weight = title_weight
+        self.classifier = classifier or QueryClassifier()
+
+    # ------------------------------------------------------------------ validation
+    @staticmethod
+    def _check(text: str, top_k: int, what: str = "query") -> str:
+        if not isinstance(text, str) or not text.strip():
+            raise BadRequest(f"The {what} is empty; expected some words to search for.")
+        if len(text) > MAX_QUESTION_CHARS:
+            raise BadRequest(f"The {what} is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}.")
+        if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 50:
+            raise BadRequest(f"top_k must be an integer from 1 to 50, got {top_k!r}.")
+        return text.strip()
+
+    @staticmethod
+    def _scope_tags(tags: Sequence[str]) -> list[str]:
+        out = []
+        for t in tags or ():
+            norm = normalise_tag(str(t))
+            if norm is None:
+                raise BadRequest(f"{t!r} is not a valid tag; expected e.g. 'project' or 'project/alpha'.")
+            out.append(norm)
+        return out
+
+    # ------------------------------------------------------------------ retrieval
+    def retrieve(self, query: str, *, top_k: int = DEFAULT_TOP_K, tags: Sequence[str] = (),
+                 folders: Sequence[str] = (), mode: str = "hybrid", per_note: int | None = None) -> tuple[list[Hit], str | None]:
+        """Ranked hits for ``query`` (at most ``top_k``, at most ``per_note`` chunks per note),
+        each with cosine similarity ≥ the floor. ``mode`` picks the ranked lists fused:
+        ``hybrid`` (BM25 + dense), ``bm25`` or ``dense`` (for evaluation). Returns (hits, preference)."""
+        query = self._check(query, top_k)
+        if mode not in MODES:
+            raise BadRequest(f"mode must be one of {', '.join(MODES)}, got {mode!r}.")
+        per_note = per_note or self.PER_NOTE_SEARCH
+        scope_tags = self._scope_tags(tags)
+        scope_folders = [str(f).strip().strip("/") for f in folders or () if str(f).strip().strip("/")]
+        within = self.store.scoped_chunk_ids(scope_tags, scope_folders) if (scope_tags or scope_folders) else None
+        if within is not None and not within:
+            return [], None
+        qvec = self.embedder.embed_query(query)
+        preference = self.classifier.classify(query)
+
+        rankings: dict[str, list[int]] = {}
+        if mode in ("hybrid", "bm25"):
+            match = fts_match_expression(query)
+            rankings["bm25"] = [cid for cid, _ in self.store.fts_search(match, self.CANDIDATES, within=within)] if match else []
+        if mode in ("hybrid", "dense"):
+            rankings["dense"] = self._dense(qvec, within)
+
+        candidates = list(dict.fromkeys(cid for ranked in rankings.values() for cid in ranked))
+        rows = self.store.chunk_rows(candidates)
+        cosines = self._cosines(qvec, candidates, rows)
+        passing = {cid for cid in candidates if cid in rows and cosines.get(cid, -1.0) >= self.floor}
+        fused = rrf_fuse({name: [c for c in ranked if c in passing] for name, ranked in rankings.items()},
+                         {"dense": self.weights.dense, "bm25": self.weights.bm25})
+        for cid in fused:
+            fused[cid] *= self.classifier.boost(preference, rows[cid].kind)
+        order = sorted(fused, key=lambda c: (-fused[c], -cosines[c], c))
+        chosen = limit_per_group(order, {c: rows[c].path for c in order}, per_note, top_k)
+        tags_by_note = self.store.tags_of_notes(rows[c].note_id for c in chosen)
+        terms = query_terms(query)
+        hits = [self._hit(rows[c], fused[c], cosines[c], tags_by_note.get(rows[c].note_id, []), terms) for c in chosen]
+        return hits, preference
+
+    def _dense(self, qvec: np.ndarray, within: list[int] | None) -> list[int]:
+        if within is None:
+            return [cid for cid, _ in self.store.knn(qvec, self.CANDIDATES)]
+        vecs = self.store.vectors(within)
+        if not vecs:
+            return []
+        ids = np.fromiter(vecs.keys(), dtype=np.int64, count=len(vecs))
+        sims = np.stack(list(vecs.values())) @ qvec
+        top = np.argsort(-sims)[: self.CANDIDATES]
+        return [int(ids[i]) for i in top]
+
+    def _cosines(self, qvec: np.ndarray, ids: Sequence[int], rows: dict[int, ChunkRow]) -> dict[int, float]:
+        """Cosine similarity of every candidate to the query — from its stored vector, or, for a
+        chunk not embedded yet (keyword-ready index), computed now the same way the indexer will."""
+        stored = self.store.vectors(ids)
+        out = {cid: float(vec @ qvec) for cid, vec in stored.items()}
+        missing = [cid for cid in ids if cid not in out and cid in rows]
+        if missing:
+            texts = [chunk_embed_text(rows[c].symbol, rows[c].text) for c in missing]
+            titles = [rows[c].title for c in missing]
+            vecs = self.embedder.embed(texts + titles)
+            for i, cid in enumerate(missing):
+                v = vecs[i] + self.title_weight * vecs[len(missing) + i]
+                v = v / max(float(np.linalg.norm(v)), 1e-12)
+                out[cid] = float(v @ qvec)
+        return out
+
+    @staticmethod
+    def _hit(row: ChunkRow, score: float, cosine: float, tags: Sequence[str], terms: Sequence[str]) -> Hit:
+        return Hit(chunk_id=row.chunk_id, file_path=row.path, title=row.title, symbol=row.symbol, score=score,
+                   cosine=cosine, snippet=make_snippet(row.text, terms), text=row.text, tags=tuple(tags),
+                   lines=(row.line_start, row.line_end) if row.line_start is not None else None,
+                   page=row.page, kind=row.kind, indexed_at=row.indexed_at)
+
+    def search(self, query: str, *, top_k: int = DEFAULT_TOP_K, tags: Sequence[str] = (),
+               folders: Sequence[str] = (), mode: str = "hybrid") -> SearchResult:
+        """Ranked chunks for a query. Raises :class:`BadRequest` for an empty or over-long query,
+        a bad top_k or tag."""
+        started = time.perf_counter()
+        hits, preference = self.retrieve(query, top_k=top_k, tags=tags, folders=folders, mode=mode)
+        return SearchResult(hits=hits, elapsed_ms=(time.perf_counter() - started) * 1000, preference=preference)
+
+    # ------------------------------------------------------------------ answers
+    def context(self, question: str, *, top_k: int = DEFAULT_TOP_K, tags: Sequence[str] = (),
+                folders: Sequence[str] = ()) -> list[Source]:
+        """The numbered sources of an answer: retrieved chunks that fit the 6,000-token context
+        budget (lowest-scored dropped first), numbered 1..n in rank order. [] → not found."""
+        hits, _ = self.retrieve(question, top_k=top_k, tags=tags, folders=folders, per_note=self.PER_NOTE_ASK)
+        if not hits:
+            return []
+        tokens = [self.embedder.count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)]
+        kept = select_within_budget([h.score for h in hits], tokens, CONTEXT_TOKEN_BUDGET)
+        return [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)]
+
+    def ask(self, question: str, *, top_k: int = DEFAULT_TOP_K, tags: Sequence[str] = (),
+            folders: Sequence[str] = ()) -> Answer:
+        """An attributable answer. Nothing above the floor → the fixed not-found answer. Otherwise
+        (no model yet) the extractive answer: the sentences of the sources that best answer the
+        question, each followed by its ``[n]``, then a ``Sources:`` list; ``grounded: false``."""
+        started = time.perf_counter()
+        question = self._check(question, top_k, "question")
+        sources = self.context(question, top_k=top_k, tags=tags, folders=folders)
+        if not sources:
+            return Answer(text=NOT_FOUND_ANSWER, grounded=False, not_found=True, sources=[],
+                          elapsed_ms=(time.perf_counter() - started) * 1000)
+        text = self.extractive_answer(question, sources)
+        return Answer(text=text, grounded=False, not_found=False, sources=sources,
+                      elapsed_ms=(time.perf_counter() - started) * 1000)
+
+    def extractive_answer(self, question: str, sources: Sequence[Source]) -> str:
+        """Pick the sentences that best answer ``question``: cosine similarity of each candidate
+        sentence to the question (same model), plus a keyword-overlap bonus and a small prior for
+        better-ranked sources."""
+        cands: list[tuple[int, int, str]] = []
+        for s in sources:
+            for pos, sent in enumerate(candidate_sentences(s.hit.text)[:40]):
+                cands.append((s.n, pos, sent))
+        picked: list[Sentence] = []
+        if cands:
+            qvec = self.embedder.embed_query(question)
+            vecs = self.embedder.embed([c[2] for c in cands])
+            sims = vecs @ qvec
+            terms = query_terms(question)
+            scored = [Sentence(n=n, position=pos, text=text,
+                               score=float(sims[i]) + 0.15 * token_overlap(terms, text) - 0.01 * (n - 1))
+                      for i, (n, pos, text) in enumerate(cands)]
+            picked = pick_sentences(scored)
+        lines = [source_line(s.n, s.hit.file_path, s.hit.symbol, s.hit.lines, s.hit.page) for s in sources]
+        return compose_extractive_answer(picked, lines)
+
+
+_SNIP_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def make_snippet(text: str, terms: Sequence[str], width: int = 220) -> str:
+    """A one-line excerpt of ``text`` (≤ ``width`` chars) around the densest run of query terms."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    if terms:
+        prefixes = tuple(t[:5] for t in terms)
+        positions = [m.start() for m in _SNIP_WORD.finditer(flat.lower()) if m.group(0).startswith(prefixes)]
+    else:
+        positions = []
+    if not positions:
+        return flat[: width - 1].rsplit(" ", 1)[0] + "…"
+    best, best_count = positions[0], 0
+    for p in positions:
+        count = sum(1 for q in positions if p <= q < p + width)
+        if count > best_count:
+            best, best_count = p, count
+    start = max(0, best - width // 4)
+    if start:
+        start = flat.find(" ", start) + 1 or start
+    piece = flat[start:start + width]
+    if start + width < len(flat):
+        piece = piece.rsplit(" ", 1)[0] + "…"
+    return ("…" if start else "") + piece

@@ -1,0 +1,187 @@
+"""Composition root: builds the store, model, indexer and query service for one vault, and runs the daemon.
+
+Start order for ``cairn serve``: open the store and the model, start the HTTP API on
+127.0.0.1 (``/health`` answers while indexing), write ``service.json`` (URL, pid — never
+the token), then index the vault in a worker thread (keyword-ready first, vectors after).
+Stop order: HTTP server closed (open streams cut), indexing asked to stop between batches,
+store closed, ``service.json`` removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import logging.handlers
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from cairn import __version__
+from cairn.config import Config
+from cairn.embedder import Embedder
+from cairn.indexer import Indexer, IndexReport
+from cairn.query import QueryService
+from cairn.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class Cairn:
+    """Everything for one vault: ``store``, ``embedder``, ``indexer``, ``query``. Close with :meth:`close`.
+
+    Raises :class:`~cairn.errors.ConfigError` (no vault), :class:`~cairn.errors.StoreError`
+    / ``SchemaTooNew`` (index unusable), :class:`~cairn.errors.ModelError` (model files).
+    """
+
+    def __init__(self, config: Config, *, embedder: Embedder | None = None) -> None:
+        self.config = config
+        config.require_vault()
+        self.embedder = embedder or Embedder(threads=config.embed_threads)
+        self.store = Store(config.db_path)
+        self.indexer = Indexer(config, self.store, self.embedder)
+        self.query = QueryService(self.store, self.embedder)
+        self.indexing = threading.Event()
+        self.stop_requested = threading.Event()
+        self.last_report: IndexReport | None = None
+        self.index_error: str | None = None
+
+    def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
+        """Run both indexing phases (blocking). Safe to call from a worker thread."""
+        self.indexing.set()
+        try:
+            started = time.perf_counter()
+            report = self.indexer.sync_text(full=full, progress=progress)
+            report.vectors_written, report.texts_embedded = self.indexer.embed_pending(
+                progress=progress, should_stop=self.stop_requested.is_set)
+            report.elapsed_s = time.perf_counter() - started
+            self.last_report = report
+            self.index_error = None
+            return report
+        except Exception as exc:
+            self.index_error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self.indexing.clear()
+
+    def stats(self) -> dict[str, Any]:
+        """``/index/stats``: {notes, skipped, chunks, vectors, pending, lastIngestedAt, indexing, watching, paused, errors}."""
+        out = self.store.stats()
+        out.update({"indexing": self.indexing.is_set(), "watching": False, "paused": False,
+                    "vault": str(self.config.vault), "schemaVersion": self.store.schema_version,
+                    "model": self.embedder.model_id, "indexError": self.index_error})
+        return out
+
+    def health(self) -> dict[str, Any]:
+        """``/health``: store and model reachability; ``status`` is ``ok`` only when both work."""
+        store_ok = embedder_ok = True
+        try:
+            self.store.conn.execute("SELECT count(*) FROM notes").fetchone()
+        except Exception as exc:  # report, never raise, from a health check
+            store_ok = False
+            log.warning("health: store check failed: %s", exc)
+        try:
+            embedder_ok = self.embedder.embed_query("health").shape == (self.embedder.dim,)
+        except Exception as exc:
+            embedder_ok = False
+            log.warning("health: embedder check failed: %s", exc)
+        return {"status": "ok" if store_ok and embedder_ok else "degraded", "version": __version__,
+                "store": {"ok": store_ok}, "embedder": {"ok": embedder_ok, "model": self.embedder.model_id},
+                "llm": {"configured": False, "reachable": False}}
+
+    def close(self) -> None:
+        self.stop_requested.set()
+        self.store.close()
+
+
+def setup_logging(config: Config, *, to_file: bool = True) -> None:
+    """Log to stderr and (for the daemon) a rotating file in the platform log folder. Never stdout."""
+    level = logging.DEBUG if config.debug else logging.INFO
+    root = logging.getLogger()
+    root.setLevel(level)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not any(getattr(h, "_cairn", False) for h in root.handlers):
+        err = logging.StreamHandler(sys.stderr)
+        err.setFormatter(fmt)
+        err._cairn = True  # type: ignore[attr-defined]
+        root.addHandler(err)
+        if to_file:
+            try:
+                config.log_dir.mkdir(parents=True, exist_ok=True)
+                fh = logging.handlers.RotatingFileHandler(config.log_dir / "cairn.log", maxBytes=5_000_000, backupCount=3,
+                                                          encoding="utf-8")
+                fh.setFormatter(fmt)
+                fh._cairn = True  # type: ignore[attr-defined]
+                root.addHandler(fh)
+            except OSError as exc:
+                log.warning("cannot write the log file in %s: %s", config.log_dir, exc)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING if not config.debug else logging.INFO)
+
+
+def write_service_file(config: Config, url: str) -> None:
+    """``service.json``: the running daemon's URL and pid for the plugin and ``cairn status`` (no token)."""
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = config.service_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"url": url, "pid": os.getpid(), "vault": str(config.vault), "version": __version__,
+                               "startedAt": time.time()}), encoding="utf-8")
+    os.replace(tmp, config.service_file)
+
+
+def remove_service_file(config: Config) -> None:
+    try:
+        data = json.loads(config.service_file.read_text(encoding="utf-8"))
+        if data.get("pid") == os.getpid():
+            config.service_file.unlink()
+    except (OSError, ValueError):
+        pass
+
+
+async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = None,
+                     stop: asyncio.Event | None = None) -> int:
+    """Run the daemon until ``stop`` is set or SIGINT/SIGTERM. ``ready(url)`` is called once the
+    API is listening. Returns the exit code."""
+    from cairn.http_api import create_app, serve  # adapters are wired here, in the composition root
+    from cairn.secrets import get_or_create_token
+
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
+            pass
+    cairn = await asyncio.to_thread(Cairn, config)
+    token = await asyncio.to_thread(get_or_create_token, config)
+    app = create_app(config=config, query=cairn.query, token=token, stats=cairn.stats, health=cairn.health)
+    server = await serve(app, config.host, config.port)
+    write_service_file(config, server.url)
+    if ready:
+        ready(server.url)
+
+    def index_in_background() -> None:
+        try:
+            report = cairn.index()
+            log.info("index up to date: %d notes scanned, %d added, %d updated, %d deleted, %d skipped; "
+                     "%d texts embedded in %.1f s", report.scanned, report.added, report.updated, report.deleted,
+                     len(report.skipped), report.texts_embedded, report.elapsed_s)
+        except Exception:
+            log.exception("indexing failed; the daemon keeps serving what is indexed")
+
+    indexing = loop.run_in_executor(None, index_in_background)
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down")
+        cairn.stop_requested.set()
+        await server.close()
+        try:
+            await asyncio.wait_for(asyncio.shield(indexing), timeout=30)
+        except asyncio.TimeoutError:
+            log.warning("indexing did not stop within 30 s")
+        cairn.close()
+        remove_service_file(config)
+    return 0

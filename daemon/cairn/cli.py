@@ -1,0 +1,262 @@
+"""The ``cairn`` command line (DESIGN.md, Interfaces → CLI).
+
+Exit codes: 0 ok, 1 error (``Error: …`` on stderr), 2 usage. ``--json`` prints one JSON
+document on stdout. Logs go to stderr, never stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Sequence
+
+from cairn import __version__
+from cairn.config import Config, load_config
+from cairn.errors import CairnError
+
+log = logging.getLogger("cairn.cli")
+
+
+def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    default = argparse.SUPPRESS if suppress else None
+    parser.add_argument("--vault", default=default, help="the Obsidian vault folder (env CAIRN_VAULT)")
+    parser.add_argument("--config", default=default, metavar="FILE", help="a TOML config file")
+    parser.add_argument("--data-dir", default=default, metavar="DIR", help="where indexes live (env CAIRN_DATA_DIR)")
+    parser.add_argument("--debug", action="store_true", default=default, help="verbose logging")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cairn", description="Local search and cited answers over your Obsidian vault.")
+    parser.add_argument("--version", action="version", version=f"cairn {__version__}")
+    _global_options(parser, suppress=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, suppress=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("serve", parents=[common], help="run the daemon: index, HTTP API on 127.0.0.1")
+    p.add_argument("--port", type=int, help="HTTP port (env CAIRN_PORT; 0 picks a free one)")
+    p.add_argument("--no-tray", action="store_true", help="run without a tray icon (the tray is not built yet)")
+
+    p = sub.add_parser("index", parents=[common], help="index the vault incrementally, then exit")
+    p.add_argument("--full", action="store_true", help="re-read every note (unchanged text still comes from the cache)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    for name, helptext in (("search", "ranked chunks for a query"), ("ask", "an answer with [n] citations")):
+        p = sub.add_parser(name, parents=[common], help=helptext)
+        p.add_argument("text", metavar="QUERY" if name == "search" else "QUESTION")
+        p.add_argument("--tag", action="append", default=[], help="only notes with this tag (any of; nested tags match)")
+        if name == "search":
+            p.add_argument("--folder", action="append", default=[], help="only notes under this folder")
+        p.add_argument("--top-k", type=int, default=None, help="number of results (default 8)")
+        p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("status", parents=[common], help="index counts, pending work, whether a daemon runs")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("token", parents=[common], help="print the API token the Obsidian plugin uses")
+    p.add_argument("--rotate", action="store_true", help="make a new token (the old one stops working)")
+    return parser
+
+
+def _config(args: argparse.Namespace) -> Config:
+    overrides = {"vault": getattr(args, "vault", None), "data_dir": getattr(args, "data_dir", None),
+                 "debug": True if getattr(args, "debug", None) else None, "port": getattr(args, "port", None)}
+    config_file = Path(args.config) if getattr(args, "config", None) else None
+    return load_config(overrides, config_file=config_file)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+
+def _progress_bar():
+    """A tqdm progress callback on a terminal (stderr), else None."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    from tqdm import tqdm
+
+    bars: dict[str, Any] = {}
+
+    def progress(phase: str, done: int, total: int) -> None:
+        bar = bars.get(phase)
+        if bar is None:
+            label = {"scan": "scanning", "index": "indexing", "embed": "embedding"}.get(phase, phase)
+            bar = bars[phase] = tqdm(total=total, desc=label, unit="chunk" if phase == "embed" else "note",
+                                     file=sys.stderr, leave=True, dynamic_ncols=True)
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    def close() -> None:
+        for bar in bars.values():
+            bar.close()
+
+    return progress, close
+
+
+def cmd_index(args: argparse.Namespace, config: Config) -> int:
+    from cairn.app import Cairn
+
+    cairn = Cairn(config)
+    progress, close = _progress_bar()
+    try:
+        report = cairn.index(full=args.full, progress=progress)
+    finally:
+        close()
+        stats = cairn.stats()
+        cairn.close()
+    if args.json:
+        _print_json({**report.to_json(), "stats": {k: stats[k] for k in ("notes", "chunks", "vectors", "pending")}})
+        return 0
+    print(f"Indexed {config.vault}: {report.scanned} files scanned — {report.added} added, {report.updated} updated, "
+          f"{report.unchanged} unchanged, {report.deleted} removed, {len(report.skipped)} skipped.")
+    print(f"{stats['notes']} notes, {stats['chunks']} chunks, {stats['vectors']} vectors; "
+          f"{report.texts_embedded} texts embedded; keyword-ready in {report.keyword_ready_s:.1f} s, "
+          f"done in {report.elapsed_s:.1f} s.")
+    for path, reason in report.skipped:
+        print(f"  skipped {path}: {reason}")
+    for path, reason in report.warnings:
+        print(f"  warning {path}: {reason}")
+    return 0
+
+
+def _open_for_query(config: Config):
+    from cairn.app import Cairn
+
+    cairn = Cairn(config)
+    if cairn.store.stats()["notes"] == 0 or cairn.store.count_pending():
+        # First use, or vectors missing: bring the index up to date first (incremental, usually instant).
+        cairn.index()
+    return cairn
+
+
+def cmd_search(args: argparse.Namespace, config: Config) -> int:
+    cairn = _open_for_query(config)
+    try:
+        result = cairn.query.search(args.text, top_k=args.top_k or config.top_k, tags=args.tag, folders=args.folder)
+    finally:
+        cairn.close()
+    if args.json:
+        _print_json(result.to_json())
+        return 0
+    if not result.hits:
+        print("No results above the similarity floor.")
+    for i, h in enumerate(result.hits, 1):
+        where = f"p.{h.page}" if h.page else (f"lines {h.lines[0]}–{h.lines[1]}" if h.lines else "")
+        print(f"{i}. {h.file_path}" + (f" › {h.symbol}" if h.symbol else "") + f"  ({where}, score {h.score:.4f}, cos {h.cosine:.2f})")
+        print(f"   {h.snippet}")
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace, config: Config) -> int:
+    cairn = _open_for_query(config)
+    try:
+        answer = cairn.query.ask(args.text, top_k=args.top_k or config.top_k, tags=args.tag)
+    finally:
+        cairn.close()
+    if args.json:
+        out = answer.to_json()
+        out.pop("elapsedMs", None)
+        for s in out["sources"]:
+            for key in ("cosine", "kind", "indexedAt"):
+                s.pop(key, None)
+        _print_json(out)
+        return 0
+    print(answer.text)
+    if not answer.not_found and not answer.grounded:
+        print("\n(Built from your notes' own sentences: no language model is configured.)")
+    return 0
+
+
+def _daemon_probe(config: Config) -> dict | None:
+    try:
+        info = json.loads(config.service_file.read_text(encoding="utf-8"))
+        with urllib.request.urlopen(info["url"] + "/health", timeout=2) as resp:
+            return {"url": info["url"], "pid": info.get("pid"), "health": json.loads(resp.read())}
+    except (OSError, ValueError, KeyError, urllib.error.URLError):
+        return None
+
+
+def cmd_status(args: argparse.Namespace, config: Config) -> int:
+    from cairn.store import Store
+
+    out: dict[str, Any] = {"vault": str(config.require_vault()), "database": str(config.db_path)}
+    if config.db_path.exists():
+        store = Store(config.db_path, readonly=True)
+        try:
+            out.update(store.stats())
+        finally:
+            store.close()
+    else:
+        out.update({"notes": 0, "chunks": 0, "vectors": 0, "pending": 0, "lastIngestedAt": None, "errors": []})
+    daemon = _daemon_probe(config)
+    out["daemon"] = {"running": daemon is not None, **({"url": daemon["url"], "pid": daemon["pid"]} if daemon else {})}
+    if args.json:
+        _print_json(out)
+        return 0
+    import datetime as _dt
+
+    last = out.get("lastIngestedAt")
+    last_s = _dt.datetime.fromtimestamp(last).isoformat(timespec="seconds") if last else "never"
+    print(f"Vault:    {out['vault']}")
+    print(f"Index:    {out['notes']} notes, {out['chunks']} chunks, {out['vectors']} vectors, {out['pending']} pending")
+    print(f"Updated:  {last_s}")
+    print(f"Skipped:  {len(out['errors'])} file(s) with problems" if out["errors"] else "Skipped:  none")
+    print(f"Daemon:   running at {daemon['url']}" if daemon else "Daemon:   not running (start it with `cairn serve`)")
+    return 0
+
+
+def cmd_token(args: argparse.Namespace, config: Config) -> int:
+    from cairn.secrets import get_or_create_token, rotate_token
+
+    token = rotate_token(config) if args.rotate else get_or_create_token(config)
+    print(token)
+    if args.rotate:
+        print("New token made; restart `cairn serve` and paste it into the plugin settings.", file=sys.stderr)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, config: Config) -> int:
+    from cairn.app import run_daemon, setup_logging
+
+    setup_logging(config)
+
+    def ready(url: str) -> None:
+        print(f"Cairn is serving {config.vault} at {url}", file=sys.stderr)
+        print("Get the API token for the Obsidian plugin with: cairn token", file=sys.stderr)
+        print("Stop with Ctrl-C.", file=sys.stderr)
+        sys.stderr.flush()
+
+    return asyncio.run(run_daemon(config, ready=ready))
+
+
+COMMANDS = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "ask": cmd_ask, "status": cmd_status,
+            "token": cmd_token}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``cairn`` console script. Returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        config = _config(args)
+        if args.command != "serve":
+            logging.basicConfig(level=logging.DEBUG if config.debug else logging.WARNING, stream=sys.stderr,
+                                format="%(levelname)s %(name)s: %(message)s")
+        return COMMANDS[args.command](args, config)
+    except CairnError as exc:
+        print(f"Error: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("Interrupted.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

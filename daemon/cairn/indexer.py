@@ -1,0 +1,281 @@
+"""The indexer: brings the store in line with the vault, incrementally.
+
+Two phases (DESIGN.md, Flows → Index):
+
+1. **Text** (:meth:`Indexer.sync_text`): scan the vault, compare (mtime, size,
+   content hash) with the store, parse and chunk what changed, and write each
+   note — row, tags, links, chunks, FTS rows — in one short transaction. After
+   this phase keyword search is complete.
+2. **Vectors** (:meth:`Indexer.embed_pending`): fill vectors for chunks that
+   have none, from the embedding cache when the same text was embedded before
+   (so unchanged text is never embedded twice, and renames re-embed nothing),
+   else with the model.
+
+A chunk's vector is ``normalise(v_text + TITLE_WEIGHT · v_title)``: the chunk's
+heading path + text and the note's title are embedded separately and cached
+separately, so the title is part of what is embedded while a moved note needs no
+embedding at all and a renamed one needs only its new title embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from cairn.chunking import chunk_note
+from cairn.config import Config
+from cairn.embedder import Embedder
+from cairn.errors import NoteReadError
+from cairn.notes import LinkResolver, ParsedNote, parse_note
+from cairn.store import ChunkRecord, LinkRecord, NoteRecord, Store
+from cairn.vault import VaultFile, list_all_files, read_note_text, scan_vault
+
+log = logging.getLogger(__name__)
+
+#: Weight of the title vector added to each chunk's text vector (tuned on the dev set; see README, Evaluation).
+TITLE_WEIGHT = 0.5
+#: Content tokens per chunk: the model's 256 minus [CLS] and [SEP].
+CHUNK_MAX_TOKENS = 254
+#: Tokens of trailing context repeated at the start of the next piece of a split section.
+CHUNK_OVERLAP_TOKENS = 32
+
+Progress = Callable[[str, int, int], None]  # (phase, done, total)
+
+
+def chunk_embed_text(symbol: str, text: str) -> str:
+    """The text embedded for a chunk (without the title, which has its own vector): heading path, then text."""
+    return f"{symbol}\n{text}" if symbol else text
+
+
+def content_hash(text: str) -> str:
+    """sha256 hex of UTF-8 text: the embedding-cache key."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def title_hash(title: str) -> str:
+    return content_hash("\x1ftitle\x1f" + title)
+
+
+@dataclass
+class IndexReport:
+    """What one indexing run did. Times in seconds."""
+
+    scanned: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    chunks_written: int = 0
+    vectors_written: int = 0
+    texts_embedded: int = 0  # texts actually run through the model (cache misses)
+    keyword_ready_s: float = 0.0
+    elapsed_s: float = 0.0
+
+    def to_json(self) -> dict:
+        return {
+            "scanned": self.scanned, "added": self.added, "updated": self.updated, "unchanged": self.unchanged,
+            "deleted": self.deleted, "skipped": [{"filePath": p, "reason": r} for p, r in self.skipped],
+            "warnings": [{"filePath": p, "reason": r} for p, r in self.warnings],
+            "chunksWritten": self.chunks_written, "vectorsWritten": self.vectors_written,
+            "textsEmbedded": self.texts_embedded, "keywordReadySeconds": round(self.keyword_ready_s, 2),
+            "elapsedSeconds": round(self.elapsed_s, 2),
+        }
+
+
+class Indexer:
+    """Keeps one vault's store up to date. Not thread-safe: one indexer per store, one caller at a time."""
+
+    def __init__(self, config: Config, store: Store, embedder: Embedder, *, title_weight: float = TITLE_WEIGHT) -> None:
+        self.config = config
+        self.root = config.require_vault()
+        self.store = store
+        self.embedder = embedder
+        self.title_weight = float(title_weight)
+        self._check_vector_recipe()
+
+    @property
+    def vector_recipe(self) -> str:
+        """Identifies how chunk vectors are made; a change invalidates stored vectors (the cache stays)."""
+        return f"{self.embedder.model_id}|title_weight={self.title_weight:g}"
+
+    def _check_vector_recipe(self) -> None:
+        stored = self.store.get_meta("vector_recipe")
+        if stored != self.vector_recipe:
+            if stored is not None:
+                log.info("vector recipe changed (%s -> %s): rebuilding vectors from the cache", stored, self.vector_recipe)
+                self.store.reset_vectors()
+            self.store.set_meta("vector_recipe", self.vector_recipe)
+
+    # ------------------------------------------------------------------ phase 1: text
+    def sync_text(self, *, full: bool = False, progress: Progress | None = None) -> IndexReport:
+        """Scan the vault and write every new or changed note; delete notes gone from disk.
+        ``full`` re-parses every note even if unchanged (vectors still come from the cache).
+        Returns the report; never raises for a bad note (it is recorded as skipped with its reason)."""
+        started = time.perf_counter()
+        report = IndexReport()
+        files = list(scan_vault(self.root, self.config.ignore))
+        report.scanned = len(files)
+        known = self.store.note_states()
+        on_disk = {f.path for f in files}
+        for path in sorted(set(known) - on_disk):
+            if self.store.delete_note(path):
+                report.deleted += 1
+        to_parse: list[tuple[VaultFile, str, str]] = []
+        total = len(files)
+        for i, vf in enumerate(files):
+            state = known.get(vf.path)
+            if state and not full and state.mtime_ns == vf.mtime_ns and state.size == vf.size:
+                report.unchanged += 1
+                if progress:
+                    progress("scan", i + 1, total)
+                continue
+            try:
+                text, digest = read_note_text(vf.abs_path, max_bytes=self.config.max_note_bytes)
+            except NoteReadError as exc:
+                digest = _file_digest(vf.abs_path)
+                if not (state and state.status == "skipped" and state.content_hash == digest):
+                    self.store.write_skipped(vf.path, kind=vf.kind, title=Path(vf.path).stem, mtime_ns=vf.mtime_ns,
+                                             size=vf.size, content_hash=digest, reason=exc.message)
+                report.skipped.append((vf.path, exc.message))
+                log.warning("skipped %s: %s", vf.path, exc.message)
+                continue
+            if state and not full and state.content_hash == digest and state.status == "ok":
+                self.store.touch_note(vf.path, vf.mtime_ns, vf.size)
+                report.unchanged += 1
+                continue
+            to_parse.append((vf, text, digest))
+            if progress:
+                progress("scan", i + 1, total)
+
+        if to_parse or report.deleted:
+            parsed = {}
+            for vf, text, digest in to_parse:
+                try:
+                    parsed[vf.path] = parse_note(text, vf.path)
+                except Exception as exc:  # a parser bug must not stop the run: record it and go on
+                    log.exception("cannot parse %s", vf.path)
+                    self.store.write_skipped(vf.path, kind=vf.kind, title=Path(vf.path).stem, mtime_ns=vf.mtime_ns,
+                                             size=vf.size, content_hash=digest, reason=f"parse error: {exc!r}")
+                    report.skipped.append((vf.path, f"parse error: {exc!r}"))
+            resolver = self._resolver({p: n.aliases for p, n in parsed.items()})
+            for n, (vf, text, digest) in enumerate(to_parse):
+                note = parsed.get(vf.path)
+                if note is None:
+                    continue
+                state = known.get(vf.path)
+                chunks = self._write(vf, digest, note, resolver)
+                report.chunks_written += chunks
+                if note.frontmatter_error:
+                    report.warnings.append((vf.path, note.frontmatter_error))
+                if state is None:
+                    report.added += 1
+                else:
+                    report.updated += 1
+                if progress:
+                    progress("index", n + 1, len(to_parse))
+            self._reresolve_links(resolver)
+            self.store.wal_checkpoint()
+        report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
+        return report
+
+    def _resolver(self, fresh_aliases: dict[str, Sequence[str]]) -> LinkResolver:
+        aliases = self.store.note_aliases()
+        aliases.update({p: list(a) for p, a in fresh_aliases.items()})
+        files = [(p, aliases.get(p, ())) for p in list_all_files(self.root, self.config.ignore)]
+        return LinkResolver(files)
+
+    def _write(self, vf: VaultFile, digest: str, note: ParsedNote, resolver: LinkResolver) -> int:
+        pieces = chunk_note(note.body, title=note.title, body_line=note.body_line,
+                            count_tokens=self.embedder.count_tokens, max_tokens=CHUNK_MAX_TOKENS,
+                            overlap_tokens=CHUNK_OVERLAP_TOKENS)
+        chunks = [ChunkRecord(ordinal=c.ordinal, symbol=c.symbol, text=c.text, line_start=c.line_start,
+                              line_end=c.line_end, page=None, token_count=c.token_count, kind=c.kind,
+                              content_hash=content_hash(chunk_embed_text(c.symbol, c.text)))
+                  for c in pieces]
+        links = [LinkRecord(raw_target=l.target, target_path=resolver.resolve(l.target, vf.path) if l.target else vf.path,
+                            heading=l.heading, block_id=l.block_id, alias=l.alias, is_embed=l.is_embed, line=l.line)
+                 for l in note.links]
+        record = NoteRecord(path=vf.path, kind=vf.kind, title=note.title, aliases=note.aliases,
+                            frontmatter=note.frontmatter, mtime_ns=vf.mtime_ns, size=vf.size, content_hash=digest,
+                            error=note.frontmatter_error)
+        self.store.write_note(record, chunks, note.tags, links)
+        return len(chunks)
+
+    def _reresolve_links(self, resolver: LinkResolver) -> None:
+        """Links elsewhere may now resolve differently (a note was added, removed or renamed)."""
+        changes = []
+        for note_id, ordinal, source, raw, current in self.store.all_links():
+            target = resolver.resolve(raw, source) if raw else source
+            if target != current:
+                changes.append((target, note_id, ordinal))
+        self.store.update_link_targets(changes)
+
+    # ------------------------------------------------------------------ phase 2: vectors
+    def embed_pending(self, *, batch_size: int = 256, progress: Progress | None = None,
+                      should_stop: Callable[[], bool] | None = None) -> tuple[int, int]:
+        """Fill vectors for every chunk that has none. Returns (vectors written, texts embedded by the model).
+        Stops early (between batches) when ``should_stop()`` returns True."""
+        total = self.store.count_pending()
+        done = written = embedded = 0
+        model_id = self.embedder.model_id
+        while not (should_stop and should_stop()):
+            rows = self.store.pending_chunks(batch_size)
+            if not rows:
+                break
+            wanted: dict[str, str] = {}
+            for _cid, chash, symbol, text, title in rows:
+                wanted[chash] = chunk_embed_text(symbol, text)
+                wanted[title_hash(title)] = title
+            cache = self.store.cached_vectors(wanted, model_id)
+            missing = [h for h in wanted if h not in cache]
+            if missing:
+                vecs = self.embedder.embed([wanted[h] for h in missing])
+                fresh = dict(zip(missing, vecs))
+                self.store.put_cached_vectors(fresh, model_id)
+                cache.update(fresh)
+                embedded += len(missing)
+            items = []
+            for cid, chash, _symbol, _text, title in rows:
+                vec = cache[chash] + self.title_weight * cache[title_hash(title)]
+                vec = (vec / max(float(np.linalg.norm(vec)), 1e-12)).astype(np.float32)
+                items.append((cid, chash, vec))
+            w = self.store.set_vectors(items)
+            written += w
+            done += len(rows)
+            if progress:
+                progress("embed", min(done, total), total)
+            if done % (batch_size * 20) == 0:
+                self.store.wal_checkpoint()
+        self.store.wal_checkpoint()
+        return written, embedded
+
+    def query_vector(self, text: str) -> np.ndarray:
+        """The question's embedding, (384,) float32, L2-normalised."""
+        return self.embedder.embed_query(text)
+
+    def index(self, *, full: bool = False, progress: Progress | None = None) -> IndexReport:
+        """Both phases: text then vectors. Returns the report with keyword-ready and total times."""
+        started = time.perf_counter()
+        report = self.sync_text(full=full, progress=progress)
+        report.vectors_written, report.texts_embedded = self.embed_pending(progress=progress)
+        report.elapsed_s = time.perf_counter() - started
+        return report
+
+
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return ""
+    return h.hexdigest()

@@ -1,0 +1,119 @@
+"""Ranking: FTS5 query building, fusion, the query classifier, per-note de-duplication. Pure.
+
+Fusion is reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009:
+``score = Σ w_i / (k + rank_i)``, k = 60 as in the DESIGN.md contract) with
+per-list weights; plain (equal-weight) RRF was measured to do worse than dense
+alone on the help vault, so the weights are tuned on the dev set (README,
+Evaluation).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Hashable, Iterable, Mapping, Sequence, TypeVar
+
+from cairn.config import RRF_K
+
+K = TypeVar("K", bound=Hashable)
+
+#: Function words dropped from keyword queries: they carry no topic and only add BM25 noise.
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are aren't as at be because been before being below between
+both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each few for from
+further had hadn't has hasn't have haven't having he her here hers herself him himself his how i i'm if in into is
+isn't it it's its itself just let's me more most my myself no nor not of off on once only or other ought our ours
+ourselves out over own same she should shouldn't so some such than that that's the their theirs them themselves then
+there there's these they they're this those through to too under until up very was wasn't we we're were weren't what
+what's when where which while who whom why will with won't would wouldn't you you're your yours yourself yourselves
+get got use using want way ways make makes thing things something anything also whether possible able
+""".split())
+
+_WORD = re.compile(r"[\w][\w'’-]*", re.UNICODE)
+
+
+def query_terms(text: str) -> list[str]:
+    """Lower-cased word terms of a user's text, stopwords removed, order kept, de-duplicated."""
+    text = unicodedata.normalize("NFKC", text)
+    seen: dict[str, None] = {}
+    for m in _WORD.finditer(text.lower()):
+        word = m.group(0).strip("'’-").replace("’", "'")
+        if not word or word in STOPWORDS:
+            continue
+        if word.endswith("'s"):
+            word = word[:-2]
+        for part in re.split(r"[-']", word):
+            if part and part not in STOPWORDS and (len(part) > 1 or part.isdigit()):
+                seen.setdefault(part, None)
+    return list(seen)
+
+
+def fts_match_expression(text: str) -> str | None:
+    """An FTS5 MATCH expression for user text: each term double-quoted (so no user text is ever
+    interpreted as FTS5 syntax: AND/OR/NEAR/*/column filters are plain words), OR-ed together.
+    Returns None when the text has no searchable term."""
+    terms = query_terms(text)
+    if not terms:
+        return None
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def rrf_fuse(rankings: Mapping[str, Sequence[K]], weights: Mapping[str, float], k: int = RRF_K) -> dict[K, float]:
+    """Weighted reciprocal rank fusion: ``Σ_lists weight / (k + rank)`` with 1-based ranks.
+    An item absent from a list gets nothing from it. Returns {item: fused score}."""
+    scores: dict[K, float] = {}
+    for name, ranked in rankings.items():
+        w = weights.get(name, 1.0)
+        if not w:
+            continue
+        for rank, item in enumerate(ranked, start=1):
+            scores[item] = scores.get(item, 0.0) + w / (k + rank)
+    return scores
+
+
+@dataclass(frozen=True, slots=True)
+class FusionWeights:
+    """Weights of the ranked lists in RRF, tuned on ../shared/eval/dev.jsonl (README, Evaluation)."""
+
+    dense: float = 1.0
+    bm25: float = 0.5
+
+
+class QueryClassifier:
+    """Infers a chunk-kind preference from the question (DESIGN.md contract: "pdf", "page" → PDF
+    chunks; "code", "snippet", "script" → code blocks; "table" → tables). Returns None when the
+    question shows no preference. Preferences boost matching chunks; they never exclude others."""
+
+    PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+        ("pdf", re.compile(r"\b(pdfs?|page \d+|on page|in the (paper|manual|pdf|document)|pages?)\b", re.I)),
+        ("code", re.compile(r"\b(code|snippets?|scripts?|commands?|functions?|regex|syntax example|"
+                            r"python|javascript|js|css|bash|shell|sql|json|yaml|dataviewjs)\b", re.I)),
+        ("table", re.compile(r"\b(tables?|columns?|rows?)\b", re.I)),
+    )
+    #: Multiplier applied to the fused score of a chunk of the preferred kind.
+    BOOST = 1.25
+
+    def classify(self, question: str) -> str | None:
+        for kind, pattern in self.PATTERNS:
+            if pattern.search(question):
+                return kind
+        return None
+
+    def boost(self, preference: str | None, chunk_kind: str) -> float:
+        return self.BOOST if preference is not None and chunk_kind == preference else 1.0
+
+
+def limit_per_group(items: Iterable[K], group_of: Mapping[K, str], per_group: int, limit: int) -> list[K]:
+    """Keep items in order, at most ``per_group`` per group (note), at most ``limit`` overall."""
+    counts: dict[str, int] = {}
+    out: list[K] = []
+    for item in items:
+        g = group_of[item]
+        if counts.get(g, 0) >= per_group:
+            continue
+        counts[g] = counts.get(g, 0) + 1
+        out.append(item)
+        if len(out) >= limit:
+            break
+    return out

@@ -1,0 +1,500 @@
+"""The index store: one SQLite file per vault (apsw, WAL, one writer). All SQL lives here.
+
+Tables are described in :mod:`cairn.store.schema`. Connections are per thread
+(readers never block the writer in WAL mode); writes are serialised by a lock
+and each note is written in one short transaction, so a crash at any moment
+leaves a consistent store (DESIGN.md, Data; "one transaction per note").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import apsw
+import numpy as np
+import sqlite_vec
+
+from cairn.errors import SchemaTooNew, StoreError
+from cairn.store.schema import EMBED_DIM, MIGRATIONS, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Store", "NoteState", "NoteRecord", "ChunkRecord", "LinkRecord", "ChunkRow", "SCHEMA_VERSION", "EMBED_DIM"]
+
+
+@dataclass(frozen=True, slots=True)
+class NoteState:
+    """What the store knows of a file, to decide whether it changed: (mtime, size, hash)."""
+
+    id: int
+    path: str
+    mtime_ns: int
+    size: int
+    content_hash: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class NoteRecord:
+    path: str
+    kind: str
+    title: str
+    aliases: Sequence[str]
+    frontmatter: dict
+    mtime_ns: int
+    size: int
+    content_hash: str
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    ordinal: int
+    symbol: str
+    text: str
+    line_start: int | None
+    line_end: int | None
+    page: int | None
+    token_count: int
+    kind: str
+    content_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class LinkRecord:
+    raw_target: str
+    target_path: str | None
+    heading: str | None
+    block_id: str | None
+    alias: str | None
+    is_embed: bool
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    """A chunk joined with its note, as the query service needs it."""
+
+    chunk_id: int
+    note_id: int
+    path: str
+    title: str
+    symbol: str
+    text: str
+    line_start: int | None
+    line_end: int | None
+    page: int | None
+    kind: str
+    indexed_at: float
+    content_hash: str
+    embedded: bool
+
+
+def _vec_bytes(vec: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vec, dtype="<f4").tobytes()
+
+
+class Store:
+    """An open index database.
+
+    ``Store(path)`` creates the file and folders if needed, loads sqlite-vec,
+    switches to WAL and applies pending migrations. Raises
+    :class:`~cairn.errors.SchemaTooNew` for a database from a newer Cairn and
+    :class:`~cairn.errors.StoreError` when the file cannot be opened or is not a database.
+    """
+
+    BUSY_TIMEOUT_MS = 5000
+
+    def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._all: list[apsw.Connection] = []
+        self._all_lock = threading.Lock()
+        if not readonly:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self.conn
+        if not readonly:
+            self._migrate(conn)
+        else:
+            self._check_version(conn)
+
+    # ------------------------------------------------------------------ connections
+    def _open(self) -> apsw.Connection:
+        flags = apsw.SQLITE_OPEN_READONLY if self.readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+        try:
+            conn = apsw.Connection(str(self.path), flags=flags)
+            conn.set_busy_timeout(self.BUSY_TIMEOUT_MS)
+            conn.enable_load_extension(True)
+            conn.load_extension(sqlite_vec.loadable_path())
+            conn.enable_load_extension(False)
+            if not self.readonly:
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except apsw.Error as exc:
+            raise StoreError(f"Cannot open the index database {str(self.path)!r}: {exc}. "
+                             "Delete it to rebuild the index from the vault.") from exc
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    @property
+    def conn(self) -> apsw.Connection:
+        """This thread's connection (created on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._open()
+        return conn
+
+    def close(self) -> None:
+        """Close every connection opened by any thread."""
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except apsw.Error:  # pragma: no cover - closing is best effort
+                pass
+        self._local = threading.local()
+
+    # ------------------------------------------------------------------ schema
+    def _version(self, conn: apsw.Connection) -> int:
+        try:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
+        except apsw.Error as exc:
+            raise StoreError(f"{str(self.path)!r} is not a readable SQLite database: {exc}.") from exc
+
+    def _check_version(self, conn: apsw.Connection) -> int:
+        version = self._version(conn)
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(
+                f"The index {str(self.path)!r} has schema version {version}, but this Cairn knows up to "
+                f"{SCHEMA_VERSION}: it was written by a newer Cairn. Upgrade Cairn, or use another --data-dir.")
+        return version
+
+    def _migrate(self, conn: apsw.Connection) -> None:
+        version = self._check_version(conn)
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            with self._write_lock, conn:
+                conn.execute(MIGRATIONS[number - 1])
+                conn.execute(f"PRAGMA user_version={number}")
+            log.info("index schema migrated to version %d (%s)", number, self.path)
+
+    @property
+    def schema_version(self) -> int:
+        return self._version(self.conn)
+
+    # ------------------------------------------------------------------ meta
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write_lock, self.conn as c:
+            c.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                      (key, value))
+
+    # ------------------------------------------------------------------ notes (writes)
+    def note_states(self) -> dict[str, NoteState]:
+        """Every file the store knows, by vault-relative path."""
+        rows = self.conn.execute("SELECT id, path, mtime_ns, size, content_hash, status FROM notes")
+        return {r[1]: NoteState(*r) for r in rows}
+
+    def write_note(self, note: NoteRecord, chunks: Sequence[ChunkRecord], tags: Iterable[str],
+                   links: Sequence[LinkRecord]) -> int:
+        """Replace everything stored for ``note.path`` in ONE transaction: the note row, its tags,
+        links, chunks and FTS rows. Vectors of the old chunks are removed; new chunks start
+        un-embedded (``embedded = 0``) and are filled later by :meth:`set_vectors`.
+        Returns the note id (kept stable across updates of the same path)."""
+        now = time.time()
+        with self._write_lock, self.conn as c:
+            row = c.execute("SELECT id FROM notes WHERE path=?", (note.path,)).fetchone()
+            values = (note.kind, note.title, json.dumps(list(note.aliases), ensure_ascii=False),
+                      json.dumps(note.frontmatter, ensure_ascii=False, default=str), note.mtime_ns, note.size,
+                      note.content_hash, now, note.error)
+            if row:
+                note_id = row[0]
+                self._delete_note_contents(c, note_id)
+                c.execute("UPDATE notes SET kind=?, title=?, aliases=?, frontmatter=?, mtime_ns=?, size=?, "
+                          "content_hash=?, indexed_at=?, status='ok', error=? WHERE id=?", (*values, note_id))
+            else:
+                c.execute("INSERT INTO notes(kind, title, aliases, frontmatter, mtime_ns, size, content_hash, "
+                          "indexed_at, status, error, path) VALUES(?,?,?,?,?,?,?,?,'ok',?,?)", (*values, note.path))
+                note_id = c.last_insert_rowid()
+            c.executemany("INSERT OR IGNORE INTO note_tags(note_id, tag) VALUES(?, ?)",
+                          [(note_id, t) for t in set(tags)])
+            c.executemany(
+                "INSERT INTO links(note_id, ordinal, raw_target, target_path, heading, block_id, alias, is_embed, line)"
+                " VALUES(?,?,?,?,?,?,?,?,?)",
+                [(note_id, i, l.raw_target, l.target_path, l.heading, l.block_id, l.alias, int(l.is_embed), l.line)
+                 for i, l in enumerate(links)])
+            for ch in chunks:
+                c.execute("INSERT INTO chunks(note_id, ordinal, symbol, text, line_start, line_end, page, token_count,"
+                          " kind, content_hash) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                          (note_id, ch.ordinal, ch.symbol, ch.text, ch.line_start, ch.line_end, ch.page,
+                           ch.token_count, ch.kind, ch.content_hash))
+                chunk_id = c.last_insert_rowid()
+                c.execute("INSERT INTO chunks_fts(rowid, text, symbol, title) VALUES(?,?,?,?)",
+                          (chunk_id, ch.text, ch.symbol, note.title))
+        return note_id
+
+    def write_skipped(self, path: str, *, kind: str, title: str, mtime_ns: int, size: int, content_hash: str,
+                      reason: str) -> None:
+        """Record a file that could not be indexed, with its reason (shown in ``/index/stats``).
+        Any rows from an earlier good version are removed in the same transaction."""
+        now = time.time()
+        with self._write_lock, self.conn as c:
+            row = c.execute("SELECT id FROM notes WHERE path=?", (path,)).fetchone()
+            if row:
+                self._delete_note_contents(c, row[0])
+                c.execute("UPDATE notes SET kind=?, title=?, aliases='[]', frontmatter='{}', mtime_ns=?, size=?, "
+                          "content_hash=?, indexed_at=?, status='skipped', error=? WHERE id=?",
+                          (kind, title, mtime_ns, size, content_hash, now, reason, row[0]))
+            else:
+                c.execute("INSERT INTO notes(path, kind, title, mtime_ns, size, content_hash, indexed_at, status, error)"
+                          " VALUES(?,?,?,?,?,?,?,'skipped',?)", (path, kind, title, mtime_ns, size, content_hash, now, reason))
+
+    def touch_note(self, path: str, mtime_ns: int, size: int) -> None:
+        """The file's bytes are unchanged (same hash) but its mtime moved: remember the new stat."""
+        with self._write_lock, self.conn as c:
+            c.execute("UPDATE notes SET mtime_ns=?, size=? WHERE path=?", (mtime_ns, size, path))
+
+    def delete_note(self, path: str) -> bool:
+        """Remove a note and every row that belongs to it (chunks, FTS, vectors, tags, links) in one
+        transaction. Embedding-cache rows stay (a moved note re-embeds nothing). Returns True if it existed."""
+        with self._write_lock, self.conn as c:
+            row = c.execute("SELECT id FROM notes WHERE path=?", (path,)).fetchone()
+            if not row:
+                return False
+            self._delete_note_contents(c, row[0])
+            c.execute("DELETE FROM notes WHERE id=?", (row[0],))
+            return True
+
+    @staticmethod
+    def _delete_note_contents(c: apsw.Connection, note_id: int) -> None:
+        ids = [r[0] for r in c.execute("SELECT id FROM chunks WHERE note_id=?", (note_id,))]
+        if ids:
+            c.executemany("DELETE FROM chunks_fts WHERE rowid=?", [(i,) for i in ids])
+            c.executemany("DELETE FROM chunk_vectors WHERE chunk_id=?", [(i,) for i in ids])
+        c.execute("DELETE FROM chunks WHERE note_id=?", (note_id,))
+        c.execute("DELETE FROM note_tags WHERE note_id=?", (note_id,))
+        c.execute("DELETE FROM links WHERE note_id=?", (note_id,))
+
+    # ------------------------------------------------------------------ links
+    def note_aliases(self) -> dict[str, list[str]]:
+        """Aliases of every indexed note, by path (for link resolution)."""
+        return {p: json.loads(a) for p, a in self.conn.execute("SELECT path, aliases FROM notes WHERE status='ok'")}
+
+    def all_links(self) -> list[tuple[int, int, str, str, str | None]]:
+        """(note_id, ordinal, source path, raw_target, target_path) for every stored link."""
+        return list(self.conn.execute(
+            "SELECT l.note_id, l.ordinal, n.path, l.raw_target, l.target_path FROM links l JOIN notes n ON n.id=l.note_id"))
+
+    def update_link_targets(self, changes: Sequence[tuple[str | None, int, int]]) -> None:
+        """Set ``target_path`` for (target_path, note_id, ordinal) triples, in one transaction."""
+        if not changes:
+            return
+        with self._write_lock, self.conn as c:
+            c.executemany("UPDATE links SET target_path=? WHERE note_id=? AND ordinal=?", changes)
+
+    # ------------------------------------------------------------------ vectors
+    def pending_chunks(self, limit: int) -> list[tuple[int, str, str, str, str]]:
+        """Up to ``limit`` chunks without a vector: (chunk_id, content_hash, symbol, text, title)."""
+        return list(self.conn.execute(
+            "SELECT c.id, c.content_hash, c.symbol, c.text, n.title FROM chunks c JOIN notes n ON n.id=c.note_id "
+            "WHERE c.embedded=0 ORDER BY c.id LIMIT ?", (limit,)))
+
+    def count_pending(self) -> int:
+        return self.conn.execute("SELECT count(*) FROM chunks WHERE embedded=0").fetchone()[0]
+
+    def cached_vectors(self, hashes: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
+        """Cached embeddings for the given content hashes: {hash: (384,) float32}."""
+        out: dict[str, np.ndarray] = {}
+        hashes = list(dict.fromkeys(hashes))
+        for start in range(0, len(hashes), 500):
+            part = hashes[start:start + 500]
+            marks = ",".join("?" * len(part))
+            for h, blob in self.conn.execute(
+                    f"SELECT content_hash, vector FROM embedding_cache WHERE model_id=? AND content_hash IN ({marks})",
+                    (model_id, *part)):
+                out[h] = np.frombuffer(blob, dtype="<f4")
+        return out
+
+    def put_cached_vectors(self, items: dict[str, np.ndarray], model_id: str) -> None:
+        now = time.time()
+        with self._write_lock, self.conn as c:
+            c.executemany("INSERT OR REPLACE INTO embedding_cache(content_hash, model_id, vector, created_at) "
+                          "VALUES(?,?,?,?)", [(h, model_id, _vec_bytes(v), now) for h, v in items.items()])
+
+    def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> int:
+        """Store vectors for chunks, given (chunk_id, content_hash the vector was made for, (384,) float32).
+        A chunk deleted or changed meanwhile (hash differs) is skipped. One transaction. Returns rows written."""
+        written = 0
+        with self._write_lock, self.conn as c:
+            for chunk_id, content_hash, vec in items:
+                row = c.execute("SELECT content_hash FROM chunks WHERE id=?", (chunk_id,)).fetchone()
+                if not row or row[0] != content_hash:
+                    continue
+                c.execute("DELETE FROM chunk_vectors WHERE chunk_id=?", (chunk_id,))
+                c.execute("INSERT INTO chunk_vectors(chunk_id, embedding) VALUES(?, ?)", (chunk_id, _vec_bytes(vec)))
+                c.execute("UPDATE chunks SET embedded=1 WHERE id=?", (chunk_id,))
+                written += 1
+        return written
+
+    def reset_vectors(self) -> None:
+        """Drop every chunk vector (the cache stays): used when the vector recipe changes."""
+        with self._write_lock, self.conn as c:
+            c.execute("DELETE FROM chunk_vectors")
+            c.execute("UPDATE chunks SET embedded=0")
+
+    def wal_checkpoint(self) -> None:
+        """Truncate the WAL so it stays bounded during long indexing."""
+        with self._write_lock:
+            try:
+                self.conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+            except apsw.BusyError:  # readers active; try again next time
+                pass
+
+    # ------------------------------------------------------------------ reads for the query service
+    def fts_search(self, match: str, limit: int, *, weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
+                   within: Sequence[int] | None = None) -> list[tuple[int, float]]:
+        """BM25 top ``limit`` for an FTS5 MATCH expression built by the caller from quoted terms.
+        Returns (chunk_id, bm25) with bm25 ≤ 0, best (most negative) first. ``within`` restricts to chunk ids."""
+        w = ", ".join(str(float(x)) for x in weights)
+        sql = f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
+        args: list = [match]
+        if within is not None:
+            if not within:
+                return []
+            sql += f" AND rowid IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(list(within)))
+        sql += " ORDER BY s LIMIT ?"
+        args.append(limit)
+        try:
+            return [(r[0], r[1]) for r in self.conn.execute(sql, args)]
+        except apsw.SQLError as exc:  # a MATCH expression the caller should never build
+            raise StoreError(f"full-text query failed: {exc}") from exc
+
+    def knn(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Nearest ``k`` chunk vectors to ``query`` ((384,) float32, L2-normalised) by cosine distance.
+        Returns (chunk_id, cosine_similarity), best first."""
+        rows = self.conn.execute("SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?",
+                                 (_vec_bytes(query), int(k)))
+        return [(r[0], 1.0 - r[1]) for r in rows]
+
+    def vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Stored vectors of the given chunks: {chunk_id: (384,) float32}; chunks without one are absent."""
+        out: dict[int, np.ndarray] = {}
+        ids = list(chunk_ids)
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            rows = self.conn.execute(
+                "SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(part),))
+            for cid, blob in rows:
+                out[cid] = np.frombuffer(blob, dtype="<f4")
+        return out
+
+    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """Chunks with their note's path, title and indexing time, by id."""
+        out: dict[int, ChunkRow] = {}
+        ids = list(chunk_ids)
+        if not ids:
+            return out
+        rows = self.conn.execute(
+            "SELECT c.id, c.note_id, n.path, n.title, c.symbol, c.text, c.line_start, c.line_end, c.page, c.kind, "
+            "n.indexed_at, c.content_hash, c.embedded FROM chunks c JOIN notes n ON n.id=c.note_id "
+            "WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
+        for r in rows:
+            out[r[0]] = ChunkRow(*r[:12], embedded=bool(r[12]))
+        return out
+
+    def tags_of_notes(self, note_ids: Iterable[int]) -> dict[int, list[str]]:
+        ids = list(set(note_ids))
+        out: dict[int, list[str]] = {i: [] for i in ids}
+        if ids:
+            for nid, tag in self.conn.execute(
+                    "SELECT note_id, tag FROM note_tags WHERE note_id IN (SELECT value FROM json_each(?)) ORDER BY tag",
+                    (json.dumps(ids),)):
+                out[nid].append(tag)
+        return out
+
+    def scoped_chunk_ids(self, tags: Sequence[str], folders: Sequence[str]) -> list[int]:
+        """Chunk ids of notes carrying ANY of ``tags`` (nested ``a/b`` matches ``a``) and lying under
+        ANY of ``folders`` (vault-relative folder prefixes). Empty sequences mean no restriction on that axis."""
+        where, args = ["n.status='ok'"], []
+        if tags:
+            ors = []
+            for t in tags:
+                ors.append("(t.tag = ? OR substr(t.tag, 1, ?) = ?)")
+                args += [t, len(t) + 1, t + "/"]
+            where.append(f"n.id IN (SELECT t.note_id FROM note_tags t WHERE {' OR '.join(ors)})")
+        if folders:
+            ors = []
+            for f in folders:
+                f = f.strip("/")
+                ors.append("substr(n.path, 1, ?) = ?")
+                args += [len(f) + 1, f + "/"]
+            where.append("(" + " OR ".join(ors) + ")")
+        sql = f"SELECT c.id FROM chunks c JOIN notes n ON n.id=c.note_id WHERE {' AND '.join(where)}"
+        return [r[0] for r in self.conn.execute(sql, args)]
+
+    # ------------------------------------------------------------------ notes (reads)
+    def note_by_path(self, path: str) -> dict | None:
+        row = self.conn.execute("SELECT id, path, kind, title, aliases, frontmatter, indexed_at, status, error "
+                                "FROM notes WHERE path=?", (path,)).fetchone()
+        if not row:
+            return None
+        return {"id": row[0], "path": row[1], "kind": row[2], "title": row[3], "aliases": json.loads(row[4]),
+                "frontmatter": json.loads(row[5]), "indexedAt": row[6], "status": row[7], "error": row[8]}
+
+    def chunks_of_note(self, path: str) -> list[tuple[int, str, str, int | None, int | None]]:
+        """(ordinal, symbol, text, line_start, line_end) of a note's chunks in order."""
+        return list(self.conn.execute(
+            "SELECT c.ordinal, c.symbol, c.text, c.line_start, c.line_end FROM chunks c JOIN notes n ON n.id=c.note_id "
+            "WHERE n.path=? ORDER BY c.ordinal", (path,)))
+
+    def links_of_note(self, path: str) -> list[dict]:
+        rows = self.conn.execute(
+            "SELECT l.raw_target, l.target_path, l.heading, l.block_id, l.alias, l.is_embed, l.line FROM links l "
+            "JOIN notes n ON n.id=l.note_id WHERE n.path=? ORDER BY l.ordinal", (path,))
+        return [{"target": r[0], "targetPath": r[1], "heading": r[2], "blockId": r[3], "alias": r[4],
+                 "isEmbed": bool(r[5]), "line": r[6]} for r in rows]
+
+    def backlinks(self, path: str) -> list[dict]:
+        rows = self.conn.execute(
+            "SELECT DISTINCT n.path, l.line FROM links l JOIN notes n ON n.id=l.note_id WHERE l.target_path=? "
+            "ORDER BY n.path, l.line", (path,))
+        return [{"filePath": r[0], "line": r[1]} for r in rows]
+
+    def tag_counts(self) -> list[tuple[str, int]]:
+        return list(self.conn.execute("SELECT tag, count(*) FROM note_tags GROUP BY tag ORDER BY tag"))
+
+    def note_tags(self, path: str) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT t.tag FROM note_tags t JOIN notes n ON n.id=t.note_id WHERE n.path=? ORDER BY t.tag", (path,))]
+
+    def stats(self) -> dict:
+        """Counts and freshness: {notes, skipped, chunks, vectors, pending, lastIngestedAt, errors: [{filePath, reason}]}."""
+        c = self.conn
+        notes = c.execute("SELECT count(*) FROM notes WHERE status='ok'").fetchone()[0]
+        skipped = c.execute("SELECT count(*) FROM notes WHERE status='skipped'").fetchone()[0]
+        chunks = c.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        pending = self.count_pending()
+        last = c.execute("SELECT max(indexed_at) FROM notes").fetchone()[0]
+        errors = [{"filePath": p, "reason": e, "skipped": s == "skipped"} for p, e, s in c.execute(
+            "SELECT path, error, status FROM notes WHERE error IS NOT NULL ORDER BY path")]
+        return {"notes": notes, "skipped": skipped, "chunks": chunks, "vectors": chunks - pending, "pending": pending,
+                "lastIngestedAt": last, "errors": errors}
+
+    def iter_note_paths(self) -> Iterator[str]:
+        for (p,) in self.conn.execute("SELECT path FROM notes WHERE status='ok' ORDER BY path"):
+            yield p

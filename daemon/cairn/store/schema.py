@@ -1,0 +1,96 @@
+"""Numbered schema migrations, tracked in ``PRAGMA user_version`` (DESIGN.md, Data).
+
+Migration *i* (1-based) brings a database from version ``i - 1`` to ``i``. A
+database whose ``user_version`` is above ``len(MIGRATIONS)`` was written by a
+newer Cairn and is refused (:class:`cairn.errors.SchemaTooNew`).
+"""
+
+from __future__ import annotations
+
+EMBED_DIM = 384
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the first schema.
+    f"""
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+
+    -- One row per vault file Cairn knows: indexed notes, and files skipped with `error` set.
+    CREATE TABLE notes (
+        id           INTEGER PRIMARY KEY,
+        path         TEXT NOT NULL UNIQUE,          -- vault-relative, POSIX, NFC
+        kind         TEXT NOT NULL DEFAULT 'markdown',
+        title        TEXT NOT NULL,
+        aliases      TEXT NOT NULL DEFAULT '[]',    -- JSON list
+        frontmatter  TEXT NOT NULL DEFAULT '{{}}',  -- JSON object
+        mtime_ns     INTEGER NOT NULL,
+        size         INTEGER NOT NULL,
+        content_hash TEXT NOT NULL,                 -- sha256 of the file's bytes
+        indexed_at   REAL NOT NULL,                 -- unix seconds
+        status       TEXT NOT NULL DEFAULT 'ok',    -- 'ok' | 'skipped'
+        error        TEXT                           -- why skipped, or a warning (invalid front-matter)
+    );
+
+    CREATE TABLE note_tags (
+        note_id INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+        tag     TEXT NOT NULL,                      -- normalised: no '#', casefolded, nested 'a/b'
+        PRIMARY KEY (note_id, tag)
+    ) WITHOUT ROWID;
+    CREATE INDEX note_tags_by_tag ON note_tags(tag);
+
+    CREATE TABLE links (
+        note_id     INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+        ordinal     INTEGER NOT NULL,
+        raw_target  TEXT NOT NULL,
+        target_path TEXT,                           -- resolved vault-relative path, NULL if unresolved
+        heading     TEXT,
+        block_id    TEXT,
+        alias       TEXT,
+        is_embed    INTEGER NOT NULL DEFAULT 0,
+        line        INTEGER NOT NULL,
+        PRIMARY KEY (note_id, ordinal)
+    ) WITHOUT ROWID;
+    CREATE INDEX links_by_target ON links(target_path);
+
+    CREATE TABLE chunks (
+        id           INTEGER PRIMARY KEY,
+        note_id      INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
+        ordinal      INTEGER NOT NULL,
+        symbol       TEXT NOT NULL,                 -- heading path joined with ' › ', or 'page N'
+        text         TEXT NOT NULL,
+        line_start   INTEGER,
+        line_end     INTEGER,
+        page         INTEGER,
+        token_count  INTEGER NOT NULL,
+        kind         TEXT NOT NULL,                 -- prose | code | table | pdf
+        content_hash TEXT NOT NULL,                 -- sha256 of the embedded text: the embedding cache key
+        embedded     INTEGER NOT NULL DEFAULT 0     -- 1 once its row is in chunk_vectors
+    );
+    CREATE INDEX chunks_by_note ON chunks(note_id, ordinal);
+    CREATE INDEX chunks_pending ON chunks(embedded) WHERE embedded = 0;
+
+    -- FTS5 over chunk text + heading path + note title; rowid = chunks.id.
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(
+        text, symbol, title,
+        content='', contentless_delete=1,
+        tokenize='porter unicode61 remove_diacritics 2'
+    );
+
+    -- sqlite-vec: one L2-normalised vector per chunk, cosine distance; rowid = chunks.id.
+    CREATE VIRTUAL TABLE chunk_vectors USING vec0(
+        chunk_id INTEGER PRIMARY KEY,
+        embedding float[{EMBED_DIM}] distance_metric=cosine
+    );
+
+    -- Embeddings by (content hash, model id): unchanged text is never embedded twice;
+    -- rows outlive the chunks that used them, so renames and moves re-embed nothing.
+    CREATE TABLE embedding_cache (
+        content_hash TEXT NOT NULL,
+        model_id     TEXT NOT NULL,
+        vector       BLOB NOT NULL,                 -- {EMBED_DIM} float32, little-endian, L2-normalised
+        created_at   REAL NOT NULL,
+        PRIMARY KEY (content_hash, model_id)
+    ) WITHOUT ROWID;
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,100 @@
+"""Shared fixtures: isolated folders, the real model, real indexes of the sample vault and the help vault.
+
+Nothing here touches the user's real config, data or keyring: every test session points
+CAIRN_CONFIG_DIR / CAIRN_DATA_DIR / CAIRN_LOG_DIR at a temp dir and forces the file
+token backend (CAIRN_KEYRING=file).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_VAULT = REPO / "examples" / "vault"
+SHARED = Path(os.environ.get("CAIRN_SHARED", REPO.parent / "shared"))
+VAULTS = SHARED / "vaults"
+HELP_VAULT = VAULTS / "obsidian-help"
+HUB_VAULT = VAULTS / "obsidian-hub"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_folders(tmp_path_factory):
+    base = tmp_path_factory.mktemp("cairn-home")
+    saved = {k: os.environ.get(k) for k in ("CAIRN_CONFIG_DIR", "CAIRN_DATA_DIR", "CAIRN_LOG_DIR", "CAIRN_KEYRING",
+                                            "CAIRN_VAULT", "CAIRN_PORT")}
+    os.environ.update({"CAIRN_CONFIG_DIR": str(base / "config"), "CAIRN_DATA_DIR": str(base / "data"),
+                       "CAIRN_LOG_DIR": str(base / "log"), "CAIRN_KEYRING": "file"})
+    os.environ.pop("CAIRN_VAULT", None)
+    os.environ.pop("CAIRN_PORT", None)
+    yield base
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real shipped ONNX model, loaded once per session."""
+    from cairn.embedder import Embedder
+
+    return Embedder()
+
+
+def make_config(vault: Path, data_dir: Path):
+    from cairn.config import load_config
+
+    return load_config({"vault": str(vault), "data_dir": str(data_dir), "config_dir": str(data_dir / "config")}, env={})
+
+
+@pytest.fixture
+def vault_copy(tmp_path):
+    """A writable copy of the sample vault (tests change files here, never in the repo)."""
+    dest = tmp_path / "vault"
+    shutil.copytree(SAMPLE_VAULT, dest)
+    return dest
+
+
+@pytest.fixture
+def fresh_cairn(vault_copy, tmp_path, embedder):
+    """A Cairn (store + indexer + query) over a writable copy of the sample vault, not yet indexed."""
+    from cairn.app import Cairn
+
+    cairn = Cairn(make_config(vault_copy, tmp_path / "data"), embedder=embedder)
+    yield cairn
+    cairn.close()
+
+
+@pytest.fixture(scope="session")
+def sample_cairn(tmp_path_factory, embedder):
+    """A Cairn over the sample vault, fully indexed (read-only use)."""
+    from cairn.app import Cairn
+
+    cairn = Cairn(make_config(SAMPLE_VAULT, tmp_path_factory.mktemp("sample-data")), embedder=embedder)
+    cairn.index()
+    yield cairn
+    cairn.close()
+
+
+@pytest.fixture(scope="session")
+def indexed_sample(sample_cairn):
+    """(config, query service, stats(), health()) over the indexed sample vault, for the HTTP tests."""
+    return sample_cairn.config, sample_cairn.query, sample_cairn.stats, sample_cairn.health
+
+
+@pytest.fixture(scope="session")
+def help_cairn(tmp_path_factory, embedder):
+    """A Cairn over the real Obsidian help vault (../shared/vaults/obsidian-help), fully indexed."""
+    if not HELP_VAULT.is_dir():
+        pytest.fail(f"the shared help vault is missing at {HELP_VAULT}; CI lays shared/ beside the clone")
+    from cairn.app import Cairn
+
+    cairn = Cairn(make_config(HELP_VAULT, tmp_path_factory.mktemp("help-data")), embedder=embedder)
+    cairn.last_report = cairn.index()
+    yield cairn
+    cairn.close()

@@ -1,0 +1,139 @@
+"""cairn.indexer on a small real vault in a temp folder, with the real model and a real SQLite file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from cairn.app import Cairn
+from tests.conftest import make_config
+
+NOTES = {
+    "Sourdough.md": "---\ntags: [baking, food/bread]\naliases: [Levain bread]\n---\n# Sourdough\n\n"
+                    "Proof the dough for 12 hours in the fridge before baking. Bake at 250 °C with steam.\n\n"
+                    "## Starter\n\nFeed the starter with equal weights of flour and water. See [[Flour]].\n",
+    "Flour.md": "Rye flour ferments faster than wheat flour. #baking\n",
+    "Garden/Tomatoes.md": "---\ntags: garden/vegetables\n---\nWater tomatoes deeply twice a week. Links to [[Missing note]].\n",
+    "Empty.md": "",
+    "Only front-matter.md": "---\ntags: [meta]\n---\n",
+}
+
+
+@pytest.fixture
+def vault(tmp_path):
+    root = tmp_path / "vault"
+    for rel, text in NOTES.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
+    (root / ".obsidian").mkdir()
+    (root / ".obsidian" / "workspace.md").write_text("ignored config note", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def cairn(vault, tmp_path, embedder):
+    c = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    yield c
+    c.close()
+
+
+def rows(cairn, table):
+    return cairn.store.conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def test_first_index_then_nothing_to_do(cairn):
+    report = cairn.index()
+    assert (report.added, report.skipped) == (5, [])
+    stats = cairn.stats()
+    assert stats["notes"] == 5 and stats["pending"] == 0 and stats["vectors"] == stats["chunks"] > 0
+    again = cairn.index()
+    assert (again.added, again.updated, again.unchanged, again.texts_embedded) == (0, 0, 5, 0)
+
+
+def test_ignored_folders_are_not_indexed(cairn):
+    cairn.index()
+    assert ".obsidian/workspace.md" not in set(cairn.store.iter_note_paths())
+
+
+def test_empty_and_front_matter_only_notes_have_metadata_but_no_chunks(cairn):
+    cairn.index()
+    assert cairn.store.chunks_of_note("Empty.md") == []
+    assert cairn.store.chunks_of_note("Only front-matter.md") == []
+    assert cairn.store.note_tags("Only front-matter.md") == ["meta"]
+
+
+def test_editing_a_note_embeds_only_new_text(cairn, vault):
+    cairn.index()
+    p = vault / "Flour.md"
+    p.write_text("Rye flour ferments faster than wheat flour. #baking\n\nSpelt needs less water.\n", encoding="utf-8")
+    os.utime(p, ns=(p.stat().st_atime_ns, p.stat().st_mtime_ns + 10_000_000))
+    report = cairn.index()
+    assert (report.updated, report.unchanged) == (1, 4)
+    assert report.texts_embedded == 1  # one new chunk text; the title vector comes from the cache
+    assert "Spelt" in cairn.store.chunks_of_note("Flour.md")[0][2]
+
+
+def test_moving_a_note_embeds_nothing_and_renaming_embeds_only_its_title(cairn, vault):
+    cairn.index()
+    (vault / "Bread").mkdir()
+    shutil.move(vault / "Sourdough.md", vault / "Bread" / "Sourdough.md")
+    moved = cairn.index()
+    assert (moved.added, moved.deleted, moved.texts_embedded) == (1, 1, 0)
+    shutil.move(vault / "Bread" / "Sourdough.md", vault / "Bread" / "Levain.md")
+    renamed = cairn.index()
+    assert renamed.texts_embedded == 1  # the new title; every chunk vector came from the cache
+    assert "Sourdough.md" not in set(cairn.store.iter_note_paths())
+
+
+def test_deleting_a_note_removes_every_row_and_its_backlinks(cairn, vault):
+    cairn.index()
+    assert cairn.store.backlinks("Flour.md") == [{"filePath": "Sourdough.md", "line": 11}]
+    before = {t: rows(cairn, t) for t in ("chunks", "chunk_vectors", "note_tags", "links")}
+    (vault / "Sourdough.md").unlink()
+    report = cairn.index()
+    assert report.deleted == 1
+    after = {t: rows(cairn, t) for t in ("chunks", "chunk_vectors", "note_tags", "links")}
+    assert after["links"] == before["links"] - 1 and after["note_tags"] == before["note_tags"] - 2
+    assert after["chunks"] == after["chunk_vectors"] < before["chunks"]
+    assert cairn.store.backlinks("Flour.md") == []
+    assert not cairn.query.search("proof the dough overnight in the fridge").hits or all(
+        h.file_path != "Sourdough.md" for h in cairn.query.search("proof the dough overnight in the fridge").hits)
+
+
+def test_a_link_resolves_once_its_target_appears(cairn, vault):
+    cairn.index()
+    links = cairn.store.links_of_note("Garden/Tomatoes.md")
+    assert links[0]["targetPath"] is None
+    (vault / "Missing note.md").write_text("Now it exists.", encoding="utf-8")
+    cairn.index()
+    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0]["targetPath"] == "Missing note.md"
+
+
+def test_broken_files_are_skipped_with_reasons_and_fixed_files_come_back(cairn, vault):
+    (vault / "Binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    (vault / "Latin1.md").write_bytes("Café crème".encode("latin-1"))
+    (vault / "Bad yaml.md").write_text("---\ntags: [a\n---\nThe body of the badly formed note is still searchable.\n",
+                                       encoding="utf-8")
+    report = cairn.index()
+    skipped = dict(report.skipped)
+    assert set(skipped) == {"Binary.md", "Latin1.md"}
+    errors = {e["filePath"]: e for e in cairn.stats()["errors"]}
+    assert errors["Binary.md"]["skipped"] and "binary" in errors["Binary.md"]["reason"].lower()
+    assert errors["Latin1.md"]["skipped"] and "utf-8" in errors["Latin1.md"]["reason"].lower()
+    assert not errors["Bad yaml.md"]["skipped"] and "YAML" in errors["Bad yaml.md"]["reason"]
+    assert any(h.file_path == "Bad yaml.md" for h in cairn.query.search("badly formed note body searchable").hits)
+    (vault / "Latin1.md").write_text("Café crème, now in UTF-8.", encoding="utf-8")
+    cairn.index()
+    assert "Latin1.md" not in {e["filePath"] for e in cairn.stats()["errors"]}
+    assert cairn.store.chunks_of_note("Latin1.md")
+
+
+def test_keyword_search_works_before_vectors_are_filled(cairn):
+    cairn.indexer.sync_text()
+    assert cairn.stats()["vectors"] == 0
+    hits = cairn.query.search("rye flour ferments").hits
+    assert hits and hits[0].file_path == "Flour.md"
+    assert hits[0].cosine >= 0.35  # the floor is applied from vectors computed on the fly

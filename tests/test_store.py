@@ -1,0 +1,102 @@
+"""cairn.store: schema versions, one transaction per note, no leftover rows."""
+
+from __future__ import annotations
+
+import apsw
+import numpy as np
+import pytest
+
+from cairn.errors import SchemaTooNew, StoreError
+from cairn.store import SCHEMA_VERSION, ChunkRecord, LinkRecord, NoteRecord, Store
+
+
+def _note(path="a.md", title="a", hash_="h1"):
+    return NoteRecord(path=path, kind="markdown", title=title, aliases=["alias a"], frontmatter={"k": 1},
+                      mtime_ns=1, size=10, content_hash=hash_)
+
+
+def _chunks(*texts):
+    return [ChunkRecord(ordinal=i, symbol="H", text=t, line_start=1, line_end=2, page=None, token_count=3,
+                        kind="prose", content_hash=f"c{i}-{t}") for i, t in enumerate(texts)]
+
+
+def _counts(store):
+    c = store.conn
+    return {t: c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("notes", "chunks", "note_tags", "links", "chunk_vectors")} | {
+        "fts": c.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'alpha OR beta'").fetchone()[0]}
+
+
+def test_new_store_is_at_the_current_schema_version(tmp_path):
+    store = Store(tmp_path / "i.db")
+    assert store.schema_version == SCHEMA_VERSION
+    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_database_from_a_newer_cairn_is_refused_with_a_clear_message(tmp_path):
+    path = tmp_path / "i.db"
+    Store(path).close()
+    conn = apsw.Connection(str(path))
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(SchemaTooNew, match="newer Cairn"):
+        Store(path)
+
+
+def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path):
+    path = tmp_path / "i.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError):
+        Store(path)
+
+
+def test_deleting_a_note_leaves_no_rows(tmp_path):
+    store = Store(tmp_path / "i.db")
+    store.write_note(_note(), _chunks("alpha text", "beta text"), ["t1", "t2/sub"],
+                     [LinkRecord("b", "b.md", None, None, None, False, 3)])
+    ids = [r[0] for r in store.conn.execute("SELECT id, content_hash FROM chunks")]
+    hashes = [r[1] for r in store.conn.execute("SELECT id, content_hash FROM chunks")]
+    store.set_vectors([(i, h, np.ones(384, np.float32) / np.sqrt(384)) for i, h in zip(ids, hashes)])
+    assert _counts(store) == {"notes": 1, "chunks": 2, "note_tags": 2, "links": 1, "chunk_vectors": 2, "fts": 2}
+    assert store.delete_note("a.md")
+    assert _counts(store) == {"notes": 0, "chunks": 0, "note_tags": 0, "links": 0, "chunk_vectors": 0, "fts": 0}
+
+
+def test_rewriting_a_note_replaces_its_rows_and_keeps_its_id(tmp_path):
+    store = Store(tmp_path / "i.db")
+    first = store.write_note(_note(), _chunks("alpha", "beta"), ["x"], [])
+    second = store.write_note(_note(hash_="h2"), _chunks("alpha only"), ["y"], [])
+    assert first == second
+    assert _counts(store)["chunks"] == 1 and _counts(store)["fts"] == 1
+    assert store.note_tags("a.md") == ["y"]
+
+
+def test_a_failed_write_leaves_the_previous_version_intact(tmp_path):
+    store = Store(tmp_path / "i.db")
+    store.write_note(_note(), _chunks("alpha"), ["x"], [])
+    bad = _chunks("beta") + [ChunkRecord(ordinal=1, symbol="H", text=None, line_start=1, line_end=1, page=None,  # type: ignore[arg-type]
+                                         token_count=1, kind="prose", content_hash="z")]
+    with pytest.raises(apsw.ConstraintError):
+        store.write_note(_note(hash_="h2"), bad, ["y"], [])
+    assert store.chunks_of_note("a.md")[0][2] == "alpha"
+    assert store.note_tags("a.md") == ["x"]
+    assert store.note_states()["a.md"].content_hash == "h1"
+
+
+def test_vectors_are_not_written_for_a_chunk_that_changed_meanwhile(tmp_path):
+    store = Store(tmp_path / "i.db")
+    store.write_note(_note(), _chunks("alpha"), [], [])
+    (cid,) = [r[0] for r in store.conn.execute("SELECT id FROM chunks")]
+    assert store.set_vectors([(cid, "stale-hash", np.ones(384, np.float32))]) == 0
+    assert store.count_pending() == 1
+
+
+def test_tag_scope_matches_nested_tags_but_not_prefixes(tmp_path):
+    store = Store(tmp_path / "i.db")
+    store.write_note(_note("a.md"), _chunks("alpha"), ["garden/vegetables"], [])
+    store.write_note(_note("b.md", "b"), _chunks("beta"), ["gardening"], [])
+    store.write_note(_note("sub/c.md", "c"), _chunks("gamma"), ["garden"], [])
+    paths = lambda ids: sorted(r.path for r in store.chunk_rows(ids).values())  # noqa: E731
+    assert paths(store.scoped_chunk_ids(["garden"], [])) == ["a.md", "sub/c.md"]
+    assert paths(store.scoped_chunk_ids([], ["sub"])) == ["sub/c.md"]
+    assert paths(store.scoped_chunk_ids(["garden"], ["sub/"])) == ["sub/c.md"]
