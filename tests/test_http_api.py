@@ -19,6 +19,7 @@ import shutil
 import threading
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 import aiohttp
@@ -570,7 +571,22 @@ def _sample(request):
         pytest.skip("needs the indexed_sample fixture (tests/conftest.py) with the real QueryService")
 
 
-SAMPLE_QUESTION = "How do I set up the project?"
+SAMPLE_VAULT = Path(__file__).resolve().parents[1] / "examples" / "vault"
+
+
+def _sample_question() -> tuple[str, bool]:
+    """A question about the first titled note of examples/vault, and whether an answer must be found
+    (False only while the sample vault has no titled note)."""
+    for path in sorted(SAMPLE_VAULT.rglob("*.md")):
+        if any(part.startswith(".") for part in path.relative_to(SAMPLE_VAULT).parts):
+            continue
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("# ") and line[2:].strip():
+                return f"What do my notes say about {line[2:].strip()}?", True
+    return "How do I set up the project?", False
+
+
+SAMPLE_QUESTION, SAMPLE_MUST_BE_FOUND = _sample_question()
 
 
 def test_ask_streams_tokens_then_sources_then_done_from_the_real_service(request):
@@ -588,6 +604,8 @@ def test_ask_streams_tokens_then_sources_then_done_from_the_real_service(request
 
     events = run(scenario())
     assert_stream_order(events)
+    if SAMPLE_MUST_BE_FOUND:
+        assert not expected.not_found and expected.sources, SAMPLE_QUESTION
     tokens = [d["text"] for n, d in events if n == "token"]
     assert "".join(tokens) == expected.text
     if len(expected.text.split()) > 1:
@@ -595,6 +613,22 @@ def test_ask_streams_tokens_then_sources_then_done_from_the_real_service(request
     assert events[-2][1] == [s.to_json() for s in expected.sources]
     assert {k: events[-1][1][k] for k in ("grounded", "notFound")} == {"grounded": expected.grounded, "notFound": expected.not_found}
     assert events[-1][1]["elapsedMs"] >= 0
+
+
+def test_ask_scoped_to_an_unknown_tag_streams_not_found_from_the_real_service(request):
+    config, query_service, stats_fn, health_fn = _sample(request)
+
+    async def scenario():
+        async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:
+            body = {"question": SAMPLE_QUESTION, "tags": ["no-such-tag-anywhere"], "folders": []}
+            async with client.post("/ask", json=body, headers=AUTH) as resp:
+                return await read_events(resp)
+
+    events = run(scenario())
+    assert_stream_order(events)
+    assert "".join(d["text"] for n, d in events if n == "token") == NOT_FOUND_ANSWER
+    assert events[-2] == ("sources", [])
+    assert events[-1][1]["notFound"] is True
 
 
 def test_search_returns_the_real_services_results(request):
