@@ -664,6 +664,9 @@ def test_ask_stream_starts_before_the_answer_is_ready(request):
                 assert resp.status == 200
                 assert resp.headers["Content-Type"].startswith("text/event-stream")
                 assert await asyncio.to_thread(gated.entered.wait, 10)
+                # the event loop is not blocked by the held query: other requests are served meanwhile
+                async with client.get("/health") as health:
+                    assert health.status == 200
                 assert not gated.release.is_set()
                 gated.release.set()
                 return await read_events(resp)
@@ -673,6 +676,50 @@ def test_ask_stream_starts_before_the_answer_is_ready(request):
     finally:
         gated.release.set()
     assert_stream_order(events)
+
+
+def test_a_client_leaving_mid_answer_does_not_break_the_server(request):
+    config, query_service, stats_fn, health_fn = _sample(request)
+    gated = GatedQuery(query_service)
+
+    async def scenario():
+        async with running(gated, config=config, stats=stats_fn, health=health_fn) as client:
+            resp = await client.post("/ask", json={"question": SAMPLE_QUESTION}, headers=AUTH)
+            assert resp.status == 200
+            assert await asyncio.to_thread(gated.entered.wait, 10)
+            resp.close()  # the client goes away before any token
+            gated.release.set()
+            for _ in range(3):  # the server keeps answering, streams included
+                async with client.post("/ask", json={"question": SAMPLE_QUESTION}, headers=AUTH) as again:
+                    assert_stream_order(await read_events(again))
+
+    try:
+        run(scenario())
+    finally:
+        gated.release.set()
+
+
+def test_concurrent_requests_against_the_real_service_all_succeed(request):
+    config, query_service, stats_fn, health_fn = _sample(request)
+
+    async def one_ask(client):
+        async with client.post("/ask", json={"question": SAMPLE_QUESTION, "topK": 4}, headers=AUTH) as resp:
+            return await read_events(resp)
+
+    async def one_search(client):
+        async with client.get("/search", params={"q": SAMPLE_QUESTION}, headers=AUTH) as resp:
+            assert resp.status == 200
+            return await resp.json()
+
+    async def scenario():
+        async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:
+            return await asyncio.gather(*[one_ask(client) for _ in range(4)], *[one_search(client) for _ in range(4)])
+
+    results = run(scenario())
+    for events in results[:4]:
+        assert_stream_order(events)
+        assert events[-2] == results[0][-2]  # same sources every time
+    assert all(r["results"] == results[4]["results"] for r in results[4:])
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
