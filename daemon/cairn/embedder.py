@@ -1,0 +1,344 @@
+"""Local text embeddings: the shipped all-MiniLM-L6-v2 ONNX model (layer 1 resource).
+
+All onnxruntime and tokenizers code in Cairn lives here; nothing else imports them
+(DESIGN.md, Layout). The model files live in ``onnx_models/all-MiniLM-L6-v2/``
+(built reproducibly by ``packaging/build_model.py``):
+
+- ``model.onnx`` (float32) and ``model_int8.onnx`` (dynamic int8): BERT encoder,
+  inputs ``input_ids``/``attention_mask``/``token_type_ids`` (int64, [batch, seq]),
+  output ``last_hidden_state`` (float32, [batch, seq, 384]);
+- ``tokenizer.json``: the WordPiece tokenizer (uncased);
+- ``manifest.json``: provenance, sha256 of every file, ``default`` variant, and the
+  embedding rules this module applies.
+
+Embedding rules, matching sentence-transformers' all-MiniLM-L6-v2 (its
+``sentence_bert_config.json`` and ``1_Pooling/config.json``): inputs truncated to
+256 tokens including ``[CLS]``/``[SEP]``; mean pooling of the last hidden state over
+the attention mask; L2 normalisation. Vectors are 384-d float32 with unit norm, so
+a dot product is a cosine similarity.
+
+Nothing is read at import time; onnxruntime is imported only when an
+:class:`Embedder` is built, so :func:`load_tokenizer` stays cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cairn.errors import ConfigError, ModelError
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+#: Default model folder: ``<repo>/onnx_models/all-MiniLM-L6-v2``, found relative to this file.
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[2] / "onnx_models" / MODEL_NAME
+#: Environment variable overriding the default model folder.
+MODEL_DIR_ENV = "CAIRN_MODEL_DIR"
+MANIFEST_FILE = "manifest.json"
+TOKENIZER_FILE = "tokenizer.json"
+VARIANTS = ("fp32", "int8")
+#: Values the code is written for; the manifest must agree (sentence-transformers config).
+DIM = 384
+MAX_TOKENS = 256
+INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def resolve_model_dir(model_dir: Path | str | None = None) -> Path:
+    """The model folder to use: ``model_dir`` if given, else ``$CAIRN_MODEL_DIR``, else :data:`DEFAULT_MODEL_DIR`.
+
+    Only resolves the path; nothing is read. Errors are raised by the loaders.
+    """
+    if model_dir is not None:
+        return Path(model_dir).expanduser()
+    env = os.environ.get(MODEL_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    return DEFAULT_MODEL_DIR
+
+
+def _fix_hint(model_dir: Path) -> str:
+    return (f"Expected the shipped model in {model_dir} (set {MODEL_DIR_ENV} or pass model_dir to "
+            "point elsewhere); rebuild it with `make model` (packaging/build_model.py) or restore "
+            "onnx_models/ from git.")
+
+
+def _read_manifest(model_dir: Path) -> dict[str, Any]:
+    if not model_dir.is_dir():
+        raise ModelError(f"Embedding model folder not found: {model_dir}. {_fix_hint(model_dir)}")
+    path = model_dir / MANIFEST_FILE
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelError(f"Embedding model manifest missing: {path}. {_fix_hint(model_dir)}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"Embedding model manifest unreadable: {path}: {exc}. {_fix_hint(model_dir)}") from exc
+    if not isinstance(manifest, dict):
+        raise ModelError(f"Embedding model manifest {path} is not a JSON object. {_fix_hint(model_dir)}")
+    for key, expected in (("dim", DIM), ("max_tokens", MAX_TOKENS), ("pooling", "mean"),
+                          ("normalisation", "L2")):
+        if manifest.get(key) != expected:
+            raise ModelError(f"Embedding model manifest {path}: {key} is {manifest.get(key)!r}, "
+                             f"this Cairn expects {expected!r}. {_fix_hint(model_dir)}")
+    return manifest
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class TokenCounter:
+    """The embedding model's WordPiece tokenizer, without the ONNX session.
+
+    Cheap to build (~tens of ms); used by chunking to keep chunks within
+    :attr:`max_tokens`. ``count_tokens`` counts *content* tokens, i.e. without the
+    ``[CLS]``/``[SEP]`` the model adds, so a chunk fits the model when
+    ``count_tokens(text) <= max_tokens - 2``.
+
+    Raises:
+        ModelError: ``tokenizer.json`` missing or unreadable.
+    """
+
+    #: Model input limit, including [CLS] and [SEP] (sentence-transformers max_seq_length).
+    max_tokens: int = MAX_TOKENS
+
+    def __init__(self, model_dir: Path | str | None = None) -> None:
+        from tokenizers import Tokenizer  # noqa: PLC0415  (lazy: no work at import time)
+
+        self.model_dir = resolve_model_dir(model_dir)
+        path = self.model_dir / TOKENIZER_FILE
+        if not path.is_file():
+            raise ModelError(f"Embedding tokenizer missing: {path}. {_fix_hint(self.model_dir)}")
+        try:
+            tok = Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
+            raise ModelError(f"Embedding tokenizer unreadable: {path}: {exc}. "
+                             f"{_fix_hint(self.model_dir)}") from exc
+        # The shipped tokenizer.json pads and truncates to 128; we do neither here:
+        # counting must see every token, and Embedder truncates to 256 itself.
+        tok.no_padding()
+        tok.no_truncation()
+        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        if cls_id is None or sep_id is None:
+            raise ModelError(f"Embedding tokenizer {path} has no [CLS]/[SEP] tokens. {_fix_hint(self.model_dir)}")
+        self._tok = tok
+        self.cls_id: int = cls_id
+        self.sep_id: int = sep_id
+
+    def count_tokens(self, text: str) -> int:
+        """Number of content tokens in ``text`` (no [CLS]/[SEP], no truncation). ``""`` -> 0."""
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
+        """:meth:`count_tokens` for many texts at once (tokenised in parallel)."""
+        return [len(e.ids) for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character ``(start, end)`` offsets in ``text`` of each content token, in order.
+
+        Lets a chunker cut an over-long paragraph at a token boundary:
+        ``text[:spans[k - 1][1]]`` holds the first ``k`` tokens.
+        """
+        return list(self._tok.encode(text, add_special_tokens=False).offsets)
+
+    def encode_for_model(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids ready for the model: ``[CLS] + first (max_tokens - 2) content ids + [SEP]``.
+
+        Same truncation as sentence-transformers (``truncation=True, max_length=256``
+        on a single sequence keeps the leading tokens).
+        """
+        keep = self.max_tokens - 2
+        return [[self.cls_id, *e.ids[:keep], self.sep_id]
+                for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+
+
+def load_tokenizer(model_dir: Path | str | None = None) -> TokenCounter:
+    """Load only the tokenizer (no onnxruntime session): cheap, for chunking and tests.
+
+    ``model_dir`` defaults as for :class:`Embedder`. Raises :class:`ModelError` if
+    ``tokenizer.json`` is missing or unreadable.
+    """
+    return TokenCounter(model_dir)
+
+
+class Embedder:
+    """Sentence embeddings from the shipped all-MiniLM-L6-v2 ONNX model.
+
+    Attributes:
+        dim: vector size, 384.
+        max_tokens: model input limit, 256 tokens including [CLS]/[SEP]; longer
+            inputs are truncated (their leading tokens kept), never an error.
+        model_id: stable id for the embedding cache,
+            ``"all-MiniLM-L6-v2/<variant>@<first 12 hex of the ONNX file's sha256>"``;
+            it changes whenever the vectors could change.
+        variant: ``"fp32"`` or ``"int8"``.
+        embeddings_computed: running count of texts embedded by this instance.
+
+    Args:
+        model_dir: the model folder; default ``$CAIRN_MODEL_DIR`` or
+            ``<repo>/onnx_models/all-MiniLM-L6-v2``.
+        variant: ``"fp32"`` (``model.onnx``) or ``"int8"`` (``model_int8.onnx``);
+            default: the manifest's ``default``.
+        threads: onnxruntime intra-op threads; default ``os.cpu_count()``.
+
+    Raises:
+        ModelError: folder, manifest, tokenizer or ONNX file missing; file hash not
+            the manifest's (corrupt or swapped); unknown variant; session fails to load.
+        ConfigError: ``threads`` < 1.
+
+    The ONNX session is built here (~0.1-0.3 s); :meth:`embed` is thread-safe.
+    """
+
+    dim: int = DIM
+    max_tokens: int = MAX_TOKENS
+
+    def __init__(self, model_dir: Path | str | None = None, *, variant: str | None = None,
+                 threads: int | None = None) -> None:
+        self.model_dir = resolve_model_dir(model_dir)
+        manifest = _read_manifest(self.model_dir)
+        self.manifest = manifest
+        files = manifest.get("files") or {}
+        if variant is None:
+            variant = manifest.get("default")
+        if variant not in VARIANTS or variant not in files:
+            available = sorted(k for k in files if k in VARIANTS)
+            raise ModelError(f"Unknown embedding model variant {variant!r} in {self.model_dir}; "
+                             f"expected one of {available}.")
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise ConfigError(f"embed_threads must be a positive integer, got {threads!r}; "
+                              "leave it unset to use every core.")
+        self.variant: str = variant
+        self.threads: int = threads or os.cpu_count() or 1
+        self._tokens = TokenCounter(self.model_dir)
+
+        entry = files[variant]
+        onnx_path = self.model_dir / str(entry.get("file", ""))
+        expected_sha = str(entry.get("sha256", ""))
+        if not onnx_path.is_file():
+            raise ModelError(f"Embedding model file missing: {onnx_path} (variant {variant}). "
+                             f"{_fix_hint(self.model_dir)}")
+        actual_sha = _sha256(onnx_path)
+        if actual_sha != expected_sha:
+            raise ModelError(f"Embedding model file {onnx_path} is corrupt or not the one in the manifest: "
+                             f"sha256 {actual_sha[:12]}…, manifest says {expected_sha[:12]}…. "
+                             f"{_fix_hint(self.model_dir)}")
+        self.model_id: str = f"{manifest.get('name', MODEL_NAME)}/{variant}@{actual_sha[:12]}"
+        self._session = self._load_session(onnx_path)
+        self._lock = threading.Lock()
+        self.embeddings_computed: int = 0
+        log.info("embedder ready: %s (%d threads)", self.model_id, self.threads)
+
+    def _load_session(self, onnx_path: Path) -> Any:
+        try:
+            import onnxruntime as ort  # noqa: PLC0415
+        except ImportError as exc:  # pragma: no cover - a dependency of the package
+            raise ModelError(f"onnxruntime is not installed ({exc}); reinstall cairn-notes.") from exc
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self.threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        # Worker threads sleep instead of busy-waiting between ops: on a shared
+        # 2-core machine spinning measured ~2x slower (it steals the cores the
+        # work needs) and it burns CPU while the daemon idles.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        try:
+            sess = ort.InferenceSession(str(onnx_path), sess_options=opts,
+                                        providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
+            raise ModelError(f"Embedding model {onnx_path} failed to load in onnxruntime: {exc}. "
+                             f"{_fix_hint(self.model_dir)}") from exc
+        names = tuple(i.name for i in sess.get_inputs())
+        if sorted(names) != sorted(INPUT_NAMES):
+            raise ModelError(f"Embedding model {onnx_path} has inputs {names}, expected {INPUT_NAMES}.")
+        out_shape = sess.get_outputs()[0].shape
+        if out_shape[-1] != self.dim:
+            raise ModelError(f"Embedding model {onnx_path} outputs shape {out_shape}, expected [*, *, {self.dim}].")
+        self._output_name = sess.get_outputs()[0].name
+        return sess
+
+    def count_tokens(self, text: str) -> int:
+        """Number of content tokens in ``text`` (no [CLS]/[SEP], no truncation). ``""`` -> 0."""
+        return self._tokens.count_tokens(text)
+
+    @property
+    def tokenizer(self) -> TokenCounter:
+        """The :class:`TokenCounter` this embedder uses."""
+        return self._tokens
+
+    def embed(self, texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
+        """Embed ``texts``: returns float32 ``(len(texts), 384)``, each row L2-normalised.
+
+        Each text is truncated to :attr:`max_tokens` (256, incl. [CLS]/[SEP]); the
+        vector is the mean of the last hidden state over the attention mask, then
+        L2-normalised (sentence-transformers' all-MiniLM-L6-v2 rules). Texts are
+        sorted by token length and batched (``batch_size`` per ONNX run) so batches
+        carry little padding; rows come back in input order. ``[]`` -> shape (0, 384).
+
+        Raises:
+            TypeError: an item is not a ``str``.
+            ValueError: ``batch_size`` < 1.
+            ModelError: onnxruntime fails while running the model.
+        """
+        texts = list(texts)
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"embed() needs str items; item {i} is {type(t).__name__}")
+        n = len(texts)
+        out = np.empty((n, self.dim), dtype=np.float32)
+        if n == 0:
+            return out
+        ids = self._tokens.encode_for_model(texts)
+        order = sorted(range(n), key=lambda i: len(ids[i]))
+        for start in range(0, n, batch_size):
+            idx = order[start:start + batch_size]
+            width = len(ids[idx[-1]])  # longest in this batch (sorted ascending)
+            input_ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                seq = ids[i]
+                input_ids[row, :len(seq)] = seq
+                mask[row, :len(seq)] = 1
+            feeds = {"input_ids": input_ids, "attention_mask": mask,
+                     "token_type_ids": np.zeros_like(input_ids)}
+            try:
+                hidden = self._session.run([self._output_name], feeds)[0]
+            except Exception as exc:
+                raise ModelError(f"Embedding model {self.model_id} failed on a batch of {len(idx)} "
+                                 f"texts of up to {width} tokens: {exc}") from exc
+            out[idx] = _mean_pool_l2(hidden, mask)
+        with self._lock:
+            self.embeddings_computed += n
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """Embed one text (a search question): float32 ``(384,)``, L2-normalised. Same rules as :meth:`embed`."""
+        return self.embed([text])[0]
+
+    def __repr__(self) -> str:
+        return f"Embedder({self.model_id!r}, threads={self.threads}, dir={str(self.model_dir)!r})"
+
+
+def _mean_pool_l2(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean of ``hidden`` [b, s, d] over positions where ``mask`` [b, s] is 1, then L2 rows (eps 1e-12)."""
+    m = mask.astype(np.float32)[:, :, None]
+    summed = (hidden * m).sum(axis=1)
+    counts = np.maximum(m.sum(axis=1), 1e-9)
+    pooled = summed / counts
+    norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+    return (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
