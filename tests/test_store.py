@@ -17,13 +17,13 @@ def _note(path="a.md", title="a", hash_="h1"):
 
 def _chunks(*texts):
     return [ChunkRecord(ordinal=i, symbol="H", text=t, line_start=1, line_end=2, page=None, token_count=3,
-                        kind="prose", content_hash=f"c{i}-{t}") for i, t in enumerate(texts)]
+                        kind="prose", content_hash=f"c{i}-{t}", units=((t, f"u{i}-{t}"),)) for i, t in enumerate(texts)]
 
 
 def _counts(store):
     c = store.conn
     return {t: c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ("notes", "chunks", "note_tags", "links", "chunk_vectors")} | {
+            for t in ("notes", "chunks", "note_tags", "links", "chunk_vectors", "chunk_units", "unit_vectors")} | {
         "fts": c.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'alpha OR beta'").fetchone()[0]}
 
 
@@ -54,12 +54,13 @@ def test_deleting_a_note_leaves_no_rows(tmp_path):
     store = Store(tmp_path / "i.db")
     store.write_note(_note(), _chunks("alpha text", "beta text"), ["t1", "t2/sub"],
                      [LinkRecord("b", "b.md", None, None, None, False, 3)])
-    ids = [r[0] for r in store.conn.execute("SELECT id, content_hash FROM chunks")]
-    hashes = [r[1] for r in store.conn.execute("SELECT id, content_hash FROM chunks")]
-    store.set_vectors([(i, h, np.ones(384, np.float32) / np.sqrt(384)) for i, h in zip(ids, hashes)])
-    assert _counts(store) == {"notes": 1, "chunks": 2, "note_tags": 2, "links": 1, "chunk_vectors": 2, "fts": 2}
+    vec = np.ones(384, np.float32) / np.sqrt(384)
+    pending = store.pending_chunks(10)
+    store.set_vectors([(cid, h, vec, [(uid, vec) for uid, _, _ in units]) for cid, h, _title, units in pending])
+    assert _counts(store) == {"notes": 1, "chunks": 2, "note_tags": 2, "links": 1, "chunk_vectors": 2, "chunk_units": 2,
+                              "unit_vectors": 2, "fts": 2}
     assert store.delete_note("a.md")
-    assert _counts(store) == {"notes": 0, "chunks": 0, "note_tags": 0, "links": 0, "chunk_vectors": 0, "fts": 0}
+    assert set(_counts(store).values()) == {0}
 
 
 def test_rewriting_a_note_replaces_its_rows_and_keeps_its_id(tmp_path):
@@ -87,7 +88,7 @@ def test_vectors_are_not_written_for_a_chunk_that_changed_meanwhile(tmp_path):
     store = Store(tmp_path / "i.db")
     store.write_note(_note(), _chunks("alpha"), [], [])
     (cid,) = [r[0] for r in store.conn.execute("SELECT id FROM chunks")]
-    assert store.set_vectors([(cid, "stale-hash", np.ones(384, np.float32))]) == 0
+    assert store.set_vectors([(cid, "stale-hash", np.ones(384, np.float32), [])]) == 0
     assert store.count_pending() == 1
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from cairn.config import COSINE_FLOOR, CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER
 from cairn.embedder import Embedder
 from cairn.errors import BadRequest
-from cairn.indexer import TITLE_WEIGHT, chunk_embed_text
+from cairn.indexer import TITLE_WEIGHT, chunk_embed_text, embedding_units
 from cairn.notes import normalise_tag
 from cairn.prompt import (
     Sentence, candidate_sentences, compose_extractive_answer, pick_sentences, select_within_budget, source_line,
@@ -128,6 +128,8 @@ class QueryService:
 
     #: Candidates taken from each ranked list before fusion.
     CANDIDATES = 60
+    #: Weight of the best unit (sentence) cosine in the dense ranking score (tuned on the dev set).
+    UNIT_WEIGHT = 0.9
     #: At most this many chunks of one note in search results / in an answer's sources.
     PER_NOTE_SEARCH = 2
     PER_NOTE_ASK = 3
@@ -140,6 +142,7 @@ class QueryService:
         self.floor = floor
         self.weights = weights
         self.title_weight = title_weight
+        self.unit_weight = self.UNIT_WEIGHT
         self.classifier = classifier or QueryClassifier()
 
     # ------------------------------------------------------------------ validation
@@ -182,15 +185,17 @@ class QueryService:
         preference = self.classifier.classify(query)
 
         rankings: dict[str, list[int]] = {}
+        bm25: list[int] = []
         if mode in ("hybrid", "bm25"):
             match = fts_match_expression(query)
-            rankings["bm25"] = [cid for cid, _ in self.store.fts_search(match, self.CANDIDATES, within=within)] if match else []
-        if mode in ("hybrid", "dense"):
-            rankings["dense"] = self._dense(qvec, within)
-
-        candidates = list(dict.fromkeys(cid for ranked in rankings.values() for cid in ranked))
+            bm25 = [cid for cid, _ in self.store.fts_search(match, self.CANDIDATES, within=within)] if match else []
+            rankings["bm25"] = bm25
+        pool = self._dense_pool(qvec, within) if mode in ("hybrid", "dense") else []
+        candidates = list(dict.fromkeys(bm25 + pool))
         rows = self.store.chunk_rows(candidates)
-        cosines = self._cosines(qvec, candidates, rows)
+        cosines, dense = self._similarities(qvec, candidates, rows, compute_missing=set(bm25))
+        if mode in ("hybrid", "dense"):
+            rankings["dense"] = sorted((c for c in pool if c in dense), key=lambda c: (-dense[c], c))[: self.CANDIDATES]
         passing = {cid for cid in candidates if cid in rows and cosines.get(cid, -1.0) >= self.floor}
         fused = rrf_fuse({name: [c for c in ranked if c in passing] for name, ranked in rankings.items()},
                          {"dense": self.weights.dense, "bm25": self.weights.bm25})
@@ -203,32 +208,45 @@ class QueryService:
         hits = [self._hit(rows[c], fused[c], cosines[c], tags_by_note.get(rows[c].note_id, []), terms) for c in chosen]
         return hits, preference
 
-    def _dense(self, qvec: np.ndarray, within: list[int] | None) -> list[int]:
-        if within is None:
-            return [cid for cid, _ in self.store.knn(qvec, self.CANDIDATES)]
-        vecs = self.store.vectors(within)
-        if not vecs:
-            return []
-        ids = np.fromiter(vecs.keys(), dtype=np.int64, count=len(vecs))
-        sims = np.stack(list(vecs.values())) @ qvec
-        top = np.argsort(-sims)[: self.CANDIDATES]
-        return [int(ids[i]) for i in top]
+    def _dense_pool(self, qvec: np.ndarray, within: list[int] | None) -> list[int]:
+        """Chunk ids worth scoring densely: nearest chunk vectors and chunks of the nearest unit
+        (sentence) vectors; within a scope, every chunk of the scope (exact)."""
+        if within is not None:
+            return list(within)
+        pool = [cid for cid, _ in self.store.knn(qvec, self.CANDIDATES)]
+        pool += [cid for cid, _ in self.store.knn_units(qvec, self.CANDIDATES * 4)]
+        return list(dict.fromkeys(pool))
 
-    def _cosines(self, qvec: np.ndarray, ids: Sequence[int], rows: dict[int, ChunkRow]) -> dict[int, float]:
-        """Cosine similarity of every candidate to the query — from its stored vector, or, for a
-        chunk not embedded yet (keyword-ready index), computed now the same way the indexer will."""
-        stored = self.store.vectors(ids)
-        out = {cid: float(vec @ qvec) for cid, vec in stored.items()}
-        missing = [cid for cid in ids if cid not in out and cid in rows]
+    def _similarities(self, qvec: np.ndarray, ids: Sequence[int], rows: dict[int, ChunkRow], *,
+                      compute_missing: set[int]) -> tuple[dict[int, float], dict[int, float]]:
+        """For every candidate: its cosine similarity to the query (chunk vector; the floor applies to
+        it) and its dense ranking score ``max(cosine, UNIT_WEIGHT · best unit cosine)``. Chunks not
+        embedded yet (keyword-ready index) get vectors computed now, the same way the indexer will,
+        if they are in ``compute_missing`` (the keyword candidates: a bounded set); others are skipped."""
+        ids = [c for c in ids if c in rows]
+        chunk_vecs = self.store.vectors(ids)
+        unit_vecs = self.store.unit_vectors(ids)
+        missing = [c for c in ids if c not in chunk_vecs and c in compute_missing]
         if missing:
-            texts = [chunk_embed_text(rows[c].symbol, rows[c].text) for c in missing]
-            titles = [rows[c].title for c in missing]
-            vecs = self.embedder.embed(texts + titles)
-            for i, cid in enumerate(missing):
-                v = vecs[i] + self.title_weight * vecs[len(missing) + i]
-                v = v / max(float(np.linalg.norm(v)), 1e-12)
-                out[cid] = float(v @ qvec)
-        return out
+            units = {c: embedding_units(rows[c].symbol, rows[c].text, rows[c].kind) for c in missing}
+            texts = [u for c in missing for u in units[c]] + [rows[c].title for c in missing]
+            vecs = self.embedder.embed(texts)
+            pos = 0
+            for c in missing:
+                unit_vecs[c] = vecs[pos:pos + len(units[c])]
+                pos += len(units[c])
+            for i, c in enumerate(missing):
+                title_vec = vecs[pos + i]
+                v = (np.mean(unit_vecs[c], axis=0) if len(unit_vecs[c]) else np.zeros_like(title_vec))
+                v = v + self.title_weight * title_vec
+                chunk_vecs[c] = v / max(float(np.linalg.norm(v)), 1e-12)
+        cosines = {c: float(chunk_vecs[c] @ qvec) for c in ids if c in chunk_vecs}
+        dense = {}
+        for c, cos in cosines.items():
+            uv = unit_vecs.get(c)
+            best_unit = float(np.max(uv @ qvec)) if uv is not None and len(uv) else -1.0
+            dense[c] = max(cos, self.unit_weight * best_unit)
+        return cosines, dense
 
     @staticmethod
     def _hit(row: ChunkRow, score: float, cosine: float, tags: Sequence[str], terms: Sequence[str]) -> Hit:

@@ -77,7 +77,7 @@ class FusionWeights:
     """Weights of the ranked lists in RRF, tuned on ../shared/eval/dev.jsonl (README, Evaluation)."""
 
     dense: float = 1.0
-    bm25: float = 0.5
+    bm25: float = 0.3
 
 
 class QueryClassifier:

@@ -64,6 +64,8 @@ class ChunkRecord:
     token_count: int
     kind: str
     content_hash: str
+    #: embedding units: (text, sha256 of text); at least one per chunk
+    units: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +246,8 @@ class Store:
                 chunk_id = c.last_insert_rowid()
                 c.execute("INSERT INTO chunks_fts(rowid, text, symbol, title) VALUES(?,?,?,?)",
                           (chunk_id, ch.text, ch.symbol, note.title))
+                c.executemany("INSERT INTO chunk_units(chunk_id, text, content_hash) VALUES(?,?,?)",
+                              [(chunk_id, t, h) for t, h in ch.units])
         return note_id
 
     def write_skipped(self, path: str, *, kind: str, title: str, mtime_ns: int, size: int, content_hash: str,
@@ -284,6 +288,10 @@ class Store:
         if ids:
             c.executemany("DELETE FROM chunks_fts WHERE rowid=?", [(i,) for i in ids])
             c.executemany("DELETE FROM chunk_vectors WHERE chunk_id=?", [(i,) for i in ids])
+            units = [(r[0],) for r in c.execute(
+                "SELECT id FROM chunk_units WHERE chunk_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))]
+            c.executemany("DELETE FROM unit_vectors WHERE unit_id=?", units)
+            c.execute("DELETE FROM chunk_units WHERE chunk_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
         c.execute("DELETE FROM chunks WHERE note_id=?", (note_id,))
         c.execute("DELETE FROM note_tags WHERE note_id=?", (note_id,))
         c.execute("DELETE FROM links WHERE note_id=?", (note_id,))
@@ -306,11 +314,18 @@ class Store:
             c.executemany("UPDATE links SET target_path=? WHERE note_id=? AND ordinal=?", changes)
 
     # ------------------------------------------------------------------ vectors
-    def pending_chunks(self, limit: int) -> list[tuple[int, str, str, str, str]]:
-        """Up to ``limit`` chunks without a vector: (chunk_id, content_hash, symbol, text, title)."""
-        return list(self.conn.execute(
-            "SELECT c.id, c.content_hash, c.symbol, c.text, n.title FROM chunks c JOIN notes n ON n.id=c.note_id "
+    def pending_chunks(self, limit: int) -> list[tuple[int, str, str, list[tuple[int, str, str]]]]:
+        """Up to ``limit`` chunks without vectors: (chunk_id, content_hash, title, [(unit_id, unit text, unit hash)])."""
+        chunks = list(self.conn.execute(
+            "SELECT c.id, c.content_hash, n.title FROM chunks c JOIN notes n ON n.id=c.note_id "
             "WHERE c.embedded=0 ORDER BY c.id LIMIT ?", (limit,)))
+        units: dict[int, list[tuple[int, str, str]]] = {cid: [] for cid, _, _ in chunks}
+        if chunks:
+            for uid, cid, text, h in self.conn.execute(
+                    "SELECT id, chunk_id, text, content_hash FROM chunk_units WHERE chunk_id IN "
+                    "(SELECT value FROM json_each(?)) ORDER BY id", (json.dumps(list(units)),)):
+                units[cid].append((uid, text, h))
+        return [(cid, h, title, units[cid]) for cid, h, title in chunks]
 
     def count_pending(self) -> int:
         return self.conn.execute("SELECT count(*) FROM chunks WHERE embedded=0").fetchone()[0]
@@ -334,17 +349,21 @@ class Store:
             c.executemany("INSERT OR REPLACE INTO embedding_cache(content_hash, model_id, vector, created_at) "
                           "VALUES(?,?,?,?)", [(h, model_id, _vec_bytes(v), now) for h, v in items.items()])
 
-    def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray]]) -> int:
-        """Store vectors for chunks, given (chunk_id, content_hash the vector was made for, (384,) float32).
-        A chunk deleted or changed meanwhile (hash differs) is skipped. One transaction. Returns rows written."""
+    def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray, Sequence[tuple[int, np.ndarray]]]]) -> int:
+        """Store vectors, given (chunk_id, content_hash they were made for, chunk vector, [(unit_id, unit vector)]),
+        vectors (384,) float32. A chunk deleted or changed meanwhile (hash differs) is skipped.
+        One transaction. Returns the number of chunks written."""
         written = 0
         with self._write_lock, self.conn as c:
-            for chunk_id, content_hash, vec in items:
+            for chunk_id, content_hash, vec, units in items:
                 row = c.execute("SELECT content_hash FROM chunks WHERE id=?", (chunk_id,)).fetchone()
                 if not row or row[0] != content_hash:
                     continue
                 c.execute("DELETE FROM chunk_vectors WHERE chunk_id=?", (chunk_id,))
                 c.execute("INSERT INTO chunk_vectors(chunk_id, embedding) VALUES(?, ?)", (chunk_id, _vec_bytes(vec)))
+                for unit_id, uvec in units:
+                    c.execute("DELETE FROM unit_vectors WHERE unit_id=?", (unit_id,))
+                    c.execute("INSERT INTO unit_vectors(unit_id, embedding) VALUES(?, ?)", (unit_id, _vec_bytes(uvec)))
                 c.execute("UPDATE chunks SET embedded=1 WHERE id=?", (chunk_id,))
                 written += 1
         return written
@@ -353,6 +372,7 @@ class Store:
         """Drop every chunk vector (the cache stays): used when the vector recipe changes."""
         with self._write_lock, self.conn as c:
             c.execute("DELETE FROM chunk_vectors")
+            c.execute("DELETE FROM unit_vectors")
             c.execute("UPDATE chunks SET embedded=0")
 
     def wal_checkpoint(self) -> None:
@@ -389,6 +409,29 @@ class Store:
         rows = self.conn.execute("SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?",
                                  (_vec_bytes(query), int(k)))
         return [(r[0], 1.0 - r[1]) for r in rows]
+
+    def knn_units(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Nearest ``k`` unit (sentence) vectors, as (chunk_id, best unit cosine similarity) per chunk, best first."""
+        rows = self.conn.execute(
+            "SELECT u.chunk_id, v.distance FROM (SELECT unit_id, distance FROM unit_vectors WHERE embedding MATCH ? "
+            "AND k = ?) v JOIN chunk_units u ON u.id = v.unit_id ORDER BY v.distance", (_vec_bytes(query), int(k)))
+        best: dict[int, float] = {}
+        for cid, dist in rows:
+            best.setdefault(cid, 1.0 - dist)
+        return list(best.items())
+
+    def unit_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Unit vectors of the given chunks: {chunk_id: (m, 384) float32}; chunks without any are absent."""
+        out: dict[int, list[np.ndarray]] = {}
+        ids = list(chunk_ids)
+        for start in range(0, len(ids), 500):
+            part = ids[start:start + 500]
+            rows = self.conn.execute(
+                "SELECT u.chunk_id, v.embedding FROM chunk_units u JOIN unit_vectors v ON v.unit_id = u.id "
+                "WHERE u.chunk_id IN (SELECT value FROM json_each(?))", (json.dumps(part),))
+            for cid, blob in rows:
+                out.setdefault(cid, []).append(np.frombuffer(blob, dtype="<f4"))
+        return {cid: np.stack(v) for cid, v in out.items()}
 
     def vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         """Stored vectors of the given chunks: {chunk_id: (384,) float32}; chunks without one are absent."""

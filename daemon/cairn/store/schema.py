@@ -62,11 +62,21 @@ MIGRATIONS: tuple[str, ...] = (
         page         INTEGER,
         token_count  INTEGER NOT NULL,
         kind         TEXT NOT NULL,                 -- prose | code | table | pdf
-        content_hash TEXT NOT NULL,                 -- sha256 of the embedded text: the embedding cache key
+        content_hash TEXT NOT NULL,                 -- sha256 of heading path + text: identifies this version
         embedded     INTEGER NOT NULL DEFAULT 0     -- 1 once its row is in chunk_vectors
     );
     CREATE INDEX chunks_by_note ON chunks(note_id, ordinal);
     CREATE INDEX chunks_pending ON chunks(embedded) WHERE embedded = 0;
+
+    -- Embedding units: the sentences (or, for code and tables, the whole chunk) of each chunk.
+    -- Each has its own vector; a chunk's vector is built from its units' (see cairn.indexer).
+    CREATE TABLE chunk_units (
+        id           INTEGER PRIMARY KEY,
+        chunk_id     INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
+        text         TEXT NOT NULL,
+        content_hash TEXT NOT NULL                  -- sha256 of text: the embedding cache key
+    );
+    CREATE INDEX chunk_units_by_chunk ON chunk_units(chunk_id);
 
     -- FTS5 over chunk text + heading path + note title; rowid = chunks.id.
     CREATE VIRTUAL TABLE chunks_fts USING fts5(
@@ -78,6 +88,11 @@ MIGRATIONS: tuple[str, ...] = (
     -- sqlite-vec: one L2-normalised vector per chunk, cosine distance; rowid = chunks.id.
     CREATE VIRTUAL TABLE chunk_vectors USING vec0(
         chunk_id INTEGER PRIMARY KEY,
+        embedding float[{EMBED_DIM}] distance_metric=cosine
+    );
+
+    CREATE VIRTUAL TABLE unit_vectors USING vec0(
+        unit_id INTEGER PRIMARY KEY,
         embedding float[{EMBED_DIM}] distance_metric=cosine
     );
 
