@@ -220,6 +220,8 @@ def test_a_long_code_block_is_split_by_lines_without_overlap(count):
     assert len(chunks) > 3 and all(c.kind == "code" for c in chunks)
     lines = [line for c in chunks for line in c.text.split("\n")]
     assert lines == body.strip().split("\n")  # every line once, in order: no overlap in code
+    assert not chunks[0].text.endswith("```python")  # the opening fence stays with the first code line
+    assert chunks[-1].text.split("\n")[0] != "```"  # and the closing fence with the last
     assert_well_formed(body, chunks, count)
 
 
@@ -251,6 +253,29 @@ def test_a_long_section_is_split_at_paragraphs_with_overlap(count):
     assert_well_formed(body, chunks, count)
 
 
+def test_overlap_is_whole_trailing_sentences_when_one_fits(count):
+    sentences = [f"Step {i} is to fold the dough gently and wait a little." for i in range(60)]
+    body = "## Method\n\n" + " ".join(sentences) + "\n"
+    chunks = chunks_of(body, count, overlap_tokens=32)
+    assert len(chunks) > 2
+    for prev, nxt in zip(chunks, chunks[1:]):
+        assert nxt.text.startswith("Step ") and nxt.text.endswith(".")
+        first = nxt.text.split(". ")[0] + "."
+        assert first in prev.text  # the overlap is the previous piece's last sentence(s)
+
+
+def test_a_batch_counter_gives_identical_chunks(count):
+    calls = []
+
+    def batch(texts):
+        calls.append(len(texts))
+        return [count(t) for t in texts]
+
+    body = "# A\n\n" + "\n\n".join(prose(9, seed=f"b{k}") for k in range(15)) + "\n\n## B\n\nShort.\n"
+    assert chunks_of(body, count, count_tokens_batch=batch) == chunks_of(body, count)
+    assert calls and max(calls) > 1
+
+
 def test_overlap_can_be_turned_off(count):
     body = "## Method\n\n" + "\n\n".join(prose(6, seed=f"p{k}") for k in range(12)) + "\n"
     chunks = chunks_of(body, count, overlap_tokens=0)
@@ -272,6 +297,16 @@ def test_a_word_longer_than_the_window_is_cut_inside_the_word(count):
     chunks = chunks_of(body, count)
     assert len(chunks) > 1
     assert "".join(c.text for c in chunks).replace("## Blob\n\n", "") == "x9." * 1000
+    assert_well_formed(body, chunks, count)
+
+
+def test_a_long_base64_data_uri_is_cut_quickly(count):
+    blob = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg/+" * 2000
+    body = f"## Picture\n\n![diagram](data:image/png;base64,{blob})\n\nAfter the image.\n"
+    started = time.perf_counter()
+    chunks = chunks_of(body, count)
+    assert time.perf_counter() - started < 20
+    assert len(chunks) > 10
     assert_well_formed(body, chunks, count)
 
 

@@ -33,8 +33,9 @@ Rules (in order of precedence):
    A code block is split by lines; a table by rows, the header row and its
    delimiter row repeated at the start of every continuation piece.
 6. **Overlap.** When a prose piece follows a prose piece of the same section,
-   the next chunk starts with about ``overlap_tokens`` of the previous piece's
-   tail (snapped to a sentence start when one is near, else a word start).
+   the next chunk starts with up to ``overlap_tokens`` of the previous piece's
+   tail: its last whole sentences/lines when at least one fits, else the
+   longest word-aligned tail of its last sentence. Never for code or tables.
 7. **Kind.** ``"code"`` or ``"table"`` when more than half of the chunk's
    characters lie inside fenced/indented code or a table, else ``"prose"``.
 8. **Coverage.** Pieces are consecutive spans of the body, so every non-blank
@@ -43,10 +44,18 @@ Rules (in order of precedence):
 
 Text and line numbers: ``Chunk.text`` is a contiguous slice of the body (only a
 table continuation piece adds the table's header rows in front of the slice),
-stripped of surrounding whitespace. Line endings ``\\r\\n`` and lone ``\\r`` are
+without leading blank lines or trailing whitespace; a piece that starts inside
+indented code or a nested list keeps its first line's indentation. Line endings ``\\r\\n`` and lone ``\\r`` are
 read as one line break each and become ``\\n`` in ``Chunk.text``. Line numbers
 count those breaks (not ``str.splitlines``' extra separators such as form feed),
 1-based, plus ``body_line - 1``.
+
+Cost: a section that fits is tokenized once (its final count). A long section
+is cut into units (sentences/lines, code lines, table rows) that are counted
+once each; block and piece sizes are sums of unit counts, and every emitted
+piece is then counted for real, so roughly twice its text. Spans that
+certainly exceed the budget (by a punctuation/word lower bound) are never sent
+to the tokenizer.
 
 The module does no I/O and imports no model runtime; the caller supplies
 ``count_tokens`` (see :func:`chunk_note`). Output is deterministic.
@@ -183,18 +192,47 @@ def clean_heading(raw: str) -> str:
 
 
 @dataclass(slots=True)
-class _Atom:
-    """A span of the body that fits the text budget on its own."""
+class _Unit:
+    """A smallest cut of a long section (sentence, line, code line, table row), counted once."""
 
     start: int  # char offsets into the (normalised) body, end exclusive
     end: int
+    tokens: int | None  # None: certainly over the budget, not counted
+
+
+@dataclass(slots=True)
+class _Node:
+    """A block of a long section: either children blocks or, for a leaf, its units."""
+
+    start: int
+    end: int
+    kind: str  # prose | code | table (leaves); containers are "prose"
+    children: list[_Node]
+    units: list[_Unit]
+    table: tuple[int, int, int] | None = None  # header rows (start, end, tokens) of a table leaf
+
+    def all_units(self) -> list[_Unit]:
+        if not self.children:
+            return self.units
+        return [u for c in self.children for u in c.all_units()]
+
+
+@dataclass(slots=True)
+class _Atom:
+    """A span of the body that fits the text budget on its own; the packing unit."""
+
+    start: int
+    end: int
     tokens: int
     kind: str  # prose | code | table
-    table: tuple[int, int, int] | None = None  # (header start, header end, header tokens) for a table row
+    units: list[_Unit]  # its counted cuts, for sentence-aligned overlap
+    table: tuple[int, int, int] | None = None  # header to repeat when a piece starts with this (table row) atom
 
 
 _SENTENCE_OR_LINE = re.compile(r"(?:(?<=[.!?…。！？])[\"')\]]*[ \t]+|\n[ \t]*)(?=\S)")
 _WORD = re.compile(r"\S+")
+_PUNCT = re.compile(r"[!-/:-@\[-`{-~]")
+_SPLIT_LEVELS = ("words", "punct")
 _PIECE = re.compile(r"[!-/:-@\[-`{-~]|[^\s!-/:-@\[-`{-~]+")
 
 
@@ -209,7 +247,9 @@ class _Chunker:
         count_tokens: Callable[[str], int],
         max_tokens: int,
         overlap_tokens: int,
+        count_tokens_batch: Callable[[list[str]], Sequence[int]] | None = None,
     ) -> None:
+        self.count_batch = count_tokens_batch
         self.body = body
         self.title = title
         self.body_line = body_line
@@ -221,6 +261,16 @@ class _Chunker:
         self.tokens = _block_parser().parse(body)
         self.close_of = self._match_closers()
         self.special = self._special_intervals()
+        self.special_ends = [b for _, b, _ in self.special]
+
+    def _count_many(self, texts: list[str]) -> list[int]:
+        """Token counts of several strings: one batch call when a batch counter was given."""
+        if self.count_batch is not None and len(texts) > 1:
+            counts = list(self.count_batch(texts))
+            if len(counts) != len(texts):
+                raise ValueError(f"count_tokens_batch returned {len(counts)} counts for {len(texts)} texts")
+            return counts
+        return [self.count(t) for t in texts]
 
     # ----- offsets
 
@@ -231,9 +281,10 @@ class _Chunker:
         return len(self.body)
 
     def _rstrip(self, start: int, end: int) -> int:
-        while end > start and self.body[end - 1].isspace():
-            end -= 1
-        return end
+        """``end`` moved back over trailing whitespace (not before ``start``)."""
+        if end <= start or not self.body[end - 1].isspace():
+            return end
+        return start + len(self.body[start:end].rstrip())
 
     def _lstrip(self, start: int, end: int) -> int:
         while start < end and self.body[start].isspace():
@@ -257,7 +308,7 @@ class _Chunker:
         return close_of
 
     def _special_intervals(self) -> list[tuple[int, int, str]]:
-        """Char intervals of code blocks and tables at any depth, in order."""
+        """Char intervals of code blocks and tables at any depth, in order (they never overlap)."""
         out = []
         for tok in self.tokens:
             if tok.map is None:
@@ -278,9 +329,7 @@ class _Chunker:
             return "prose"
         share = {"code": 0, "table": 0}
         for s, e in spans:
-            for a, b, kind in self.special:
-                if b <= s:
-                    continue
+            for a, b, kind in self.special[bisect_right(self.special_ends, s) :]:
                 if a >= e:
                     break
                 share[kind] += min(b, e) - max(a, s)
@@ -389,107 +438,183 @@ class _Chunker:
         """
         return next(islice(_PIECE.finditer(self.body, start, end), budget, None), None) is not None
 
-    def _fits_text(self, start: int, end: int, budget: int) -> tuple[bool, int | None]:
-        if self._surely_over(start, end, budget):
-            return False, None
-        t = self.count(self.body[start:end])
-        return t <= budget, t
+    # ----- structure of a long section
 
-    def _atomize_block(self, start: int, end: int, index: int | None, budget: int, glue: int) -> list[_Atom]:
-        """Atoms (each ≤ ``budget`` tokens) covering the block span ``[start, end)``."""
-        fits, t = self._fits_text(start, end, budget)
-        if fits:
-            return [_Atom(start, end, t, self._kind([(start, end)]))]
+    def _node(self, start: int, end: int, index: int | None, glue: int) -> _Node:
+        """The block tree of ``[start, end)`` (block token ``index``) down to leaves cut into units.
+
+        Containers (lists, list items, quotes/callouts) descend into their child
+        blocks; child k spans from its first line to the next child's, and what
+        precedes the first child (a heading carried in, a marker line) rides with it.
+        """
         tok = self.tokens[index] if index is not None else None
         if tok is not None and tok.type in ("fence", "code_block"):
-            return self._atomize_leaf(start, end, "code", budget, glue, t)
+            return _Node(start, end, "code", [], self._units(start, end, "code", glue, fence=tok.type == "fence"))
         if tok is not None and tok.type == "table_open":
-            return self._atomize_table(start, end, tok, budget, glue, t)
+            return self._table_node(start, end, tok, glue)
         if tok is not None and tok.nesting == 1 and tok.type != "paragraph_open":
             kids = self._children(index)
             if len(kids) == 1:
-                return self._atomize_block(start, end, kids[0], budget, glue)
+                return self._node(start, end, kids[0], glue)
             if kids:
-                # Child k spans from its first line to the next child's; whatever precedes
-                # the first child (a heading carried in, a marker line) rides with it.
                 bounds = [start, *(self._line_char(self.tokens[j].map[0]) for j in kids[1:]), end]
-                out: list[_Atom] = []
+                children = []
                 for k, j in enumerate(kids):
                     s = bounds[k] if k == 0 else self._lstrip(bounds[k], bounds[k + 1])
                     e = self._rstrip(s, bounds[k + 1])
                     if e > s:
-                        out.extend(self._atomize_block(s, e, j, budget, glue))
-                return out
-        return self._atomize_leaf(start, end, "prose", budget, glue, t)
+                        children.append(self._node(s, e, j, glue))
+                return _Node(start, end, "prose", children, [])
+        return _Node(start, end, "prose", [], self._units(start, end, "prose", glue))
 
-    def _atomize_table(self, start: int, end: int, tok, budget: int, glue: int, total: int) -> list[_Atom]:
-        """Rows of a table; the header + delimiter rows form the first atom and ride along later pieces."""
+    def _table_node(self, start: int, end: int, tok, glue: int) -> _Node:
+        """A table leaf: the header + delimiter rows as one unit, then one unit per row."""
         a, b = tok.map
         rows = [self._line_char(line) for line in range(a, b)]
         if len(rows) < 3:
-            return self._atomize_leaf(start, end, "table", budget, glue, total)
-        h_start = rows[0]
-        h_end = self._rstrip(h_start, rows[2])
-        header_tokens = self.count(self.body[h_start:h_end])
-        header = (h_start, h_end, header_tokens)
-        out = self._atomize_leaf(start, h_end, "table", budget, glue, None)
+            return _Node(start, end, "table", [], self._units(start, end, "table", glue))
+        h_end = self._rstrip(rows[0], rows[2])
+        units = [_Unit(start, h_end, None)]
         for k in range(2, len(rows)):
             s = rows[k]
             e = self._rstrip(s, rows[k + 1] if k + 1 < len(rows) else end)
-            if e <= s:
-                continue
-            for atom in self._atomize_leaf(s, e, "table", budget, glue, None):
-                atom.table = header
-                out.append(atom)
-        return out
+            if e > s:
+                units.append(_Unit(s, e, None))
+        if units[-1].end < end:  # lines the table map does not cover (should not happen)
+            units.append(_Unit(self._lstrip(units[-1].end, end), end, None))
+        # header tokens for repetition: counted separately only when a heading rides on the header unit
+        node = _Node(start, end, "table", [], units)
+        node.table = (rows[0], h_end, -1)
+        return node
 
-    def _atomize_leaf(
-        self, start: int, end: int, kind: str, budget: int, glue: int, tokens: int | None
-    ) -> list[_Atom]:
-        """Split a leaf span at lines (code, table) or sentence ends/line breaks (prose), then spaces, then characters."""
-        levels = ["lines", "words"] if kind != "prose" else ["sentences", "words"]
-        return self._split(start, end, kind, budget, glue, levels, tokens)
+    def _units(self, start: int, end: int, kind: str, glue: int, fence: bool = False) -> list[_Unit]:
+        """Cut a leaf at sentence ends and line breaks (prose) or lines (code, table)."""
+        bounds = self._boundaries(start, end, "sentences" if kind == "prose" else "lines", glue)
+        if fence and len(bounds) >= 2:
+            bounds = bounds[1:-1]  # keep the opening fence with the first code line, the closing with the last
+        edges = [start, *bounds, end]
+        units = []
+        for k in range(len(edges) - 1):
+            e = self._rstrip(edges[k], edges[k + 1])
+            if e > edges[k]:
+                units.append(_Unit(edges[k], e, None))
+        return units
 
     def _boundaries(self, start: int, end: int, level: str, glue: int) -> list[int]:
-        text = self.body[start:end]
         if level == "lines":
-            found = [start + m.end() for m in re.finditer("\n", text)]
+            found = [m.end() for m in re.finditer("\n", self.body[start:end])]
+            found = [start + b for b in found]
         elif level == "sentences":
-            found = [start + m.end() for m in _SENTENCE_OR_LINE.finditer(text)]
-        else:
-            found = [start + m.start() for m in _WORD.finditer(text)]
+            found = [m.end() for m in _SENTENCE_OR_LINE.finditer(self.body, start, end)]
+        elif level == "words":
+            found = [m.start() for m in _WORD.finditer(self.body, start, end)]
+        else:  # after each ASCII punctuation mark: WordPiece splits there too, so counts stay additive
+            found = [m.end() for m in _PUNCT.finditer(self.body, start, end)]
         # no cut between a heading and the first content after it
         floor = self._lstrip(glue, end) if start < glue else start
         return [b for b in found if floor < b < end]
 
+    def _count_units(self, units: list[_Unit], budget: int) -> None:
+        """Count every unit that could fit (one tokenizer call each)."""
+        todo = [u for u in units if not self._surely_over(u.start, u.end, budget)]
+        for u, t in zip(todo, self._count_many([self.body[u.start : u.end] for u in todo])):
+            u.tokens = t
+
+    # ----- atoms
+
+    def _atomize(self, node: _Node, budget: int, glue: int) -> list[_Atom]:
+        """Atoms (each ≤ ``budget`` tokens, counts summed from units) covering ``node`` in order.
+
+        A block that fits stays whole; otherwise its children, then its units;
+        a unit over budget is cut at spaces, then inside words.
+        """
+        units = node.all_units()
+        total = 0
+        for u in units:
+            if u.tokens is None:
+                total = budget + 1
+                break
+            total += u.tokens
+        if total <= budget:
+            return [_Atom(node.start, node.end, total, self._node_kind(node), units)]
+        if node.children:
+            return [a for child in node.children for a in self._atomize(child, budget, glue)]
+        header = None
+        if node.table is not None:
+            h_start, h_end, _ = node.table
+            if units[0].start == h_start and units[0].tokens is not None:
+                header = (h_start, h_end, units[0].tokens)
+            else:
+                header = (h_start, h_end, self.count(self.body[h_start:h_end]))
+        atoms = []
+        for k, u in enumerate(units):
+            if u.tokens is not None and u.tokens <= budget:
+                pieces = [_Atom(u.start, u.end, u.tokens, node.kind, [u])]
+            else:
+                pieces = self._split(u.start, u.end, node.kind, budget, glue, u.tokens)
+            if header is not None and k > 0:
+                for a in pieces:
+                    a.table = header
+            atoms.extend(pieces)
+        return atoms
+
+    def _node_kind(self, node: _Node) -> str:
+        if not node.children:
+            return node.kind if node.kind != "prose" else self._kind([(node.start, node.end)])
+        return self._kind([(node.start, node.end)])
+
     def _split(
-        self, start: int, end: int, kind: str, budget: int, glue: int, levels: list[str], tokens: int | None
+        self, start: int, end: int, kind: str, budget: int, glue: int, tokens: int | None, level: int = 0
     ) -> list[_Atom]:
+        """Cut a span over budget at spaces, then after punctuation marks, then inside words.
+
+        Each level cuts the span into runs of at most ``budget // 2`` pieces,
+        counted once each (so a long run is never re-encoded piece by piece);
+        a run still over budget goes to the next level.
+        """
         if tokens is None and not self._surely_over(start, end, budget):
             tokens = self.count(self.body[start:end])
         if tokens is not None and tokens <= budget:
-            return [_Atom(start, end, tokens, kind)]
-        for i, level in enumerate(levels):
-            bounds = self._boundaries(start, end, level, glue)
-            if bounds:
-                out: list[_Atom] = []
-                edges = [start, *bounds, end]
-                for k in range(len(edges) - 1):
-                    s = edges[k]
-                    e = self._rstrip(s, edges[k + 1])
-                    if e > s:
-                        out.extend(self._split(s, e, kind, budget, glue, levels[i + 1 :] or levels[-1:], None))
-                return out
+            return [_Atom(start, end, tokens, kind, [_Unit(start, end, tokens)])]
+        for lvl in range(level, len(_SPLIT_LEVELS)):
+            cuts = self._boundaries(start, end, _SPLIT_LEVELS[lvl], glue)
+            if not cuts:
+                continue
+            step = max(1, budget // 2)
+            edges = [start, *cuts[step - 1 :: step], end] if len(cuts) >= step else [start, *cuts, end]
+            out: list[_Atom] = []
+            for k in range(len(edges) - 1):
+                s = edges[k]
+                e = self._rstrip(s, edges[k + 1])
+                if e > s:
+                    out.extend(self._split(s, e, kind, budget, glue, None, lvl if len(edges) > 2 else lvl + 1))
+            return out
         return self._split_chars(start, end, kind, budget)
 
     def _split_chars(self, start: int, end: int, kind: str, budget: int) -> list[_Atom]:
-        """Last resort: the longest prefixes that fit, by binary search on characters."""
+        """Last resort: the longest prefixes that fit, by galloping then binary search on characters.
+
+        Galloping keeps the cost near-linear on a long unbroken run (say a
+        base64 data URI): no count ever spans more than twice the piece found.
+        """
         out = []
         s = start
         while s < end:
-            lo, hi = s + 1, end
-            best = s + 1
-            best_t = self.count(self.body[s:best])
+            best, best_t = s, 0
+            size = max(1, budget * 4)
+            hi = end
+            while True:  # gallop: grow the window while it fits
+                m = min(end, s + size)
+                t = self.count(self.body[s:m])
+                if t > budget:
+                    hi = m - 1
+                    break
+                best, best_t = m, t
+                if m == end:
+                    hi = m
+                    break
+                size *= 2
+            lo = best + 1
             while lo <= hi:
                 mid = (lo + hi) // 2
                 t = self.count(self.body[s:mid])
@@ -497,21 +622,37 @@ class _Chunker:
                     best, best_t, lo = mid, t, mid + 1
                 else:
                     hi = mid - 1
-            out.append(_Atom(s, best, best_t, kind))
+            if best == s:  # a single character over budget: cannot happen with a sane counter
+                best = s + 1
+                best_t = self.count(self.body[s:best])
+            out.append(_Atom(s, best, best_t, kind, [_Unit(s, best, best_t)]))
             s = self._lstrip(best, end)
         return out
 
     # ----- packing
 
-    def _overlap_start(self, start: int, end: int, limit: int) -> tuple[int, int] | None:
-        """Where the overlap taken from the tail of ``[start, end)`` starts, and an upper bound of its tokens.
+    def _overlap(self, units: list[_Unit], piece_start: int, limit: int) -> tuple[int, int] | None:
+        """Start and token count (an upper bound) of the overlap taken from the tail of a prose piece.
 
-        The longest word-aligned tail within ``limit`` tokens, moved forward to a
-        sentence or line start when one keeps at least a third of its words.
-        Never the whole span (the first word is never repeated).
+        Whole trailing sentences/lines when they fit in ``limit`` tokens; else
+        the longest word-aligned tail of the last one. Never the whole piece
+        (``piece_start`` is where its own content, after any overlap, starts).
         """
-        if limit <= 0:
+        if limit <= 0 or not units:
             return None
+        total, k = 0, len(units)
+        while k > 0 and units[k - 1].tokens is not None and total + units[k - 1].tokens <= limit:
+            k -= 1
+            total += units[k].tokens
+        while k < len(units) and units[k].start > 0 and not self.body[units[k].start - 1].isspace():
+            total -= units[k].tokens  # a unit cut inside a word: start at a word instead
+            k += 1
+        if k < len(units) and units[k].start > piece_start:
+            return units[k].start, total
+        last = units[-1]
+        return self._overlap_words(max(last.start, piece_start), last.end, limit)
+
+    def _overlap_words(self, start: int, end: int, limit: int) -> tuple[int, int] | None:
         words = [m.start() for m in _WORD.finditer(self.body, start, end)][1:]
         words = words[-limit:]  # each word is at least one token
         if not words:
@@ -526,28 +667,18 @@ class _Chunker:
                 return None
             k = len(words) - keep
             t = self.count(self.body[words[k] : end])
-        n = len(words) - k
-        for j in range(k + 1, len(words) - max(1, n // 3) + 1):
-            if self._starts_sentence(words[j]):
-                return words[j], t  # t is an upper bound for the shorter tail
         return words[k], t
 
-    def _starts_sentence(self, offset: int) -> bool:
-        k = offset - 1
-        while k > 0 and self.body[k] in " \t":
-            k -= 1
-        return self.body[k] == "\n" or self.body[k] in ".!?…。！？"
+    def pack(self, atoms: list[_Atom], budget: int) -> list[tuple[int, int, int, tuple[int, int, int] | None]]:
+        """Greedily pack atoms into pieces of at most ``budget`` tokens (by summed counts).
 
-    def pack(self, atoms: list[_Atom], budget: int) -> list[tuple[int, int, int, tuple[int, int, int] | None, int]]:
-        """Greedily pack atoms into pieces.
-
-        Returns ``(text_start, content_start, end, header, est_tokens)`` per
-        piece: ``text_start`` includes any overlap, ``header`` is a table header
-        to put in front.
+        Returns ``(text_start, content_start, end, header)`` per piece:
+        ``text_start`` includes the overlap, ``header`` is a table header to put in front.
         """
         pieces = []
         i = 0
-        prev: tuple[int, int, str] | None = None  # (prose run start, end, last kind) of the previous piece
+        prev_units: list[_Unit] | None = None  # trailing prose units of the previous piece
+        prev_start = 0
         while i < len(atoms):
             first = atoms[i]
             text_start = first.start
@@ -556,9 +687,8 @@ class _Chunker:
             if first.table is not None and first.table[2] + first.tokens <= budget:
                 header = first.table
                 extra = header[2]
-            elif prev is not None and prev[2] == "prose" and first.kind == "prose" and self.overlap_tokens > 0:
-                room = min(self.overlap_tokens, budget - first.tokens)
-                ov = self._overlap_start(prev[0], prev[1], room)
+            elif prev_units and first.kind == "prose" and self.overlap_tokens > 0:
+                ov = self._overlap(prev_units, prev_start, min(self.overlap_tokens, budget - first.tokens))
                 if ov is not None:
                     text_start, extra = ov
             used = extra + first.tokens
@@ -566,14 +696,13 @@ class _Chunker:
             while j < len(atoms) and used + atoms[j].tokens <= budget:
                 used += atoms[j].tokens
                 j += 1
-            last = atoms[j - 1]
-            # trailing run of prose atoms in this piece, for the next piece's overlap
+            pieces.append((text_start, first.start, atoms[j - 1].end, header))
+            prev_units = []
             k = j - 1
-            while k > i and atoms[k - 1].kind == "prose" and atoms[k].kind == "prose":
+            while k >= i and atoms[k].kind == "prose":
+                prev_units[:0] = atoms[k].units
                 k -= 1
-            run_start = text_start if k == i else atoms[k].start
-            pieces.append((text_start, first.start, last.end, header, used))
-            prev = (run_start, last.end, last.kind)
+            prev_start = first.start
             i = j
         return pieces
 
@@ -608,19 +737,37 @@ class _Chunker:
 
     def run(self) -> list[Chunk]:
         raw: list[tuple[tuple[str, ...], str, int, int, str, int]] = []  # path, text, start, end, kind, tokens
-        for path, start, end, blocks, glue in self.sections():
-            text = self.body[start:end]
-            ok, t = (False, 0) if self._surely_over(start, end, self.max_tokens) else self._final(path, text)
-            if ok:
-                raw.append((path, text, start, end, self._kind([(start, end)]), t))
+        sections = self.sections()
+        # Whole-section candidates, counted in one batch. A section whose lower bound is
+        # already near the cap almost never fits (tokens run ~1.3x the bound in prose);
+        # it goes straight to the split path, which yields the same single chunk if it does fit.
+        near = self.max_tokens * 85 // 100
+        maybe = [not self._surely_over(start, end, near) for _, start, end, _, _ in sections]
+        counts = iter(self._count_many([
+            embed_text(self.title, path, self.body[start:end])
+            for (path, start, end, _, _), m in zip(sections, maybe) if m
+        ]))
+        for (path, start, end, blocks, glue), m in zip(sections, maybe):
+            t = next(counts) if m else self.max_tokens + 1
+            if t <= self.max_tokens:
+                raw.append((path, self.body[start:end], start, end, self._kind([(start, end)]), t))
                 continue
             path, prefix_t = self._fit_heading_path(path)
             budget = self.max_tokens - prefix_t
-            atoms: list[_Atom] = []
-            for s, e, index in blocks:
-                atoms.extend(self._atomize_block(s, e, index, budget, glue))
-            for text_start, content_start, p_end, header, _est in self.pack(atoms, budget):
-                self._emit(raw, path, text_start, content_start, p_end, header)
+            nodes = [self._node(s, e, index, glue) for s, e, index in blocks]
+            self._count_units([u for n in nodes for u in n.all_units()], budget)
+            atoms = [a for n in nodes for a in self._atomize(n, budget, glue)]
+            pieces = self.pack(atoms, budget)
+            texts = [
+                (self.body[h[0] : h[1]] + "\n" if h is not None else "") + self.body[ts:e]
+                for ts, _, e, h in pieces
+            ]
+            finals = self._count_many([embed_text(self.title, path, t) for t in texts])
+            for (text_start, content_start, p_end, header), text, t in zip(pieces, texts, finals):
+                if t <= self.max_tokens:
+                    raw.append((path, text, text_start, p_end, self._kind([(content_start, p_end)]), t))
+                else:
+                    self._emit(raw, path, text_start, content_start, p_end, header)
         if self.trailing_heading is not None and raw:
             path, text, start, end, kind, _ = raw[-1]
             h_start, h_end = self.trailing_heading
@@ -684,6 +831,7 @@ def chunk_note(
     count_tokens: Callable[[str], int],
     max_tokens: int = 254,
     overlap_tokens: int = 32,
+    count_tokens_batch: Callable[[list[str]], Sequence[int]] | None = None,
 ) -> list[Chunk]:
     """Cut a note body into heading-aware chunks that fit the embedding window.
 
@@ -701,6 +849,10 @@ def chunk_note(
         max_tokens: hard cap on ``count_tokens(embed_text(title, path, text))``.
         overlap_tokens: about how many tokens of a split prose section's
             previous piece are repeated at the start of the next.
+        count_tokens_batch: optional, the same count for a list of strings at
+            once (e.g. ``tokenizers``' ``encode_batch_fast``, which runs on all
+            cores); must agree with ``count_tokens``. Used for whole sections,
+            sentence/line units and final pieces; results are identical.
 
     Returns:
         Chunks in note order (``ordinal`` 0, 1, …); ``[]`` for an empty or
@@ -722,4 +874,4 @@ def chunk_note(
         return []
     if "\r" in body:
         body = body.replace("\r\n", "\n").replace("\r", "\n")
-    return _Chunker(body, title, body_line, count_tokens, max_tokens, overlap_tokens).run()
+    return _Chunker(body, title, body_line, count_tokens, max_tokens, overlap_tokens, count_tokens_batch).run()
