@@ -1,0 +1,129 @@
+"""cairn.query: the one query service, on real indexes (the sample vault and the Obsidian help vault)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from cairn.config import NOT_FOUND_ANSWER
+from cairn.errors import BadRequest
+from cairn.prompt import cited_numbers
+
+SAMPLE_QUESTIONS = [
+    ("How long do I proof the sourdough in the fridge?", "Kitchen/Sourdough.md"),
+    ("When should I plant garlic, and how deep?", "Garden/Garlic.md"),
+    ("What ratio of greens to browns goes in the compost?", "Garden/Compost.md"),
+    ("How much lemon juice goes into each jar of tomato sauce?", "Kitchen/Tomato sauce.md"),
+    ("What is in the brine for the pickled cucumbers?", "Kitchen/Pickled cucumbers.md"),
+]
+OFF_TOPIC = ["What is the capital of Mongolia?", "Who won the 1998 football World Cup?",
+             "What is the capital of France?"]
+
+
+@pytest.mark.parametrize("question,note", SAMPLE_QUESTIONS)
+def test_answers_cite_the_note_that_holds_the_fact(sample_cairn, question, note):
+    answer = sample_cairn.query.ask(question)
+    assert not answer.not_found and answer.grounded is False
+    assert answer.sources[0].hit.file_path == note
+    cited = cited_numbers(answer.text.split("\n\nSources:")[0])
+    assert cited, answer.text
+    listed = {s.n for s in answer.sources}
+    assert set(cited) <= listed and set(cited_numbers(answer.text)) <= listed
+    assert [s.n for s in answer.sources] == list(range(1, len(answer.sources) + 1))
+    for s in answer.sources:
+        assert f"[{s.n}] {s.hit.file_path}" in answer.text
+
+
+@pytest.mark.parametrize("question", OFF_TOPIC)
+def test_off_topic_questions_get_the_fixed_not_found_answer(sample_cairn, question):
+    answer = sample_cairn.query.ask(question)
+    assert answer.not_found and answer.text == NOT_FOUND_ANSWER and answer.sources == []
+
+
+def test_every_hit_passes_the_cosine_floor_in_every_mode(sample_cairn):
+    for mode in ("bm25", "dense", "hybrid"):
+        hits, _ = sample_cairn.query.retrieve("watering tomatoes in the polytunnel", top_k=20, mode=mode, per_note=5)
+        assert hits
+        assert all(h.cosine >= 0.35 for h in hits)
+
+
+def test_tag_scope_any_of_with_nested_tags(sample_cairn):
+    store = sample_cairn.store
+    personal_notes = {p for p in store.iter_note_paths() if any(t == "personal" or t.startswith("personal/")
+                                                               for t in store.note_tags(p))}
+    assert "Personal/Health notes.md" in personal_notes  # tagged personal/health: nested matches the scope
+    hits = sample_cairn.query.search("notes about health and allergies", tags=["personal"], top_k=8).hits
+    assert hits and {h.file_path for h in hits} <= personal_notes
+    assert all(h.file_path not in personal_notes for h in
+               sample_cairn.query.search("notes about health and allergies", tags=["garden"], top_k=8).hits)
+
+
+def test_folder_scope(sample_cairn):
+    hits = sample_cairn.query.search("tomatoes", folders=["Kitchen"], top_k=8).hits
+    assert hits and all(h.file_path.startswith("Kitchen/") for h in hits)
+
+
+def test_results_are_deduplicated_per_note_and_respect_top_k(sample_cairn):
+    hits = sample_cairn.query.search("sourdough starter feeding and baking", top_k=3).hits
+    assert len(hits) <= 3
+    per_note = {}
+    for h in hits:
+        per_note[h.file_path] = per_note.get(h.file_path, 0) + 1
+    assert max(per_note.values()) <= sample_cairn.query.PER_NOTE_SEARCH
+
+
+@pytest.mark.parametrize("query", ['sourdough" OR "x', "NEAR(sourdough starter)", "title:garlic", "garlic*", "(", '"'])
+def test_fts5_syntax_in_user_text_is_harmless(sample_cairn, query):
+    sample_cairn.query.search(query)  # no error, whatever it finds
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 2001])
+def test_bad_questions_are_clear_errors(sample_cairn, bad):
+    with pytest.raises(BadRequest):
+        sample_cairn.query.ask(bad)
+
+
+def test_bad_top_k_and_tags_are_clear_errors(sample_cairn):
+    with pytest.raises(BadRequest, match="top_k"):
+        sample_cairn.query.search("garlic", top_k=0)
+    with pytest.raises(BadRequest, match="tag"):
+        sample_cairn.query.search("garlic", tags=["#"])
+
+
+def test_hits_carry_lines_snippet_and_indexed_at(sample_cairn):
+    hit = sample_cairn.query.search("garlic planting depth").hits[0]
+    data = hit.to_json()
+    assert set(data) >= {"filePath", "symbol", "score", "snippet", "tags", "lines", "indexedAt"}
+    start, end = data["lines"]
+    lines = (sample_cairn.config.vault / hit.file_path).read_text(encoding="utf-8").splitlines()
+    assert 1 <= start <= end <= len(lines)
+    assert data["indexedAt"] > 0 and len(data["snippet"]) <= 230
+
+
+# ------------------------------------------------------------------ the real help vault
+def test_help_vault_indexes_every_note(help_cairn):
+    stats = help_cairn.stats()
+    assert stats["notes"] == 173 and stats["skipped"] == 0 and stats["pending"] == 0
+
+
+def test_help_vault_callout_question_cites_callouts(help_cairn):
+    answer = help_cairn.query.ask("How do I make a callout?")
+    assert not answer.not_found
+    assert answer.sources[0].hit.file_path == "Editing and formatting/Callouts.md"
+    assert re.search(r"\[1\]", answer.text)
+
+
+def test_help_vault_off_corpus_question_is_not_found(help_cairn):
+    answer = help_cairn.query.ask("What is the capital of France?")
+    assert answer.not_found and answer.text == NOT_FOUND_ANSWER
+
+
+def test_help_vault_embed_question_finds_embed_files(help_cairn):
+    hits = help_cairn.query.search("how do I embed a note in another note").hits
+    assert hits[0].file_path == "Linking notes and files/Embed files.md"
+
+
+def test_help_vault_reindex_embeds_nothing(help_cairn):
+    report = help_cairn.index()
+    assert report.texts_embedded == 0 and report.added == report.updated == 0
