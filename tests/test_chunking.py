@@ -359,6 +359,17 @@ def test_carriage_returns_count_as_line_breaks(count):
     assert [(c.text, c.line_start, c.line_end) for c in chunks] == [("# A\n\ntext", 1, 3), ("## B\nmore", 4, 5)]
 
 
+def test_the_budget_holds_even_with_a_counter_that_is_not_additive(count):
+    def lumpy(text: str) -> int:  # a whole can count more than the sum of its parts
+        return len(text.split()) + (len(text) // 100) ** 2
+
+    body = "## Long\n\n" + "\n\n".join(prose(8, seed=f"n{k}") for k in range(10)) + "\n\n" + "word " * 900 + "\n"
+    chunks = chunk_note(body, title="Lumpy", count_tokens=lumpy, max_tokens=100, overlap_tokens=16)
+    for c in chunks:
+        assert c.token_count == lumpy(embed_text("Lumpy", c.heading_path, c.text)) <= 100
+    assert_well_formed(body, chunks, lumpy, title="Lumpy", max_tokens=100)
+
+
 def test_a_title_that_leaves_no_room_is_an_error(count):
     with pytest.raises(ValueError, match="title"):
         chunks_of(prose(40), count, title="word " * 200, max_tokens=128, overlap_tokens=8)
