@@ -31,6 +31,10 @@ from cairn.store import Store
 log = logging.getLogger(__name__)
 
 
+class _IndexingStopped(Exception):
+    """Raised from the progress callback to leave the text phase between notes once a stop is requested."""
+
+
 class Cairn:
     """Everything for one vault: ``store``, ``embedder``, ``indexer``, ``query``. Close with :meth:`close`.
 
@@ -51,11 +55,27 @@ class Cairn:
         self.index_error: str | None = None
 
     def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
-        """Run both indexing phases (blocking). Safe to call from a worker thread."""
+        """Run both indexing phases (blocking). Safe to call from a worker thread.
+
+        Once ``stop_requested`` is set (daemon shutdown) the run ends early: between notes in the
+        text phase, between batches in the vector phase; the next run picks up where it stopped."""
         self.indexing.set()
+
+        def checked(phase: str, done: int, total: int) -> None:
+            # Called by the text phase after each note (outside its transaction), so leaving here is safe.
+            if phase in ("scan", "index") and self.stop_requested.is_set():
+                raise _IndexingStopped
+            if progress:
+                progress(phase, done, total)
+
         try:
             started = time.perf_counter()
-            report = self.indexer.sync_text(full=full, progress=progress)
+            try:
+                report = self.indexer.sync_text(full=full, progress=checked)
+            except _IndexingStopped:
+                log.info("indexing stopped during the text phase; it resumes at the next start")
+                report = IndexReport(elapsed_s=time.perf_counter() - started)
+                return report
             report.vectors_written, report.texts_embedded = self.indexer.embed_pending(
                 progress=progress, should_stop=self.stop_requested.is_set)
             report.elapsed_s = time.perf_counter() - started
@@ -165,6 +185,10 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
     def index_in_background() -> None:
         try:
             report = cairn.index()
+            if cairn.stop_requested.is_set():
+                log.info("indexing stopped early for shutdown (%d notes added or updated so far)",
+                         report.added + report.updated)
+                return
             log.info("index up to date: %d notes scanned, %d added, %d updated, %d deleted, %d skipped; "
                      "%d texts embedded in %.1f s", report.scanned, report.added, report.updated, report.deleted,
                      len(report.skipped), report.texts_embedded, report.elapsed_s)

@@ -31,6 +31,17 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     parser.add_argument("--debug", action="store_true", default=default, help="verbose logging")
 
 
+def _top_k_arg(text: str) -> int:
+    """``--top-k``: an integer 1..100 (0 or a negative number is a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 100, got {text!r}") from None
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 100, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cairn", description="Local search and cited answers over your Obsidian vault.")
     parser.add_argument("--version", action="version", version=f"cairn {__version__}")
@@ -53,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--tag", action="append", default=[], help="only notes with this tag (any of; nested tags match)")
         if name == "search":
             p.add_argument("--folder", action="append", default=[], help="only notes under this folder")
-        p.add_argument("--top-k", type=int, default=None, help="number of results (default 8)")
+        p.add_argument("--top-k", type=_top_k_arg, default=None, help="number of results, 1..100 (default 8)")
         p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("status", parents=[common], help="index counts, pending work, whether a daemon runs")
@@ -256,6 +267,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug, but still one `Error: …` line and exit 1 (the traceback with --debug)
+        if getattr(args, "debug", None):
+            raise
+        print(f"Error: unexpected {type(exc).__name__}: {exc} (run again with --debug for the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

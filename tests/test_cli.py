@@ -1,0 +1,420 @@
+"""The real ``cairn`` console script, run in subprocesses (DESIGN.md, Interfaces → CLI).
+
+Every run gets its own CAIRN_DATA_DIR / CAIRN_CONFIG_DIR / CAIRN_LOG_DIR under a temp dir
+and CAIRN_KEYRING=file, so nothing touches the user's real folders or keyring. The vault
+is a handful of notes written here, each holding a specific fact; the sample vault
+(examples/vault) gets a few of the questions of examples/questions.md when it exists.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_VAULT = REPO / "examples" / "vault"
+NOT_FOUND = "I couldn't find this in your indexed notes."
+TIMEOUT_S = 180
+
+SEARCH_KEYS = {"filePath", "symbol", "score", "snippet", "tags"}
+SOURCE_KEYS = {"n", "filePath", "symbol", "score", "snippet"}
+
+NOTES = {
+    "Projects/Beekeeping.md": """---
+tags: [bees, hobby]
+---
+# Beekeeping
+
+## Hive inspection
+
+I inspect the hives every nine days in summer, looking for queen cells.
+The smoker burns dried lavender stalks.
+
+## Honey harvest
+
+The first honey harvest is in late July; each super yields about 11 kg of honey.
+""",
+    "Home/Boiler.md": """---
+tags: [house]
+---
+# Boiler
+
+The boiler pressure should sit at 1.3 bar when the system is cold.
+The annual boiler service is booked with Mr. Haddad every March.
+""",
+    "Home/Car.md": """---
+tags: [house/car]
+---
+# Car
+
+Tyre pressure for the car: 2.4 bar front and rear, checked at the petrol station monthly.
+""",
+    "Bikes/Touring bike.md": """# Touring bike
+
+#bikes
+
+Tyre pressure for the touring bike: 65 psi front, 75 psi rear.
+The chain is waxed every 300 km.
+""",
+}
+
+
+def cairn_executable() -> str:
+    """The console script installed next to this interpreter (the venv's ``cairn``)."""
+    exe = Path(sys.executable).parent / "cairn"
+    if exe.exists():
+        return str(exe)
+    found = shutil.which("cairn")
+    if not found:
+        pytest.fail("the `cairn` console script is not installed; run `make venv` (pip install -e .)")
+    return found
+
+
+def cairn_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+    env.update({"CAIRN_DATA_DIR": str(home / "data"), "CAIRN_CONFIG_DIR": str(home / "config"),
+                "CAIRN_LOG_DIR": str(home / "log"), "CAIRN_KEYRING": "file", "PYTHONUNBUFFERED": "1"})
+    return env
+
+
+def run_cairn(home: Path, *args: str, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    proc = subprocess.run([cairn_executable(), *args], env=cairn_env(home), cwd=cwd, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+    if check and proc.returncode != 0:
+        pytest.fail(f"cairn {' '.join(args)} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
+
+
+def run_json(home: Path, *args: str) -> dict:
+    """Run a ``--json`` command; its whole stdout must be one JSON document (logs go to stderr)."""
+    proc = run_cairn(home, *args)
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        pytest.fail(f"stdout of cairn {' '.join(args)} is not pure JSON:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+
+
+def citations(answer: str) -> list[int]:
+    """The citation numbers ``[n]`` in the answer body (before the trailing ``Sources:`` list, if any)."""
+    body = answer.split("\n\nSources:\n", 1)[0]
+    return [int(n) for n in re.findall(r"\[(\d+)\]", body)]
+
+
+def assert_answer_shape(out: dict) -> None:
+    assert {"answer", "grounded", "notFound", "sources"} <= set(out)
+    assert isinstance(out["answer"], str) and isinstance(out["grounded"], bool) and isinstance(out["notFound"], bool)
+    for s in out["sources"]:
+        assert SOURCE_KEYS <= set(s), s
+        assert ("lines" in s) != ("page" in s), s
+    assert [s["n"] for s in out["sources"]] == list(range(1, len(out["sources"]) + 1))
+    listed = {s["n"] for s in out["sources"]}
+    cited = set(re.findall(r"\[(\d+)\]", out["answer"]))
+    assert {int(n) for n in cited} <= listed, f"the answer cites {sorted(cited)} but lists sources {sorted(listed)}"
+
+
+# -- fixtures ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cli-home")
+
+
+@pytest.fixture(scope="module")
+def vault(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cli-vault")
+    for rel, text in NOTES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    (root / ".obsidian").mkdir()
+    (root / ".obsidian" / "app.json").write_text("{}", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def first_index(home, vault) -> dict:
+    """The report of the first ``cairn index --json`` of the vault (a fresh data folder)."""
+    return run_json(home, "index", "--vault", str(vault), "--json")
+
+
+# -- index ------------------------------------------------------------------------------
+
+
+def test_index_json_reports_every_note_added_and_embedded(first_index):
+    assert first_index["scanned"] == len(NOTES)
+    assert first_index["added"] == len(NOTES)
+    assert first_index["updated"] == first_index["deleted"] == 0
+    assert first_index["skipped"] == []
+    assert first_index["textsEmbedded"] > 0
+    stats = first_index["stats"]
+    assert stats["notes"] == len(NOTES)
+    assert stats["chunks"] >= len(NOTES)
+    assert stats["pending"] == 0
+    assert stats["vectors"] >= stats["chunks"] > 0
+
+
+def test_a_second_index_run_embeds_nothing(home, vault, first_index):
+    again = run_json(home, "index", "--vault", str(vault), "--json")
+    assert again["textsEmbedded"] == 0
+    assert again["added"] == again["updated"] == again["deleted"] == 0
+    assert again["unchanged"] == len(NOTES)
+    assert again["stats"] == first_index["stats"]
+
+
+def test_index_without_json_prints_a_human_summary(home, vault, first_index):
+    proc = run_cairn(home, "--vault", str(vault), "index")  # global option before the command works too
+    assert f"{len(NOTES)} files scanned" in proc.stdout
+    assert "0 texts embedded" in proc.stdout
+
+
+# -- search -----------------------------------------------------------------------------
+
+
+def test_search_json_has_the_documented_shape_and_finds_the_note(home, vault, first_index):
+    out = run_json(home, "search", "boiler pressure", "--vault", str(vault), "--json")
+    assert set(out) >= {"results"}
+    results = out["results"]
+    assert results, "an in-vault query found nothing"
+    for r in results:
+        assert SEARCH_KEYS <= set(r), r
+        assert isinstance(r["score"], float) and isinstance(r["tags"], list) and isinstance(r["snippet"], str)
+        assert isinstance(r["lines"], list) and len(r["lines"]) == 2 and r["lines"][0] <= r["lines"][1]
+    top = results[0]
+    assert top["filePath"] == "Home/Boiler.md"
+    assert top["tags"] == ["house"]
+    assert "1.3 bar" in top["snippet"]
+    assert [r["score"] for r in results] == sorted((r["score"] for r in results), reverse=True)
+
+
+def test_search_finds_every_note_on_the_topic_and_top_k_limits_them(home, vault, first_index):
+    out = run_json(home, "search", "tyre pressure", "--vault", str(vault), "--json")
+    assert {"Bikes/Touring bike.md", "Home/Car.md"} <= {r["filePath"] for r in out["results"]}
+    out = run_json(home, "search", "tyre pressure", "--vault", str(vault), "--top-k", "1", "--json")
+    assert len(out["results"]) == 1
+
+
+@pytest.mark.parametrize("tag, expected", [
+    ("bikes", "Bikes/Touring bike.md"),  # an inline #tag
+    ("house", "Home/Car.md"),  # the note is tagged house/car: nested tags match their parent scope
+    ("house/car", "Home/Car.md"),
+])
+def test_search_tag_scopes_to_notes_with_that_tag(home, vault, first_index, tag, expected):
+    out = run_json(home, "search", "tyre pressure", "--vault", str(vault), "--tag", tag, "--json")
+    assert out["results"] and out["results"][0]["filePath"] == expected
+    for r in out["results"]:
+        assert any(t == tag or t.startswith(tag + "/") for t in r["tags"]), r
+
+
+def test_search_tag_scope_can_leave_nothing(home, vault, first_index):
+    out = run_json(home, "search", "tyre pressure", "--vault", str(vault), "--tag", "bees", "--json")
+    assert out["results"] == []
+
+
+def test_search_repeated_tags_mean_any_of_them(home, vault, first_index):
+    out = run_json(home, "search", "tyre pressure", "--vault", str(vault), "--tag", "bees", "--tag", "bikes", "--json")
+    assert [r["filePath"] for r in out["results"]] == ["Bikes/Touring bike.md"]
+
+
+@pytest.mark.parametrize("folder, expected", [("Home", "Home/Car.md"), ("Bikes", "Bikes/Touring bike.md")])
+def test_search_folder_scopes_to_that_folder(home, vault, first_index, folder, expected):
+    out = run_json(home, "search", "tyre pressure", "--vault", str(vault), "--folder", folder, "--json")
+    assert out["results"] and out["results"][0]["filePath"] == expected
+    assert all(r["filePath"].startswith(folder + "/") for r in out["results"]), out["results"]
+
+
+# -- ask --------------------------------------------------------------------------------
+
+
+def test_ask_json_cites_the_note_that_holds_the_answer(home, vault, first_index):
+    out = run_json(home, "ask", "How often do I inspect the hives?", "--vault", str(vault), "--json")
+    assert_answer_shape(out)
+    assert out["notFound"] is False
+    assert out["sources"], "an in-vault question has no sources"
+    cited = citations(out["answer"])
+    assert cited, f"the answer cites nothing: {out['answer']!r}"
+    first = next(s for s in out["sources"] if s["n"] == cited[0])
+    assert first["filePath"] == "Projects/Beekeeping.md"
+    assert "nine days" in first["snippet"]
+    assert "nine days" in out["answer"]
+
+
+def test_ask_without_json_prints_the_answer_with_citations(home, vault, first_index):
+    proc = run_cairn(home, "ask", "What tyre pressure does the touring bike need?", "--vault", str(vault))
+    assert "65 psi" in proc.stdout
+    assert re.search(r"\[\d+\]", proc.stdout)
+    assert "Bikes/Touring bike.md" in proc.stdout
+
+
+def test_ask_off_topic_question_is_not_found_with_the_fixed_text(home, vault, first_index):
+    out = run_json(home, "ask", "What is the capital of France?", "--vault", str(vault), "--json")
+    assert_answer_shape(out)
+    assert out["notFound"] is True
+    assert out["grounded"] is False
+    assert out["answer"] == NOT_FOUND
+    assert out["sources"] == []
+
+
+def test_ask_tag_scope_outside_the_answer_is_not_found(home, vault, first_index):
+    out = run_json(home, "ask", "What tyre pressure does the touring bike need?", "--vault", str(vault),
+                   "--tag", "bees", "--json")
+    assert all(s["filePath"] == "Projects/Beekeeping.md" for s in out["sources"]), out["sources"]
+    assert "65 psi" not in out["answer"]
+
+
+# -- status -----------------------------------------------------------------------------
+
+
+def test_status_json_reports_counts_and_no_daemon(home, vault, first_index):
+    out = run_json(home, "status", "--vault", str(vault), "--json")
+    assert out["vault"] == str(vault.resolve())
+    assert out["notes"] == len(NOTES)
+    assert out["chunks"] == first_index["stats"]["chunks"]
+    assert out["vectors"] == first_index["stats"]["vectors"]
+    assert out["pending"] == 0
+    assert isinstance(out["lastIngestedAt"], (int, float))
+    assert out["daemon"] == {"running": False}
+
+
+def test_status_of_a_never_indexed_vault_is_all_zero(tmp_path):
+    (tmp_path / "empty-vault").mkdir()
+    out = run_json(tmp_path / "home", "status", "--vault", str(tmp_path / "empty-vault"), "--json")
+    assert (out["notes"], out["chunks"], out["vectors"], out["pending"]) == (0, 0, 0, 0)
+    assert out["daemon"]["running"] is False
+
+
+# -- token ------------------------------------------------------------------------------
+
+
+def test_token_is_stable_and_rotate_changes_it(tmp_path):
+    home = tmp_path / "home"
+    first = run_cairn(home, "token")
+    assert re.fullmatch(r"[A-Za-z0-9_-]{20,}\n", first.stdout), first.stdout
+    token = first.stdout.strip()
+    assert token not in first.stderr  # never logged
+    assert run_cairn(home, "token").stdout.strip() == token
+    rotated = run_cairn(home, "token", "--rotate").stdout.strip()
+    assert re.fullmatch(r"[A-Za-z0-9_-]{20,}", rotated)
+    assert rotated != token
+    assert run_cairn(home, "token").stdout.strip() == rotated
+
+
+# -- exit codes and streams -------------------------------------------------------------
+
+
+def test_a_missing_vault_folder_exits_1_with_an_error_on_stderr(tmp_path):
+    missing = tmp_path / "no-such-vault"
+    for args in (("index", "--json"), ("search", "x", "--json"), ("ask", "x", "--json"), ("status", "--json")):
+        proc = run_cairn(tmp_path / "home", *args, "--vault", str(missing), check=False)
+        assert proc.returncode == 1, (args, proc.stderr)
+        assert proc.stdout == ""
+        assert proc.stderr.startswith("Error: "), proc.stderr
+        assert str(missing) in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_no_vault_at_all_exits_1_and_says_how_to_give_one(tmp_path):
+    proc = run_cairn(tmp_path / "home", "search", "x", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("Error: ") and "--vault" in proc.stderr
+
+
+def test_a_corrupt_index_exits_1_with_an_error_saying_what_to_do(tmp_path, vault):
+    home = tmp_path / "home"
+    db = Path(run_json(home, "status", "--vault", str(vault), "--json")["database"])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    db.write_bytes(b"this is not a SQLite database" * 200)
+    proc = run_cairn(home, "search", "boiler", "--vault", str(vault), "--json", check=False)
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("Error: ") and str(db) in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [
+    (),
+    ("frobnicate",),
+    ("search",),
+    ("ask", "--json"),
+    ("search", "x", "--top-k", "many"),
+    ("search", "x", "--top-k", "0"),
+    ("search", "x", "--no-such-flag"),
+    ("token", "--rotate", "extra"),
+], ids=lambda a: " ".join(a) or "no-command")
+def test_bad_usage_exits_2_with_usage_on_stderr(tmp_path, args):
+    proc = run_cairn(tmp_path / "home", *args, check=False)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    assert "usage: cairn" in proc.stderr
+
+
+def test_json_stdout_stays_pure_when_debug_logging_is_on(home, vault, first_index):
+    proc = run_cairn(home, "--debug", "search", "honey", "--vault", str(vault), "--json")
+    json.loads(proc.stdout)
+    assert "DEBUG" not in proc.stdout and "INFO" not in proc.stdout
+
+
+# -- the sample vault -------------------------------------------------------------------
+
+SAMPLE_QUESTIONS = [
+    ("How long do I proof the sourdough in the fridge?", "Kitchen/Sourdough.md", "12 to 16 hours"),
+    ("When should I plant garlic, and how deep?", "Garden/Garlic.md", "5 cm"),
+    ("How much lemon juice goes into each jar of tomato sauce?", "Kitchen/Tomato sauce.md", "tablespoon"),
+]
+
+
+@pytest.fixture(scope="module")
+def sample_home(tmp_path_factory):
+    if not SAMPLE_VAULT.is_dir():
+        pytest.skip("examples/vault is not there yet")
+    home = tmp_path_factory.mktemp("cli-sample-home")
+    report = run_json(home, "index", "--vault", str(SAMPLE_VAULT), "--json")
+    assert report["stats"]["notes"] > 0 and report["stats"]["pending"] == 0
+    return home
+
+
+_sample_answers: dict[tuple[Path, str], dict] = {}
+
+
+def sample_ask(home: Path, question: str) -> dict:
+    """``cairn ask QUESTION --json`` on the sample vault, run once per question."""
+    if (home, question) not in _sample_answers:
+        _sample_answers[home, question] = run_json(home, "ask", question, "--vault", str(SAMPLE_VAULT), "--json")
+    return _sample_answers[home, question]
+
+
+@pytest.mark.parametrize("question, note, fact", SAMPLE_QUESTIONS, ids=[n for _, n, _ in SAMPLE_QUESTIONS])
+def test_ask_the_sample_vault_cites_the_right_note(sample_home, question, note, fact):
+    out = sample_ask(sample_home, question)
+    assert_answer_shape(out)
+    assert out["notFound"] is False
+    cited = citations(out["answer"])
+    assert cited, out["answer"]
+    cited_paths = {s["filePath"] for s in out["sources"] if s["n"] in cited}
+    assert note in cited_paths, (note, cited_paths, out["answer"])
+    assert any(fact in s["snippet"] for s in out["sources"] if s["filePath"] == note), out["sources"]
+
+
+@pytest.mark.parametrize("question, note, fact", SAMPLE_QUESTIONS, ids=[n for _, n, _ in SAMPLE_QUESTIONS])
+def test_ask_the_sample_vault_answer_states_the_fact(sample_home, question, note, fact):
+    """The answer text itself (extractive without a model) carries the fact examples/questions.md lists."""
+    out = sample_ask(sample_home, question)
+    body = out["answer"].split("\n\nSources:\n", 1)[0]
+    assert fact in body, out["answer"]
+
+
+def test_ask_the_sample_vault_off_topic_is_not_found(sample_home):
+    out = run_json(sample_home, "ask", "What is the capital of France?", "--vault", str(SAMPLE_VAULT), "--json")
+    assert (out["notFound"], out["answer"], out["sources"]) == (True, NOT_FOUND, [])
+
+
+def test_the_sample_vault_is_never_written(sample_home):
+    before = {p: p.stat().st_mtime_ns for p in SAMPLE_VAULT.rglob("*")}
+    run_json(sample_home, "index", "--vault", str(SAMPLE_VAULT), "--full", "--json")
+    assert {p: p.stat().st_mtime_ns for p in SAMPLE_VAULT.rglob("*")} == before
