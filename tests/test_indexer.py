@@ -137,3 +137,4 @@ def test_keyword_search_works_before_vectors_are_filled(cairn):
     hits = cairn.query.search("rye flour ferments").hits
     assert hits and hits[0].file_path == "Flour.md"
     assert hits[0].cosine >= 0.35  # the floor is applied from vectors computed on the fly
+

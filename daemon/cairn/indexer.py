@@ -189,7 +189,15 @@ class Indexer:
                 if note is None:
                     continue
                 state = known.get(vf.path)
-                chunks = self._write(vf, digest, note, resolver)
+                try:
+                    chunks = self._write(vf, digest, note, resolver)
+                except Exception as exc:  # e.g. a title too long to fit a chunk: skip the note, keep going
+                    log.exception("cannot index %s", vf.path)
+                    reason = f"cannot index: {exc}"
+                    self.store.write_skipped(vf.path, kind=vf.kind, title=note.title, mtime_ns=vf.mtime_ns,
+                                             size=vf.size, content_hash=digest, reason=reason)
+                    report.skipped.append((vf.path, reason))
+                    continue
                 report.chunks_written += chunks
                 if note.frontmatter_error:
                     report.warnings.append((vf.path, note.frontmatter_error))

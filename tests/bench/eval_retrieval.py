@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO / "daemon"))
 
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
+from cairn.embedder import Embedder  # noqa: E402
 from cairn.ranking import FusionWeights  # noqa: E402
 
 MODES = ("bm25", "dense", "hybrid")
@@ -74,6 +75,8 @@ def main() -> int:
     ap.add_argument("--vaults", type=Path, default=REPO.parent / "shared" / "vaults")
     ap.add_argument("--data-dir", type=Path, default=REPO / ".eval-cache")
     ap.add_argument("--bm25-weight", type=float, action="append", help="sweep: fusion weight(s) of the BM25 list")
+    ap.add_argument("--variant", action="append", help="model variant(s) to evaluate (default: the shipped default)")
+    ap.add_argument("--vault", action="append", help="only these vaults of the dev set")
     ap.add_argument("--verbose", action="store_true", help="list the misses")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -82,19 +85,25 @@ def main() -> int:
     for r in rows:
         by_vault[r["vault"]].append(r)
     results = {}
-    for vault, vrows in sorted(by_vault.items()):
-        config = load_config({"vault": str(args.vaults / vault), "data_dir": str(args.data_dir)}, env={})
-        t = time.perf_counter()
-        cairn = Cairn(config)
-        report = cairn.index()
-        print(f"# {vault}: index up to date in {time.perf_counter() - t:.1f} s "
-              f"({report.texts_embedded} texts embedded)", file=sys.stderr)
-        for w in args.bm25_weight or [None]:
-            if w is not None:
-                cairn.query.weights = FusionWeights(dense=1.0, bm25=w)
-            key = vault if w is None else f"{vault} (bm25 weight {w:g})"
-            results[key] = evaluate(vrows, cairn.query)
-        cairn.close()
+    for variant in args.variant or [None]:
+        embedder = Embedder(variant=variant)
+        for vault, vrows in sorted(by_vault.items()):
+            if args.vault and vault not in args.vault:
+                continue
+            data_dir = args.data_dir if variant is None else args.data_dir / f"variant-{variant}"
+            config = load_config({"vault": str(args.vaults / vault), "data_dir": str(data_dir)}, env={})
+            t = time.perf_counter()
+            cairn = Cairn(config, embedder=embedder)
+            report = cairn.index()
+            print(f"# {vault} [{embedder.model_id}]: index up to date in {time.perf_counter() - t:.1f} s "
+                  f"({report.texts_embedded} texts embedded)", file=sys.stderr)
+            for w in args.bm25_weight or [None]:
+                if w is not None:
+                    cairn.query.weights = FusionWeights(dense=1.0, bm25=w)
+                key = vault if variant is None else f"{vault} [{embedder.variant}]"
+                key += "" if w is None else f" (bm25 w {w:g})"
+                results[key] = evaluate(vrows, cairn.query)
+            cairn.close()
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
