@@ -139,28 +139,43 @@ class Sentence:
 
 
 def pick_sentences(sentences: Sequence[Sentence], *, max_sentences: int = 4, per_source: int = 2,
-                   relative_floor: float = 0.8) -> list[Sentence]:
-    """The best sentences: highest score first, at most ``per_source`` per source, none scoring
-    below ``relative_floor`` × the best; returned in reading order (source number, then position)."""
+                   relative_floor: float = 0.8, extend_ratio: float = 0.6, max_window: int = 3,
+                   max_total: int = 6) -> list[Sentence]:
+    """The best sentences: highest score first, at most ``per_source`` seeds per source, none
+    scoring below ``relative_floor`` × the best. Each seed is then extended with the sentences that
+    follow it in its source (up to ``max_window`` in a row) while they score at least
+    ``extend_ratio`` × the seed — a topic sentence ("Quick fridge pickles for cucumbers.") is
+    usually followed by the detail that answers ("Brine: 500 ml water, …"). At most ``max_total``
+    sentences; returned in reading order (source number, then position)."""
     if not sentences:
         return []
     ranked = sorted(sentences, key=lambda s: (-s.score, s.n, s.position))
     best = ranked[0].score
-    chosen: list[Sentence] = []
+    by_position = {(s.n, s.position): s for s in sentences}
+    chosen: dict[tuple[int, int], Sentence] = {}
+    seeds = 0
     per: dict[int, int] = {}
     seen: set[str] = set()
     for s in ranked:
-        if len(chosen) >= max_sentences:
+        if seeds >= max_sentences or len(chosen) >= max_total:
             break
-        if chosen and s.score < best * relative_floor:
+        if seeds and s.score < best * relative_floor:
             break
         key = s.text.lower()
-        if key in seen or per.get(s.n, 0) >= per_source:
+        if key in seen or per.get(s.n, 0) >= per_source or (s.n, s.position) in chosen:
             continue
         seen.add(key)
         per[s.n] = per.get(s.n, 0) + 1
-        chosen.append(s)
-    return sorted(chosen, key=lambda s: (s.n, s.position))
+        seeds += 1
+        chosen[(s.n, s.position)] = s
+        for step in range(1, max_window):
+            nxt = by_position.get((s.n, s.position + step))
+            if nxt is None or nxt.score < s.score * extend_ratio or len(chosen) >= max_total:
+                break
+            if nxt.text.lower() not in seen:
+                seen.add(nxt.text.lower())
+                chosen[(nxt.n, nxt.position)] = nxt
+    return [chosen[k] for k in sorted(chosen)]
 
 
 def source_line(n: int, file_path: str, symbol: str, lines: tuple[int, int] | None, page: int | None) -> str:
@@ -170,13 +185,18 @@ def source_line(n: int, file_path: str, symbol: str, lines: tuple[int, int] | No
 
 
 def compose_extractive_answer(picked: Sequence[Sentence], source_lines: Sequence[str]) -> str:
-    """The answer text: each picked sentence followed by its ``[n]``, then ``Sources:`` with one
-    line per source. Every ``[n]`` in the text refers to a listed source."""
+    """The answer text: the picked sentences in reading order, each run of sentences from one
+    source followed by its ``[n]``, then ``Sources:`` with one line per source. Every ``[n]`` in
+    the text refers to a listed source."""
     if not source_lines:
         return NOT_FOUND_ANSWER
-    body = " ".join(f"{s.text.rstrip()} [{s.n}]" for s in picked)
-    if not body:
-        body = "These passages from your notes look relevant:"
+    parts: list[str] = []
+    for i, s in enumerate(picked):
+        parts.append(s.text.rstrip())
+        following = picked[i + 1] if i + 1 < len(picked) else None
+        if following is None or following.n != s.n or following.position != s.position + 1:
+            parts[-1] += f" [{s.n}]"
+    body = " ".join(parts) or "These passages from your notes look relevant:"
     return body + "\n\nSources:\n" + "\n".join(source_lines)
 
 
