@@ -88,11 +88,17 @@ def clean_markdown_line(line: str) -> str:
     return line.strip()
 
 
-def candidate_sentences(text: str, *, min_words: int = 4, max_chars: int = 400) -> list[str]:
+def candidate_sentences(text: str, *, min_words: int = 4, max_chars: int = 400,
+                        attach_code: bool = False, max_code_chars: int = 160) -> list[str]:
     """Sentences of a chunk worth quoting: prose only (code fences, table rules and headings
-    skipped), markdown cleaned, split at sentence ends; list items are sentences of their own."""
+    skipped), markdown cleaned, split at sentence ends; list items and table rows are sentences of
+    their own. With ``attach_code``, a sentence ending in ``:`` right before a short code block
+    ("To embed a note:" + `![[Internal links]]`) gets the code appended in backticks, since the
+    code is the answer."""
     out: list[str] = []
     in_code = False
+    code: list[str] = []
+    colon_at: int | None = None
     paragraph: list[str] = []
 
     def flush() -> None:
@@ -106,10 +112,21 @@ def candidate_sentences(text: str, *, min_words: int = 4, max_chars: int = 400) 
 
     for raw in text.splitlines():
         if _CODE_FENCE.match(raw):
+            if not in_code:
+                flush()
+                colon_at = len(out) - 1 if attach_code and out and out[-1].endswith(":") else None
+                code = []
+            else:
+                snippet = " ".join(line.strip() for line in code if line.strip())
+                if colon_at is not None and snippet and len(snippet) <= max_code_chars and "`" not in snippet:
+                    out[colon_at] += f" `{snippet}`"
+                colon_at = None
             in_code = not in_code
-            flush()
             continue
-        if in_code or _TABLE_RULE.match(raw) or _HEADING.match(raw):
+        if in_code:
+            code.append(raw)
+            continue
+        if _TABLE_RULE.match(raw) or _HEADING.match(raw):
             flush()
             continue
         if raw.strip().startswith("|"):

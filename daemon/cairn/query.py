@@ -296,7 +296,7 @@ class QueryService:
         better-ranked sources."""
         cands: list[tuple[int, int, str]] = []
         for s in sources:
-            for pos, sent in enumerate(candidate_sentences(s.hit.text)[:40]):
+            for pos, sent in enumerate(candidate_sentences(s.hit.text, attach_code=True)[:40]):
                 cands.append((s.n, pos, sent))
         picked: list[Sentence] = []
         if cands:
