@@ -19,7 +19,9 @@ Subcommands (the default is ``all``):
              of both variants against the fixture and throughput on real note text
              from ``../shared/vaults/obsidian-help``; records the figures in the
              manifest and sets ``default`` by the rule below.
-``all``      venv, then export, fixture and measure.
+``recall``   (build venv) dense-only Recall@5 proxy of both variants on one vault's
+             dev-eval questions (``../shared/eval/dev.jsonl``), into the manifest.
+``all``      venv, then export, fixture, measure and recall.
 
 Choosing the default variant: the project rule is "int8 is preferred if its
 retrieval quality is within 0.01 Recall@5 of fp32 on the dev eval". Until the full
@@ -447,8 +449,91 @@ def cmd_measure(args: argparse.Namespace) -> None:
             f"the parity bar {PARITY_THRESHOLD} (fp32 {f32['min_cosine_vs_sentence_transformers']}), although it "
             f"runs {i8['tokens_per_s']} vs {f32['tokens_per_s']} tokens/s: fp32 is the default until the dev "
             "eval shows int8 within 0.01 Recall@5 of fp32 (then pass variant='int8' or flip this field)")
-    write_manifest(manifest)
+    write_manifest(with_recommendation(manifest))
     log(f"default = {manifest['default']}: {manifest['default_reason']}")
+
+
+def cmd_recall(args: argparse.Namespace) -> None:
+    """Dense-only Recall@5 proxy for the int8-vs-fp32 rule, recorded in the manifest.
+
+    Until the full hybrid dev eval runs (it needs the whole pipeline), this embeds
+    one vault's notes as crude chunks (title + blank-line blocks merged up to ~200
+    tokens) with each variant and ranks notes for that vault's answerable
+    questions of the dev eval by cosine alone. Recall@5 = share of questions with a
+    relevant note in the top 5 distinct notes; MRR@10 likewise.
+    """
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "daemon"))
+    from cairn.embedder import Embedder  # noqa: PLC0415
+
+    vault = Path(args.vault)
+    rows = [json.loads(line) for line in Path(args.eval).read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if r["vault"] == vault.name and r["relevant"]]
+    embs = {v: Embedder(OUT, variant=v, threads=args.threads) for v in ("fp32", "int8")}
+    count = embs["fp32"].count_tokens
+    chunks: list[str] = []
+    owners: list[str] = []
+    for path in sorted(vault.rglob("*.md")):
+        rel, cur, n = path.relative_to(vault).as_posix(), [], 0
+        for block in path.read_text(encoding="utf-8", errors="replace").split("\n\n"):
+            block = block.strip()
+            if not block:
+                continue
+            k = count(block)
+            if cur and n + k > 200:
+                chunks.append(path.stem + "\n" + "\n\n".join(cur))
+                owners.append(rel)
+                cur, n = [], 0
+            cur.append(block)
+            n += k
+        if cur:
+            chunks.append(path.stem + "\n" + "\n\n".join(cur))
+            owners.append(rel)
+    out: dict[str, dict] = {}
+    for variant, emb in embs.items():
+        sims = emb.embed([r["question"] for r in rows]) @ emb.embed(chunks).T
+        hits = rr = 0.0
+        for i, row in enumerate(rows):
+            notes: list[str] = []
+            for j in np.argsort(-sims[i]):
+                if owners[j] not in notes:
+                    notes.append(owners[j])
+                if len(notes) >= 10:
+                    break
+            rel = set(row["relevant"])
+            hits += any(nm in rel for nm in notes[:5])
+            rr += next((1 / (k + 1) for k, nm in enumerate(notes) if nm in rel), 0.0)
+        out[variant] = {"recall_at_5": round(hits / len(rows), 3), "mrr_at_10": round(rr / len(rows), 3)}
+        log(f"{variant}: dense-only {out[variant]}")
+    manifest = json.loads((OUT / MANIFEST_FILE).read_text())
+    manifest.setdefault("measurements", {})["dense_recall_proxy"] = {
+        "what": f"dense-only note-level retrieval, {len(rows)} answerable dev questions of {vault.name}, "
+                f"{len(chunks)} crude chunks (not the project's chunker, no BM25/RRF/floor)",
+        "command": "python3 packaging/build_model.py recall",
+        **out,
+        "int8_within_0.01_of_fp32": out["int8"]["recall_at_5"] >= out["fp32"]["recall_at_5"] - 0.01,
+    }
+    write_manifest(with_recommendation(manifest))
+
+
+def with_recommendation(manifest: dict) -> dict:
+    """Set ``recommendation``: what the figures so far say about int8 vs fp32 (``default`` is not changed)."""
+    m = manifest.get("measurements", {})
+    i8, f32, rec = m.get("int8", {}), m.get("fp32", {}), m.get("dense_recall_proxy")
+    if not (i8 and f32 and rec):
+        return manifest
+    manifest["recommendation"] = (
+        f"default stays {manifest.get('default')!r} because only fp32 meets the per-sentence parity bar "
+        f"(cosine >= {PARITY_THRESHOLD} to sentence-transformers; int8 min "
+        f"{i8.get('min_cosine_vs_sentence_transformers')}, mean {i8.get('mean_cosine_vs_sentence_transformers')}). "
+        f"int8 is {i8.get('tokens_per_s')} vs {f32.get('tokens_per_s')} tokens/s wall-clock "
+        f"({i8.get('tokens_per_s_cpu_time_estimate')} vs {f32.get('tokens_per_s_cpu_time_estimate')} by CPU "
+        f"time) and its dense Recall@5 proxy is {rec['int8']['recall_at_5']} vs fp32 {rec['fp32']['recall_at_5']}"
+        + (" (within 0.01): switch the default to int8 once the full hybrid dev eval confirms the "
+           "'within 0.01 Recall@5' rule on both vaults." if rec["int8_within_0.01_of_fp32"]
+           else ": keep fp32."))
+    return manifest
 
 
 def _cpu_name() -> str:
@@ -470,6 +555,10 @@ def cmd_all(args: argparse.Namespace) -> None:
     run_in_venv("fixture")
     run_in_venv("measure", "--threads", str(args.threads), "--batch-size", str(args.batch_size),
                 "--vault", str(args.vault))
+    eval_file = ROOT.parent / "shared" / "eval" / "dev.jsonl"
+    if eval_file.exists():
+        run_in_venv("recall", "--threads", str(args.threads), "--vault", str(args.vault),
+                    "--eval", str(eval_file))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -479,6 +568,10 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("venv")
     sub.add_parser("export")
     sub.add_parser("fixture")
+    sp = sub.add_parser("recall")
+    sp.add_argument("--threads", type=int, default=2)
+    sp.add_argument("--vault", default=str(DEFAULT_VAULT))
+    sp.add_argument("--eval", default=str(ROOT.parent / "shared" / "eval" / "dev.jsonl"))
     for name in ("measure", "all"):
         sp = sub.add_parser(name)
         sp.add_argument("--threads", type=int, default=2)
@@ -489,14 +582,14 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.cmd is None:
         args = p.parse_args(["all", *(argv or sys.argv[1:])])
-    if args.cmd in ("export", "fixture", "measure") and not in_build_venv():
+    if args.cmd in ("export", "fixture", "measure", "recall") and not in_build_venv():
         if not VENV_PY.exists():
             raise SystemExit(f"no build venv at {VENV}; run `python3 {Path(__file__).name} venv` first")
         extra = sys.argv[2:] if argv is None else list(argv[1:])
         run_in_venv(args.cmd, *extra)
         return
     {"venv": cmd_venv, "export": cmd_export, "fixture": cmd_fixture, "measure": cmd_measure,
-     "all": cmd_all}[args.cmd](args)
+     "recall": cmd_recall, "all": cmd_all}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -87,9 +87,12 @@ def test_embed_returns_unit_float32_rows_in_input_order(embedder):
     assert out.shape == (3, 384)
     assert out.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
-    # order preserved despite internal length sorting: each row equals its text embedded alone
-    for i, t in enumerate(texts):
-        np.testing.assert_allclose(out[i], embedder.embed([t])[0], atol=1e-5)
+    # order preserved despite internal length sorting: each row is its own text embedded
+    # alone (not bit-equal: padding, and int8's per-batch activation scales, move the digits)
+    alone = np.stack([embedder.embed([t])[0] for t in texts])
+    sims = out @ alone.T
+    assert list(sims.argmax(axis=1)) == [0, 1, 2]
+    assert np.diag(sims).min() > 0.98
 
 
 def test_embed_query_returns_one_unit_vector(embedder):

@@ -102,7 +102,7 @@ def _sha256(path: Path) -> str:
 class TokenCounter:
     """The embedding model's WordPiece tokenizer, without the ONNX session.
 
-    Cheap to build (~tens of ms); used by chunking to keep chunks within
+    Cheap to build (parses tokenizer.json, ~0.1-0.3 s; no onnxruntime); used by chunking to keep chunks within
     :attr:`max_tokens`. ``count_tokens`` counts *content* tokens, i.e. without the
     ``[CLS]``/``[SEP]`` the model adds, so a chunk fits the model when
     ``count_tokens(text) <= max_tokens - 2``.
@@ -198,7 +198,8 @@ class Embedder:
             the manifest's (corrupt or swapped); unknown variant; session fails to load.
         ConfigError: ``threads`` < 1.
 
-    The ONNX session is built here (~0.1-0.3 s); :meth:`embed` is thread-safe.
+    The ONNX file's sha256 is checked and the session built here (~0.5-1.5 s in
+    all); :meth:`embed` is thread-safe.
     """
 
     dim: int = DIM
