@@ -2,4 +2,5 @@
 
 from cairn.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # guarded: spawned worker processes import this module as __mp_main__
+    raise SystemExit(main())
