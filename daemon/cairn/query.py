@@ -294,19 +294,22 @@ class QueryService:
         """Pick the sentences that best answer ``question``: cosine similarity of each candidate
         sentence to the question (same model), plus a keyword-overlap bonus and a small prior for
         better-ranked sources."""
-        cands: list[tuple[int, int, str]] = []
+        cands: list[tuple[int, int, str, str]] = []
         for s in sources:
+            context = " › ".join(p for p in (s.hit.title, s.hit.symbol) if p)
             for pos, sent in enumerate(candidate_sentences(s.hit.text, attach_code=True)[:40]):
-                cands.append((s.n, pos, sent))
+                cands.append((s.n, pos, sent, f"{context}: {sent}"))
         picked: list[Sentence] = []
         if cands:
             qvec = self.embedder.embed_query(question)
-            vecs = self.embedder.embed([c[2] for c in cands])
+            # A sentence is read in its note's context ("Garlic: Plant cloves in October, 5 cm deep"):
+            # the title and heading carry the subject that the sentence itself often leaves out.
+            vecs = self.embedder.embed([c[3] for c in cands])
             sims = vecs @ qvec
             terms = query_terms(question)
             scored = [Sentence(n=n, position=pos, text=text,
-                               score=float(sims[i]) + 0.15 * token_overlap(terms, text) - 0.01 * (n - 1))
-                      for i, (n, pos, text) in enumerate(cands)]
+                               score=float(sims[i]) + 0.15 * token_overlap(terms, in_context) - 0.01 * (n - 1))
+                      for i, (n, pos, text, in_context) in enumerate(cands)]
             picked = pick_sentences(scored)
         lines = [source_line(s.n, s.hit.file_path, s.hit.symbol, s.hit.lines, s.hit.page) for s in sources]
         return compose_extractive_answer(picked, lines)
