@@ -371,8 +371,6 @@ SAMPLE_QUESTIONS = [
 
 @pytest.fixture(scope="module")
 def sample_home(tmp_path_factory):
-    if not SAMPLE_VAULT.is_dir():
-        pytest.skip("examples/vault is not there yet")
     home = tmp_path_factory.mktemp("cli-sample-home")
     report = run_json(home, "index", "--vault", str(SAMPLE_VAULT), "--json")
     assert report["stats"]["notes"] > 0 and report["stats"]["pending"] == 0

@@ -565,10 +565,7 @@ def test_a_not_found_answer_streams_the_fixed_text():
 
 def _sample(request):
     """The real query service over an index of examples/vault (from tests/conftest.py)."""
-    try:
-        return request.getfixturevalue("indexed_sample")
-    except pytest.FixtureLookupError:
-        pytest.skip("needs the indexed_sample fixture (tests/conftest.py) with the real QueryService")
+    return request.getfixturevalue("indexed_sample")
 
 
 SAMPLE_VAULT = Path(__file__).resolve().parents[1] / "examples" / "vault"
