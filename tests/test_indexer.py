@@ -138,3 +138,18 @@ def test_keyword_search_works_before_vectors_are_filled(cairn):
     assert hits and hits[0].file_path == "Flour.md"
     assert hits[0].cosine >= 0.35  # the floor is applied from vectors computed on the fly
 
+
+
+def test_a_stopped_run_leaves_whole_notes_and_the_next_run_finishes(cairn):
+    calls = []
+
+    def stop_after_two_notes() -> bool:
+        calls.append(1)
+        return cairn.store.stats()["notes"] >= 2
+
+    report = cairn.indexer.index(should_stop=stop_after_two_notes)
+    assert report.stopped and cairn.stats()["notes"] == 2
+    for path in cairn.store.iter_note_paths():  # each written note is complete: chunks and FTS rows
+        assert cairn.store.note_by_path(path)["status"] == "ok"
+    finish = cairn.index()
+    assert not finish.stopped and finish.added == 3 and cairn.stats()["notes"] == 5 and cairn.stats()["pending"] == 0

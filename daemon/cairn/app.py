@@ -31,10 +31,6 @@ from cairn.store import Store
 log = logging.getLogger(__name__)
 
 
-class _IndexingStopped(Exception):
-    """Raised from the progress callback to leave the text phase between notes once a stop is requested."""
-
-
 class Cairn:
     """Everything for one vault: ``store``, ``embedder``, ``indexer``, ``query``. Close with :meth:`close`.
 
@@ -60,25 +56,8 @@ class Cairn:
         Once ``stop_requested`` is set (daemon shutdown) the run ends early: between notes in the
         text phase, between batches in the vector phase; the next run picks up where it stopped."""
         self.indexing.set()
-
-        def checked(phase: str, done: int, total: int) -> None:
-            # Called by the text phase after each note (outside its transaction), so leaving here is safe.
-            if phase in ("scan", "index") and self.stop_requested.is_set():
-                raise _IndexingStopped
-            if progress:
-                progress(phase, done, total)
-
         try:
-            started = time.perf_counter()
-            try:
-                report = self.indexer.sync_text(full=full, progress=checked)
-            except _IndexingStopped:
-                log.info("indexing stopped during the text phase; it resumes at the next start")
-                report = IndexReport(elapsed_s=time.perf_counter() - started)
-                return report
-            report.vectors_written, report.texts_embedded = self.indexer.embed_pending(
-                progress=progress, should_stop=self.stop_requested.is_set)
-            report.elapsed_s = time.perf_counter() - started
+            report = self.indexer.index(full=full, progress=progress, should_stop=self.stop_requested.is_set)
             self.last_report = report
             self.index_error = None
             return report

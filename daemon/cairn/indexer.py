@@ -141,6 +141,7 @@ class IndexReport:
     chunks_written: int = 0
     vectors_written: int = 0
     texts_embedded: int = 0  # texts actually run through the model (cache misses)
+    stopped: bool = False  # ended early on request; the next run continues
     keyword_ready_s: float = 0.0
     elapsed_s: float = 0.0
 
@@ -180,10 +181,14 @@ class Indexer:
             self.store.set_meta("vector_recipe", self.vector_recipe)
 
     # ------------------------------------------------------------------ phase 1: text
-    def sync_text(self, *, full: bool = False, progress: Progress | None = None) -> IndexReport:
+    def sync_text(self, *, full: bool = False, progress: Progress | None = None,
+                  should_stop: Callable[[], bool] | None = None) -> IndexReport:
         """Scan the vault and write every new or changed note; delete notes gone from disk.
         ``full`` re-parses every note even if unchanged (vectors still come from the cache).
+        When ``should_stop()`` turns true the run ends between notes (``report.stopped``); every
+        note written so far is complete, and the next run does the rest.
         Returns the report; never raises for a bad note (it is recorded as skipped with its reason)."""
+        stop = should_stop or (lambda: False)
         started = time.perf_counter()
         report = IndexReport()
         files = list(scan_vault(self.root, self.config.ignore))
@@ -224,6 +229,8 @@ class Indexer:
             parsed: dict[str, PreparedNote] = {}
             by_path = {vf.path: (vf, digest) for vf, _text, digest in to_parse}
             for path, prepared, error in self._prepare_all([(vf.path, text) for vf, text, _ in to_parse]):
+                if stop():
+                    break
                 if prepared is not None:
                     parsed[path] = prepared
                     continue
@@ -235,6 +242,9 @@ class Indexer:
                 report.skipped.append((path, reason))
             resolver = self._resolver({p: n.note.aliases for p, n in parsed.items()})
             for n, (vf, text, digest) in enumerate(to_parse):
+                if stop():
+                    report.stopped = True
+                    break
                 prepared = parsed.get(vf.path)
                 if prepared is None:
                     continue
@@ -275,9 +285,12 @@ class Indexer:
         workers = min(os.cpu_count() or 1, 4)
         if len(items) >= PARALLEL_MIN_NOTES and workers > 1:
             ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                                     initargs=(str(self.embedder.model_dir),)) as pool:
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                                       initargs=(str(self.embedder.model_dir),))
+            try:
                 yield from pool.map(_worker_prepare, items, chunksize=16)
+            finally:  # also when the caller stops early: drop the queued work
+                pool.shutdown(wait=True, cancel_futures=True)
             return
         counter = self.embedder.tokenizer
         for path, text in items:
@@ -353,11 +366,13 @@ class Indexer:
         vec = vec + self.title_weight * title_vector
         return (vec / max(float(np.linalg.norm(vec)), 1e-12)).astype(np.float32)
 
-    def index(self, *, full: bool = False, progress: Progress | None = None) -> IndexReport:
+    def index(self, *, full: bool = False, progress: Progress | None = None,
+              should_stop: Callable[[], bool] | None = None) -> IndexReport:
         """Both phases: text then vectors. Returns the report with keyword-ready and total times."""
         started = time.perf_counter()
-        report = self.sync_text(full=full, progress=progress)
-        report.vectors_written, report.texts_embedded = self.embed_pending(progress=progress)
+        report = self.sync_text(full=full, progress=progress, should_stop=should_stop)
+        if not report.stopped:
+            report.vectors_written, report.texts_embedded = self.embed_pending(progress=progress, should_stop=should_stop)
         report.elapsed_s = time.perf_counter() - started
         return report
 
