@@ -74,6 +74,15 @@ def embedding_units(symbol: str, text: str, kind: str) -> list[str]:
     return list(dict.fromkeys(u for u in units if u.strip()))
 
 
+def chunk_vector(unit_vectors: Sequence[np.ndarray] | np.ndarray, title_vector: np.ndarray,
+                 title_weight: float = TITLE_WEIGHT) -> np.ndarray:
+    """A chunk's vector from its units' and its note title's (each (384,) float32):
+    ``normalise(mean(unit vectors) + title_weight · title vector)``, (384,) float32, L2-normalised."""
+    vec = np.mean(unit_vectors, axis=0) if len(unit_vectors) else np.zeros_like(title_vector)
+    vec = vec + title_weight * title_vector
+    return (vec / max(float(np.linalg.norm(vec)), 1e-12)).astype(np.float32)
+
+
 def content_hash(text: str) -> str:
     """sha256 hex of UTF-8 text: the embedding-cache key."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -361,10 +370,7 @@ class Indexer:
         return written, embedded
 
     def chunk_vector(self, unit_vectors: Sequence[np.ndarray], title_vector: np.ndarray) -> np.ndarray:
-        """``normalise(mean(unit vectors) + title_weight · title vector)``: (384,) float32, L2-normalised."""
-        vec = (np.mean(unit_vectors, axis=0) if len(unit_vectors) else np.zeros_like(title_vector))
-        vec = vec + self.title_weight * title_vector
-        return (vec / max(float(np.linalg.norm(vec)), 1e-12)).astype(np.float32)
+        return chunk_vector(unit_vectors, title_vector, self.title_weight)
 
     def index(self, *, full: bool = False, progress: Progress | None = None,
               should_stop: Callable[[], bool] | None = None) -> IndexReport:

@@ -16,7 +16,7 @@ import numpy as np
 from cairn.config import COSINE_FLOOR, CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER
 from cairn.embedder import Embedder
 from cairn.errors import BadRequest
-from cairn.indexer import TITLE_WEIGHT, chunk_embed_text, embedding_units
+from cairn.indexer import TITLE_WEIGHT, chunk_vector, embedding_units
 from cairn.notes import normalise_tag
 from cairn.prompt import (
     Sentence, candidate_sentences, compose_extractive_answer, pick_sentences, select_within_budget, source_line,
@@ -236,10 +236,7 @@ class QueryService:
                 unit_vecs[c] = vecs[pos:pos + len(units[c])]
                 pos += len(units[c])
             for i, c in enumerate(missing):
-                title_vec = vecs[pos + i]
-                v = (np.mean(unit_vecs[c], axis=0) if len(unit_vecs[c]) else np.zeros_like(title_vec))
-                v = v + self.title_weight * title_vec
-                chunk_vecs[c] = v / max(float(np.linalg.norm(v)), 1e-12)
+                chunk_vecs[c] = chunk_vector(unit_vecs[c], vecs[pos + i], self.title_weight)
         cosines = {c: float(chunk_vecs[c] @ qvec) for c in ids if c in chunk_vecs}
         dense = {}
         for c, cos in cosines.items():
