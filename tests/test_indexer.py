@@ -153,3 +153,15 @@ def test_a_stopped_run_leaves_whole_notes_and_the_next_run_finishes(cairn):
         assert cairn.store.note_by_path(path)["status"] == "ok"
     finish = cairn.index()
     assert not finish.stopped and finish.added == 3 and cairn.stats()["notes"] == 5 and cairn.stats()["pending"] == 0
+
+
+def test_search_right_after_an_edit_sees_the_new_text_and_never_the_old(cairn, vault):
+    cairn.index()
+    assert cairn.query.search("rye flour ferments").hits  # vectors now held in memory by the query service
+    p = vault / "Flour.md"
+    p.write_text("Buckwheat groats make a nutty porridge. #baking\n", encoding="utf-8")
+    os.utime(p, ns=(p.stat().st_atime_ns, p.stat().st_mtime_ns + 10_000_000))
+    cairn.index()
+    hits = cairn.query.search("buckwheat porridge", mode="dense").hits
+    assert hits and hits[0].file_path == "Flour.md" and "Buckwheat" in hits[0].text
+    assert all("Rye flour" not in h.text for h in cairn.query.search("rye flour ferments", top_k=20).hits)

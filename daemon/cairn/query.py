@@ -7,6 +7,7 @@ fusion → cosine floor (0.35, every candidate) → per-note de-duplication → 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -115,6 +116,46 @@ class Answer:
 # The query service
 # ---------------------------------------------------------------------------------------------
 MAX_QUESTION_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class _VectorSnapshot:
+    """Every chunk and unit vector of the store in memory, for exact dense scoring with BLAS
+    (obsidian-hub: 19,573 chunks + 40,074 units = 90 MB; all cosines in ~7 ms against ~70 ms for
+    sqlite-vec's brute-force KNN here). ``generation`` is the store's vectors generation at load."""
+
+    generation: int
+    loaded_at: float
+    chunk_ids: np.ndarray      # (n,) int64
+    chunks: np.ndarray         # (n, 384) float32
+    row_of: dict[int, int]     # chunk id → row
+    unit_order: np.ndarray     # (m,) unit rows sorted by owning chunk row
+    group_starts: np.ndarray   # (g,) start of each owning chunk's run in unit_order
+    group_rows: np.ndarray     # (g,) the owning chunk row of each run
+    units: np.ndarray          # (m, 384) float32
+
+    @classmethod
+    def load(cls, store: Store) -> "_VectorSnapshot":
+        gen, chunk_ids, chunks, unit_owner, units = store.load_vector_matrices()
+        row_of = {int(c): i for i, c in enumerate(chunk_ids)}
+        owner_rows = np.fromiter((row_of.get(int(c), -1) for c in unit_owner), dtype=np.int64, count=len(unit_owner))
+        keep = np.nonzero(owner_rows >= 0)[0]
+        order = keep[np.argsort(owner_rows[keep], kind="stable")]
+        sorted_rows = owner_rows[order]
+        starts = np.flatnonzero(np.r_[True, sorted_rows[1:] != sorted_rows[:-1]]) if len(order) else np.zeros(0, np.int64)
+        return cls(generation=gen, loaded_at=time.monotonic(), chunk_ids=chunk_ids, chunks=chunks, row_of=row_of,
+                   unit_order=order, group_starts=starts, group_rows=sorted_rows[starts] if len(order) else starts,
+                   units=units)
+
+    def scores(self, qvec: np.ndarray, unit_weight: float) -> tuple[np.ndarray, np.ndarray]:
+        """(cosine of every chunk vector to ``qvec``, dense score ``max(cosine, unit_weight · best unit cosine)``), both (n,)."""
+        cos = self.chunks @ qvec
+        dense = cos.copy()
+        if len(self.unit_order):
+            usims = (self.units @ qvec)[self.unit_order]
+            best = np.maximum.reduceat(usims, self.group_starts)
+            dense[self.group_rows] = np.maximum(dense[self.group_rows], unit_weight * best)
+        return cos, dense
 MODES = ("hybrid", "bm25", "dense")
 
 
@@ -128,6 +169,11 @@ class QueryService:
 
     #: Candidates taken from each ranked list before fusion.
     CANDIDATES = 60
+    #: A changed store is reloaded into memory at most this often (s); in between, chunks embedded
+    #: meanwhile are scored from the store one by one (so nothing new is missed) and deleted ones
+    #: are dropped (never returned) — unless more than SNAPSHOT_MAX_NEWER arrived: then reload now.
+    SNAPSHOT_REFRESH_S = 3.0
+    SNAPSHOT_MAX_NEWER = 2000
     #: Weight of the best unit (sentence) cosine in the dense ranking score (tuned on the dev set).
     UNIT_WEIGHT = 0.9
     #: At most this many chunks of one note in search results / in an answer's sources.
@@ -143,6 +189,8 @@ class QueryService:
         self.weights = weights
         self.title_weight = title_weight
         self.unit_weight = self.UNIT_WEIGHT
+        self._snapshot: _VectorSnapshot | None = None
+        self._snapshot_lock = threading.Lock()
         self.classifier = classifier or QueryClassifier()
 
     # ------------------------------------------------------------------ validation
@@ -190,10 +238,35 @@ class QueryService:
             match = fts_match_expression(query)
             bm25 = [cid for cid, _ in self.store.fts_search(match, self.CANDIDATES, within=within)] if match else []
             rankings["bm25"] = bm25
-        pool = self._dense_pool(qvec, within) if mode in ("hybrid", "dense") else []
+        snap = self._vectors()
+        newer = self._embedded_since(snap)
+        if len(newer) > self.SNAPSHOT_MAX_NEWER:
+            snap, newer = self._vectors(force=True), []
+        if within is not None and newer:
+            scope = set(within)
+            newer = [c for c in newer if c in scope]
+        cos_all, dense_all = snap.scores(qvec, self.unit_weight)
+        pool: list[int] = []
+        if mode in ("hybrid", "dense"):
+            ranked = dense_all
+            if within is not None:
+                ranked = np.where(np.isin(snap.chunk_ids, np.asarray(within, dtype=np.int64)), dense_all, -np.inf)
+            n = min(self.CANDIDATES, len(ranked))
+            top = np.argpartition(-ranked, n - 1)[:n] if n else np.zeros(0, np.int64)
+            pool = [int(snap.chunk_ids[i]) for i in top if np.isfinite(ranked[i])] + newer
         candidates = list(dict.fromkeys(bm25 + pool))
-        rows = self.store.chunk_rows(candidates)
-        cosines, dense = self._similarities(qvec, candidates, rows, compute_missing=set(bm25))
+        rows = self.store.chunk_rows(candidates)  # chunks deleted since the snapshot are absent here
+        cosines: dict[int, float] = {}
+        dense: dict[int, float] = {}
+        for cid in candidates:
+            r = snap.row_of.get(cid)
+            if r is not None:
+                cosines[cid], dense[cid] = float(cos_all[r]), float(dense_all[r])
+        missing = [cid for cid in candidates if cid not in cosines]
+        if missing:  # embedded after the snapshot, or not embedded yet (keyword-ready index)
+            more_cos, more_dense = self._similarities(qvec, missing, rows, compute_missing=set(bm25))
+            cosines.update(more_cos)
+            dense.update(more_dense)
         if mode in ("hybrid", "dense"):
             rankings["dense"] = sorted((c for c in pool if c in dense), key=lambda c: (-dense[c], c))[: self.CANDIDATES]
         passing = {cid for cid in candidates if cid in rows and cosines.get(cid, -1.0) >= self.floor}
@@ -208,14 +281,27 @@ class QueryService:
         hits = [self._hit(rows[c], fused[c], cosines[c], tags_by_note.get(rows[c].note_id, []), terms) for c in chosen]
         return hits, preference
 
-    def _dense_pool(self, qvec: np.ndarray, within: list[int] | None) -> list[int]:
-        """Chunk ids worth scoring densely: nearest chunk vectors and chunks of the nearest unit
-        (sentence) vectors; within a scope, every chunk of the scope (exact)."""
-        if within is not None:
-            return list(within)
-        pool = [cid for cid, _ in self.store.knn(qvec, self.CANDIDATES)]
-        pool += [cid for cid, _ in self.store.knn_units(qvec, self.CANDIDATES * 4)]
-        return list(dict.fromkeys(pool))
+    def _vectors(self, *, force: bool = False) -> _VectorSnapshot:
+        """The in-memory vectors, reloaded when the store's vectors changed (at most every
+        SNAPSHOT_REFRESH_S seconds while indexing goes on, unless ``force``)."""
+        generation = self.store.vectors_generation()
+        snap = self._snapshot
+        if not force and snap is not None and (snap.generation == generation
+                                               or time.monotonic() - snap.loaded_at < self.SNAPSHOT_REFRESH_S):
+            return snap
+        with self._snapshot_lock:
+            snap = self._snapshot
+            if snap is None or (snap.generation != generation and (
+                    force or time.monotonic() - snap.loaded_at >= self.SNAPSHOT_REFRESH_S)):
+                self._snapshot = snap = _VectorSnapshot.load(self.store)
+        return snap
+
+    def _embedded_since(self, snap: _VectorSnapshot) -> list[int]:
+        """Chunks that got vectors after ``snap`` was loaded (ids only grow), at most SNAPSHOT_MAX_NEWER + 1."""
+        if snap.generation == self.store.vectors_generation():
+            return []
+        last = int(snap.chunk_ids.max()) if len(snap.chunk_ids) else 0
+        return self.store.embedded_chunks_after(last, self.SNAPSHOT_MAX_NEWER + 1)
 
     def _similarities(self, qvec: np.ndarray, ids: Sequence[int], rows: dict[int, ChunkRow], *,
                       compute_missing: set[int]) -> tuple[dict[int, float], dict[int, float]]:

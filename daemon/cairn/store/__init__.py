@@ -283,9 +283,17 @@ class Store:
             return True
 
     @staticmethod
-    def _delete_note_contents(c: apsw.Connection, note_id: int) -> None:
+    def _bump_vectors_generation(c: apsw.Connection) -> None:
+        # meta 'vectors_generation': bumped in every transaction that changes vectors, so readers
+        # holding vectors in memory (the query service) know to reload.
+        c.execute("INSERT INTO meta(key, value) VALUES('vectors_generation', '1') "
+                  "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+
+    @classmethod
+    def _delete_note_contents(cls, c: apsw.Connection, note_id: int) -> None:
         ids = [r[0] for r in c.execute("SELECT id FROM chunks WHERE note_id=?", (note_id,))]
         if ids:
+            cls._bump_vectors_generation(c)
             c.executemany("DELETE FROM chunks_fts WHERE rowid=?", [(i,) for i in ids])
             c.executemany("DELETE FROM chunk_vectors WHERE chunk_id=?", [(i,) for i in ids])
             units = [(r[0],) for r in c.execute(
@@ -366,6 +374,8 @@ class Store:
                     c.execute("INSERT INTO unit_vectors(unit_id, embedding) VALUES(?, ?)", (unit_id, _vec_bytes(uvec)))
                 c.execute("UPDATE chunks SET embedded=1 WHERE id=?", (chunk_id,))
                 written += 1
+            if written:
+                self._bump_vectors_generation(c)
         return written
 
     def reset_vectors(self) -> None:
@@ -374,6 +384,7 @@ class Store:
             c.execute("DELETE FROM chunk_vectors")
             c.execute("DELETE FROM unit_vectors")
             c.execute("UPDATE chunks SET embedded=0")
+            self._bump_vectors_generation(c)
 
     def wal_checkpoint(self) -> None:
         """Truncate the WAL so it stays bounded during long indexing."""
@@ -409,6 +420,36 @@ class Store:
         rows = self.conn.execute("SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?",
                                  (_vec_bytes(query), int(k)))
         return [(r[0], 1.0 - r[1]) for r in rows]
+
+    def vectors_generation(self) -> int:
+        """A counter bumped by every committed change to vectors (any connection, any process)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key='vectors_generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def load_vector_matrices(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every chunk and unit vector, read in one snapshot:
+        (generation, chunk ids (n,) int64, chunk vectors (n, 384) float32,
+        owning chunk id of each unit (m,) int64, unit vectors (m, 384) float32). Memory: 1.5 KiB a vector."""
+        c = self.conn
+        with c:  # one read transaction: generation and vectors agree
+            gen = self.vectors_generation()
+            chunks = c.execute("SELECT chunk_id, embedding FROM chunk_vectors").fetchall()
+            units = c.execute("SELECT u.chunk_id, v.embedding FROM unit_vectors v "
+                              "JOIN chunk_units u ON u.id = v.unit_id").fetchall()
+
+        def matrix(rows: list) -> tuple[np.ndarray, np.ndarray]:
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            mat = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), EMBED_DIM)
+            return ids, mat
+
+        chunk_ids, chunk_mat = matrix(chunks)
+        unit_owner, unit_mat = matrix(units)
+        return gen, chunk_ids, chunk_mat, unit_owner, unit_mat
+
+    def embedded_chunks_after(self, chunk_id: int, limit: int) -> list[int]:
+        """Ids of chunks with vectors and an id above ``chunk_id`` (ids are never reused), at most ``limit``."""
+        return [r[0] for r in self.conn.execute(
+            "SELECT id FROM chunks WHERE id > ? AND embedded = 1 ORDER BY id LIMIT ?", (chunk_id, limit))]
 
     def knn_units(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Nearest ``k`` unit (sentence) vectors, as (chunk_id, best unit cosine similarity) per chunk, best first."""

@@ -51,8 +51,10 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX links_by_target ON links(target_path);
 
+    -- AUTOINCREMENT: a chunk id is never reused, so an id held by a reader's in-memory
+    -- vectors can never come to mean another chunk.
     CREATE TABLE chunks (
-        id           INTEGER PRIMARY KEY,
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
         note_id      INTEGER NOT NULL REFERENCES notes(id) ON DELETE CASCADE,
         ordinal      INTEGER NOT NULL,
         symbol       TEXT NOT NULL,                 -- heading path joined with ' › ', or 'page N'
@@ -71,7 +73,7 @@ MIGRATIONS: tuple[str, ...] = (
     -- Embedding units: the sentences (or, for code and tables, the whole chunk) of each chunk.
     -- Each has its own vector; a chunk's vector is built from its units' (see cairn.indexer).
     CREATE TABLE chunk_units (
-        id           INTEGER PRIMARY KEY,
+        id           INTEGER PRIMARY KEY AUTOINCREMENT,
         chunk_id     INTEGER NOT NULL REFERENCES chunks(id) ON DELETE CASCADE,
         text         TEXT NOT NULL,
         content_hash TEXT NOT NULL                  -- sha256 of text: the embedding cache key
