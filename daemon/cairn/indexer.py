@@ -31,11 +31,14 @@ import hashlib
 import logging
 import multiprocessing
 import os
+import stat
+import threading
 import time
+import unicodedata
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -45,8 +48,9 @@ from cairn.embedder import Embedder, load_tokenizer
 from cairn.errors import NoteReadError
 from cairn.notes import LinkResolver, ParsedNote, parse_note
 from cairn.prompt import candidate_sentences
-from cairn.store import ChunkRecord, LinkRecord, NoteRecord, Store
-from cairn.vault import VaultFile, list_all_files, read_note_text, scan_vault
+from cairn.store import ChunkRecord, LinkRecord, NoteRecord, NoteState, Store
+from cairn.vault import (IgnoreRules, VaultFile, list_all_files, normalise_rel_path, read_note_text,
+                         scan_vault)
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +171,9 @@ class IndexReport:
 
 
 class Indexer:
-    """Keeps one vault's store up to date. Not thread-safe: one indexer per store, one caller at a time."""
+    """Keeps one vault's store up to date. One indexer per store. Runs are serialised by :attr:`lock`
+    (the start-up index, file-watch batches and reindex requests may come from different threads);
+    the vector phase takes it per batch, so a file-watch batch can slip in between."""
 
     def __init__(self, config: Config, store: Store, embedder: Embedder, *, title_weight: float = TITLE_WEIGHT) -> None:
         self.config = config
@@ -175,6 +181,7 @@ class Indexer:
         self.store = store
         self.embedder = embedder
         self.title_weight = float(title_weight)
+        self.lock = threading.RLock()
         self._check_vector_recipe()
 
     @property
@@ -198,14 +205,95 @@ class Indexer:
         When ``should_stop()`` turns true the run ends between notes (``report.stopped``); every
         note written so far is complete, and the next run does the rest.
         Returns the report; never raises for a bad note (it is recorded as skipped with its reason)."""
+        with self.lock:
+            files = list(scan_vault(self.root, self.config.ignore))
+            known = self.store.note_states()
+            on_disk = {f.path for f in files}
+            return self._sync(files, sorted(set(known) - on_disk), known, full=full, progress=progress,
+                              should_stop=should_stop)
+
+    # ------------------------------------------------------------------ reconcile and hinted paths
+    def reconcile_diff(self) -> dict[str, list[str]]:
+        """The disk-vs-store comparison, read-only: ``{"added", "changed", "deleted"}`` (sorted vault-relative
+        paths). ``changed`` means the bytes differ from what was indexed (a new mtime with the same hash is
+        not a change). All three empty means the store matches the vault (the source of truth for tests)."""
+        with self.lock:
+            files = list(scan_vault(self.root, self.config.ignore))
+            known = self.store.note_states()
+        added, changed = [], []
+        for vf in files:
+            state = known.get(vf.path)
+            if state is None:
+                added.append(vf.path)
+            elif (state.mtime_ns, state.size) != (vf.mtime_ns, vf.size) and _file_digest(vf.abs_path) != state.content_hash:
+                changed.append(vf.path)
+        on_disk = {f.path for f in files}
+        return {"added": added, "changed": changed, "deleted": sorted(set(known) - on_disk)}
+
+    def index_paths(self, paths: Iterable[str], *, progress: Progress | None = None,
+                    should_stop: Callable[[], bool] | None = None) -> IndexReport:
+        """Bring the store in line with the vault for a batch of hinted vault-relative paths (files or
+        folders, existing or gone), e.g. from file events. Each path is re-stat'ed: a file is indexed when
+        its (mtime, size, hash) differ from the store's; a folder is scanned; a path gone from disk removes
+        its note, or every note under it for a folder. Hints in ignored or hidden places are dropped.
+        Text phase only (call :meth:`embed_pending` next). Never raises for a bad note."""
+        with self.lock:
+            return self._index_paths(paths, progress=progress, should_stop=should_stop)
+
+    def _index_paths(self, paths: Iterable[str], *, progress: Progress | None,
+                     should_stop: Callable[[], bool] | None) -> IndexReport:
+        rules = IgnoreRules(self.config.ignore)
+        known = self.store.note_states()
+        files: dict[str, VaultFile] = {}
+        gone: set[str] = set()
+        for raw in paths:
+            rel = normalise_rel_path(str(raw))
+            if not rel or rel.startswith("/") or ".." in rel.split("/") or _ignored(rules, rel):
+                continue
+            found = self._stat_hint(rel, rules)
+            for vf in found:
+                files[vf.path] = vf
+            if rel in known and rel not in files:
+                gone.add(rel)
+            prefix = rel + "/"
+            gone.update(p for p in known if p.startswith(prefix) and p not in files)
+        gone -= set(files)
+        # a file listed as gone may still be on disk under a hint we did not get (e.g. a folder moved back)
+        return self._sync([files[p] for p in sorted(files)], sorted(gone), known, full=False, progress=progress,
+                          should_stop=should_stop)
+
+    def _stat_hint(self, rel: str, rules: IgnoreRules) -> list[VaultFile]:
+        """The notes at vault-relative ``rel`` now: [] when gone or not a note, one file, or a folder's notes."""
+        abs_path = _on_disk_path(self.root, rel)
+        try:
+            st = abs_path.stat()
+        except OSError:
+            return []
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                inner = list(scan_vault(abs_path))
+            except OSError:
+                return []
+            out = []
+            for vf in inner:
+                full_rel = f"{rel}/{vf.path}"
+                if not _ignored(rules, full_rel):
+                    out.append(VaultFile(full_rel, vf.abs_path, vf.mtime_ns, vf.size, vf.kind))
+            return out
+        if not stat.S_ISREG(st.st_mode) or not rel.lower().endswith(".md"):
+            return []
+        if abs_path.is_symlink() and not Path(os.path.realpath(abs_path)).is_relative_to(self.root.resolve()):
+            return []
+        return [VaultFile(rel, abs_path, st.st_mtime_ns, st.st_size, "markdown")]
+
+    def _sync(self, files: list[VaultFile], gone: Sequence[str], known: dict[str, NoteState], *, full: bool,
+              progress: Progress | None, should_stop: Callable[[], bool] | None) -> IndexReport:
+        """Write the new or changed notes among ``files`` and delete the notes at ``gone``."""
         stop = should_stop or (lambda: False)
         started = time.perf_counter()
         report = IndexReport()
-        files = list(scan_vault(self.root, self.config.ignore))
         report.scanned = len(files)
-        known = self.store.note_states()
-        on_disk = {f.path for f in files}
-        for path in sorted(set(known) - on_disk):
+        for path in gone:
             if self.store.delete_note(path):
                 report.deleted += 1
         to_parse: list[tuple[VaultFile, str, str]] = []
@@ -337,38 +425,48 @@ class Indexer:
         Stops early (between batches) when ``should_stop()`` returns True."""
         total = self.store.count_pending()
         done = written = embedded = 0
-        model_id = self.embedder.model_id
         while not (should_stop and should_stop()):
-            rows = self.store.pending_chunks(batch_size)
-            if not rows:
+            with self.lock:
+                w, e, n = self._embed_batch(batch_size)
+            if not n:
                 break
-            wanted: dict[str, str] = {}
-            for _cid, _chash, title, units in rows:
-                wanted[title_hash(title)] = title
-                for _uid, text, uhash in units:
-                    wanted[uhash] = text
-            cache = self.store.cached_vectors(wanted, model_id)
-            missing = [h for h in wanted if h not in cache]
-            if missing:
-                vecs = self.embedder.embed([wanted[h] for h in missing])
-                fresh = dict(zip(missing, vecs))
-                self.store.put_cached_vectors(fresh, model_id)
-                cache.update(fresh)
-                embedded += len(missing)
-            items = []
-            for cid, chash, title, units in rows:
-                unit_vecs = [(uid, cache[uhash]) for uid, _text, uhash in units]
-                items.append((cid, chash, self.chunk_vector([v for _, v in unit_vecs], cache[title_hash(title)]),
-                              unit_vecs))
-            w = self.store.set_vectors(items)
             written += w
-            done += len(rows)
+            embedded += e
+            done += n
             if progress:
                 progress("embed", min(done, total), total)
             if done % (batch_size * 20) == 0:
                 self.store.wal_checkpoint()
         self.store.wal_checkpoint()
         return written, embedded
+
+    def _embed_batch(self, batch_size: int) -> tuple[int, int, int]:
+        """Vectors for up to ``batch_size`` pending chunks: (vectors written, texts embedded, chunks taken)."""
+        model_id = self.embedder.model_id
+        embedded = 0
+        rows = self.store.pending_chunks(batch_size)
+        if not rows:
+            return 0, 0, 0
+        wanted: dict[str, str] = {}
+        for _cid, _chash, title, units in rows:
+            wanted[title_hash(title)] = title
+            for _uid, text, uhash in units:
+                wanted[uhash] = text
+        cache = self.store.cached_vectors(wanted, model_id)
+        missing = [h for h in wanted if h not in cache]
+        if missing:
+            vecs = self.embedder.embed([wanted[h] for h in missing])
+            fresh = dict(zip(missing, vecs))
+            self.store.put_cached_vectors(fresh, model_id)
+            cache.update(fresh)
+            embedded += len(missing)
+        items = []
+        for cid, chash, title, units in rows:
+            unit_vecs = [(uid, cache[uhash]) for uid, _text, uhash in units]
+            items.append((cid, chash, self.chunk_vector([v for _, v in unit_vecs], cache[title_hash(title)]),
+                          unit_vecs))
+        w = self.store.set_vectors(items)
+        return w, embedded, len(rows)
 
     def chunk_vector(self, unit_vectors: Sequence[np.ndarray], title_vector: np.ndarray) -> np.ndarray:
         return chunk_vector(unit_vectors, title_vector, self.title_weight)
@@ -377,7 +475,8 @@ class Indexer:
               should_stop: Callable[[], bool] | None = None) -> IndexReport:
         """Both phases: text then vectors. Returns the report with keyword-ready and total times."""
         started = time.perf_counter()
-        report = self.sync_text(full=full, progress=progress, should_stop=should_stop)
+        with self.lock:
+            report = self.sync_text(full=full, progress=progress, should_stop=should_stop)
         if not report.stopped:
             report.vectors_written, report.texts_embedded = self.embed_pending(progress=progress, should_stop=should_stop)
         report.elapsed_s = time.perf_counter() - started
@@ -393,3 +492,35 @@ def _file_digest(path: Path) -> str:
     except OSError:
         return ""
     return h.hexdigest()
+
+
+def _ignored(rules: IgnoreRules, rel: str) -> bool:
+    """As the vault scan decides: a hidden segment (``.obsidian/``, ``.trash/``, ``.git/``…), or an ignored
+    folder on the way, or the path itself matching the configured globs."""
+    parts = rel.split("/")
+    if any(p.startswith(".") for p in parts):
+        return True
+    if not rules:
+        return False
+    for i in range(1, len(parts)):
+        if rules.ignored("/".join(parts[:i]), True):
+            return True
+    return rules.ignored(rel, False) and rules.ignored(rel, True)
+
+
+def _on_disk_path(root: Path, rel: str) -> Path:
+    """``root / rel``; when that does not exist, each segment spelled as on disk if only its NFC form matches."""
+    path = root / rel
+    if os.path.lexists(path):
+        return path
+    path = root
+    for seg in rel.split("/"):
+        nxt = path / seg
+        if not os.path.lexists(nxt):
+            try:
+                with os.scandir(path) as it:
+                    nxt = next((Path(e.path) for e in it if unicodedata.normalize("NFC", e.name) == seg), nxt)
+            except OSError:
+                return root / rel
+        path = nxt
+    return path

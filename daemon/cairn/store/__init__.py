@@ -394,6 +394,40 @@ class Store:
             except apsw.BusyError:  # readers active; try again next time
                 pass
 
+    def integrity_problems(self, *, full: bool = False) -> list[str]:
+        """What is wrong with the database, [] when nothing: ``PRAGMA quick_check`` (``integrity_check`` when
+        ``full``), the FTS5 integrity check, and the store's own invariants (one FTS row per chunk; a chunk is
+        marked embedded exactly when its vector exists). Never raises for a damaged file: the error is a problem."""
+        problems: list[str] = []
+        c = self.conn
+        pragma = "integrity_check" if full else "quick_check"
+        try:
+            rows = [r[0] for r in c.execute(f"PRAGMA {pragma}")]
+            if rows != ["ok"]:
+                lines = [ln for r in rows for ln in str(r).splitlines() if ln.strip()]
+                problems.append(f"{pragma}: " + "; ".join(lines[:3]) + (f" (+{len(lines) - 3} more)" if len(lines) > 3 else ""))
+        except apsw.Error as exc:
+            return [f"{pragma} failed: {exc}"]
+        try:
+            with self._write_lock, c:  # a no-op write transaction: the check is an INSERT command
+                c.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 1)")
+        except apsw.ReadOnlyError:
+            pass
+        except apsw.Error as exc:
+            problems.append(f"FTS5 integrity-check: {exc}")
+        try:
+            chunks = c.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            fts = c.execute("SELECT count(*) FROM chunks_fts").fetchone()[0]
+            if fts != chunks:
+                problems.append(f"{fts} full-text rows for {chunks} chunks")
+            embedded = c.execute("SELECT count(*) FROM chunks WHERE embedded=1").fetchone()[0]
+            vectors = c.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
+            if embedded != vectors:
+                problems.append(f"{vectors} chunk vectors for {embedded} chunks marked embedded")
+        except apsw.Error as exc:
+            problems.append(f"consistency check failed: {exc}")
+        return problems
+
     # ------------------------------------------------------------------ reads for the query service
     def fts_search(self, match: str, limit: int, *, weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
                    within: Sequence[int] | None = None) -> list[tuple[int, float]]:

@@ -1,0 +1,303 @@
+"""Watching the vault (layer 3 adapter on ``watchfiles``): file events are hints, never the truth.
+
+DESIGN.md, Flows → Watch. Events are filtered (hidden and ignored places cause no work), collected
+into a set of vault-relative paths, debounced (``debounce_ms`` of quiet, at most ``max_wait_ms``
+after the first hint) and handed as ONE batch to ``apply_hints(paths)``, which re-stats each path and
+decides what changed by (mtime, size, hash). Batches run one at a time on a dedicated indexing
+thread (never on the event loop); hints arriving meanwhile form the next batch.
+
+A full ``reconcile()`` (disk against store) runs when the watcher fails or restarts, when more
+than ``max_hints`` paths pile up (an overflow: a ``git checkout`` of thousands of files is cheaper
+as one scan), when watching resumes after a pause, and every ``reconcile_interval_s``.
+
+The callbacks are plain blocking functions supplied by the composition root (``cairn.app``);
+this module knows nothing of the store or the indexer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+import unicodedata
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from cairn.vault import IgnoreRules
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DEBOUNCE_MS = 300
+DEFAULT_RECONCILE_INTERVAL_S = 600.0
+#: More pending paths than this → drop them and run one full reconcile instead.
+DEFAULT_MAX_HINTS = 5000
+
+
+def lower_thread_priority(niceness: int = 10) -> None:
+    """Run the calling thread at a lower CPU priority (Linux: per-thread nice), so queries stay fast
+    while indexing. Best effort: silently nothing where unsupported."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+    except (AttributeError, OSError):
+        pass
+
+
+class VaultWatcher:
+    """Watches ``root`` and keeps the index in line through ``apply_hints`` / ``reconcile``.
+
+    Use from a running event loop: ``await start()``, ``await stop()``. :meth:`pause`,
+    :meth:`resume`, :meth:`request_reconcile` and :meth:`stats` may be called from any thread.
+    ``initial`` (optional) runs first on the indexing thread (e.g. the start-up index); hints that
+    arrive meanwhile are kept and applied after it.
+    """
+
+    def __init__(self, root: Path, *, apply_hints: Callable[[set[str]], Any], reconcile: Callable[[], Any],
+                 ignore: Sequence[str] = (), debounce_ms: int = DEFAULT_DEBOUNCE_MS, max_wait_ms: int | None = None,
+                 reconcile_interval_s: float = DEFAULT_RECONCILE_INTERVAL_S, max_hints: int = DEFAULT_MAX_HINTS,
+                 initial: Callable[[], Any] | None = None, executor: ThreadPoolExecutor | None = None,
+                 force_polling: bool | None = None) -> None:
+        self.root = Path(root)
+        self._root_str = str(self.root)
+        self._apply_hints = apply_hints
+        self._reconcile = reconcile
+        self._initial = initial
+        self._rules = IgnoreRules(ignore)
+        self.debounce_s = max(0, debounce_ms) / 1000
+        self.max_wait_s = (max_wait_ms if max_wait_ms is not None else max(2000, 4 * debounce_ms)) / 1000
+        self.reconcile_interval_s = reconcile_interval_s
+        self.max_hints = max_hints
+        self.force_polling = force_polling
+        self._own_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-index",
+                                                        initializer=lower_thread_priority)
+        self._lock = threading.Lock()
+        self._pending: set[str] = set()
+        self._first_hint_at = 0.0
+        self._last_hint_at = 0.0
+        self._reconcile_wanted = False
+        self._paused = False
+        self._watching = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._stop: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task] = []
+        # Counters, for stats and tests.
+        self.batches = 0
+        self.reconciles = 0
+        self.hints_seen = 0
+        self.last_batch: frozenset[str] = frozenset()
+        self.busy = False
+        self.last_error: str | None = None
+
+    # ------------------------------------------------------------------ filtering
+    def relative(self, abs_path: str) -> str | None:
+        """Vault-relative POSIX NFC path of an event's path, or None when outside the vault, hidden or ignored."""
+        if abs_path == self._root_str:
+            return None
+        if not abs_path.startswith(self._root_str + os.sep):
+            return None
+        rel = unicodedata.normalize("NFC", abs_path[len(self._root_str) + 1:].replace(os.sep, "/"))
+        parts = rel.split("/")
+        if any(not p or p.startswith(".") for p in parts):
+            return None
+        if self._rules:
+            for i in range(1, len(parts)):
+                if self._rules.ignored("/".join(parts[:i]), True):
+                    return None
+            if os.path.isdir(abs_path):
+                if self._rules.ignored(rel, True):
+                    return None
+            elif self._rules.ignored(rel, False) and self._rules.ignored(rel, True):  # gone: file or folder?
+                return None
+        return rel
+
+    def _filter(self, _change: Any, path: str) -> bool:
+        return self.relative(path) is not None
+
+    # ------------------------------------------------------------------ control (any thread)
+    def _poke(self) -> None:
+        loop, wake = self._loop, self._wake
+        if loop is None or wake is None:
+            return
+        try:
+            loop.call_soon_threadsafe(wake.set)
+        except RuntimeError:  # loop closed
+            pass
+
+    def add_hints(self, paths: Iterable[str]) -> None:
+        """Queue vault-relative paths as hints (what the file events do; also for ``POST /index/reindex``)."""
+        now = time.monotonic()
+        with self._lock:
+            if self._paused:
+                return
+            before = len(self._pending)
+            self._pending.update(paths)
+            if len(self._pending) != before:
+                if not before:
+                    self._first_hint_at = now
+                self._last_hint_at = now
+        self._poke()
+
+    def request_reconcile(self) -> None:
+        with self._lock:
+            self._reconcile_wanted = True
+        self._poke()
+
+    def pause(self) -> None:
+        """Stop applying changes (hints are dropped); :meth:`resume` reconciles to catch up."""
+        with self._lock:
+            self._paused = True
+            self._pending.clear()
+        log.info("watching paused")
+
+    def resume(self) -> None:
+        with self._lock:
+            was = self._paused
+            self._paused = False
+            if was:
+                self._reconcile_wanted = True
+        if was:
+            log.info("watching resumed; reconciling changes made while paused")
+        self._poke()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def watching(self) -> bool:
+        return self._watching and not self._paused
+
+    def pending_count(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+    def idle(self) -> bool:
+        """No hint pending, no reconcile wanted, nothing running."""
+        with self._lock:
+            return not self._pending and not self._reconcile_wanted and not self.busy
+
+    def stats(self) -> dict[str, Any]:
+        return {"watching": self.watching, "paused": self._paused, "pendingPaths": self.pending_count(),
+                "batches": self.batches, "reconciles": self.reconciles, "watchError": self.last_error}
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._stop = asyncio.Event()
+        ready = asyncio.Event()
+        self._tasks = [asyncio.create_task(self._watch_loop(ready), name="cairn-watch"),
+                       asyncio.create_task(self._work_loop(), name="cairn-index-worker")]
+        try:
+            await asyncio.wait_for(ready.wait(), timeout=30)
+        except asyncio.TimeoutError:
+            log.warning("the file watcher took over 30 s to start")
+
+    async def stop(self, timeout: float = 30.0) -> None:
+        """Stop watching; wait (up to ``timeout``) for a running batch to end between notes."""
+        if self._stop is None:
+            return
+        self._stop.set()
+        self._poke()
+        done, pending = await asyncio.wait(self._tasks, timeout=timeout)
+        for task in pending:
+            task.cancel()
+        for task in done:
+            if not task.cancelled() and task.exception():
+                log.warning("watcher task ended with %r", task.exception())
+        self._watching = False
+        if self._own_executor:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _watch_loop(self, ready: asyncio.Event) -> None:
+        from watchfiles import awatch
+
+        assert self._stop is not None
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                watcher = awatch(self.root, watch_filter=self._filter, debounce=50, step=20, stop_event=self._stop,
+                                 rust_timeout=500, yield_on_timeout=True, force_polling=self.force_polling,
+                                 recursive=True)
+                first = True
+                async for changes in watcher:
+                    if first:  # the Rust watcher is set up once the first (possibly empty) batch comes
+                        first = False
+                        self._watching = True
+                        ready.set()
+                    if changes:
+                        rels = {r for _c, p in changes if (r := self.relative(p)) is not None}
+                        self.hints_seen += len(rels)
+                        if rels:
+                            self.add_hints(rels)
+                backoff = 0.5
+            except Exception as exc:  # a watcher error: reconcile (events were lost), then watch again
+                self._watching = False
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("file watcher failed (%s); reconciling and watching again", self.last_error)
+                self.request_reconcile()
+                ready.set()
+                try:
+                    await asyncio.wait_for(self._stop.wait(), timeout=backoff)
+                except asyncio.TimeoutError:
+                    pass
+                backoff = min(backoff * 2, 30)
+        self._watching = False
+        ready.set()
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> None:
+        assert self._loop is not None
+        self.busy = True
+        try:
+            await self._loop.run_in_executor(self._executor, fn, *args)
+        except Exception:
+            log.exception("indexing changes failed; a full reconcile follows")
+            if fn is not self._reconcile:
+                self.request_reconcile()
+        finally:
+            self.busy = False
+
+    async def _work_loop(self) -> None:
+        assert self._wake is not None and self._stop is not None
+        if self._initial is not None:
+            await self._run(self._initial)
+        next_reconcile = time.monotonic() + self.reconcile_interval_s
+        while not self._stop.is_set():
+            self._wake.clear()  # before reading the state: a hint after this point wakes the wait below
+            now = time.monotonic()
+            with self._lock:
+                paused = self._paused
+                pending = bool(self._pending)
+                quiet_at = min(self._last_hint_at + self.debounce_s, self._first_hint_at + self.max_wait_s)
+                reconcile = self._reconcile_wanted or (not paused and now >= next_reconcile)
+            if reconcile and not paused:
+                with self._lock:
+                    self._reconcile_wanted = False
+                    self._pending.clear()  # a reconcile covers every hint
+                self.reconciles += 1
+                await self._run(self._reconcile)
+                next_reconcile = time.monotonic() + self.reconcile_interval_s
+                continue
+            if pending and not paused and now >= quiet_at:
+                with self._lock:
+                    batch, self._pending = self._pending, set()
+                if len(batch) > self.max_hints:
+                    log.info("%d changed paths at once: reconciling the whole vault instead", len(batch))
+                    self.request_reconcile()
+                    continue
+                self.batches += 1
+                self.last_batch = frozenset(batch)
+                await self._run(self._apply_hints, batch)
+                continue
+            # Sleep until the batch is due, the periodic reconcile, or a wake-up.
+            timeout = max(0.0, (quiet_at if pending and not paused else next_reconcile) - now)
+            if paused:
+                timeout = self.reconcile_interval_s
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+            except asyncio.TimeoutError:
+                pass

@@ -1,0 +1,283 @@
+"""cairn.watcher with the real watchfiles watcher on a temp copy of part of the Obsidian help vault.
+
+Each scenario changes files the way editors, file managers and sync tools do, waits (polling with a
+deadline) until the watcher is idle and the store matches the disk, then checks: the reconcile diff is
+empty, search sees the new state, renames and moves re-embed nothing (counted on the real model), and
+the work was done by the event hints (no full reconcile ran) unless the scenario is about reconciling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from cairn.app import Cairn
+from cairn.watcher import VaultWatcher
+from tests.conftest import HELP_VAULT, make_config
+
+#: The slice copied: every note of one folder, three of another.
+FOLDERS = {"User interface": "*.md", "Editing and formatting": "[CFT][ao][lg]*.md"}
+DEADLINE_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory, embedder):
+    """A slice of the help vault, indexed once: (vault, database file)."""
+    if not HELP_VAULT.is_dir():
+        pytest.fail(f"the shared help vault is missing at {HELP_VAULT}")
+    base = tmp_path_factory.mktemp("watch-template")
+    vault = base / "vault"
+    for folder, pattern in FOLDERS.items():
+        dest = vault / folder
+        dest.mkdir(parents=True)
+        for src in (HELP_VAULT / folder).glob(pattern):
+            shutil.copy2(src, dest / src.name)
+    (vault / ".obsidian").mkdir()
+    (vault / ".obsidian" / "app.json").write_text("{}", encoding="utf-8")
+    cairn = Cairn(make_config(vault, base / "data"), embedder=embedder)
+    cairn.index()
+    db = cairn.config.db_path
+    cairn.store.wal_checkpoint()
+    cairn.close()
+    return vault, db
+
+
+@pytest.fixture
+def cairn(template, tmp_path, embedder):
+    """A Cairn over a fresh copy of the template vault and its index (mtimes kept, so nothing to redo)."""
+    vault_t, db_t = template
+    vault = tmp_path / "vault"
+    shutil.copytree(vault_t, vault, copy_function=shutil.copy2)
+    config = make_config(vault, tmp_path / "data").replace(ignore=("Templates/", "*.excalidraw.md"))
+    config.db_path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(db_t, config.db_path)
+    c = Cairn(config, embedder=embedder)
+    assert c.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
+    yield c
+    c.close()
+
+
+def make_watcher(cairn: Cairn, **kw) -> VaultWatcher:
+    def apply_hints(paths: set[str]) -> None:
+        cairn.indexer.index_paths(paths)
+        cairn.indexer.embed_pending()
+
+    return VaultWatcher(cairn.config.vault, apply_hints=apply_hints, reconcile=cairn.index,
+                        ignore=cairn.config.ignore, **kw)
+
+
+EMPTY = {"added": [], "changed": [], "deleted": []}
+
+
+async def converge(cairn: Cairn, watcher: VaultWatcher, check=lambda: True) -> None:
+    """Wait until the watcher is idle, the store matches the disk and ``check()`` holds (deadline)."""
+    end = time.monotonic() + DEADLINE_S
+    last = None
+    while time.monotonic() < end:
+        if watcher.idle():
+            last = await asyncio.to_thread(cairn.indexer.reconcile_diff)
+            if last == EMPTY and cairn.store.count_pending() == 0 and check() and watcher.idle():
+                return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"no convergence in {DEADLINE_S} s: diff {last}, watcher {watcher.stats()}")
+
+
+def run(cairn: Cairn, scenario, **kw):
+    """Start a watcher, run ``scenario(watcher)``, stop the watcher (cleanly) whatever happens."""
+    async def main():
+        watcher = make_watcher(cairn, **kw)
+        await watcher.start()
+        try:
+            assert watcher.watching
+            return await scenario(watcher)
+        finally:
+            await watcher.stop()
+    return asyncio.run(main())
+
+
+def paths(cairn: Cairn) -> set[str]:
+    return set(cairn.store.iter_note_paths())
+
+
+def hit_paths(cairn: Cairn, query: str, **kw) -> list[str]:
+    return [h.file_path for h in cairn.query.search(query, top_k=10, **kw).hits]
+
+
+def bump_mtime(p: Path) -> None:
+    st = p.stat()
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 10_000_000))
+
+
+# -- scenarios -----------------------------------------------------------------------------------
+
+
+def test_an_atomic_save_gives_one_update_with_the_same_note_identity(cairn):
+    vault = cairn.config.vault
+    note = "User interface/Tabs.md"
+    before_id = cairn.store.note_by_path(note)["id"]
+
+    async def scenario(watcher):
+        tmp = vault / "User interface" / "Tabs.md.tmp-4242"
+        text = (vault / note).read_text(encoding="utf-8")
+        tmp.write_text(text + "\n\nThe Zanzibar layout stacks pinned tabs into labelled groups.\n", encoding="utf-8")
+        os.replace(tmp, vault / note)
+        await converge(cairn, watcher, lambda: "Zanzibar" in " ".join(t for _o, _s, t, *_ in cairn.store.chunks_of_note(note)))
+        assert watcher.reconciles == 0 and watcher.batches >= 1
+
+    run(cairn, scenario)
+    assert cairn.store.note_by_path(note)["id"] == before_id
+    assert "User interface/Tabs.md.tmp-4242" not in paths(cairn)
+    assert hit_paths(cairn, "Zanzibar layout for stacking pinned tabs in groups")[0] == note
+
+
+def test_renaming_a_note_embeds_only_its_new_title(cairn, embedder):
+    vault = cairn.config.vault
+
+    async def scenario(watcher):
+        before = embedder.embeddings_computed
+        os.rename(vault / "User interface/Ribbon.md", vault / "User interface/Command ribbon.md")
+        await converge(cairn, watcher, lambda: "User interface/Command ribbon.md" in paths(cairn))
+        assert embedder.embeddings_computed - before == 1  # the new title; every chunk text came from the cache
+        assert watcher.reconciles == 0
+
+    run(cairn, scenario)
+    assert "User interface/Ribbon.md" not in paths(cairn)
+    hits = hit_paths(cairn, "ribbon")
+    assert "User interface/Command ribbon.md" in hits and "User interface/Ribbon.md" not in hits
+
+
+def test_moving_a_whole_folder_re_embeds_nothing(cairn, embedder):
+    vault = cairn.config.vault
+    old = {p for p in paths(cairn) if p.startswith("User interface/")}
+    assert len(old) >= 10
+
+    async def scenario(watcher):
+        before = embedder.embeddings_computed
+        (vault / "Interface").mkdir()
+        os.rename(vault / "User interface", vault / "Interface" / "UI")
+        want = {"Interface/UI/" + p.split("/", 1)[1] for p in old}
+        await converge(cairn, watcher, lambda: want <= paths(cairn))
+        assert embedder.embeddings_computed == before
+        assert watcher.reconciles == 0
+
+    run(cairn, scenario)
+    assert not {p for p in paths(cairn) if p.startswith("User interface/")}
+    assert hit_paths(cairn, "ribbon")[0].startswith("Interface/UI/")
+
+
+def test_deleting_a_note_removes_every_row(cairn):
+    vault = cairn.config.vault
+    note = "Editing and formatting/Callouts.md"
+    assert note in hit_paths(cairn, "callout")
+
+    async def scenario(watcher):
+        (vault / note).unlink()
+        await converge(cairn, watcher, lambda: note not in paths(cairn))
+        assert watcher.reconciles == 0
+
+    run(cairn, scenario)
+    assert cairn.store.chunks_of_note(note) == [] and cairn.store.note_by_path(note) is None
+    assert note not in hit_paths(cairn, "callout")
+
+
+def test_modify_then_delete_and_create_then_delete_within_the_debounce_window(cairn):
+    vault = cairn.config.vault
+    note = "Editing and formatting/Folding.md"
+    fresh = "Editing and formatting/Ephemeral.md"
+
+    async def scenario(watcher):
+        (vault / note).write_text("Quetzalcoatl folding instructions.\n", encoding="utf-8")
+        (vault / fresh).write_text("Quetzalcoatl was here for a moment.\n", encoding="utf-8")
+        (vault / note).unlink()
+        (vault / fresh).unlink()
+        await converge(cairn, watcher, lambda: note not in paths(cairn))
+        assert watcher.reconciles == 0
+
+    run(cairn, scenario)
+    assert fresh not in paths(cairn)
+    assert not hit_paths(cairn, "Quetzalcoatl", mode="bm25")
+
+
+def test_a_case_only_rename_follows_the_new_spelling(cairn, embedder):
+    vault = cairn.config.vault
+
+    async def scenario(watcher):
+        before = embedder.embeddings_computed
+        os.rename(vault / "User interface/Hotkeys.md", vault / "User interface/hotkeys.md")
+        await converge(cairn, watcher, lambda: "User interface/hotkeys.md" in paths(cairn))
+        assert embedder.embeddings_computed - before <= 1  # at most the title, now spelled "hotkeys"
+
+    run(cairn, scenario)
+    assert "User interface/Hotkeys.md" not in paths(cairn)
+    assert "User interface/hotkeys.md" in hit_paths(cairn, "hotkeys")
+
+
+def test_a_burst_of_a_thousand_files_created_then_deleted_converges(cairn):
+    vault = cairn.config.vault
+    before = paths(cairn)
+
+    async def scenario(watcher):
+        burst = vault / "Burst"
+        burst.mkdir()
+        for i in range(1000):
+            (burst / f"Note {i:04d}.md").write_text(f"Burst note number {i} about xylophones.\n", encoding="utf-8")
+        for i in range(1000):
+            (burst / f"Note {i:04d}.md").unlink()
+        burst.rmdir()
+        await converge(cairn, watcher)
+
+    run(cairn, scenario)
+    assert paths(cairn) == before
+    assert not [p for p in hit_paths(cairn, "xylophones burst note") if p.startswith("Burst/")]
+
+
+def test_an_overflow_of_hints_falls_back_to_one_reconcile(cairn):
+    vault = cairn.config.vault
+
+    async def scenario(watcher):
+        for i in range(60):
+            (vault / f"Checkout {i:02d}.md").write_text(f"Branch file {i} on quokkas.\n", encoding="utf-8")
+        await converge(cairn, watcher, lambda: sum(p.startswith("Checkout ") for p in paths(cairn)) == 60)
+        assert watcher.reconciles >= 1
+
+    run(cairn, scenario, max_hints=20)
+    assert any(p.startswith("Checkout ") for p in hit_paths(cairn, "quokkas branch file"))
+
+
+def test_ignored_and_hidden_places_cause_no_work(cairn):
+    vault = cairn.config.vault
+
+    async def scenario(watcher):
+        for rel in (".obsidian/workspace.json", ".trash/Old.md", ".git/HEAD", "Templates/Daily.md",
+                    "Editing and formatting/Drawing.excalidraw.md", "User interface/.hidden.md"):
+            (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+            (vault / rel).write_text("ignored content about wombats", encoding="utf-8")
+        (vault / "Real.md").write_text("A real note about wombats.\n", encoding="utf-8")
+        await converge(cairn, watcher, lambda: "Real.md" in paths(cairn))
+        assert watcher.hints_seen == 1 and watcher.last_batch == {"Real.md"}, watcher.last_batch
+
+    run(cairn, scenario)
+    assert hit_paths(cairn, "wombats") == ["Real.md"]
+
+
+def test_pause_drops_changes_and_resume_reconciles_them(cairn):
+    vault = cairn.config.vault
+    note = "User interface/Sidebar.md"
+
+    async def scenario(watcher):
+        watcher.pause()
+        assert watcher.stats()["paused"] is True and watcher.stats()["watching"] is False
+        (vault / note).write_text("The sidebar holds the narwhal panel.\n", encoding="utf-8")
+        bump_mtime(vault / note)
+        assert cairn.indexer.reconcile_diff()["changed"] == [note]
+        watcher.resume()
+        await converge(cairn, watcher)
+        assert watcher.reconciles == 1 and watcher.stats()["paused"] is False
+
+    run(cairn, scenario)
+    assert hit_paths(cairn, "narwhal panel")[0] == note
