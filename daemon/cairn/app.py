@@ -27,6 +27,8 @@ from cairn.embedder import Embedder
 from cairn.indexer import Indexer, IndexReport
 from cairn.query import QueryService
 from cairn.store import Store
+from cairn.store.recovery import InstanceLock, open_verified
+from cairn.watcher import VaultWatcher
 
 log = logging.getLogger(__name__)
 
@@ -38,17 +40,25 @@ class Cairn:
     / ``SchemaTooNew`` (index unusable), :class:`~cairn.errors.ModelError` (model files).
     """
 
-    def __init__(self, config: Config, *, embedder: Embedder | None = None) -> None:
+    def __init__(self, config: Config, *, embedder: Embedder | None = None, verify: bool = False) -> None:
         self.config = config
         config.require_vault()
         self.embedder = embedder or Embedder(threads=config.embed_threads)
-        self.store = Store(config.db_path)
+        #: ``verify`` (the daemon): check the database first; a damaged one is moved aside and rebuilt,
+        #: and ``recovered`` says so ({movedTo, reason, at}; also in ``stats()``).
+        self.recovered: dict[str, Any] | None = None
+        if verify:
+            self.store, self.recovered = open_verified(config.db_path)
+        else:
+            self.store = Store(config.db_path)
         self.indexer = Indexer(config, self.store, self.embedder)
         self.query = QueryService(self.store, self.embedder)
         self.indexing = threading.Event()
         self.stop_requested = threading.Event()
         self.last_report: IndexReport | None = None
         self.index_error: str | None = None
+        self.watcher: VaultWatcher | None = None  # set by run_daemon while it watches the vault
+        self._paused = False
 
     def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
         """Run both indexing phases (blocking). Safe to call from a worker thread.
@@ -67,10 +77,44 @@ class Cairn:
         finally:
             self.indexing.clear()
 
+    def index_paths(self, paths: set[str]) -> IndexReport:
+        """Index a batch of changed paths (file-event hints, re-stat'ed), then fill their vectors at once
+        (keyword-searchable first). Blocking; runs on the watcher's indexing thread."""
+        self.indexing.set()
+        try:
+            stop = self.stop_requested.is_set
+            report = self.indexer.index_paths(paths, should_stop=stop)
+            if not report.stopped:
+                report.vectors_written, report.texts_embedded = self.indexer.embed_pending(should_stop=stop)
+            if report.added or report.updated or report.deleted or report.skipped:
+                log.info("changes indexed: %d added, %d updated, %d removed, %d skipped; %d texts embedded",
+                         report.added, report.updated, report.deleted, len(report.skipped), report.texts_embedded)
+            return report
+        finally:
+            self.indexing.clear()
+
+    def pause(self) -> None:
+        """Stop following file changes (the tray's and ``POST /index/pause``'s action)."""
+        self._paused = True
+        if self.watcher is not None:
+            self.watcher.pause()
+
+    def resume(self) -> None:
+        """Follow file changes again; a reconcile picks up what changed while paused."""
+        self._paused = False
+        if self.watcher is not None:
+            self.watcher.resume()
+
     def stats(self) -> dict[str, Any]:
-        """``/index/stats``: {notes, skipped, chunks, vectors, pending, lastIngestedAt, indexing, watching, paused, errors}."""
+        """``/index/stats``: {notes, skipped, chunks, vectors, pending, lastIngestedAt, indexing, watching, paused,
+        pendingPaths, recovered, errors}. ``pending`` counts chunks awaiting vectors plus changed paths awaiting indexing."""
         out = self.store.stats()
-        out.update({"indexing": self.indexing.is_set(), "watching": False, "paused": False,
+        watch = self.watcher.stats() if self.watcher is not None else {}
+        pending_paths = int(watch.get("pendingPaths", 0))
+        out["pending"] += pending_paths
+        out.update({"pendingPaths": pending_paths, "recovered": self.recovered})
+        out.update({"indexing": self.indexing.is_set(), "watching": bool(watch.get("watching", False)),
+                    "paused": bool(watch.get("paused", self._paused)),
                     "vault": str(self.config.vault), "schemaVersion": self.store.schema_version,
                     "model": self.embedder.model_id, "indexError": self.index_error})
         return out
@@ -153,9 +197,20 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
             pass
-    cairn = await asyncio.to_thread(Cairn, config)
+    # One daemon per data folder and vault (released by the OS even on kill -9), then a checked database.
+    lock = InstanceLock(config.db_path.with_name(config.db_path.name + ".lock"),
+                        what=f"the vault {str(config.vault)!r} with the data folder {str(config.data_dir)!r}").acquire()
+    try:
+        cairn = await asyncio.to_thread(lambda: Cairn(config, verify=True))
+    except BaseException:
+        lock.release()
+        raise
     token = await asyncio.to_thread(get_or_create_token, config)
     app = create_app(config=config, query=cairn.query, token=token, stats=cairn.stats, health=cairn.health)
+    # Watch before the start-up index scans, so no change falls between the two.
+    watcher = VaultWatcher(config.vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=config.ignore)
+    cairn.watcher = watcher
+    await watcher.start()
     server = await serve(app, config.host, config.port)
     write_service_file(config, server.url)
     if ready:
@@ -181,10 +236,12 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
         log.info("shutting down")
         cairn.stop_requested.set()
         await server.close()
+        await watcher.stop()
         try:
             await asyncio.wait_for(asyncio.shield(indexing), timeout=30)
         except asyncio.TimeoutError:
             log.warning("indexing did not stop within 30 s")
         cairn.close()
         remove_service_file(config)
+        lock.release()
     return 0
