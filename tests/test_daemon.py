@@ -199,7 +199,7 @@ def test_health_answers_without_a_token(daemon):
     assert status == 200
     assert body["status"] == "ok"
     assert body["store"]["ok"] is True and body["embedder"]["ok"] is True
-    assert body["llm"] == {"configured": False, "reachable": False}
+    assert body["llm"] == {"configured": False, "reachable": False, "remote": False}
 
 
 @pytest.mark.parametrize("token", [None, "wrong-token-" + "x" * 32])

@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     # 1 resources
     "store": 1, "embedder": 1, "vault": 1, "secrets": 1,
     # 2 use cases
-    "indexer": 2, "query": 2, "events": 2,
+    "indexer": 2, "query": 2, "events": 2, "answer": 2, "browse": 2,
     # 3 adapters
     "http_api": 3, "mcp_server": 3, "watcher": 3, "tray": 3, "llm": 3,
     # 4 composition root

@@ -103,7 +103,8 @@ def test_rotation_replaces_the_token_and_keeps_the_file_private(config):
     assert cairn_secrets.read_token(config) == new
     assert cairn_secrets.get_or_create_token(config) == new
     assert _mode(config.config_dir / "api-token") == 0o600
-    assert [p.name for p in config.config_dir.iterdir()] == ["api-token"]  # no temp file left
+    # no temp file left; the rotation marker (no secret) tells a running daemon to re-read the token
+    assert sorted(p.name for p in config.config_dir.iterdir()) == ["api-token", "api-token.generation"]
 
 
 def test_file_fallback_logs_one_warning_and_never_the_token(config, caplog):

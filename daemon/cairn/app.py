@@ -22,12 +22,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cairn import __version__
+from cairn.answer import AnswerService
+from cairn.browse import Library, checked_rel_path
 from cairn.config import Config
 from cairn.embedder import Embedder
+from cairn.events import EventBus
 from cairn.indexer import Indexer, IndexReport
 from cairn.query import QueryService
 from cairn.store import Store
 from cairn.store.recovery import InstanceLock, open_verified
+from cairn.vault import resolve_in_vault
 from cairn.watcher import VaultWatcher
 
 log = logging.getLogger(__name__)
@@ -53,7 +57,12 @@ class Cairn:
             self.store = Store(config.db_path)
         self.indexer = Indexer(config, self.store, self.embedder)
         self.query = QueryService(self.store, self.embedder)
+        self.library = Library(config, self.store)
+        #: Index progress for ``GET /events``: ``progress``, ``indexed``, ``error``.
+        self.events = EventBus()
         self.indexing = threading.Event()
+        self._reindex_lock = threading.Lock()
+        self._reindex_thread: threading.Thread | None = None
         self.stop_requested = threading.Event()
         self.last_report: IndexReport | None = None
         self.index_error: str | None = None
@@ -66,16 +75,64 @@ class Cairn:
         Once ``stop_requested`` is set (daemon shutdown) the run ends early: between notes in the
         text phase, between batches in the vector phase; the next run picks up where it stopped."""
         self.indexing.set()
+        bus = self.events.progress_callback()
+
+        def both(phase: str, done: int, total: int) -> None:
+            bus(phase, done, total)
+            if progress is not None:
+                progress(phase, done, total)
+
         try:
-            report = self.indexer.index(full=full, progress=progress, should_stop=self.stop_requested.is_set)
+            report = self.indexer.index(full=full, progress=both, should_stop=self.stop_requested.is_set)
             self.last_report = report
             self.index_error = None
+            self._publish_indexed(report)
             return report
         except Exception as exc:
             self.index_error = f"{type(exc).__name__}: {exc}"
+            self.events.publish("error", {"message": f"Indexing failed: {type(exc).__name__}; see the daemon log."})
             raise
         finally:
             self.indexing.clear()
+
+    def _publish_indexed(self, report: IndexReport) -> None:
+        self.events.publish("indexed", {"added": report.added, "updated": report.updated, "removed": report.deleted,
+                                        "skipped": len(report.skipped), "elapsedS": round(report.elapsed_s, 2),
+                                        "stoppedEarly": self.stop_requested.is_set()})
+
+    def request_reindex(self, path: str | None = None) -> dict[str, Any]:
+        """``POST /index/reindex``: queue work and return at once. ``path`` (checked to be inside the vault)
+        becomes a watcher hint; no path asks for a full reconcile. Without a watcher (tests, one-shot use)
+        an incremental run starts in a background thread, one at a time."""
+        rel = None
+        if path is not None:
+            rel = checked_rel_path(path)
+            resolve_in_vault(self.config.require_vault(), rel)
+        if self.watcher is not None:
+            if rel is not None:
+                self.watcher.add_hints([rel])
+            else:
+                self.watcher.request_reconcile()
+            return {"queued": True, "path": rel}
+        with self._reindex_lock:
+            if self._reindex_thread is None or not self._reindex_thread.is_alive():
+                self._reindex_thread = threading.Thread(target=self._reindex_run, name="cairn-reindex", daemon=True)
+                self._reindex_thread.start()
+        return {"queued": True, "path": rel}
+
+    def _reindex_run(self) -> None:
+        try:
+            self.index()
+        except Exception:
+            log.exception("re-indexing failed; the daemon keeps serving what is indexed")
+
+    def wait_for_indexing(self, timeout: float) -> bool:
+        """Wait for a background re-index thread to end; False if it still runs after ``timeout`` s."""
+        thread = self._reindex_thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
 
     def index_paths(self, paths: set[str]) -> IndexReport:
         """Index a batch of changed paths (file-event hints, re-stat'ed), then fill their vectors at once
@@ -87,6 +144,7 @@ class Cairn:
             if not report.stopped:
                 report.vectors_written, report.texts_embedded = self.indexer.embed_pending(should_stop=stop)
             if report.added or report.updated or report.deleted or report.skipped:
+                self._publish_indexed(report)
                 log.info("changes indexed: %d added, %d updated, %d removed, %d skipped; %d texts embedded",
                          report.added, report.updated, report.deleted, len(report.skipped), report.texts_embedded)
             return report
@@ -134,11 +192,34 @@ class Cairn:
             log.warning("health: embedder check failed: %s", exc)
         return {"status": "ok" if store_ok and embedder_ok else "degraded", "version": __version__,
                 "store": {"ok": store_ok}, "embedder": {"ok": embedder_ok, "model": self.embedder.model_id},
-                "llm": {"configured": False, "reachable": False}}
+                "llm": {"configured": self.config.llm.configured, "reachable": False,
+                        "remote": self.config.llm.remote}}
 
     def close(self) -> None:
         self.stop_requested.set()
         self.store.close()
+
+
+class LLMProbe:
+    """``/health``'s ``llm`` entry: ``{configured, reachable, remote, model}``. The endpoint is asked at
+    most every ``ttl_s`` seconds (``/health`` needs no token, so it must not drive traffic to the model)."""
+
+    def __init__(self, model: Any, ttl_s: float = 10.0) -> None:
+        self.model = model
+        self.ttl_s = ttl_s
+        self._at = -1e9
+        self._reachable = False
+        self._lock = asyncio.Lock()
+
+    async def status(self) -> dict[str, Any]:
+        if self.model is None:
+            return {"configured": False, "reachable": False, "remote": False}
+        async with self._lock:
+            if time.monotonic() - self._at > self.ttl_s:
+                self._reachable = await self.model.probe()
+                self._at = time.monotonic()
+        return {"configured": True, "reachable": self._reachable, "remote": self.model.remote,
+                "model": self.model.model}
 
 
 def setup_logging(config: Config, *, to_file: bool = True) -> None:
@@ -165,12 +246,18 @@ def setup_logging(config: Config, *, to_file: bool = True) -> None:
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING if not config.debug else logging.INFO)
 
 
-def write_service_file(config: Config, url: str) -> None:
-    """``service.json``: the running daemon's URL and pid for the plugin and ``cairn status`` (no token)."""
+def write_service_file(config: Config, url: str, port: int) -> None:
+    """``service.json`` (mode 0600): ``{port, pid, version, startedAt, url}`` of the running daemon for the
+    plugin and ``cairn status``. Never the token."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    tmp = config.service_file.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"url": url, "pid": os.getpid(), "vault": str(config.vault), "version": __version__,
-                               "startedAt": time.time()}), encoding="utf-8")
+    tmp = config.service_file.with_name(f".service.{os.getpid()}.tmp")
+    data = json.dumps({"port": port, "pid": os.getpid(), "version": __version__, "startedAt": time.time(), "url": url})
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, data.encode("utf-8"))
+    finally:
+        os.close(fd)
     os.replace(tmp, config.service_file)
 
 
@@ -188,7 +275,8 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
     """Run the daemon until ``stop`` is set or SIGINT/SIGTERM. ``ready(url)`` is called once the
     API is listening. Returns the exit code."""
     from cairn.http_api import create_app, serve  # adapters are wired here, in the composition root
-    from cairn.secrets import get_or_create_token
+    from cairn.llm import OpenAIChatModel
+    from cairn.secrets import LLM_API_KEY, TokenWatch, get_secret
 
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -205,14 +293,30 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
     except BaseException:
         lock.release()
         raise
-    token = await asyncio.to_thread(get_or_create_token, config)
-    app = create_app(config=config, query=cairn.query, token=token, stats=cairn.stats, health=cairn.health)
+    token = await asyncio.to_thread(TokenWatch, config)
+    model = None
+    if config.llm.configured:
+        api_key = await asyncio.to_thread(get_secret, config, LLM_API_KEY)
+        model = OpenAIChatModel(config.llm, api_key=api_key)
+        log.info("answers are written by %s at %s (%s)", config.llm.model or "the default model", config.llm.base_url,
+                 "remote: notes tagged " + ", ".join(config.llm.withhold_tags) + " are withheld from it"
+                 if model.remote else "local")
+    answers = AnswerService(cairn.query, model, withhold_tags=config.llm.withhold_tags)
+    probe = LLMProbe(model)
+
+    async def health() -> dict[str, Any]:
+        out = await asyncio.to_thread(cairn.health)
+        out["llm"] = await probe.status()
+        return out
+
+    app = create_app(config=config, query=cairn.query, token=token, stats=cairn.stats, health=health,
+                     answers=answers, library=cairn.library, reindex=cairn.request_reindex, events=cairn.events)
     # Watch before the start-up index scans, so no change falls between the two.
     watcher = VaultWatcher(config.vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=config.ignore)
     cairn.watcher = watcher
     await watcher.start()
     server = await serve(app, config.host, config.port)
-    write_service_file(config, server.url)
+    write_service_file(config, server.url, server.port)
     if ready:
         ready(server.url)
 

@@ -72,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("token", parents=[common], help="print the API token the Obsidian plugin uses")
     p.add_argument("--rotate", action="store_true", help="make a new token (the old one stops working)")
+
+    p = sub.add_parser("secret", parents=[common], help="store a secret (the LLM API key) in the OS keyring")
+    secret_sub = p.add_subparsers(dest="secret_command", required=True, metavar="ACTION")
+    q = secret_sub.add_parser("set", help="read the value from stdin (or a hidden prompt) and store it")
+    q.add_argument("name", choices=["llm-api-key"], help="which secret")
     return parser
 
 
@@ -168,7 +173,16 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
 def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     cairn = _open_for_query(config)
     try:
-        answer = cairn.query.ask(args.text, top_k=args.top_k or config.top_k, tags=args.tag)
+        if config.llm.configured:
+            from cairn.answer import AnswerService
+            from cairn.llm import OpenAIChatModel
+            from cairn.secrets import LLM_API_KEY, get_secret
+
+            model = OpenAIChatModel(config.llm, api_key=get_secret(config, LLM_API_KEY))
+            service = AnswerService(cairn.query, model, withhold_tags=config.llm.withhold_tags)
+            answer = asyncio.run(service.answer(args.text, top_k=args.top_k or config.top_k, tags=args.tag))
+        else:
+            answer = cairn.query.ask(args.text, top_k=args.top_k or config.top_k, tags=args.tag)
     finally:
         cairn.close()
     if args.json:
@@ -181,7 +195,8 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
         return 0
     print(answer.text)
     if not answer.not_found and not answer.grounded:
-        print("\n(Built from your notes' own sentences: no language model is configured.)")
+        print("\n(Built from your notes' own sentences: " + ("the language model did not answer.)"
+                                                           if config.llm.configured else "no language model is configured.)"))
     return 0
 
 
@@ -229,7 +244,25 @@ def cmd_token(args: argparse.Namespace, config: Config) -> int:
     token = rotate_token(config) if args.rotate else get_or_create_token(config)
     print(token)
     if args.rotate:
-        print("New token made; restart `cairn serve` and paste it into the plugin settings.", file=sys.stderr)
+        print("New token made; a running daemon refuses the old one from now on. Paste the new one into the "
+              "plugin settings.", file=sys.stderr)
+    return 0
+
+
+def cmd_secret(args: argparse.Namespace, config: Config) -> int:
+    """``cairn secret set llm-api-key``: the value from stdin when piped, else a hidden prompt; never an argument
+    (it would land in the shell history and the process list)."""
+    from cairn.secrets import set_secret
+
+    if sys.stdin.isatty():
+        import getpass
+
+        value = getpass.getpass(f"{args.name}: ")
+    else:
+        value = sys.stdin.readline()
+    where = set_secret(config, args.name, value)
+    print(f"Stored {args.name} in {'the OS keyring' if where == 'keyring' else where + ' (mode 0600)'}; "
+          "restart `cairn serve` to use it.", file=sys.stderr)
     return 0
 
 
@@ -248,7 +281,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
 
 COMMANDS = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "ask": cmd_ask, "status": cmd_status,
-            "token": cmd_token}
+            "token": cmd_token, "secret": cmd_secret}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

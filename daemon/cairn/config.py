@@ -35,6 +35,53 @@ NOT_FOUND_ANSWER = "I couldn't find this in your indexed notes."
 ALWAYS_IGNORED = (".obsidian", ".trash", ".git")
 
 
+def is_loopback_url(url: str) -> bool:
+    """True when ``url``'s host is a loopback address literal or ``localhost`` (anything else counts as remote)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    try:
+        host = (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """The optional OpenAI-compatible chat model (TOML table ``[llm]``). No ``base_url`` → no model:
+    answers are extractive (``grounded: false``). The API key is never here: it lives in the keyring
+    (``cairn secret set llm-api-key``)."""
+
+    #: e.g. ``http://127.0.0.1:11434/v1`` (Ollama), ``http://127.0.0.1:8080/v1`` (llama.cpp server).
+    base_url: str | None = None
+    model: str = ""
+    #: Seconds to open the connection; until the first streamed token; between two tokens; in all.
+    connect_timeout_s: float = 5.0
+    first_token_timeout_s: float = 60.0
+    idle_timeout_s: float = 30.0
+    total_timeout_s: float = 300.0
+    temperature: float = 0.1
+    max_tokens: int = 800
+    #: Notes carrying any of these tags (nested included) never enter a REMOTE model's prompt
+    #: (a non-loopback ``base_url``). Until the governance policy exists this is its ``withhold.tags``.
+    withhold_tags: tuple[str, ...] = ("personal",)
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url)
+
+    @property
+    def remote(self) -> bool:
+        """A non-loopback endpoint counts as a remote client (privacy rule)."""
+        return bool(self.base_url) and not is_loopback_url(self.base_url or "")
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole configuration. Paths are absolute; ``vault`` is resolved (symlinks followed)."""
@@ -54,6 +101,10 @@ class Config:
     max_note_bytes: int = 5 * 1024 * 1024
     #: onnxruntime intra-op threads; None = all cores.
     embed_threads: int | None = None
+    #: Concurrent ``POST /ask`` streams; one more is 503 with ``Retry-After``.
+    max_ask_streams: int = 4
+    #: The optional chat model (``[llm]`` table).
+    llm: LLMConfig = field(default_factory=LLMConfig)
     debug: bool = False
 
     def require_vault(self) -> Path:
@@ -84,8 +135,11 @@ class Config:
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 _PATH_KEYS = {"vault", "config_dir", "data_dir", "log_dir"}
 _TUPLE_KEYS = {"ignore", "cors_origins"}
-_INT_KEYS = {"port", "top_k", "max_note_bytes", "embed_threads"}
+_INT_KEYS = {"port", "top_k", "max_note_bytes", "embed_threads", "max_ask_streams"}
+_LLM_FIELDS = {f.name: f for f in dataclasses.fields(LLMConfig)}
 _ENV = {
+    "CAIRN_LLM_BASE_URL": "llm.base_url",
+    "CAIRN_LLM_MODEL": "llm.model",
     "CAIRN_VAULT": "vault",
     "CAIRN_CONFIG_DIR": "config_dir",
     "CAIRN_DATA_DIR": "data_dir",
@@ -94,7 +148,52 @@ _ENV = {
 }
 
 
+def _coerce_llm(key: str, value: Any, origin: str) -> Any:
+    """One ``llm.<key>`` value."""
+    if key not in _LLM_FIELDS:
+        raise ConfigError(f"{origin}: unknown configuration key {'llm.' + key!r}; known keys in [llm]: "
+                          f"{', '.join(sorted(_LLM_FIELDS))}.")
+    try:
+        if key == "base_url":
+            from urllib.parse import urlsplit
+
+            url = str(value).strip().rstrip("/")
+            parts = urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError("expected an http(s) URL such as http://127.0.0.1:11434/v1")
+            if parts.username or parts.password:
+                raise ValueError("no credentials in the URL; store the API key with `cairn secret set llm-api-key`")
+            return url or None
+        if key == "model":
+            return str(value).strip()
+        if key == "withhold_tags":
+            if isinstance(value, str):
+                value = [v for v in value.split(",") if v.strip()]
+            return tuple(str(v).strip().lstrip("#").lower() for v in value)
+        if key == "max_tokens":
+            number = int(value)
+            if number < 1:
+                raise ValueError("must be at least 1")
+            return number
+        if isinstance(value, bool):
+            raise ValueError("expected a number")
+        number = float(value)
+        if key == "temperature" and not 0 <= number <= 2:
+            raise ValueError("temperature must be 0..2")
+        if key != "temperature" and not number > 0:
+            raise ValueError("must be a positive number of seconds")
+        return number
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{origin}: bad value {value!r} for {'llm.' + key!r}: {exc}.") from None
+
+
 def _coerce(key: str, value: Any, origin: str) -> Any:
+    if key == "llm":
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{origin}: 'llm' must be a table ([llm] with base_url, model, ...).")
+        return {k: _coerce_llm(k, v, origin) for k, v in value.items()}
+    if key.startswith("llm."):
+        return {key[4:]: _coerce_llm(key[4:], value, origin)}
     if key not in _FIELDS:
         raise ConfigError(f"{origin}: unknown configuration key {key!r}; known keys: {', '.join(sorted(_FIELDS))}.")
     if value is None:
@@ -112,6 +211,8 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
             number = int(value)
             if key == "port" and not 0 <= number <= 65535:
                 raise ValueError("port must be 0..65535")
+            if key == "max_ask_streams" and not 1 <= number <= 64:
+                raise ValueError("max_ask_streams must be 1..64")
             if key == "top_k" and not 1 <= number <= 100:
                 raise ValueError("top_k must be 1..100")
             return number
@@ -150,6 +251,11 @@ def load_config(
             raise ConfigError(f"Config file {str(path)!r} is not valid TOML: {exc}.") from None
         for key, value in data.items():
             values[key] = _coerce(key, value, f"config file {path}")
+    llm: dict[str, Any] = {}
+    for layer in (values, env_values, cli_values):
+        llm.update(layer.pop("llm", None) or {})
+        for k in [k for k in layer if k.startswith("llm.")]:
+            llm.update(layer.pop(k))
     values.update(env_values)
     values.update(cli_values)
-    return Config(**values)
+    return Config(**values, llm=LLMConfig(**llm))

@@ -86,3 +86,35 @@ class NoteReadError(CairnError):
 
     code = "note_unreadable"
     http_status = 422
+
+
+class MisdirectedRequest(CairnError):
+    """The ``Host`` header names something other than this loopback server (DNS-rebinding defence)."""
+
+    code = "misdirected_request"
+    http_status = 421
+
+
+class TooManyRequests(CairnError):
+    """Throttled: too many bad tokens, or too many open streams. ``retry_after`` is in seconds."""
+
+    code = "too_many_requests"
+    http_status = 429
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = max(1, int(retry_after))
+
+
+class Busy(TooManyRequests):
+    """Every stream slot is taken; try again after ``retry_after`` seconds (HTTP 503 + Retry-After)."""
+
+    code = "busy"
+    http_status = 503
+
+
+class LLMError(CairnError):
+    """The configured language model could not be reached, refused, failed, stalled or said nothing."""
+
+    code = "llm_error"
+    http_status = 502

@@ -57,7 +57,9 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from cairn.config import Config
-from cairn.errors import BadRequest, CairnError, ConfigError, Forbidden, Unauthorized
+from cairn.errors import (
+    BadRequest, Busy, CairnError, ConfigError, Forbidden, MisdirectedRequest, TooManyRequests, Unauthorized,
+)
 
 if TYPE_CHECKING:  # result types only; the query service itself is injected
     from cairn.query import Answer, SearchResult
@@ -89,6 +91,8 @@ _STATUS_CODES = {
     401: "unauthorized",
     403: "forbidden",
     404: "not_found",
+    421: "misdirected_request",
+    429: "too_many_requests",
     405: "method_not_allowed",
     413: "payload_too_large",
     415: "unsupported_media_type",
@@ -96,10 +100,76 @@ _STATUS_CODES = {
 }
 
 _CONFIG_KEY = web.AppKey("cairn_config", Config)
-_TOKEN_KEY = web.AppKey("cairn_token", bytes)
+_TOKEN_KEY = web.AppKey("cairn_token", object)
+_HEARTBEAT_KEY = web.AppKey("cairn_heartbeat_s", float)
 _QUERY_KEY = web.AppKey("cairn_query", object)
 _STATS_KEY = web.AppKey("cairn_stats", object)
 _HEALTH_KEY = web.AppKey("cairn_health", object)
+_ANSWERS_KEY = web.AppKey("cairn_answers", object)
+_LIBRARY_KEY = web.AppKey("cairn_library", object)
+_REINDEX_KEY = web.AppKey("cairn_reindex", object)
+_EVENTS_KEY = web.AppKey("cairn_events", object)
+_STATE_KEY = web.AppKey("cairn_state", object)
+
+#: Seconds between SSE comment heartbeats (``: ping``) on an open stream.
+HEARTBEAT_S = 15.0
+#: Concurrent ``GET /events`` streams; one more is 503 with ``Retry-After``.
+MAX_EVENT_STREAMS = 8
+#: Bad-token throttle: this many wrong tokens in a burst, then one more allowed per REFILL seconds.
+BAD_TOKEN_BURST, BAD_TOKEN_REFILL_S = 10, 2.0
+_RELATED_PARAMS = ("path", "limit")
+
+
+class TokenSource(Protocol):
+    """Where the current API token comes from (``cairn.secrets.TokenWatch``); called on every request."""
+
+    def current(self) -> str: ...
+
+
+class _StaticToken:
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def current(self) -> str:
+        return self._token
+
+
+class BadTokenThrottle:
+    """A token bucket of wrong-token attempts: ``burst`` in a row, then one per ``refill_s`` seconds.
+    While the bucket is empty every token-bearing request is 429 *without being checked*, so guessing
+    gains nothing. Only requests that present a wrong ``Authorization`` header count — a browser cannot
+    send one cross-origin without a preflight (which the Origin check refuses), so web pages cannot
+    lock the plugin out."""
+
+    def __init__(self, burst: int = BAD_TOKEN_BURST, refill_s: float = BAD_TOKEN_REFILL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.burst, self.refill_s, self.clock = burst, refill_s, clock
+        self._level = float(burst)
+        self._at = clock()
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self._level = min(float(self.burst), self._level + (now - self._at) / self.refill_s)
+        self._at = now
+
+    def retry_after(self) -> float:
+        """0 when a token may be checked now, else the seconds until one may."""
+        self._refill()
+        return 0.0 if self._level >= 1.0 else (1.0 - self._level) * self.refill_s
+
+    def failed(self) -> None:
+        self._refill()
+        self._level = max(0.0, self._level - 1.0)
+
+
+class _State:
+    """Per-app mutable state: open streams, the shutdown signal, the bad-token throttle."""
+
+    def __init__(self, throttle: BadTokenThrottle) -> None:
+        self.ask_streams = 0
+        self.event_streams = 0
+        self.closing = asyncio.Event()
+        self.throttle = throttle
 
 
 class QueryServiceLike(Protocol):
@@ -120,39 +190,92 @@ class QueryServiceLike(Protocol):
 # -- application -----------------------------------------------------------------------
 
 
+class AnswersLike(Protocol):
+    """The answer service (:class:`cairn.answer.AnswerService`): an async stream of ``(event, data)``."""
+
+    def stream(self, question: str, *, top_k: int, tags: Sequence[str], folders: Sequence[str]) -> Any: ...
+
+
+class LibraryLike(Protocol):
+    """Read views (:class:`cairn.browse.Library`); blocking, called from worker threads."""
+
+    def note(self, path: str) -> Mapping[str, Any]: ...
+
+    def related(self, path: str, limit: int) -> Mapping[str, Any]: ...
+
+    def tags(self) -> Mapping[str, Any]: ...
+
+
+class EventsLike(Protocol):
+    """Index progress broadcaster (:class:`cairn.events.EventBus`)."""
+
+    def subscribe(self) -> Any: ...
+
+
 def create_app(
     *,
     config: Config,
     query: QueryServiceLike,
-    token: str,
+    token: str | TokenSource,
     stats: Callable[[], Mapping[str, Any]],
-    health: Callable[[], Mapping[str, Any]],
+    health: Callable[[], Any],
+    answers: AnswersLike | None = None,
+    library: LibraryLike | None = None,
+    reindex: Callable[[str | None], Mapping[str, Any]] | None = None,
+    events: EventsLike | None = None,
+    heartbeat_s: float = HEARTBEAT_S,
+    throttle: BadTokenThrottle | None = None,
 ) -> web.Application:
     """Build the aiohttp application.
 
-    ``token`` is the API token clients must send as ``Authorization: Bearer <token>``
-    (see :mod:`cairn.secrets`); ``stats()`` returns the ``/index/stats`` dict and
-    ``health()`` the ``/health`` dict — both may block and run in a worker thread.
+    ``token`` is the API token clients must send as ``Authorization: Bearer <token>``, or a
+    :class:`TokenSource` asked on every request (so a rotation takes effect at once);
+    ``stats()`` returns the ``/index/stats`` dict and ``health()`` the ``/health`` dict — both may
+    block and run in a worker thread (``health`` may also be a coroutine function).
+    ``answers`` streams ``/ask`` (without it, ``query.ask`` is streamed as word pieces);
+    ``library`` serves ``/notes``, ``/related`` and ``/tags``; ``reindex(path)`` queues a
+    re-index (blocking, returns ``{queued, ...}``); ``events`` feeds ``/events``. A route whose
+    dependency is missing answers 503 ``unavailable``.
     Raises :class:`ConfigError` for an empty or short token (an empty token would
     let an empty ``Bearer`` header through).
     """
-    if not isinstance(token, str) or len(token) < 16:
+    source: TokenSource = _StaticToken(token) if isinstance(token, str) else token
+    current = source.current()
+    if not isinstance(current, str) or len(current) < 16:
         raise ConfigError("The API token is missing or shorter than 16 characters; run `cairn token --rotate`.")
     app = web.Application(
         middlewares=[_errors_middleware, _host_middleware, _origin_middleware, _auth_middleware],
         client_max_size=MAX_BODY_BYTES,
     )
     app[_CONFIG_KEY] = config
-    app[_TOKEN_KEY] = token.encode("utf-8")
+    app[_TOKEN_KEY] = source
     app[_QUERY_KEY] = query
     app[_STATS_KEY] = stats
     app[_HEALTH_KEY] = health
+    app[_ANSWERS_KEY] = answers
+    app[_LIBRARY_KEY] = library
+    app[_REINDEX_KEY] = reindex
+    app[_EVENTS_KEY] = events
+    app[_STATE_KEY] = _State(throttle or BadTokenThrottle())
+    app[_HEARTBEAT_KEY] = float(heartbeat_s)
     app.router.add_post("/ask", _ask)
     app.router.add_get("/search", _search)
     app.router.add_get("/health", _health)
     app.router.add_get("/index/stats", _index_stats)
+    app.router.add_post("/index/reindex", _index_reindex)
+    app.router.add_get("/notes/{path:.+}", _note)
+    app.router.add_get("/related", _related)
+    app.router.add_get("/tags", _tags)
+    app.router.add_get("/events", _events)
+    app.router.add_get("/openapi.json", _openapi)
     app.on_response_prepare.append(_add_common_headers)
+    app.on_shutdown.append(_on_shutdown)
     return app
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    """Ask every open SSE stream to finish now (they end with a last event, then EOF)."""
+    app[_STATE_KEY].closing.set()
 
 
 @dataclass
@@ -182,7 +305,8 @@ async def serve(app: web.Application, host: str = "127.0.0.1", port: int = 0) ->
     if not _is_loopback(host):
         raise ConfigError(f"HTTP host {host!r} is not a loopback address; Cairn serves on 127.0.0.1, ::1 or localhost only.")
     runner = web.AppRunner(
-        app, access_log_class=_AccessLogger, access_log=access_log, handle_signals=False, shutdown_timeout=2.0
+        app, access_log_class=_AccessLogger, access_log=access_log, handle_signals=False, shutdown_timeout=2.0,
+        handler_cancellation=True,  # a client that leaves cancels its handler, and so its LLM request
     )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -231,6 +355,8 @@ async def _errors_middleware(request: web.Request, handler) -> web.StreamRespons
         return await handler(request)
     except CairnError as exc:
         headers = {"WWW-Authenticate": 'Bearer realm="cairn"'} if exc.http_status == 401 else None
+        if isinstance(exc, TooManyRequests):
+            headers = {"Retry-After": str(exc.retry_after)}
         if exc.http_status >= 500:
             log.error("%s %s failed: %s", request.method, request.path, exc.message)
         return _error_response(exc.http_status, exc.code, exc.message, headers)
@@ -261,7 +387,7 @@ def _http_exception_response(request: web.Request, exc: web.HTTPException) -> we
 
 @web.middleware
 async def _host_middleware(request: web.Request, handler) -> web.StreamResponse:
-    """403 unless Host is 127.0.0.1, localhost or [::1], with no port or the port we listen on."""
+    """421 unless Host is 127.0.0.1, localhost or [::1], with no port or the port we listen on."""
     raw = request.headers.get("Host")
     match = _HOST_RE.match(raw.strip().lower()) if raw else None
     ok = match is not None and match.group("name") in _ALLOWED_HOSTNAMES
@@ -271,7 +397,7 @@ async def _host_middleware(request: web.Request, handler) -> web.StreamResponse:
             ok = int(match.group("port")) == sockname[1]
     if not ok:
         shown = (raw or "")[:100]
-        raise Forbidden(
+        raise MisdirectedRequest(
             f"Host header {shown!r} is not allowed; Cairn answers only requests addressed to "
             "127.0.0.1, localhost or [::1] (DNS-rebinding defence)."
         )
@@ -317,12 +443,22 @@ async def _auth_middleware(request: web.Request, handler) -> web.StreamResponse:
             "A token in the URL is never accepted (URLs end up in logs and history); "
             "send it as the header 'Authorization: Bearer <token>' instead, and rotate it with `cairn token --rotate`."
         )
-    header = request.headers.get("Authorization", "")
-    scheme, _, presented = header.strip().partition(" ")
-    expected: bytes = request.app[_TOKEN_KEY]
+    header = request.headers.get("Authorization")
+    if header is not None:
+        throttle: BadTokenThrottle = request.app[_STATE_KEY].throttle
+        wait = throttle.retry_after()
+        if wait > 0:
+            raise TooManyRequests(
+                f"Too many wrong API tokens; try again in {wait:.0f} s. Print the right one with `cairn token`.",
+                retry_after=int(wait) + 1,
+            )
+    scheme, _, presented = (header or "").strip().partition(" ")
+    expected = request.app[_TOKEN_KEY].current().encode("utf-8")
     if scheme.lower() != "bearer" or not hmac.compare_digest(
         presented.strip().encode("utf-8", "replace"), expected
     ):
+        if header is not None:
+            request.app[_STATE_KEY].throttle.failed()
         raise Unauthorized(
             "Missing or wrong API token: send the header 'Authorization: Bearer <token>'; "
             "print the token with `cairn token`."
@@ -427,8 +563,13 @@ async def _search(request: web.Request) -> web.Response:
 
 
 async def _health(request: web.Request) -> web.Response:
-    """``GET /health`` (no token) → ``health()``."""
-    return web.json_response(dict(await asyncio.to_thread(request.app[_HEALTH_KEY])))
+    """``GET /health`` (no token) → ``health()`` (a coroutine function, or blocking → worker thread)."""
+    fn = request.app[_HEALTH_KEY]
+    if asyncio.iscoroutinefunction(fn):
+        result = await fn()
+    else:
+        result = await asyncio.to_thread(fn)
+    return web.json_response(dict(result))
 
 
 async def _index_stats(request: web.Request) -> web.Response:
@@ -450,11 +591,84 @@ def sse_event(name: str, data: Any) -> bytes:
     return f"event: {name}\ndata: {payload}\n\n".encode("utf-8")
 
 
+def _need(request: web.Request, key: web.AppKey, what: str) -> Any:
+    value = request.app[key]
+    if value is None:
+        raise Busy(f"{what} is not available in this daemon.", retry_after=60)
+    return value
+
+
+def _sse_response() -> web.StreamResponse:
+    return web.StreamResponse(
+        status=200,
+        headers={
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",
+        },
+    )
+
+
+async def _legacy_events(query: QueryServiceLike, question: str, top_k: int, tags: Sequence[str],
+                         folders: Sequence[str]):
+    """``/ask`` events from a query service alone (``query.ask`` in a worker thread, streamed as word pieces)."""
+    answer = await asyncio.to_thread(query.ask, question, top_k=top_k, tags=tags, folders=folders)
+    for piece in split_pieces(answer.text):
+        yield "token", {"text": piece}
+    yield "sources", [s.to_json() for s in answer.sources]
+    yield "done", {"grounded": answer.grounded, "notFound": answer.not_found, "elapsedMs": 0.0, "removedCitations": 0}
+
+
+async def _pump(request: web.Request, response: web.StreamResponse, agen, on_failure, on_closing) -> None:
+    """Write ``agen``'s ``(event, data)`` items as SSE frames, a ``: ping`` comment every heartbeat while
+    waiting, until it ends. Server shutdown → ``on_closing()`` then EOF. ``agen`` raising →
+    ``on_failure(exc)``. If the handler is cancelled (the client left), the pending step of ``agen`` is
+    cancelled, which cancels whatever it awaits (the LLM request)."""
+    state: _State = request.app[_STATE_KEY]
+    heartbeat = request.app[_HEARTBEAT_KEY]
+    closing = asyncio.ensure_future(state.closing.wait())
+    step: asyncio.Future | None = None
+    try:
+        while True:
+            step = asyncio.ensure_future(agen.__anext__())
+            while True:
+                done, _ = await asyncio.wait({step, closing}, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED)
+                if step in done:
+                    break
+                if closing in done:
+                    step.cancel()
+                    await asyncio.gather(step, return_exceptions=True)
+                    await on_closing()
+                    await response.write_eof()
+                    return
+                await response.write(b": ping\n\n")
+            try:
+                name, data = step.result()
+            except StopAsyncIteration:
+                break
+            except Exception as exc:
+                await on_failure(exc)
+                await response.write_eof()
+                return
+            await response.write(sse_event(name, data))
+        await response.write_eof()
+    finally:
+        closing.cancel()
+        if step is not None and not step.done():
+            step.cancel()
+            await asyncio.gather(step, return_exceptions=True)
+        try:
+            await agen.aclose()
+        except Exception:  # already finished or failed
+            pass
+
+
 async def _ask(request: web.Request) -> web.StreamResponse:
     """``POST /ask`` → SSE ``token``… ``sources`` ``done`` (or ``error`` ``sources`` ``done``).
 
-    The body is validated before the stream starts (400/413 JSON errors); the stream
-    starts before the query service runs, so a client sees the headers at once.
+    The body is validated before the stream starts (400/413 JSON errors); beyond
+    ``config.max_ask_streams`` open streams → 503 with ``Retry-After``. The stream starts before
+    the answer is computed, so a client sees the headers at once.
     ``done.elapsedMs`` is the wall time from the request arriving to ``done`` (ms).
     """
     started = time.monotonic()
@@ -463,49 +677,156 @@ async def _ask(request: web.Request) -> web.StreamResponse:
     top_k = _top_k(body.get("topK"), request.app[_CONFIG_KEY].top_k)
     tags = _scope(body.get("tags"), "tags")
     folders = _scope(body.get("folders"), "folders")
-    query: QueryServiceLike = request.app[_QUERY_KEY]
-
-    response = web.StreamResponse(
-        status=200,
-        headers={
-            "Content-Type": "text/event-stream; charset=utf-8",
-            "Cache-Control": "no-cache",
-            "X-Accel-Buffering": "no",
-        },
-    )
-    await response.prepare(request)
+    state: _State = request.app[_STATE_KEY]
+    limit = request.app[_CONFIG_KEY].max_ask_streams
+    if state.ask_streams >= limit:
+        raise Busy(f"{limit} answers are already streaming; try again in a few seconds.", retry_after=5)
+    answers = request.app[_ANSWERS_KEY]
+    if answers is not None:
+        agen = answers.stream(question, top_k=top_k, tags=tags, folders=folders)
+    else:
+        agen = _legacy_events(request.app[_QUERY_KEY], question, top_k, tags, folders)
 
     def elapsed_ms() -> float:
         return round((time.monotonic() - started) * 1000, 1)
 
-    try:
-        try:
-            answer = await asyncio.to_thread(query.ask, question, top_k=top_k, tags=tags, folders=folders)
-        except CairnError as exc:
+    async def failure(exc: BaseException) -> None:
+        if isinstance(exc, CairnError):
             if exc.http_status >= 500:
                 log.error("POST /ask failed: %s", exc.message)
-            await _stream_failure(response, exc.code, exc.message, elapsed_ms)
-            return response
-        except Exception:
-            log.exception("Unexpected error answering POST /ask")
-            await _stream_failure(
-                response, "internal", "Internal error in the Cairn daemon; see its log for details.", elapsed_ms
-            )
-            return response
-        for piece in split_pieces(answer.text):
-            await response.write(sse_event("token", {"text": piece}))
-        await response.write(sse_event("sources", [s.to_json() for s in answer.sources]))
-        await response.write(
-            sse_event("done", {"grounded": answer.grounded, "notFound": answer.not_found, "elapsedMs": elapsed_ms()})
-        )
-        await response.write_eof()
+            code, message = exc.code, exc.message
+        else:
+            log.error("Unexpected error answering POST /ask", exc_info=exc)
+            code, message = "internal", "Internal error in the Cairn daemon; see its log for details."
+        await _stream_failure(response, code, message, elapsed_ms)
+
+    async def closing() -> None:
+        await response.write(sse_event("error", {"code": "shutting_down", "message": "The Cairn daemon is stopping."}))
+        await response.write(sse_event("sources", []))
+        await response.write(sse_event("done", {"grounded": False, "notFound": False, "elapsedMs": elapsed_ms(),
+                                                "removedCitations": 0}))
+
+    state.ask_streams += 1
+    try:
+        response = _sse_response()
+        await response.prepare(request)
+
+        async def timed():
+            async for name, data in agen:
+                if name == "done":
+                    data = {**data, "elapsedMs": elapsed_ms()}
+                yield name, data
+
+        await _pump(request, response, timed(), failure, closing)
     except ConnectionResetError:
         log.info("POST /ask: the client went away before the answer was complete.")
+    finally:
+        state.ask_streams -= 1
+        await agen.aclose()
     return response
 
 
 async def _stream_failure(response: web.StreamResponse, code: str, message: str, elapsed_ms: Callable[[], float]) -> None:
     await response.write(sse_event("error", {"code": code, "message": message}))
     await response.write(sse_event("sources", []))
-    await response.write(sse_event("done", {"grounded": False, "notFound": False, "elapsedMs": elapsed_ms()}))
-    await response.write_eof()
+    await response.write(sse_event("done", {"grounded": False, "notFound": False, "elapsedMs": elapsed_ms(),
+                                            "removedCitations": 0}))
+
+
+def _only_params(request: web.Request, allowed: Sequence[str]) -> None:
+    unknown = sorted({name for name in request.query if name not in allowed})
+    if unknown:
+        raise BadRequest(f"Unknown query parameter {unknown[0]!r}; expected: {', '.join(allowed) or 'none'}.")
+    for name in allowed:
+        if len(request.query.getall(name, [])) > 1:
+            raise BadRequest(f"Query parameter {name!r} was given more than once.")
+
+
+async def _note(request: web.Request) -> web.Response:
+    """``GET /notes/{path}`` → ``{filePath, title, tags, aliases, frontmatter, content, links, backlinks}``.
+    The path is confined to the vault before anything is read (400 ``path_outside_vault``, 404)."""
+    _only_params(request, ())
+    library = _need(request, _LIBRARY_KEY, "Reading notes")
+    return web.json_response(dict(await asyncio.to_thread(library.note, request.match_info["path"])))
+
+
+async def _related(request: web.Request) -> web.Response:
+    """``GET /related?path=&limit=`` → ``{filePath, links, backlinks, similar}``."""
+    _only_params(request, _RELATED_PARAMS)
+    path = request.query.get("path")
+    if path is None:
+        raise BadRequest("Query parameter 'path' is required: the vault-relative path of a note.")
+    raw_limit = request.query.get("limit")
+    limit = 10
+    if raw_limit is not None:
+        if not re.fullmatch(r"[0-9]{1,3}", raw_limit.strip()) or not 1 <= int(raw_limit) <= 50:
+            raise BadRequest(f"limit must be an integer from 1 to 50, got {raw_limit[:20]!r}.")
+        limit = int(raw_limit)
+    library = _need(request, _LIBRARY_KEY, "Related notes")
+    return web.json_response(dict(await asyncio.to_thread(library.related, path, limit)))
+
+
+async def _tags(request: web.Request) -> web.Response:
+    """``GET /tags`` → ``{tags: [{tag, count}]}``."""
+    _only_params(request, ())
+    library = _need(request, _LIBRARY_KEY, "The tag list")
+    return web.json_response(dict(await asyncio.to_thread(library.tags)))
+
+
+async def _index_reindex(request: web.Request) -> web.Response:
+    """``POST /index/reindex`` ``{path?}`` → 202 ``{queued: true, path}`` (the run happens in the background)."""
+    _only_params(request, ())
+    body: dict[str, Any] = {}
+    if request.can_read_body and (request.content_length or 0) != 0:
+        body = await _json_body(request)
+    unknown = sorted(set(body) - {"path"})
+    if unknown:
+        raise BadRequest(f"Unknown field {unknown[0]!r}; expected: path.")
+    path = body.get("path")
+    if path is not None and (not isinstance(path, str) or not path.strip()):
+        raise BadRequest("path must be a non-empty vault-relative path, e.g. 'folder/note.md'.")
+    reindex = _need(request, _REINDEX_KEY, "Re-indexing")
+    result = await asyncio.to_thread(reindex, path)
+    return web.json_response(dict(result), status=202)
+
+
+async def _events(request: web.Request) -> web.StreamResponse:
+    """``GET /events`` → SSE of index progress: ``progress`` ``{phase, done, total}``, ``indexed``,
+    ``error``. Beyond :data:`MAX_EVENT_STREAMS` open streams → 503 with ``Retry-After``."""
+    _only_params(request, ())
+    bus = _need(request, _EVENTS_KEY, "Index events")
+    state: _State = request.app[_STATE_KEY]
+    if state.event_streams >= MAX_EVENT_STREAMS:
+        raise Busy(f"{MAX_EVENT_STREAMS} event streams are already open; close one and retry.", retry_after=5)
+    state.event_streams += 1
+    sub = bus.subscribe()
+
+    async def forever():
+        while True:
+            yield await sub.get()
+
+    async def failure(exc: BaseException) -> None:
+        log.error("GET /events failed", exc_info=exc)
+
+    async def closing() -> None:
+        return None
+
+    try:
+        response = _sse_response()
+        await response.prepare(request)
+        await response.write(b": connected\n\n")
+        await _pump(request, response, forever(), failure, closing)
+    except ConnectionResetError:
+        pass
+    finally:
+        sub.close()
+        state.event_streams -= 1
+    return response
+
+
+async def _openapi(request: web.Request) -> web.Response:
+    """``GET /openapi.json`` → the OpenAPI 3.1 document of this API (shipped in the package)."""
+    from importlib import resources
+
+    text = await asyncio.to_thread(lambda: resources.files("cairn").joinpath("openapi.json").read_text("utf-8"))
+    return web.Response(text=text, content_type="application/json")

@@ -104,8 +104,8 @@ def get_or_create_token(config: Config) -> str:
 
 
 def rotate_token(config: Config) -> str:
-    """Replace the API token with a new one and return it; the old token stops working
-    once the daemon reloads it (clients must be given the new one, e.g. via ``cairn token``)."""
+    """Replace the API token with a new one and return it. A running daemon (:class:`TokenWatch`)
+    refuses the old token from its next request on; clients need the new one (``cairn token``)."""
     token = _new_token()
     path = token_file(config)
     if _store_in_keyring(config, token):
@@ -116,11 +116,111 @@ def rotate_token(config: Config) -> str:
             pass
         except OSError as exc:
             log.warning("Could not remove the old token file %s: %s", path, exc.strerror)
+        _mark_rotation(config)
         return token
     _ensure_config_dir(config)
     _write_replace(path, token)
+    _mark_rotation(config)
     _warn_file_fallback(config, "no keyring backend is available")
     return token
+
+
+def _mark_rotation(config: Config) -> None:
+    """Touch ``<config_dir>/api-token.generation`` (a random nonce, no secret) so that a running daemon's
+    :class:`TokenWatch` notices the rotation on its next request, whichever backend holds the token."""
+    _ensure_config_dir(config)
+    _write_replace(generation_file(config), secrets.token_hex(8))
+
+
+def generation_file(config: Config) -> Path:
+    return config.config_dir / (TOKEN_FILE_NAME + ".generation")
+
+
+class TokenWatch:
+    """The API token as a running daemon sees it: :meth:`current` is called on every authenticated
+    request; it ``stat``s the rotation marker and the token file (microseconds) and re-reads the token
+    only when either changed — so ``cairn token --rotate`` invalidates the old token at once."""
+
+    def __init__(self, config: Config, token: str | None = None) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._signature = self._stat()
+        self._token = token or get_or_create_token(config)
+
+    def _stat(self) -> tuple:
+        out = []
+        for path in (generation_file(self.config), token_file(self.config)):
+            try:
+                st = os.stat(path)
+                out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def current(self) -> str:
+        signature = self._stat()
+        if signature != self._signature:
+            with self._lock:
+                if signature != self._signature:
+                    fresh = read_token(self.config)
+                    if fresh:
+                        if fresh != self._token:
+                            log.info("The API token was rotated; the old one no longer works.")
+                        self._token = fresh
+                    self._signature = signature
+        return self._token
+
+
+# -- other secrets (the LLM API key) -----------------------------------------------------
+
+#: Names accepted by ``cairn secret set NAME``.
+SECRET_NAMES = ("llm-api-key",)
+LLM_API_KEY = "llm-api-key"
+_SECRET_RE = re.compile(r"^[\x21-\x7e]{1,4096}$")
+
+
+def _check_secret_name(name: str) -> None:
+    if name not in SECRET_NAMES:
+        raise ConfigError(f"Unknown secret {name!r}; known secrets: {', '.join(SECRET_NAMES)}.")
+
+
+def set_secret(config: Config, name: str, value: str) -> str:
+    """Store secret ``name`` (keyring, else ``<config_dir>/<name>`` mode 0600). Returns where it went.
+    Raises :class:`ConfigError` for an unknown name or an empty/invalid value (printable ASCII, no spaces)."""
+    _check_secret_name(name)
+    value = (value or "").strip()
+    if not _SECRET_RE.match(value):
+        raise ConfigError(f"The value for {name!r} is empty or has spaces/control characters; paste the key alone.")
+    keyring_mod = _usable_keyring()
+    path = config.config_dir / name
+    if keyring_mod is not None:
+        try:
+            keyring_mod.set_password(KEYRING_SERVICE, name, value)
+        except Exception as exc:
+            _warn_file_fallback(config, f"the keyring failed: {type(exc).__name__}")
+        else:
+            try:
+                path.unlink()
+            except OSError:
+                pass
+            return "keyring"
+    _ensure_config_dir(config)
+    _write_replace(path, value)
+    return str(path)
+
+
+def get_secret(config: Config, name: str) -> str | None:
+    """Secret ``name`` from the keyring, else from ``<config_dir>/<name>``; ``None`` when not set."""
+    _check_secret_name(name)
+    keyring_mod = _usable_keyring()
+    if keyring_mod is not None:
+        try:
+            value = keyring_mod.get_password(KEYRING_SERVICE, name)
+        except Exception:
+            value = None
+        if value and _SECRET_RE.match(value):
+            return value
+    return _read_file(config, config.config_dir / name, _SECRET_RE)
 
 
 # -- keyring -------------------------------------------------------------------------
@@ -253,9 +353,10 @@ def _write_replace(path: Path, token: str) -> None:
         raise ConfigError(f"Cannot write the token file {str(path)!r}: {exc.strerror}.") from None
 
 
-def _read_file(config: Config) -> str | None:
-    """The token in the token file; ``None`` when absent, empty or corrupt. Repairs loose permissions."""
-    path = token_file(config)
+def _read_file(config: Config, path: Path | None = None, pattern: re.Pattern = _TOKEN_RE) -> str | None:
+    """The secret in ``path`` (default: the token file); ``None`` when absent, empty or not matching
+    ``pattern``. Repairs loose permissions."""
+    path = path or token_file(config)
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags)
@@ -294,5 +395,5 @@ def _read_file(config: Config) -> str | None:
         data = os.read(fd, 4096)
     finally:
         os.close(fd)
-    value = data.decode("ascii", errors="replace").strip()
-    return value if _TOKEN_RE.match(value) else None
+    value = data.decode("utf-8", errors="replace").strip()
+    return value if pattern.match(value) else None

@@ -1,0 +1,132 @@
+"""The optional language model: a client for any OpenAI-compatible chat-completions endpoint
+with streaming (Ollama, llama.cpp server, LM Studio, vLLM, hosted APIs). Layer 3 adapter (aiohttp).
+
+``POST {base_url}/chat/completions`` with ``stream: true``; the server answers
+``text/event-stream`` lines ``data: {"choices": [{"delta": {"content": "..."}}]}`` and a final
+``data: [DONE]``. :meth:`OpenAIChatModel.stream` yields the content pieces.
+
+Every failure — connection refused, TLS, HTTP status >= 400, a malformed line, an ``error``
+object in the stream, no first token within ``first_token_timeout_s``, no next token within
+``idle_timeout_s``, the whole answer past ``total_timeout_s`` — is raised as
+:class:`~cairn.errors.LLMError` (the answer service then falls back to the extractive answer,
+or reports an ``error`` event when tokens were already streamed). Cancelling the consuming task
+closes the HTTP connection, which is how the model's work is cancelled when a client leaves.
+
+The API key (``cairn secret set llm-api-key``) is sent as ``Authorization: Bearer``; it is never
+logged nor put in an error message. Proxy environment variables are ignored (``trust_env=False``):
+the endpoint in the config is the one that is called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any, AsyncIterator, Sequence
+
+import aiohttp
+
+from cairn.config import LLMConfig, is_loopback_url
+from cairn.errors import LLMError
+
+log = logging.getLogger(__name__)
+
+
+class OpenAIChatModel:
+    """A streaming chat model behind an OpenAI-compatible endpoint (implements :class:`cairn.answer.ChatModel`)."""
+
+    def __init__(self, config: LLMConfig, *, api_key: str | None = None) -> None:
+        if not config.base_url:
+            raise LLMError("No llm.base_url configured.")
+        self.config = config
+        self.base_url = config.base_url.rstrip("/")
+        self.model = config.model
+        self._api_key = api_key
+        #: A non-loopback endpoint counts as a remote client: withheld notes never reach its prompt.
+        self.remote = not is_loopback_url(self.base_url)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _session(self, total: float | None) -> aiohttp.ClientSession:
+        timeout = aiohttp.ClientTimeout(total=total, sock_connect=self.config.connect_timeout_s,
+                                        connect=self.config.connect_timeout_s)
+        return aiohttp.ClientSession(timeout=timeout, trust_env=False)
+
+    async def stream(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]:
+        """Yield the answer's text pieces as the model streams them. Raises :class:`LLMError`."""
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages), "stream": True,
+                                "temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
+        url = self.base_url + "/chat/completions"
+        deadline = time.monotonic() + self.config.total_timeout_s
+        first = True
+        try:
+            async with self._session(self.config.total_timeout_s) as session:
+                async with session.post(url, json=body, headers=self._headers()) as resp:
+                    if resp.status >= 400:
+                        detail = (await resp.content.read(300)).decode("utf-8", "replace").strip()
+                        raise LLMError(f"The language model at {self.base_url} answered HTTP {resp.status}"
+                                       + (f": {detail[:200]}" if detail else "") + "; check llm.base_url and llm.model.")
+                    while True:
+                        wait = self.config.first_token_timeout_s if first else self.config.idle_timeout_s
+                        wait = min(wait, max(0.0, deadline - time.monotonic()))
+                        try:
+                            raw = await asyncio.wait_for(resp.content.readline(), timeout=wait)
+                        except asyncio.TimeoutError:
+                            what = "the first token" if first else "the next token"
+                            raise LLMError(f"The language model at {self.base_url} sent nothing for {wait:.0f} s "
+                                           f"while waiting for {what}; raise llm.*_timeout_s or use a faster model.") from None
+                        if not raw:
+                            return  # end of the body without [DONE]: what came is the answer
+                        line = raw.decode("utf-8", "replace").strip()
+                        if not line or line.startswith(":") or not line.startswith("data:"):
+                            continue  # blank separators, comments, `event:` lines
+                        payload = line[5:].strip()
+                        if payload == "[DONE]":
+                            return
+                        piece = _delta_text(payload, self.base_url)
+                        if piece:
+                            first = False
+                            yield piece
+        except LLMError:
+            raise
+        except asyncio.TimeoutError:
+            raise LLMError(f"The language model at {self.base_url} did not answer within the time limits "
+                           "(llm.connect_timeout_s / llm.total_timeout_s).") from None
+        except (aiohttp.ClientError, OSError) as exc:
+            raise LLMError(f"Cannot reach the language model at {self.base_url}: {type(exc).__name__}; "
+                           "is it running? Check llm.base_url.") from None
+
+    async def probe(self, timeout: float = 2.0) -> bool:
+        """True when the endpoint answers HTTP at all (``GET {base_url}/models``), within ``timeout`` seconds."""
+        try:
+            async with self._session(timeout) as session:
+                async with session.get(self.base_url + "/models", headers=self._headers()) as resp:
+                    return resp.status < 500
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
+            return False
+
+
+def _delta_text(payload: str, base_url: str) -> str:
+    """The ``choices[0].delta.content`` of one streamed chunk ('' when it has none)."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        raise LLMError(f"The language model at {base_url} streamed a line that is not JSON; "
+                       "is llm.base_url an OpenAI-compatible /v1 endpoint?") from None
+    if not isinstance(data, dict):
+        raise LLMError(f"The language model at {base_url} streamed an unexpected JSON value.")
+    if "error" in data:
+        err = data["error"]
+        message = err.get("message") if isinstance(err, dict) else err
+        raise LLMError(f"The language model at {base_url} reported an error: {str(message)[:200]}")
+    choices = data.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        return ""
+    delta = choices[0].get("delta") or choices[0].get("message") or {}
+    content = delta.get("content") if isinstance(delta, dict) else None
+    return content if isinstance(content, str) else ""
