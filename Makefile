@@ -7,7 +7,7 @@ SHARED ?= ../shared
 EVAL   ?= $(SHARED)/eval/dev.jsonl
 BENCH_VAULT ?= $(SHARED)/vaults/obsidian-hub
 
-.PHONY: run test eval bench model venv clean
+.PHONY: run test soak eval bench model venv clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Cairn needs Python 3.11+, found " + sys.version'
@@ -25,6 +25,12 @@ run: venv
 ## test: the whole test suite
 test: venv
 	$(PY) -m pytest -q
+
+## soak: kill -9 `cairn serve` at random points during indexing SOAK_CYCLES times (default 1000), checking
+## integrity_check, the FTS5 check and the reconcile diff (make test runs the same with 20 cycles)
+SOAK_CYCLES ?= 1000
+soak: venv
+	CAIRN_KILL_CYCLES=$(SOAK_CYCLES) $(PY) -m pytest -q -s -o timeout=0 tests/test_crash.py -k kill_9
 
 ## eval: Recall@5 / MRR@10 for bm25, dense and hybrid per vault, and not-found rates
 eval: venv

@@ -1,0 +1,256 @@
+"""Crash safety of ``cairn serve`` as a real subprocess: kill -9 during indexing, a damaged database,
+a second instance, changes made while stopped.
+
+The kill test runs ``CAIRN_KILL_CYCLES`` cycles (default 20; ``make soak`` runs 1,000): change some
+notes of a small vault, start the daemon, wait until it is serving (index opened and checked,
+indexing started), let it run a random 0–0.4 s, ``kill -9`` it, then check the database file:
+``PRAGMA integrity_check`` = ok, the FTS5 integrity check passes, and the store's invariants hold.
+At the end one clean run must bring the reconcile diff to zero, without any quarantine.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from cairn.app import Cairn
+from cairn.store import Store
+from tests.conftest import HELP_VAULT, make_config
+
+KILL_CYCLES = int(os.environ.get("CAIRN_KILL_CYCLES", "20"))
+START_DEADLINE_S = 60
+INDEX_DEADLINE_S = 120
+EMPTY = {"added": [], "changed": [], "deleted": []}
+
+
+def cairn_exe() -> str:
+    exe = Path(sys.executable).parent / "cairn"
+    if not exe.exists():
+        pytest.fail(f"the `cairn` console script is not installed next to {sys.executable}; run `make venv`")
+    return str(exe)
+
+
+def env_for(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
+    env.update({"CAIRN_DATA_DIR": str(home / "data"), "CAIRN_CONFIG_DIR": str(home / "config"),
+                "CAIRN_LOG_DIR": str(home / "log"), "CAIRN_KEYRING": "file", "PYTHONUNBUFFERED": "1"})
+    return env
+
+
+def spawn(home: Path, vault: Path, log_name: str = "serve.stderr") -> subprocess.Popen:
+    with open(home / log_name, "ab") as err:
+        return subprocess.Popen([cairn_exe(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
+                                env=env_for(home), stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+
+
+def wait_serving(home: Path, proc: subprocess.Popen, deadline_s: float = START_DEADLINE_S) -> str:
+    """The daemon's URL once its service.json names this pid (store open and checked, HTTP up)."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            info = json.loads((home / "data" / "service.json").read_text(encoding="utf-8"))
+            if info.get("pid") == proc.pid and info.get("url"):
+                return info["url"]
+        except (OSError, ValueError):
+            pass
+        if proc.poll() is not None:
+            pytest.fail(f"cairn serve exited with {proc.returncode}:\n{(home / 'serve.stderr').read_text()[-3000:]}")
+        time.sleep(0.02)
+    pytest.fail(f"cairn serve did not start in {deadline_s} s:\n{(home / 'serve.stderr').read_text()[-3000:]}")
+
+
+def get_json(url: str, path: str, token: str) -> dict:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+        resp = conn.getresponse()
+        body = json.loads(resp.read())
+        assert resp.status == 200, body
+        return body
+    finally:
+        conn.close()
+
+
+def token_for(home: Path) -> str:
+    return subprocess.run([cairn_exe(), "token"], env=env_for(home), capture_output=True, text=True, timeout=60,
+                          check=True).stdout.strip()
+
+
+@contextmanager
+def serving(home: Path, vault: Path) -> Iterator[tuple[subprocess.Popen, str]]:
+    proc = spawn(home, vault)
+    try:
+        yield proc, wait_serving(home, proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def wait_indexed(url: str, token: str, proc: subprocess.Popen, notes: int | None = None) -> dict:
+    end = time.monotonic() + INDEX_DEADLINE_S
+    while time.monotonic() < end:
+        stats = get_json(url, "/index/stats", token)
+        if stats["pending"] == 0 and not stats["indexing"] and (notes is None or stats["notes"] == notes):
+            return stats
+        assert proc.poll() is None, "the daemon died"
+        time.sleep(0.05)
+    pytest.fail(f"not indexed in {INDEX_DEADLINE_S} s: {stats}")
+
+
+def db_file(home: Path, vault: Path) -> Path:
+    return make_config(vault.resolve(), home / "data").db_path
+
+
+def check_database(db: Path) -> list[str]:
+    store = Store(db)
+    try:
+        return store.integrity_problems(full=True)
+    finally:
+        store.close()
+
+
+def reconcile_diff(home: Path, vault: Path, embedder) -> dict:
+    cairn = Cairn(make_config(vault.resolve(), home / "data"), embedder=embedder)
+    try:
+        return cairn.indexer.reconcile_diff()
+    finally:
+        cairn.close()
+
+
+@pytest.fixture
+def small_vault(tmp_path) -> Path:
+    """One folder of the help vault (11 notes)."""
+    vault = tmp_path / "vault"
+    (vault / "User interface").mkdir(parents=True)
+    for src in (HELP_VAULT / "User interface").glob("*.md"):
+        shutil.copy2(src, vault / "User interface" / src.name)
+    return vault
+
+
+def mutate(vault: Path, rng: random.Random, cycle: int) -> None:
+    """Some edits a user or a sync would make: new text (needs embedding), a new note, a rename, a delete."""
+    notes = sorted(vault.rglob("*.md"))
+    for p in rng.sample(notes, min(8, len(notes))):
+        with open(p, "a", encoding="utf-8") as fh:
+            for k in range(6):
+                fh.write(f"\n\nEdit {cycle}.{k}: the {rng.choice(['amber', 'cobalt', 'saffron'])} settings "
+                         f"now include option {rng.randrange(10**6)} for {rng.choice(['tabs', 'panes', 'themes'])}.\n")
+    (vault / f"Cycle {cycle}.md").write_text(f"# Cycle {cycle}\n\nNotes written in cycle {cycle} about "
+                                             f"{rng.choice(['tabs', 'panes', 'hotkeys'])}.\n", encoding="utf-8")
+    victim = rng.choice(notes)
+    if rng.random() < 0.5:
+        victim.rename(victim.with_name(f"Renamed {cycle} {victim.name}"))
+    elif len(notes) > 8:
+        victim.unlink()
+
+
+# -- kill -9 -----------------------------------------------------------------------------------
+
+
+def test_kill_9_at_random_points_during_indexing_never_leaves_a_damaged_index(small_vault, tmp_path, embedder):
+    home = tmp_path / "home"
+    home.mkdir()
+    rng = random.Random(int(os.environ.get("CAIRN_KILL_SEED", "4")))
+    db = db_file(home, small_vault)
+    unfinished = 0
+    for cycle in range(KILL_CYCLES):
+        if cycle:
+            mutate(small_vault, rng, cycle)
+        proc = spawn(home, small_vault)
+        try:
+            wait_serving(home, proc)
+            time.sleep(rng.uniform(0.0, 0.4))  # the random point of the kill (not a wait for a condition)
+        finally:
+            proc.kill()  # SIGKILL
+            proc.wait(timeout=30)
+        problems = check_database(db)
+        assert problems == [], f"cycle {cycle}: {problems}"
+        if reconcile_diff(home, small_vault, embedder) != EMPTY:
+            unfinished += 1
+    # The kills must have landed during indexing, else this tested nothing.
+    assert unfinished >= KILL_CYCLES // 5, f"only {unfinished} of {KILL_CYCLES} kills interrupted indexing"
+    with serving(home, small_vault) as (proc, url):
+        stats = wait_indexed(url, token_for(home), proc)
+        assert stats["recovered"] is None
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    assert check_database(db) == []
+    assert reconcile_diff(home, small_vault, embedder) == EMPTY
+    assert not list(db.parent.glob("*.corrupt-*"))  # no cycle needed a quarantine
+    print(f"\n{KILL_CYCLES} kill -9 cycles, {unfinished} interrupted indexing; integrity ok every time")
+
+
+# -- a damaged database ------------------------------------------------------------------------
+
+
+def test_a_damaged_database_is_moved_aside_rebuilt_and_reported(small_vault, tmp_path, embedder):
+    home = tmp_path / "home"
+    home.mkdir()
+    config = make_config(small_vault.resolve(), home / "data")
+    cairn = Cairn(config, embedder=embedder)
+    cairn.index()
+    notes = cairn.stats()["notes"]
+    cairn.close()
+    db = config.db_path
+    size = db.stat().st_size
+    with open(db, "r+b") as fh:  # overwrite pages in the middle of the file
+        fh.seek(size // 3)
+        fh.write(os.urandom(8192))
+    damaged = db.read_bytes()
+    with serving(home, small_vault) as (proc, url):
+        stats = wait_indexed(url, token_for(home), proc, notes=notes)
+        rec = stats["recovered"]
+        assert rec and rec["reason"] and isinstance(rec["at"], (int, float))
+        moved = Path(rec["movedTo"])
+        assert moved.parent == db.parent and moved.name.startswith(db.name + ".corrupt-")
+        assert moved.read_bytes() == damaged  # kept as it was, not deleted
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    assert "damaged" in (home / "serve.stderr").read_text()
+    assert check_database(db) == []
+    assert reconcile_diff(home, small_vault, embedder) == EMPTY
+
+
+# -- one instance; changes while stopped -------------------------------------------------------
+
+
+def test_a_second_instance_is_refused_and_changes_made_while_stopped_are_picked_up(small_vault, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    with serving(home, small_vault) as (proc, url):
+        token = token_for(home)
+        wait_indexed(url, token, proc)
+        second = subprocess.run([cairn_exe(), "serve", "--vault", str(small_vault), "--port", "0", "--no-tray"],
+                                env=env_for(home), capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1
+        assert f"pid {proc.pid}" in second.stderr and "already serving" in second.stderr, second.stderr
+        assert get_json(url, "/health", token)["status"] == "ok"  # the first is untouched
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    (small_vault / "Offline.md").write_text("Written while the daemon was stopped: the lighthouse keeper's log.\n",
+                                            encoding="utf-8")
+    (small_vault / "User interface" / "Ribbon.md").unlink()
+    with serving(home, small_vault) as (proc, url):
+        stats = wait_indexed(url, token, proc)
+        parts = urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+        conn.request("GET", "/search?q=lighthouse+keeper+log", headers={"Authorization": f"Bearer {token}"})
+        results = json.loads(conn.getresponse().read())["results"]
+        conn.close()
+        assert results and results[0]["filePath"] == "Offline.md"
+        assert stats["watching"] is True and stats["paused"] is False
