@@ -344,6 +344,7 @@ def test_a_corrupt_index_exits_1_with_an_error_saying_what_to_do(tmp_path, vault
     ("ask", "--json"),
     ("search", "x", "--top-k", "many"),
     ("search", "x", "--top-k", "0"),
+    ("search", "x", "--top-k", "51"),
     ("search", "x", "--no-such-flag"),
     ("token", "--rotate", "extra"),
 ], ids=lambda a: " ".join(a) or "no-command")

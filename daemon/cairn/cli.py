@@ -32,13 +32,13 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
 
 
 def _top_k_arg(text: str) -> int:
-    """``--top-k``: an integer 1..100 (0 or a negative number is a usage error, exit 2)."""
+    """``--top-k``: an integer 1..50, as the query service (0 or a negative number is a usage error, exit 2)."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 100, got {text!r}") from None
-    if not 1 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 100, got {value}")
+        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 50, got {text!r}") from None
+    if not 1 <= value <= 50:
+        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 50, got {value}")
     return value
 
 
@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--tag", action="append", default=[], help="only notes with this tag (any of; nested tags match)")
         if name == "search":
             p.add_argument("--folder", action="append", default=[], help="only notes under this folder")
-        p.add_argument("--top-k", type=_top_k_arg, default=None, help="number of results, 1..100 (default 8)")
+        p.add_argument("--top-k", type=_top_k_arg, default=None, help="number of results, 1..50 (default 8)")
         p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("status", parents=[common], help="index counts, pending work, whether a daemon runs")

@@ -213,8 +213,8 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
                 raise ValueError("port must be 0..65535")
             if key == "max_ask_streams" and not 1 <= number <= 64:
                 raise ValueError("max_ask_streams must be 1..64")
-            if key == "top_k" and not 1 <= number <= 100:
-                raise ValueError("top_k must be 1..100")
+            if key == "top_k" and not 1 <= number <= 50:
+                raise ValueError("top_k must be 1..50")
             return number
         if key == "debug":
             return value if isinstance(value, bool) else str(value).lower() in {"1", "true", "yes", "on"}
