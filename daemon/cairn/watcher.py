@@ -221,7 +221,7 @@ class VaultWatcher:
         while not self._stop.is_set():
             try:
                 watcher = awatch(self.root, watch_filter=self._filter, debounce=50, step=20, stop_event=self._stop,
-                                 rust_timeout=500, yield_on_timeout=True, force_polling=self.force_polling,
+                                 rust_timeout=250, yield_on_timeout=True, force_polling=self.force_polling,
                                  recursive=True)
                 first = True
                 async for changes in watcher:
