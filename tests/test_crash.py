@@ -247,10 +247,34 @@ def test_a_second_instance_is_refused_and_changes_made_while_stopped_are_picked_
     (small_vault / "User interface" / "Ribbon.md").unlink()
     with serving(home, small_vault) as (proc, url):
         stats = wait_indexed(url, token, proc)
-        parts = urlsplit(url)
-        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-        conn.request("GET", "/search?q=lighthouse+keeper+log", headers={"Authorization": f"Bearer {token}"})
-        results = json.loads(conn.getresponse().read())["results"]
-        conn.close()
+        results = search(url, token, "lighthouse keeper log")
         assert results and results[0]["filePath"] == "Offline.md"
         assert stats["watching"] is True and stats["paused"] is False
+        # Pause over HTTP: nothing followed; resume: a reconcile picks up what changed meanwhile.
+        assert post_json(url, "/index/pause", token) == {"paused": True, "watching": False}
+        assert get_json(url, "/index/stats", token)["paused"] is True
+        (small_vault / "While paused.md").write_text("The ferryman's timetable, written while paused.\n",
+                                                     encoding="utf-8")
+        assert post_json(url, "/index/resume", token) == {"paused": False, "watching": True}
+        end = time.monotonic() + INDEX_DEADLINE_S
+        while "While paused.md" not in {r["filePath"] for r in search(url, token, "ferryman timetable")}:
+            assert time.monotonic() < end, "the change made while paused was not picked up after resume"
+            time.sleep(0.05)
+
+
+def post_json(url: str, path: str, token: str) -> dict:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        conn.request("POST", path, headers={"Authorization": f"Bearer {token}"})
+        resp = conn.getresponse()
+        body = json.loads(resp.read())
+        assert resp.status == 200, body
+        return body
+    finally:
+        conn.close()
+
+
+def search(url: str, token: str, q: str) -> list[dict]:
+    from urllib.parse import urlencode
+    return get_json(url, "/search?" + urlencode({"q": q}), token)["results"]

@@ -163,6 +163,12 @@ class Cairn:
         if self.watcher is not None:
             self.watcher.resume()
 
+    def set_paused(self, paused: bool) -> dict[str, bool]:
+        """``POST /index/pause`` (True) and ``/index/resume`` (False): {paused, watching} afterwards."""
+        self.pause() if paused else self.resume()
+        watching = self.watcher.watching if self.watcher is not None else False
+        return {"paused": self._paused, "watching": watching}
+
     def stats(self) -> dict[str, Any]:
         """``/index/stats``: {notes, skipped, chunks, vectors, pending, lastIngestedAt, indexing, watching, paused,
         pendingPaths, recovered, errors}. ``pending`` counts chunks awaiting vectors plus changed paths awaiting indexing."""
@@ -310,7 +316,8 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
         return out
 
     app = create_app(config=config, query=cairn.query, token=token, stats=cairn.stats, health=health,
-                     answers=answers, library=cairn.library, reindex=cairn.request_reindex, events=cairn.events)
+                     answers=answers, library=cairn.library, reindex=cairn.request_reindex, events=cairn.events,
+                     set_paused=cairn.set_paused)
     # Watch before the start-up index scans, so no change falls between the two.
     watcher = VaultWatcher(config.vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=config.ignore)
     cairn.watcher = watcher

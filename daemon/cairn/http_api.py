@@ -108,6 +108,7 @@ _HEALTH_KEY = web.AppKey("cairn_health", object)
 _ANSWERS_KEY = web.AppKey("cairn_answers", object)
 _LIBRARY_KEY = web.AppKey("cairn_library", object)
 _REINDEX_KEY = web.AppKey("cairn_reindex", object)
+_PAUSE_KEY = web.AppKey("cairn_pause", object)
 _EVENTS_KEY = web.AppKey("cairn_events", object)
 _STATE_KEY = web.AppKey("cairn_state", object)
 
@@ -223,6 +224,7 @@ def create_app(
     library: LibraryLike | None = None,
     reindex: Callable[[str | None], Mapping[str, Any]] | None = None,
     events: EventsLike | None = None,
+    set_paused: Callable[[bool], Mapping[str, Any]] | None = None,
     heartbeat_s: float = HEARTBEAT_S,
     throttle: BadTokenThrottle | None = None,
 ) -> web.Application:
@@ -234,7 +236,8 @@ def create_app(
     block and run in a worker thread (``health`` may also be a coroutine function).
     ``answers`` streams ``/ask`` (without it, ``query.ask`` is streamed as word pieces);
     ``library`` serves ``/notes``, ``/related`` and ``/tags``; ``reindex(path)`` queues a
-    re-index (blocking, returns ``{queued, ...}``); ``events`` feeds ``/events``. A route whose
+    re-index (blocking, returns ``{queued, ...}``); ``events`` feeds ``/events``; ``set_paused(flag)``
+    pauses or resumes watching the vault (``POST /index/pause`` / ``/index/resume``; returns ``{paused, watching}``). A route whose
     dependency is missing answers 503 ``unavailable``.
     Raises :class:`ConfigError` for an empty or short token (an empty token would
     let an empty ``Bearer`` header through).
@@ -255,6 +258,7 @@ def create_app(
     app[_ANSWERS_KEY] = answers
     app[_LIBRARY_KEY] = library
     app[_REINDEX_KEY] = reindex
+    app[_PAUSE_KEY] = set_paused
     app[_EVENTS_KEY] = events
     app[_STATE_KEY] = _State(throttle or BadTokenThrottle())
     app[_HEARTBEAT_KEY] = float(heartbeat_s)
@@ -263,6 +267,8 @@ def create_app(
     app.router.add_get("/health", _health)
     app.router.add_get("/index/stats", _index_stats)
     app.router.add_post("/index/reindex", _index_reindex)
+    app.router.add_post("/index/pause", _index_pause)
+    app.router.add_post("/index/resume", _index_resume)
     app.router.add_get("/notes/{path:.+}", _note)
     app.router.add_get("/related", _related)
     app.router.add_get("/tags", _tags)
@@ -788,6 +794,26 @@ async def _index_reindex(request: web.Request) -> web.Response:
     reindex = _need(request, _REINDEX_KEY, "Re-indexing")
     result = await asyncio.to_thread(reindex, path)
     return web.json_response(dict(result), status=202)
+
+
+async def _set_paused(request: web.Request, paused: bool) -> web.Response:
+    _only_params(request, ())
+    if request.can_read_body and (request.content_length or 0) != 0:
+        body = await _json_body(request)
+        if body:
+            raise BadRequest(f"Unknown field {sorted(body)[0]!r}; this route takes no body.")
+    set_paused = _need(request, _PAUSE_KEY, "Pausing and resuming")
+    return web.json_response(dict(await asyncio.to_thread(set_paused, paused)))
+
+
+async def _index_pause(request: web.Request) -> web.Response:
+    """``POST /index/pause`` → ``{paused: true, watching: false}``: file changes are no longer followed."""
+    return await _set_paused(request, True)
+
+
+async def _index_resume(request: web.Request) -> web.Response:
+    """``POST /index/resume`` → ``{paused: false, watching}``; a reconcile picks up what changed meanwhile."""
+    return await _set_paused(request, False)
 
 
 async def _events(request: web.Request) -> web.StreamResponse:
