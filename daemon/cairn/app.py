@@ -340,7 +340,7 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
         except Exception:
             log.exception("indexing failed; the daemon keeps serving what is indexed")
 
-    indexing = loop.run_in_executor(None, index_in_background)
+    indexing = loop.run_in_executor(watcher.executor, index_in_background)  # the low-priority indexing thread
     try:
         await stop.wait()
     finally:

@@ -97,6 +97,8 @@ def title_hash(title: str) -> str:
     return content_hash("\x1ftitle\x1f" + title)
 
 
+#: Truncate the WAL after this many notes written in one run.
+WAL_CHECKPOINT_EVERY = 200
 #: Parse and chunk in worker processes when at least this many notes changed (2 cores: ~2× faster).
 PARALLEL_MIN_NOTES = 100
 
@@ -366,6 +368,8 @@ class Indexer:
                     report.updated += 1
                 if progress:
                     progress("index", n + 1, len(to_parse))
+                if (n + 1) % WAL_CHECKPOINT_EVERY == 0:  # keep the WAL file small during a long first index
+                    self.store.wal_checkpoint()
             self._reresolve_links(resolver)
             self.store.wal_checkpoint()
         report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started

@@ -164,6 +164,11 @@ class VaultWatcher:
         self._poke()
 
     @property
+    def executor(self) -> ThreadPoolExecutor:
+        """The single low-priority indexing thread: other indexing work (the start-up index) can run here too."""
+        return self._executor
+
+    @property
     def paused(self) -> bool:
         return self._paused
 
