@@ -225,20 +225,28 @@ class VaultWatcher:
         backoff = 0.5
         while not self._stop.is_set():
             try:
-                watcher = awatch(self.root, watch_filter=self._filter, debounce=50, step=20, stop_event=self._stop,
-                                 rust_timeout=250, yield_on_timeout=True, force_polling=self.force_polling,
-                                 recursive=True)
-                first = True
-                async for changes in watcher:
-                    if first:  # the Rust watcher is set up once the first (possibly empty) batch comes
-                        first = False
-                        self._watching = True
-                        ready.set()
-                    if changes:
-                        rels = {r for _c, p in changes if (r := self.relative(p)) is not None}
-                        self.hints_seen += len(rels)
-                        if rels:
-                            self.add_hints(rels)
+                watcher = awatch(self.root, watch_filter=self._filter, debounce=50, step=50, stop_event=self._stop,
+                                 rust_timeout=5000, force_polling=self.force_polling, recursive=True)
+                it = watcher.__aiter__()
+                nxt = asyncio.ensure_future(it.__anext__())
+                # The generator's first step sets up the Rust watcher (inotify watches on every folder)
+                # before it first suspends; let it run that far, and we are watching.
+                for _ in range(3):
+                    await asyncio.sleep(0)
+                if nxt.done() and nxt.exception() is not None:
+                    raise nxt.exception()  # type: ignore[misc]
+                self._watching = True
+                ready.set()
+                while True:
+                    try:
+                        changes = await nxt
+                    except StopAsyncIteration:
+                        break
+                    rels = {r for _c, p in changes if (r := self.relative(p)) is not None}
+                    self.hints_seen += len(rels)
+                    if rels:
+                        self.add_hints(rels)
+                    nxt = asyncio.ensure_future(it.__anext__())
                 backoff = 0.5
             except Exception as exc:  # a watcher error: reconcile (events were lost), then watch again
                 self._watching = False
