@@ -165,3 +165,24 @@ def test_search_right_after_an_edit_sees_the_new_text_and_never_the_old(cairn, v
     hits = cairn.query.search("buckwheat porridge", mode="dense").hits
     assert hits and hits[0].file_path == "Flour.md" and "Buckwheat" in hits[0].text
     assert all("Rye flour" not in h.text for h in cairn.query.search("rye flour ferments", top_k=20).hits)
+
+
+def test_hinted_paths_update_links_elsewhere_when_a_note_appears_or_its_aliases_change(cairn, vault):
+    cairn.index()
+    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0]["targetPath"] is None
+    (vault / "Missing note.md").write_text("Now it exists.", encoding="utf-8")
+    report = cairn.indexer.index_paths({"Missing note.md"})
+    assert report.added == 1
+    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0]["targetPath"] == "Missing note.md"
+    (vault / "Missing note.md").unlink()
+    (vault / "Other.md").write_text("---\naliases: [Missing note]\n---\nAn alias now.\n", encoding="utf-8")
+    cairn.indexer.index_paths({"Missing note.md", "Other.md"})
+    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0]["targetPath"] == "Other.md"
+    assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
+
+
+def test_hints_for_ignored_missing_or_outside_paths_do_nothing(cairn, vault):
+    cairn.index()
+    (vault / ".obsidian" / "new.md").write_text("hidden", encoding="utf-8")
+    report = cairn.indexer.index_paths({".obsidian/new.md", "../outside.md", "/etc/passwd", "No such.md", "Garden"})
+    assert (report.added, report.updated, report.deleted) == (0, 0, 0)

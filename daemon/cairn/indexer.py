@@ -262,7 +262,7 @@ class Indexer:
         gone -= set(files)
         # a file listed as gone may still be on disk under a hint we did not get (e.g. a folder moved back)
         return self._sync([files[p] for p in sorted(files)], sorted(gone), known, full=False, progress=progress,
-                          should_stop=should_stop)
+                          should_stop=should_stop, whole_vault=False)
 
     def _stat_hint(self, rel: str, rules: IgnoreRules) -> list[VaultFile]:
         """The notes at vault-relative ``rel`` now: [] when gone or not a note, one file, or a folder's notes."""
@@ -289,8 +289,12 @@ class Indexer:
         return [VaultFile(rel, abs_path, st.st_mtime_ns, st.st_size, "markdown")]
 
     def _sync(self, files: list[VaultFile], gone: Sequence[str], known: dict[str, NoteState], *, full: bool,
-              progress: Progress | None, should_stop: Callable[[], bool] | None) -> IndexReport:
-        """Write the new or changed notes among ``files`` and delete the notes at ``gone``."""
+              progress: Progress | None, should_stop: Callable[[], bool] | None,
+              whole_vault: bool = True) -> IndexReport:
+        """Write the new or changed notes among ``files`` and delete the notes at ``gone``. Links elsewhere
+        are re-resolved after a whole-vault run with changes (attachments may have come or gone), and after
+        a hinted batch only when a note was added or removed or its aliases changed (an edit of a note's
+        text cannot change how another note's links resolve)."""
         stop = should_stop or (lambda: False)
         started = time.perf_counter()
         report = IndexReport()
@@ -340,7 +344,8 @@ class Indexer:
                 self.store.write_skipped(path, kind=vf.kind, title=Path(path).stem, mtime_ns=vf.mtime_ns,
                                          size=vf.size, content_hash=digest, reason=reason)
                 report.skipped.append((path, reason))
-            resolver = self._resolver({p: n.note.aliases for p, n in parsed.items()})
+            old_aliases = self.store.note_aliases()
+            resolver = self._resolver({p: n.note.aliases for p, n in parsed.items()}, old_aliases)
             for n, (vf, text, digest) in enumerate(to_parse):
                 if stop():
                     report.stopped = True
@@ -370,13 +375,16 @@ class Indexer:
                     progress("index", n + 1, len(to_parse))
                 if (n + 1) % WAL_CHECKPOINT_EVERY == 0:  # keep the WAL file small during a long first index
                     self.store.wal_checkpoint()
-            self._reresolve_links(resolver)
+            if whole_vault or report.added or report.deleted or any(
+                    list(n.note.aliases) != old_aliases.get(p) for p, n in parsed.items()):
+                self._reresolve_links(resolver)
             self.store.wal_checkpoint()
         report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
         return report
 
-    def _resolver(self, fresh_aliases: dict[str, Sequence[str]]) -> LinkResolver:
-        aliases = self.store.note_aliases()
+    def _resolver(self, fresh_aliases: dict[str, Sequence[str]],
+                  stored_aliases: dict[str, list[str]] | None = None) -> LinkResolver:
+        aliases = dict(stored_aliases) if stored_aliases is not None else self.store.note_aliases()
         aliases.update({p: list(a) for p, a in fresh_aliases.items()})
         files = [(p, aliases.get(p, ())) for p in list_all_files(self.root, self.config.ignore)]
         return LinkResolver(files)
