@@ -3,7 +3,7 @@ a second instance, changes made while stopped.
 
 The kill test runs ``CAIRN_KILL_CYCLES`` cycles (default 20; ``make soak`` runs 1,000): change some
 notes of a small vault, start the daemon, wait until it is serving (index opened and checked,
-indexing started), let it run a random 0–0.4 s, ``kill -9`` it, then check the database file:
+indexing started), let it run a random 0–0.8 s, ``kill -9`` it, then check the database file:
 ``PRAGMA integrity_check`` = ok, the FTS5 integrity check passes, and the store's invariants hold.
 At the end one clean run must bring the reconcile diff to zero, without any quarantine.
 """
@@ -147,7 +147,7 @@ def mutate(vault: Path, rng: random.Random, cycle: int) -> None:
     notes = sorted(vault.rglob("*.md"))
     for p in rng.sample(notes, min(8, len(notes))):
         with open(p, "a", encoding="utf-8") as fh:
-            for k in range(6):
+            for k in range(40):  # enough new text that embedding it takes a second or more
                 fh.write(f"\n\nEdit {cycle}.{k}: the {rng.choice(['amber', 'cobalt', 'saffron'])} settings "
                          f"now include option {rng.randrange(10**6)} for {rng.choice(['tabs', 'panes', 'themes'])}.\n")
     (vault / f"Cycle {cycle}.md").write_text(f"# Cycle {cycle}\n\nNotes written in cycle {cycle} about "
@@ -174,7 +174,7 @@ def test_kill_9_at_random_points_during_indexing_never_leaves_a_damaged_index(sm
         proc = spawn(home, small_vault)
         try:
             wait_serving(home, proc)
-            time.sleep(rng.uniform(0.0, 0.4))  # the random point of the kill (not a wait for a condition)
+            time.sleep(rng.uniform(0.0, 0.8))  # the random point of the kill (not a wait for a condition)
         finally:
             proc.kill()  # SIGKILL
             proc.wait(timeout=30)
