@@ -257,10 +257,10 @@ class Indexer:
                 files[vf.path] = vf
             if rel in known and rel not in files:
                 gone.add(rel)
-            prefix = rel + "/"
-            gone.update(p for p in known if p.startswith(prefix) and p not in files)
+            if not rel.lower().endswith(".md"):  # may be a folder (moved or deleted): the notes under it
+                prefix = rel + "/"
+                gone.update(p for p in known if p.startswith(prefix) and p not in files)
         gone -= set(files)
-        # a file listed as gone may still be on disk under a hint we did not get (e.g. a folder moved back)
         return self._sync([files[p] for p in sorted(files)], sorted(gone), known, full=False, progress=progress,
                           should_stop=should_stop, whole_vault=False)
 
