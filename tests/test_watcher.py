@@ -281,3 +281,37 @@ def test_pause_drops_changes_and_resume_reconciles_them(cairn):
 
     run(cairn, scenario)
     assert hit_paths(cairn, "narwhal panel")[0] == note
+
+
+def test_a_watcher_error_runs_a_full_reconcile_and_watching_starts_again(cairn, monkeypatch):
+    import watchfiles
+
+    real = watchfiles.awatch
+    calls = []
+
+    def failing_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(28, "inotify watch limit reached")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(watchfiles, "awatch", failing_once)
+    vault = cairn.config.vault
+    note = "User interface/Status bar.md"
+
+    async def main():
+        watcher = make_watcher(cairn)
+        await watcher.start()
+        try:
+            end = time.monotonic() + DEADLINE_S
+            while not (watcher.watching and watcher.reconciles >= 1):
+                assert time.monotonic() < end, watcher.stats()
+                await asyncio.sleep(0.05)
+            assert "inotify watch limit" in watcher.stats()["watchError"]
+            (vault / note).write_text("The status bar shows the pelican counter.\n", encoding="utf-8")
+            await converge(cairn, watcher, lambda: "pelican" in cairn.store.chunks_of_note(note)[0][2])
+        finally:
+            await watcher.stop()
+
+    asyncio.run(main())
+    assert len(calls) == 2
