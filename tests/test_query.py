@@ -127,3 +127,9 @@ def test_help_vault_embed_question_finds_embed_files(help_cairn):
 def test_help_vault_reindex_embeds_nothing(help_cairn):
     report = help_cairn.index()
     assert report.texts_embedded == 0 and report.added == report.updated == 0
+
+
+def test_searching_for_a_sentence_of_a_long_section_finds_it(help_cairn):
+    # One sentence in the middle of a long chunk: the chunk's mean vector is far from it, the sentence is not.
+    hits = help_cairn.query.search("Right-click a property to rename it globally").hits
+    assert any(h.file_path == "Plugins/Properties view.md" for h in hits[:3])
