@@ -72,17 +72,22 @@ def wait_serving(home: Path, proc: subprocess.Popen, deadline_s: float = START_D
     pytest.fail(f"cairn serve did not start in {deadline_s} s:\n{(home / 'serve.stderr').read_text()[-3000:]}")
 
 
-def get_json(url: str, path: str, token: str) -> dict:
+def request_json(method: str, url: str, path: str, token: str) -> dict:
+    """One authorised request to the daemon; asserts 200 and returns the JSON body."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
     try:
-        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+        conn.request(method, path, headers={"Authorization": f"Bearer {token}"})
         resp = conn.getresponse()
         body = json.loads(resp.read())
         assert resp.status == 200, body
         return body
     finally:
         conn.close()
+
+
+def get_json(url: str, path: str, token: str) -> dict:
+    return request_json("GET", url, path, token)
 
 
 def token_for(home: Path) -> str:
@@ -276,16 +281,7 @@ def test_a_second_instance_is_refused_and_changes_made_while_stopped_are_picked_
 
 
 def post_json(url: str, path: str, token: str) -> dict:
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-    try:
-        conn.request("POST", path, headers={"Authorization": f"Bearer {token}"})
-        resp = conn.getresponse()
-        body = json.loads(resp.read())
-        assert resp.status == 200, body
-        return body
-    finally:
-        conn.close()
+    return request_json("POST", url, path, token)
 
 
 def search(url: str, token: str, q: str) -> list[dict]:

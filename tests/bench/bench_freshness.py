@@ -36,11 +36,7 @@ from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.watcher import VaultWatcher  # noqa: E402
 
-QUESTIONS = [
-    "How do I make a callout?", "how do I embed a note in another note", "What is a vault?",
-    "keyboard shortcut for the command palette", "How do I sync between devices?", "dataview query examples",
-    "How can I publish my notes as a website?", "templates with dates", "graph view filters",
-]
+from bench_index import QUESTIONS  # noqa: E402  (the same questions as the index bench's latency figure)
 ANIMALS = ["heron", "otter", "lynx", "badger", "kestrel", "salamander", "marmot", "ibis", "okapi", "tapir"]
 PLACES = ["lighthouse", "orchard", "observatory", "boathouse", "greenhouse", "quarry", "monastery", "harbour"]
 ACTS = ["repair the weather vane", "count the apricots", "polish the telescope lens", "mend the fishing nets",
