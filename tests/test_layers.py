@@ -3,7 +3,7 @@
 4 composition  app, cli, __main__
 3 adapters     http_api, mcp_server, watcher, tray, llm
 2 use cases    indexer, query, events
-1 resources    store/, embedder, vault/, secrets
+1 resources    store/, embedder, vault/, secrets, audit (the MCP audit log)
 0 pure core    errors, config, policy, notes, chunking, ranking, prompt
 
 Every import counts: top-level, inside functions, under ``if TYPE_CHECKING:``, relative
@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     # 0 pure core; ``cairn`` itself is the package __init__ (only ``__version__``).
     "cairn": 0, "errors": 0, "config": 0, "policy": 0, "notes": 0, "chunking": 0, "ranking": 0, "prompt": 0,
     # 1 resources
-    "store": 1, "embedder": 1, "vault": 1, "secrets": 1,
+    "store": 1, "embedder": 1, "vault": 1, "secrets": 1, "audit": 1,
     # 2 use cases
     "indexer": 2, "query": 2, "events": 2, "answer": 2, "browse": 2,
     # 3 adapters
