@@ -98,3 +98,26 @@ def help_cairn(tmp_path_factory, embedder):
     cairn.last_report = cairn.index()
     yield cairn
     cairn.close()
+
+
+# ------------------------------------------------------------------------------ the canary vault (issue 5)
+CANARY_VAULT = REPO / "tests" / "fixtures" / "canary_vault"
+#: The canary string: it appears ONLY in the withheld notes of the canary vault.
+CANARY = "CANARY-7f3a9"
+#: Notes withheld by the default policy's tags (personal, in every form Obsidian allows).
+CANARY_TAGGED = ("Health/Blood pressure.md", "Health/Sleep.md", "Journal/2024-03-01.md", "Journal/Therapy.md",
+                 "Notes/Allergies.md", "Notes/Dream log.md", "Notes/Passwords hint.md")
+#: Withheld only when the policy also says ``folders: [Private]``.
+CANARY_FOLDER = ("Private/Salary.md",)
+CANARY_WITHHELD = CANARY_TAGGED + CANARY_FOLDER
+
+
+@pytest.fixture(scope="session")
+def canary_cairn(tmp_path_factory, embedder):
+    """A Cairn over tests/fixtures/canary_vault, fully indexed with the real model (read-only use)."""
+    from cairn.app import Cairn
+
+    cairn = Cairn(make_config(CANARY_VAULT, tmp_path_factory.mktemp("canary-data")), embedder=embedder)
+    cairn.index()
+    yield cairn
+    cairn.close()
