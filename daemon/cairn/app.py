@@ -26,6 +26,7 @@ from cairn.answer import AnswerService
 from cairn.browse import Library, checked_rel_path
 from cairn.config import Config
 from cairn.embedder import Embedder
+from cairn.errors import CairnError
 from cairn.events import EventBus
 from cairn.indexer import Indexer, IndexReport
 from cairn.query import QueryService
@@ -44,7 +45,8 @@ class Cairn:
     / ``SchemaTooNew`` (index unusable), :class:`~cairn.errors.ModelError` (model files).
     """
 
-    def __init__(self, config: Config, *, embedder: Embedder | None = None, verify: bool = False) -> None:
+    def __init__(self, config: Config, *, embedder: Embedder | None = None, verify: bool = False,
+                 readonly: bool = False) -> None:
         self.config = config
         config.require_vault()
         self.embedder = embedder or Embedder(threads=config.embed_threads)
@@ -54,12 +56,14 @@ class Cairn:
         if verify:
             self.store, self.recovered = open_verified(config.db_path)
         else:
-            self.store = Store(config.db_path)
+            #: ``readonly`` (``cairn mcp``): the index as it is; nothing is written (no indexing here).
+            self.store = Store(config.db_path, readonly=readonly)
         self.indexer = Indexer(config, self.store, self.embedder)
         self.query = QueryService(self.store, self.embedder)
         self.library = Library(config, self.store)
-        #: Index progress for ``GET /events``: ``progress``, ``indexed``, ``error``.
+        #: Index progress for ``GET /events``: ``progress``, ``indexed``, ``removed``, ``error``.
         self.events = EventBus()
+        self.indexer.on_removed = self.events.removed
         self.indexing = threading.Event()
         self._reindex_lock = threading.Lock()
         self._reindex_thread: threading.Thread | None = None
@@ -68,13 +72,18 @@ class Cairn:
         self.index_error: str | None = None
         self.watcher: VaultWatcher | None = None  # set by run_daemon while it watches the vault
         self._paused = False
+        self._full_requested = threading.Event()  # the tray's "Reindex now": the next run re-reads every note
 
     def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
         """Run both indexing phases (blocking). Safe to call from a worker thread.
 
         Once ``stop_requested`` is set (daemon shutdown) the run ends early: between notes in the
-        text phase, between batches in the vector phase; the next run picks up where it stopped."""
+        text phase, between batches in the vector phase; the next run picks up where it stopped.
+        After :meth:`request_full_reindex` the next run is a full one whatever ``full`` says."""
         self.indexing.set()
+        if self._full_requested.is_set():
+            self._full_requested.clear()
+            full = True
         bus = self.events.progress_callback()
 
         def both(phase: str, done: int, total: int) -> None:
@@ -119,6 +128,12 @@ class Cairn:
                 self._reindex_thread = threading.Thread(target=self._reindex_run, name="cairn-reindex", daemon=True)
                 self._reindex_thread.start()
         return {"queued": True, "path": rel}
+
+    def request_full_reindex(self) -> dict[str, Any]:
+        """The tray's "Reindex now": queue a run that re-reads and re-parses every note (vectors of unchanged
+        text still come from the cache; ``lastIngestedAt`` moves). Returns at once, like :meth:`request_reindex`."""
+        self._full_requested.set()
+        return self.request_reindex()
 
     def _reindex_run(self) -> None:
         try:
@@ -252,12 +267,13 @@ def setup_logging(config: Config, *, to_file: bool = True) -> None:
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING if not config.debug else logging.INFO)
 
 
-def write_service_file(config: Config, url: str, port: int) -> None:
-    """``service.json`` (mode 0600): ``{port, pid, version, startedAt, url}`` of the running daemon for the
-    plugin and ``cairn status``. Never the token."""
+def write_service_file(config: Config, url: str, port: int, mcp_url: str | None = None) -> None:
+    """``service.json`` (mode 0600): ``{port, pid, version, startedAt, url, mcpUrl}`` of the running daemon for
+    the plugin, ``cairn status`` and MCP clients (``mcpUrl``: the streamable-HTTP MCP endpoint or null). Never a token."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
     tmp = config.service_file.with_name(f".service.{os.getpid()}.tmp")
-    data = json.dumps({"port": port, "pid": os.getpid(), "version": __version__, "startedAt": time.time(), "url": url})
+    data = json.dumps({"port": port, "pid": os.getpid(), "version": __version__, "startedAt": time.time(), "url": url,
+                       "mcpUrl": mcp_url})
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         os.fchmod(fd, 0o600)
@@ -265,6 +281,141 @@ def write_service_file(config: Config, url: str, port: int) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, config.service_file)
+
+
+class McpHttp:
+    """The daemon's MCP endpoint: the policy (fail-closed holder), the audit log and the HTTP server."""
+
+    def __init__(self, policy: Any, server: Any) -> None:
+        self.policy = policy
+        self.server = server
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def health(self) -> dict[str, Any]:
+        """``/health``'s ``mcp`` entry: ``{http, policy: "ok"|"fail-closed", failClosedReason}``."""
+        policy = self.policy.current()
+        return {"http": self.url, "policy": "fail-closed" if policy.fail_closed_reason else "ok",
+                "failClosedReason": policy.fail_closed_reason}
+
+    async def close(self) -> None:
+        await self.server.close()
+
+
+def mcp_policy_path(config: Config) -> Path:
+    """The policy file: ``mcp_policy`` when configured, else the owner's copy in the config folder (created
+    from the shipped default on first use). Raises :class:`~cairn.policy.PolicyError` when it cannot be made."""
+    from cairn.policy import ensure_owner_policy
+
+    return config.mcp_policy if config.mcp_policy is not None else ensure_owner_policy(config.config_dir)
+
+
+def mcp_service(config: Config, cairn: "Cairn", policy: Any, transport: str) -> Any:
+    from cairn.audit import AuditLog, audit_path
+    from cairn.mcp_server import McpService
+
+    return McpService(query=cairn.query, library=cairn.library, policy=policy.current,
+                      audit=AuditLog(audit_path(config.data_dir)), transport=transport)
+
+
+async def start_mcp_http(config: Config, cairn: "Cairn") -> McpHttp:
+    """Serve MCP over streamable HTTP on ``config.host``:``config.mcp_http_port`` (see cairn.mcp_server for
+    why a second port). The policy fails closed when missing or invalid (logged, and said in ``/health``)."""
+    from cairn.mcp_server import McpHttpServer
+    from cairn.policy import PolicyError, PolicyHolder
+    from cairn.secrets import McpTokens
+
+    try:
+        path = mcp_policy_path(config)
+    except PolicyError as exc:
+        path = Path(exc.file)
+    policy = await asyncio.to_thread(lambda: PolicyHolder(path, strict=False))
+    service = mcp_service(config, cairn, policy, "http")
+    server = McpHttpServer(service, McpTokens(config).current, config.host, config.mcp_http_port)
+    await server.start()
+    return McpHttp(policy, server)
+
+
+async def run_mcp_stdio(config: Config, *, client: str | None, tools: list[str]) -> int:
+    """``cairn mcp``: serve MCP on stdin/stdout from the existing index, read-only (no indexing, no watcher).
+
+    Raises :class:`~cairn.policy.PolicyError` (``FILE:LINE: reason``) for a missing or invalid policy,
+    :class:`~cairn.errors.BadRequest` for an unknown ``--tool``, :class:`~cairn.errors.ConfigError` when the
+    vault has no index yet. Nothing is written to stdout but the protocol."""
+    from cairn.mcp_server import serve_stdio
+    from cairn.policy import PolicyHolder
+    from cairn.secrets import check_mcp_client_name
+
+    if client is not None:
+        check_mcp_client_name(client)
+    policy = PolicyHolder(mcp_policy_path(config), strict=True)
+    policy.current().served_tools(client, tools)  # an unknown --tool name fails here, before serving
+    _require_index(config)
+    cairn = Cairn(config, readonly=True)
+    try:
+        service = mcp_service(config, cairn, policy, "stdio")
+        served = service.served(client, tools)
+        log.info("MCP over stdio for client %s (%s): tools %s", policy.current().client(client).name,
+                 "local" if policy.current().is_local(client) else "not local", ", ".join(served))
+        await serve_stdio(service, client, tools)
+    finally:
+        cairn.close()
+    return 0
+
+
+async def run_mcp_http(config: Config, *, ready: Callable[[str], None] | None = None,
+                       stop: asyncio.Event | None = None) -> int:
+    """``cairn mcp --http``: the daemon's MCP endpoint alone, in the foreground, from the existing index (read-only:
+    no indexing, no watcher, no plugin API), until SIGINT/SIGTERM or ``stop``. The policy is loaded strictly at
+    start (as for stdio); a later invalid edit fails closed. Raises as :func:`run_mcp_stdio`."""
+    from cairn.mcp_server import McpHttpServer
+    from cairn.policy import PolicyHolder
+    from cairn.secrets import McpTokens
+
+    policy = PolicyHolder(mcp_policy_path(config), strict=True)
+    _require_index(config)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    cairn = await asyncio.to_thread(lambda: Cairn(config, readonly=True))
+    try:
+        server = McpHttpServer(mcp_service(config, cairn, policy, "http"), McpTokens(config).current, config.host,
+                               config.mcp_http_port)
+        await server.start()
+        print(f"Cairn serves MCP (streamable HTTP) for {config.vault} at {server.url}; each client sends "
+              "'Authorization: Bearer <token>' from `cairn mcp token NAME`. Stop with Ctrl-C.", file=sys.stderr)
+        if ready:
+            ready(server.url)
+        try:
+            await stop.wait()
+        finally:
+            await server.close()
+    finally:
+        cairn.close()
+    return 0
+
+
+def _require_index(config: Config) -> None:
+    """:class:`~cairn.errors.ConfigError` when the vault has no index yet (``cairn mcp`` never indexes)."""
+    from cairn.errors import ConfigError
+
+    vault = config.require_vault()
+    empty = not config.db_path.exists()
+    if not empty:
+        probe = Store(config.db_path, readonly=True)
+        try:
+            empty = probe.stats()["notes"] == 0
+        finally:
+            probe.close()
+    if empty:
+        raise ConfigError(f"The vault {str(vault)!r} has no index yet; run `cairn index --vault {vault}` "
+                          "(or start `cairn serve`) first, then start `cairn mcp` again.")
 
 
 def remove_service_file(config: Config) -> None:
@@ -277,9 +428,9 @@ def remove_service_file(config: Config) -> None:
 
 
 async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = None,
-                     stop: asyncio.Event | None = None) -> int:
+                     stop: asyncio.Event | None = None, started: Callable[[Cairn], Any] | None = None) -> int:
     """Run the daemon until ``stop`` is set or SIGINT/SIGTERM. ``ready(url)`` is called once the
-    API is listening. Returns the exit code."""
+    API is listening, then ``started(cairn)`` on the loop (the tray binds its menu there). Returns the exit code."""
     from cairn.http_api import create_app, serve  # adapters are wired here, in the composition root
     from cairn.llm import OpenAIChatModel
     from cairn.secrets import LLM_API_KEY, TokenWatch, get_secret
@@ -310,9 +461,19 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
     answers = AnswerService(cairn.query, model, withhold_tags=config.llm.withhold_tags)
     probe = LLMProbe(model)
 
+    mcp: McpHttp | None = None
+    mcp_off = "mcp_http is false in the config" if not config.mcp_http else None
+    if config.mcp_http:
+        try:
+            mcp = await start_mcp_http(config, cairn)
+        except CairnError as exc:  # the plugin's API still runs; /health says why MCP does not
+            mcp_off = exc.message
+            log.error("MCP over HTTP is off: %s", exc.message)
+
     async def health() -> dict[str, Any]:
         out = await asyncio.to_thread(cairn.health)
         out["llm"] = await probe.status()
+        out["mcp"] = await asyncio.to_thread(mcp.health) if mcp is not None else {"http": None, "off": mcp_off}
         return out
 
     app = create_app(config=config, query=cairn.query, token=token, stats=cairn.stats, health=health,
@@ -322,10 +483,17 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
     watcher = VaultWatcher(config.vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=config.ignore)
     cairn.watcher = watcher
     await watcher.start()
-    server = await serve(app, config.host, config.port)
-    write_service_file(config, server.url, server.port)
+    try:
+        server = await serve(app, config.host, config.port)
+    except BaseException:
+        if mcp is not None:
+            await mcp.close()
+        raise
+    write_service_file(config, server.url, server.port, mcp.url if mcp is not None else None)
     if ready:
         ready(server.url)
+    if started:
+        started(cairn)
 
     def index_in_background() -> None:
         try:
@@ -347,6 +515,8 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
         log.info("shutting down")
         cairn.stop_requested.set()
         await server.close()
+        if mcp is not None:
+            await mcp.close()
         await watcher.stop()
         try:
             await asyncio.wait_for(asyncio.shield(indexing), timeout=30)

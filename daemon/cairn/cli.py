@@ -73,6 +73,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("token", parents=[common], help="print the API token the Obsidian plugin uses")
     p.add_argument("--rotate", action="store_true", help="make a new token (the old one stops working)")
 
+    p = sub.add_parser("mcp", parents=[common], help="governed MCP server for AI agents (stdio by default)",
+                       description="Serve the vault to an AI agent over MCP, under the governance policy. Over stdio "
+                       "(the default) the agent launches `cairn mcp --client NAME`; over HTTP the daemon serves "
+                       "/mcp and each client presents its own token (`cairn mcp token NAME`).")
+    p.add_argument("--client", metavar="NAME", help="who this agent is, as named in the policy (never taken from the agent)")
+    p.add_argument("--tool", action="append", default=[], metavar="NAME",
+                   help="serve this tool too, if the client's policy allows it (repeatable)")
+    p.add_argument("--http", action="store_true",
+                   help="serve streamable HTTP on loopback in the foreground instead of stdio (as `cairn serve` does)")
+    mcp_sub = p.add_subparsers(dest="mcp_command", metavar="ACTION")
+    q = mcp_sub.add_parser("token", parents=[common], help="print (or rotate) the HTTP bearer token of one MCP client")
+    q.add_argument("name", metavar="NAME", help="the client's name in the policy, e.g. claude-desktop")
+    q.add_argument("--rotate", action="store_true", help="make a new token (the old one stops working at once)")
+    q = mcp_sub.add_parser("audit", parents=[common], help="print the MCP audit log (one line per tool call)")
+    q.add_argument("--client", dest="audit_client", metavar="NAME", help="only this client's calls")
+    q.add_argument("--json", action="store_true", help="print the JSON lines as they are stored")
+
     p = sub.add_parser("secret", parents=[common], help="store a secret (the LLM API key) in the OS keyring")
     secret_sub = p.add_subparsers(dest="secret_command", required=True, metavar="ACTION")
     q = secret_sub.add_parser("set", help="read the value from stdin (or a hidden prompt) and store it")
@@ -266,6 +283,40 @@ def cmd_secret(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
+    """``cairn mcp``: stdio (or ``--http``) MCP server; ``cairn mcp token NAME``; ``cairn mcp audit``."""
+    action = getattr(args, "mcp_command", None)
+    if action == "token":
+        from cairn.secrets import mcp_token
+
+        print(mcp_token(config, args.name, rotate=args.rotate))
+        if args.rotate:
+            print(f"New MCP token for {args.name}; a running daemon refuses the old one from now on.", file=sys.stderr)
+        return 0
+    if action == "audit":
+        from cairn.audit import audit_path, read_audit
+
+        for entry in read_audit(audit_path(config.data_dir), client=args.audit_client):
+            if args.json:
+                sys.stdout.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            else:
+                paths = ", ".join(entry.get("paths") or []) or "-"
+                print(f"{entry.get('time')}  {entry.get('client')}  {entry.get('transport')}  {entry.get('tool')}  "
+                      f"{entry.get('decision')}  withheld={entry.get('withheld')}  {paths}")
+        return 0
+    from cairn.app import run_mcp_http, run_mcp_stdio, setup_logging
+
+    if args.http:
+        if args.client or args.tool:
+            print("Error: with --http the client is the owner of the bearer token (`cairn mcp token NAME`) and extra "
+                  "tools are asked for in the URL (/mcp?tool=NAME); drop --client/--tool.", file=sys.stderr)
+            return 2
+        setup_logging(config)
+        return asyncio.run(run_mcp_http(config))
+    setup_logging(config)  # stderr and the log file; stdout carries only the protocol
+    return asyncio.run(run_mcp_stdio(config, client=args.client, tools=args.tool))
+
+
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     from cairn.app import run_daemon, setup_logging
 
@@ -281,7 +332,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
 
 COMMANDS = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "ask": cmd_ask, "status": cmd_status,
-            "token": cmd_token, "secret": cmd_secret}
+            "token": cmd_token, "secret": cmd_secret, "mcp": cmd_mcp}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -290,7 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         config = _config(args)
-        if args.command != "serve":
+        if args.command not in ("serve", "mcp") or getattr(args, "mcp_command", None):
             logging.basicConfig(level=logging.DEBUG if config.debug else logging.WARNING, stream=sys.stderr,
                                 format="%(levelname)s %(name)s: %(message)s")
         return COMMANDS[args.command](args, config)

@@ -105,6 +105,12 @@ class Config:
     max_ask_streams: int = 4
     #: The optional chat model (``[llm]`` table).
     llm: LLMConfig = field(default_factory=LLMConfig)
+    #: The daemon serves MCP over streamable HTTP (``/mcp``) on this loopback port; None → ``port + 1``
+    #: (0 when ``port`` is 0: a free one). ``mcp_http = false`` turns it off.
+    mcp_port: int | None = None
+    mcp_http: bool = True
+    #: The MCP governance policy; None → ``<config_dir>/mcp-serve.yaml`` (created from the shipped default).
+    mcp_policy: Path | None = None
     debug: bool = False
 
     def require_vault(self) -> Path:
@@ -128,14 +134,21 @@ class Config:
         """``service.json``: where a running daemon advertises its URL (never its token)."""
         return self.data_dir / "service.json"
 
+    @property
+    def mcp_http_port(self) -> int:
+        """The loopback port of the daemon's MCP endpoint: ``mcp_port``, else ``port + 1`` (0 stays 0)."""
+        if self.mcp_port is not None:
+            return self.mcp_port
+        return self.port + 1 if 0 < self.port < 65535 else 0
+
     def replace(self, **changes: Any) -> "Config":
         return dataclasses.replace(self, **changes)
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
-_PATH_KEYS = {"vault", "config_dir", "data_dir", "log_dir"}
+_PATH_KEYS = {"vault", "config_dir", "data_dir", "log_dir", "mcp_policy"}
 _TUPLE_KEYS = {"ignore", "cors_origins"}
-_INT_KEYS = {"port", "top_k", "max_note_bytes", "embed_threads", "max_ask_streams"}
+_INT_KEYS = {"port", "top_k", "max_note_bytes", "embed_threads", "max_ask_streams", "mcp_port"}
 _LLM_FIELDS = {f.name: f for f in dataclasses.fields(LLMConfig)}
 _ENV = {
     "CAIRN_LLM_BASE_URL": "llm.base_url",
@@ -145,6 +158,7 @@ _ENV = {
     "CAIRN_DATA_DIR": "data_dir",
     "CAIRN_LOG_DIR": "log_dir",
     "CAIRN_PORT": "port",
+    "CAIRN_MCP_PORT": "mcp_port",
 }
 
 
@@ -209,14 +223,14 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
             return tuple(str(v).strip() for v in value)
         if key in _INT_KEYS:
             number = int(value)
-            if key == "port" and not 0 <= number <= 65535:
+            if key in ("port", "mcp_port") and not 0 <= number <= 65535:
                 raise ValueError("port must be 0..65535")
             if key == "max_ask_streams" and not 1 <= number <= 64:
                 raise ValueError("max_ask_streams must be 1..64")
             if key == "top_k" and not 1 <= number <= 50:
                 raise ValueError("top_k must be 1..50")
             return number
-        if key == "debug":
+        if key in ("debug", "mcp_http"):
             return value if isinstance(value, bool) else str(value).lower() in {"1", "true", "yes", "on"}
         return str(value)
     except (TypeError, ValueError) as exc:

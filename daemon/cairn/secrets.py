@@ -397,3 +397,151 @@ def _read_file(config: Config, path: Path | None = None, pattern: re.Pattern = _
         os.close(fd)
     value = data.decode("utf-8", errors="replace").strip()
     return value if pattern.match(value) else None
+
+
+# -- per-client MCP tokens -----------------------------------------------------------------
+#
+# ``cairn mcp token NAME`` gives each HTTP MCP client its own bearer token; the token identifies the
+# client (its name in the policy). Tokens live in the keyring (service ``cairn``, username
+# ``mcp-token:NAME``) when usable, else in ``<config_dir>/mcp-tokens/NAME`` (mode 0600, folder 0700),
+# read with the same permission checks as the API token. The names (no secrets) are listed in
+# ``<config_dir>/mcp-tokens/clients`` so the daemon knows which tokens to look up; that file is
+# rewritten on every change, which is also how a running daemon notices a new or rotated token.
+
+#: A client name: what the policy's ``clients`` keys and ``--client`` use.
+MCP_CLIENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MCP_TOKEN_DIR = "mcp-tokens"
+MCP_CLIENTS_FILE = "clients"
+
+
+def check_mcp_client_name(name: str) -> str:
+    """``name`` if it is a valid client name (letters, digits, ``.``, ``_``, ``-``; 1-64 characters, starting
+    with a letter or digit), else :class:`ConfigError` saying so."""
+    if not isinstance(name, str) or not MCP_CLIENT_RE.match(name) or name == MCP_CLIENTS_FILE:
+        raise ConfigError(f"{str(name)[:80]!r} is not a valid MCP client name; use 1-64 letters, digits, '.', '_' "
+                          "or '-', starting with a letter or digit (e.g. 'claude-desktop').")
+    return name
+
+
+def _mcp_dir(config: Config) -> Path:
+    return config.config_dir / MCP_TOKEN_DIR
+
+
+def _mcp_names_file(config: Config) -> Path:
+    return _mcp_dir(config) / MCP_CLIENTS_FILE
+
+
+def mcp_client_names(config: Config) -> list[str]:
+    """The client names that have an MCP token (sorted); [] when none was made."""
+    try:
+        text = _mcp_names_file(config).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise ConfigError(f"Cannot read {str(_mcp_names_file(config))!r}: {exc.strerror}.") from None
+    return sorted({line.strip() for line in text.splitlines() if MCP_CLIENT_RE.match(line.strip())})
+
+
+def _ensure_mcp_dir(config: Config) -> None:
+    _ensure_config_dir(config)
+    try:
+        _mcp_dir(config).mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"Cannot create {str(_mcp_dir(config))!r}: {exc.strerror}.") from None
+
+
+def read_mcp_token(config: Config, name: str) -> str | None:
+    """Client ``name``'s MCP token (keyring first, then its file), or ``None`` when it has none."""
+    check_mcp_client_name(name)
+    keyring_mod = _usable_keyring()
+    if keyring_mod is not None:
+        try:
+            value = keyring_mod.get_password(KEYRING_SERVICE, f"mcp-token:{name}")
+        except Exception:
+            value = None
+        if value and _TOKEN_RE.match(value):
+            return value
+    return _read_file(config, _mcp_dir(config) / name)
+
+
+def mcp_token(config: Config, name: str, *, rotate: bool = False) -> str:
+    """Client ``name``'s MCP bearer token, made on first use; ``rotate`` replaces it (the old one stops working
+    at once in a running daemon). Raises :class:`ConfigError` for a bad name or an unusable token store."""
+    check_mcp_client_name(name)
+    if not rotate:
+        existing = read_mcp_token(config, name)
+        if existing is not None:
+            _remember_mcp_client(config, name)
+            return existing
+    token = _new_token()
+    keyring_mod = _usable_keyring()
+    path = _mcp_dir(config) / name
+    stored = False
+    if keyring_mod is not None:
+        try:
+            keyring_mod.set_password(KEYRING_SERVICE, f"mcp-token:{name}", token)
+            stored = True
+        except Exception as exc:
+            _warn_file_fallback(config, f"the keyring failed: {type(exc).__name__}")
+    _ensure_mcp_dir(config)
+    if stored:
+        try:
+            path.unlink()  # a stale file token must not outlive the keyring one
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("Could not remove the old MCP token file %s: %s", path, exc.strerror)
+    else:
+        _write_replace(path, token)
+    _remember_mcp_client(config, name, force=True)
+    return token
+
+
+def _remember_mcp_client(config: Config, name: str, *, force: bool = False) -> None:
+    names = mcp_client_names(config)
+    if name in names and not force:
+        return
+    _ensure_mcp_dir(config)
+    body = "\n".join(sorted({*names, name})) + "\n" + f"# changed {secrets.token_hex(4)}\n"
+    tmp = _tmp_name(_mcp_names_file(config))
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.write(fd, body.encode("utf-8"))
+    finally:
+        os.close(fd)
+    os.replace(tmp, _mcp_names_file(config))
+
+
+class McpTokens:
+    """The MCP tokens as a running daemon sees them: ``current()`` → ``{client name: token}``, re-read only
+    when ``<config_dir>/mcp-tokens/clients`` changed (every ``cairn mcp token`` rewrites it), so a new or
+    rotated token works at once. Blocking (a ``stat``); call it from a worker thread in async code."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._signature: tuple | None = None
+        self._tokens: dict[str, str] = {}
+
+    def _stat(self) -> tuple | None:
+        try:
+            st = os.stat(_mcp_names_file(self.config))
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def current(self) -> dict[str, str]:
+        signature = self._stat()
+        if signature != self._signature or self._signature is None:
+            with self._lock:
+                tokens: dict[str, str] = {}
+                for name in mcp_client_names(self.config):
+                    try:
+                        value = read_mcp_token(self.config, name)
+                    except ConfigError as exc:
+                        log.warning("MCP token of %s unusable: %s", name, exc.message)
+                        continue
+                    if value:
+                        tokens[name] = value
+                self._tokens, self._signature = tokens, signature
+        return self._tokens
