@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hmac
 import json
 import logging
@@ -79,7 +80,7 @@ from cairn import __version__
 from cairn.audit import AuditLog
 from cairn.browse import Library
 from cairn.errors import CairnError
-from cairn.policy import ALL_TOOLS, Policy
+from cairn.policy import ALL_TOOLS, Policy, WithheldTally, Withhold
 from cairn.query import QueryService
 
 log = logging.getLogger(__name__)
@@ -128,18 +129,6 @@ TOOL_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
             "tags": _TAGS}}),
 }
 _VALIDATORS = {name: jsonschema.Draft202012Validator(schema) for name, (_, schema) in TOOL_SPECS.items()}
-
-
-def _withheld_count(result: Any) -> int:
-    """How many withheld notes a use case filtered (``withheld_count`` on its result, or the key in a dict)."""
-    if isinstance(result, Mapping):
-        value = result.get("withheld_count", result.get("withheldCount", 0))
-    else:
-        value = getattr(result, "withheld_count", 0)
-    try:
-        return max(0, int(value or 0))
-    except (TypeError, ValueError):
-        return 0
 
 
 def _frame(text: str) -> str:
@@ -233,19 +222,22 @@ class McpService:
             return _error("bad_request", f"Invalid arguments for {name}: {where}: {first.message}. "
                           f"Expected: {json.dumps(TOOL_SPECS[name][1]['properties'])[:600]}")
         withhold = policy.withhold_for(client)
+        tally = WithheldTally()
         try:
-            return await asyncio.to_thread(getattr(self, "_" + name), args, withhold)
+            outcome = await asyncio.to_thread(getattr(self, "_" + name), args, withhold, tally)
         except CairnError as exc:
-            return _error(exc.code, exc.message)
+            outcome = _error(exc.code, exc.message)
         except Exception:
             log.exception("MCP tool %s failed", name)
-            return _error("internal", f"The tool {name} failed unexpectedly; the owner can find the cause in Cairn's log.")
+            outcome = _error("internal", f"The tool {name} failed unexpectedly; the owner can find the cause in Cairn's log.")
+        return dataclasses.replace(outcome, withheld=tally.count)
 
     # ------------------------------------------------------------------ the tools (blocking; worker threads)
-    def _search_notes(self, args: dict[str, Any], withhold: Any) -> Outcome:
+    def _search_notes(self, args: dict[str, Any], withhold: Withhold, tally: WithheldTally) -> Outcome:
         query = args["query"]
         result = self.query.search(query, top_k=args.get("limit", 8), tags=args.get("tags", ()),
-                                   folders=[args["folder"]] if args.get("folder") else (), withhold=withhold)
+                                   folders=[args["folder"]] if args.get("folder") else (), withhold=withhold,
+                                   tally=tally)
         results = []
         for h in result.hits:
             item = {"filePath": h.file_path, "symbol": h.symbol, "score": round(h.score, 4), "snippet": h.snippet,
@@ -263,13 +255,10 @@ class McpService:
             text = "\n".join(lines)
         else:
             text = "No passage in the notes is similar enough to this query."
-        return Outcome({"notice": DATA_NOTICE, "results": results}, text, tuple(r["filePath"] for r in results),
-                       _withheld_count(result))
+        return Outcome({"notice": DATA_NOTICE, "results": results}, text, tuple(r["filePath"] for r in results))
 
-    def _get_note(self, args: dict[str, Any], withhold: Any) -> Outcome:
-        note = self.library.note(args["path"], withhold=withhold)
-        withheld = _withheld_count(note)
-        note = {k: v for k, v in note.items() if k not in ("withheld_count", "withheldCount")}
+    def _get_note(self, args: dict[str, Any], withhold: Withhold, tally: WithheldTally) -> Outcome:
+        note = self.library.note(args["path"], withhold=withhold, tally=tally)
         links = [ln.get("targetPath") or ln.get("target") for ln in note.get("links", [])]
         text = "\n".join([
             f"Note {note['filePath']} — title {note.get('title')!r}, tags {', '.join(note.get('tags', [])) or 'none'}. "
@@ -277,12 +266,10 @@ class McpService:
             f"<note-content filePath={json.dumps(note['filePath'])}>\n{_frame(note.get('content', ''))}\n</note-content>",
             "Links: " + (", ".join(str(x) for x in links if x) or "none"),
             "Backlinks: " + (", ".join(b["filePath"] for b in note.get("backlinks", [])) or "none")])
-        return Outcome({"notice": DATA_NOTICE, **note}, text, (note["filePath"],), withheld)
+        return Outcome({"notice": DATA_NOTICE, **note}, text, (note["filePath"],))
 
-    def _get_related_notes(self, args: dict[str, Any], withhold: Any) -> Outcome:
-        related = self.library.related(args["path"], args.get("limit", 10), withhold=withhold)
-        withheld = _withheld_count(related)
-        related = {k: v for k, v in related.items() if k not in ("withheld_count", "withheldCount")}
+    def _get_related_notes(self, args: dict[str, Any], withhold: Withhold, tally: WithheldTally) -> Outcome:
+        related = self.library.related(args["path"], args.get("limit", 10), withhold=withhold, tally=tally)
         link_paths = [ln.get("targetPath") for ln in related.get("links", []) if ln.get("targetPath")]
         back_paths = [b["filePath"] for b in related.get("backlinks", [])]
         similar = related.get("similar", [])
@@ -292,22 +279,20 @@ class McpService:
             "Linked from: " + (", ".join(dict.fromkeys(back_paths)) or "none"),
             "Similar: " + (", ".join(f"{s['filePath']} (score {s['score']})" for s in similar) or "none")])
         paths = tuple(dict.fromkeys([related["filePath"], *link_paths, *back_paths, *(s["filePath"] for s in similar)]))
-        return Outcome(related, text, paths, withheld)
+        return Outcome(related, text, paths)
 
-    def _list_notes(self, args: dict[str, Any], withhold: Any) -> Outcome:
+    def _list_notes(self, args: dict[str, Any], withhold: Withhold, tally: WithheldTally) -> Outcome:
         listed = self.library.list_notes(tag=args.get("tag"), folder=args.get("folder"), limit=args.get("limit", 50),
-                                         withhold=withhold)
-        withheld = _withheld_count(listed)
-        listed = {k: v for k, v in listed.items() if k not in ("withheld_count", "withheldCount")}
+                                         withhold=withhold, tally=tally)
         notes = listed.get("notes", [])
         lines = [f"{len(notes)} of {listed.get('total', len(notes))} note(s):"]
         lines += [f"- {n['filePath']} — {n.get('title')!r}" + (f" [{', '.join(n['tags'])}]" if n.get("tags") else "")
                   for n in notes]
-        return Outcome(listed, "\n".join(lines), tuple(n["filePath"] for n in notes), withheld)
+        return Outcome(listed, "\n".join(lines), tuple(n["filePath"] for n in notes))
 
-    def _ask(self, args: dict[str, Any], withhold: Any) -> Outcome:
+    def _ask(self, args: dict[str, Any], withhold: Withhold, tally: WithheldTally) -> Outcome:
         answer = self.query.ask(args["question"], top_k=args.get("top_k", 8), tags=args.get("tags", ()),
-                                withhold=withhold)
+                                withhold=withhold, tally=tally)
         out = answer.to_json()
         out.pop("elapsedMs", None)
         for s in out["sources"]:
@@ -319,7 +304,7 @@ class McpService:
         else:
             text = "\n".join([f"An answer extracted from the notes (grounded: false). {DATA_NOTICE}",
                               f"<note-content>\n{_frame(out['answer'])}\n</note-content>"])
-        return Outcome({"notice": DATA_NOTICE, **out}, text, paths, _withheld_count(answer))
+        return Outcome({"notice": DATA_NOTICE, **out}, text, paths)
 
 
 # ---------------------------------------------------------------------------------------------
