@@ -1,0 +1,101 @@
+/**
+ * Plugin settings (kept in the plugin's data.json by Obsidian) and how the daemon URL is found.
+ *
+ * The daemon advertises its URL in `service.json` in its data folder (`{port, pid, version, startedAt,
+ * url}`, never the token; daemon/cairn/app.py `write_service_file`). The data folder is
+ * `$CAIRN_DATA_DIR`, else platformdirs' `user_data_dir("cairn")`.
+ */
+
+/** Cairn's default port (daemon/cairn/config.py `DEFAULT_PORT`). */
+export const DEFAULT_PORT = 27183;
+export const DEFAULT_URL = `http://127.0.0.1:${DEFAULT_PORT}`;
+/** The daemon's default top_k (DESIGN.md "Retrieval"). */
+export const DEFAULT_TOP_K = 8;
+
+export interface CairnSettings {
+  /** Empty → the URL in service.json when readable, else {@link DEFAULT_URL}. */
+  daemonUrl: string;
+  /** The API token (`cairn token`). Kept in the plugin data, never logged. */
+  token: string;
+  /** Results per search / sources per answer, 1..50. */
+  topK: number;
+  /** Tags the Ask and Search scope starts with (notes carrying any of them; nested tags match). */
+  defaultTags: string[];
+}
+
+export const DEFAULT_SETTINGS: CairnSettings = { daemonUrl: "", token: "", topK: DEFAULT_TOP_K, defaultTags: [] };
+
+/** Saved data (possibly from an older version, or hand-edited) → complete, valid settings. */
+export function normaliseSettings(raw: unknown): CairnSettings {
+  const r = (raw && typeof raw === "object" ? raw : {}) as Record<string, unknown>;
+  const topK = Number(r.topK);
+  return {
+    daemonUrl: typeof r.daemonUrl === "string" ? r.daemonUrl.trim() : "",
+    token: typeof r.token === "string" ? r.token.trim() : "",
+    topK: Number.isInteger(topK) && topK >= 1 && topK <= 50 ? topK : DEFAULT_TOP_K,
+    defaultTags: parseTags(Array.isArray(r.defaultTags) ? r.defaultTags.join(",") : String(r.defaultTags ?? "")),
+  };
+}
+
+/** `"#project, area/sub  x"` → `["project", "area/sub", "x"]` (without `#`, lower-cased, no duplicates). */
+export function parseTags(text: string): string[] {
+  const out: string[] = [];
+  for (const raw of text.split(/[\s,]+/)) {
+    const tag = raw.trim().replace(/^#+/, "").toLowerCase();
+    if (tag && !out.includes(tag)) out.push(tag);
+  }
+  return out;
+}
+
+/**
+ * Where `service.json` may be, most likely first: `$CAIRN_DATA_DIR/service.json`, else platformdirs'
+ * user data folder for the app name `cairn` on this platform.
+ */
+export function serviceFileCandidates(platform: string, env: Record<string, string | undefined>, home: string): string[] {
+  const join = (...parts: string[]) => parts.join(platform === "win32" ? "\\" : "/");
+  const out: string[] = [];
+  if (env.CAIRN_DATA_DIR) out.push(join(env.CAIRN_DATA_DIR, "service.json"));
+  if (platform === "darwin") out.push(join(home, "Library", "Application Support", "cairn", "service.json"));
+  else if (platform === "win32") {
+    const local = env.LOCALAPPDATA || join(home, "AppData", "Local");
+    out.push(join(local, "cairn", "cairn", "service.json"));
+  } else {
+    const xdg = env.XDG_DATA_HOME && env.XDG_DATA_HOME.startsWith("/") ? env.XDG_DATA_HOME : join(home, ".local", "share");
+    out.push(join(xdg, "cairn", "service.json"));
+  }
+  return out;
+}
+
+/**
+ * The URL in a `service.json` text, when it is an `http://` loopback URL (127.0.0.1, localhost, [::1]);
+ * anything else (unreadable JSON, another host) → undefined, so a tampered file cannot send the token elsewhere.
+ */
+export function urlFromServiceJson(text: string): string | undefined {
+  let info: unknown;
+  try {
+    info = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const url = (info as { url?: unknown })?.url;
+  if (typeof url !== "string") return undefined;
+  return isLoopbackHttpUrl(url) ? url.replace(/\/+$/, "") : undefined;
+}
+
+/** True for `http://127.0.0.1:N`, `http://localhost:N`, `http://[::1]:N` (the only hosts Cairn serves on). */
+export function isLoopbackHttpUrl(url: string): boolean {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return false;
+  }
+  if (u.protocol !== "http:") return false;
+  const host = u.hostname.toLowerCase();
+  return host === "localhost" || host === "[::1]" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host);
+}
+
+/** The URL to use: the one in settings, else the discovered one, else the default. */
+export function effectiveUrl(settings: Pick<CairnSettings, "daemonUrl">, discovered?: string): string {
+  return (settings.daemonUrl.trim() || discovered || DEFAULT_URL).replace(/\/+$/, "");
+}

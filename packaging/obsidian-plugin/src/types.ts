@@ -1,0 +1,94 @@
+/**
+ * Shapes of the Cairn daemon's HTTP API (DESIGN.md "HTTP"; daemon/cairn/openapi.json). JSON is camelCase.
+ */
+
+/** One ranked chunk of `GET /search`. `lines` are 1-based inclusive line numbers of the chunk in its note. */
+export interface SearchHit {
+  filePath: string;
+  /** Heading path joined with ` › ` (e.g. `Tomatoes › Care`), or `page N` for a PDF. */
+  symbol: string;
+  score: number;
+  snippet: string;
+  cosine?: number;
+  tags?: string[];
+  kind?: string;
+  lines?: [number, number];
+  page?: number;
+}
+
+export interface SearchResponse {
+  results: SearchHit[];
+  elapsedMs?: number;
+}
+
+/** One numbered source of an answer: exactly a chunk that was in the prompt; `n` is the `[n]` it is cited by. */
+export interface AnswerSource {
+  n: number;
+  filePath: string;
+  symbol: string;
+  score: number;
+  snippet?: string;
+  lines?: [number, number];
+  page?: number;
+}
+
+/** The `done` event of `POST /ask`. `grounded: false` → built from the notes' own sentences (no model). */
+export interface AskDone {
+  grounded: boolean;
+  notFound: boolean;
+  /** Wall time from the request arriving to `done`, in milliseconds. */
+  elapsedMs: number;
+  removedCitations?: number;
+}
+
+/** `{code, message}` of an `error` event, or of an HTTP error body `{"error": {...}}`. */
+export interface ApiErrorBody {
+  code: string;
+  message: string;
+}
+
+export interface RelatedLink {
+  target: string;
+  targetPath: string | null;
+  heading?: string | null;
+  blockId?: string | null;
+  alias?: string | null;
+  isEmbed?: boolean;
+  line?: number | null;
+}
+
+export interface RelatedResponse {
+  filePath?: string;
+  links: RelatedLink[];
+  backlinks: { filePath: string; line?: number | null }[];
+  similar: { filePath: string; title?: string; score: number }[];
+}
+
+export interface TagCount {
+  tag: string;
+  count: number;
+}
+
+export interface TagsResponse {
+  tags: TagCount[];
+}
+
+/** `GET /index/stats`. `lastIngestedAt` is seconds since the epoch (or null before the first index). */
+export interface IndexStats {
+  notes: number;
+  chunks: number;
+  vectors: number;
+  pending: number;
+  lastIngestedAt: number | null;
+  watching?: boolean;
+  paused?: boolean;
+  indexing?: boolean;
+  errors?: { filePath: string; reason: string }[];
+}
+
+/** A `progress` event of `GET /events`: `done` of `total` items in `phase` (`scan`, `index`, `embed`). */
+export interface ProgressEvent {
+  phase: string;
+  done: number;
+  total: number;
+}
