@@ -19,8 +19,11 @@ streamed text (also when ``[``, the digits and ``]`` arrive in different tokens)
 ``done.removedCitations``. Text inside backticks is left alone (``arr[0]`` is code, not a citation).
 
 Privacy: a model whose ``remote`` is true (a non-loopback endpoint) is a remote client; chunks of
-notes carrying a withheld tag (default ``personal``, nested tags included) never enter its prompt.
-The extractive fallback runs locally and may use them.
+notes carrying a withheld tag (default ``personal``, nested tags included; a
+:class:`~cairn.policy.Withhold`, so withheld folders too) never enter its prompt. The extractive
+fallback runs locally and may use them — unless the *caller* is withheld from them: ``withhold``
+(an MCP client not declared local, issue 5) removes those notes before retrieval, so they are never
+in the prompt, the answer or the sources.
 
 The model is a :class:`ChatModel` injected by the composition root (``cairn.llm`` implements it).
 """
@@ -35,7 +38,8 @@ from typing import Any, AsyncIterator, Protocol, Sequence
 
 from cairn.config import NOT_FOUND_ANSWER
 from cairn.errors import CairnError
-from cairn.notes import tag_in_scope
+from cairn.notes import normalise_tag
+from cairn.policy import Withhold, WithheldTally
 from cairn.prompt import ContextBlock, build_messages
 from cairn.query import Answer, QueryService, Source
 
@@ -62,7 +66,7 @@ def split_pieces(text: str) -> list[str]:
 
 def is_withheld(tags: Sequence[str], withheld: Sequence[str]) -> bool:
     """True when any of ``tags`` is one of ``withheld`` or nested below one (``personal/health``)."""
-    return any(tag_in_scope(t, w) for t in tags for w in withheld)
+    return Withhold(tuple(t for t in map(normalise_tag, withheld) if t)).tag_withheld(tags)
 
 
 class CitationFilter:
@@ -122,24 +126,32 @@ class AnswerService:
     """Streams answers for the HTTP edge (and collects them for the CLI). ``model`` may be ``None``."""
 
     def __init__(self, query: QueryService, model: ChatModel | None = None, *,
-                 withhold_tags: Sequence[str] = ("personal",)) -> None:
+                 withhold_tags: Sequence[str] | Withhold = ("personal",)) -> None:
+        """``withhold_tags``: what a REMOTE model never sees — tags (``config.llm.withhold_tags``) or a
+        :class:`~cairn.policy.Withhold` (e.g. the governance policy's, with its folders)."""
         self.query = query
         self.model = model
-        self.withhold_tags = tuple(withhold_tags)
+        if not isinstance(withhold_tags, Withhold):  # strings that are not tags can never match a note
+            withhold_tags = Withhold(tuple(dict.fromkeys(t for t in map(normalise_tag, withhold_tags) if t)))
+        self.remote_withhold = withhold_tags
+        self.withhold_tags = self.remote_withhold.tags
 
     def prompt_sources(self, sources: Sequence[Source]) -> list[Source]:
         """The sources that may enter the model's prompt, renumbered 1..n (withheld notes dropped for a remote model)."""
         if self.model is None:
             return []
         kept = list(sources)
-        if getattr(self.model, "remote", True) and self.withhold_tags:
-            kept = [s for s in kept if not is_withheld(s.hit.tags, self.withhold_tags)]
+        if getattr(self.model, "remote", True) and self.remote_withhold:
+            kept = [s for s in kept if not self.remote_withhold.note_withheld(s.hit.file_path, s.hit.tags)]
         return [Source(n=i, hit=s.hit) for i, s in enumerate(kept, start=1)]
 
     async def stream(self, question: str, *, top_k: int, tags: Sequence[str] = (),
-                     folders: Sequence[str] = (), chosen: list[Source] | None = None) -> AsyncIterator[Event]:
+                     folders: Sequence[str] = (), chosen: list[Source] | None = None,
+                     withhold: Withhold | None = None, tally: WithheldTally | None = None) -> AsyncIterator[Event]:
         """The answer's events. Raises :class:`~cairn.errors.CairnError` (e.g. BadRequest) before the first event.
-        ``chosen``, when given, receives the :class:`Source` objects of the ``sources`` event."""
+        ``chosen``, when given, receives the :class:`Source` objects of the ``sources`` event.
+        ``withhold``: notes removed before retrieval for this caller; ``tally`` receives the withheld
+        notes removed from the candidates (see :meth:`QueryService.retrieve`)."""
         started = time.monotonic()
         chosen = chosen if chosen is not None else []
 
@@ -147,7 +159,8 @@ class AnswerService:
             return "done", {"grounded": grounded, "notFound": not_found,
                             "elapsedMs": round((time.monotonic() - started) * 1000, 1), "removedCitations": removed}
 
-        sources = await asyncio.to_thread(self.query.context, question, top_k=top_k, tags=tags, folders=folders)
+        sources = await asyncio.to_thread(self.query.context, question, top_k=top_k, tags=tags, folders=folders,
+                                          withhold=withhold, tally=tally)
         if not sources:
             for piece in split_pieces(NOT_FOUND_ANSWER):
                 yield "token", {"text": piece}
@@ -202,18 +215,22 @@ class AnswerService:
         yield done(False)
 
     async def answer(self, question: str, *, top_k: int, tags: Sequence[str] = (),
-                     folders: Sequence[str] = ()) -> Answer:
-        """The whole answer at once (for the CLI): the same events, collected."""
+                     folders: Sequence[str] = (), withhold: Withhold | None = None,
+                     tally: WithheldTally | None = None) -> Answer:
+        """The whole answer at once (for the CLI and MCP): the same events, collected.
+        ``Answer.withheld`` is the number of withheld notes removed from the candidates."""
         parts: list[str] = []
         chosen: list[Source] = []
         final: dict = {}
-        async for name, data in self.stream(question, top_k=top_k, tags=tags, folders=folders, chosen=chosen):
+        tally = tally if tally is not None else WithheldTally()
+        async for name, data in self.stream(question, top_k=top_k, tags=tags, folders=folders, chosen=chosen,
+                                            withhold=withhold, tally=tally):
             if name == "token":
                 parts.append(data["text"])
             elif name == "done":
                 final = data
         return Answer(text="".join(parts), grounded=bool(final.get("grounded")), not_found=bool(final.get("notFound")),
-                      sources=list(chosen), elapsed_ms=float(final.get("elapsedMs", 0.0)))
+                      sources=list(chosen), elapsed_ms=float(final.get("elapsedMs", 0.0)), withheld=tally.count)
 
 
 def _describe(exc: BaseException | None) -> str:

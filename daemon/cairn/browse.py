@@ -1,9 +1,17 @@
-"""Read-side views of one vault's index for the API (layer 2): a note, its related notes, the tags.
+"""Read-side views of one vault's index for the API and MCP (layer 2): a note, its related notes,
+a list of notes, the tags.
 
 Every client-supplied path is confined to the vault before anything is read: absolute paths,
 ``..`` segments, backslashes, NUL and symlinks leading out of the vault raise
 :class:`~cairn.errors.PathOutsideVault` (400); a path that is not an indexed note raises
 :class:`~cairn.errors.NotFoundError` (404). Only notes the index holds are read from disk.
+
+Withholding (issue 5): every view takes ``withhold`` (a :class:`~cairn.policy.Withhold`; ``None`` or
+empty for the owner, whose views are unchanged). A withheld note asked for by path raises the same
+:class:`~cairn.errors.NotFoundError` message as a missing one; withheld notes are left out of links,
+backlinks, similar notes, lists and tag counts (a withheld tag is not listed at all); links to them in
+returned content become ``[withheld link]``. ``tally`` (a :class:`~cairn.policy.WithheldTally`)
+receives the withheld notes each call left out, for the audit log.
 
 Blocking (SQLite and file reads): call from a worker thread in async code.
 """
@@ -16,12 +24,19 @@ from typing import Any
 import numpy as np
 
 from cairn.config import COSINE_FLOOR, Config
-from cairn.errors import NotFoundError, PathOutsideVault
+from cairn.errors import BadRequest, NotFoundError, PathOutsideVault
+from cairn.notes import normalise_tag
+from cairn.policy import Withhold, WithheldTally
+from cairn.query import WithheldSet
 from cairn.store import Store
 from cairn.store.reads import chunk_ids_of_note
+from cairn.store.reads import list_notes as _list_notes
+from cairn.store.reads import tag_counts as _tag_counts
 from cairn.vault import normalise_rel_path, read_note_text, resolve_in_vault
 
 MAX_PATH_CHARS = 1024
+#: ``list_notes`` returns at most this many notes per call.
+MAX_LIST_LIMIT = 500
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
@@ -51,36 +66,76 @@ class Library:
         self.config = config
         self.store = store
 
-    def _indexed(self, raw: Any) -> tuple[str, dict]:
+    def _indexed(self, raw: Any, hidden: WithheldSet | None = None,
+                 tally: WithheldTally | None = None) -> tuple[str, dict]:
         rel = checked_rel_path(raw)
         resolve_in_vault(self.config.require_vault(), rel)  # symlinks out of the vault → PathOutsideVault
         note = self.store.note_by_path(rel)
-        if note is None or note.get("status") != "ok":
+        withheld = bool(hidden) and note is not None and hidden.hides(note["id"], rel)
+        if withheld and tally is not None:
+            tally.add([rel])
+        if note is None or note.get("status") != "ok" or withheld:
+            # A withheld note gets exactly the answer a missing one gets.
             raise NotFoundError(f"No indexed note {rel!r} in the vault; paths are vault-relative, e.g. 'folder/note.md'.")
         return rel, note
 
-    def note(self, raw: Any) -> dict[str, Any]:
-        """``{filePath, title, tags, aliases, frontmatter, content, links, backlinks, indexedAt}``."""
-        rel, note = self._indexed(raw)
+    @staticmethod
+    def _drop_links(links: list[dict], hidden: WithheldSet, tally: WithheldTally | None) -> list[dict]:
+        kept = [link for link in links if not (link.get("targetPath") and hidden.hides_path(link["targetPath"]))]
+        if tally is not None:
+            tally.add(link["targetPath"] for link in links if link not in kept)
+        return kept
+
+    @staticmethod
+    def _drop_backlinks(backlinks: list[dict], hidden: WithheldSet, tally: WithheldTally | None) -> list[dict]:
+        kept = [b for b in backlinks if not hidden.hides_path(b["filePath"])]
+        if tally is not None:
+            tally.add(b["filePath"] for b in backlinks if b not in kept)
+        return kept
+
+    def note(self, raw: Any, withhold: Withhold | None = None, tally: WithheldTally | None = None) -> dict[str, Any]:
+        """``{filePath, title, tags, aliases, frontmatter, content, links, backlinks, indexedAt}``.
+        ``withhold``: see the module docstring (content keeps its text; links to withheld notes in it,
+        in its front-matter values and the ``links``/``backlinks`` entries naming them are removed)."""
+        hidden = WithheldSet.load(self.store, withhold) if withhold else None
+        rel, note = self._indexed(raw, hidden, tally)
         path = resolve_in_vault(self.config.require_vault(), rel)
         try:
             content, _ = read_note_text(path, max_bytes=self.config.max_note_bytes)
         except Exception as exc:
             raise NotFoundError(f"Note {rel!r} is indexed but cannot be read now ({getattr(exc, 'message', exc)}); "
                                 "it may have been moved or deleted.") from None
-        return {"filePath": rel, "title": note["title"], "tags": self.store.note_tags(rel), "aliases": note["aliases"],
-                "frontmatter": note["frontmatter"], "content": content, "links": self.store.links_of_note(rel),
-                "backlinks": self.store.backlinks(rel), "indexedAt": note["indexedAt"]}
+        out = {"filePath": rel, "title": note["title"], "tags": self.store.note_tags(rel), "aliases": note["aliases"],
+               "frontmatter": note["frontmatter"], "content": content, "links": self.store.links_of_note(rel),
+               "backlinks": self.store.backlinks(rel), "indexedAt": note["indexedAt"]}
+        if hidden:
+            # Defence in depth: the note was tagged withheld on disk since it was indexed.
+            if hidden.withhold.tag_withheld(out["tags"]):
+                raise NotFoundError(f"No indexed note {rel!r} in the vault; paths are vault-relative, e.g. 'folder/note.md'.")
+            out["links"] = self._drop_links(out["links"], hidden, tally)
+            out["backlinks"] = self._drop_backlinks(out["backlinks"], hidden, tally)
+            if hidden.redactor:
+                out["content"] = hidden.redact(content)
+                out["frontmatter"] = _redact_values(out["frontmatter"], hidden.redact)
+        return out
 
-    def related(self, raw: Any, limit: int = 10) -> dict[str, Any]:
+    def related(self, raw: Any, limit: int = 10, withhold: Withhold | None = None,
+                tally: WithheldTally | None = None) -> dict[str, Any]:
         """``{filePath, links, backlinks, similar: [{filePath, title, score}]}``; ``similar`` are the
-        notes whose chunks are nearest (cosine ≥ the floor) to the mean of this note's chunk vectors."""
-        rel, _ = self._indexed(raw)
+        notes whose chunks are nearest (cosine ≥ the floor) to the mean of this note's chunk vectors.
+        ``withhold``: withheld notes are left out of all three (``similar`` still holds up to ``limit``)."""
+        hidden = WithheldSet.load(self.store, withhold) if withhold else None
+        rel, _ = self._indexed(raw, hidden, tally)
         links = self.store.links_of_note(rel)
-        return {"filePath": rel, "links": links, "backlinks": self.store.backlinks(rel),
-                "similar": self._similar(rel, limit)}
+        backlinks = self.store.backlinks(rel)
+        if hidden:
+            links = self._drop_links(links, hidden, tally)
+            backlinks = self._drop_backlinks(backlinks, hidden, tally)
+        return {"filePath": rel, "links": links, "backlinks": backlinks,
+                "similar": self._similar(rel, limit, hidden, tally)}
 
-    def _similar(self, rel: str, limit: int) -> list[dict[str, Any]]:
+    def _similar(self, rel: str, limit: int, hidden: WithheldSet | None = None,
+                 tally: WithheldTally | None = None) -> list[dict[str, Any]]:
         ids = chunk_ids_of_note(self.store, rel)
         vectors = self.store.vectors(ids)
         if not vectors:
@@ -90,18 +145,74 @@ class Library:
         if norm == 0.0:
             return []
         centre = (centre / norm).astype(np.float32)
-        hits = self.store.knn(centre, self.SIMILAR_CANDIDATES)
+        # Withheld chunks are fetched too and then dropped, so the allowed pool stays SIMILAR_CANDIDATES.
+        extra = len(hidden.chunks) if hidden else 0
+        hits = self.store.knn(centre, self.SIMILAR_CANDIDATES + extra)
         rows = self.store.chunk_rows([cid for cid, _ in hits])
         best: dict[str, tuple[float, str]] = {}
         for cid, cosine in hits:
             row = rows.get(cid)
             if row is None or row.path == rel or cosine < COSINE_FLOOR:
                 continue
+            if hidden and hidden.hides(row.note_id, row.path):
+                if tally is not None:
+                    tally.add([row.path])
+                continue
             if row.path not in best or cosine > best[row.path][0]:
                 best[row.path] = (cosine, row.title)
         ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
         return [{"filePath": path, "title": title, "score": round(score, 4)} for path, (score, title) in ranked]
 
-    def tags(self) -> dict[str, Any]:
-        """``{tags: [{tag, count}]}`` sorted by tag."""
-        return {"tags": [{"tag": tag, "count": count} for tag, count in self.store.tag_counts()]}
+    def tags(self, withhold: Withhold | None = None, tally: WithheldTally | None = None) -> dict[str, Any]:
+        """``{tags: [{tag, count}]}`` sorted by tag. ``withhold``: counts only allowed notes, and a
+        withheld tag (or one nested below it) is not listed."""
+        if not withhold:
+            return {"tags": [{"tag": tag, "count": count} for tag, count in self.store.tag_counts()]}
+        hidden = WithheldSet.load(self.store, withhold)
+        if tally is not None:
+            tally.add(hidden.paths)
+        return {"tags": [{"tag": tag, "count": count} for tag, count in _tag_counts(self.store, hidden.notes)
+                         if not withhold.tag_withheld([tag])]}
+
+    def list_notes(self, tag: str | None = None, folder: str | None = None, limit: int = 50,
+                   withhold: Withhold | None = None, tally: WithheldTally | None = None) -> dict[str, Any]:
+        """``{notes: [{filePath, title, tags, indexedAt}], total}``: indexed notes sorted by path, at most
+        ``limit`` (1..500), optionally only those carrying ``tag`` (nested tags below it count) and under
+        ``folder`` (vault-relative). ``total`` counts every matching allowed note. Withheld notes are never
+        listed nor counted; asking for a withheld tag lists nothing. Raises :class:`BadRequest` for a bad
+        tag, folder or limit."""
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST_LIMIT:
+            raise BadRequest(f"limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}.")
+        tags: list[str] = []
+        if tag is not None and str(tag).strip():
+            norm = normalise_tag(str(tag))
+            if norm is None:
+                raise BadRequest(f"{tag!r} is not a valid tag; expected e.g. 'project' or 'project/alpha'.")
+            tags = [norm]
+        scope = None
+        if folder is not None and str(folder).strip().strip("/"):
+            scope = checked_rel_path(str(folder).strip().strip("/"))
+        hidden = WithheldSet.load(self.store, withhold) if withhold else None
+        exclude = hidden.notes if hidden else {}
+        notes, total = _list_notes(self.store, tags=tags, folder=scope, exclude_ids=exclude, limit=limit)
+        if hidden:
+            kept = [n for n in notes if not hidden.withhold.note_withheld(n["filePath"], n["tags"])]
+            total -= len(notes) - len(kept)
+            notes = kept
+            if tally is not None and exclude:  # the withheld notes matching this listing's filters
+                tags_of = self.store.tags_of_notes(exclude)
+                tally.add(path for nid, path in exclude.items()
+                          if (scope is None or path.startswith(scope + "/"))
+                          and (not tags or any(t == tags[0] or t.startswith(tags[0] + "/") for t in tags_of[nid])))
+        return {"notes": notes, "total": total}
+
+
+def _redact_values(value: Any, redact: Any) -> Any:
+    """Front-matter with ``redact`` applied to every string inside it."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_values(v, redact) for v in value]
+    if isinstance(value, dict):
+        return {k: _redact_values(v, redact) for k, v in value.items()}
+    return value

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import posixpath
+import re
 import threading
 import time
 import unicodedata
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "ALL_TOOLS", "CONTAINED_READS", "POLICY_VERSION", "DEFAULT_POLICY_NAME", "SCHEMA_NAME",
-    "PolicyError", "Withhold", "ClientPolicy", "Policy", "PolicyHolder",
+    "PolicyError", "Withhold", "WithheldTally", "LinkRedactor", "WITHHELD_LINK", "NOTHING_WITHHELD", "ClientPolicy", "Policy", "PolicyHolder",
     "parse_policy", "load_policy", "fail_closed_policy", "default_policy_text", "policy_schema",
     "owner_policy_path", "ensure_owner_policy",
 ]
@@ -127,6 +128,85 @@ class Withhold:
 
 
 NOTHING_WITHHELD = Withhold()
+
+
+@dataclass
+class WithheldTally:
+    """Out-parameter of the withholding use-case calls: the distinct withheld notes a call would
+    otherwise have touched (search candidates removed, a withheld note asked for, links and list
+    entries dropped). For the audit log only — never shown to the client (a count is a leak too)."""
+
+    paths: set[str] = field(default_factory=set)
+
+    def add(self, paths: Iterable[str]) -> None:
+        self.paths.update(paths)
+
+    @property
+    def count(self) -> int:
+        return len(self.paths)
+
+
+#: What a link to a withheld note becomes in returned content, snippets and prompts.
+WITHHELD_LINK = "[withheld link]"
+
+
+class LinkRedactor:
+    """Replaces wikilinks, embeds and Markdown links that point to a withheld note by
+    :data:`WITHHELD_LINK`. Built from the withheld notes' ``(path, aliases)``; a link matches when its
+    target (without ``#heading``, ``|alias``, ``.md``, leading ``./``/``../``/``/``; case-insensitive) is a
+    withheld note's path, ends in its file name, or is one of its aliases. That errs on the side of
+    redacting: a link to an allowed note with the same file name as a withheld one is redacted too."""
+
+    def __init__(self, notes: Iterable[tuple[str, Iterable[str]]]) -> None:
+        self.names: set[str] = set()
+        self.aliases: set[str] = set()
+        for path, aliases in notes:
+            folded = _fold_path(path)
+            base = folded.rsplit("/", 1)[-1]
+            self.names.update({folded, base})
+            if folded.endswith(".md"):
+                self.names.update({folded[:-3], base[:-3]})
+            self.aliases.update(_fold_path(a).strip() for a in aliases or () if isinstance(a, str) and a.strip())
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
+
+    def matches(self, target: str) -> bool:
+        """True when the link target ``target`` (as written, fragment already removed) may name a withheld note."""
+        t = _fold_path(target.strip()).replace("\\", "/")
+        if not t:
+            return False
+        if t in self.aliases:
+            return True
+        t = t.lstrip("/")
+        while t.startswith(("./", "../")):
+            t = t.split("/", 1)[1]
+        base = t.rsplit("/", 1)[-1]
+        return t in self.names or base in self.names
+
+    def redact(self, text: str) -> str:
+        """``text`` with every link to a withheld note replaced by :data:`WITHHELD_LINK`."""
+        if not self.names or not text or ("[" not in text):
+            return text
+        from urllib.parse import unquote
+
+        from cairn.notes import _MDLINK_RE, _URL_SCHEME_RE, _WIKILINK_RE, _parse_wikilink, _split_fragment
+
+        def wiki(m: "re.Match[str]") -> str:
+            target = _parse_wikilink(m.group(2))[0]
+            return WITHHELD_LINK if target and self.matches(target) else m.group(0)
+
+        def md(m: "re.Match[str]") -> str:
+            dest = m.group(3)
+            if dest.startswith("<") and dest.endswith(">"):
+                dest = dest[1:-1]
+            dest = dest.strip()
+            if not dest or _URL_SCHEME_RE.match(dest) or dest.startswith("//"):
+                return m.group(0)
+            target = _split_fragment(unquote(dest))[0]
+            return WITHHELD_LINK if target and self.matches(target) else m.group(0)
+
+        return _MDLINK_RE.sub(md, _WIKILINK_RE.sub(wiki, text))
 
 
 def _norm_folder(raw: str) -> str:

@@ -2,6 +2,12 @@
 
 Flow (DESIGN.md): classify → scope filter → FTS5 BM25 top-N and vector top-N →
 fusion → cosine floor (0.35, every candidate) → per-note de-duplication → top_k.
+
+Withholding (issue 5): every entry point takes ``withhold`` (a :class:`~cairn.policy.Withhold`; ``None``
+or empty for the owner). The chunks of withheld notes are removed from both ranked lists *before* the
+top-N is taken, so ``top_k`` is still filled with allowed notes; links in returned text, snippets and
+headings that point to a withheld note become ``[withheld link]``. ``tally`` (a
+:class:`~cairn.policy.WithheldTally`) receives the withheld notes the unfiltered top-N lists held.
 """
 
 from __future__ import annotations
@@ -10,7 +16,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -19,12 +25,14 @@ from cairn.embedder import Embedder
 from cairn.errors import BadRequest
 from cairn.indexer import TITLE_WEIGHT, chunk_vector, embedding_units
 from cairn.notes import normalise_tag
+from cairn.policy import LinkRedactor, Withhold, WithheldTally
 from cairn.prompt import (
     Sentence, candidate_sentences, compose_extractive_answer, pick_sentences, select_within_budget, source_line,
     token_overlap,
 )
 from cairn.ranking import FusionWeights, QueryClassifier, fts_match_expression, limit_per_group, query_terms, rrf_fuse
 from cairn.store import ChunkRow, Store
+from cairn.store.reads import chunk_notes, withheld_notes
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +75,13 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """Ranked hits (at most top_k) and the time taken in ms."""
+    """Ranked hits (at most top_k) and the time taken in ms. ``withheld``: how many withheld notes
+    were removed from the candidates (for the audit log; not part of :meth:`to_json`)."""
 
     hits: list[Hit]
     elapsed_ms: float
     preference: str | None = None
+    withheld: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"results": [h.to_json() for h in self.hits], "elapsedMs": round(self.elapsed_ms, 1)}
@@ -101,6 +111,8 @@ class Answer:
     not_found: bool
     sources: list[Source] = field(default_factory=list)
     elapsed_ms: float = 0.0
+    #: withheld notes removed from the candidates (for the audit log; not part of to_json)
+    withheld: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -110,6 +122,46 @@ class Answer:
             "sources": [s.to_json() for s in self.sources],
             "elapsedMs": round(self.elapsed_ms, 1),
         }
+
+
+# ---------------------------------------------------------------------------------------------
+# Withheld notes
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WithheldSet:
+    """The notes ``withhold`` hides in this store right now: ``notes`` {note id: path}, ``chunks``
+    {chunk id: note id} of their chunks, and a :class:`~cairn.policy.LinkRedactor` for links to them.
+    Built per call (one indexed query for the tags, one path scan when folders are withheld)."""
+
+    withhold: Withhold
+    notes: dict[int, str]
+    chunks: dict[int, int]
+    redactor: LinkRedactor
+
+    @classmethod
+    def load(cls, store: Store, withhold: Withhold | None) -> "WithheldSet":
+        if not withhold:
+            return cls(Withhold(), {}, {}, LinkRedactor(()))
+        found = withheld_notes(store, withhold.tags, withhold.path_withheld if withhold.folders else None)
+        return cls(withhold, {nid: path for nid, (path, _) in found.items()}, chunk_notes(store, found),
+                   LinkRedactor(found.values()))
+
+    def __bool__(self) -> bool:
+        return bool(self.withhold)
+
+    def hides(self, note_id: int, path: str) -> bool:
+        """True for a withheld note (by id, or by path for a note indexed after this set was built)."""
+        return note_id in self.notes or self.withhold.path_withheld(path)
+
+    def hides_path(self, path: str) -> bool:
+        return path in self.paths or self.withhold.path_withheld(path)
+
+    @property
+    def paths(self) -> set[str]:
+        return set(self.notes.values())
+
+    def redact(self, text: str) -> str:
+        return self.redactor.redact(text) if self.redactor else text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,10 +273,13 @@ class QueryService:
 
     # ------------------------------------------------------------------ retrieval
     def retrieve(self, query: str, *, top_k: int = DEFAULT_TOP_K, tags: Sequence[str] = (),
-                 folders: Sequence[str] = (), mode: str = "hybrid", per_note: int | None = None) -> tuple[list[Hit], str | None]:
+                 folders: Sequence[str] = (), mode: str = "hybrid", per_note: int | None = None,
+                 withhold: Withhold | None = None, tally: WithheldTally | None = None) -> tuple[list[Hit], str | None]:
         """Ranked hits for ``query`` (at most ``top_k``, at most ``per_note`` chunks per note),
         each with cosine similarity ≥ the floor. ``mode`` picks the ranked lists fused:
-        ``hybrid`` (BM25 + dense), ``bm25`` or ``dense`` (for evaluation). Returns (hits, preference)."""
+        ``hybrid`` (BM25 + dense), ``bm25`` or ``dense`` (for evaluation). Returns (hits, preference).
+        ``withhold``: notes never returned, removed before ranking (module docstring); ``tally``
+        receives the withheld notes that the unfiltered candidate lists held."""
         query = self._check(query, top_k)
         if mode not in MODES:
             raise BadRequest(f"mode must be one of {', '.join(MODES)}, got {mode!r}.")
@@ -234,6 +289,9 @@ class QueryService:
         within = self.store.scoped_chunk_ids(scope_tags, scope_folders) if (scope_tags or scope_folders) else None
         if within is not None and not within:
             return [], None
+        hidden = WithheldSet.load(self.store, withhold)
+        excluded = list(hidden.chunks)
+        touched: set[int] = set()  # withheld chunks among the unfiltered candidates (for the tally)
         qvec = self.embedder.embed_query(query)
         preference = self.classifier.classify(query)
 
@@ -241,7 +299,11 @@ class QueryService:
         bm25: list[int] = []
         if mode in ("hybrid", "bm25"):
             match = fts_match_expression(query)
-            bm25 = [cid for cid, _ in self.store.fts_search(match, self.CANDIDATES, within=within)] if match else []
+            bm25 = [cid for cid, _ in self.store.fts_search(match, self.CANDIDATES, within=within,
+                                                             excluding=excluded)] if match else []
+            if match and excluded and tally is not None:
+                touched.update(c for c, _ in self.store.fts_search(match, self.CANDIDATES, within=within)
+                               if c in hidden.chunks)
             rankings["bm25"] = bm25
         snap = self._vectors()
         newer = self._embedded_since(snap)
@@ -250,6 +312,8 @@ class QueryService:
         if within is not None and newer:
             scope = set(within)
             newer = [c for c in newer if c in scope]
+        if excluded and newer:
+            newer = [c for c in newer if c not in hidden.chunks]
         cos_all, unit_all = snap.scores(qvec)
         dense_all = np.maximum(cos_all, self.unit_weight * unit_all)
         pool: list[int] = []
@@ -257,6 +321,13 @@ class QueryService:
             ranked = dense_all
             if within is not None:
                 ranked = np.where(np.isin(snap.chunk_ids, np.asarray(within, dtype=np.int64)), dense_all, -np.inf)
+            if excluded:
+                hide = np.isin(snap.chunk_ids, np.asarray(excluded, dtype=np.int64))
+                if tally is not None and hide.any():
+                    n_all = min(self.CANDIDATES, len(ranked))
+                    top_all = np.argpartition(-ranked, n_all - 1)[:n_all]
+                    touched.update(int(snap.chunk_ids[i]) for i in top_all if hide[i] and np.isfinite(ranked[i]))
+                ranked = np.where(hide, -np.inf, ranked)
             n = min(self.CANDIDATES, len(ranked))
             top = np.argpartition(-ranked, n - 1)[:n] if n else np.zeros(0, np.int64)
             pool = [int(snap.chunk_ids[i]) for i in top if np.isfinite(ranked[i])] + newer
@@ -281,7 +352,8 @@ class QueryService:
         floor_score = {c: max(cos, self.FLOOR_UNIT_WEIGHT * unit_cos[c]) for c, cos in chunk_cos.items()}
         if mode in ("hybrid", "dense"):
             rankings["dense"] = sorted((c for c in pool if c in dense), key=lambda c: (-dense[c], c))[: self.CANDIDATES]
-        passing = {cid for cid in candidates if cid in rows and floor_score.get(cid, -1.0) >= self.floor}
+        passing = {cid for cid in candidates if cid in rows and floor_score.get(cid, -1.0) >= self.floor
+                   and not (hidden and hidden.hides(rows[cid].note_id, rows[cid].path))}
         fused = rrf_fuse({name: [c for c in ranked if c in passing] for name, ranked in rankings.items()},
                          {"dense": self.weights.dense, "bm25": self.weights.bm25})
         for cid in fused:
@@ -290,7 +362,17 @@ class QueryService:
         chosen = limit_per_group(order, {c: rows[c].path for c in order}, per_note, top_k)
         tags_by_note = self.store.tags_of_notes(rows[c].note_id for c in chosen)
         terms = query_terms(query)
-        hits = [self._hit(rows[c], fused[c], cosines[c], tags_by_note.get(rows[c].note_id, []), terms) for c in chosen]
+        if hidden:  # defence in depth: a note tagged since the withheld set was read
+            chosen = [c for c in chosen if not hidden.withhold.tag_withheld(tags_by_note.get(rows[c].note_id, []))]
+            if tally is not None and touched:
+                # The withheld notes with a candidate chunk that would have passed the floor (a chunk not
+                # in the in-memory vectors counts, to err on the side of reporting).
+                def would_pass(cid: int) -> bool:
+                    r = snap.row_of.get(cid)
+                    return r is None or max(float(cos_all[r]), self.FLOOR_UNIT_WEIGHT * float(unit_all[r])) >= self.floor
+                tally.add(hidden.notes[hidden.chunks[c]] for c in touched if would_pass(c))
+        hits = [self._hit(rows[c], fused[c], cosines[c], tags_by_note.get(rows[c].note_id, []), terms,
+                          hidden.redact if hidden.redactor else None) for c in chosen]
         return hits, preference
 
     def _vectors(self, *, force: bool = False) -> _VectorSnapshot:
@@ -343,26 +425,36 @@ class QueryService:
         return cosines, best_unit
 
     @staticmethod
-    def _hit(row: ChunkRow, score: float, cosine: float, tags: Sequence[str], terms: Sequence[str]) -> Hit:
-        return Hit(chunk_id=row.chunk_id, file_path=row.path, title=row.title, symbol=row.symbol, score=score,
-                   cosine=cosine, snippet=make_snippet(row.text, terms), text=row.text, tags=tuple(tags),
+    def _hit(row: ChunkRow, score: float, cosine: float, tags: Sequence[str], terms: Sequence[str],
+             redact: "Callable[[str], str] | None" = None) -> Hit:
+        text, symbol = (redact(row.text), redact(row.symbol)) if redact else (row.text, row.symbol)
+        return Hit(chunk_id=row.chunk_id, file_path=row.path, title=row.title, symbol=symbol, score=score,
+                   cosine=cosine, snippet=make_snippet(text, terms), text=text, tags=tuple(tags),
                    lines=(row.line_start, row.line_end) if row.line_start is not None else None,
                    page=row.page, kind=row.kind, indexed_at=row.indexed_at)
 
     def search(self, query: str, *, top_k: int = DEFAULT_TOP_K, tags: Sequence[str] = (),
-               folders: Sequence[str] = (), mode: str = "hybrid") -> SearchResult:
+               folders: Sequence[str] = (), mode: str = "hybrid", withhold: Withhold | None = None,
+               tally: WithheldTally | None = None) -> SearchResult:
         """Ranked chunks for a query. Raises :class:`BadRequest` for an empty or over-long query,
-        a bad top_k or tag."""
+        a bad top_k or tag. ``withhold``/``tally``: see :meth:`retrieve`; ``SearchResult.withheld``
+        is the number of withheld notes removed from the candidates."""
         started = time.perf_counter()
-        hits, preference = self.retrieve(query, top_k=top_k, tags=tags, folders=folders, mode=mode)
-        return SearchResult(hits=hits, elapsed_ms=(time.perf_counter() - started) * 1000, preference=preference)
+        tally = tally if tally is not None else WithheldTally()
+        hits, preference = self.retrieve(query, top_k=top_k, tags=tags, folders=folders, mode=mode,
+                                         withhold=withhold, tally=tally)
+        return SearchResult(hits=hits, elapsed_ms=(time.perf_counter() - started) * 1000, preference=preference,
+                            withheld=tally.count)
 
     # ------------------------------------------------------------------ answers
     def context(self, question: str, *, top_k: int = DEFAULT_TOP_K, tags: Sequence[str] = (),
-                folders: Sequence[str] = ()) -> list[Source]:
+                folders: Sequence[str] = (), withhold: Withhold | None = None,
+                tally: WithheldTally | None = None) -> list[Source]:
         """The numbered sources of an answer: retrieved chunks that fit the 6,000-token context
-        budget (lowest-scored dropped first), numbered 1..n in rank order. [] → not found."""
-        hits, _ = self.retrieve(question, top_k=top_k, tags=tags, folders=folders, per_note=self.PER_NOTE_ASK)
+        budget (lowest-scored dropped first), numbered 1..n in rank order. [] → not found.
+        ``withhold``/``tally``: see :meth:`retrieve` (withheld notes never become sources)."""
+        hits, _ = self.retrieve(question, top_k=top_k, tags=tags, folders=folders, per_note=self.PER_NOTE_ASK,
+                                withhold=withhold, tally=tally)
         if not hits:
             return []
         tokens = [self.embedder.count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)]
@@ -370,19 +462,21 @@ class QueryService:
         return [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)]
 
     def ask(self, question: str, *, top_k: int = DEFAULT_TOP_K, tags: Sequence[str] = (),
-            folders: Sequence[str] = ()) -> Answer:
+            folders: Sequence[str] = (), withhold: Withhold | None = None,
+            tally: WithheldTally | None = None) -> Answer:
         """An attributable answer. Nothing above the floor → the fixed not-found answer. Otherwise
         (no model yet) the extractive answer: the sentences of the sources that best answer the
         question, each followed by its ``[n]``, then a ``Sources:`` list; ``grounded: false``."""
         started = time.perf_counter()
         question = self._check(question, top_k, "question")
-        sources = self.context(question, top_k=top_k, tags=tags, folders=folders)
+        tally = tally if tally is not None else WithheldTally()
+        sources = self.context(question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally)
         if not sources:
             return Answer(text=NOT_FOUND_ANSWER, grounded=False, not_found=True, sources=[],
-                          elapsed_ms=(time.perf_counter() - started) * 1000)
+                          elapsed_ms=(time.perf_counter() - started) * 1000, withheld=tally.count)
         text = self.extractive_answer(question, sources)
         return Answer(text=text, grounded=False, not_found=False, sources=sources,
-                      elapsed_ms=(time.perf_counter() - started) * 1000)
+                      elapsed_ms=(time.perf_counter() - started) * 1000, withheld=tally.count)
 
     def extractive_answer(self, question: str, sources: Sequence[Source]) -> str:
         """Pick the sentences that best answer ``question``: cosine similarity of each candidate

@@ -430,9 +430,11 @@ class Store:
 
     # ------------------------------------------------------------------ reads for the query service
     def fts_search(self, match: str, limit: int, *, weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
-                   within: Sequence[int] | None = None) -> list[tuple[int, float]]:
+                   within: Sequence[int] | None = None,
+                   excluding: Sequence[int] | None = None) -> list[tuple[int, float]]:
         """BM25 top ``limit`` for an FTS5 MATCH expression built by the caller from quoted terms.
-        Returns (chunk_id, bm25) with bm25 ≤ 0, best (most negative) first. ``within`` restricts to chunk ids."""
+        Returns (chunk_id, bm25) with bm25 ≤ 0, best (most negative) first. ``within`` restricts to chunk ids;
+        ``excluding`` leaves chunk ids out before the top ``limit`` is taken (withheld notes, issue 5)."""
         w = ", ".join(str(float(x)) for x in weights)
         sql = f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
         args: list = [match]
@@ -441,6 +443,9 @@ class Store:
                 return []
             sql += f" AND rowid IN (SELECT value FROM json_each(?))"
             args.append(json.dumps(list(within)))
+        if excluding:
+            sql += " AND rowid NOT IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps(list(excluding)))
         sql += " ORDER BY s LIMIT ?"
         args.append(limit)
         try:

@@ -3,7 +3,8 @@ search work changes): all SQL still lives in ``store/``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 if TYPE_CHECKING:
     from cairn.store import Store
@@ -13,3 +14,81 @@ def chunk_ids_of_note(store: "Store", path: str) -> list[int]:
     """Ids of the chunks of the note at vault-relative ``path``, in order ([] when none)."""
     return [r[0] for r in store.conn.execute(
         "SELECT c.id FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path=? ORDER BY c.ordinal", (path,))]
+
+
+# ------------------------------------------------------------------------ withholding (issue 5)
+def _tag_clause(tags: Sequence[str], column: str = "t.tag") -> tuple[str, list]:
+    """SQL matching ``column`` to any of the normalised ``tags`` or a tag nested below one."""
+    ors, args = [], []
+    for t in tags:
+        ors.append(f"({column} = ? OR substr({column}, 1, ?) = ?)")
+        args += [t, len(t) + 1, t + "/"]
+    return " OR ".join(ors), args
+
+
+def withheld_notes(store: "Store", tags: Sequence[str],
+                   path_withheld: Callable[[str], bool] | None = None) -> dict[int, tuple[str, list[str]]]:
+    """``{note_id: (path, aliases)}`` of every known file carrying one of the normalised ``tags`` (or a
+    tag nested below one: ``note_tags`` holds case-folded tags, nested kept as ``a/b``) or whose path
+    ``path_withheld`` accepts. Any status (skipped files included). Cost: one indexed query for the
+    tags; the path test reads every path (~2 ms for 4,000 notes)."""
+    out: dict[int, tuple[str, list[str]]] = {}
+    if tags:
+        clause, args = _tag_clause(tags)
+        for nid, path, aliases in store.conn.execute(
+                f"SELECT n.id, n.path, n.aliases FROM notes n WHERE n.id IN "
+                f"(SELECT t.note_id FROM note_tags t WHERE {clause})", args):
+            out[nid] = (path, json.loads(aliases or "[]"))
+    if path_withheld is not None:
+        for nid, path, aliases in store.conn.execute("SELECT id, path, aliases FROM notes"):
+            if nid not in out and path_withheld(path):
+                out[nid] = (path, json.loads(aliases or "[]"))
+    return out
+
+
+def chunk_notes(store: "Store", note_ids: Iterable[int]) -> dict[int, int]:
+    """``{chunk_id: note_id}`` for every chunk of the given notes."""
+    ids = list(note_ids)
+    if not ids:
+        return {}
+    return {cid: nid for cid, nid in store.conn.execute(
+        "SELECT id, note_id FROM chunks WHERE note_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))}
+
+
+def list_notes(store: "Store", *, tags: Sequence[str] = (), folder: str | None = None,
+               exclude_ids: Iterable[int] = (), limit: int = 50) -> tuple[list[dict], int]:
+    """Indexed notes sorted by path, optionally only those carrying any of the normalised ``tags``
+    (nested included) and under ``folder`` (a vault-relative prefix, case-sensitive like search's
+    folder scope), never those in ``exclude_ids``. Returns (at most ``limit`` notes as
+    ``{filePath, title, tags, indexedAt}``, the total number matching)."""
+    where, args = ["n.status = 'ok'"], []
+    excluded = list(exclude_ids)
+    if excluded:
+        where.append("n.id NOT IN (SELECT value FROM json_each(?))")
+        args.append(json.dumps(excluded))
+    if tags:
+        clause, targs = _tag_clause(tags)
+        where.append(f"n.id IN (SELECT t.note_id FROM note_tags t WHERE {clause})")
+        args += targs
+    if folder:
+        where.append("substr(n.path, 1, ?) = ?")
+        args += [len(folder) + 1, folder + "/"]
+    sql_where = " AND ".join(where)
+    total = store.conn.execute(f"SELECT count(*) FROM notes n WHERE {sql_where}", args).fetchone()[0]
+    rows = list(store.conn.execute(
+        f"SELECT n.id, n.path, n.title, n.indexed_at FROM notes n WHERE {sql_where} ORDER BY n.path LIMIT ?",
+        [*args, int(limit)]))
+    tags_by_note = store.tags_of_notes(r[0] for r in rows)
+    notes = [{"filePath": path, "title": title, "tags": tags_by_note.get(nid, []), "indexedAt": indexed_at}
+             for nid, path, title, indexed_at in rows]
+    return notes, int(total)
+
+
+def tag_counts(store: "Store", exclude_ids: Iterable[int] = ()) -> list[tuple[str, int]]:
+    """(tag, number of notes) sorted by tag, not counting the notes in ``exclude_ids``."""
+    excluded = list(exclude_ids)
+    if not excluded:
+        return store.tag_counts()
+    return list(store.conn.execute(
+        "SELECT tag, count(*) FROM note_tags WHERE note_id NOT IN (SELECT value FROM json_each(?)) "
+        "GROUP BY tag ORDER BY tag", (json.dumps(excluded),)))

@@ -1,0 +1,271 @@
+"""Withholding inside the use cases (issue 5): over the canary vault indexed with the real model, a
+caller withheld from ``personal`` notes (the default policy) and the ``Private`` folder never gets the
+canary or a withheld path from search, ask, note, related, list or tags — with queries that match those
+notes — while ``top_k``/``limit`` are still filled with allowed notes, and the owner (no withhold) finds
+everything as before."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import PurePosixPath
+from typing import Any, AsyncIterator, Sequence
+
+import pytest
+
+from cairn.answer import AnswerService
+from cairn.errors import NotFoundError
+from cairn.policy import WITHHELD_LINK, Policy, Withhold, WithheldTally, default_policy_text, parse_policy
+from conftest import CANARY, CANARY_FOLDER, CANARY_TAGGED, CANARY_WITHHELD
+
+#: A query that matches each withheld note (its distinctive topic).
+MATCHING = {
+    "Health/Blood pressure.md": "blood pressure readings systolic cuff",
+    "Health/Sleep.md": "sleep diary insomnia melatonin",
+    "Journal/2024-03-01.md": "argument with my sister about the inheritance",
+    "Journal/Therapy.md": "therapy session anxiety before presentations",
+    "Notes/Allergies.md": "allergic to penicillin and peanuts",
+    "Notes/Dream log.md": "recurring dream flying over a flooded city",
+    "Notes/Passwords hint.md": "password hints for the home router and the bank",
+    "Private/Salary.md": "salary negotiation raise signing bonus",
+}
+QUERIES = [*MATCHING.values(), CANARY, "personal", "health", "journal", "private salary"]
+ALLOWED = ("Projects/Budget.md", "Projects/Garden plan.md", "Reading list.md", "Recipes/Bread.md",
+           "Recipes/Lentil soup.md", "Travel/Lighthouse trip.md", "Work/Meeting notes.md")
+
+
+@pytest.fixture(scope="module")
+def policy() -> Policy:
+    """The shipped default policy, with the Private folder withheld too."""
+    return parse_policy(default_policy_text().replace("folders: []", "folders: [Private]"), "test-policy")
+
+
+@pytest.fixture(scope="module")
+def withhold(policy) -> Withhold:
+    w = policy.withhold_for("claude-desktop")
+    assert w == Withhold(("personal",), ("Private",))
+    return w
+
+
+def leaks(result: Any) -> list[str]:
+    """The canary and withheld paths (with or without ``.md``) found anywhere in ``result``'s JSON."""
+    text = json.dumps(result, default=lambda o: o.to_json() if hasattr(o, "to_json") else repr(o),
+                      ensure_ascii=False)
+    found = [CANARY] if CANARY in text else []
+    for path in CANARY_WITHHELD:
+        stem = str(PurePosixPath(path).with_suffix(""))
+        found += [p for p in (path, stem) if p in text]
+    return found
+
+
+# ------------------------------------------------------------------------------ the fixture itself
+def test_the_canary_is_only_in_withheld_notes_and_each_withheld_form_is_indexed_as_personal(canary_cairn):
+    vault = canary_cairn.config.require_vault()
+    holding = sorted(str(p.relative_to(vault).as_posix()) for p in vault.rglob("*.md") if CANARY in p.read_text())
+    assert holding == sorted(CANARY_WITHHELD)
+    for path in CANARY_TAGGED:
+        tags = canary_cairn.store.note_tags(path)
+        assert any(t == "personal" or t.startswith("personal/") for t in tags), (path, tags)
+    assert canary_cairn.store.note_tags("Private/Salary.md") == []
+
+
+# ------------------------------------------------------------------------------ the owner sees everything
+def test_without_withholding_every_withheld_note_is_found_by_its_query(canary_cairn):
+    for path, query in MATCHING.items():
+        hits = canary_cairn.query.search(query, top_k=3).hits
+        assert path in [h.file_path for h in hits], (query, [h.file_path for h in hits])
+    note = canary_cairn.library.note("Health/Blood pressure.md")
+    assert CANARY in note["content"]
+    listed = canary_cairn.library.list_notes(limit=50)
+    assert set(CANARY_WITHHELD) <= {n["filePath"] for n in listed["notes"]}
+    assert listed["total"] == len(CANARY_WITHHELD) + len(ALLOWED)
+    assert "personal" in {t["tag"] for t in canary_cairn.library.tags()["tags"]}
+    garden = canary_cairn.library.note("Projects/Garden plan.md")
+    assert "[[Blood pressure]]" in garden["content"] and WITHHELD_LINK not in garden["content"]
+
+
+def test_a_client_declared_local_is_withheld_nothing(canary_cairn, policy):
+    w = policy.withhold_for("my-local-agent")
+    assert not w
+    hits = canary_cairn.query.search(MATCHING["Private/Salary.md"], top_k=3, withhold=w).hits
+    assert hits[0].file_path == "Private/Salary.md"
+
+
+# ------------------------------------------------------------------------------ search and ask
+@pytest.mark.parametrize("query", QUERIES)
+def test_search_never_returns_a_withheld_note_or_the_canary(canary_cairn, withhold, query):
+    result = canary_cairn.query.search(query, top_k=10, withhold=withhold)
+    assert not leaks(result.to_json()), query
+    assert not leaks([h.text for h in result.hits] + [h.symbol for h in result.hits])
+
+
+def test_search_scoped_to_a_withheld_tag_or_folder_finds_nothing(canary_cairn, withhold):
+    for tags, folders in ((["personal"], []), (["Personal/Health"], []), ([], ["Private"]), ([], ["Health"])):
+        result = canary_cairn.query.search("notes", top_k=10, tags=tags, folders=folders, withhold=withhold)
+        assert result.hits == [], (tags, folders)
+
+
+@pytest.mark.parametrize("query, withheld_top, allowed_top", [
+    ("salary", "Private/Salary.md", "Projects/Budget.md"),
+    ("lighthouse dream stairs", "Notes/Dream log.md", "Travel/Lighthouse trip.md"),
+    ("anxiety before presentations at work", "Journal/Therapy.md", "Work/Meeting notes.md"),
+])
+def test_top_k_is_filled_with_allowed_notes_when_the_best_match_is_withheld(canary_cairn, withhold, query,
+                                                                             withheld_top, allowed_top):
+    owner = canary_cairn.query.search(query, top_k=1).hits
+    assert [h.file_path for h in owner] == [withheld_top]
+    tally = WithheldTally()
+    result = canary_cairn.query.search(query, top_k=1, withhold=withhold, tally=tally)
+    assert [h.file_path for h in result.hits] == [allowed_top]
+    assert withheld_top in tally.paths and result.withheld == tally.count >= 1
+
+
+def test_a_snippet_of_an_allowed_note_shows_its_embed_of_a_withheld_note_as_a_withheld_link(canary_cairn, withhold):
+    hit = canary_cairn.query.search("salary", top_k=1, withhold=withhold).hits[0]
+    assert hit.file_path == "Projects/Budget.md"
+    assert WITHHELD_LINK in hit.text and "[[Salary]]" not in hit.text
+    owner_hit = next(h for h in canary_cairn.query.search("salary", top_k=3).hits if h.file_path == "Projects/Budget.md")
+    assert "![[Salary]]" in owner_hit.text
+
+
+@pytest.mark.parametrize("query", list(MATCHING.values()) + [CANARY])
+def test_the_extractive_answer_and_its_sources_never_hold_a_withheld_note(canary_cairn, withhold, query):
+    answer = canary_cairn.query.ask(query, top_k=8, withhold=withhold)
+    assert not leaks(answer.to_json()), (query, answer.text)
+    assert answer.withheld >= 1
+
+
+class RecordingModel:
+    """A fake chat model (an LLM cannot run here) that records the prompt and cites source 1."""
+
+    def __init__(self, remote: bool) -> None:
+        self.remote = remote
+        self.prompts: list[Sequence[dict[str, str]]] = []
+
+    async def stream(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]:
+        self.prompts.append(messages)
+        for piece in ("From your notes ", "[1]."):
+            yield piece
+
+
+@pytest.mark.parametrize("remote", [False, True])
+def test_a_withheld_caller_never_gets_withheld_notes_in_the_prompt_answer_or_sources(canary_cairn, withhold, remote):
+    model = RecordingModel(remote)
+    service = AnswerService(canary_cairn.query, model, withhold_tags=())  # the caller's withhold alone must do it
+    for query in [*MATCHING.values(), "money, health and work"]:
+        answer = asyncio.run(service.answer(query, top_k=8, withhold=withhold))
+        assert not leaks(answer.to_json()), query
+    assert model.prompts, "some question should have reached the model"
+    assert not leaks(model.prompts)
+
+
+def test_the_owners_local_model_still_sees_personal_notes(canary_cairn):
+    model = RecordingModel(remote=False)
+    service = AnswerService(canary_cairn.query, model)
+    answer = asyncio.run(service.answer(MATCHING["Health/Blood pressure.md"], top_k=8))
+    assert answer.sources and answer.sources[0].hit.file_path == "Health/Blood pressure.md"
+    assert CANARY in json.dumps(model.prompts)
+
+
+def test_a_remote_model_is_withheld_the_policys_folders_too(canary_cairn, withhold):
+    model = RecordingModel(remote=True)
+    service = AnswerService(canary_cairn.query, model, withhold_tags=withhold)
+    asyncio.run(service.answer(MATCHING["Private/Salary.md"], top_k=8))
+    assert CANARY not in json.dumps(model.prompts)
+
+
+# ------------------------------------------------------------------------------ browse
+@pytest.mark.parametrize("path", CANARY_WITHHELD)
+def test_getting_a_withheld_note_gives_exactly_the_answer_for_a_missing_note(canary_cairn, withhold, path):
+    def message(p: str) -> str:
+        with pytest.raises(NotFoundError) as info:
+            canary_cairn.library.note(p, withhold=withhold)
+        return str(info.value)
+
+    missing = path.replace(".md", " (missing).md")
+    assert message(path) == message(missing).replace(missing, path)
+    tally = WithheldTally()
+    with pytest.raises(NotFoundError):
+        canary_cairn.library.note(path, withhold=withhold, tally=tally)
+    assert tally.paths == {path}
+    with pytest.raises(NotFoundError):
+        canary_cairn.library.related(path, withhold=withhold)
+
+
+def test_a_path_in_another_case_does_not_reach_a_withheld_note(canary_cairn, withhold):
+    for path in ("private/salary.md", "PRIVATE/Salary.md", "health/blood pressure.md"):
+        with pytest.raises(NotFoundError):
+            canary_cairn.library.note(path, withhold=withhold)
+
+
+@pytest.mark.parametrize("path", ALLOWED)
+def test_an_allowed_note_and_its_related_notes_never_name_a_withheld_note(canary_cairn, withhold, path):
+    note = canary_cairn.library.note(path, withhold=withhold)
+    related = canary_cairn.library.related(path, limit=20, withhold=withhold)
+    assert not leaks(note) and not leaks(related), path
+
+
+def test_links_to_withheld_notes_are_dropped_and_replaced_in_the_content(canary_cairn, withhold):
+    tally = WithheldTally()
+    garden = canary_cairn.library.note("Projects/Garden plan.md", withhold=withhold, tally=tally)
+    assert garden["content"].count(WITHHELD_LINK) == 2  # [[Blood pressure]] and [my allergy list](../Notes/Allergies.md)
+    assert garden["links"] == []
+    assert tally.paths == {"Health/Blood pressure.md", "Notes/Allergies.md"}
+    reading = canary_cairn.library.note("Reading list.md", withhold=withhold)
+    assert WITHHELD_LINK in reading["content"] and "my dreams" not in reading["content"]
+    assert [link["targetPath"] for link in reading["links"]] == ["Recipes/Bread.md", "Projects/Garden plan.md"]
+    meeting = canary_cairn.library.note("Work/Meeting notes.md", withhold=withhold)
+    assert meeting["frontmatter"]["related"] == WITHHELD_LINK  # a link in a property too
+
+
+def test_backlinks_and_similar_notes_leave_out_withheld_notes_yet_keep_allowed_ones(canary_cairn, withhold):
+    owner = canary_cairn.library.related("Travel/Lighthouse trip.md", limit=20)
+    assert "Journal/2024-03-01.md" in [b["filePath"] for b in owner["backlinks"]]
+    assert "Notes/Dream log.md" in [s["filePath"] for s in owner["similar"]]
+    tally = WithheldTally()
+    withheld = canary_cairn.library.related("Travel/Lighthouse trip.md", limit=20, withhold=withhold, tally=tally)
+    assert withheld["backlinks"] == []
+    assert not leaks(withheld)
+    assert {"Journal/2024-03-01.md", "Notes/Dream log.md"} <= tally.paths
+    owner_allowed = [s for s in owner["similar"] if s["filePath"] not in CANARY_WITHHELD]
+    assert withheld["similar"] == owner_allowed
+
+
+def test_similar_notes_still_fill_the_limit_with_allowed_notes(canary_cairn, withhold):
+    owner = canary_cairn.library.related("Recipes/Bread.md", limit=50)["similar"]
+    allowed = [s for s in owner if s["filePath"] not in CANARY_WITHHELD]
+    limit = max(1, len(allowed))
+    assert len(canary_cairn.library.related("Recipes/Bread.md", limit=limit, withhold=withhold)["similar"]) == limit
+
+
+@pytest.mark.parametrize("tag, folder", [(None, None), ("personal", None), ("PERSONAL", None), ("#Personal/Health", None),
+                                         ("personal/sleep", None), ("work", None), (None, "Private"), (None, "Health"),
+                                         (None, "Journal"), (None, "Notes")])
+def test_listing_never_shows_or_counts_a_withheld_note(canary_cairn, withhold, tag, folder):
+    result = canary_cairn.library.list_notes(tag=tag, folder=folder, limit=50, withhold=withhold)
+    assert not leaks(result)
+    assert result["total"] == len(result["notes"])
+    assert all(n["filePath"] in ALLOWED for n in result["notes"])
+
+
+def test_a_tag_shared_with_a_withheld_note_lists_and_counts_only_the_allowed_ones(canary_cairn, withhold):
+    owner = canary_cairn.library.list_notes(tag="work")
+    assert {n["filePath"] for n in owner["notes"]} == {"Journal/Therapy.md", "Work/Meeting notes.md"}
+    tally = WithheldTally()
+    result = canary_cairn.library.list_notes(tag="work", withhold=withhold, tally=tally)
+    assert [n["filePath"] for n in result["notes"]] == ["Work/Meeting notes.md"] and result["total"] == 1
+    assert tally.paths == {"Journal/Therapy.md"}
+
+
+def test_the_limit_of_a_list_is_filled_with_allowed_notes(canary_cairn, withhold):
+    result = canary_cairn.library.list_notes(limit=3, withhold=withhold)
+    assert [n["filePath"] for n in result["notes"]] == sorted(ALLOWED)[:3]
+    assert result["total"] == len(ALLOWED)
+
+
+def test_tags_count_only_allowed_notes_and_never_list_a_withheld_tag(canary_cairn, withhold):
+    tags = {t["tag"]: t["count"] for t in canary_cairn.library.tags(withhold=withhold)["tags"]}
+    assert not any(t == "personal" or t.startswith("personal/") for t in tags)
+    assert tags["work"] == 1  # Journal/Therapy.md also carries `work`, but it is withheld
+    owner = {t["tag"]: t["count"] for t in canary_cairn.library.tags()["tags"]}
+    assert owner["work"] == 2 and owner["personal"] >= 5
