@@ -90,6 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--client", dest="audit_client", metavar="NAME", help="only this client's calls")
     q.add_argument("--json", action="store_true", help="print the JSON lines as they are stored")
 
+    p = sub.add_parser("policy", parents=[common], help="the MCP governance policy")
+    policy_sub = p.add_subparsers(dest="policy_command", required=True, metavar="check")
+    q = policy_sub.add_parser("check", parents=[common], help="validate a policy; exit 1 with FILE:LINE: reason if invalid")
+    q.add_argument("file", nargs="?", metavar="FILE",
+                   help="the policy to check (default: your copy in the config folder, created from the default)")
+
     p = sub.add_parser("secret", parents=[common], help="store a secret (the LLM API key) in the OS keyring")
     secret_sub = p.add_subparsers(dest="secret_command", required=True, metavar="ACTION")
     q = secret_sub.add_parser("set", help="read the value from stdin (or a hidden prompt) and store it")
@@ -317,6 +323,17 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
     return asyncio.run(run_mcp_stdio(config, client=args.client, tools=args.tool))
 
 
+def cmd_policy(args: argparse.Namespace, config: Config) -> int:
+    """``cairn policy check [FILE]``: ``ok: FILE`` (exit 0), or ``Error: FILE:LINE: reason`` on stderr (exit 1).
+    Without FILE it checks the owner's copy in the config folder, creating it from the shipped default first."""
+    from cairn.policy import ensure_owner_policy, load_policy
+
+    path = Path(args.file) if args.file else ensure_owner_policy(config.config_dir)
+    load_policy(path)  # PolicyError → `Error: FILE:LINE: reason`, exit 1 (main)
+    print(f"ok: {path}")
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     from cairn.app import run_daemon, setup_logging
 
@@ -332,7 +349,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
 
 COMMANDS = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "ask": cmd_ask, "status": cmd_status,
-            "token": cmd_token, "secret": cmd_secret, "mcp": cmd_mcp}
+            "token": cmd_token, "secret": cmd_secret, "mcp": cmd_mcp, "policy": cmd_policy}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -503,8 +503,8 @@ def load_policy(path: Path) -> Policy:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_POLICY_BYTES + 1)
     except FileNotFoundError:
-        raise PolicyError(source, None, "no policy file here; create it with `cairn policy check` (which copies the "
-                                        "shipped default) or point to an existing one") from None
+        raise PolicyError(source, None, "no policy file here; check the path (`cairn policy check` without FILE "
+                                        "creates your copy in the config folder from the shipped default)") from None
     except IsADirectoryError:
         raise PolicyError(source, None, "this is a folder, not a policy file") from None
     except OSError as exc:
