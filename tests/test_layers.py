@@ -27,6 +27,8 @@ LAYERS: dict[str, int] = {
     "cairn": 0, "errors": 0, "config": 0, "policy": 0, "notes": 0, "chunking": 0, "ranking": 0, "prompt": 0,
     # 1 resources
     "store": 1, "embedder": 1, "vault": 1, "secrets": 1, "audit": 1,
+    # the OS's login-items folders (files in the user's folders, like secrets' token file): a resource
+    "autostart": 1,
     # 2 use cases
     "indexer": 2, "query": 2, "events": 2, "answer": 2, "browse": 2,
     # 3 adapters
@@ -41,7 +43,8 @@ MAY_IMPORT_COMPOSITION = {"__main__", "cli"}
 #: Only these may print to stdout (stdout is the MCP stdio wire everywhere else).
 STDOUT_WRITERS = {"cli", "__main__"}
 #: Third-party modules owned by one unit (DESIGN.md: store/ has all SQL, embedder all onnxruntime/tokenizers).
-OWNED_THIRD_PARTY = {"onnxruntime": {"embedder"}, "tokenizers": {"embedder"}, "apsw": {"store"}}
+OWNED_THIRD_PARTY = {"onnxruntime": {"embedder"}, "tokenizers": {"embedder"}, "apsw": {"store"},
+                     "pystray": {"tray"}, "PIL": {"tray"}, "pyperclip": {"tray"}}
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ class Cairn:
         self.watcher: VaultWatcher | None = None  # set by run_daemon while it watches the vault
         self._paused = False
         self._full_requested = threading.Event()  # the tray's "Reindex now": the next run re-reads every note
+        self._full_requested = threading.Event()  # the tray's "Reindex now": the next run re-reads every note
 
     def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
         """Run both indexing phases (blocking). Safe to call from a worker thread.
@@ -128,6 +129,12 @@ class Cairn:
                 self._reindex_thread = threading.Thread(target=self._reindex_run, name="cairn-reindex", daemon=True)
                 self._reindex_thread.start()
         return {"queued": True, "path": rel}
+
+    def request_full_reindex(self) -> dict[str, Any]:
+        """The tray's "Reindex now": queue a run that re-reads and re-parses every note (vectors of unchanged
+        text still come from the cache; ``lastIngestedAt`` moves). Returns at once, like :meth:`request_reindex`."""
+        self._full_requested.set()
+        return self.request_reindex()
 
     def request_full_reindex(self) -> dict[str, Any]:
         """The tray's "Reindex now": queue a run that re-reads and re-parses every note (vectors of unchanged
@@ -526,3 +533,99 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
         remove_service_file(config)
         lock.release()
     return 0
+
+
+def serve(config: Config, *, tray: bool = True, ready: Callable[[str], None] | None = None,
+          on_tray: Callable[[Any], None] | None = None) -> int:
+    """``cairn serve``: the daemon with a tray icon when ``tray`` and the desktop allows one, else headless.
+
+    No display or no tray backend → exactly one log line saying so, and the daemon runs the same
+    without it. With a tray: the tray on the main thread, the daemon's asyncio loop in a worker
+    thread (DESIGN.md, issue 6); SIGINT/SIGTERM and the tray's Quit stop the daemon cleanly.
+    ``on_tray(tray)`` (embedding, tests) is called on the main thread before the icon shows.
+    Returns the exit code; daemon start-up errors (``CairnError``) are raised as without a tray."""
+    if tray:
+        from cairn import tray as tray_mod  # the tray adapter, wired here in the composition root
+
+        reason = tray_mod.unavailable_reason()
+        if reason is not None:
+            log.info("no tray icon: %s; running headless (the HTTP API and the CLI work the same)", reason)
+            tray = False
+    if not tray:
+        return asyncio.run(run_daemon(config, ready=ready))
+    return _serve_with_tray(config, ready=ready, on_tray=on_tray)
+
+
+def _serve_with_tray(config: Config, *, ready: Callable[[str], None] | None,
+                     on_tray: Callable[[Any], None] | None) -> int:
+    from cairn import autostart
+    from cairn.secrets import get_or_create_token, token_file
+    from cairn.tray import Tray, TrayActions
+
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+
+    def request_stop() -> None:
+        try:
+            loop.call_soon_threadsafe(stop.set)
+        except RuntimeError:  # the loop already ended
+            pass
+
+    def set_autostart(enable: bool) -> None:
+        autostart.enable(config) if enable else autostart.disable()
+
+    actions = TrayActions(vault=config.require_vault(), log_dir=config.log_dir, quit=request_stop,
+                          token=lambda: get_or_create_token(config),
+                          autostart_enabled=lambda: autostart.status(config)["enabled"], set_autostart=set_autostart)
+    try:
+        tray = Tray(actions)
+    except Exception as exc:  # the backend imported but cannot make an icon
+        log.info("no tray icon: %s: %s; running headless (the HTTP API and the CLI work the same)",
+                 type(exc).__name__, exc)
+        loop.close()
+        return asyncio.run(run_daemon(config, ready=ready))
+    outcome: dict[str, Any] = {}
+
+    def started(cairn: Cairn) -> None:
+        actions.stats = cairn.stats
+        actions.reindex = cairn.request_full_reindex
+        actions.set_paused = cairn.set_paused
+        if token_file(config).exists():
+            actions.warning = "API token kept in a file: no keyring"
+        tray.bind(asyncio.get_running_loop())
+        outcome["follow"] = asyncio.get_running_loop().create_task(tray.follow(cairn.events), name="cairn-tray")
+
+    def daemon_thread() -> None:
+        try:
+            with asyncio.Runner(loop_factory=lambda: loop) as runner:
+                outcome["code"] = runner.run(run_daemon(config, ready=ready, stop=stop, started=started))
+        except BaseException as exc:  # reported on the main thread
+            outcome["error"] = exc
+        finally:
+            tray.stop()
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, lambda _s, _f: request_stop())
+        except (ValueError, OSError):  # not the main thread
+            pass
+    worker = threading.Thread(target=daemon_thread, name="cairn-daemon")
+    worker.start()
+    try:
+        if on_tray is not None:
+            on_tray(tray)
+        try:
+            tray.run()
+        except Exception as exc:  # the icon failed; the daemon goes on without it
+            log.warning("the tray icon stopped (%s: %s); the daemon keeps running headless", type(exc).__name__, exc)
+        if worker.is_alive() and "error" not in outcome and not stop.is_set():
+            log.info("the tray icon closed; the daemon keeps running (stop it with Ctrl-C or SIGTERM)")
+        while worker.is_alive():
+            worker.join(0.5)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if "error" in outcome:
+        raise outcome["error"]
+    return int(outcome.get("code", 1))

@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", parents=[common], help="run the daemon: index, HTTP API on 127.0.0.1")
     p.add_argument("--port", type=int, help="HTTP port (env CAIRN_PORT; 0 picks a free one)")
-    p.add_argument("--no-tray", action="store_true", help="run without a tray icon (the tray is not built yet)")
+    p.add_argument("--no-tray", action="store_true",
+                   help="run without a tray icon (also automatic when there is no display or tray backend)")
 
     p = sub.add_parser("index", parents=[common], help="index the vault incrementally, then exit")
     p.add_argument("--full", action="store_true", help="re-read every note (unchanged text still comes from the cache)")
@@ -95,6 +96,15 @@ def build_parser() -> argparse.ArgumentParser:
     q = policy_sub.add_parser("check", parents=[common], help="validate a policy; exit 1 with FILE:LINE: reason if invalid")
     q.add_argument("file", nargs="?", metavar="FILE",
                    help="the policy to check (default: your copy in the config folder, created from the default)")
+
+    p = sub.add_parser("autostart", parents=[common], help="start `cairn serve` at login (systemd user unit, "
+                       "macOS LaunchAgent, Windows Startup entry)")
+    p.add_argument("autostart_action", choices=["enable", "disable", "status"], metavar="ACTION",
+                   help="enable (for the vault given), disable or status")
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+
+    p = sub.add_parser("paths", parents=[common], help="print the config, data, log and cache folders")
+    p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("secret", parents=[common], help="store a secret (the LLM API key) in the OS keyring")
     secret_sub = p.add_subparsers(dest="secret_command", required=True, metavar="ACTION")
@@ -334,8 +344,55 @@ def cmd_policy(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def cmd_autostart(args: argparse.Namespace, config: Config) -> int:
+    """``cairn autostart enable|disable|status``: the login entry of :mod:`cairn.autostart`."""
+    from cairn import autostart
+
+    if args.autostart_action == "enable":
+        entry = autostart.enable(config)
+        print(f"Start at login enabled: {entry.path} runs `cairn serve --vault {config.vault}`.")
+        if entry.platform == "linux":
+            print("It starts at your next login; to start it now: systemctl --user daemon-reload && "
+                  "systemctl --user start cairn")
+        return 0
+    if args.autostart_action == "disable":
+        removed = autostart.disable()
+        print("Start at login disabled: removed " + ", ".join(str(p) for p in removed) if removed
+              else "Start at login was not enabled; nothing to remove.")
+        return 0
+    out = autostart.status(config if config.vault is not None else None)
+    if args.json:
+        _print_json(out)
+        return 0
+    if not out["installed"]:
+        print(f"Start at login: disabled (no entry at {out['path']}). Enable it with: cairn autostart enable --vault PATH")
+    else:
+        state = "enabled" if out["enabled"] else "installed but not enabled"
+        print(f"Start at login: {state} ({out['path']})")
+        if out["vault"]:
+            print(f"Runs:           cairn serve --vault {out['vault']}")
+        if out["current"] is False:
+            print("The entry was written for another vault, program or folders; run `cairn autostart enable` again "
+                  "to update it.")
+    return 0
+
+
+def cmd_paths(args: argparse.Namespace, config: Config) -> int:
+    """``cairn paths``: where Cairn keeps its config, data (indexes, service.json), log and cache files."""
+    import platformdirs
+
+    out = {"config": str(config.config_dir), "data": str(config.data_dir), "log": str(config.log_dir),
+           "cache": platformdirs.user_cache_dir("cairn")}
+    if args.json:
+        _print_json(out)
+        return 0
+    for key, value in out.items():
+        print(f"{key + ':':<8}{value}")
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace, config: Config) -> int:
-    from cairn.app import run_daemon, setup_logging
+    from cairn.app import serve, setup_logging
 
     setup_logging(config)
 
@@ -345,11 +402,12 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
         print("Stop with Ctrl-C.", file=sys.stderr)
         sys.stderr.flush()
 
-    return asyncio.run(run_daemon(config, ready=ready))
+    return serve(config, tray=not args.no_tray, ready=ready)
 
 
 COMMANDS = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "ask": cmd_ask, "status": cmd_status,
-            "token": cmd_token, "secret": cmd_secret, "mcp": cmd_mcp, "policy": cmd_policy}
+            "token": cmd_token, "secret": cmd_secret, "mcp": cmd_mcp, "policy": cmd_policy,
+            "autostart": cmd_autostart, "paths": cmd_paths}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

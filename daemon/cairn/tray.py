@@ -1,0 +1,449 @@
+"""The system-tray icon (layer 3 adapter on pystray; the only module importing pystray, PIL and pyperclip).
+
+``cairn serve`` shows it when a display and a tray backend exist (DESIGN.md: the owner's view).
+The tray runs on the main thread (pystray requires it); the daemon's asyncio loop runs in a
+worker thread. Menu callbacks run on the tray thread and cross into the loop with
+``asyncio.run_coroutine_threadsafe``; blocking work (re-index, pause, reading the token) then
+runs in the loop's thread pool, never on the loop and never on the tray thread.
+
+Menu (issue 6), top to bottom:
+
+- a status line — ``3,879 notes · up to date``, ``Indexing 812 / 3,879``, ``Paused · 3,879 notes``,
+  ``Error: …`` — and, when set, a warning line (the API token kept in a file: no keyring) and the
+  result of the last action (``API token copied``);
+- ``Reindex now`` (re-read every note), ``Pause watching`` / ``Resume watching``;
+- ``Open vault folder``, ``Open logs folder``, ``Copy API token`` (to the clipboard; never logged);
+- ``Start at login`` (a checkbox: the autostart entry of :mod:`cairn.autostart`);
+- ``Quit`` (the daemon stops cleanly: streams closed, lock released, ``service.json`` removed).
+
+The icon (PNG files drawn by ``packaging/make_icons.py``, shipped in ``cairn/icons``) follows the
+state — ``idle``, ``indexing``, ``paused``, ``error`` — and the tooltip carries the status line.
+Both are updated from the indexer's progress events (:class:`cairn.events.EventBus`) and from a
+``stats()`` poll every ``poll_s`` seconds (pauses made over HTTP, watcher batches).
+
+Backends: pystray picks AppIndicator or GTK (with PyGObject) or plain X11 (``xorg``) on Linux,
+and the native ones on macOS and Windows. The ``xorg`` backend shows the icon and tooltip but no
+menu (a left click runs the default item, ``Open vault folder``); pystray's API drives the menu
+on every backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from cairn.events import EventBus
+
+log = logging.getLogger(__name__)
+
+STATES = ("idle", "indexing", "paused", "error")
+#: Seconds between two ``stats()`` reads when no event arrives.
+DEFAULT_POLL_S = 2.0
+#: Longest tooltip (Windows cuts at 128 characters).
+TOOLTIP_MAX = 120
+#: Longest error text in the status line.
+ERROR_MAX = 60
+
+
+def unavailable_reason(env: Mapping[str, str] | None = None) -> str | None:
+    """Why no tray icon can be shown here, or ``None`` when one can.
+
+    Linux and other X11/Wayland systems need ``DISPLAY`` or ``WAYLAND_DISPLAY``; then pystray must
+    import (it connects to the display and picks a backend; ``PYSTRAY_BACKEND`` forces one).
+    """
+    env = os.environ if env is None else env
+    if sys.platform not in ("darwin", "win32") and not env.get("DISPLAY") and not env.get("WAYLAND_DISPLAY"):
+        return "no display (DISPLAY and WAYLAND_DISPLAY are not set)"
+    try:
+        import pystray  # noqa: F401  (imports the backend, which opens the display)
+    except Exception as exc:  # ImportError, or Xlib's display errors
+        return f"no tray backend ({type(exc).__name__}: {str(exc).strip() or 'no detail'})"
+    return None
+
+
+def icon_path(state: str) -> Path:
+    """The shipped PNG for ``state`` (one of :data:`STATES`)."""
+    if state not in STATES:
+        raise ValueError(f"unknown tray state {state!r}; expected one of {', '.join(STATES)}")
+    return Path(str(resources.files("cairn").joinpath("icons", f"{state}.png")))
+
+
+@dataclass(frozen=True)
+class TrayStatus:
+    """What the tray shows: ``state`` (icon), ``text`` (status line), ``tooltip``."""
+
+    state: str
+    text: str
+    tooltip: str
+
+
+def _tooltip(text: str) -> str:
+    """``Cairn - <text>``, at most :data:`TOOLTIP_MAX` characters, in Latin-1 (X11's ``WM_NAME``, which the
+    ``xorg`` backend sets, carries nothing else)."""
+    tip = "Cairn - " + text.replace("…", "...").replace("—", "-")
+    tip = tip if len(tip) <= TOOLTIP_MAX else tip[: TOOLTIP_MAX - 3] + "..."
+    return tip.encode("latin-1", "replace").decode("latin-1")
+
+
+def describe(stats: Mapping[str, Any] | None, progress: Mapping[str, Any] | None = None) -> TrayStatus:
+    """The status for ``stats`` (``Cairn.stats()``: notes, pending, indexing, paused, indexError) and the
+    last ``progress`` event (``{phase, done, total}``; phases ``scan``, ``index``, ``embed``).
+
+    Precedence: not started yet (``stats`` None) → indexing "Starting…"; an indexing error → error;
+    paused → paused; indexing or pending work → indexing with the counts; else idle "N notes · up to date".
+    """
+    if stats is None:
+        return TrayStatus("indexing", "Starting…", _tooltip("starting"))
+    notes = int(stats.get("notes") or 0)
+    error = stats.get("indexError")
+    if error:
+        short = str(error) if len(str(error)) <= ERROR_MAX else str(error)[: ERROR_MAX - 1] + "…"
+        return TrayStatus("error", f"Error: {short}", _tooltip(f"error: {error}"))
+    if stats.get("paused"):
+        text = f"Paused · {notes:,} notes"
+        return TrayStatus("paused", text, _tooltip(f"{text} (changes are not followed)"))
+    if stats.get("indexing") or int(stats.get("pending") or 0) > 0:
+        if progress and int(progress.get("total") or 0) > 0:
+            done, total = int(progress["done"]), int(progress["total"])
+            label = {"scan": "Scanning", "embed": "Embedding"}.get(str(progress.get("phase")), "Indexing")
+            unit = " passages" if progress.get("phase") == "embed" else ""
+            text = f"{label} {done:,} / {total:,}{unit}"
+        elif stats.get("pending"):
+            text = f"Indexing · {int(stats['pending']):,} waiting"
+        else:
+            text = "Indexing changes…"
+        return TrayStatus("indexing", text, _tooltip(f"{text} ({notes:,} notes indexed)"))
+    text = f"{notes:,} notes · up to date"
+    return TrayStatus("idle", text, _tooltip(text))
+
+
+@dataclass
+class TrayActions:
+    """What the menu does, supplied by the composition root. Every callable but ``quit`` may block
+    (it runs in the daemon loop's thread pool); ``quit`` must be thread-safe and return at once."""
+
+    vault: Path
+    log_dir: Path
+    quit: Callable[[], None]
+    stats: Callable[[], Mapping[str, Any]] | None = None
+    reindex: Callable[[], Any] | None = None
+    set_paused: Callable[[bool], Any] | None = None
+    token: Callable[[], str] | None = None
+    autostart_enabled: Callable[[], bool] | None = None
+    set_autostart: Callable[[bool], Any] | None = None
+    #: A standing warning for the menu (e.g. the API token is kept in a file: no keyring backend).
+    warning: str | None = None
+    #: Opens a folder in the file manager (default :func:`open_folder`).
+    opener: Callable[[Path], None] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def open_folder(path: Path) -> None:
+    """Open ``path`` in the desktop's file manager (``xdg-open``, ``open``, Explorer). Returns at once.
+    Raises ``OSError`` when no opener exists (Linux without xdg-utils)."""
+    path.mkdir(parents=True, exist_ok=True)
+    if sys.platform == "win32":
+        os.startfile(str(path))  # type: ignore[attr-defined]
+        return
+    opener = "open" if sys.platform == "darwin" else "xdg-open"
+    subprocess.Popen([opener, str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                     stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+def copy_to_clipboard(text: str) -> None:
+    """Put ``text`` on the clipboard (pyperclip: xclip/xsel/wl-copy on Linux, pbcopy, the Win32 API).
+    Raises ``RuntimeError`` naming what to install when no clipboard mechanism exists."""
+    import pyperclip
+
+    try:
+        pyperclip.copy(text)
+    except pyperclip.PyperclipException as exc:
+        raise RuntimeError("no clipboard tool: install xclip, xsel or wl-clipboard") from exc
+
+
+class Tray:
+    """The tray icon and its menu. Build it on the main thread, :meth:`run` it there (blocks until
+    :meth:`stop`); :meth:`bind` it to the daemon's loop once the daemon runs; :meth:`follow` is the
+    coroutine (run on that loop) that keeps the status current.
+
+    Raises ``ImportError``/``OSError`` from pystray when no backend can start (check
+    :func:`unavailable_reason` first).
+    """
+
+    def __init__(self, actions: TrayActions, *, name: str = "cairn", poll_s: float = DEFAULT_POLL_S) -> None:
+        import pystray
+        from PIL import Image
+
+        self.actions = actions
+        self.poll_s = poll_s
+        self._images = {s: Image.open(icon_path(s)).convert("RGBA") for s in STATES}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._status = describe(None)
+        self._stats: Mapping[str, Any] | None = None
+        self._progress: Mapping[str, Any] | None = None
+        self._notice: str | None = None
+        self._quitting = False
+        self._ready = threading.Event()
+        self._stopped = threading.Event()
+        self._updates: "queue.Queue[TrayStatus | None]" = queue.Queue()
+        #: Futures of actions sent to the loop (the last few), for callers that want to wait.
+        self.pending: list[Future] = []
+        item, sep = pystray.MenuItem, pystray.Menu.SEPARATOR
+        self.menu = pystray.Menu(
+            item(lambda _i: self._status.text, None, enabled=False),
+            item(lambda _i: f"⚠ {self.actions.warning}", None, enabled=False,
+                 visible=lambda _i: bool(self.actions.warning)),
+            item(lambda _i: self._notice or "", None, enabled=False, visible=lambda _i: bool(self._notice)),
+            sep,
+            item("Reindex now", self._on_reindex, enabled=lambda _i: self._can_act()),
+            item(lambda _i: "Resume watching" if self.paused else "Pause watching", self._on_pause,
+                 enabled=lambda _i: self._can_act()),
+            sep,
+            item("Open vault folder", self._on_open_vault, default=True),
+            item("Open logs folder", self._on_open_logs),
+            item("Copy API token", self._on_copy_token, enabled=lambda _i: self.actions.token is not None),
+            sep,
+            item("Start at login", self._on_autostart, checked=lambda _i: self._autostart_checked(),
+                 enabled=lambda _i: self.actions.set_autostart is not None),
+            sep,
+            item("Quit", self._on_quit),
+        )
+        self.icon = pystray.Icon(name, icon=self._images[self._status.state], title=self._status.tooltip,
+                                 menu=self.menu)
+        self._updater = threading.Thread(target=self._apply_updates, name="cairn-tray-update", daemon=True)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def status(self) -> TrayStatus:
+        return self._status
+
+    @property
+    def paused(self) -> bool:
+        return bool(self._stats and self._stats.get("paused"))
+
+    @property
+    def notice(self) -> str | None:
+        return self._notice
+
+    def _can_act(self) -> bool:
+        return self._loop is not None and not self._quitting
+
+    def _autostart_checked(self) -> bool:
+        if self.actions.autostart_enabled is None:
+            return False
+        try:
+            return bool(self.actions.autostart_enabled())
+        except Exception as exc:  # a broken entry must not break the menu
+            log.warning("cannot read the start-at-login state: %s", exc)
+            return False
+
+    # ------------------------------------------------------------------ lifecycle
+    def run(self) -> None:
+        """Show the icon and handle its events on the calling (main) thread until :meth:`stop`."""
+        self._updater.start()
+
+        def setup(icon: Any) -> None:
+            icon.visible = True
+            self._ready.set()
+
+        try:
+            self.icon.run(setup=setup)
+        finally:
+            self._stopped.set()
+            self._updates.put(None)
+
+    def wait_ready(self, timeout: float) -> bool:
+        """True once the icon is shown (its backend loop runs)."""
+        return self._ready.wait(timeout)
+
+    def stop(self, timeout: float = 3.0) -> None:
+        """End :meth:`run` (any thread). Bounded by ``timeout`` seconds even if the backend is wedged."""
+        if self._stopped.is_set():
+            return
+        self._quitting = True
+        done = threading.Event()
+
+        def stop_icon() -> None:
+            try:
+                self.icon.stop()
+            except Exception as exc:
+                log.warning("the tray icon did not stop cleanly: %s", exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=stop_icon, name="cairn-tray-stop", daemon=True).start()
+        if not done.wait(timeout):
+            log.warning("the tray icon did not stop within %.0f s", timeout)
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Connect the menu to the daemon's running loop (call from that loop once the daemon serves)."""
+        self._loop = loop
+        self._push()
+
+    async def follow(self, events: EventBus) -> None:
+        """Keep the status current from ``events`` (``progress``, ``indexed``, ``error``) and a ``stats()``
+        poll every ``poll_s`` seconds. Runs on the daemon loop until cancelled."""
+        sub = events.subscribe()
+        try:
+            await self.refresh()
+            while True:
+                try:
+                    name, data = await asyncio.wait_for(sub.get(), timeout=self.poll_s)
+                except asyncio.TimeoutError:
+                    await self.refresh()
+                    continue
+                if name == "progress" and isinstance(data, Mapping):
+                    self._progress = data
+                    base = dict(self._stats or {})
+                    base["indexing"] = True
+                    self._set(describe(base, data))
+                elif name in ("indexed", "error"):
+                    self._progress = None
+                    await self.refresh()
+        finally:
+            sub.close()
+
+    async def refresh(self) -> None:
+        """Read ``stats()`` (in a worker thread) and show the result."""
+        if self.actions.stats is None:
+            return
+        try:
+            stats = await asyncio.to_thread(self.actions.stats)
+        except Exception as exc:
+            log.warning("tray: cannot read the index stats: %s", exc)
+            return
+        self._stats = stats
+        self._set(describe(stats, self._progress if stats.get("indexing") else None))
+
+    # ------------------------------------------------------------------ showing
+    def _set(self, status: TrayStatus) -> None:
+        if self._quitting and status.text != "Quitting…":
+            return
+        if status != self._status:
+            self._status = status
+            self._push()
+
+    def _push(self) -> None:
+        self._updates.put(self._status)
+
+    def _apply_updates(self) -> None:
+        """Apply status changes to the icon on this helper thread: some backends' setters wait for the
+        tray thread, which must never stall the daemon loop."""
+        self._ready.wait()
+        shown_state = None
+        while True:
+            status = self._updates.get()
+            while not self._updates.empty():  # only the newest matters
+                status = self._updates.get()
+            if status is None or self._stopped.is_set():
+                return
+            try:
+                if status.state != shown_state:
+                    self.icon.icon = self._images[status.state]
+                    shown_state = status.state
+                self.icon.title = status.tooltip
+                self.icon.update_menu()
+            except Exception as exc:
+                log.warning("tray: cannot update the icon: %s", exc)
+
+    def _say(self, notice: str | None) -> None:
+        self._notice = notice
+        self._push()
+
+    # ------------------------------------------------------------------ actions (tray thread)
+    def _submit(self, fn: Callable[..., Any], *args: Any, done: Callable[[Any], None] | None = None,
+                what: str = "action") -> Future | None:
+        """Run blocking ``fn(*args)`` in the daemon loop's thread pool; ``done(result)`` afterwards; errors are
+        logged and shown in the menu. Returns the future (``None`` when the daemon is not running)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            self._say("The daemon is still starting")
+            return None
+
+        async def call() -> Any:
+            try:
+                result = await asyncio.to_thread(fn, *args)
+            except Exception as exc:
+                log.warning("tray: %s failed: %s", what, exc)
+                self._say(f"{what} failed: {getattr(exc, 'message', None) or exc}")
+                raise
+            if done is not None:
+                done(result)
+            await self.refresh()
+            return result
+
+        future = asyncio.run_coroutine_threadsafe(call(), loop)
+        self.pending = [f for f in self.pending if not f.done()][-8:] + [future]
+        return future
+
+    def _on_reindex(self, _icon: Any = None, _item: Any = None) -> None:
+        if self.actions.reindex is None:
+            return
+        log.info("tray: reindex requested")
+        self._say("Re-reading every note")
+        self._submit(self.actions.reindex, what="Reindex")
+
+    def _on_pause(self, _icon: Any = None, _item: Any = None) -> None:
+        if self.actions.set_paused is None:
+            return
+        pause = not self.paused
+        self._say(None)
+        self._submit(self.actions.set_paused, pause, what="Pause" if pause else "Resume")
+
+    def _open(self, path: Path, what: str) -> None:
+        try:
+            (self.actions.opener or open_folder)(path)
+        except Exception as exc:
+            log.warning("tray: cannot open the %s %s: %s", what, path, exc)
+            self._say(f"Cannot open the {what}: {exc}")
+
+    def _on_open_vault(self, _icon: Any = None, _item: Any = None) -> None:
+        self._open(self.actions.vault, "vault folder")
+
+    def _on_open_logs(self, _icon: Any = None, _item: Any = None) -> None:
+        self._open(self.actions.log_dir, "logs folder")
+
+    def _on_copy_token(self, _icon: Any = None, _item: Any = None) -> None:
+        token_fn = self.actions.token
+        if token_fn is None:
+            return
+
+        def copy() -> None:
+            copy_to_clipboard(token_fn())  # the token never reaches a log line or the menu
+
+        if self._loop is None:
+            try:
+                copy()
+                self._say("API token copied to the clipboard")
+            except Exception as exc:
+                log.warning("tray: copying the API token failed: %s", exc)
+                self._say(f"Copy failed: {exc}")
+            return
+        self._submit(copy, done=lambda _r: self._say("API token copied to the clipboard"), what="Copy API token")
+
+    def _on_autostart(self, _icon: Any = None, _item: Any = None) -> None:
+        if self.actions.set_autostart is None:
+            return
+        enable = not self._autostart_checked()
+        try:
+            self.actions.set_autostart(enable)  # a few small files: quick enough for the tray thread
+            self._say("Cairn will start at login" if enable else "Cairn will not start at login")
+        except Exception as exc:
+            log.warning("tray: start at login could not be changed: %s", exc)
+            self._say(f"Start at login failed: {getattr(exc, 'message', None) or exc}")
+
+    def _on_quit(self, _icon: Any = None, _item: Any = None) -> None:
+        log.info("tray: quit requested")
+        self._quitting = True
+        self._set(TrayStatus(self._status.state, "Quitting…", _tooltip("quitting")))
+        self.actions.quit()

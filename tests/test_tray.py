@@ -1,0 +1,620 @@
+"""The tray icon (issue 6) on a real X server: Xvfb, pystray's real ``xorg`` backend, a real daemon.
+
+Xvfb has no desktop, so the tests run a minimal system-tray manager (:class:`TrayHost`, the
+freedesktop System Tray Protocol over python-xlib: it owns ``_NET_SYSTEM_TRAY_S0`` and docks the
+icon windows that ask) — the part of a desktop pystray talks to. The daemon runs in a subprocess
+(:data:`DRIVER`) that calls ``cairn.app.serve(tray=True)`` and answers commands on stdin by driving
+the menu through pystray's own API (``icon.menu.items``, ``item(icon)``); the tests check what the
+owner would notice: the docked icon's pixels and tooltip, ``/index/stats`` over HTTP, files on disk,
+the clipboard, the exit code. ``cairn serve`` itself is run too, with and without a display.
+
+Xvfb comes from ``.ci/run`` (``apt-get install xvfb xclip`` when missing and root); without it the
+display tests skip saying so. Nothing touches the real user folders: HOME, XDG_CONFIG_HOME and the
+CAIRN_* folders point into the test's temp dir.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cairn import tray as tray_mod
+from cairn.tray import STATES, describe, icon_path
+
+REPO = Path(__file__).resolve().parents[1]
+START_DEADLINE_S = 90
+STEP_DEADLINE_S = 60
+QUIT_DEADLINE_S = 5.0
+POLL_S = 0.05
+NOTES = {
+    "Garden/Tomatoes.md": "---\ntags: [garden]\n---\n# Tomatoes\n\nPinch out the side shoots every week in July.\n",
+    "Home/Boiler.md": "# Boiler\n\nThe boiler pressure should sit at 1.3 bar when the system is cold.\n",
+    "Bikes/Touring.md": "# Touring bike\n\nTyre pressure for the touring bike: 65 psi front, 75 psi rear.\n",
+}
+MENU = ["Reindex now", "Pause watching", "Open vault folder", "Open logs folder", "Copy API token",
+        "Start at login", "Quit"]
+
+#: The daemon with its tray, driven through pystray's API from stdin (one JSON command per line,
+#: one JSON answer per line on stdout). argv: vault.
+DRIVER = r"""
+import json, sys, threading
+import pystray
+from cairn.app import serve, setup_logging
+from cairn.config import load_config
+
+config = load_config({"vault": sys.argv[1], "port": 0})
+setup_logging(config)
+
+def items(tray):
+    return [i for i in tray.icon.menu.items if i is not pystray.Menu.SEPARATOR]
+
+def on_tray(tray):
+    def drive():
+        ready = tray.wait_ready(60)
+        print(json.dumps({"ready": ready, "backend": type(tray.icon).__module__}), flush=True)
+        for line in sys.stdin:
+            cmd = json.loads(line)
+            if cmd["op"] == "menu":
+                out = [{"text": i.text, "enabled": i.enabled, "checked": i.checked, "visible": i.visible}
+                       for i in items(tray)]
+            elif cmd["op"] == "click":
+                item = next((i for i in items(tray) if i.text == cmd["text"]), None)
+                if item is None:
+                    out = {"error": "no item " + cmd["text"]}
+                else:
+                    item(tray.icon)
+                    out = {"clicked": cmd["text"]}
+            elif cmd["op"] == "status":
+                out = {"state": tray.status.state, "text": tray.status.text, "title": tray.icon.title,
+                       "notice": tray.notice}
+            print(json.dumps(out), flush=True)
+    threading.Thread(target=drive, daemon=True).start()
+
+sys.exit(serve(config, tray=True, on_tray=on_tray))
+"""
+
+
+# -- the X server and a tray manager ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def xvfb(tmp_path_factory):
+    """A private Xvfb display (``:N``); skipped only when Xvfb is missing or cannot start."""
+    exe = shutil.which("Xvfb")
+    if exe is None:
+        pytest.skip("Xvfb is not installed (.ci/run installs it with `apt-get install -y xvfb` when run as root)")
+    log = tmp_path_factory.mktemp("xvfb") / "xvfb.log"
+    read_fd, write_fd = os.pipe()
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([exe, "-displayfd", str(write_fd), "-screen", "0", "640x200x24", "-nolisten", "tcp"],
+                                pass_fds=(write_fd,), stdout=err, stderr=err, stdin=subprocess.DEVNULL)
+    os.close(write_fd)
+    number = b""
+    with os.fdopen(read_fd, "rb") as pipe:
+        number = pipe.readline().strip()
+    if not number:
+        proc.kill()
+        pytest.skip(f"Xvfb could not start: {log.read_text(errors='replace')[-500:]}")
+    try:
+        yield f":{number.decode()}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+class TrayHost:
+    """A minimal system-tray manager on ``display``: owns ``_NET_SYSTEM_TRAY_S0`` and docks every icon
+    window that sends ``SYSTEM_TRAY_REQUEST_DOCK`` (reparented into its 640×48 strip at 32×32 px)."""
+
+    def __init__(self, display: str) -> None:
+        from Xlib import X
+        from Xlib import display as xdisplay
+        from Xlib.protocol import event
+
+        self.X = X
+        self.d = xdisplay.Display(display)
+        self.q = xdisplay.Display(display)  # a second connection for the test thread's queries
+        screen = self.d.screen()
+        self.win = screen.root.create_window(0, 0, 640, 48, 0, screen.root_depth, background_pixel=screen.white_pixel,
+                                             event_mask=X.StructureNotifyMask | X.SubstructureNotifyMask)
+        self.win.map()
+        self.selection = self.d.intern_atom(f"_NET_SYSTEM_TRAY_S{self.d.get_default_screen()}")
+        self.opcode = self.d.intern_atom("_NET_SYSTEM_TRAY_OPCODE")
+        self.win.set_selection_owner(self.selection, X.CurrentTime)
+        manager = self.d.intern_atom("MANAGER")
+        screen.root.send_event(event.ClientMessage(window=screen.root, client_type=manager,
+                                                   data=(32, [X.CurrentTime, self.selection, self.win.id, 0, 0])),
+                               event_mask=X.StructureNotifyMask)
+        self.d.flush()
+        self.docked: list[int] = []
+        self.gone: list[int] = []
+        self.cond = threading.Condition()
+        threading.Thread(target=self._loop, name="tray-host", daemon=True).start()
+
+    def _loop(self) -> None:
+        X = self.X
+        try:
+            while True:
+                ev = self.d.next_event()
+                if ev.type == X.ClientMessage and ev.client_type == self.opcode and ev.data[1][1] == 0:
+                    wid = ev.data[1][2]
+                    child = self.d.create_resource_object("window", wid)
+                    child.reparent(self.win, 8 + 40 * len(self.docked), 8)
+                    child.configure(width=32, height=32)
+                    child.map()
+                    self.d.flush()
+                    with self.cond:
+                        self.docked.append(wid)
+                        self.cond.notify_all()
+                elif ev.type == X.DestroyNotify:
+                    with self.cond:
+                        self.gone.append(ev.window.id)
+                        self.cond.notify_all()
+        except Exception:  # the display went away at teardown
+            return
+
+    def wait(self, what: str, predicate, timeout: float = STEP_DEADLINE_S):
+        with self.cond:
+            if not self.cond.wait_for(predicate, timeout):
+                pytest.fail(f"timed out after {timeout} s waiting for the tray host: {what}")
+            return predicate()
+
+    def title(self, wid: int) -> str:
+        window = self.q.create_resource_object("window", wid)
+        return window.get_wm_name() or ""
+
+    def image(self, wid: int):
+        from PIL import Image
+
+        window = self.q.create_resource_object("window", wid)
+        raw = window.get_image(0, 0, 32, 32, self.X.ZPixmap, 0xFFFFFFFF)
+        return Image.frombytes("RGB", (32, 32), raw.data, "raw", "BGRX")
+
+
+@pytest.fixture(scope="module")
+def host(xvfb):
+    return TrayHost(xvfb)
+
+
+def _reference(state: str):
+    """What pystray's xorg backend paints for ``state`` in a 32×32 window (RGBA pasted on black)."""
+    from PIL import Image
+
+    icon = Image.open(icon_path(state)).convert("RGBA")
+    out = Image.new("RGB", (32, 32))
+    out.paste(icon.resize((32, 32), Image.LANCZOS))
+    return out
+
+
+def closest_state(image) -> str:
+    """The shipped icon the docked window's pixels are nearest to (mean absolute difference)."""
+    def distance(a, b) -> float:
+        pa, pb = a.tobytes(), b.tobytes()
+        return sum(abs(x - y) for x, y in zip(pa, pb)) / len(pa)
+
+    return min(STATES, key=lambda s: distance(image, _reference(s)))
+
+
+# -- the daemon with its tray, driven through pystray's API --------------------------------------
+
+
+class TrayDaemon:
+    def __init__(self, proc: subprocess.Popen, home: Path, vault: Path, env: dict[str, str]) -> None:
+        self.proc, self.home, self.vault, self.env = proc, home, vault, env
+        self.url = ""
+        self.token = ""
+
+    @property
+    def stderr(self) -> str:
+        return (self.home / "serve.stderr").read_text(encoding="utf-8", errors="replace")
+
+    def start_reading(self) -> None:
+        """Read the driver's stdout on a thread, so a silent driver fails a test instead of hanging it."""
+        self.lines: "queue.Queue[str]" = queue.Queue()
+
+        def pump() -> None:
+            for line in self.proc.stdout:  # type: ignore[union-attr]
+                self.lines.put(line)
+            self.lines.put("")
+
+        threading.Thread(target=pump, name="tray-driver-stdout", daemon=True).start()
+
+    def reply(self, timeout: float = STEP_DEADLINE_S) -> Any:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail(f"no answer from the tray driver in {timeout} s:\n{self.stderr[-3000:]}")
+        if not line:
+            pytest.fail(f"the tray daemon exited ({self.proc.poll()}):\n{self.stderr[-3000:]}")
+        return json.loads(line)
+
+    def send(self, op: str, **kw: Any) -> Any:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"op": op, **kw}) + "\n")
+        self.proc.stdin.flush()
+        return self.reply()
+
+    def menu(self) -> list[dict]:
+        return self.send("menu")
+
+    def click(self, text: str) -> None:
+        out = self.send("click", text=text)
+        assert out == {"clicked": text}, out
+
+    def stats(self) -> dict:
+        host, port = self.url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        try:
+            conn.request("GET", "/index/stats", headers={"Authorization": f"Bearer {self.token}"})
+            resp = conn.getresponse()
+            body = json.loads(resp.read())
+            assert resp.status == 200, body
+            return body
+        finally:
+            conn.close()
+
+    def until(self, what: str, check, deadline: float = STEP_DEADLINE_S):
+        end = time.monotonic() + deadline
+        while True:
+            value = check()
+            if value:
+                return value
+            if self.proc.poll() is not None:
+                pytest.fail(f"the tray daemon exited with {self.proc.returncode} while waiting for {what}:\n"
+                            f"{self.stderr[-3000:]}")
+            if time.monotonic() > end:
+                pytest.fail(f"timed out after {deadline} s waiting for {what}:\n{self.stderr[-3000:]}")
+            time.sleep(POLL_S)
+
+
+def daemon_env(home: Path, display: str | None) -> dict[str, str]:
+    """An environment whose every user folder is inside ``home`` (never the real ones)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "PYSTRAY_", "XDG_"))}
+    env.pop("DISPLAY", None)
+    env.pop("WAYLAND_DISPLAY", None)
+    env.update({"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "CAIRN_DATA_DIR": str(home / "data"),
+                "CAIRN_CONFIG_DIR": str(home / "config"), "CAIRN_LOG_DIR": str(home / "log"),
+                "CAIRN_KEYRING": "file", "PYTHONUNBUFFERED": "1"})
+    if display is not None:
+        env.update({"DISPLAY": display, "PYSTRAY_BACKEND": "xorg"})
+    (home / "config").mkdir(parents=True, exist_ok=True)
+    # The MCP endpoint is issue 5's; these tests are about the tray and the plugin's API.
+    (home / "config" / "config.toml").write_text("mcp_http = false\n", encoding="utf-8")
+    return env
+
+
+def write_vault(root: Path) -> Path:
+    for rel, text in NOTES.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+def read_service(home: Path, pid: int) -> dict | None:
+    try:
+        info = json.loads((home / "data" / "service.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return info if info.get("pid") == pid and info.get("url") else None
+
+
+def cairn_exe() -> str:
+    return str(Path(sys.executable).parent / "cairn")
+
+
+@pytest.fixture(scope="module")
+def tray_daemon(tmp_path_factory, xvfb, host):
+    home = tmp_path_factory.mktemp("tray-home")
+    vault = write_vault(home / "vault")
+    env = daemon_env(home, xvfb)
+    # The desktop's folder opener: a stand-in `xdg-open` that records what it was asked to open.
+    bin_dir = home / "bin"
+    bin_dir.mkdir()
+    opener = bin_dir / "xdg-open"
+    opener.write_text(f"#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{home / 'opened.txt'}'\n", encoding="utf-8")
+    opener.chmod(0o755)
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    with open(home / "serve.stderr", "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(vault)], env=env, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
+    d = TrayDaemon(proc, home, vault, env)
+    try:
+        d.start_reading()
+        hello = d.reply(START_DEADLINE_S)
+        assert hello and hello["ready"], f"the tray did not start: {hello}\n{d.stderr[-3000:]}"
+        assert hello["backend"] == "pystray._xorg"
+        d.url = d.until("service.json", lambda: (read_service(home, proc.pid) or {}).get("url"), START_DEADLINE_S)
+        d.token = subprocess.run([cairn_exe(), "token"], env=env, capture_output=True, text=True, timeout=60,
+                                 check=True).stdout.strip()
+        yield d
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def indexed(tray_daemon):
+    d = tray_daemon
+    return d.until("the first index", lambda: (s := d.stats())["notes"] == len(NOTES) and s["pending"] == 0
+                   and not s["indexing"] and s)
+
+
+# -- what the tray shows -----------------------------------------------------------------------
+
+
+def test_the_real_xorg_backend_docks_the_icon_which_shows_idle_and_the_note_count_in_its_tooltip(
+        tray_daemon, indexed, host):
+    wid = host.wait("one docked icon", lambda: host.docked and host.docked[0])
+    tray_daemon.until("the idle status", lambda: tray_daemon.send("status")["state"] == "idle")
+    title = tray_daemon.until("the tooltip", lambda: host.title(wid) == "Cairn - 3 notes · up to date"
+                              and host.title(wid))
+    assert title == "Cairn - 3 notes · up to date"
+    tray_daemon.until("the idle icon on screen", lambda: closest_state(host.image(wid)) == "idle")
+
+
+def test_the_menu_lists_status_warning_and_every_action_in_order(tray_daemon, indexed):
+    items = tray_daemon.until("the idle menu", lambda: (m := tray_daemon.menu())[0]["text"].endswith("up to date") and m)
+    visible = [i for i in items if i["visible"]]
+    assert visible[0] == {"text": "3 notes · up to date", "enabled": False, "checked": None, "visible": True}
+    # CAIRN_KEYRING=file: the token lives in a 0600 file, and the menu says so (as does the log).
+    assert visible[1]["text"] == "⚠ API token kept in a file: no keyring" and not visible[1]["enabled"]
+    assert "The API token is stored in the file" in tray_daemon.stderr
+    assert [i["text"] for i in visible[2:]] == MENU
+    assert all(i["enabled"] for i in visible[2:])
+    assert next(i for i in visible if i["text"] == "Start at login")["checked"] is False
+
+
+def test_reindex_now_rereads_every_note_as_index_stats_shows(tray_daemon, indexed):
+    before = tray_daemon.stats()
+    tray_daemon.click("Reindex now")
+    after = tray_daemon.until("a re-index", lambda: (s := tray_daemon.stats())["lastIngestedAt"] is not None
+                              and s["lastIngestedAt"] > before["lastIngestedAt"] and not s["indexing"] and s)
+    assert after["notes"] == before["notes"] == len(NOTES)
+    assert after["chunks"] == before["chunks"] and after["pending"] == 0
+
+
+def test_pause_stops_following_changes_and_resume_picks_up_what_changed_meanwhile(tray_daemon, indexed, host):
+    d = tray_daemon
+    d.click("Pause watching")
+    d.until("paused", lambda: d.stats()["paused"])
+    status = d.until("the paused status", lambda: (s := d.send("status"))["state"] == "paused" and s)
+    assert status["text"] == "Paused · 3 notes"
+    assert any(i["text"] == "Resume watching" for i in d.menu())
+    d.until("the paused icon on screen", lambda: closest_state(host.image(host.docked[0])) == "paused")
+
+    (d.vault / "Garden" / "Beans.md").write_text("# Beans\n\nSow runner beans in May against a wigwam.\n")
+    # A watching daemon applies a save within ~0.5 s (300 ms debounce); paused, nothing moves in 4× that.
+    end = time.monotonic() + 2.0
+    while time.monotonic() < end:
+        stats = d.stats()
+        assert stats["notes"] == len(NOTES) and stats["pendingPaths"] == 0, stats
+        time.sleep(0.1)
+
+    d.click("Resume watching")
+    stats = d.until("the note written while paused", lambda: (s := d.stats())["notes"] == len(NOTES) + 1
+                    and not s["paused"] and s)
+    assert stats["watching"] is True
+    d.until("the idle status again", lambda: d.send("status")["text"] == "4 notes · up to date")
+    assert any(i["text"] == "Pause watching" for i in d.menu())
+
+
+def test_open_vault_and_logs_folders_hand_the_folders_to_the_desktop_opener(tray_daemon, indexed):
+    d = tray_daemon
+    d.click("Open vault folder")
+    d.click("Open logs folder")
+    opened = d.until("two folders opened", lambda: (p := d.home / "opened.txt").exists()
+                     and len(lines := p.read_text().splitlines()) == 2 and lines)
+    assert opened == [str(d.vault), str(d.home / "log")]
+
+
+def test_copy_api_token_puts_the_token_on_the_clipboard_and_never_in_the_log(tray_daemon, indexed, xvfb):
+    xclip = shutil.which("xclip")
+    if xclip is None:
+        pytest.skip("xclip is not installed (.ci/run installs it with xvfb)")
+    d = tray_daemon
+    d.click("Copy API token")
+    d.until("the copied notice", lambda: d.send("status")["notice"] == "API token copied to the clipboard")
+    pasted = subprocess.run([xclip, "-o", "-selection", "clipboard"], env={**d.env, "DISPLAY": xvfb},
+                            capture_output=True, text=True, timeout=10).stdout
+    assert pasted == d.token
+    logs = d.stderr + "".join(p.read_text(errors="replace") for p in (d.home / "log").glob("*.log*"))
+    assert d.token not in logs
+
+
+def test_start_at_login_checkbox_installs_and_removes_the_systemd_user_unit(tray_daemon, indexed):
+    d = tray_daemon
+    unit = d.home / ".config" / "systemd" / "user" / "cairn.service"
+    d.click("Start at login")
+    d.until("the box ticked", lambda: next(i for i in d.menu() if i["text"] == "Start at login")["checked"])
+    text = unit.read_text(encoding="utf-8")
+    assert f'"--vault" "{d.vault}"' in text and '"serve"' in text
+    assert (unit.parent / "default.target.wants" / "cairn.service").is_symlink()
+    d.click("Start at login")
+    d.until("the box cleared", lambda: not next(i for i in d.menu() if i["text"] == "Start at login")["checked"])
+    assert not unit.exists()
+
+
+def test_quit_stops_the_daemon_cleanly_within_five_seconds(tray_daemon, indexed, host):
+    from cairn.config import load_config
+    from cairn.store.recovery import InstanceLock
+
+    d = tray_daemon
+    wid = host.docked[0]
+    started = time.monotonic()
+    d.click("Quit")
+    try:
+        code = d.proc.wait(timeout=QUIT_DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the daemon still ran {QUIT_DEADLINE_S} s after Quit:\n{d.stderr[-3000:]}")
+    elapsed = time.monotonic() - started
+    assert code == 0, d.stderr[-3000:]
+    assert elapsed < QUIT_DEADLINE_S
+    assert not (d.home / "data" / "service.json").exists()
+    config = load_config({"vault": str(d.vault), "data_dir": str(d.home / "data")}, env={})
+    lock = InstanceLock(config.db_path.with_name(config.db_path.name + ".lock"), what="the test").acquire()
+    lock.release()  # the daemon released it: a new instance can start
+    host.wait("the icon window destroyed", lambda: wid in host.gone, timeout=10)
+    assert "tray: quit requested" in d.stderr and "shutting down" in d.stderr
+
+
+# -- `cairn serve` itself ----------------------------------------------------------------------
+
+
+def tray_lines(stderr: str) -> list[str]:
+    """Log lines about the tray (by its logger or wording; paths in other lines may contain "tray")."""
+    return [ln for ln in stderr.splitlines() if "cairn.tray" in ln or "tray icon" in ln]
+
+
+def _serve(home: Path, env: dict[str, str], vault: Path) -> subprocess.Popen:
+    err = open(home / "serve.stderr", "wb")
+    try:
+        return subprocess.Popen([cairn_exe(), "serve", "--vault", str(vault), "--port", "0"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    finally:
+        err.close()
+
+
+def _wait_service(proc: subprocess.Popen, home: Path) -> dict:
+    end = time.monotonic() + START_DEADLINE_S
+    while (info := read_service(home, proc.pid)) is None:
+        if proc.poll() is not None or time.monotonic() > end:
+            pytest.fail(f"cairn serve did not start ({proc.poll()}):\n"
+                        + (home / "serve.stderr").read_text(errors="replace")[-3000:])
+        time.sleep(POLL_S)
+    return info
+
+
+def _health(url: str) -> dict:
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request("GET", "/health")
+        return json.loads(conn.getresponse().read())
+    finally:
+        conn.close()
+
+
+def _stop(proc: subprocess.Popen, sig: int) -> int:
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=QUIT_DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"cairn serve did not stop within {QUIT_DEADLINE_S} s of {signal.Signals(sig).name}")
+
+
+@pytest.mark.parametrize("display, reason", [
+    (None, "no display (DISPLAY and WAYLAND_DISPLAY are not set)"),
+    (":97", "no tray backend"),  # a display that no server answers
+], ids=["DISPLAY unset", "no X server at DISPLAY"])
+def test_cairn_serve_without_a_usable_display_runs_headless_saying_so_in_one_log_line(tmp_path, display, reason):
+    env = daemon_env(tmp_path, None)
+    if display is not None:
+        env["DISPLAY"] = display
+    proc = _serve(tmp_path, env, write_vault(tmp_path / "vault"))
+    try:
+        info = _wait_service(proc, tmp_path)
+        assert _health(info["url"])["store"]["ok"] is True
+        assert _stop(proc, signal.SIGINT) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    lines = tray_lines((tmp_path / "serve.stderr").read_text())
+    assert len(lines) == 1, lines
+    assert f"no tray icon: {reason}" in lines[0] and "running headless" in lines[0]
+    assert not (tmp_path / "data" / "service.json").exists()
+
+
+def test_cairn_serve_no_tray_flag_starts_no_icon_even_with_a_display(tmp_path, xvfb, host):
+    env = daemon_env(tmp_path, xvfb)
+    docked = len(host.docked)
+    err = open(tmp_path / "serve.stderr", "wb")
+    proc = subprocess.Popen([cairn_exe(), "serve", "--vault", str(write_vault(tmp_path / "vault")), "--port", "0",
+                             "--no-tray"], env=env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    err.close()
+    try:
+        _wait_service(proc, tmp_path)
+        assert _stop(proc, signal.SIGTERM) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert len(host.docked) == docked
+    assert not tray_lines((tmp_path / "serve.stderr").read_text())
+
+
+def test_cairn_serve_with_a_display_shows_the_icon_and_stops_cleanly_on_sigterm(tmp_path, xvfb, host):
+    env = daemon_env(tmp_path, xvfb)
+    docked = len(host.docked)
+    proc = _serve(tmp_path, env, write_vault(tmp_path / "vault"))
+    try:
+        _wait_service(proc, tmp_path)
+        wid = host.wait("the icon of `cairn serve`", lambda: len(host.docked) > docked and host.docked[-1])
+        end = time.monotonic() + STEP_DEADLINE_S
+        while not host.title(wid).startswith("Cairn - 3 notes"):
+            assert time.monotonic() < end, host.title(wid)
+            time.sleep(POLL_S)
+        assert _stop(proc, signal.SIGTERM) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert not (tmp_path / "data" / "service.json").exists()
+    host.wait("the icon removed", lambda: wid in host.gone, timeout=10)
+
+
+# -- the status line and the icons, without a display --------------------------------------------
+
+
+def test_the_status_line_says_starting_indexing_paused_error_or_up_to_date():
+    assert describe(None).text == "Starting…"
+    base = {"notes": 3879, "pending": 0, "indexing": False, "paused": False, "indexError": None}
+    assert describe(base) == describe(base) and describe(base).text == "3,879 notes · up to date"
+    assert describe(base).state == "idle" and describe(base).tooltip == "Cairn - 3,879 notes · up to date"
+    busy = {**base, "indexing": True}
+    assert describe(busy, {"phase": "index", "done": 812, "total": 3879}).text == "Indexing 812 / 3,879"
+    assert describe(busy, {"phase": "embed", "done": 1200, "total": 20000}).text == "Embedding 1,200 / 20,000 passages"
+    assert describe(busy).text == "Indexing changes…" and describe(busy).state == "indexing"
+    assert describe({**base, "pending": 40}).text == "Indexing · 40 waiting"
+    assert describe({**base, "paused": True}).text == "Paused · 3,879 notes"
+    err = describe({**base, "paused": True, "indexError": "StoreError: " + "disk full " * 20})
+    assert err.state == "error" and err.text.startswith("Error: StoreError: disk full") and len(err.text) <= 70
+    assert len(err.tooltip) <= tray_mod.TOOLTIP_MAX
+
+
+def test_each_state_has_its_own_shipped_icon_as_the_packaging_script_draws_it():
+    from PIL import Image
+
+    sys.path.insert(0, str(REPO / "packaging"))
+    try:
+        import make_icons
+    finally:
+        sys.path.pop(0)
+    images = {}
+    for state in STATES:
+        shipped = Image.open(icon_path(state))
+        assert shipped.size == (64, 64) and shipped.mode == "RGBA"
+        assert shipped.tobytes() == make_icons.draw(state).tobytes(), f"{state}.png is stale: run packaging/make_icons.py"
+        images[state] = shipped.tobytes()
+    assert len(set(images.values())) == len(STATES)
+    assert {closest_state(_reference(s)) for s in STATES} == set(STATES)
+
+
+def test_no_display_is_reported_before_any_backend_is_tried():
+    if sys.platform in ("darwin", "win32"):
+        pytest.skip("macOS and Windows need no DISPLAY")
+    assert tray_mod.unavailable_reason({}) == "no display (DISPLAY and WAYLAND_DISPLAY are not set)"
