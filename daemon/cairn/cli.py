@@ -312,13 +312,19 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
     if action == "audit":
         from cairn.audit import audit_path, read_audit
 
-        for entry in read_audit(audit_path(config.data_dir), client=args.audit_client):
+        path = audit_path(config.data_dir)
+        seen = 0
+        for entry in read_audit(path, client=args.audit_client):
+            seen += 1
             if args.json:
                 sys.stdout.write(json.dumps(entry, ensure_ascii=False) + "\n")
             else:
                 paths = ", ".join(entry.get("paths") or []) or "-"
                 print(f"{entry.get('time')}  {entry.get('client')}  {entry.get('transport')}  {entry.get('tool')}  "
                       f"{entry.get('decision')}  withheld={entry.get('withheld')}  {paths}")
+        if not seen:
+            who = f" by {args.audit_client}" if args.audit_client else ""
+            print(f"No MCP tool calls{who} are recorded in {path}.", file=sys.stderr)
         return 0
     from cairn.app import run_mcp_http, run_mcp_stdio, setup_logging
 
