@@ -223,8 +223,9 @@ def command_in(platform: str, content: str) -> list[str] | None:
         for line in content.splitlines():
             if platform == "linux" and line.startswith("ExecStart="):
                 return [a.replace("%%", "%").replace("$$", "$") for a in shlex.split(line[len("ExecStart="):])]
-            if platform == "windows" and line.startswith('start "Cairn" '):
-                return [a.replace("%%", "%") for a in shlex.split(line[len('start "Cairn" '):])]
+            if platform == "windows" and line.startswith('start "Cairn" '):  # cmd: no escapes inside "..."
+                words = shlex.split(line[len('start "Cairn" '):], posix=False)
+                return [(w[1:-1] if len(w) > 1 and w[0] == w[-1] == '"' else w).replace("%%", "%") for w in words]
     except (ValueError, KeyError, plistlib.InvalidFileException):
         return None
     return None
