@@ -605,22 +605,32 @@ def _serve_with_tray(config: Config, *, ready: Callable[[str], None] | None,
             tray.stop()
 
     previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            previous[sig] = signal.signal(sig, lambda _s, _f: request_stop())
-        except (ValueError, OSError):  # not the main thread
-            pass
+
+    def install_signal_handlers() -> None:  # main thread only
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                old = signal.signal(sig, lambda _s, _f: request_stop())
+                previous.setdefault(sig, old)
+            except (ValueError, OSError):  # not the main thread
+                pass
+
+    install_signal_handlers()
     worker = threading.Thread(target=daemon_thread, name="cairn-daemon")
     worker.start()
     try:
         if on_tray is not None:
             on_tray(tray)
+        # The GTK backends reset SIGINT to the default (kill) when their loop starts: put ours back there.
+        threading.Thread(target=lambda: tray.wait_ready(60) and tray.call_on_main(install_signal_handlers),
+                         name="cairn-tray-signals", daemon=True).start()
         try:
             tray.run()
         except Exception as exc:  # the icon failed; the daemon goes on without it
             log.warning("the tray icon stopped (%s: %s); the daemon keeps running headless", type(exc).__name__, exc)
-        if worker.is_alive() and "error" not in outcome and not stop.is_set():
-            log.info("the tray icon closed; the daemon keeps running (stop it with Ctrl-C or SIGTERM)")
+            install_signal_handlers()
+        else:
+            if worker.is_alive() and "error" not in outcome and not stop.is_set():
+                log.info("the tray icon closed; the daemon keeps running (stop it with Ctrl-C or SIGTERM)")
         while worker.is_alive():
             worker.join(0.5)
     finally:

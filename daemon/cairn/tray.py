@@ -249,18 +249,45 @@ class Tray:
 
     # ------------------------------------------------------------------ lifecycle
     def run(self) -> None:
-        """Show the icon and handle its events on the calling (main) thread until :meth:`stop`."""
+        """Show the icon and handle its events on the calling (main) thread until :meth:`stop`.
+        Raises what the backend raises when it cannot start (e.g. GTK without a D-Bus session)."""
         self._updater.start()
+        failed = threading.Event()
 
         def setup(icon: Any) -> None:
+            if failed.is_set():
+                return
             icon.visible = True
             self._ready.set()
 
         try:
             self.icon.run(setup=setup)
+        except BaseException:
+            failed.set()
+            if not self._ready.is_set():
+                # pystray's setup thread (not a daemon thread) waits for a "ready" that will never come and
+                # would keep the process from exiting: release it (pystray 0.19's private queue).
+                pending = getattr(self.icon, "_Icon__queue", None)
+                if pending is not None:
+                    pending.put(False)
+            raise
         finally:
             self._stopped.set()
             self._updates.put(None)
+
+    def call_on_main(self, fn: Callable[[], None]) -> bool:
+        """Run ``fn`` on the tray's (main) thread soon, for backends whose loop is not Python's (GTK,
+        AppIndicator: a GLib main loop). Returns False when the backend needs nothing of the kind."""
+        if type(self.icon).__module__ not in ("pystray._gtk", "pystray._appindicator"):
+            return False
+        from gi.repository import GLib
+
+        def once() -> bool:
+            fn()
+            return False
+
+        GLib.idle_add(once)
+        return True
 
     def wait_ready(self, timeout: float) -> bool:
         """True once the icon is shown (its backend loop runs)."""

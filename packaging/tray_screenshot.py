@@ -1,0 +1,117 @@
+"""Screenshot of the tray icon with its menu open (``docs/tray.png``), taken on a private Xvfb display.
+
+Runs the real ``cairn serve`` on the sample vault with pystray's GTK backend (needs PyGObject and
+GTK 3 — e.g. ``pip install 'PyGObject<3.51'`` on Debian 12 with ``libgirepository1.0-dev`` — and a
+D-Bus session, started here with ``dbus-daemon --session``), docks its icon in the minimal tray manager
+of ``tests/test_tray.py``, right-clicks it with ``xdotool`` and grabs the screen with Pillow. Without
+PyGObject the ``xorg`` backend is used: the icon and tooltip, no menu.
+
+    .venv/bin/python packaging/tray_screenshot.py [--out docs/tray.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def start_xvfb(size: str) -> tuple[subprocess.Popen, str]:
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{size}x24", "-nolisten", "tcp"],
+                            pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        number = pipe.readline().strip().decode()
+    if not number:
+        raise SystemExit("Xvfb did not start")
+    return proc, f":{number}"
+
+
+def wait(what: str, check, timeout: float = 120.0):
+    end = time.monotonic() + timeout
+    while not (value := check()):
+        if time.monotonic() > end:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.1)
+    return value
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "tray.png")
+    parser.add_argument("--vault", type=Path, default=REPO / "examples" / "vault")
+    args = parser.parse_args()
+    from PIL import ImageGrab
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from test_tray import TrayHost  # the minimal XEmbed tray manager the tests use
+
+    try:
+        import gi  # noqa: F401
+
+        backend = "gtk"
+    except ImportError:
+        backend = "xorg"
+    xvfb, display = start_xvfb("360x330")
+    home = Path(tempfile.mkdtemp(prefix="cairn-shot-"))
+    serve = None
+    bus_pid = None
+    try:
+        host = TrayHost(display)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "XDG_"))}
+        env.update({"DISPLAY": display, "PYSTRAY_BACKEND": backend, "HOME": str(home),
+                    "XDG_CONFIG_HOME": str(home / ".config"), "CAIRN_DATA_DIR": str(home / "data"),
+                    "CAIRN_CONFIG_DIR": str(home / "config"), "CAIRN_LOG_DIR": str(home / "log"),
+                    "CAIRN_KEYRING": "file"})
+        cmd = [str(Path(sys.executable).parent / "cairn"), "serve", "--vault", str(args.vault), "--port", "0"]
+        if backend == "gtk" and shutil.which("dbus-daemon"):  # GTK's notifications need a session bus
+            out = subprocess.run(["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+                                 capture_output=True, text=True, check=True).stdout.split()
+            env["DBUS_SESSION_BUS_ADDRESS"], bus_pid = out[0], int(out[1])
+        log = home / "serve.log"
+        with open(log, "wb") as err:
+            serve = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        wait("the index", lambda: "index up to date" in log.read_text(errors="replace"))
+        with host.cond:
+            host.cond.wait_for(lambda: host.docked, 60)
+        time.sleep(3)  # the tray's status poll (2 s) shows the note count
+        subprocess.run(["xdotool", "mousemove", "16", "16", "click", "3"], env={**os.environ, "DISPLAY": display},
+                       check=True)
+        time.sleep(1.5)
+        shot = ImageGrab.grab(xdisplay=display)
+        bbox = shot.convert("L").point(lambda v: 255 if v > 0 else 0).getbbox()  # drop the empty black screen
+        shot = shot.crop((0, 0, shot.width, min(shot.height, (bbox[3] if bbox else shot.height) + 8)))
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        shot.save(args.out, optimize=True)
+        started = time.monotonic()
+        serve.send_signal(signal.SIGINT)  # Ctrl-C: the GTK backend resets SIGINT; cairn puts its handler back
+        code = serve.wait(timeout=15)
+        print(json.dumps({"out": str(args.out), "backend": backend, "size": shot.size, "ctrlCExit": code,
+                          "stopS": round(time.monotonic() - started, 2)}))
+        return 0
+    finally:
+        if serve is not None and serve.poll() is None:
+            serve.send_signal(signal.SIGTERM)
+            try:
+                serve.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                serve.kill()
+        if bus_pid is not None:
+            os.kill(bus_pid, signal.SIGTERM)
+        xvfb.terminate()
+        xvfb.wait(timeout=10)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
