@@ -453,6 +453,7 @@ def test_quit_stops_the_daemon_cleanly_within_five_seconds(tray_daemon, indexed,
 
     d = tray_daemon
     wid = host.docked[0]
+    stream = open_event_stream(d)
     started = time.monotonic()
     d.click("Quit")
     try:
@@ -468,6 +469,33 @@ def test_quit_stops_the_daemon_cleanly_within_five_seconds(tray_daemon, indexed,
     lock.release()  # the daemon released it: a new instance can start
     host.wait("the icon window destroyed", lambda: wid in host.gone, timeout=10)
     assert "tray: quit requested" in d.stderr and "shutting down" in d.stderr
+    stream["done"].wait(10)
+    assert stream["done"].is_set(), "the open /events stream was not closed by the shutdown"
+
+
+def open_event_stream(d: TrayDaemon) -> dict:
+    """``GET /events`` held open on a thread; ``done`` is set when the server ends the stream."""
+    out: dict[str, Any] = {"open": threading.Event(), "done": threading.Event()}
+
+    def follow() -> None:
+        host, port = d.url.removeprefix("http://").split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=30)
+        try:
+            conn.request("GET", "/events", headers={"Authorization": f"Bearer {d.token}"})
+            resp = conn.getresponse()
+            out["status"] = resp.status
+            out["open"].set()
+            resp.read()
+        except (OSError, http.client.HTTPException) as exc:
+            out["error"] = exc
+        finally:
+            conn.close()
+            out["done"].set()
+
+    threading.Thread(target=follow, name="events-stream", daemon=True).start()
+    assert out["open"].wait(30) and out["status"] == 200, out
+    assert not out["done"].is_set()
+    return out
 
 
 # -- `cairn serve` itself ----------------------------------------------------------------------
@@ -583,7 +611,7 @@ def test_cairn_serve_with_a_display_shows_the_icon_and_stops_cleanly_on_sigterm(
 def test_the_status_line_says_starting_indexing_paused_error_or_up_to_date():
     assert describe(None).text == "Starting…"
     base = {"notes": 3879, "pending": 0, "indexing": False, "paused": False, "indexError": None}
-    assert describe(base) == describe(base) and describe(base).text == "3,879 notes · up to date"
+    assert describe(base).text == "3,879 notes · up to date"
     assert describe(base).state == "idle" and describe(base).tooltip == "Cairn - 3,879 notes · up to date"
     busy = {**base, "indexing": True}
     assert describe(busy, {"phase": "index", "done": 812, "total": 3879}).text == "Indexing 812 / 3,879"
