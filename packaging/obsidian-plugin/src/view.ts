@@ -303,7 +303,13 @@ export class CairnView extends ItemView {
       }
     }
     if (controller !== this.askController && this.askController !== null) return;
+    if (this.renderTimer !== null) {
+      // No more tokens: the final render below replaces any pending one (it must not land after finishAnswer).
+      window.clearTimeout(this.renderTimer);
+      this.renderTimer = null;
+    }
     await this.renderAnswer();
+    if (this.askController !== null) return; // another question was asked meanwhile
     if (streamErrors.length) {
       this.showError(this.askErrorEl, new CairnError("server", streamErrors.join(" ")), () => void this.ask());
     }
@@ -521,13 +527,17 @@ export class CairnView extends ItemView {
       });
     }
     section("Links", links, "No outgoing links.");
-    section("Backlinks", (res.backlinks ?? []).map((b) => ({
-      label: b.filePath,
-      target: { path: b.filePath, line: typeof b.line === "number" && b.line >= 1 ? b.line - 1 : undefined },
-    })), "No notes link here.");
+    const backlinks = new Map<string, { label: string; target: NoteTarget }>();
+    for (const b of res.backlinks ?? []) {
+      // One row per linking note, opening at its first link here.
+      if (backlinks.has(b.filePath)) continue;
+      const line = typeof b.line === "number" && b.line >= 1 ? b.line - 1 : undefined;
+      backlinks.set(b.filePath, { label: b.filePath, target: { path: b.filePath, line } });
+    }
+    section("Backlinks", [...backlinks.values()], "No notes link here.");
     section("Similar notes", (res.similar ?? []).map((s) => ({
       label: s.title || s.filePath,
-      meta: `score ${s.score.toFixed(2)}`,
+      meta: `${s.filePath.includes("/") ? s.filePath.slice(0, s.filePath.lastIndexOf("/") + 1) + " · " : ""}score ${s.score.toFixed(2)}`,
       target: { path: s.filePath },
     })), "Nothing similar yet (vectors may still be computing).");
   }

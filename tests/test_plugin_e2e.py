@@ -1,0 +1,418 @@
+"""The built Obsidian plugin end to end: headless Chromium (Playwright driving the system Chromium)
+loads packaging/obsidian-plugin/main.js in a small harness page with a stand-in for the Obsidian API
+(packaging/obsidian-plugin/harness/), against a live ``cairn serve`` on examples/vault.
+
+The daemon's answers are written by a local OpenAI-compatible STUB model (the one fake the team rules
+allow for an LLM) so the stream can be held part-way and its incremental rendering seen:
+
+- a question about tomatoes streams a few words, holds until the test releases it, then finishes;
+- a question about garlic gets HTTP 500, so the daemon answers from passages (``grounded: false``);
+- a question about sourdough streams a few words, then holds until the client goes away (Stop).
+
+The harness page's origin (``http://127.0.0.1:<port>``) is added to the daemon's ``cors_origins`` in
+this test's config.toml only; in Obsidian the plugin runs at ``app://obsidian.md``, the default.
+Screenshots go to docs/plugin-*.png (README, "Obsidian plugin"). Nothing sleeps: every wait is
+Playwright's wait-for-condition with a timeout, or a threading.Event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import http.server
+import json
+import os
+import shutil
+import signal
+import threading
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from test_daemon import INDEX_DEADLINE_S, running_daemon, wait_for
+from test_plugin_build import PLUGIN_DIR, built_plugin
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE_VAULT = REPO / "examples" / "vault"
+DOCS = REPO / "docs"
+CHROMIUM = os.environ.get("CAIRN_CHROMIUM", "/usr/bin/chromium")
+#: Flags for a root, offline, headless Chromium (no sandbox as root; no calls home on a closed network).
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+WAIT_MS = 30_000
+NOT_RUNNING = "Cairn isn't running — start it with `cairn serve` or from the tray"
+
+TOMATO_QUESTION = "When do I sow tomatoes, and when do they go into the polytunnel?"
+GARLIC_QUESTION = "How deep do I plant garlic cloves?"
+SOURDOUGH_QUESTION = "How do I feed my sourdough starter?"
+OFF_CORPUS_QUESTION = "What is the capital of France?"
+
+playwright_sync = pytest.importorskip("playwright.sync_api", reason="the `playwright` Python package is not installed")
+
+
+# -- the stub model -------------------------------------------------------------------------------
+
+
+class StubModel:
+    """An OpenAI-compatible chat-completions server on 127.0.0.1 (aiohttp, in its own thread)."""
+
+    FIRST = ["Sow", " tomatoes", " indoors", " in", " the", " first", " week", " of", " March", " [1]", "."]
+    REST = [" Plant", " them", " out", " in", " the", " polytunnel", " in", " mid-May", ",", " 45", " cm", " apart", " [1]",
+            ",", " and", " feed", " them", " comfrey", " tea", " once", " the", " first", " truss", " has", " set", " [4]", "."]
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="stub-llm", daemon=True)
+        self.held = threading.Event()      # the stream is paused part-way (set by the stub)
+        self.cancelled = threading.Event()  # a held stream's client went away (set by the stub)
+        self._release: asyncio.Event | None = None
+        self._runner = None
+        self.questions: list[str] = []
+
+    def start(self) -> "StubModel":
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(timeout=30)
+        return self
+
+    def release(self) -> None:
+        """Let a held tomato answer finish."""
+        self.loop.call_soon_threadsafe(self._release.set)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+
+    async def _start(self) -> None:
+        from aiohttp import web
+
+        self._release = asyncio.Event()
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+
+        async def models(request):
+            return web.json_response({"data": [{"id": "stub"}]})
+
+        app.router.add_get("/v1/models", models)
+        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
+
+    @staticmethod
+    def _chunk(text: str) -> bytes:
+        return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}).encode() + b"\n\n"
+
+    async def _chat(self, request):
+        from aiohttp import web
+
+        body = await request.json()
+        user = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
+        question = user.rpartition("Question:")[2].strip()  # cairn.prompt: context passages, then "Question: ..."
+        self.questions.append(question)
+        if "garlic" in question.lower():
+            return web.json_response({"error": {"message": "model exploded"}}, status=500)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        try:
+            for piece in self.FIRST:
+                await resp.write(self._chunk(piece))
+            self.held.set()
+            if "sourdough" in question.lower():
+                await asyncio.Event().wait()  # until the client leaves (Stop) and the daemon cancels us
+            await self._release.wait()
+            self._release.clear()
+            for piece in self.REST:
+                await resp.write(self._chunk(piece))
+            await resp.write(b"data: [DONE]\n\n")
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return resp
+
+
+# -- the harness page ------------------------------------------------------------------------------
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
+        pass
+
+
+def serve_folder(folder: Path) -> http.server.ThreadingHTTPServer:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, name="harness-http", daemon=True).start()
+    return server
+
+
+def vault_files(vault: Path) -> list[str]:
+    return sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*.md") if ".obsidian" not in p.parts)
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory) -> Iterator[str]:
+    """The harness page (stand-in API + the freshly built main.js and styles.css) → its URL."""
+    plugin = built_plugin()
+    root = tmp_path_factory.mktemp("harness")
+    for item in (plugin / "harness").iterdir():
+        shutil.copy(item, root / item.name)
+    for name in ("main.js", "styles.css", "manifest.json"):
+        shutil.copy(plugin / name, root / name)
+    (root / "files.json").write_text(json.dumps(vault_files(SAMPLE_VAULT)), encoding="utf-8")
+    server = serve_folder(root)
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def stub_model() -> Iterator[StubModel]:
+    stub = StubModel().start()
+    try:
+        yield stub
+    finally:
+        stub.release()
+        stub.stop()
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory, harness, stub_model):
+    """``cairn serve`` on examples/vault; the harness origin allowed by this test's config only; indexed."""
+    home = tmp_path_factory.mktemp("plugin-daemon")
+    (home / "config").mkdir()
+    (home / "config" / "config.toml").write_text(
+        f'cors_origins = ["app://obsidian.md", "{harness}"]\n\n'
+        f'[llm]\nbase_url = "{stub_model.url}"\nmodel = "stub"\nfirst_token_timeout_s = 20\nidle_timeout_s = 20\n',
+        encoding="utf-8",
+    )
+    with running_daemon(home, SAMPLE_VAULT) as d:
+        def indexed():
+            status, stats = d.get_json("/index/stats", token=d.token)
+            return stats if status == 200 and stats["notes"] > 0 and stats["pending"] == 0 and not stats["indexing"] else None
+
+        wait_for("the first index of examples/vault", indexed, INDEX_DEADLINE_S, d.proc, d.home / "serve.stderr")
+        yield d
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM} (Debian: apt-get install -y chromium; or set CAIRN_CHROMIUM)")
+    with playwright_sync.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def sidebar(browser, harness, daemon):
+    """A fresh harness page with the plugin loaded, its settings pointing at the daemon."""
+    context = browser.new_context(viewport={"width": 1280, "height": 820}, device_scale_factor=1)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    settings = {"daemonUrl": daemon.url, "token": daemon.token, "topK": 8, "defaultTags": []}
+    page.add_init_script(f"window.__cairnData = {json.dumps(settings)};")
+    page.goto(harness + "/index.html")
+    page.wait_for_selector("body[data-ready]", timeout=WAIT_MS)
+    assert page.get_attribute("body", "data-ready") == "true", page.get_attribute("body", "data-error")
+    try:
+        yield page
+    finally:
+        context.close()
+    assert not errors, f"uncaught errors in the page: {errors}"
+
+
+def ask(page, question: str) -> None:
+    page.fill(".cairn-question", question)
+    page.click(".cairn-ask-button")
+
+
+def shoot(page, name: str) -> None:
+    DOCS.mkdir(exist_ok=True)
+    page.screenshot(path=str(DOCS / name))
+
+
+# -- the tests -------------------------------------------------------------------------------------
+
+
+def test_the_status_line_shows_the_index_counts(sidebar, daemon):
+    notes = len(vault_files(SAMPLE_VAULT))
+    status = sidebar.locator(".cairn-status")
+    status.filter(has_text="notes").wait_for(timeout=WAIT_MS)
+    assert f"{notes} notes" in status.inner_text()
+    assert "chunks indexed" in status.inner_text()
+
+
+def test_an_answer_streams_in_with_clickable_citations_and_the_sources_list(sidebar, stub_model):
+    stub_model.held.clear()
+    ask(sidebar, TOMATO_QUESTION)
+    answer = sidebar.locator(".cairn-answer")
+    # Part of the answer is on screen while the model is still writing: it is streamed, not all at once.
+    answer.filter(has_text="Sow tomatoes indoors in the first week of March").wait_for(timeout=WAIT_MS)
+    assert stub_model.held.wait(timeout=30)
+    assert "mid-May" not in answer.inner_text()
+    assert "is-streaming" in (answer.get_attribute("class") or "")
+    assert sidebar.locator(".cairn-stop-button").is_visible()
+    shoot(sidebar, "plugin-ask-streaming.png")
+    stub_model.release()
+    answer.filter(has_text="Plant them out in the polytunnel in mid-May").wait_for(timeout=WAIT_MS)
+    sidebar.wait_for_selector(".cairn-answer:not(.is-streaming)", timeout=WAIT_MS)
+    assert not sidebar.locator(".cairn-stop-button").is_visible()
+
+    sources = sidebar.locator(".cairn-source")
+    assert sources.count() >= 1
+    first = sources.first.inner_text()
+    assert first.startswith("[1]") and "Garden/Tomatoes.md › " in first and "score" in first
+    # The model's answer: no "built from passages" banner.
+    assert not sidebar.locator(".cairn-banner-ungrounded").is_visible()
+
+    cite = sidebar.locator(".cairn-answer a.cairn-cite[data-n='1']").first
+    assert cite.inner_text() == "[1]"
+    assert "is-pending" not in (cite.get_attribute("class") or "")
+    cite.click()
+    opened = sidebar.evaluate("window.__opened")
+    assert opened, "clicking [1] opened nothing"
+    assert opened[-1]["path"] == "Garden/Tomatoes.md"
+    assert isinstance(opened[-1]["line"], int) and opened[-1]["line"] >= 0
+    assert "opened at line" in sidebar.locator("#note-body").inner_text()
+    shoot(sidebar, "plugin-ask.png")
+
+    # A source in the list opens its note too.
+    sidebar.locator(".cairn-source-link").first.click()
+    assert sidebar.evaluate("window.__opened")[-1]["path"] == "Garden/Tomatoes.md"
+
+
+def test_an_answer_built_from_passages_shows_the_banner(sidebar):
+    ask(sidebar, GARLIC_QUESTION)
+    banner = sidebar.locator(".cairn-banner-ungrounded")
+    banner.wait_for(state="visible", timeout=WAIT_MS)
+    assert "Built from your notes' own sentences" in banner.inner_text()
+    assert sidebar.locator(".cairn-source").count() >= 1
+    assert "Garden/Garlic.md" in sidebar.locator(".cairn-sources").inner_text()
+    # The daemon's own "Sources:" footer is not repeated above the linked list.
+    assert "Sources:" not in sidebar.locator(".cairn-answer").inner_text()
+    shoot(sidebar, "plugin-passages.png")
+
+
+def test_an_off_corpus_question_shows_the_not_found_state(sidebar, stub_model):
+    asked = len(stub_model.questions)
+    ask(sidebar, OFF_CORPUS_QUESTION)
+    notfound = sidebar.locator(".cairn-answer.cairn-notfound")
+    notfound.wait_for(timeout=WAIT_MS)
+    text = notfound.inner_text()
+    assert "Not found in your notes" in text
+    assert "I couldn't find this in your indexed notes." in text
+    assert sidebar.locator(".cairn-source").count() == 0
+    assert len(stub_model.questions) == asked, "the model must not be called when nothing passes the floor"
+    shoot(sidebar, "plugin-notfound.png")
+
+
+def test_stop_cancels_a_streaming_answer_and_keeps_what_arrived(sidebar, stub_model):
+    stub_model.held.clear()
+    stub_model.cancelled.clear()
+    ask(sidebar, SOURDOUGH_QUESTION)
+    sidebar.locator(".cairn-answer").filter(has_text="Sow tomatoes indoors").wait_for(timeout=WAIT_MS)
+    assert stub_model.held.wait(timeout=30)
+    sidebar.click(".cairn-stop-button")
+    sidebar.locator(".cairn-stopped").wait_for(timeout=WAIT_MS)
+    assert sidebar.locator(".cairn-ask-button").is_enabled()
+    assert "Sow tomatoes indoors" in sidebar.locator(".cairn-answer").inner_text()
+    assert not sidebar.locator(".cairn-error").is_visible()
+    # The daemon saw the client leave and cancelled the model's request.
+    assert stub_model.cancelled.wait(timeout=30)
+
+
+def test_search_shows_results_as_you_type_with_the_match_and_opens_the_chunk(sidebar):
+    sidebar.click(".cairn-tab[data-tab='search']")
+    sidebar.locator(".cairn-search-input").press_sequentially("sourdough starter", delay=20)
+    results = sidebar.locator(".cairn-result")
+    results.first.wait_for(timeout=WAIT_MS)
+    marked = {m.lower() for m in sidebar.locator(".cairn-result-snippet mark").all_inner_texts()}
+    assert marked and marked <= {"sourdough", "starter"}, marked
+    title = results.first.locator(".cairn-result-title")
+    expected = title.inner_text().split(" › ")[0]
+    shoot(sidebar, "plugin-search.png")
+    title.click()
+    assert sidebar.evaluate("window.__opened")[-1]["path"] == expected
+
+
+def test_the_tag_scope_restricts_search_to_notes_with_that_tag(sidebar, daemon):
+    query = "tomatoes"
+    status, scoped = daemon.get_json("/search", token=daemon.token, params={"q": query, "tag": "kitchen", "topK": 8})
+    assert status == 200
+    expected = [f"{h['filePath']} › {h['symbol']}" if h["symbol"] else h["filePath"] for h in scoped["results"]]
+    assert expected and all("kitchen" in h["tags"] or any(t.startswith("kitchen/") for t in h["tags"]) for h in scoped["results"])
+
+    sidebar.click(".cairn-tab[data-tab='search']")
+    sidebar.wait_for_selector(".cairn-scope-select option[value='kitchen']", state="attached", timeout=WAIT_MS)
+    sidebar.locator(".cairn-search-input").fill(query)
+    sidebar.locator(".cairn-result").first.wait_for(timeout=WAIT_MS)
+    unscoped = sidebar.locator(".cairn-result-title").all_inner_texts()
+    assert any(t.startswith("Garden/") for t in unscoped), unscoped  # without a scope, garden notes answer too
+    sidebar.select_option(".cairn-scope-select", "kitchen")
+    sidebar.locator(".cairn-chip", has_text="#kitchen").wait_for(timeout=WAIT_MS)
+    sidebar.wait_for_function(
+        "expected => JSON.stringify([...document.querySelectorAll('.cairn-result-title')].map(a => a.textContent))"
+        " === JSON.stringify(expected)",
+        arg=expected, timeout=WAIT_MS,
+    )
+    # Removing the chip widens the search again.
+    sidebar.click(".cairn-chip-remove")
+    sidebar.wait_for_function(
+        "() => [...document.querySelectorAll('.cairn-result-title')].some(a => a.textContent.startsWith('Garden/'))",
+        timeout=WAIT_MS,
+    )
+
+
+def test_related_shows_links_backlinks_and_similar_notes_for_the_active_note(sidebar):
+    sidebar.click(".cairn-tab[data-tab='related']")
+    sidebar.locator(".cairn-related", has_text="Open a note").wait_for(timeout=WAIT_MS)
+    sidebar.click("#file-list li[data-path='Garden/Tomatoes.md']")
+    related = sidebar.locator(".cairn-related")
+    related.filter(has_text="Similar notes").wait_for(timeout=WAIT_MS)
+    text = related.inner_text()
+    assert "Garden/Tomatoes.md" in text
+    assert "Garden/Pests and problems.md" in text  # [[Pests and problems#Late blight]]
+    assert "Kitchen/Tomato sauce.md" in text  # links to [[Tomatoes|tomato beds]]
+    backlinks = related.locator("ul").nth(1).locator("li").all_inner_texts()
+    assert len(backlinks) == len(set(backlinks)), backlinks  # one row per linking note
+    shoot(sidebar, "plugin-related.png")
+    # Switching notes updates the pane.
+    sidebar.click("#file-list li[data-path='Kitchen/Sourdough.md']")
+    related.filter(has_text="Kitchen/Sourdough.md").wait_for(timeout=WAIT_MS)
+
+
+def test_a_wrong_token_says_to_paste_the_output_of_cairn_token(sidebar):
+    sidebar.evaluate("async () => { window.__plugin.settings.token = 'not-the-right-token-0000'; await window.__plugin.saveSettings(); }")
+    ask(sidebar, TOMATO_QUESTION)
+    error = sidebar.locator(".cairn-pane-ask .cairn-error-unauthorized")
+    error.wait_for(timeout=WAIT_MS)
+    assert "rejected the token — paste the output of `cairn token`" in error.inner_text()
+    assert "not-the-right-token" not in sidebar.locator(".cairn-view").inner_text()
+
+
+def test_with_the_daemon_stopped_the_sidebar_says_cairn_isnt_running_and_offers_retry(sidebar, daemon):
+    """Runs last in this module: it stops the module's daemon."""
+    sidebar.locator(".cairn-status").filter(has_text="notes").wait_for(timeout=WAIT_MS)
+    daemon.proc.send_signal(signal.SIGINT)
+    assert daemon.proc.wait(timeout=30) == 0
+    ask(sidebar, TOMATO_QUESTION)
+    error = sidebar.locator(".cairn-pane-ask .cairn-error-offline")
+    error.wait_for(timeout=WAIT_MS)
+    assert NOT_RUNNING in error.inner_text()
+    assert daemon.url in error.inner_text()
+    assert error.locator("button.cairn-retry").is_visible()
+    # The status line notices too, from the dropped event stream.
+    sidebar.locator(".cairn-status").filter(has_text="isn't running").wait_for(timeout=WAIT_MS)
+    shoot(sidebar, "plugin-offline.png")
+    # Retry while it is still down: the same message again, not a blank pane.
+    error.locator("button.cairn-retry").click()
+    sidebar.locator(".cairn-pane-ask .cairn-error-offline").wait_for(timeout=WAIT_MS)
