@@ -423,3 +423,35 @@ def test_the_audit_log_has_one_line_per_call_with_the_fields(home):
                              env=cairn_env(home), capture_output=True, text=True, timeout=60)
     assert printed.returncode == 0
     assert [json.loads(line) for line in printed.stdout.splitlines()][-4:] == lines
+
+
+# ------------------------------------------------------------------------------ in process (the SDK client, no subprocess)
+def test_audit_lines_follow_the_policy_switch_and_policy_edits_apply_without_a_restart(canary_cairn, tmp_path):
+    from cairn.audit import AuditLog
+    from cairn.mcp_server import McpService, build_server
+    from cairn.policy import PolicyHolder
+
+    policy_file = tmp_path / "mcp-serve.yaml"
+    policy_file.write_text(POLICY.replace("audit: {enabled: true}", "audit: {enabled: false}"), encoding="utf-8")
+    holder = PolicyHolder(policy_file, strict=True, check_interval_s=0)
+    audit_file = tmp_path / "audit.jsonl"
+    service = McpService(query=canary_cairn.query, library=canary_cairn.library, policy=holder.current,
+                         audit=AuditLog(audit_file), transport="stdio")
+    server = build_server(service, lambda ctx: ("reader", ("search_notes",)))
+
+    async def go():
+        async with Client(server) as client:
+            quiet = await client.call_tool("list_notes", {"folder": "Recipes"})
+            before = await tool_names(client)
+            policy_file.write_text(POLICY.replace("reader: {local: false, tools: [get_note, list_notes]}",
+                                                  "reader: {local: false, tools: [search_notes]}"), encoding="utf-8")
+            holder.reload()
+            after = await tool_names(client)
+            loud = await client.call_tool("search_notes", {"query": "lentil soup"})
+        return quiet, before, after, loud
+
+    quiet, before, after, loud = run(go())
+    assert not quiet.is_error and loud.structured_content["results"][0]["filePath"] == "Recipes/Lentil soup.md"
+    assert before == {"get_note", "list_notes"} and after == {"search_notes", "get_note", "list_notes"}
+    lines = [json.loads(line) for line in audit_file.read_text(encoding="utf-8").splitlines()]
+    assert [(e["tool"], e["client"]) for e in lines] == [("search_notes", "reader")]  # only while audit was on

@@ -131,6 +131,16 @@ TOOL_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
 _VALIDATORS = {name: jsonschema.Draft202012Validator(schema) for name, (_, schema) in TOOL_SPECS.items()}
 
 
+def _signature(name: str) -> str:
+    """``query: string, tags?: array, folder?: string, limit?: integer 1..50`` for a tool's schema."""
+    schema = TOOL_SPECS[name][1]
+    parts = []
+    for arg, spec in schema["properties"].items():
+        kind = spec["type"] + (f" {spec['minimum']}..{spec['maximum']}" if "minimum" in spec else "")
+        parts.append(f"{arg}{'' if arg in schema.get('required', ()) else '?'}: {kind}")
+    return ", ".join(parts)
+
+
 def _frame(text: str) -> str:
     """Note text inside a ``<note-content>`` frame cannot close the frame."""
     return text.replace("</note", "<\\/note")
@@ -219,8 +229,8 @@ class McpService:
         if problems:
             first = problems[0]
             where = "/".join(str(p) for p in first.absolute_path) or "arguments"
-            return _error("bad_request", f"Invalid arguments for {name}: {where}: {first.message}. "
-                          f"Expected: {json.dumps(TOOL_SPECS[name][1]['properties'])[:600]}")
+            return _error("bad_request", f"Invalid arguments for {name}: {where}: {first.message[:300]}. "
+                          f"Expected {name}({_signature(name)}).")
         withhold = policy.withhold_for(client)
         tally = WithheldTally()
         try:
