@@ -106,6 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("paths", parents=[common], help="print the config, data, log and cache folders")
     p.add_argument("--json", action="store_true", help="print JSON")
 
+    p = sub.add_parser("plugin", parents=[common], help="the Obsidian plugin")
+    plugin_sub = p.add_subparsers(dest="plugin_command", required=True, metavar="ACTION")
+    q = plugin_sub.add_parser("install", parents=[common],
+                              help="copy the plugin into <vault>/.obsidian/plugins/cairn/ (never touches notes)")
+    q.add_argument("--from", dest="plugin_source", metavar="DIR",
+                   help="a folder with a fresh build (main.js, manifest.json, styles.css) instead of the shipped one")
+
     p = sub.add_parser("secret", parents=[common], help="store a secret (the LLM API key) in the OS keyring")
     secret_sub = p.add_subparsers(dest="secret_command", required=True, metavar="ACTION")
     q = secret_sub.add_parser("set", help="read the value from stdin (or a hidden prompt) and store it")
@@ -411,9 +418,50 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
     return serve(config, tray=not args.no_tray, ready=ready)
 
 
+PLUGIN_FILES = ("main.js", "manifest.json", "styles.css")
+
+
+def cmd_plugin(args: argparse.Namespace, config: Config) -> int:
+    """``cairn plugin install --vault PATH [--from DIR]``: copy the built plugin (``main.js``, ``manifest.json``,
+    ``styles.css``; shipped in the package as ``cairn/obsidian_plugin/``) into ``<vault>/.obsidian/plugins/cairn/``.
+    The one write into a vault, asked for by its owner: only those three files, never a note, never the plugin's
+    ``data.json`` (its settings and token). Raises ConfigError for a folder that is not an Obsidian vault (no
+    ``.obsidian``), missing plugin files, or a plugin folder that leads outside the vault (a symlink)."""
+    import os
+    from importlib import resources
+
+    from cairn.errors import ConfigError
+
+    vault = config.require_vault()
+    obsidian = vault / ".obsidian"
+    if not obsidian.is_dir():
+        raise ConfigError(f"{str(vault)!r} has no .obsidian folder, so it is not an Obsidian vault (or was never "
+                          "opened in Obsidian); open it in Obsidian once, or pass the right --vault.")
+    source = Path(args.plugin_source) if args.plugin_source else resources.files("cairn").joinpath("obsidian_plugin")
+    missing = [name for name in PLUGIN_FILES if not source.joinpath(name).is_file()]
+    if missing:
+        raise ConfigError(f"{', '.join(missing)} missing from {source}; build the plugin with `npm ci && npm run build` "
+                          "in packaging/obsidian-plugin and pass --from that folder.")
+    dest = obsidian / "plugins" / "cairn"
+    if any(p.is_symlink() for p in (obsidian / "plugins", dest, *(dest / n for n in PLUGIN_FILES))) or \
+            not dest.resolve().is_relative_to(vault.resolve()):
+        raise ConfigError(f"{dest} (or a file in it) is a symbolic link; Cairn does not write through links. "
+                          "Remove the link, or copy the plugin files there yourself.")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in PLUGIN_FILES:
+        tmp = dest / f".{name}.cairn-tmp"
+        tmp.write_bytes(source.joinpath(name).read_bytes())
+        os.replace(tmp, dest / name)
+    version = json.loads((dest / "manifest.json").read_text(encoding="utf-8")).get("version", "?")
+    print(f"Installed the Cairn plugin {version} into {dest}")
+    print("In Obsidian: Settings → Community plugins → turn on Cairn (reload the list if Obsidian was open), "
+          "then paste the output of `cairn token` into Settings → Cairn.")
+    return 0
+
+
 COMMANDS = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "ask": cmd_ask, "status": cmd_status,
             "token": cmd_token, "secret": cmd_secret, "mcp": cmd_mcp, "policy": cmd_policy,
-            "autostart": cmd_autostart, "paths": cmd_paths}
+            "autostart": cmd_autostart, "paths": cmd_paths, "plugin": cmd_plugin}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
