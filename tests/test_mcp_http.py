@@ -306,3 +306,36 @@ def test_a_daemon_started_with_an_invalid_policy_serves_mcp_fail_closed(tmp_path
         assert tools == {"get_note", "list_notes"}
         # fail closed: nothing is local, `personal` is withheld (the folder rule was in the broken file)
         assert {n["filePath"] for n in listed.structured_content["notes"]} == set(ALLOWED) | {"Private/Salary.md"}
+
+
+def test_cairn_mcp_http_serves_the_endpoint_alone_from_the_existing_index(mcp):
+    import re
+    import signal
+
+    env = dict(mcp.daemon.env, CAIRN_MCP_PORT="0")
+    err_file = mcp.daemon.home / "mcp-http.stderr"
+    with open(err_file, "wb") as err:
+        proc = subprocess.Popen([cairn_executable(), "mcp", "--http", "--vault", str(CANARY_VAULT)], env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+    try:
+        def url():
+            found = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", err_file.read_text(errors="replace"))
+            return found.group(1) if found else None
+
+        endpoint = wait_for("cairn mcp --http to listen", url, 90, proc, err_file)
+        assert endpoint != mcp.url
+
+        async def go():
+            async with http_session(endpoint, mcp.tokens["claude-desktop"], tools=("search_notes",)) as client:
+                return await tool_names(client), await client.call_tool("search_notes", {"query": CANARY})
+
+        tools, found = run(go())
+        assert tools == {"search_notes", "get_note", "list_notes"}
+        assert CANARY not in blob(found)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+        assert proc.stdout.read() == b""  # nothing on stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
