@@ -202,16 +202,16 @@ class McpService:
         args = dict(arguments or {})
         who = policy.client(client).name
         if name not in TOOL_SPECS:
-            self._record(policy, who, name[:100], args, Outcome({}, "", decision="denied"))
+            await asyncio.to_thread(self._record, policy, who, name[:100], args, Outcome({}, "", decision="denied"))
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool {name[:100]!r}; the tools are listed by tools/list.")
         served = self.served(client, requested)
         if name not in served:
             outcome = _error("tool_not_served", f"The tool {name!r} is not served to this client (served: "
-                             f"{', '.join(served) or 'none'}). The owner enables more tools with --tool NAME "
-                             "for clients whose policy allows them.", decision="denied")
+                             f"{', '.join(served) or 'none'}). The owner can add tools that this client's policy "
+                             "allows: --tool NAME (stdio) or ?tool=NAME in the URL (HTTP).", decision="denied")
         else:
             outcome = await self._run(policy, client, name, args)
-        self._record(policy, who, name, args, outcome)
+        await asyncio.to_thread(self._record, policy, who, name, args, outcome)
         return types.CallToolResult(content=[types.TextContent(type="text", text=outcome.text)],
                                     structured_content=outcome.structured, is_error=outcome.is_error)
 
@@ -225,7 +225,7 @@ class McpService:
             log.exception("could not write the MCP audit log")
 
     async def _run(self, policy: Policy, client: str | None, name: str, args: dict[str, Any]) -> Outcome:
-        problems = sorted(_VALIDATORS[name].iter_errors(args), key=lambda e: list(e.absolute_path))
+        problems = sorted(_VALIDATORS[name].iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
         if problems:
             first = problems[0]
             where = "/".join(str(p) for p in first.absolute_path) or "arguments"
