@@ -1,7 +1,8 @@
 """The Obsidian plugin's own build and unit tests, run from pytest so that `make test` covers them.
 
 ``npm ci && npm run build && npm test`` in packaging/obsidian-plugin/ (vitest: the SSE parser with
-events split at every byte, citation linking, error states). Skipped, with the reason, when Node.js
+events split at every byte, citation linking, the client's error states, and the sidebar view on the
+harness's Obsidian stand-in in happy-dom). Skipped, with the reason, when Node.js
 or npm is missing or when ``npm ci`` cannot reach the npm registry; any other failure fails.
 
 The built files are shipped inside the Python package (``cairn/obsidian_plugin/``, what
@@ -82,8 +83,8 @@ def test_vitest_unit_tests_pass():
     output = result.stdout + result.stderr
     assert result.returncode == 0, f"`npm test` failed:\n{output[-6000:]}"
     passed = re.search(r"Tests\s+(\d+) passed", output)
-    assert passed and int(passed.group(1)) >= 40, f"expected the vitest suite to run (≥ 40 tests):\n{output[-3000:]}"
-    for name in ("sse.test.ts", "citations.test.ts", "api.test.ts"):
+    assert passed and int(passed.group(1)) >= 50, f"expected the vitest suite to run (≥ 50 tests):\n{output[-3000:]}"
+    for name in ("sse.test.ts", "citations.test.ts", "api.test.ts", "view.test.ts"):
         assert name in output, f"{name} did not run:\n{output[-3000:]}"
     assert folder.is_dir()
 

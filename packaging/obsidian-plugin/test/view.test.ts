@@ -1,0 +1,261 @@
+// @vitest-environment happy-dom
+// The sidebar view on a stand-in Obsidian (test/obsidian-shim.ts) with a scripted daemon (a fake fetch):
+// what the owner sees for each answer and error state.
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { Events, WorkspaceLeaf } from "obsidian";
+import { CairnClient, FetchLike } from "../src/api";
+import { NOT_RUNNING } from "../src/errors";
+import { DEFAULT_SETTINGS } from "../src/settings";
+import { CairnHost, CairnView, SEARCH_DEBOUNCE_MS } from "../src/view";
+
+const URL_ = "http://127.0.0.1:27183";
+const enc = new TextEncoder();
+const STATS = { notes: 17, chunks: 43, vectors: 43, pending: 0, lastIngestedAt: Date.now() / 1000 - 120, indexing: false, errors: [] };
+const SOURCES = [
+  { n: 1, filePath: "Garden/Tomatoes.md", symbol: "Tomatoes › Sowing and planting", score: 0.0213, lines: [18, 22] },
+  { n: 2, filePath: "Garden/Tomatoes.md", symbol: "Tomatoes", score: 0.0209, lines: [7, 9] },
+];
+
+const sse = (events: [string, unknown][]) => events.map(([name, data]) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`).join("");
+
+/** A response whose body streams `text`, then ends (or errors, like a dropped connection, with `drop`). */
+function stream(text: string, opts: { drop?: boolean; open?: boolean } = {}): Response {
+  return new Response(
+    new ReadableStream<Uint8Array>({
+      start(c) {
+        c.enqueue(enc.encode(text));
+        if (!opts.drop && !opts.open) c.close();
+      },
+      pull(c) {
+        // Asked for more once `text` was read: a dropped connection fails here (an error in start would discard `text`).
+        if (opts.drop && c.desiredSize !== null && c.desiredSize > 0) c.error(new TypeError("network error"));
+      },
+    }),
+    { status: 200, headers: { "Content-Type": "text/event-stream" } },
+  );
+}
+
+const json = (body: unknown, status = 200) => new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
+
+type Route = (url: URL, init?: RequestInit) => Response | Promise<Response>;
+
+interface Mounted {
+  view: CairnView;
+  host: CairnHost & { openTarget: ReturnType<typeof vi.fn> };
+  calls: string[];
+  root: HTMLElement;
+}
+
+async function mount(routes: Record<string, Route>, opts: { offline?: boolean; events?: Route } = {}): Promise<Mounted> {
+  const calls: string[] = [];
+  const fetch: FetchLike = async (input, init) => {
+    const url = new URL(input);
+    calls.push(`${init?.method ?? "GET"} ${url.pathname}`);
+    if (opts.offline) throw new TypeError("Failed to fetch");
+    if (url.pathname === "/index/stats") return json(STATS);
+    if (url.pathname === "/tags") return json({ tags: [{ tag: "garden", count: 7 }, { tag: "kitchen", count: 6 }] });
+    if (url.pathname === "/events") return (opts.events ?? (() => stream(": connected\n\n", { open: true })))(url, init);
+    const route = routes[url.pathname];
+    if (!route) return json({ error: { code: "not_found", message: `no route ${url.pathname}` } }, 404);
+    return route(url, init);
+  };
+  const host = {
+    settings: { ...DEFAULT_SETTINGS, token: "t0ken-0123456789abcdef" },
+    client: () => new CairnClient({ baseUrl: URL_, token: "t0ken-0123456789abcdef", fetch }),
+    daemonUrl: () => URL_,
+    openTarget: vi.fn(async () => undefined),
+  };
+  const workspace = new Events();
+  Object.assign(workspace, { getActiveFile: () => null });
+  const app = { workspace, vault: {} };
+  const root = document.createElement("div");
+  document.body.appendChild(root);
+  // The stand-in's leaf takes (app, parent element); Obsidian's own constructor is not public.
+  const leaf = new (WorkspaceLeaf as unknown as new (app: unknown, parent: HTMLElement) => WorkspaceLeaf)(app, root);
+  const view = new CairnView(leaf, host);
+  root.appendChild(view.containerEl);
+  await view.onOpen();
+  return { view, host, calls, root };
+}
+
+const $ = (root: HTMLElement, sel: string) => root.querySelector(sel) as HTMLElement;
+
+async function ask(m: Mounted, question: string) {
+  ($(m.root, ".cairn-question") as HTMLTextAreaElement).value = question;
+  $(m.root, ".cairn-ask-button").click();
+}
+
+let mounted: Mounted | null = null;
+beforeEach(() => {
+  document.body.innerHTML = "";
+});
+afterEach(async () => {
+  await mounted?.view.onClose();
+  mounted = null;
+  vi.useRealTimers();
+});
+
+describe("Ask", () => {
+  it("renders the streamed answer with [n] links to known sources; a click opens the source's line", async () => {
+    mounted = await mount({
+      "/ask": () =>
+        stream(
+          sse([
+            ["token", { text: "Sow in March **indoors** [1]. " }],
+            ["token", { text: "Plant out in May [2], water `arr[1]` [7]." }],
+            ["sources", SOURCES],
+            ["done", { grounded: true, notFound: false, elapsedMs: 420 }],
+          ]),
+        ),
+    });
+    await ask(mounted, "When do I sow tomatoes?");
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-elapsed").textContent).toBe("Answered in 0.4 s"));
+    const answer = $(mounted.root, ".cairn-answer");
+    expect(answer.querySelector("strong")?.textContent).toBe("indoors");
+    const cites = [...answer.querySelectorAll("a.cairn-cite")].map((a) => a.textContent);
+    expect(cites).toEqual(["[1]", "[2]"]); // [7] has no source; `arr[1]` is code
+    expect(answer.textContent).toContain("[7]");
+    expect(mounted.root.querySelectorAll(".cairn-source")).toHaveLength(2);
+    expect($(mounted.root, ".cairn-source").textContent).toContain("Garden/Tomatoes.md › Tomatoes › Sowing and planting");
+    (answer.querySelector("a.cairn-cite[data-n='2']") as HTMLElement).click();
+    expect(mounted.host.openTarget).toHaveBeenCalledWith({ path: "Garden/Tomatoes.md", line: 6 });
+    expect($(mounted.root, ".cairn-banner-ungrounded").hidden).toBe(true);
+    expect($(mounted.root, ".cairn-stop-button").hidden).toBe(true);
+  });
+
+  it("shows the not-found card and no sources when nothing passed the floor", async () => {
+    mounted = await mount({
+      "/ask": () =>
+        stream(sse([["token", { text: "I couldn't find this in your indexed notes." }], ["sources", []], ["done", { grounded: false, notFound: true, elapsedMs: 9 }]])),
+    });
+    await ask(mounted, "What is the capital of France?");
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-notfound-title")?.textContent).toBe("Not found in your notes"));
+    expect(mounted.root.querySelectorAll(".cairn-source")).toHaveLength(0);
+    expect($(mounted.root, ".cairn-banner-ungrounded").hidden).toBe(true);
+  });
+
+  it("shows the passages banner for grounded:false, without repeating the daemon's Sources footer", async () => {
+    mounted = await mount({
+      "/ask": () =>
+        stream(
+          sse([
+            ["token", { text: "Plant cloves 5 cm deep. [1]\n\nSources:\n[1] Garden/Garlic.md › Garlic (lines 5–11)" }],
+            ["sources", [{ n: 1, filePath: "Garden/Garlic.md", symbol: "Garlic", score: 0.02, lines: [5, 11] }]],
+            ["done", { grounded: false, notFound: false, elapsedMs: 30 }],
+          ]),
+        ),
+    });
+    await ask(mounted, "How deep do I plant garlic?");
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-banner-ungrounded").hidden).toBe(false));
+    expect($(mounted.root, ".cairn-answer").textContent).toBe("Plant cloves 5 cm deep. [1]");
+  });
+
+  it("a 5xx is shown inline with the daemon's message, and Retry asks again", async () => {
+    let n = 0;
+    mounted = await mount({
+      "/ask": () =>
+        ++n === 1
+          ? json({ error: { code: "internal", message: "Internal error in the Cairn daemon; see its log for details." } }, 500)
+          : stream(sse([["token", { text: "Now it works [1]." }], ["sources", SOURCES], ["done", { grounded: true, notFound: false, elapsedMs: 5 }]])),
+    });
+    await ask(mounted, "q");
+    const error = await vi.waitFor(() => {
+      const el = $(mounted!.root, ".cairn-pane-ask .cairn-error-server");
+      expect(el).toBeTruthy();
+      return el;
+    });
+    expect(error.textContent).toContain("Cairn hit a problem (HTTP 500)");
+    expect(error.textContent).toContain("see its log for details");
+    (error.querySelector("button.cairn-retry") as HTMLElement).click();
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-answer").textContent).toBe("Now it works [1]."));
+    expect($(mounted.root, ".cairn-pane-ask .cairn-error").hidden).toBe(true);
+  });
+
+  it("a connection dropped mid-answer keeps what arrived and says the connection was lost", async () => {
+    mounted = await mount({ "/ask": () => stream(sse([["token", { text: "Half of the ans" }]]), { drop: true }) });
+    await ask(mounted, "q");
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-error-network")?.textContent).toContain("Lost the connection to Cairn"));
+    expect($(mounted.root, ".cairn-answer").textContent).toBe("Half of the ans");
+    expect($(mounted.root, ".cairn-error-network button.cairn-retry")).toBeTruthy();
+  });
+
+  it("an error event inside the stream is shown next to the partial answer", async () => {
+    mounted = await mount({
+      "/ask": () =>
+        stream(
+          sse([
+            ["token", { text: "Plant garlic" }],
+            ["error", { code: "llm_error", message: "The language model stopped before the answer was complete." }],
+            ["sources", SOURCES],
+            ["done", { grounded: false, notFound: false, elapsedMs: 12 }],
+          ]),
+        ),
+    });
+    await ask(mounted, "q");
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-pane-ask .cairn-error")?.hidden).toBe(false));
+    expect($(mounted.root, ".cairn-pane-ask .cairn-error").textContent).toContain("The language model stopped");
+    expect($(mounted.root, ".cairn-answer").textContent).toBe("Plant garlic");
+  });
+});
+
+describe("errors everywhere", () => {
+  it("with nothing listening every tab and the status line say Cairn isn't running", async () => {
+    mounted = await mount({}, { offline: true });
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-status").textContent).toBe(NOT_RUNNING));
+    await ask(mounted, "q");
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-pane-ask .cairn-error-offline")).toBeTruthy());
+    const box = $(mounted.root, ".cairn-pane-ask .cairn-error-offline");
+    expect(box.textContent).toContain(NOT_RUNNING);
+    expect(box.textContent).toContain(`Nothing answered at ${URL_}.`);
+    expect(box.querySelector("button.cairn-retry")).toBeTruthy();
+  });
+
+  it("a rejected token says to paste the output of cairn token", async () => {
+    mounted = await mount({ "/search": () => json({ error: { code: "unauthorized", message: "Missing or wrong API token" } }, 401) });
+    $(mounted.root, ".cairn-tab[data-tab='search']").click();
+    const input = $(mounted.root, ".cairn-search-input") as HTMLInputElement;
+    input.value = "tomatoes";
+    input.dispatchEvent(new Event("input"));
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-search-results .cairn-error-unauthorized")).toBeTruthy(), { timeout: 3000 });
+    expect($(mounted.root, ".cairn-search-results").textContent).toContain("paste the output of `cairn token`");
+    expect(mounted.root.textContent).not.toContain("t0ken-0123456789abcdef");
+  });
+});
+
+describe("Search", () => {
+  it("waits for a pause in typing: five quick keystrokes send one request", async () => {
+    vi.useFakeTimers();
+    mounted = await mount({
+      "/search": (url) =>
+        json({ results: [{ filePath: "Kitchen/Sourdough.md", symbol: "Sourdough", score: 0.02, snippet: `About ${url.searchParams.get("q")}`, lines: [10, 13] }] }),
+    });
+    $(mounted.root, ".cairn-tab[data-tab='search']").click();
+    const input = $(mounted.root, ".cairn-search-input") as HTMLInputElement;
+    for (const q of ["s", "so", "sou", "sour", "sourd"]) {
+      input.value = q;
+      input.dispatchEvent(new Event("input"));
+      await vi.advanceTimersByTimeAsync(SEARCH_DEBOUNCE_MS / 2);
+    }
+    expect(mounted.calls.filter((c) => c.endsWith("/search"))).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(SEARCH_DEBOUNCE_MS);
+    expect(mounted.calls.filter((c) => c.endsWith("/search"))).toHaveLength(1);
+    vi.useRealTimers();
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-result-snippet mark")?.textContent).toBe("sourd"));
+    ($(mounted.root, ".cairn-result-title") as HTMLElement).click();
+    expect(mounted.host.openTarget).toHaveBeenCalledWith({ path: "Kitchen/Sourdough.md", line: 9 });
+  });
+});
+
+describe("status line", () => {
+  it("shows index progress from /events, then the counts when the run ends", async () => {
+    mounted = await mount({}, {
+      events: () => stream(": connected\n\n" + sse([["progress", { phase: "index", done: 812, total: 3879 }]]), { open: true }),
+    });
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-status").textContent).toBe("Indexing 812 / 3,879"));
+  });
+
+  it("shows the counts from /index/stats", async () => {
+    mounted = await mount({});
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-status").textContent).toBe("17 notes · 43 chunks indexed · updated 2 min ago"));
+  });
+});
