@@ -11,7 +11,8 @@ allow for an LLM) so the stream can be held part-way and its incremental renderi
 
 The harness page's origin (``http://127.0.0.1:<port>``) is added to the daemon's ``cors_origins`` in
 this test's config.toml only; in Obsidian the plugin runs at ``app://obsidian.md``, the default.
-Screenshots go to docs/plugin-*.png (README, "Obsidian plugin"). Nothing sleeps: every wait is
+Screenshots: docs/plugin-*.png (README, "Obsidian plugin") with CAIRN_UPDATE_SCREENSHOTS=1, else a temp
+folder (a test run leaves the checkout unchanged). Nothing sleeps: every wait is
 Playwright's wait-for-condition with a timeout, or a threading.Event.
 """
 
@@ -24,6 +25,7 @@ import json
 import os
 import shutil
 import signal
+import tempfile
 import threading
 from pathlib import Path
 from typing import Iterator
@@ -235,9 +237,14 @@ def ask(page, question: str) -> None:
     page.click(".cairn-ask-button")
 
 
+#: Screenshots go to docs/ only when asked (CAIRN_UPDATE_SCREENSHOTS=1), so a test run leaves the checkout clean.
+SHOTS = DOCS if os.environ.get("CAIRN_UPDATE_SCREENSHOTS") == "1" else None
+
+
 def shoot(page, name: str) -> None:
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / name))
+    folder = SHOTS or Path(tempfile.gettempdir()) / "cairn-plugin-screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / name))
 
 
 # -- the tests -------------------------------------------------------------------------------------
