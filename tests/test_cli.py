@@ -417,3 +417,78 @@ def test_the_sample_vault_is_never_written(sample_home):
     before = {p: p.stat().st_mtime_ns for p in SAMPLE_VAULT.rglob("*")}
     run_json(sample_home, "index", "--vault", str(SAMPLE_VAULT), "--full", "--json")
     assert {p: p.stat().st_mtime_ns for p in SAMPLE_VAULT.rglob("*")} == before
+
+
+# -- one writer per index: `cairn index` beside a running daemon ---------------------------------
+
+
+def _serve_and_wait(home: Path, vault: Path) -> tuple[subprocess.Popen, str]:
+    """Start `cairn serve` on ``vault``; return it and its URL once service.json names its pid."""
+    import time
+
+    home.mkdir(parents=True, exist_ok=True)
+    err = open(home / "serve.stderr", "wb")
+    proc = subprocess.Popen([cairn_executable(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
+                            env=cairn_env(home), stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    err.close()
+    end = time.monotonic() + TIMEOUT_S
+    while time.monotonic() < end:
+        try:
+            info = json.loads((home / "data" / "service.json").read_text(encoding="utf-8"))
+            if info.get("pid") == proc.pid and info.get("url"):
+                return proc, info["url"]
+        except (OSError, ValueError):
+            pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"cairn serve did not start:\n{(home / 'serve.stderr').read_text()[-3000:]}")
+
+
+def test_index_while_a_daemon_serves_the_index_exits_1_naming_the_daemon_and_the_daemon_keeps_serving(tmp_path):
+    import signal
+    import urllib.request
+
+    home, vault = tmp_path / "home", tmp_path / "vault"
+    for rel, text in NOTES.items():
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text(text, encoding="utf-8")
+    proc, url = _serve_and_wait(home, vault)
+    try:
+        refused = run_cairn(home, "index", "--vault", str(vault), "--json", check=False)
+        assert refused.returncode == 1 and refused.stdout == ""
+        err = refused.stderr
+        assert err.startswith("Error: ") and err.count("\n") == 1, err
+        assert f"pid {proc.pid}" in err and url in err, err  # the daemon, named from the lock and service.json
+        assert "POST /index/reindex" in err and "tray" in err and f"kill {proc.pid}" in err, err
+        # A search meanwhile only reads (the daemon is the writer) and still answers.
+        assert run_cairn(home, "search", "hive inspection", "--vault", str(vault), "--json").returncode == 0
+        with urllib.request.urlopen(url + "/health", timeout=30) as resp:  # the daemon is untouched
+            assert resp.status == 200
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    after = run_json(home, "index", "--vault", str(vault), "--json")  # the daemon is gone: index runs
+    assert after["stats"]["notes"] == len(NOTES) and after["stats"]["pending"] == 0
+
+
+def test_serve_or_index_while_a_cairn_index_run_writes_the_index_exits_1_saying_to_wait(tmp_path):
+    from cairn.config import load_config
+    from cairn.store.recovery import InstanceLock, instance_lock_path
+
+    home, vault = tmp_path / "home", tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Note.md").write_text("A note.\n", encoding="utf-8")
+    config = load_config({"vault": str(vault), "data_dir": str(home / "data")}, env={})
+    with InstanceLock(instance_lock_path(config.db_path), role="index"):  # as a running `cairn index` holds it
+        for args in (("serve", "--port", "0", "--no-tray"), ("index",)):
+            proc = run_cairn(home, *args, "--vault", str(vault), check=False)
+            assert proc.returncode == 1, (args, proc.stderr)
+            assert f"A `cairn index` run (pid {os.getpid()}) is indexing" in proc.stderr, proc.stderr
+            assert f"wait for it to finish, then run `cairn {args[0]}` again" in proc.stderr, proc.stderr
+    assert not config.db_path.exists()  # neither opened the index while it was held

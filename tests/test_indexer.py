@@ -186,3 +186,48 @@ def test_hints_for_ignored_missing_or_outside_paths_do_nothing(cairn, vault):
     (vault / ".obsidian" / "new.md").write_text("hidden", encoding="utf-8")
     report = cairn.indexer.index_paths({".obsidian/new.md", "../outside.md", "/etc/passwd", "No such.md", "Garden"})
     assert (report.added, report.updated, report.deleted) == (0, 0, 0)
+
+
+def test_removed_paths_are_reported_for_a_delete_and_a_folder_move_but_not_an_edit(cairn, vault):
+    removed: list[str] = []
+    cairn.indexer.on_removed = removed.append
+    cairn.index()
+    assert removed == []
+    (vault / "Flour.md").unlink()
+    (vault / "Garden").rename(vault / "Allotment")
+    with open(vault / "Sourdough.md", "a", encoding="utf-8") as fh:
+        fh.write("\nScore the loaf before it goes in.\n")
+    report = cairn.index()
+    assert sorted(removed) == ["Flour.md", "Garden/Tomatoes.md"]
+    assert (report.deleted, report.added, report.updated) == (2, 1, 1)
+    removed.clear()
+    (vault / "Allotment" / "Tomatoes.md").unlink()
+    cairn.indexer.index_paths(["Allotment/Tomatoes.md"])  # a file-event hint takes the same path
+    assert removed == ["Allotment/Tomatoes.md"]
+
+
+def test_notes_written_in_small_batches_resolve_alias_links_to_notes_of_later_batches(tmp_path, embedder, monkeypatch):
+    """Memory bound of the text phase: notes are parsed and written a batch at a time; a link to an alias
+    defined by a note of a later batch still resolves once the run ends, as in one big batch."""
+    import cairn.indexer as indexer_mod
+
+    root = tmp_path / "vault"
+    root.mkdir()
+    for i in range(7):  # sorted order: "A0".."A6" link to the alias of "Z target", written last
+        (root / f"A{i}.md").write_text(f"Note {i} points to [[Far away]] and to [[A{(i + 1) % 7}]].\n", encoding="utf-8")
+    (root / "Z target.md").write_text("---\naliases: [Far away]\n---\nThe target of every alias link.\n",
+                                      encoding="utf-8")
+    results = {}
+    for batch_notes in (3, 1000):
+        monkeypatch.setattr(indexer_mod, "BATCH_NOTES", batch_notes)
+        c = Cairn(make_config(root, tmp_path / f"data-{batch_notes}"), embedder=embedder)
+        try:
+            report = c.indexer.sync_text()
+            assert report.added == 8 and not report.skipped
+            results[batch_notes] = sorted(c.store.iter_links())
+            assert [b["filePath"] for b in c.store.backlinks("Z target.md")] == [f"A{i}.md" for i in range(7)]
+        finally:
+            c.close()
+    small = [(src, raw, target) for _n, _o, src, raw, target in results[3]]
+    assert ("A0.md", "Far away", "Z target.md") in small
+    assert small == [(src, raw, target) for _n, _o, src, raw, target in results[1000]]

@@ -31,7 +31,7 @@ from cairn.events import EventBus
 from cairn.indexer import Indexer, IndexReport
 from cairn.query import QueryService
 from cairn.store import Store
-from cairn.store.recovery import InstanceLock, open_verified
+from cairn.store.recovery import InstanceLock, instance_lock_path, open_verified
 from cairn.vault import resolve_in_vault
 from cairn.watcher import VaultWatcher
 
@@ -450,7 +450,7 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
             pass
     # One daemon per data folder and vault (released by the OS even on kill -9), then a checked database.
-    lock = InstanceLock(config.db_path.with_name(config.db_path.name + ".lock"),
+    lock = InstanceLock(instance_lock_path(config.db_path), service_file=config.service_file,
                         what=f"the vault {str(config.vault)!r} with the data folder {str(config.data_dir)!r}").acquire()
     try:
         cairn = await asyncio.to_thread(lambda: Cairn(config, verify=True))

@@ -156,17 +156,32 @@ def _progress_bar():
     return progress, close
 
 
+def _writer_lock(config: Config):
+    """The index's single-writer lock (the one ``cairn serve`` holds), for a one-shot writer (role ``index``)."""
+    from cairn.store.recovery import InstanceLock, instance_lock_path
+
+    return InstanceLock(instance_lock_path(config.db_path), role="index", service_file=config.service_file,
+                        what=f"the vault {str(config.vault)!r} with the data folder {str(config.data_dir)!r}")
+
+
 def cmd_index(args: argparse.Namespace, config: Config) -> int:
+    """One-shot index. Refused (``AlreadyRunning``, exit 1) while a daemon or another ``cairn index`` writes this
+    index: the message names it (pid, URL from service.json) and says to use ``POST /index/reindex`` / the tray."""
     from cairn.app import Cairn
 
-    cairn = Cairn(config)
-    progress, close = _progress_bar()
+    config.require_vault()
+    lock = _writer_lock(config).acquire()
     try:
-        report = cairn.index(full=args.full, progress=progress)
+        cairn = Cairn(config)
+        progress, close = _progress_bar()
+        try:
+            report = cairn.index(full=args.full, progress=progress)
+        finally:
+            close()
+            stats = cairn.stats()
+            cairn.close()
     finally:
-        close()
-        stats = cairn.stats()
-        cairn.close()
+        lock.release()
     if args.json:
         _print_json({**report.to_json(), "stats": {k: stats[k] for k in ("notes", "chunks", "vectors", "pending")}})
         return 0
@@ -184,11 +199,21 @@ def cmd_index(args: argparse.Namespace, config: Config) -> int:
 
 def _open_for_query(config: Config):
     from cairn.app import Cairn
+    from cairn.store.recovery import AlreadyRunning
 
-    cairn = Cairn(config)
-    if cairn.store.stats()["notes"] == 0 or cairn.store.count_pending():
-        # First use, or vectors missing: bring the index up to date first (incremental, usually instant).
-        cairn.index()
+    config.require_vault()
+    try:
+        lock = _writer_lock(config).acquire()
+    except AlreadyRunning:  # a daemon (or `cairn index`) writes this index and keeps it fresh: only read it here
+        lock = None
+    try:
+        cairn = Cairn(config)
+        if lock is not None and (cairn.store.stats()["notes"] == 0 or cairn.store.count_pending()):
+            # First use, or vectors missing: bring the index up to date first (incremental, usually instant).
+            cairn.index()
+    finally:
+        if lock is not None:
+            lock.release()
     return cairn
 
 

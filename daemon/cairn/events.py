@@ -1,8 +1,9 @@
 """Index progress events (layer 2): a small thread-safe broadcaster.
 
 The indexer runs in a worker thread and reports ``progress(phase, done, total)``; the composition
-root hands it :meth:`EventBus.progress_callback`, and publishes ``indexed`` / ``error`` when a run
-ends. ``GET /events`` subscribes from the event loop and streams what arrives as SSE.
+root hands it :meth:`EventBus.progress_callback` and :meth:`EventBus.removed` (``removed`` for each
+note deleted from the index), and publishes ``indexed`` / ``error`` when a run ends. ``GET /events``
+subscribes from the event loop and streams what arrives as SSE.
 
 A slow subscriber never blocks the indexer: each subscriber has a bounded queue, and when it is
 full the oldest event is dropped (progress events supersede each other anyway).
@@ -71,6 +72,12 @@ class EventBus:
                 sub._loop.call_soon_threadsafe(sub._put, (name, data))
             except RuntimeError:  # that loop is closed
                 self._remove(sub)
+
+    def removed(self, file_path: str) -> None:
+        """Publish ``removed`` ``{filePath}``: a note's rows were deleted because its file is gone (deleted, or
+        renamed or moved away; the new path arrives as an added note in the ``indexed`` that ends the run). The
+        indexer calls this right after the delete commits, so a client can drop the path from what it shows."""
+        self.publish("removed", {"filePath": file_path})
 
     def progress_callback(self, min_interval_s: float = 0.25) -> Callable[[str, int, int], None]:
         """An indexer ``progress(phase, done, total)`` that publishes ``progress`` events

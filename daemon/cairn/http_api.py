@@ -818,7 +818,7 @@ async def _index_resume(request: web.Request) -> web.Response:
 
 async def _events(request: web.Request) -> web.StreamResponse:
     """``GET /events`` → SSE of index progress: ``progress`` ``{phase, done, total}``, ``indexed``,
-    ``error``. Beyond :data:`MAX_EVENT_STREAMS` open streams → 503 with ``Retry-After``."""
+    ``removed`` ``{filePath}`` (a note's file is gone; a rename is ``removed`` for the old path), ``error``. Beyond :data:`MAX_EVENT_STREAMS` open streams → 503 with ``Retry-After``."""
     _only_params(request, ())
     bus = _need(request, _EVENTS_KEY, "Index events")
     state: _State = request.app[_STATE_KEY]

@@ -99,8 +99,13 @@ def title_hash(title: str) -> str:
 
 #: Truncate the WAL after this many notes written in one run.
 WAL_CHECKPOINT_EVERY = 200
-#: Parse and chunk in worker processes when at least this many notes changed (2 cores: ~2× faster).
+#: Parse and chunk in worker processes when a batch has at least this many notes (2 cores: ~2× faster).
 PARALLEL_MIN_NOTES = 100
+#: Changed notes are read, parsed and written in batches of at most this many notes…
+BATCH_NOTES = 128
+#: …or this many bytes of note text (UTF-8 characters counted), whichever comes first, so the text phase holds one
+#: batch at a time: its memory does not grow with the vault (before: every changed note's text and parse at once).
+BATCH_BYTES = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,13 +182,17 @@ class Indexer:
     (the start-up index, file-watch batches and reindex requests may come from different threads);
     the vector phase takes it per batch, so a file-watch batch can slip in between."""
 
-    def __init__(self, config: Config, store: Store, embedder: Embedder, *, title_weight: float = TITLE_WEIGHT) -> None:
+    def __init__(self, config: Config, store: Store, embedder: Embedder, *, title_weight: float = TITLE_WEIGHT,
+                 on_removed: Callable[[str], None] | None = None) -> None:
         self.config = config
         self.root = config.require_vault()
         self.store = store
         self.embedder = embedder
         self.title_weight = float(title_weight)
         self.lock = threading.RLock()
+        #: Called with a note's vault-relative path right after its rows are deleted (its file is gone: deleted, or
+        #: renamed or moved away — the new path is indexed as an added note). The daemon publishes ``removed``.
+        self.on_removed: Callable[[str], None] | None = on_removed
         self._check_vector_recipe()
 
     @property
@@ -294,7 +303,11 @@ class Indexer:
         """Write the new or changed notes among ``files`` and delete the notes at ``gone``. Links elsewhere
         are re-resolved after a whole-vault run with changes (attachments may have come or gone), and after
         a hinted batch only when a note was added or removed or its aliases changed (an edit of a note's
-        text cannot change how another note's links resolve)."""
+        text cannot change how another note's links resolve).
+
+        Memory stays bounded whatever the vault's size: changed notes are read, parsed and written in
+        batches of at most :data:`BATCH_NOTES` notes or :data:`BATCH_BYTES` bytes of text, and only one
+        batch's texts and parsed notes are held at a time (besides per-note states and alias lists)."""
         stop = should_stop or (lambda: False)
         started = time.perf_counter()
         report = IndexReport()
@@ -302,113 +315,67 @@ class Indexer:
         for path in gone:
             if self.store.delete_note(path):
                 report.deleted += 1
-        to_parse: list[tuple[VaultFile, str, str]] = []
+                if self.on_removed is not None:
+                    self.on_removed(path)
+        # Cheap pass (stat only): the files that may have changed. Their bytes are read batch by batch below.
+        todo: list[VaultFile] = []
         total = len(files)
         for i, vf in enumerate(files):
             state = known.get(vf.path)
             if state and not full and state.mtime_ns == vf.mtime_ns and state.size == vf.size:
                 report.unchanged += 1
-                if progress:
-                    progress("scan", i + 1, total)
-                continue
-            try:
-                text, digest = read_note_text(vf.abs_path, max_bytes=self.config.max_note_bytes)
-            except NoteReadError as exc:
-                digest = _file_digest(vf.abs_path)
-                if not (state and state.status == "skipped" and state.content_hash == digest):
-                    self.store.write_skipped(vf.path, kind=vf.kind, title=Path(vf.path).stem, mtime_ns=vf.mtime_ns,
-                                             size=vf.size, content_hash=digest, reason=exc.message)
-                report.skipped.append((vf.path, exc.message))
-                log.warning("skipped %s: %s", vf.path, exc.message)
-                continue
-            if state and not full and state.content_hash == digest and state.status == "ok":
-                self.store.touch_note(vf.path, vf.mtime_ns, vf.size)
-                report.unchanged += 1
-                continue
-            to_parse.append((vf, text, digest))
+            else:
+                todo.append(vf)
             if progress:
                 progress("scan", i + 1, total)
-
-        if to_parse or report.deleted:
-            parsed: dict[str, PreparedNote] = {}
-            by_path = {vf.path: (vf, digest) for vf, _text, digest in to_parse}
-            for path, prepared, error in self._prepare_all([(vf.path, text) for vf, text, _ in to_parse]):
-                if stop():
-                    break
-                if prepared is not None:
-                    parsed[path] = prepared
-                    continue
-                vf, digest = by_path[path]
-                reason = f"cannot parse: {error}"
-                log.warning("skipped %s: %s", path, reason)
-                self.store.write_skipped(path, kind=vf.kind, title=Path(path).stem, mtime_ns=vf.mtime_ns,
-                                         size=vf.size, content_hash=digest, reason=reason)
-                report.skipped.append((path, reason))
-            old_aliases = self.store.note_aliases()
-            resolver = self._resolver({p: n.note.aliases for p, n in parsed.items()}, old_aliases)
-            for n, (vf, text, digest) in enumerate(to_parse):
+        run = _Run(self, report, known, stop, progress, len(todo))
+        try:
+            batch: list[tuple[VaultFile, str, str]] = []
+            batch_bytes = 0
+            for n, vf in enumerate(todo):
                 if stop():
                     report.stopped = True
                     break
-                prepared = parsed.get(vf.path)
-                if prepared is None:
-                    continue
-                note = prepared.note
-                state = known.get(vf.path)
-                try:
-                    chunks = self._write(vf, digest, prepared, resolver)
-                except Exception as exc:  # e.g. a title too long to fit a chunk: skip the note, keep going
-                    log.exception("cannot index %s", vf.path)
-                    reason = f"cannot index: {exc}"
-                    self.store.write_skipped(vf.path, kind=vf.kind, title=note.title, mtime_ns=vf.mtime_ns,
-                                             size=vf.size, content_hash=digest, reason=reason)
-                    report.skipped.append((vf.path, reason))
-                    continue
-                report.chunks_written += chunks
-                if note.frontmatter_error:
-                    report.warnings.append((vf.path, note.frontmatter_error))
-                if state is None:
-                    report.added += 1
-                else:
-                    report.updated += 1
-                if progress:
-                    progress("index", n + 1, len(to_parse))
-                if (n + 1) % WAL_CHECKPOINT_EVERY == 0:  # keep the WAL file small during a long first index
-                    self.store.wal_checkpoint()
-            if whole_vault or report.added or report.deleted or any(
-                    list(n.note.aliases) != old_aliases.get(p) for p, n in parsed.items()):
-                self._reresolve_links(resolver)
-            self.store.wal_checkpoint()
+                item = self._read_changed(vf, known.get(vf.path), full, report)
+                if item is not None:
+                    batch.append(item)
+                    batch_bytes += len(item[1])
+                if batch and (len(batch) >= BATCH_NOTES or batch_bytes >= BATCH_BYTES):
+                    run.write_batch(batch, consumed=n + 1)
+                    batch, batch_bytes = [], 0
+            if batch and not report.stopped:
+                run.write_batch(batch, consumed=len(todo))
+            batch = []
+            if run.batches or report.deleted:
+                if whole_vault or report.added or report.deleted or run.aliases_changed:
+                    self._reresolve_links(run.resolver())
+                self.store.wal_checkpoint()
+        finally:
+            run.close()
+        if progress and todo and not report.stopped:
+            progress("index", len(todo), len(todo))
         report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
         return report
 
-    def _resolver(self, fresh_aliases: dict[str, Sequence[str]],
-                  stored_aliases: dict[str, list[str]] | None = None) -> LinkResolver:
-        aliases = dict(stored_aliases) if stored_aliases is not None else self.store.note_aliases()
-        aliases.update({p: list(a) for p, a in fresh_aliases.items()})
-        files = [(p, aliases.get(p, ())) for p in list_all_files(self.root, self.config.ignore)]
-        return LinkResolver(files)
-
-    def _prepare_all(self, items: list[tuple[str, str]]):
-        """(path, PreparedNote | None, error | None) for each (path, text), in order; in worker
-        processes (spawned: safe beside the daemon's threads) when there are many."""
-        workers = min(os.cpu_count() or 1, 4)
-        if len(items) >= PARALLEL_MIN_NOTES and workers > 1:
-            ctx = multiprocessing.get_context("spawn")
-            pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                                       initargs=(str(self.embedder.model_dir),))
-            try:
-                yield from pool.map(_worker_prepare, items, chunksize=16)
-            finally:  # also when the caller stops early: drop the queued work
-                pool.shutdown(wait=True, cancel_futures=True)
-            return
-        counter = self.embedder.tokenizer
-        for path, text in items:
-            try:
-                yield path, prepare_note(text, path, counter.count_tokens, counter.count_tokens_many), None
-            except Exception as exc:
-                log.exception("cannot parse %s", path)
-                yield path, None, f"{type(exc).__name__}: {exc}"
+    def _read_changed(self, vf: VaultFile, state: NoteState | None, full: bool,
+                      report: IndexReport) -> tuple[VaultFile, str, str] | None:
+        """(file, text, sha256) of a note whose bytes need indexing; None when it cannot be read (recorded as
+        skipped) or its bytes are the ones indexed (only its mtime moved: the new stat is remembered)."""
+        try:
+            text, digest = read_note_text(vf.abs_path, max_bytes=self.config.max_note_bytes)
+        except NoteReadError as exc:
+            digest = _file_digest(vf.abs_path)
+            if not (state and state.status == "skipped" and state.content_hash == digest):
+                self.store.write_skipped(vf.path, kind=vf.kind, title=Path(vf.path).stem, mtime_ns=vf.mtime_ns,
+                                         size=vf.size, content_hash=digest, reason=exc.message)
+            report.skipped.append((vf.path, exc.message))
+            log.warning("skipped %s: %s", vf.path, exc.message)
+            return None
+        if state and not full and state.content_hash == digest and state.status == "ok":
+            self.store.touch_note(vf.path, vf.mtime_ns, vf.size)
+            report.unchanged += 1
+            return None
+        return vf, text, digest
 
     def _write(self, vf: VaultFile, digest: str, prepared: PreparedNote, resolver: LinkResolver) -> int:
         note, chunks = prepared.note, prepared.chunks
@@ -424,7 +391,7 @@ class Indexer:
     def _reresolve_links(self, resolver: LinkResolver) -> None:
         """Links elsewhere may now resolve differently (a note was added, removed or renamed)."""
         changes = []
-        for note_id, ordinal, source, raw, current in self.store.all_links():
+        for note_id, ordinal, source, raw, current in self.store.iter_links():
             target = resolver.resolve(raw, source) if raw else source
             if target != current:
                 changes.append((target, note_id, ordinal))
@@ -493,6 +460,116 @@ class Indexer:
             report.vectors_written, report.texts_embedded = self.embed_pending(progress=progress, should_stop=should_stop)
         report.elapsed_s = time.perf_counter() - started
         return report
+
+
+class _Run:
+    """One text-phase run's state across its batches: the parse workers (started with the first full batch,
+    kept for the rest), the vault's file list and alias lists for link resolution, and counters."""
+
+    def __init__(self, indexer: "Indexer", report: IndexReport, known: dict[str, NoteState],
+                 stop: Callable[[], bool], progress: Progress | None, todo: int) -> None:
+        self.indexer = indexer
+        self.report = report
+        self.known = known
+        self.stop = stop
+        self.progress = progress
+        self.todo = todo
+        self.batches = 0
+        self.written = 0
+        self.aliases_changed = False
+        self._pool: ProcessPoolExecutor | None = None
+        self._files: list[str] | None = None
+        self._old_aliases: dict[str, list[str]] | None = None
+        self._fresh_aliases: dict[str, list[str]] = {}  # path -> aliases of notes parsed in this run
+
+    def resolver(self) -> LinkResolver:
+        """Links resolve against every file of the vault and the aliases known so far (stored, then this run's)."""
+        if self._files is None:
+            self._files = list(list_all_files(self.indexer.root, self.indexer.config.ignore))
+        if self._old_aliases is None:
+            self._old_aliases = self.indexer.store.note_aliases()
+        fresh, old = self._fresh_aliases, self._old_aliases
+        return LinkResolver([(p, fresh[p] if p in fresh else old.get(p, ())) for p in self._files])
+
+    def _prepare(self, items: list[tuple[str, str]]) -> Iterable[tuple[str, PreparedNote | None, str | None]]:
+        """(path, PreparedNote | None, error | None) for each (path, text), in order; in worker processes
+        (spawned: safe beside the daemon's threads) once a batch is big enough to be worth them."""
+        workers = min(os.cpu_count() or 1, 4)
+        if self._pool is None and len(items) >= PARALLEL_MIN_NOTES and workers > 1:
+            ctx = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                                             initargs=(str(self.indexer.embedder.model_dir),))
+        if self._pool is not None:
+            return self._pool.map(_worker_prepare, items, chunksize=max(1, min(16, len(items) // (4 * workers))))
+        return self._prepare_here(items)
+
+    def _prepare_here(self, items: list[tuple[str, str]]):
+        counter = self.indexer.embedder.tokenizer
+        for path, text in items:
+            try:
+                yield path, prepare_note(text, path, counter.count_tokens, counter.count_tokens_many), None
+            except Exception as exc:
+                log.exception("cannot parse %s", path)
+                yield path, None, f"{type(exc).__name__}: {exc}"
+
+    def write_batch(self, batch: list[tuple[VaultFile, str, str]], *, consumed: int) -> None:
+        """Parse and write one batch of (file, text, sha256), one transaction per note; ``consumed``: how many
+        of the run's changed files are dealt with once this batch is written (for progress)."""
+        indexer, report, store = self.indexer, self.report, self.indexer.store
+        self.batches += 1
+        by_path = {vf.path: (vf, digest) for vf, _text, digest in batch}
+        parsed: dict[str, PreparedNote] = {}
+        for path, prepared, error in self._prepare([(vf.path, text) for vf, text, _ in batch]):
+            if prepared is not None:
+                parsed[path] = prepared
+                continue
+            vf, digest = by_path[path]
+            reason = f"cannot parse: {error}"
+            log.warning("skipped %s: %s", path, reason)
+            store.write_skipped(path, kind=vf.kind, title=Path(path).stem, mtime_ns=vf.mtime_ns,
+                                size=vf.size, content_hash=digest, reason=reason)
+            report.skipped.append((path, reason))
+        if self._old_aliases is None:
+            self._old_aliases = store.note_aliases()
+        for path, prepared in parsed.items():
+            aliases = list(prepared.note.aliases)
+            if aliases != self._old_aliases.get(path, []):
+                self.aliases_changed = True
+            if aliases or path in self._fresh_aliases:
+                self._fresh_aliases[path] = aliases
+        resolver = self.resolver()
+        for path, prepared in parsed.items():
+            if self.stop():
+                report.stopped = True
+                break
+            vf, digest = by_path[path]
+            note = prepared.note
+            try:
+                chunks = indexer._write(vf, digest, prepared, resolver)
+            except Exception as exc:  # e.g. a title too long to fit a chunk: skip the note, keep going
+                log.exception("cannot index %s", vf.path)
+                reason = f"cannot index: {exc}"
+                store.write_skipped(vf.path, kind=vf.kind, title=note.title, mtime_ns=vf.mtime_ns,
+                                    size=vf.size, content_hash=digest, reason=reason)
+                report.skipped.append((vf.path, reason))
+                continue
+            report.chunks_written += chunks
+            if note.frontmatter_error:
+                report.warnings.append((vf.path, note.frontmatter_error))
+            if self.known.get(vf.path) is None:
+                report.added += 1
+            else:
+                report.updated += 1
+            self.written += 1
+            if self.written % WAL_CHECKPOINT_EVERY == 0:  # keep the WAL file small during a long first index
+                store.wal_checkpoint()
+        if self.progress and not report.stopped:
+            self.progress("index", consumed, self.todo)
+
+    def close(self) -> None:
+        if self._pool is not None:  # also when the run stopped early: drop the queued work
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
 
 def _file_digest(path: Path) -> str:

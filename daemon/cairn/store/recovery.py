@@ -7,6 +7,7 @@ these guard against is two daemons writing one index, and a file damaged by a di
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -25,10 +26,28 @@ except ImportError:  # pragma: no cover - Windows
 
 
 class AlreadyRunning(StoreError):
-    """Another Cairn daemon holds the lock of this data folder and vault."""
+    """Another Cairn process (``cairn serve``, or a ``cairn index`` run) holds the lock of this data folder
+    and vault: it is the one writer of that index. ``pid`` and ``role`` (``"serve"``/``"index"``) name it
+    when known."""
 
     code = "already_running"
     http_status = 409
+
+    def __init__(self, message: str, *, pid: int | None = None, role: str | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.role = role
+
+
+#: What a lock holder is doing, for the message another process gets (see :class:`InstanceLock`).
+ROLES = ("serve", "index")
+
+
+def instance_lock_path(db_path: Path | str) -> Path:
+    """The lock file of the index at ``db_path``: ``<index file>.lock`` beside it. Every process that writes
+    the index (``cairn serve``, ``cairn index``, a search that brings the index up to date) takes it."""
+    db_path = Path(db_path)
+    return db_path.with_name(db_path.name + ".lock")
 
 
 class InstanceLock:
@@ -36,12 +55,20 @@ class InstanceLock:
 
     POSIX: ``fcntl.flock`` on an open file (released by the kernel when the process dies, even by
     ``kill -9``, so a stale lock can never block a restart). Elsewhere: an ``O_EXCL`` lock file whose
-    pid is checked for liveness. The file holds the owner's pid, for the message a second instance prints.
+    pid is checked for liveness. The file holds the owner's pid and ``role`` (``"<pid> <role>"``), for the
+    message another process prints: a daemon (``serve``) is named with its URL from ``service_file``
+    (``service.json``) when that names the same pid, and an ``index`` caller is told to ask the daemon to
+    re-index (``POST /index/reindex`` or the tray) or to stop it.
     """
 
-    def __init__(self, path: Path | str, *, what: str = "this index") -> None:
+    def __init__(self, path: Path | str, *, what: str = "this index", role: str = "serve",
+                 service_file: Path | str | None = None) -> None:
+        if role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {role!r}")
         self.path = Path(path)
         self.what = what
+        self.role = role
+        self.service_file = Path(service_file) if service_file is not None else None
         self._fd: int | None = None
 
     def acquire(self) -> "InstanceLock":
@@ -52,11 +79,11 @@ class InstanceLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                pid = _read_pid(fd)
+                pid, role = _read_owner(fd)
                 os.close(fd)
-                raise self._busy(pid) from None
+                raise self._busy(pid, role) from None
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            os.pwrite(fd, f"{os.getpid()} {self.role}\n".encode(), 0)
             self._fd = fd
             return self
         while True:  # pragma: no cover - non-POSIX fallback
@@ -64,21 +91,48 @@ class InstanceLock:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
             except FileExistsError:
                 try:
-                    pid = int(self.path.read_text().strip() or 0)
-                except (OSError, ValueError):
-                    pid = 0
+                    pid, role = _parse_owner(self.path.read_text())
+                except OSError:
+                    pid, role = None, None
                 if pid and _alive(pid):
-                    raise self._busy(pid) from None
+                    raise self._busy(pid, role) from None
                 self.path.unlink(missing_ok=True)  # stale: its owner is gone
                 continue
-            os.write(fd, f"{os.getpid()}\n".encode())
+            os.write(fd, f"{os.getpid()} {self.role}\n".encode())
             self._fd = fd
             return self
 
-    def _busy(self, pid: int | None) -> AlreadyRunning:
+    def _busy(self, pid: int | None, role: str | None) -> AlreadyRunning:
+        """The error for a lock held by ``pid`` doing ``role`` (None: a lock from before roles were written,
+        i.e. a daemon). Says who holds it and what to do instead, for the role of the caller."""
+        role = role or "serve"
         who = f"pid {pid}" if pid else "another process"
-        return AlreadyRunning(f"Another Cairn daemon ({who}) is already serving {self.what} (lock {str(self.path)!r}). "
-                              "Stop it first, or use another --data-dir.")
+        lock = f"(lock {str(self.path)!r})"
+        if role == "index":
+            return AlreadyRunning(
+                f"A `cairn index` run ({who}) is indexing {self.what} {lock}. Only one process writes an index: "
+                f"wait for it to finish, then run `cairn {self.role}` again.", pid=pid, role=role)
+        url = self._daemon_url(pid)
+        daemon = f"Another Cairn daemon ({who}{', ' + url if url else ''}) is already serving {self.what} {lock}."
+        if self.role == "index":
+            return AlreadyRunning(
+                f"{daemon} It keeps that index up to date itself, and only one process writes an index. Ask it to "
+                "re-index instead (`POST /index/reindex`, or 'Reindex now' in the tray menu), or stop it first (Ctrl-C where "
+                f"it runs{', or `kill ' + str(pid) + '`' if pid else ''}) and run `cairn index` again.",
+                pid=pid, role=role)
+        return AlreadyRunning(f"{daemon} Stop it first, or use another --data-dir.", pid=pid, role=role)
+
+    def _daemon_url(self, pid: int | None) -> str | None:
+        """The daemon's URL from ``service.json`` when that file names the lock holder's pid."""
+        if self.service_file is None or not pid:
+            return None
+        try:
+            info = json.loads(self.service_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if isinstance(info, dict) and info.get("pid") == pid and isinstance(info.get("url"), str):
+            return info["url"]
+        return None
 
     def release(self) -> None:
         if self._fd is None:
@@ -98,11 +152,22 @@ class InstanceLock:
         self.release()
 
 
-def _read_pid(fd: int) -> int | None:
+def _read_owner(fd: int) -> tuple[int | None, str | None]:
     try:
-        return int(os.pread(fd, 32, 0).decode().strip() or 0) or None
-    except (OSError, ValueError):
-        return None
+        return _parse_owner(os.pread(fd, 64, 0).decode("utf-8", "replace"))
+    except OSError:
+        return None, None
+
+
+def _parse_owner(text: str) -> tuple[int | None, str | None]:
+    """``"<pid> <role>"`` (or ``"<pid>"`` from an older Cairn) → (pid, role); (None, None) when unreadable."""
+    parts = text.split()
+    try:
+        pid = int(parts[0]) if parts else 0
+    except ValueError:
+        return None, None
+    role = parts[1] if len(parts) > 1 and parts[1] in ROLES else None
+    return (pid or None), role
 
 
 def _alive(pid: int) -> bool:  # pragma: no cover - non-POSIX fallback
