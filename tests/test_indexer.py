@@ -178,6 +178,9 @@ def test_hinted_paths_update_links_elsewhere_when_a_note_appears_or_its_aliases_
     (vault / "Other.md").write_text("---\naliases: [Missing note]\n---\nAn alias now.\n", encoding="utf-8")
     cairn.indexer.index_paths({"Missing note.md", "Other.md"})
     assert cairn.store.links_of_note("Garden/Tomatoes.md")[0]["targetPath"] == "Other.md"
+    (vault / "Other.md").write_text("No alias any more.\n", encoding="utf-8")  # the alias dropped: the link breaks
+    cairn.indexer.index_paths({"Other.md"})
+    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0]["targetPath"] is None
     assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
 
 

@@ -480,7 +480,7 @@ class _Run:
         self._pool: ProcessPoolExecutor | None = None
         self._files: list[str] | None = None
         self._old_aliases: dict[str, list[str]] | None = None
-        self._fresh_aliases: dict[str, list[str]] = {}  # path -> aliases of notes parsed in this run
+        self._fresh_aliases: dict[str, list[str]] = {}  # path -> aliases, for notes whose aliases changed in this run
 
     def resolver(self) -> LinkResolver:
         """Links resolve against every file of the vault and the aliases known so far (stored, then this run's)."""
@@ -535,7 +535,8 @@ class _Run:
             aliases = list(prepared.note.aliases)
             if aliases != self._old_aliases.get(path, []):
                 self.aliases_changed = True
-            if aliases or path in self._fresh_aliases:
+                self._fresh_aliases[path] = aliases  # only the changed ones are kept (dropped aliases too)
+            elif path in self._fresh_aliases:
                 self._fresh_aliases[path] = aliases
         resolver = self.resolver()
         for path, prepared in parsed.items():
