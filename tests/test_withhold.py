@@ -269,3 +269,26 @@ def test_tags_count_only_allowed_notes_and_never_list_a_withheld_tag(canary_cair
     assert tags["work"] == 1  # Journal/Therapy.md also carries `work`, but it is withheld
     owner = {t["tag"]: t["count"] for t in canary_cairn.library.tags()["tags"]}
     assert owner["work"] == 2 and owner["personal"] >= 5
+
+
+def test_a_note_tagged_personal_on_disk_but_not_reindexed_yet_is_already_withheld(tmp_path, embedder, withhold):
+    import shutil
+
+    from cairn.app import Cairn
+    from conftest import CANARY_VAULT, make_config
+
+    vault = tmp_path / "vault"
+    shutil.copytree(CANARY_VAULT, vault)
+    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    try:
+        cairn.index()
+        bread = vault / "Recipes" / "Bread.md"
+        bread.write_text(bread.read_text(encoding="utf-8") + "\nMy grandmother's secret: #personal\n", encoding="utf-8")
+        assert "personal" not in cairn.store.note_tags("Recipes/Bread.md")  # the index has not seen the edit
+        assert "grandmother" in cairn.library.note("Recipes/Bread.md")["content"]  # the owner reads the file as it is
+        tally = WithheldTally()
+        with pytest.raises(NotFoundError):
+            cairn.library.note("Recipes/Bread.md", withhold=withhold, tally=tally)
+        assert tally.paths == {"Recipes/Bread.md"}
+    finally:
+        cairn.close()

@@ -25,7 +25,7 @@ import numpy as np
 
 from cairn.config import COSINE_FLOOR, Config
 from cairn.errors import BadRequest, NotFoundError, PathOutsideVault
-from cairn.notes import normalise_tag
+from cairn.notes import normalise_tag, parse_note
 from cairn.policy import Withhold, WithheldTally
 from cairn.query import WithheldSet
 from cairn.store import Store
@@ -109,8 +109,11 @@ class Library:
                "frontmatter": note["frontmatter"], "content": content, "links": self.store.links_of_note(rel),
                "backlinks": self.store.backlinks(rel), "indexedAt": note["indexedAt"]}
         if hidden:
-            # Defence in depth: the note was tagged withheld on disk since it was indexed.
-            if hidden.withhold.tag_withheld(out["tags"]):
+            # The file is read now, the tags were read at indexing: a tag added since (not indexed yet)
+            # withholds the note too.
+            if hidden.withhold.tag_withheld(list(out["tags"]) + list(parse_note(content, rel).tags)):
+                if tally is not None:
+                    tally.add([rel])
                 raise NotFoundError(f"No indexed note {rel!r} in the vault; paths are vault-relative, e.g. 'folder/note.md'.")
             out["links"] = self._drop_links(out["links"], hidden, tally)
             out["backlinks"] = self._drop_backlinks(out["backlinks"], hidden, tally)

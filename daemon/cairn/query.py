@@ -16,6 +16,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -156,9 +157,10 @@ class WithheldSet:
     def hides_path(self, path: str) -> bool:
         return path in self.paths or self.withhold.path_withheld(path)
 
-    @property
-    def paths(self) -> set[str]:
-        return set(self.notes.values())
+    @cached_property
+    def paths(self) -> frozenset[str]:
+        """The withheld notes' paths."""
+        return frozenset(self.notes.values())
 
     def redact(self, text: str) -> str:
         return self.redactor.redact(text) if self.redactor else text
