@@ -65,3 +65,14 @@ def test_a_missing_file_is_an_error_naming_it(tmp_path):
 def test_policy_without_an_action_is_a_usage_error(tmp_path):
     proc = run_cairn(tmp_path, "policy", check=False)
     assert proc.returncode == 2 and "check" in proc.stderr
+
+
+def test_without_a_file_the_configured_mcp_policy_is_checked(tmp_path):
+    policy = tmp_path / "team" / "policy.yaml"
+    policy.parent.mkdir()
+    policy.write_text("version: 1\nwithhold: {tags: [personal]}\naudit: {enabled: maybe}\n", encoding="utf-8")
+    config = tmp_path / "cairn.toml"
+    config.write_text(f'mcp_policy = "{policy}"\n', encoding="utf-8")
+    proc = run_cairn(tmp_path, "policy", "check", "--config", str(config), check=False)
+    assert proc.returncode == 1 and proc.stderr.startswith(f"Error: {policy}:3: audit.enabled must be true or false")
+    assert not (tmp_path / "config" / "mcp-serve.yaml").exists()

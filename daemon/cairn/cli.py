@@ -373,10 +373,12 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_policy(args: argparse.Namespace, config: Config) -> int:
     """``cairn policy check [FILE]``: ``ok: FILE`` (exit 0), or ``Error: FILE:LINE: reason`` on stderr (exit 1).
-    Without FILE it checks the owner's copy in the config folder, creating it from the shipped default first."""
-    from cairn.policy import ensure_owner_policy, load_policy
+    Without FILE it checks the policy `cairn mcp` uses: ``mcp_policy`` when configured, else the owner's copy in
+    the config folder (created from the shipped default first)."""
+    from cairn.app import mcp_policy_path
+    from cairn.policy import load_policy
 
-    path = Path(args.file) if args.file else ensure_owner_policy(config.config_dir)
+    path = Path(args.file) if args.file else mcp_policy_path(config)
     load_policy(path)  # PolicyError → `Error: FILE:LINE: reason`, exit 1 (main)
     print(f"ok: {path}")
     return 0
