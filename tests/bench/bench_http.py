@@ -165,6 +165,15 @@ async def one_ask(session: aiohttp.ClientSession, url: str, auth: dict[str, str]
                     return to_sources, (time.perf_counter() - t) * 1000, done
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds used so far by process ``pid`` (all its threads), from /proc; None elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 async def load(url: str, auth: dict[str, str], queries: list[str], clients: int, fn) -> tuple[list, float]:
     """Run ``fn(session, url, auth, q)`` for every query from ``clients`` concurrent sessions; (results, seconds)."""
     queue: asyncio.Queue[str] = asyncio.Queue()
@@ -186,7 +195,8 @@ async def load(url: str, auth: dict[str, str], queries: list[str], clients: int,
     return results, time.perf_counter() - t
 
 
-async def bench(daemon: Daemon, questions: list[str], n: int, clients: int, rounds: int) -> list[tuple[str, str, str]]:
+async def bench(daemon: Daemon, questions: list[str], n: int, clients: int, rounds: int,
+                routes: set[str]) -> list[tuple[str, str, str]]:
     auth = {"Authorization": f"Bearer {daemon.token}"}
     url = daemon.url
     async with aiohttp.ClientSession() as session:
@@ -200,23 +210,35 @@ async def bench(daemon: Daemon, questions: list[str], n: int, clients: int, roun
             ("queries / concurrent clients / distinct questions", f"{n} / {clients} / {len(questions)}", "")]
     for r in range(1, rounds + 1):
         tag = f" (round {r})" if rounds > 1 else ""
-        search, s_wall = await load(url, auth, batch, clients, one_search)
-        asks, a_wall = await load(url, auth, batch, clients, one_ask)
-        to_sources = [a[0] for a in asks]
-        to_done = [a[1] for a in asks]
-        grounded = sum(1 for a in asks if a[2].get("grounded"))
-        not_found = sum(1 for a in asks if a[2].get("notFound"))
-        rows += [
-            (f"/search p50 / p95 (ms){tag}", f"{pct(search, .5):.0f} / {pct(search, .95):.0f}",
-             f"p95 < {SEARCH_TARGET_MS:.0f}"),
-            (f"/search throughput (req/s){tag}", f"{n / s_wall:.1f}", ""),
-            (f"/ask → sources p50 / p95 (ms){tag}", f"{pct(to_sources, .5):.0f} / {pct(to_sources, .95):.0f}",
-             f"p95 < {ASK_TARGET_MS:.0f}"),
-            (f"/ask → done p50 / p95 (ms){tag}", f"{pct(to_done, .5):.0f} / {pct(to_done, .95):.0f}", ""),
-            (f"/ask answers: grounded / not found / total{tag}", f"{grounded} / {not_found} / {len(asks)}",
-             "0 grounded (no LLM)"),
-            (f"/ask throughput (req/s){tag}", f"{n / a_wall:.1f}", ""),
-        ]
+        if "search" in routes:
+            cpu0 = cpu_seconds(daemon.proc.pid)
+            search, wall = await load(url, auth, batch, clients, one_search)
+            cpu = cpu_seconds(daemon.proc.pid)
+            rows += [
+                (f"/search p50 / p95 (ms){tag}", f"{pct(search, .5):.0f} / {pct(search, .95):.0f}",
+                 f"p95 < {SEARCH_TARGET_MS:.0f}"),
+                (f"/search throughput (req/s){tag}", f"{n / wall:.1f}", ""),
+                (f"/search daemon CPU per request (ms, all threads){tag}",
+                 f"{(cpu - cpu0) * 1000 / n:.0f}" if cpu0 is not None and cpu is not None else "n/a", ""),
+            ]
+        if "ask" in routes:
+            cpu0 = cpu_seconds(daemon.proc.pid)
+            asks, wall = await load(url, auth, batch, clients, one_ask)
+            cpu = cpu_seconds(daemon.proc.pid)
+            to_sources = [a[0] for a in asks]
+            to_done = [a[1] for a in asks]
+            grounded = sum(1 for a in asks if a[2].get("grounded"))
+            not_found = sum(1 for a in asks if a[2].get("notFound"))
+            rows += [
+                (f"/ask → sources p50 / p95 (ms){tag}", f"{pct(to_sources, .5):.0f} / {pct(to_sources, .95):.0f}",
+                 f"p95 < {ASK_TARGET_MS:.0f}"),
+                (f"/ask → done p50 / p95 (ms){tag}", f"{pct(to_done, .5):.0f} / {pct(to_done, .95):.0f}", ""),
+                (f"/ask answers: grounded / not found / total{tag}", f"{grounded} / {not_found} / {len(asks)}",
+                 "0 grounded (no LLM)"),
+                (f"/ask throughput (req/s){tag}", f"{n / wall:.1f}", ""),
+                (f"/ask daemon CPU per request (ms, all threads){tag}",
+                 f"{(cpu - cpu0) * 1000 / n:.0f}" if cpu0 is not None and cpu is not None else "n/a", ""),
+            ]
     return rows
 
 
@@ -229,13 +251,15 @@ def main() -> int:
                     help="where the index lives (default: the eval cache, kept between runs)")
     ap.add_argument("--eval", type=Path, default=REPO.parent / "shared" / "eval" / "dev.jsonl")
     ap.add_argument("--rounds", type=int, default=1, help="repeat the measurement (a shared machine is noisy)")
+    ap.add_argument("--routes", default="search,ask", help="which routes to measure (default: search,ask)")
     args = ap.parse_args()
     vault = args.vault.resolve()
     questions = questions_for(vault, args.eval)
     daemon = Daemon(vault, args.data_dir.resolve(), args.clients)
     try:
         daemon.start()
-        rows = asyncio.run(bench(daemon, questions, args.queries, args.clients, args.rounds))
+        rows = asyncio.run(bench(daemon, questions, args.queries, args.clients, args.rounds,
+                                 {r.strip() for r in args.routes.split(",")}))
     except BaseException:
         if daemon.proc is not None:
             print(daemon.log_tail(), file=sys.stderr)
