@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from conftest import CANARY, CANARY_VAULT, CANARY_WITHHELD
 from test_daemon import running_daemon, wait_for
 from test_mcp_stdio import (
-    ALL_TOOLS, ALLOWED, CALL_TIMEOUT_S, POLICY, WITHHELD_TOPICS, assert_allowed_notes_served, assert_nothing_withheld_leaks,
+    ALL_TOOLS, ALLOWED, CALL_TIMEOUT_S, POLICY, VAULT_NOTES, WITHHELD_TOPICS, assert_allowed_notes_served, assert_nothing_withheld_leaks,
     assert_withheld_reads_look_missing, blob, cairn_executable, every_tool_call, make_home,
 )
 
@@ -69,7 +69,8 @@ def mcp(tmp_path_factory) -> Iterator[Mcp]:
     with running_daemon(home, CANARY_VAULT) as daemon:
         def indexed():
             status, stats = daemon.get_json("/index/stats", token=daemon.token)
-            return status == 200 and stats["notes"] == 15 and stats["pending"] == 0 and not stats["indexing"]
+            return (status == 200 and stats["notes"] + stats["skipped"] == len(VAULT_NOTES) and stats["pending"] == 0
+                    and not stats["indexing"])
 
         wait_for("the canary vault indexed", indexed, INDEX_DEADLINE_S, daemon.proc, home / "serve.stderr")
         info = json.loads(daemon.service_file.read_text(encoding="utf-8"))
@@ -294,7 +295,7 @@ def test_a_daemon_started_with_an_invalid_policy_serves_mcp_fail_closed(tmp_path
 
         def indexed():
             status, stats = daemon.get_json("/index/stats", token=daemon.token)
-            return status == 200 and stats["notes"] == 15 and not stats["indexing"]
+            return status == 200 and stats["notes"] + stats["skipped"] == len(VAULT_NOTES) and not stats["indexing"]
 
         wait_for("the canary vault indexed", indexed, INDEX_DEADLINE_S, daemon.proc, home / "serve.stderr")
 

@@ -45,9 +45,11 @@ WITHHELD_TOPICS = {
     "Notes/Dream log.md": "recurring dream flooded city lighthouse keeper",
     "Notes/Passwords hint.md": "password hints for the router and the bank",
     "Private/Salary.md": "salary negotiation raise counter-offer",
+    "Notes/Mood tracker.md": "mood tracker low energy in the winter",
 }
-ALLOWED = ("Projects/Budget.md", "Projects/Garden plan.md", "Reading list.md", "Recipes/Bread.md",
-           "Recipes/Lentil soup.md", "Travel/Lighthouse trip.md", "Work/Meeting notes.md")
+#: Every note of the canary vault and the ones no client may be refused (Recipes/Bread.md, Projects/Budget.md, ...).
+VAULT_NOTES = tuple(sorted(p.relative_to(CANARY_VAULT).as_posix() for p in CANARY_VAULT.rglob("*.md")))
+ALLOWED = tuple(p for p in VAULT_NOTES if p not in CANARY_WITHHELD)
 CALL_TIMEOUT_S = 120
 
 

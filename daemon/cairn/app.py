@@ -275,12 +275,14 @@ def setup_logging(config: Config, *, to_file: bool = True) -> None:
 
 
 def write_service_file(config: Config, url: str, port: int, mcp_url: str | None = None) -> None:
-    """``service.json`` (mode 0600): ``{port, pid, version, startedAt, url, mcpUrl}`` of the running daemon for
-    the plugin, ``cairn status`` and MCP clients (``mcpUrl``: the streamable-HTTP MCP endpoint or null). Never a token."""
+    """``service.json`` (mode 0600): ``{port, pid, version, startedAt, url}`` of the running daemon for the plugin and
+    ``cairn status``, plus ``mcpUrl`` (the streamable-HTTP MCP endpoint) when it serves MCP. Never a token."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
     tmp = config.service_file.with_name(f".service.{os.getpid()}.tmp")
-    data = json.dumps({"port": port, "pid": os.getpid(), "version": __version__, "startedAt": time.time(), "url": url,
-                       "mcpUrl": mcp_url})
+    info = {"port": port, "pid": os.getpid(), "version": __version__, "startedAt": time.time(), "url": url}
+    if mcp_url:
+        info["mcpUrl"] = mcp_url
+    data = json.dumps(info)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
     try:
         os.fchmod(fd, 0o600)
