@@ -107,9 +107,11 @@ CANARY = "CANARY-7f3a9"
 #: Notes withheld by the default policy's tags (personal, in every form Obsidian allows).
 CANARY_TAGGED = ("Health/Blood pressure.md", "Health/Sleep.md", "Journal/2024-03-01.md", "Journal/Therapy.md",
                  "Notes/Allergies.md", "Notes/Dream log.md", "Notes/Passwords hint.md")
+#: Front-matter that cannot be read (its `tags: personal` is lost): withheld whenever a tag is (fail closed).
+CANARY_UNREADABLE = ("Notes/Mood tracker.md",)
 #: Withheld only when the policy also says ``folders: [Private]``.
 CANARY_FOLDER = ("Private/Salary.md",)
-CANARY_WITHHELD = CANARY_TAGGED + CANARY_FOLDER
+CANARY_WITHHELD = CANARY_TAGGED + CANARY_UNREADABLE + CANARY_FOLDER
 
 
 @pytest.fixture(scope="session")

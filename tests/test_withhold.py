@@ -16,7 +16,7 @@ import pytest
 from cairn.answer import AnswerService
 from cairn.errors import NotFoundError
 from cairn.policy import WITHHELD_LINK, Policy, Withhold, WithheldTally, default_policy_text, parse_policy
-from conftest import CANARY, CANARY_FOLDER, CANARY_TAGGED, CANARY_WITHHELD
+from conftest import CANARY, CANARY_TAGGED, CANARY_WITHHELD
 
 #: A query that matches each withheld note (its distinctive topic).
 MATCHING = {
@@ -28,6 +28,7 @@ MATCHING = {
     "Notes/Dream log.md": "recurring dream flying over a flooded city",
     "Notes/Passwords hint.md": "password hints for the home router and the bank",
     "Private/Salary.md": "salary negotiation raise signing bonus",
+    "Notes/Mood tracker.md": "mood tracker low energy winter",
 }
 QUERIES = [*MATCHING.values(), CANARY, "personal", "health", "journal", "private salary"]
 ALLOWED = ("Projects/Budget.md", "Projects/Garden plan.md", "Reading list.md", "Recipes/Bread.md",
@@ -67,6 +68,8 @@ def test_the_canary_is_only_in_withheld_notes_and_each_withheld_form_is_indexed_
         tags = canary_cairn.store.note_tags(path)
         assert any(t == "personal" or t.startswith("personal/") for t in tags), (path, tags)
     assert canary_cairn.store.note_tags("Private/Salary.md") == []
+    assert canary_cairn.store.note_tags("Notes/Mood tracker.md") == []  # its front-matter cannot be read
+    assert "invalid YAML front-matter" in canary_cairn.store.note_by_path("Notes/Mood tracker.md")["error"]
 
 
 # ------------------------------------------------------------------------------ the owner sees everything
@@ -269,6 +272,15 @@ def test_tags_count_only_allowed_notes_and_never_list_a_withheld_tag(canary_cair
     assert tags["work"] == 1  # Journal/Therapy.md also carries `work`, but it is withheld
     owner = {t["tag"]: t["count"] for t in canary_cairn.library.tags()["tags"]}
     assert owner["work"] == 2 and owner["personal"] >= 5
+
+
+def test_a_note_whose_front_matter_cannot_be_read_is_withheld_only_when_tags_are(canary_cairn):
+    path = "Notes/Mood tracker.md"
+    with pytest.raises(NotFoundError):
+        canary_cairn.library.note(path, withhold=Withhold.of(["personal"]))
+    assert canary_cairn.library.note(path, withhold=Withhold.of(folders=["Private"]))["filePath"] == path
+    hits = canary_cairn.query.search(MATCHING[path], top_k=3, withhold=Withhold.of(folders=["Private"])).hits
+    assert path in [h.file_path for h in hits]
 
 
 def test_a_note_tagged_personal_on_disk_but_not_reindexed_yet_is_already_withheld(tmp_path, embedder, withhold):

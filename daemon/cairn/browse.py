@@ -10,7 +10,8 @@ Withholding (issue 5): every view takes ``withhold`` (a :class:`~cairn.policy.Wi
 empty for the owner, whose views are unchanged). A withheld note asked for by path raises the same
 :class:`~cairn.errors.NotFoundError` message as a missing one; withheld notes are left out of links,
 backlinks, similar notes, lists and tag counts (a withheld tag is not listed at all); links to them in
-returned content become ``[withheld link]``. ``tally`` (a :class:`~cairn.policy.WithheldTally`)
+returned content become ``[withheld link]``. When tags are withheld, a note whose front-matter cannot be
+read (so its tags are unknown) is withheld too. ``tally`` (a :class:`~cairn.policy.WithheldTally`)
 receives the withheld notes each call left out, for the audit log.
 
 Blocking (SQLite and file reads): call from a worker thread in async code.
@@ -110,8 +111,10 @@ class Library:
                "backlinks": self.store.backlinks(rel), "indexedAt": note["indexedAt"]}
         if hidden:
             # The file is read now, the tags were read at indexing: a tag added since (not indexed yet)
-            # withholds the note too.
-            if hidden.withhold.tag_withheld(list(out["tags"]) + list(parse_note(content, rel).tags)):
+            # withholds the note too, and so does front-matter that cannot be read (its tags are unknown).
+            parsed = parse_note(content, rel)
+            if hidden.withhold.tag_withheld(list(out["tags"]) + list(parsed.tags)) or (
+                    hidden.withhold.tags and parsed.frontmatter_error):
                 if tally is not None:
                     tally.add([rel])
                 raise NotFoundError(f"No indexed note {rel!r} in the vault; paths are vault-relative, e.g. 'folder/note.md'.")

@@ -6,7 +6,8 @@ fusion → cosine floor (0.35, every candidate) → per-note de-duplication → 
 Withholding (issue 5): every entry point takes ``withhold`` (a :class:`~cairn.policy.Withhold`; ``None``
 or empty for the owner). The chunks of withheld notes are removed from both ranked lists *before* the
 top-N is taken, so ``top_k`` is still filled with allowed notes; links in returned text, snippets and
-headings that point to a withheld note become ``[withheld link]``. ``tally`` (a
+headings that point to a withheld note become ``[withheld link]``. When tags are withheld, notes whose
+front-matter cannot be read (tags unknown) are withheld too (fail closed). ``tally`` (a
 :class:`~cairn.policy.WithheldTally`) receives the withheld notes the unfiltered top-N lists held.
 """
 

@@ -29,15 +29,19 @@ def _tag_clause(tags: Sequence[str], column: str = "t.tag") -> tuple[str, list]:
 def withheld_notes(store: "Store", tags: Sequence[str],
                    path_withheld: Callable[[str], bool] | None = None) -> dict[int, tuple[str, list[str]]]:
     """``{note_id: (path, aliases)}`` of every known file carrying one of the normalised ``tags`` (or a
-    tag nested below one: ``note_tags`` holds case-folded tags, nested kept as ``a/b``) or whose path
+    tag nested below one: ``note_tags`` holds case-folded tags, nested kept as ``a/b``), or — when
+    ``tags`` is not empty — whose front-matter could not be read (its tags are unknown), or whose path
     ``path_withheld`` accepts. Any status (skipped files included). Cost: one indexed query for the
     tags; the path test reads every path (~2 ms for 4,000 notes)."""
     out: dict[int, tuple[str, list[str]]] = {}
     if tags:
         clause, args = _tag_clause(tags)
+        # A note whose front-matter could not be read has unknown properties: it might carry a
+        # withheld tag there, so it is withheld too (fail closed; the error is in /index/stats).
         for nid, path, aliases in store.conn.execute(
                 f"SELECT n.id, n.path, n.aliases FROM notes n WHERE n.id IN "
-                f"(SELECT t.note_id FROM note_tags t WHERE {clause})", args):
+                f"(SELECT t.note_id FROM note_tags t WHERE {clause}) "
+                f"OR n.error LIKE 'invalid YAML front-matter%' OR n.error LIKE 'front-matter %'", args):
             out[nid] = (path, json.loads(aliases or "[]"))
     if path_withheld is not None:
         for nid, path, aliases in store.conn.execute("SELECT id, path, aliases FROM notes"):
