@@ -138,7 +138,8 @@ class TrayHost:
                                                    data=(32, [X.CurrentTime, self.selection, self.win.id, 0, 0])),
                                event_mask=X.StructureNotifyMask)
         self.d.flush()
-        self.docked: list[int] = []
+        self.docked: list[int] = []  # every docking, in order (ids may repeat across clients)
+        self.current: set[int] = set()
         self.gone: list[int] = []
         self.cond = threading.Condition()
         threading.Thread(target=self._loop, name="tray-host", daemon=True).start()
@@ -150,17 +151,21 @@ class TrayHost:
                 ev = self.d.next_event()
                 if ev.type == X.ClientMessage and ev.client_type == self.opcode and ev.data[1][1] == 0:
                     wid = ev.data[1][2]
+                    if wid in self.current:  # pystray asks again on every icon change: already here
+                        continue
                     child = self.d.create_resource_object("window", wid)
-                    child.reparent(self.win, 8 + 40 * len(self.docked), 8)
+                    child.reparent(self.win, 8 + 40 * (len(self.current) % 15), 8)
                     child.configure(width=32, height=32)
                     child.map()
                     self.d.flush()
                     with self.cond:
                         self.docked.append(wid)
+                        self.current.add(wid)
                         self.cond.notify_all()
                 elif ev.type == X.DestroyNotify:
                     with self.cond:
                         self.gone.append(ev.window.id)
+                        self.current.discard(ev.window.id)  # X may give a later client the same id
                         self.cond.notify_all()
         except Exception:  # the display went away at teardown
             return
@@ -172,15 +177,21 @@ class TrayHost:
             return predicate()
 
     def title(self, wid: int) -> str:
-        window = self.q.create_resource_object("window", wid)
-        return window.get_wm_name() or ""
+        """The window's name (pystray's tooltip); "" while it cannot be read (not mapped yet, gone)."""
+        try:
+            return self.q.create_resource_object("window", wid).get_wm_name() or ""
+        except Exception:  # an X error for a window that went away (python-xlib may misname it)
+            return ""
 
     def image(self, wid: int):
+        """The window's 32×32 pixels as an RGB image; a black one while they cannot be read."""
         from PIL import Image
 
-        window = self.q.create_resource_object("window", wid)
-        raw = window.get_image(0, 0, 32, 32, self.X.ZPixmap, 0xFFFFFFFF)
-        return Image.frombytes("RGB", (32, 32), raw.data, "raw", "BGRX")
+        try:
+            raw = self.q.create_resource_object("window", wid).get_image(0, 0, 32, 32, self.X.ZPixmap, 0xFFFFFFFF)
+            return Image.frombytes("RGB", (32, 32), raw.data, "raw", "BGRX")
+        except Exception:
+            return Image.new("RGB", (32, 32))
 
 
 @pytest.fixture(scope="module")
@@ -445,6 +456,27 @@ def test_start_at_login_checkbox_installs_and_removes_the_systemd_user_unit(tray
     d.click("Start at login")
     d.until("the box cleared", lambda: not next(i for i in d.menu() if i["text"] == "Start at login")["checked"])
     assert not unit.exists()
+
+
+def test_a_second_daemon_on_the_same_vault_and_data_folder_exits_1_naming_the_first(tray_daemon, indexed, host):
+    d = tray_daemon
+    docked = len(host.docked)
+    with open(d.home / "second.stderr", "wb") as err:
+        second = subprocess.Popen([cairn_exe(), "serve", "--vault", str(d.vault), "--port", "0"], env=d.env,
+                                  stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    try:
+        code = second.wait(timeout=START_DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        second.kill()
+        pytest.fail("a second `cairn serve` with a tray kept running beside the first:\n"
+                    + (d.home / "second.stderr").read_text(errors="replace")[-3000:])
+    err_text = (d.home / "second.stderr").read_text(errors="replace")
+    assert code == 1, err_text
+    assert f"{d.proc.pid}" in err_text and "Error:" in err_text
+    assert d.proc.poll() is None and read_service(d.home, d.proc.pid) is not None  # the first one is unharmed
+    assert len(host.docked) <= docked + 1  # its icon, if it showed, went away again
+    if len(host.docked) > docked:
+        host.wait("the second icon removed", lambda: host.docked[-1] in host.gone, timeout=10)
 
 
 def test_quit_stops_the_daemon_cleanly_within_five_seconds(tray_daemon, indexed, host):

@@ -195,6 +195,12 @@ class Tray:
         self._quitting = False
         self._ready = threading.Event()
         self._stopped = threading.Event()
+        self._stop_wanted = threading.Event()
+        self._stop_lock = threading.Lock()
+        #: One pystray call at a time from our threads: the xorg backend hands each call to its loop and
+        #: waits on ONE shared result queue, so two threads calling at once could take each other's result.
+        self._icon_lock = threading.Lock()
+        self._icon_stopped = False
         self._updates: "queue.Queue[TrayStatus | None]" = queue.Queue()
         #: Futures of actions sent to the loop (the last few), for callers that want to wait.
         self.pending: list[Future] = []
@@ -221,6 +227,8 @@ class Tray:
         self.icon = pystray.Icon(name, icon=self._images[self._status.state], title=self._status.tooltip,
                                  menu=self.menu)
         self._updater = threading.Thread(target=self._apply_updates, name="cairn-tray-update", daemon=True)
+        #: pystray's plain X11 backend: shown and updated through :class:`_XorgBridge`.
+        self._xorg = type(self.icon).__module__ == "pystray._xorg"
 
     # ------------------------------------------------------------------ state
     @property
@@ -257,8 +265,11 @@ class Tray:
         def setup(icon: Any) -> None:
             if failed.is_set():
                 return
-            icon.visible = True
+            if not self._xorg:  # xorg: the updater thread docks the icon over its own X connection
+                icon.visible = True
             self._ready.set()
+            if self._stop_wanted.is_set():  # stop() came before the icon was up (the daemon failed to start)
+                self._stop_icon()
 
         try:
             self.icon.run(setup=setup)
@@ -294,23 +305,36 @@ class Tray:
         return self._ready.wait(timeout)
 
     def stop(self, timeout: float = 3.0) -> None:
-        """End :meth:`run` (any thread). Bounded by ``timeout`` seconds even if the backend is wedged."""
-        if self._stopped.is_set():
-            return
+        """End :meth:`run` (any thread), also when called before the icon is up (then :meth:`run` ends as
+        soon as it is). Bounded by ``timeout`` seconds even if the backend is wedged."""
         self._quitting = True
+        self._stop_wanted.set()
+        if self._stopped.is_set() or not self._ready.is_set():
+            return
         done = threading.Event()
 
         def stop_icon() -> None:
             try:
-                self.icon.stop()
-            except Exception as exc:
-                log.warning("the tray icon did not stop cleanly: %s", exc)
+                self._stop_icon()
             finally:
                 done.set()
 
         threading.Thread(target=stop_icon, name="cairn-tray-stop", daemon=True).start()
         if not done.wait(timeout):
             log.warning("the tray icon did not stop within %.0f s", timeout)
+
+    def _stop_icon(self) -> None:
+        with self._stop_lock:  # once, whoever comes first (stop() or the setup callback)
+            if self._icon_stopped:
+                return
+            self._icon_stopped = True
+        try:
+            if self._xorg:
+                self._stop_xorg()
+            else:
+                self.icon.stop()
+        except Exception as exc:
+            log.warning("the tray icon did not stop cleanly: %s", exc)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """Connect the menu to the daemon's running loop (call from that loop once the daemon serves)."""
@@ -368,20 +392,61 @@ class Tray:
         tray thread, which must never stall the daemon loop."""
         self._ready.wait()
         shown_state = None
-        while True:
-            status = self._updates.get()
-            while not self._updates.empty():  # only the newest matters
+        bridge = _XorgBridge(self.icon) if self._xorg else None
+        try:
+            if bridge is not None:
+                bridge.show(self._status.tooltip, self._images[self._status.state])
+                shown_state = self._status.state
+            while True:
                 status = self._updates.get()
-            if status is None or self._stopped.is_set():
-                return
-            try:
-                if status.state != shown_state:
-                    self.icon.icon = self._images[status.state]
-                    shown_state = status.state
-                self.icon.title = status.tooltip
-                self.icon.update_menu()
-            except Exception as exc:
-                log.warning("tray: cannot update the icon: %s", exc)
+                while not self._updates.empty():  # only the newest matters
+                    status = self._updates.get()
+                if status is None or self._stopped.is_set():
+                    return
+                try:
+                    with self._icon_lock:
+                        if self._icon_stopped:
+                            return
+                        image = self._images[status.state] if status.state != shown_state else None
+                        if bridge is not None:
+                            bridge.show(status.tooltip, image)
+                        else:
+                            if image is not None:
+                                self.icon.icon = image
+                            self.icon.title = status.tooltip
+                            self.icon.update_menu()
+                        shown_state = status.state
+                except Exception as exc:
+                    log.warning("tray: cannot update the icon: %s", exc)
+        finally:
+            if bridge is not None:
+                bridge.close()
+
+    def _stop_xorg(self) -> None:
+        """Stop the ``xorg`` backend's loop by destroying its icon window over a second X connection.
+
+        pystray's own ``stop()`` sends the loop an X message through the loop's connection from this
+        thread; python-xlib writes a message queued by another thread only when the loop's ``select``
+        wakes up, which on a quiet display can be never (seen: Quit left the process running 1 time in
+        3 to 8). The DestroyNotify of its own window is what the loop waits for, and an event arriving
+        always wakes it. Falls back to pystray's ``stop()`` when no second connection can be opened."""
+        try:
+            from Xlib import display as xdisplay
+
+            conn = xdisplay.Display()
+        except Exception as exc:
+            log.debug("tray: no second X connection (%s); using pystray's stop", exc)
+            self.icon.stop()
+            return
+        try:
+            conn.set_error_handler(lambda *_a: None)  # already gone: nothing to do
+            conn.create_resource_object("window", self.icon._window.id).destroy()
+            conn.sync()
+        finally:
+            conn.close()
+        if not self._stopped.wait(5):
+            log.warning("the tray icon's X loop did not end after its window was destroyed")
+        self.icon._running = False
 
     def _say(self, notice: str | None) -> None:
         self._notice = notice
@@ -474,3 +539,70 @@ class Tray:
         self._quitting = True
         self._set(TrayStatus(self._status.state, "Quitting…", _tooltip("quitting")))
         self.actions.quit()
+
+
+class _XorgBridge:
+    """Dock, retitle and repaint pystray's ``xorg`` icon over a second X connection, from one helper thread.
+
+    pystray's ``xorg`` backend runs these on its loop by sending itself an X message from the calling
+    thread and waiting for the loop to answer. python-xlib writes a message queued by another thread
+    only once the loop's ``select`` wakes up, so on a quiet display a call can wait forever (seen under
+    load: the tooltip stuck on an old status for over a minute, Quit ignored). Here nothing but the
+    loop's own thread touches the loop's connection: this connection sends the dock request to the
+    tray manager, sets the window's name (the tooltip) and asks the server for an Expose, which wakes
+    the loop; pystray then repaints ``icon._icon`` itself. Uses pystray 0.19's ``_window``, ``_icon``,
+    ``_icon_data``, ``_title``, ``_visible`` and ``_systray_manager`` (pinned ``<0.20``)."""
+
+    _REQUEST_DOCK = 0
+
+    def __init__(self, icon: Any) -> None:
+        from Xlib import display as xdisplay
+
+        self.icon = icon
+        self.conn = xdisplay.Display()
+        self.conn.set_error_handler(lambda *_a: None)  # the window or the tray manager may vanish meanwhile
+        self.window = self.conn.create_resource_object("window", icon._window.id)
+        screen = self.conn.get_default_screen()
+        self.selection = self.conn.intern_atom(f"_NET_SYSTEM_TRAY_S{screen}")
+        self.opcode = self.conn.intern_atom("_NET_SYSTEM_TRAY_OPCODE")
+        self.docked_to: int | None = None
+        self._warned = False
+
+    def dock(self) -> bool:
+        """Ask the tray manager (the owner of ``_NET_SYSTEM_TRAY_S<n>``) to embed the icon; False when none."""
+        from Xlib import X
+        from Xlib.protocol import event
+
+        owner = self.conn.get_selection_owner(self.selection)
+        if owner == X.NONE or owner is None:
+            if not self._warned:
+                log.info("tray: no system tray on this display yet; the icon shows when one starts")
+                self._warned = True
+            return False
+        if owner.id == self.docked_to:
+            return True
+        owner.send_event(event.ClientMessage(window=owner, client_type=self.opcode,
+                                             data=(32, [X.CurrentTime, self._REQUEST_DOCK, self.window.id, 0, 0])),
+                         event_mask=X.NoEventMask)
+        self.conn.flush()
+        self.docked_to = owner.id
+        self.icon._systray_manager = self.icon._display.create_resource_object("window", owner.id)  # no request
+        self.icon._visible = True
+        return True
+
+    def show(self, tooltip: str, image: Any | None) -> None:
+        """Set the tooltip; with ``image``, make it the icon and have the loop repaint it."""
+        self.dock()
+        self.icon._title = tooltip
+        self.window.set_wm_name(tooltip)
+        if image is not None:
+            self.icon._icon = image
+            self.icon._icon_data = None  # pystray rebuilds its scaled copy on the next paint
+            self.window.clear_area(0, 0, 0, 0, exposures=True)  # → Expose → the loop repaints
+        self.conn.flush()
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:
+            pass
