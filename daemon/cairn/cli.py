@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(common, suppress=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("serve", parents=[common], help="run the daemon: index, HTTP API on 127.0.0.1")
+    p = sub.add_parser("serve", parents=[common], help="run the daemon: index, watch, HTTP API on 127.0.0.1, tray icon")
     p.add_argument("--port", type=int, help="HTTP port (env CAIRN_PORT; 0 picks a free one)")
     p.add_argument("--no-tray", action="store_true",
                    help="run without a tray icon (also automatic when there is no display or tray backend)")
