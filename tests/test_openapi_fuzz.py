@@ -1,16 +1,23 @@
-"""schemathesis against the live daemon: every operation of the OpenAPI document is fuzzed and
-every answer must be no 5xx and must match the document (status, content type, body schema).
+"""schemathesis against the live daemon: every operation of the OpenAPI document is fuzzed, and no
+answer may be a 5xx or break the document.
 
-The daemon is the real one (:func:`cairn.app.run_daemon`: store, ONNX model, answer service without
-an LLM, library, watcher, events) on 127.0.0.1 (port 0), in a thread with its own event loop, over
-its own copy of the sample vault and its own data folder — the fuzzed ``POST /index/reindex`` and
-``/index/pause`` touch nothing another test uses. The schema is loaded from the running server's
-``GET /openapi.json`` with the bearer token (so serving the document is tested too) and compared with
-the copy in the repository. Requests carry the token and go to ``127.0.0.1:<port>`` (a correct Host).
+The daemon is the real one (:func:`cairn.app.run_daemon`: store, ONNX model, answer service without an
+LLM, library, watcher, events; MCP over HTTP off, it has its own tests) on 127.0.0.1 (port 0), in a
+thread with its own event loop, over a private copy of the sample vault and its own data folder — the
+fuzzed ``POST /index/reindex`` and ``/index/pause`` touch nothing another test uses. Requests carry the
+token and go to ``127.0.0.1:<port>`` (a correct Host).
 
-A short, fixed-seed profile runs in ``make test`` (:data:`EXAMPLES` generated cases per operation,
-``derandomize``: the same cases every run); ``make fuzz`` runs the same with ``CAIRN_FUZZ_EXAMPLES``
-(default there 500) and ``CAIRN_FUZZ_SEED`` to explore further.
+The schema is the repository's ``daemon/cairn/openapi.json`` (loaded at import: schemathesis' lazy
+``from_fixture`` loader does not work with pytest 9.2), and a test proves the daemon serves exactly
+that document, and only with the token. Checks on every response: no 5xx; status code, content type,
+headers and body (JSON, and each SSE event of ``/ask`` and ``/events``) as documented; schema-violating
+requests refused; schema-valid requests accepted (but where a tag scope is involved, see the test).
+The document's examples (``Garden/Garlic.md``, a garlic question) are sent too, so real hits, notes and
+sources are checked, and ``/events`` is read while a note is added and removed.
+
+A short, fixed-seed profile runs in ``make test`` (:data:`EXAMPLES` cases per operation and phase, the
+same every run); ``make fuzz`` runs the same with ``CAIRN_FUZZ_EXAMPLES`` (500 there) and
+``CAIRN_FUZZ_SEED`` to explore further.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from conftest import REPO, SAMPLE_VAULT, make_config
 
 #: Generated cases per operation (and per phase); small in ``make test``, large in ``make fuzz``.
 EXAMPLES = int(os.environ.get("CAIRN_FUZZ_EXAMPLES", "12"))
-#: Seed of schemathesis' own choices (the Hypothesis cases are derandomized: fixed per test).
+#: Seed of every generated case (schemathesis derives one per operation from it): same seed, same cases.
 SEED = int(os.environ.get("CAIRN_FUZZ_SEED", "20261130"))
 START_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 30

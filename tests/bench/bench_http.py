@@ -66,11 +66,12 @@ def questions_for(vault: Path, devset: Path) -> list[str]:
 class Daemon:
     """``cairn serve`` as a subprocess with its own config/log folders; ``url`` and ``token`` once started."""
 
-    def __init__(self, vault: Path, data_dir: Path, clients: int) -> None:
+    def __init__(self, vault: Path, data_dir: Path, clients: int, embed_threads: int | None = None) -> None:
         self.home = Path(tempfile.mkdtemp(prefix="cairn-bench-http-"))
         (self.home / "config").mkdir()
+        extra = f"embed_threads = {embed_threads}\n" if embed_threads else ""
         (self.home / "config" / "config.toml").write_text(
-            f"mcp_http = false\nmax_ask_streams = {clients}\n", encoding="utf-8")
+            f"mcp_http = false\nmax_ask_streams = {clients}\n{extra}", encoding="utf-8")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
         self.env.update({"CAIRN_CONFIG_DIR": str(self.home / "config"), "CAIRN_DATA_DIR": str(data_dir),
                          "CAIRN_LOG_DIR": str(self.home / "log"), "CAIRN_KEYRING": "file", "CAIRN_PORT": "0"})
@@ -252,10 +253,11 @@ def main() -> int:
     ap.add_argument("--eval", type=Path, default=REPO.parent / "shared" / "eval" / "dev.jsonl")
     ap.add_argument("--rounds", type=int, default=1, help="repeat the measurement (a shared machine is noisy)")
     ap.add_argument("--routes", default="search,ask", help="which routes to measure (default: search,ask)")
+    ap.add_argument("--embed-threads", type=int, help="the daemon's embed_threads (default: its own, all cores)")
     args = ap.parse_args()
     vault = args.vault.resolve()
     questions = questions_for(vault, args.eval)
-    daemon = Daemon(vault, args.data_dir.resolve(), args.clients)
+    daemon = Daemon(vault, args.data_dir.resolve(), args.clients, args.embed_threads)
     try:
         daemon.start()
         rows = asyncio.run(bench(daemon, questions, args.queries, args.clients, args.rounds,
