@@ -140,6 +140,7 @@ class TrayHost:
         self.d.flush()
         self.docked: list[int] = []  # every docking, in order (ids may repeat across clients)
         self.current: set[int] = set()
+        self.where: dict[int, tuple[int, int]] = {}  # top-left corner of each docked icon on the screen
         self.gone: list[int] = []
         self.cond = threading.Condition()
         threading.Thread(target=self._loop, name="tray-host", daemon=True).start()
@@ -154,7 +155,9 @@ class TrayHost:
                     if wid in self.current:  # pystray asks again on every icon change: already here
                         continue
                     child = self.d.create_resource_object("window", wid)
-                    child.reparent(self.win, 8 + 40 * (len(self.current) % 15), 8)
+                    x = 8 + 40 * (len(self.current) % 15)
+                    child.reparent(self.win, x, 8)
+                    self.where[wid] = (x, 8)
                     child.configure(width=32, height=32)
                     child.map()
                     self.d.flush()
@@ -182,6 +185,16 @@ class TrayHost:
             return self.q.create_resource_object("window", wid).get_wm_name() or ""
         except Exception:  # an X error for a window that went away (python-xlib may misname it)
             return ""
+
+    def click(self, wid: int, button: int = 1) -> None:
+        """A real pointer click (XTEST) in the middle of the docked icon ``wid``."""
+        from Xlib.ext import xtest
+
+        x, y = self.where[wid]
+        xtest.fake_input(self.q, self.X.MotionNotify, x=x + 16, y=y + 16)
+        xtest.fake_input(self.q, self.X.ButtonPress, button)
+        xtest.fake_input(self.q, self.X.ButtonRelease, button)
+        self.q.sync()
 
     def image(self, wid: int):
         """The window's 32×32 pixels as an RGB image; a black one while they cannot be read."""
@@ -429,6 +442,19 @@ def test_open_vault_and_logs_folders_hand_the_folders_to_the_desktop_opener(tray
     opened = d.until("two folders opened", lambda: (p := d.home / "opened.txt").exists()
                      and len(lines := p.read_text().splitlines()) == 2 and lines)
     assert opened == [str(d.vault), str(d.home / "log")]
+
+
+def test_a_left_click_on_the_icon_opens_the_vault_folder(tray_daemon, indexed, host):
+    """pystray's X11 backend has no menu; a click runs the default item, Open vault folder."""
+    d = tray_daemon
+    opened = d.home / "opened.txt"
+    def lines() -> list[str]:
+        return opened.read_text().splitlines() if opened.exists() else []
+
+    before = lines()
+    host.click(host.docked[0])
+    after = d.until("the click handled", lambda: len(ln := lines()) > len(before) and ln)
+    assert after[len(before):] == [str(d.vault)]
 
 
 def test_copy_api_token_puts_the_token_on_the_clipboard_and_never_in_the_log(tray_daemon, indexed, xvfb):

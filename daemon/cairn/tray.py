@@ -395,6 +395,7 @@ class Tray:
         bridge = _XorgBridge(self.icon) if self._xorg else None
         try:
             if bridge is not None:
+                threading.Thread(target=_xorg_clicks, args=(self.icon,), name="cairn-tray-clicks", daemon=True).start()
                 bridge.show(self._status.tooltip, self._images[self._status.state])
                 shown_state = self._status.state
             while True:
@@ -604,5 +605,43 @@ class _XorgBridge:
     def close(self) -> None:
         try:
             self.conn.close()
+        except Exception:
+            pass
+
+
+def _xorg_clicks(icon: Any) -> None:
+    """Run the default menu item (Open vault folder) on a left click on the ``xorg`` icon.
+
+    pystray 0.19's X11 backend has a click handler but never asks the server for button events
+    (its window selects only Exposure and StructureNotify), so clicks did nothing. This thread asks
+    for them on its own X connection (only one client may select ButtonPress on a window; pystray
+    does not) and ends when the window is destroyed."""
+    try:
+        from Xlib import X
+        from Xlib import display as xdisplay
+
+        conn = xdisplay.Display()
+    except Exception as exc:
+        log.debug("tray: no X connection for clicks: %s", exc)
+        return
+    try:
+        conn.set_error_handler(lambda *_a: None)
+        window = conn.create_resource_object("window", icon._window.id)
+        window.change_attributes(event_mask=X.ButtonPressMask | X.StructureNotifyMask)
+        conn.flush()
+        while True:
+            ev = conn.next_event()
+            if ev.type == X.DestroyNotify and ev.window.id == window.id:
+                return
+            if ev.type == X.ButtonPress and ev.detail == 1:
+                try:
+                    icon()  # pystray: activate the default item
+                except Exception as exc:
+                    log.warning("tray: the click action failed: %s", exc)
+    except Exception as exc:
+        log.debug("tray: click listener ended: %s", exc)
+    finally:
+        try:
+            conn.close()
         except Exception:
             pass
