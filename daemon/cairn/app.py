@@ -73,7 +73,6 @@ class Cairn:
         self.watcher: VaultWatcher | None = None  # set by run_daemon while it watches the vault
         self._paused = False
         self._full_requested = threading.Event()  # the tray's "Reindex now": the next run re-reads every note
-        self._full_requested = threading.Event()  # the tray's "Reindex now": the next run re-reads every note
 
     def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
         """Run both indexing phases (blocking). Safe to call from a worker thread.
@@ -129,12 +128,6 @@ class Cairn:
                 self._reindex_thread = threading.Thread(target=self._reindex_run, name="cairn-reindex", daemon=True)
                 self._reindex_thread.start()
         return {"queued": True, "path": rel}
-
-    def request_full_reindex(self) -> dict[str, Any]:
-        """The tray's "Reindex now": queue a run that re-reads and re-parses every note (vectors of unchanged
-        text still come from the cache; ``lastIngestedAt`` moves). Returns at once, like :meth:`request_reindex`."""
-        self._full_requested.set()
-        return self.request_reindex()
 
     def request_full_reindex(self) -> dict[str, Any]:
         """The tray's "Reindex now": queue a run that re-reads and re-parses every note (vectors of unchanged
