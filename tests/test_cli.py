@@ -290,6 +290,21 @@ def test_status_of_a_never_indexed_vault_is_all_zero(tmp_path):
     assert out["daemon"]["running"] is False
 
 
+def test_output_into_a_closed_pipe_is_not_an_error(tmp_path):
+    # `cairn … | head -1`: the reader leaves early; Python then raises BrokenPipeError on the write.
+    (tmp_path / "empty-vault").mkdir()
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([cairn_executable(), "status", "--vault", str(tmp_path / "empty-vault"), "--json"],
+                              env=cairn_env(tmp_path / "home"), stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              timeout=TIMEOUT_S)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 0, proc.stderr
+    assert "Error" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
+
+
 # -- token ------------------------------------------------------------------------------
 
 
@@ -492,3 +507,16 @@ def test_serve_or_index_while_a_cairn_index_run_writes_the_index_exits_1_saying_
             assert f"A `cairn index` run (pid {os.getpid()}) is indexing" in proc.stderr, proc.stderr
             assert f"wait for it to finish, then run `cairn {args[0]}` again" in proc.stderr, proc.stderr
     assert not config.db_path.exists()  # neither opened the index while it was held
+
+
+def test_the_token_hint_printed_by_serve_names_a_cairn_that_runs(monkeypatch):
+    # `make run` starts .venv/bin/cairn, which is usually not on PATH: the hint must say where it is.
+    from cairn.cli import _cairn_command
+
+    exe = Path(cairn_executable()).resolve()
+    monkeypatch.setattr(sys, "argv", [str(exe), "serve"])
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert _cairn_command() == str(exe)
+    assert subprocess.run([_cairn_command(), "--help"], capture_output=True, timeout=TIMEOUT_S).returncode == 0
+    monkeypatch.setenv("PATH", str(exe.parent))
+    assert _cairn_command() == "cairn"

@@ -114,7 +114,7 @@ def test_file_fallback_logs_one_warning_and_never_the_token(config, caplog):
     cairn_secrets.rotate_token(config)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
-    assert "no keyring backend is available" in warnings[0].getMessage()
+    assert "not in the OS keyring" in warnings[0].getMessage()
     assert "api-token" in warnings[0].getMessage()
     assert token not in caplog.text
 

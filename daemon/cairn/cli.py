@@ -10,6 +10,8 @@ import argparse
 import asyncio
 import json
 import logging
+import os
+import shutil
 import sys
 import urllib.error
 import urllib.request
@@ -438,7 +440,7 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
     def ready(url: str) -> None:
         print(f"Cairn is serving {config.vault} at {url}", file=sys.stderr)
-        print("Get the API token for the Obsidian plugin with: cairn token", file=sys.stderr)
+        print(f"Get the API token for the Obsidian plugin with: {_cairn_command()} token", file=sys.stderr)
         print("Stop with Ctrl-C.", file=sys.stderr)
         sys.stderr.flush()
 
@@ -491,6 +493,16 @@ COMMANDS = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "ask":
             "autostart": cmd_autostart, "paths": cmd_paths, "plugin": cmd_plugin}
 
 
+def _cairn_command() -> str:
+    """How to run this ``cairn`` again: ``cairn`` when that is the one on PATH, else its full path
+    (``make run`` starts ``.venv/bin/cairn``, which is usually not on PATH)."""
+    me = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    found = shutil.which("cairn")
+    if me is None or me.name != "cairn" or (found and Path(found).resolve() == me):
+        return "cairn"
+    return str(me)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cairn`` console script. Returns the exit code."""
     parser = build_parser()
@@ -500,13 +512,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command not in ("serve", "mcp") or getattr(args, "mcp_command", None):
             logging.basicConfig(level=logging.DEBUG if config.debug else logging.WARNING, stream=sys.stderr,
                                 format="%(levelname)s %(name)s: %(message)s")
-        return COMMANDS[args.command](args, config)
+        code = COMMANDS[args.command](args, config)
+        sys.stdout.flush()  # a closed pipe shows up here, inside the try, not at interpreter exit
+        return code
     except CairnError as exc:
         print(f"Error: {exc.message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("Interrupted.", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `cairn … | head`: the reader left; not an error (Python docs, "Note on SIGPIPE")
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except Exception as exc:  # a bug, but still one `Error: …` line and exit 1 (the traceback with --debug)
         if getattr(args, "debug", None):
             raise

@@ -277,7 +277,7 @@ def _warn_file_fallback(config: Config, reason: str) -> None:
     forced = os.environ.get(KEYRING_ENV, "").strip().lower() == "file"
     why = f"{KEYRING_ENV}=file is set" if forced else reason
     log.warning(
-        "The API token is stored in the file %s (mode 0600) because no keyring backend is available (%s). "
+        "The API token is stored in the file %s (mode 0600), not in the OS keyring: %s. "
         "Install a keyring backend (e.g. Secret Service, macOS Keychain, Windows Credential Locker) to keep it there.",
         token_file(config),
         why,
