@@ -184,9 +184,14 @@ def test_a_tool_flag_adds_search_only_for_a_client_whose_policy_allows_it(home):
         async with stdio_session(home, "--client", "reader", "--tool", "search_notes") as refused:
             refused_tools = await tool_names(refused)
             denied = await refused.call_tool("search_notes", {"query": "sourdough bread starter"})
-        return allowed_tools, found, refused_tools, denied
+        async with stdio_session(home, "--client", "stranger", "--tool", "search_notes") as unknown:
+            unnamed = await unknown.call_tool("search_notes", {"query": "sourdough bread starter"})
+        return allowed_tools, found, refused_tools, denied, unnamed
 
-    allowed_tools, found, refused_tools, denied = run(go())
+    allowed_tools, found, refused_tools, denied, unnamed = run(go())
+    # The refusal says why: a client the policy doesn't name gets the default tools only.
+    assert unnamed.is_error and "not named under clients:" in unnamed.content[0].text
+    assert "not named" not in denied.content[0].text
     assert allowed_tools == {"search_notes", "get_note", "list_notes"}
     assert not found.is_error
     assert found.structured_content["results"][0]["filePath"] == "Recipes/Bread.md"

@@ -206,9 +206,14 @@ class McpService:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool {name[:100]!r}; the tools are listed by tools/list.")
         served = self.served(client, requested)
         if name not in served:
+            named = client is not None and client in policy.clients
+            why = ("The owner can add tools that this client's policy allows: --tool NAME (stdio) or ?tool=NAME "
+                   "in the URL (HTTP)." if named else
+                   f"This client ({who!r}) is not named under clients: in the owner's MCP policy, so it gets only "
+                   "the default tools; the owner can name it there, then add tools with --tool NAME (stdio) or "
+                   "?tool=NAME in the URL (HTTP).")
             outcome = _error("tool_not_served", f"The tool {name!r} is not served to this client (served: "
-                             f"{', '.join(served) or 'none'}). The owner can add tools that this client's policy "
-                             "allows: --tool NAME (stdio) or ?tool=NAME in the URL (HTTP).", decision="denied")
+                             f"{', '.join(served) or 'none'}). {why}", decision="denied")
         else:
             outcome = await self._run(policy, client, name, args)
         await asyncio.to_thread(self._record, policy, who, name, args, outcome)
