@@ -597,10 +597,32 @@ class _XorgBridge:
         self.icon._title = tooltip
         self.window.set_wm_name(tooltip)
         if image is not None:
-            self.icon._icon = image
-            self.icon._icon_data = None  # pystray rebuilds its scaled copy on the next paint
+            self.icon._icon = image  # first: a resize makes pystray rescale from this one
+            scaled = self._scaled(image)
+            if scaled is not None:
+                # One reference swap: the loop paints the old copy or this one. Setting ``_icon_data`` to
+                # None instead (pystray's own way) raced with the loop's rebuild of it — seen in CI:
+                # "'NoneType' object has no attribute 'tobytes'" in _assert_icon_data, ending the loop.
+                self.icon._icon_data = scaled
             self.window.clear_area(0, 0, 0, 0, exposures=True)  # → Expose → the loop repaints
         self.conn.flush()
+
+    def _scaled(self, image: Any) -> Any | None:
+        """``image`` scaled to the icon window's size, as pystray's ``_assert_icon_data`` builds it
+        (an RGB PIL image with ``tostring``, which python-xlib's ``put_pil_image`` calls); None when the
+        window is gone."""
+        from PIL import Image
+
+        try:
+            dim = self.window.get_geometry()
+        except Exception:
+            return None
+        if not dim or dim.width < 1 or dim.height < 1:
+            return None
+        data = Image.new("RGB", (dim.width, dim.height))
+        data.paste(image.resize((dim.width, dim.height), Image.LANCZOS))
+        data.tostring = data.tobytes
+        return data
 
     def close(self) -> None:
         try:
