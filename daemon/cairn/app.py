@@ -367,6 +367,18 @@ async def run_mcp_stdio(config: Config, *, client: str | None, tools: list[str])
     return 0
 
 
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    """Set ``stop`` on SIGINT and SIGTERM. Where the running loop cannot take signal handlers (not the
+    main thread — the tray runs the loop in a worker thread — or Windows' loops), the caller's own
+    shutdown path (tray Quit, KeyboardInterrupt) stops it instead."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+
+
 async def run_mcp_http(config: Config, *, ready: Callable[[str], None] | None = None,
                        stop: asyncio.Event | None = None) -> int:
     """``cairn mcp --http``: the daemon's MCP endpoint alone, in the foreground, from the existing index (read-only:
@@ -379,19 +391,13 @@ async def run_mcp_http(config: Config, *, ready: Callable[[str], None] | None = 
     policy = PolicyHolder(mcp_policy_path(config), strict=True)
     _require_index(config)
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError, ValueError):
-            pass
+    _stop_on_signals(stop)
     cairn = await asyncio.to_thread(lambda: Cairn(config, readonly=True))
     try:
         server = McpHttpServer(mcp_service(config, cairn, policy, "http"), McpTokens(config).current, config.host,
                                config.mcp_http_port)
         await server.start()
-        print(f"Cairn serves MCP (streamable HTTP) for {config.vault} at {server.url}; each client sends "
-              "'Authorization: Bearer <token>' from `cairn mcp token NAME`. Stop with Ctrl-C.", file=sys.stderr)
+        log.info("MCP (streamable HTTP) for %s at %s", config.vault, server.url)
         if ready:
             ready(server.url)
         try:
@@ -438,12 +444,7 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
     from cairn.secrets import LLM_API_KEY, TokenWatch, get_secret
 
     stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or Windows
-            pass
+    _stop_on_signals(stop)
     # One daemon per data folder and vault (released by the OS even on kill -9), then a checked database.
     lock = InstanceLock(instance_lock_path(config.db_path), service_file=config.service_file,
                         what=f"the vault {str(config.vault)!r} with the data folder {str(config.data_dir)!r}").acquire()
@@ -510,7 +511,7 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
         except Exception:
             log.exception("indexing failed; the daemon keeps serving what is indexed")
 
-    indexing = loop.run_in_executor(watcher.executor, index_in_background)  # the low-priority indexing thread
+    indexing = asyncio.get_running_loop().run_in_executor(watcher.executor, index_in_background)  # the low-priority indexing thread
     try:
         await stop.wait()
     finally:

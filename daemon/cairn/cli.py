@@ -368,7 +368,12 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
                   "tools are asked for in the URL (/mcp?tool=NAME); drop --client/--tool.", file=sys.stderr)
             return 2
         setup_logging(config)
-        return asyncio.run(run_mcp_http(config))
+
+        def ready(url: str) -> None:
+            print(f"Cairn serves MCP (streamable HTTP) for {config.vault} at {url}; each client sends "
+                  "'Authorization: Bearer <token>' from `cairn mcp token NAME`. Stop with Ctrl-C.", file=sys.stderr)
+
+        return asyncio.run(run_mcp_http(config, ready=ready))
     setup_logging(config)  # stderr and the log file; stdout carries only the protocol
     return asyncio.run(run_mcp_stdio(config, client=args.client, tools=args.tool))
 
