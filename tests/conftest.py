@@ -70,15 +70,20 @@ def fresh_cairn(vault_copy, tmp_path, embedder):
     cairn.close()
 
 
-@pytest.fixture(scope="session")
-def sample_cairn(tmp_path_factory, embedder):
-    """A Cairn over the sample vault, fully indexed (read-only use)."""
+def indexed_cairn(vault, data_dir, embedder):
+    """Yield a Cairn over ``vault`` with its index in ``data_dir``, fully indexed; closed afterwards."""
     from cairn.app import Cairn
 
-    cairn = Cairn(make_config(SAMPLE_VAULT, tmp_path_factory.mktemp("sample-data")), embedder=embedder)
+    cairn = Cairn(make_config(vault, data_dir), embedder=embedder)
     cairn.index()
     yield cairn
     cairn.close()
+
+
+@pytest.fixture(scope="session")
+def sample_cairn(tmp_path_factory, embedder):
+    """A Cairn over the sample vault, fully indexed (read-only use)."""
+    yield from indexed_cairn(SAMPLE_VAULT, tmp_path_factory.mktemp("sample-data"), embedder)
 
 
 @pytest.fixture(scope="session")
@@ -117,9 +122,4 @@ CANARY_WITHHELD = CANARY_TAGGED + CANARY_UNREADABLE + CANARY_FOLDER
 @pytest.fixture(scope="session")
 def canary_cairn(tmp_path_factory, embedder):
     """A Cairn over tests/fixtures/canary_vault, fully indexed with the real model (read-only use)."""
-    from cairn.app import Cairn
-
-    cairn = Cairn(make_config(CANARY_VAULT, tmp_path_factory.mktemp("canary-data")), embedder=embedder)
-    cairn.index()
-    yield cairn
-    cairn.close()
+    yield from indexed_cairn(CANARY_VAULT, tmp_path_factory.mktemp("canary-data"), embedder)
