@@ -99,6 +99,14 @@ class Config:
     cors_origins: tuple[str, ...] = ("app://obsidian.md",)
     #: Files larger than this are skipped with a reason (bytes).
     max_note_bytes: int = 5 * 1024 * 1024
+    #: PDF attachments are indexed page by page (issue 8); ``pdf = false`` turns it off.
+    pdf: bool = True
+    #: A PDF with more pages is indexed up to this page, the rest recorded as not indexed.
+    pdf_max_pages: int = 2000
+    #: A larger PDF file is skipped with a reason (bytes).
+    pdf_max_bytes: int = 200 * 1024 * 1024
+    #: Per-file extraction time limit (seconds); pages extracted by then are kept, the rest recorded.
+    pdf_timeout_s: float = 120.0
     #: onnxruntime intra-op threads; None = all cores.
     embed_threads: int | None = None
     #: Concurrent ``POST /ask`` streams; one more is 503 with ``Retry-After``.
@@ -148,7 +156,8 @@ class Config:
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 _PATH_KEYS = {"vault", "config_dir", "data_dir", "log_dir", "mcp_policy"}
 _TUPLE_KEYS = {"ignore", "cors_origins"}
-_INT_KEYS = {"port", "top_k", "max_note_bytes", "embed_threads", "max_ask_streams", "mcp_port"}
+_INT_KEYS = {"port", "top_k", "max_note_bytes", "embed_threads", "max_ask_streams", "mcp_port", "pdf_max_pages",
+             "pdf_max_bytes"}
 _LLM_FIELDS = {f.name: f for f in dataclasses.fields(LLMConfig)}
 _ENV = {
     "CAIRN_LLM_BASE_URL": "llm.base_url",
@@ -229,8 +238,14 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
                 raise ValueError("max_ask_streams must be 1..64")
             if key == "top_k" and not 1 <= number <= 50:
                 raise ValueError("top_k must be 1..50")
+            if key in ("pdf_max_pages", "pdf_max_bytes") and number < 1:
+                raise ValueError("must be at least 1")
             return number
-        if key in ("debug", "mcp_http"):
+        if key == "pdf_timeout_s":
+            if isinstance(value, bool) or not float(value) > 0:
+                raise ValueError("must be a positive number of seconds")
+            return float(value)
+        if key in ("debug", "mcp_http", "pdf"):
             return value if isinstance(value, bool) else str(value).lower() in {"1", "true", "yes", "on"}
         return str(value)
     except (TypeError, ValueError) as exc:
