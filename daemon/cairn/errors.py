@@ -88,6 +88,12 @@ class NoteReadError(CairnError):
     http_status = 422
 
 
+class PdfReadError(NoteReadError):
+    """Nothing of a PDF can be indexed (encrypted, damaged, not a PDF, too big, no text layer, time limit, reader crash)."""
+
+    code = "pdf_unreadable"
+
+
 class MisdirectedRequest(CairnError):
     """The ``Host`` header names something other than this loopback server (DNS-rebinding defence)."""
 
