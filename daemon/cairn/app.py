@@ -29,11 +29,12 @@ from cairn.embedder import Embedder
 from cairn.errors import CairnError
 from cairn.events import EventBus
 from cairn.indexer import Indexer, IndexReport
+from cairn.pdf_index import PdfIndexer, PdfQueue
 from cairn.query import QueryService
 from cairn.store import Store
 from cairn.store.recovery import InstanceLock, instance_lock_path, open_verified
 from cairn.vault import resolve_in_vault
-from cairn.watcher import VaultWatcher
+from cairn.watcher import VaultWatcher, lower_thread_priority
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,10 @@ class Cairn:
             #: ``readonly`` (``cairn mcp``): the index as it is; nothing is written (no indexing here).
             self.store = Store(config.db_path, readonly=readonly)
         self.indexer = Indexer(config, self.store, self.embedder)
+        #: PDF attachments (issue 8): indexed inline by :meth:`index` (``cairn index``), or by ``pdf_queue`` in
+        #: the daemon, on its own low-priority thread after the notes.
+        self.pdfs = PdfIndexer(self.indexer)
+        self.pdf_queue: PdfQueue | None = None
         self.query = QueryService(self.store, self.embedder)
         self.library = Library(config, self.store)
         #: Index progress for ``GET /events``: ``progress``, ``indexed``, ``removed``, ``error``.
@@ -92,7 +97,12 @@ class Cairn:
                 progress(phase, done, total)
 
         try:
-            report = self.indexer.index(full=full, progress=both, should_stop=self.stop_requested.is_set)
+            report = self.indexer.index(full=full, progress=both, should_stop=self.stop_requested.is_set,
+                                        pdf_vectors=self.pdf_queue is None)
+            if self.pdf_queue is not None:
+                self.pdf_queue.request(None, full=full)
+            elif not report.stopped:
+                report.merge(self.pdfs.sync(full=full, progress=both, should_stop=self.stop_requested.is_set))
             self.last_report = report
             self.index_error = None
             self._publish_indexed(report)
@@ -103,6 +113,18 @@ class Cairn:
             raise
         finally:
             self.indexing.clear()
+
+    def start_pdf_queue(self, watcher: VaultWatcher | None = None) -> PdfQueue:
+        """Index PDFs from now on in :attr:`pdf_queue`, on its own low-priority thread (the daemon). The queue
+        waits while the notes' indexing runs or ``watcher`` holds file events not yet applied (issue 8: PDFs
+        never delay notes). Stopped by :meth:`close`."""
+        def busy() -> bool:
+            return self.indexing.is_set() or (watcher is not None and watcher.pending_count() > 0)
+
+        self.pdf_queue = PdfQueue(self.pdfs, busy=busy, should_stop=self.stop_requested.is_set,
+                                  on_report=self._publish_indexed, thread_init=lower_thread_priority)
+        self.pdf_queue.start()
+        return self.pdf_queue
 
     def _publish_indexed(self, report: IndexReport) -> None:
         self.events.publish("indexed", {"added": report.added, "updated": report.updated, "removed": report.deleted,
@@ -157,7 +179,13 @@ class Cairn:
             stop = self.stop_requested.is_set
             report = self.indexer.index_paths(paths, should_stop=stop)
             if not report.stopped:
-                report.vectors_written, report.texts_embedded = self.indexer.embed_pending(should_stop=stop)
+                report.vectors_written, report.texts_embedded = self.indexer.embed_pending(
+                    should_stop=stop, pdf=False if self.pdf_queue is not None else None)
+            pdf_hints = {p for p in paths if not str(p).lower().endswith(".md")}  # PDFs, and folders holding some
+            if pdf_hints and self.pdf_queue is not None:
+                self.pdf_queue.request(pdf_hints)
+            elif pdf_hints and not report.stopped:
+                report.merge(self.pdfs.sync(pdf_hints, should_stop=stop))
             if report.added or report.updated or report.deleted or report.skipped:
                 self._publish_indexed(report)
                 log.info("changes indexed: %d added, %d updated, %d removed, %d skipped; %d texts embedded",
@@ -195,7 +223,8 @@ class Cairn:
         out.update({"indexing": self.indexing.is_set(), "watching": bool(watch.get("watching", False)),
                     "paused": bool(watch.get("paused", self._paused)),
                     "vault": str(self.config.vault), "schemaVersion": self.store.schema_version,
-                    "model": self.embedder.model_id, "indexError": self.index_error})
+                    "model": self.embedder.model_id, "indexError": self.index_error,
+                    "pdf": self.pdf_queue.stats() if self.pdf_queue is not None else None})
         return out
 
     def health(self) -> dict[str, Any]:
@@ -218,6 +247,9 @@ class Cairn:
 
     def close(self) -> None:
         self.stop_requested.set()
+        if self.pdf_queue is not None:
+            self.pdf_queue.stop()
+        self.pdfs.close()
         self.store.close()
 
 
@@ -485,6 +517,7 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
     # Watch before the start-up index scans, so no change falls between the two.
     watcher = VaultWatcher(config.vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=config.ignore)
     cairn.watcher = watcher
+    cairn.start_pdf_queue(watcher)
     await watcher.start()
     try:
         server = await serve(app, config.host, config.port)
@@ -521,6 +554,7 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
         if mcp is not None:
             await mcp.close()
         await watcher.stop()
+        await asyncio.to_thread(cairn.pdf_queue.stop)
         try:
             await asyncio.wait_for(asyncio.shield(indexing), timeout=30)
         except asyncio.TimeoutError:

@@ -32,6 +32,7 @@ from cairn.query import WithheldSet
 from cairn.store import Store
 from cairn.store.reads import chunk_ids_of_note
 from cairn.store.reads import list_notes as _list_notes
+from cairn.store.reads import page_chunks
 from cairn.store.reads import tag_counts as _tag_counts
 from cairn.vault import normalise_rel_path, read_note_text, resolve_in_vault
 
@@ -100,6 +101,8 @@ class Library:
         in its front-matter values and the ``links``/``backlinks`` entries naming them are removed)."""
         hidden = WithheldSet.load(self.store, withhold) if withhold else None
         rel, note = self._indexed(raw, hidden, tally)
+        if note["kind"] == "pdf":
+            return self._pdf_note(rel, note)
         path = resolve_in_vault(self.config.require_vault(), rel)
         try:
             content, _ = read_note_text(path, max_bytes=self.config.max_note_bytes)
@@ -124,6 +127,18 @@ class Library:
                 out["content"] = hidden.redact(content)
                 out["frontmatter"] = _redact_values(out["frontmatter"], hidden.redact)
         return out
+
+    def _pdf_note(self, rel: str, note: dict) -> dict[str, Any]:
+        """A PDF's view: the text as indexed, page by page (``[page N]`` lines between pages), ``pages`` its page
+        count and ``problems`` what was not indexed. PDFs carry no tags or links of their own (backlinks kept)."""
+        pages: dict[int, list[str]] = {}
+        for page, text in page_chunks(self.store, rel):
+            pages.setdefault(page, []).append(text)
+        content = "\n\n".join(f"[page {n}]\n{join_overlapping(texts)}" for n, texts in pages.items())
+        return {"filePath": rel, "title": note["title"], "kind": "pdf", "tags": [], "aliases": [],
+                "frontmatter": note["frontmatter"], "pages": note["frontmatter"].get("pages"),
+                "problems": note["error"], "content": content, "links": [],
+                "backlinks": self.store.backlinks(rel), "indexedAt": note["indexedAt"]}
 
     def related(self, raw: Any, limit: int = 10, withhold: Withhold | None = None,
                 tally: WithheldTally | None = None) -> dict[str, Any]:
@@ -211,6 +226,21 @@ class Library:
                           if (scope is None or path.startswith(scope + "/"))
                           and (not tags or any(t == tags[0] or t.startswith(tags[0] + "/") for t in tags_of[nid])))
         return {"notes": notes, "total": total}
+
+
+def join_overlapping(texts: list[str]) -> str:
+    """Consecutive chunk texts of one page joined into the page's text: the overlap a chunk repeats from the
+    end of the one before (a whole number of words, up to ~32 tokens) is dropped; else joined by a space."""
+    out = texts[0] if texts else ""
+    for text in texts[1:]:
+        words = text.split(" ")
+        cut = 0
+        for k in range(min(len(words) - 1, 80), 0, -1):
+            if out.endswith(" ".join(words[:k])):
+                cut = k
+                break
+        out = f"{out} {' '.join(words[cut:])}" if cut or out else text
+    return out
 
 
 def _redact_values(value: Any, redact: Any) -> Any:

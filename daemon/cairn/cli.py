@@ -144,8 +144,9 @@ def _progress_bar():
     def progress(phase: str, done: int, total: int) -> None:
         bar = bars.get(phase)
         if bar is None:
-            label = {"scan": "scanning", "index": "indexing", "embed": "embedding"}.get(phase, phase)
-            bar = bars[phase] = tqdm(total=total, desc=label, unit="chunk" if phase == "embed" else "note",
+            label = {"scan": "scanning", "index": "indexing", "embed": "embedding", "pdf": "PDFs"}.get(phase, phase)
+            unit = {"embed": "chunk", "pdf": "file"}.get(phase, "note")
+            bar = bars[phase] = tqdm(total=total, desc=label, unit=unit,
                                      file=sys.stderr, leave=True, dynamic_ncols=True)
         bar.total = total
         bar.n = done
@@ -189,7 +190,8 @@ def cmd_index(args: argparse.Namespace, config: Config) -> int:
         return 0
     print(f"Indexed {config.vault}: {report.scanned} files scanned — {report.added} added, {report.updated} updated, "
           f"{report.unchanged} unchanged, {report.deleted} removed, {len(report.skipped)} skipped.")
-    print(f"{stats['notes']} notes, {stats['chunks']} chunks, {stats['vectors']} vectors; "
+    pdfs = f" (of them {stats['pdfs']} PDFs)" if stats.get("pdfs") else ""
+    print(f"{stats['notes']} notes{pdfs}, {stats['chunks']} chunks, {stats['vectors']} vectors; "
           f"{report.texts_embedded} texts embedded; keyword-ready in {report.keyword_ready_s:.1f} s, "
           f"done in {report.elapsed_s:.1f} s.")
     for path, reason in report.skipped:

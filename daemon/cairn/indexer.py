@@ -166,6 +166,16 @@ class IndexReport:
     keyword_ready_s: float = 0.0
     elapsed_s: float = 0.0
 
+    def merge(self, other: "IndexReport") -> "IndexReport":
+        """Add ``other``'s counts, lists and time to this report (e.g. the PDF phase's to the notes'); returns self."""
+        for name in ("scanned", "added", "updated", "unchanged", "deleted", "chunks_written", "vectors_written",
+                     "texts_embedded", "elapsed_s"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.skipped.extend(other.skipped)
+        self.warnings.extend(other.warnings)
+        self.stopped = self.stopped or other.stopped
+        return self
+
     def to_json(self) -> dict:
         return {
             "scanned": self.scanned, "added": self.added, "updated": self.updated, "unchanged": self.unchanged,
@@ -218,19 +228,25 @@ class Indexer:
         Returns the report; never raises for a bad note (it is recorded as skipped with its reason)."""
         with self.lock:
             files = list(scan_vault(self.root, self.config.ignore))
-            known = self.store.note_states()
+            known = self.markdown_states()
             on_disk = {f.path for f in files}
             return self._sync(files, sorted(set(known) - on_disk), known, full=full, progress=progress,
                               should_stop=should_stop)
 
+    def markdown_states(self) -> dict[str, NoteState]:
+        """The store's states of every file but PDFs (those are the PDF queue's, see :mod:`cairn.pdf_index`)."""
+        return {p: s for p, s in self.store.note_states().items() if s.kind != "pdf"}
+
     # ------------------------------------------------------------------ reconcile and hinted paths
     def reconcile_diff(self) -> dict[str, list[str]]:
         """The disk-vs-store comparison, read-only: ``{"added", "changed", "deleted"}`` (sorted vault-relative
-        paths). ``changed`` means the bytes differ from what was indexed (a new mtime with the same hash is
-        not a change). All three empty means the store matches the vault (the source of truth for tests)."""
+        paths; notes, and PDFs when ``config.pdf``). ``changed`` means the bytes differ from what was indexed (a
+        new mtime with the same hash is not a change). All three empty means the store matches the vault (the
+        source of truth for tests)."""
         with self.lock:
-            files = list(scan_vault(self.root, self.config.ignore))
-            known = self.store.note_states()
+            files = list(scan_vault(self.root, self.config.ignore,
+                                    extensions=(".md", ".pdf") if self.config.pdf else (".md",)))
+            known = self.store.note_states() if self.config.pdf else self.markdown_states()
         added, changed = [], []
         for vf in files:
             state = known.get(vf.path)
@@ -254,7 +270,7 @@ class Indexer:
     def _index_paths(self, paths: Iterable[str], *, progress: Progress | None,
                      should_stop: Callable[[], bool] | None) -> IndexReport:
         rules = IgnoreRules(self.config.ignore)
-        known = self.store.note_states()
+        known = self.markdown_states()
         files: dict[str, VaultFile] = {}
         gone: set[str] = set()
         for raw in paths:
@@ -399,14 +415,15 @@ class Indexer:
 
     # ------------------------------------------------------------------ phase 2: vectors
     def embed_pending(self, *, batch_size: int = 256, progress: Progress | None = None,
-                      should_stop: Callable[[], bool] | None = None) -> tuple[int, int]:
-        """Fill vectors for every chunk that has none. Returns (vectors written, texts embedded by the model).
-        Stops early (between batches) when ``should_stop()`` returns True."""
+                      should_stop: Callable[[], bool] | None = None, pdf: bool | None = None) -> tuple[int, int]:
+        """Fill vectors for every chunk that has none (``pdf``: only PDF chunks, only the others, or all when None).
+        Returns (vectors written, texts embedded by the model). Stops early (between batches) when
+        ``should_stop()`` returns True."""
         total = self.store.count_pending()
         done = written = embedded = 0
         while not (should_stop and should_stop()):
             with self.lock:
-                w, e, n = self._embed_batch(batch_size)
+                w, e, n = self.embed_batch(batch_size, pdf=pdf)
             if not n:
                 break
             written += w
@@ -419,11 +436,14 @@ class Indexer:
         self.store.wal_checkpoint()
         return written, embedded
 
-    def _embed_batch(self, batch_size: int) -> tuple[int, int, int]:
-        """Vectors for up to ``batch_size`` pending chunks: (vectors written, texts embedded, chunks taken)."""
+    def embed_batch(self, batch_size: int, *, pdf: bool | None = None,
+                    note_path: str | None = None) -> tuple[int, int, int]:
+        """Vectors for up to ``batch_size`` pending chunks (filters as in :meth:`Store.pending_chunks`):
+        (vectors written, texts embedded, chunks taken). Needs no lock: a chunk deleted or changed while its
+        vectors were computed is skipped when they are stored (:meth:`Store.set_vectors`)."""
         model_id = self.embedder.model_id
         embedded = 0
-        rows = self.store.pending_chunks(batch_size)
+        rows = self.store.pending_chunks(batch_size, pdf=pdf, note_path=note_path)
         if not rows:
             return 0, 0, 0
         wanted: dict[str, str] = {}
@@ -451,13 +471,15 @@ class Indexer:
         return chunk_vector(unit_vectors, title_vector, self.title_weight)
 
     def index(self, *, full: bool = False, progress: Progress | None = None,
-              should_stop: Callable[[], bool] | None = None) -> IndexReport:
-        """Both phases: text then vectors. Returns the report with keyword-ready and total times."""
+              should_stop: Callable[[], bool] | None = None, pdf_vectors: bool = True) -> IndexReport:
+        """Both phases for the vault's notes: text then vectors (of PDF chunks too unless ``pdf_vectors`` is
+        False: the daemon's PDF queue fills those). Returns the report with keyword-ready and total times."""
         started = time.perf_counter()
         with self.lock:
             report = self.sync_text(full=full, progress=progress, should_stop=should_stop)
         if not report.stopped:
-            report.vectors_written, report.texts_embedded = self.embed_pending(progress=progress, should_stop=should_stop)
+            report.vectors_written, report.texts_embedded = self.embed_pending(
+                progress=progress, should_stop=should_stop, pdf=None if pdf_vectors else False)
         report.elapsed_s = time.perf_counter() - started
         return report
 

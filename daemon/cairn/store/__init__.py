@@ -38,6 +38,7 @@ class NoteState:
     size: int
     content_hash: str
     status: str
+    kind: str = "markdown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +208,7 @@ class Store:
     # ------------------------------------------------------------------ notes (writes)
     def note_states(self) -> dict[str, NoteState]:
         """Every file the store knows, by vault-relative path."""
-        rows = self.conn.execute("SELECT id, path, mtime_ns, size, content_hash, status FROM notes")
+        rows = self.conn.execute("SELECT id, path, mtime_ns, size, content_hash, status, kind FROM notes")
         return {r[1]: NoteState(*r) for r in rows}
 
     def write_note(self, note: NoteRecord, chunks: Sequence[ChunkRecord], tags: Iterable[str],
@@ -327,11 +328,20 @@ class Store:
             c.executemany("UPDATE links SET target_path=? WHERE note_id=? AND ordinal=?", changes)
 
     # ------------------------------------------------------------------ vectors
-    def pending_chunks(self, limit: int) -> list[tuple[int, str, str, list[tuple[int, str, str]]]]:
-        """Up to ``limit`` chunks without vectors: (chunk_id, content_hash, title, [(unit_id, unit text, unit hash)])."""
+    def pending_chunks(self, limit: int, *, pdf: bool | None = None,
+                       note_path: str | None = None) -> list[tuple[int, str, str, list[tuple[int, str, str]]]]:
+        """Up to ``limit`` chunks without vectors: (chunk_id, content_hash, title, [(unit_id, unit text, unit hash)]).
+        ``pdf``: only PDF chunks (True), only the others (False), or all (None); ``note_path``: only that file's."""
+        where = "c.embedded=0"
+        args: list = []
+        if pdf is not None:
+            where += " AND c.kind " + ("=" if pdf else "!=") + " 'pdf'"
+        if note_path is not None:
+            where += " AND n.path=?"
+            args.append(note_path)
         chunks = list(self.conn.execute(
             "SELECT c.id, c.content_hash, n.title FROM chunks c JOIN notes n ON n.id=c.note_id "
-            "WHERE c.embedded=0 ORDER BY c.id LIMIT ?", (limit,)))
+            f"WHERE {where} ORDER BY c.id LIMIT ?", (*args, limit)))
         units: dict[int, list[tuple[int, str, str]]] = {cid: [] for cid, _, _ in chunks}
         if chunks:
             for uid, cid, text, h in self.conn.execute(
@@ -619,16 +629,17 @@ class Store:
             "SELECT t.tag FROM note_tags t JOIN notes n ON n.id=t.note_id WHERE n.path=? ORDER BY t.tag", (path,))]
 
     def stats(self) -> dict:
-        """Counts and freshness: {notes, skipped, chunks, vectors, pending, lastIngestedAt, errors: [{filePath, reason}]}."""
+        """Counts and freshness: {notes (PDFs included), pdfs, skipped, chunks, vectors, pending, lastIngestedAt, errors: [{filePath, reason}]}."""
         c = self.conn
         notes = c.execute("SELECT count(*) FROM notes WHERE status='ok'").fetchone()[0]
+        pdfs = c.execute("SELECT count(*) FROM notes WHERE status='ok' AND kind='pdf'").fetchone()[0]
         skipped = c.execute("SELECT count(*) FROM notes WHERE status='skipped'").fetchone()[0]
         chunks = c.execute("SELECT count(*) FROM chunks").fetchone()[0]
         pending = self.count_pending()
         last = c.execute("SELECT max(indexed_at) FROM notes").fetchone()[0]
         errors = [{"filePath": p, "reason": e, "skipped": s == "skipped"} for p, e, s in c.execute(
             "SELECT path, error, status FROM notes WHERE error IS NOT NULL ORDER BY path")]
-        return {"notes": notes, "skipped": skipped, "chunks": chunks, "vectors": chunks - pending, "pending": pending,
+        return {"notes": notes, "pdfs": pdfs, "skipped": skipped, "chunks": chunks, "vectors": chunks - pending, "pending": pending,
                 "lastIngestedAt": last, "errors": errors}
 
     def iter_note_paths(self) -> Iterator[str]:

@@ -16,6 +16,13 @@ def chunk_ids_of_note(store: "Store", path: str) -> list[int]:
         "SELECT c.id FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path=? ORDER BY c.ordinal", (path,))]
 
 
+def page_chunks(store: "Store", path: str) -> list[tuple[int, str]]:
+    """``[(page, chunk text)]`` of the PDF at vault-relative ``path``, in chunk order ([] when none)."""
+    return [(r[0], r[1]) for r in store.conn.execute(
+        "SELECT c.page, c.text FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path=? ORDER BY c.ordinal",
+        (path,))]
+
+
 # ------------------------------------------------------------------------ withholding (issue 5)
 def _tag_clause(tags: Sequence[str], column: str = "t.tag") -> tuple[str, list]:
     """SQL matching ``column`` to any of the normalised ``tags`` or a tag nested below one."""

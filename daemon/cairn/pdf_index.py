@@ -1,0 +1,399 @@
+"""PDF attachments: indexed page by page, in a queue that always lets the notes go first (issue 8). Layer 2.
+
+A PDF in the vault becomes one ``notes`` row of kind ``pdf`` (title: its ``/Title`` metadata, else the file
+name) with chunks of kind ``pdf``: each page's text (from :class:`cairn.vault.pdf.PdfExtractor`, which runs
+the PDF library in a worker subprocess with a per-file time limit) is cut like a note's section — at most
+254 tokens of the embedding tokenizer, 32 tokens of overlap, never across pages — and every chunk carries its
+1-based ``page`` and the ``symbol`` ``page N`` (``page N › <heading>`` when a heading-like line was found
+on the page). Sources, the extractive answer and the plugin open the PDF at that page (``#page=N``).
+
+What could not be indexed is recorded per file, as for notes: a PDF that yields nothing (encrypted, no text
+layer, damaged, too big, timed out) is a skipped file with its reason; a partial one (some pages image-only,
+past ``pdf_max_pages``, past the time limit) is indexed with the reason as its warning. Both show in
+``/index/stats`` and ``cairn index``.
+
+**Priority** (DESIGN.md, issue 8): in the daemon, :class:`PdfQueue` works on its own low-priority thread.
+Before each step — extracting a file, writing it, each batch of :data:`PDF_EMBED_BATCH` chunk vectors — it
+waits while the notes' indexing has work (``busy()``), and it holds the indexer's lock only for the one
+short write transaction; the model runs outside every lock. So a note edited while a 300-page PDF is being
+indexed waits for at most one such step (measured in ``make bench``, ``bench_pdf``). The notes' own vector
+phase takes only non-PDF chunks. A changed PDF is re-extracted whole; pages whose text did not change
+re-embed nothing (sentence vectors come from the embedding cache by content hash).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+
+from cairn.chunking import chunk_note
+from cairn.errors import NoteReadError
+from cairn.indexer import (CHUNK_MAX_TOKENS, CHUNK_OVERLAP_TOKENS, Indexer, IndexReport, Progress,
+                           chunk_embed_text, content_hash, embedding_units, _file_digest, _ignored, _on_disk_path)
+from cairn.store import ChunkRecord, NoteRecord, NoteState
+from cairn.vault import IgnoreRules, VaultFile, normalise_rel_path, scan_vault
+
+if TYPE_CHECKING:  # imported when the first PDF is read: a vault without PDFs never loads the PDF library
+    from cairn.vault.pdf import PdfExtractor, PdfText
+
+log = logging.getLogger(__name__)
+
+#: Chunks per vector batch of a PDF: the longest the notes' indexing can wait for the PDF queue (a batch of 8
+#: page chunks is ~60–90 sentences, ~0.3 s of embedding on 2 cores).
+PDF_EMBED_BATCH = 8
+#: How often (s) the queue looks again whether the notes' indexing is still busy.
+BUSY_POLL_S = 0.05
+
+_SINGLE_NEWLINE = re.compile(r"(?<=\S)[ \t]*\n(?![ \t]*\n)[ \t]*(?=\S)")
+_HYPHEN_BREAK = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
+
+
+def reflow(text: str) -> str:
+    """Page text with the lines of each paragraph joined by spaces (paragraphs stay apart at blank lines), so a
+    sentence wrapped over lines is one sentence to the chunker and the embedder; a word hyphenated at a line end
+    is joined. Idempotent."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _SINGLE_NEWLINE.sub(" ", _HYPHEN_BREAK.sub("", text)).strip()
+
+
+def page_symbol(number: int, heading: str | None) -> str:
+    """``page N`` or ``page N › <heading>`` (DESIGN.md: ``symbol`` is ``page N`` for a PDF)."""
+    heading = " ".join((heading or "").split())
+    return f"page {number} › {heading}" if heading else f"page {number}"
+
+
+def prepare_pdf(extracted: "PdfText", path: str, count_tokens: Callable[[str], int],
+                count_tokens_batch: Callable[[list[str]], Sequence[int]] | None = None) -> tuple[str, list[ChunkRecord]]:
+    """(title, chunk records) of an extracted PDF (pure). Pages without text yield no chunk. Each chunk:
+    kind ``pdf``, ``page`` set, ``symbol`` from :func:`page_symbol`, no line range, at most
+    :data:`~cairn.indexer.CHUNK_MAX_TOKENS` tokens with the title and symbol; units as for a note's prose."""
+    title = " ".join((extracted.title or "").split()) or Path(path).stem
+    chunks: list[ChunkRecord] = []
+    for page in extracted.pages:
+        text = reflow(page.text or "")
+        if not text:
+            continue
+        symbol = page_symbol(page.number, page.heading)
+        # The chunker sees the page as plain paragraphs; its title slot carries "title › page N › heading" so
+        # the token cap holds with what is embedded beside the text.
+        pieces = chunk_note(text, title=f"{title} › {symbol}", count_tokens=count_tokens,
+                            count_tokens_batch=count_tokens_batch, max_tokens=CHUNK_MAX_TOKENS,
+                            overlap_tokens=CHUNK_OVERLAP_TOKENS)
+        for piece in pieces:
+            chunks.append(ChunkRecord(
+                ordinal=len(chunks), symbol=symbol, text=piece.text, line_start=None, line_end=None,
+                page=page.number, token_count=piece.token_count, kind="pdf",
+                content_hash=content_hash(chunk_embed_text(symbol, piece.text)),
+                units=tuple((u, content_hash(u)) for u in embedding_units(symbol, piece.text, "prose"))))
+    return title, chunks
+
+
+class PdfIndexer:
+    """Brings the store's PDFs in line with the vault's, one file at a time (see the module docstring).
+
+    ``indexer`` provides the store, the model, the configuration (``pdf``, ``pdf_max_pages``,
+    ``pdf_max_bytes``, ``pdf_timeout_s``, ``ignore``) and the lock that serialises writes. The extraction
+    worker starts with the first PDF and lives until :meth:`close`. Thread-safe for one caller at a time."""
+
+    def __init__(self, indexer: Indexer, *, extractor: "PdfExtractor | None" = None) -> None:
+        self.indexer = indexer
+        self.config = indexer.config
+        self.store = indexer.store
+        self._extractor = extractor
+        self._extractor_lock = threading.Lock()
+        self._closed = False
+        #: The vault-relative path being worked on, or None (``/index/stats``).
+        self.current: str | None = None
+
+    def _extract(self, path: Path) -> "PdfText":
+        with self._extractor_lock:
+            if self._closed:
+                raise NoteReadError("Cairn is stopping; the PDF was not read.")
+            if self._extractor is None:
+                from cairn.vault.pdf import PdfExtractor
+
+                self._extractor = PdfExtractor(max_pages=self.config.pdf_max_pages,
+                                               max_bytes=self.config.pdf_max_bytes, timeout_s=self.config.pdf_timeout_s)
+            extractor = self._extractor
+        return extractor.extract(path)
+
+    def close(self) -> None:
+        """Stop the extraction worker (an extraction under way ends at once; its file is not recorded)."""
+        with self._extractor_lock:
+            self._closed = True
+            extractor, self._extractor = self._extractor, None
+        if extractor is not None:
+            extractor.close()
+
+    def states(self) -> dict[str, NoteState]:
+        """The store's states of PDF files, by vault-relative path."""
+        return {p: s for p, s in self.store.note_states().items() if s.kind == "pdf"}
+
+    def plan(self, paths: Iterable[str] | None = None) -> tuple[list[VaultFile], list[str]]:
+        """(the PDF files to look at, sorted; the stored PDFs gone from disk). ``paths``: vault-relative hints
+        (files or folders, existing or gone) — None for the whole vault. With ``config.pdf`` off, every
+        stored PDF counts as gone."""
+        known = self.states()
+        if not self.config.pdf:
+            return [], sorted(known)
+        root = self.indexer.root
+        if paths is None:
+            files = list(scan_vault(root, self.config.ignore, extensions=(".pdf",)))
+            on_disk = {f.path for f in files}
+            return files, sorted(set(known) - on_disk)
+        rules = IgnoreRules(self.config.ignore)
+        found: dict[str, VaultFile] = {}
+        gone: set[str] = set()
+        for raw in paths:
+            rel = normalise_rel_path(str(raw))
+            if not rel or rel.startswith("/") or ".." in rel.split("/") or _ignored(rules, rel):
+                continue
+            abs_path = _on_disk_path(root, rel)
+            try:
+                st = abs_path.stat()
+            except OSError:
+                st = None
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                for vf in scan_vault(abs_path, extensions=(".pdf",)):
+                    full = f"{rel}/{vf.path}"
+                    if not _ignored(rules, full):
+                        found[full] = VaultFile(full, vf.abs_path, vf.mtime_ns, vf.size, "pdf")
+            elif st is not None and stat.S_ISREG(st.st_mode) and rel.lower().endswith(".pdf"):
+                real = Path(os.path.realpath(abs_path))
+                if not abs_path.is_symlink() or real.is_relative_to(root.resolve()):
+                    found[rel] = VaultFile(rel, abs_path, st.st_mtime_ns, st.st_size, "pdf")
+            if rel in known and rel not in found:
+                gone.add(rel)
+            prefix = rel + "/"
+            gone.update(p for p in known if p.startswith(prefix))
+        gone -= set(found)
+        return [found[p] for p in sorted(found)], sorted(gone)
+
+    def sync(self, paths: Iterable[str] | None = None, *, full: bool = False, progress: Progress | None = None,
+             should_stop: Callable[[], bool] | None = None,
+             wait_turn: Callable[[], None] | None = None) -> IndexReport:
+        """Index the new and changed PDFs among ``paths`` (None: the whole vault), delete the gone ones, and
+        fill their vectors. ``full`` re-extracts unchanged files too. ``wait_turn()`` is called before each
+        step and returns when the PDF work may go on (the daemon: when the notes' indexing is idle).
+        ``should_stop()`` ends the run between steps. Never raises for a bad PDF (recorded with its reason)."""
+        stop = should_stop or (lambda: False)
+        turn = wait_turn or (lambda: None)
+        started = time.perf_counter()
+        report = IndexReport()
+        files, gone = self.plan(paths)
+        report.scanned = len(files)
+        known = self.states()
+        for path in gone:
+            with self.indexer.lock:
+                if self.store.delete_note(path):
+                    report.deleted += 1
+                    if self.indexer.on_removed is not None:
+                        self.indexer.on_removed(path)
+        for i, vf in enumerate(files):
+            if stop():
+                report.stopped = True
+                break
+            turn()
+            self.current = vf.path
+            try:
+                self._index_file(vf, known.get(vf.path), report, full=full, stop=stop, turn=turn)
+            finally:
+                self.current = None
+            if progress:
+                progress("pdf", i + 1, len(files))
+        report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
+        return report
+
+    def _index_file(self, vf: VaultFile, state: NoteState | None, report: IndexReport, *, full: bool,
+                    stop: Callable[[], bool], turn: Callable[[], None]) -> None:
+        if state and not full and (state.mtime_ns, state.size) == (vf.mtime_ns, vf.size):
+            report.unchanged += 1
+            if state.status == "ok":
+                self._embed(vf.path, report, stop, turn)  # vectors a stopped run left unfilled
+            return
+        title = Path(vf.path).stem
+        if vf.size > self.config.pdf_max_bytes:  # refused before reading a byte
+            self._skip(vf, state, f"size:{vf.size}", report, f"too big: {_mb(vf.size)}, over pdf_max_bytes "
+                       f"{_mb(self.config.pdf_max_bytes)}; raise pdf_max_bytes in the config to index it", title)
+            return
+        digest = _file_digest(vf.abs_path)
+        if state and not full and state.content_hash == digest:
+            with self.indexer.lock:
+                self.store.touch_note(vf.path, vf.mtime_ns, vf.size)
+            report.unchanged += 1
+            return
+        started = time.perf_counter()
+        try:
+            extracted = self._extract(vf.abs_path)
+        except NoteReadError as exc:
+            if stop() or self._closed:
+                report.stopped = True
+                return
+            self._skip(vf, state, digest, report, exc.message, title)
+            return
+        counter = self.indexer.embedder.tokenizer
+        try:
+            title, chunks = prepare_pdf(extracted, vf.path, counter.count_tokens, counter.count_tokens_many)
+        except Exception as exc:  # a chunker bug must not stop the queue: record it
+            log.exception("cannot chunk %s", vf.path)
+            self._skip(vf, state, digest, report, f"cannot index: {type(exc).__name__}: {exc}", title)
+            return
+        problems = "; ".join(extracted.problems) or None
+        record = NoteRecord(path=vf.path, kind="pdf", title=title, aliases=[],
+                            frontmatter={"pages": extracted.page_count}, mtime_ns=vf.mtime_ns, size=vf.size,
+                            content_hash=digest, error=problems)
+        if stop():
+            report.stopped = True
+            return
+        turn()
+        with self.indexer.lock:
+            self.store.write_note(record, chunks, (), ())
+        report.chunks_written += len(chunks)
+        if problems:
+            report.warnings.append((vf.path, problems))
+        if state is None:
+            report.added += 1
+        else:
+            report.updated += 1
+        log.info("PDF %s: %d of %d pages with text, %d chunks, extracted in %.1f s%s", vf.path,
+                 sum(1 for p in extracted.pages if p.text.strip()), extracted.page_count, len(chunks),
+                 time.perf_counter() - started, f" ({problems})" if problems else "")
+        self._embed(vf.path, report, stop, turn)
+
+    def _embed(self, path: str, report: IndexReport, stop: Callable[[], bool], turn: Callable[[], None]) -> None:
+        """Fill the vectors of ``path``'s chunks, :data:`PDF_EMBED_BATCH` at a time, yielding between batches."""
+        while not stop():
+            turn()
+            written, embedded, taken = self.indexer.embed_batch(PDF_EMBED_BATCH, pdf=True, note_path=path)
+            report.vectors_written += written
+            report.texts_embedded += embedded
+            if not taken:
+                return
+        report.stopped = True
+
+    def _skip(self, vf: VaultFile, state: NoteState | None, digest: str, report: IndexReport, reason: str,
+              title: str) -> None:
+        if not (state and state.status == "skipped" and state.content_hash == digest):
+            with self.indexer.lock:
+                self.store.write_skipped(vf.path, kind="pdf", title=title, mtime_ns=vf.mtime_ns, size=vf.size,
+                                         content_hash=digest, reason=reason)
+        report.skipped.append((vf.path, reason))
+        log.warning("skipped %s: %s", vf.path, reason)
+
+
+def _mb(n: int) -> str:
+    return f"{n / (1024 * 1024):.0f} MB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
+class PdfQueue:
+    """The daemon's PDF worker: one thread that runs :meth:`PdfIndexer.sync` for requested paths (or the
+    whole vault), after the notes' indexing whenever that has work (``busy()``; see the module docstring).
+
+    :meth:`request` may be called from any thread; requests made while a run goes on form the next run.
+    ``on_report(report)`` is called after each run that changed something. ``thread_init`` runs first on
+    the worker thread (the daemon lowers its CPU priority)."""
+
+    def __init__(self, pdfs: PdfIndexer, *, busy: Callable[[], bool], should_stop: Callable[[], bool],
+                 on_report: Callable[[IndexReport], None] | None = None,
+                 thread_init: Callable[[], None] | None = None) -> None:
+        self.pdfs = pdfs
+        self._busy = busy
+        self._should_stop = should_stop
+        self._on_report = on_report
+        self._thread_init = thread_init
+        self._cond = threading.Condition()
+        self._paths: set[str] = set()
+        self._scan = False
+        self._full = False
+        self._running = False
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.last_report: IndexReport | None = None
+
+    def start(self) -> None:
+        """Start the worker thread (once)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="cairn-pdf", daemon=True)
+            self._thread.start()
+
+    def request(self, paths: Iterable[str] | None = None, *, full: bool = False) -> None:
+        """Queue hinted vault-relative paths (files or folders), or — ``paths`` None — a whole-vault scan;
+        ``full`` re-extracts unchanged PDFs too."""
+        with self._cond:
+            if paths is None:
+                self._scan = True
+                self._full = self._full or full
+            else:
+                self._paths.update(normalise_rel_path(str(p)) for p in paths)
+            self._cond.notify_all()
+
+    def idle(self) -> bool:
+        """True when nothing is queued or running."""
+        with self._cond:
+            return not (self._running or self._scan or self._paths)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Block until :meth:`idle` (True) or ``timeout`` seconds pass (False)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._running or self._scan or self._paths:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return True
+
+    def stats(self) -> dict:
+        """``{queued, current, scanPending}``: hinted paths waiting, the PDF being worked on, whether a scan waits."""
+        with self._cond:
+            return {"queued": len(self._paths), "current": self.pdfs.current, "scanPending": self._scan}
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the worker: the file under way is dropped (its extraction killed), the rest stays for the next start."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        self.pdfs.close()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _stopped(self) -> bool:
+        return self._stopping or self._should_stop()
+
+    def _wait_turn(self) -> None:
+        with self._cond:
+            while self._busy() and not self._stopped():
+                self._cond.wait(BUSY_POLL_S)
+
+    def _loop(self) -> None:
+        if self._thread_init is not None:
+            self._thread_init()
+        while True:
+            with self._cond:
+                while not (self._scan or self._paths) and not self._stopped():
+                    self._cond.wait()
+                if self._stopped():
+                    self._running = False
+                    self._cond.notify_all()
+                    return
+                scan, full, paths = self._scan, self._full, self._paths
+                self._scan, self._full, self._paths = False, False, set()
+                self._running = True
+            try:
+                report = self.pdfs.sync(None if scan else sorted(paths), full=full, should_stop=self._stopped,
+                                        wait_turn=self._wait_turn)
+                self.last_report = report
+                if self._on_report is not None and (report.added or report.updated or report.deleted or report.skipped):
+                    self._on_report(report)
+            except Exception:  # the daemon keeps serving; the next request tries again
+                log.exception("PDF indexing failed; the daemon keeps serving what is indexed")
+            finally:
+                with self._cond:
+                    self._running = False
+                    self._cond.notify_all()
