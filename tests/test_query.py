@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from cairn.config import NOT_FOUND_ANSWER
 from cairn.errors import BadRequest
 from cairn.prompt import cited_numbers
+from cairn.query import QueryService, Source
 
 SAMPLE_QUESTIONS = [
     ("How long do I proof the sourdough in the fridge?", "Kitchen/Sourdough.md"),
@@ -158,3 +160,31 @@ def test_the_vector_cache_stays_bounded(sample_cairn, monkeypatch):
     query.ask("What ratio of greens to browns goes in the compost?")
     query.ask("What is in the brine for the pickled cucumbers?")
     assert len(query._vec_cache) <= 5
+
+
+def test_an_answer_over_indexed_notes_embeds_only_the_question(sample_cairn):
+    # The sentences and titles the extractive answer scores were embedded by the indexer: their vectors
+    # come from the store, so a never-seen question over indexed notes runs the model once (~0.6 s of
+    # sentence embedding per /ask on obsidian-hub before).
+    query = QueryService(sample_cairn.query.store, sample_cairn.query.embedder)  # empty in-memory cache
+    embedder = query.embedder
+    before = embedder.embeddings_computed
+    answer = query.ask("At what depth do garlic cloves go into the soil, and in which month?")
+    assert embedder.embeddings_computed - before == 1
+    assert answer.sources[0].hit.file_path == "Garden/Garlic.md"
+    assert "5 cm" in answer.text.split("\n\nSources:")[0]
+
+
+def test_a_sentence_the_index_never_embedded_is_embedded_for_the_answer(sample_cairn):
+    # A source whose text differs from the indexed chunk (here: a sentence edited after indexing)
+    # still gets every sentence scored: the unknown one is embedded, the rest read from the store.
+    query = QueryService(sample_cairn.query.store, sample_cairn.query.embedder)
+    embedder = query.embedder
+    sources = query.context("At what depth do garlic cloves go into the soil?")
+    hit = sources[0].hit
+    extra = "Mulch the garlic bed with straw after the first hard frost."
+    edited = Source(n=1, hit=dataclasses.replace(hit, text=hit.text + "\n\n" + extra))
+    before = embedder.embeddings_computed
+    text = query.extractive_answer("What goes on the garlic bed after the first frost?", [edited])
+    assert embedder.embeddings_computed - before == 2  # the question and the new sentence
+    assert "straw" in text.split("\n\nSources:")[0]
