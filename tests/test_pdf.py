@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 
 import pytest
 
@@ -252,6 +253,30 @@ def test_close_stops_the_worker_process(pdfs):
     assert ex.worker_pid is None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_close_from_another_thread_ends_an_extraction_under_way_at_once(pdfs, monkeypatch):
+    monkeypatch.setenv(TEST_HOOK_ENV, "stall:2")
+    ex = PdfExtractor(timeout_s=60)
+    outcome: list[BaseException | object] = []
+
+    def run():
+        try:
+            outcome.append(ex.extract(pdfs["five"]))
+        except BaseException as exc:  # noqa: BLE001 — handed to the test thread
+            outcome.append(exc)
+
+    worker_thread = threading.Thread(target=run)
+    worker_thread.start()
+    deadline = time.monotonic() + 20
+    while not (ex.busy and ex.worker_pid) and time.monotonic() < deadline:
+        worker_thread.join(0.01)  # wait for the condition: the extraction is under way with its worker
+    started = time.monotonic()
+    ex.close()
+    worker_thread.join(10)
+    assert not worker_thread.is_alive() and time.monotonic() - started < 10  # far below timeout_s=60
+    assert isinstance(outcome[0], PdfReadError)
+    assert outcome[0].message == "stopped: the PDF reader was closed while reading this file"
 
 
 def test_page_lists_are_named_as_ranges():

@@ -527,6 +527,9 @@ def _serve(request: dict, send, memory_limit: int) -> None:
     except (OSError, ValueError) as exc:
         send({"t": "error", "kind": "file", "detail": str(exc)})
         return
+    except Exception as exc:  # noqa: BLE001 — anything else PDFium's wrapper throws: this file only
+        send({"t": "error", "kind": "damaged", "detail": f"{type(exc).__name__}: {exc}"})
+        return
     try:
         count = len(doc)
         try:
@@ -538,8 +541,10 @@ def _serve(request: dict, send, memory_limit: int) -> None:
             _hook(request, "page", index + 1)
             try:
                 lines, height = _read_page(doc, index, pdfium_c)
-            except pdfium.PdfiumError as exc:
-                send({"t": "page", "n": index + 1, "error": str(exc)})
+            except MemoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001 — a bad page costs that page only
+                send({"t": "page", "n": index + 1, "error": f"{type(exc).__name__}: {exc}"})
                 continue
             send({"t": "page", "n": index + 1, "h": height, "lines": lines})
         send({"t": "done"})
@@ -697,8 +702,11 @@ class PdfExtractor:
         self.max_bytes = int(max_bytes)
         self.timeout_s = float(timeout_s)
         self.memory_limit_bytes = int(memory_limit_bytes)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one extraction at a time
+        self._state = threading.Lock()  # guards _holder and _busy (close() must not wait for an extraction)
         self._holder: dict[str, _Worker] = {}
+        self._busy = False
+        self._interrupted = False
         self._finalizer = weakref.finalize(self, _stop_worker, self._holder)
         #: Milliseconds the most recent worker took to start (None before the first start).
         self.last_start_ms: float | None = None
@@ -712,9 +720,26 @@ class PdfExtractor:
         self.close()
 
     def close(self) -> None:
-        """Stop the worker process (idempotent); a later :meth:`extract` starts a new one."""
-        with self._lock:
-            _stop_worker(self._holder)
+        """Stop the worker process at once (idempotent); a later :meth:`extract` starts a new one.
+
+        An extraction under way in another thread ends with :class:`~cairn.errors.PdfReadError` ("stopped: …")
+        within moments; its caller should not record that as the file's reason.
+        """
+        with self._state:
+            worker = self._holder.pop("worker", None)
+            busy = self._busy
+            if busy:
+                self._interrupted = True
+        if worker is not None:
+            if busy:
+                worker.kill()
+            else:
+                worker.stop()
+
+    @property
+    def busy(self) -> bool:
+        """True while an :meth:`extract` call is under way."""
+        return self._busy
 
     @property
     def worker_pid(self) -> int | None:
@@ -723,13 +748,15 @@ class PdfExtractor:
         return worker.proc.pid if worker is not None and worker.alive() else None
 
     def _worker(self) -> _Worker:
-        worker = self._holder.get("worker")
+        with self._state:
+            worker = self._holder.get("worker")
         if worker is not None and worker.alive():
             return worker
         if worker is not None:
             worker.kill()
         worker = _Worker(self.memory_limit_bytes)
-        self._holder["worker"] = worker
+        with self._state:
+            self._holder["worker"] = worker
         self.last_start_ms = worker.start_ms
         self.workers_started += 1
         log.debug("pdf worker %s started in %.0f ms", worker.proc.pid, worker.start_ms)
@@ -737,8 +764,9 @@ class PdfExtractor:
 
     def _discard(self, worker: _Worker) -> int | None:
         worker.kill()
-        if self._holder.get("worker") is worker:
-            del self._holder["worker"]
+        with self._state:
+            if self._holder.get("worker") is worker:
+                del self._holder["worker"]
         return worker.proc.returncode
 
     def extract(self, path: Path) -> PdfText:
@@ -767,14 +795,20 @@ class PdfExtractor:
                                    if head else "not a PDF: the file is empty")
             request = {"path": str(path.resolve()), "max_pages": self.max_pages,
                        "hook": os.environ.get(TEST_HOOK_ENV) or None}
-            worker = self._worker()
+            with self._state:
+                self._busy, self._interrupted = True, False
             try:
-                worker.send(request)
-            except OSError:  # the idle worker died (killed from outside): one fresh try
-                self._discard(worker)
                 worker = self._worker()
-                worker.send(request)
-            return self._collect(worker)
+                try:
+                    worker.send(request)
+                except OSError:  # the idle worker died (killed from outside): one fresh try
+                    self._discard(worker)
+                    worker = self._worker()
+                    worker.send(request)
+                return self._collect(worker)
+            finally:
+                with self._state:
+                    self._busy = False
 
     def _collect(self, worker: _Worker) -> PdfText:
         started = time.monotonic()
@@ -793,6 +827,8 @@ class PdfExtractor:
                 break
             if msg is None:
                 code = self._discard(worker)
+                if self._interrupted:
+                    raise PdfReadError("stopped: the PDF reader was closed while reading this file")
                 stopped = f"crash:{_exit_reason(code)}"
                 break
             kind = msg.get("t")
