@@ -60,6 +60,9 @@ TITLE_WEIGHT = 0.5
 CHUNK_MAX_TOKENS = 254
 #: Tokens of trailing context repeated at the start of the next piece of a split section.
 CHUNK_OVERLAP_TOKENS = 32
+#: With a ``pause`` callback, :meth:`Indexer.embed_batch` sends texts to the model this many at a time (about
+#: 0.1–0.2 s of work on 2 cores): the longest a note edited meanwhile waits for the PDF queue's model use.
+PAUSE_SLICE = 16
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -436,11 +439,13 @@ class Indexer:
         self.store.wal_checkpoint()
         return written, embedded
 
-    def embed_batch(self, batch_size: int, *, pdf: bool | None = None,
-                    note_path: str | None = None) -> tuple[int, int, int]:
+    def embed_batch(self, batch_size: int, *, pdf: bool | None = None, note_path: str | None = None,
+                    pause: Callable[[], None] | None = None) -> tuple[int, int, int]:
         """Vectors for up to ``batch_size`` pending chunks (filters as in :meth:`Store.pending_chunks`):
         (vectors written, texts embedded, chunks taken). Needs no lock: a chunk deleted or changed while its
-        vectors were computed is skipped when they are stored (:meth:`Store.set_vectors`)."""
+        vectors were computed is skipped when they are stored (:meth:`Store.set_vectors`). ``pause()``, when
+        given, is called before each :data:`PAUSE_SLICE` texts go to the model (the PDF queue waits there
+        while the notes' indexing has work)."""
         model_id = self.embedder.model_id
         embedded = 0
         rows = self.store.pending_chunks(batch_size, pdf=pdf, note_path=note_path)
@@ -454,7 +459,14 @@ class Indexer:
         cache = self.store.cached_vectors(wanted, model_id)
         missing = [h for h in wanted if h not in cache]
         if missing:
-            vecs = self.embedder.embed([wanted[h] for h in missing])
+            texts = [wanted[h] for h in missing]
+            if pause is None:
+                vecs = list(self.embedder.embed(texts))
+            else:
+                vecs = []
+                for start in range(0, len(texts), PAUSE_SLICE):
+                    pause()
+                    vecs.extend(self.embedder.embed(texts[start:start + PAUSE_SLICE]))
             fresh = dict(zip(missing, vecs))
             self.store.put_cached_vectors(fresh, model_id)
             cache.update(fresh)

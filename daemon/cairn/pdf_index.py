@@ -13,7 +13,7 @@ past ``pdf_max_pages``, past the time limit) is indexed with the reason as its w
 ``/index/stats`` and ``cairn index``.
 
 **Priority** (DESIGN.md, issue 8): in the daemon, :class:`PdfQueue` works on its own low-priority thread.
-Before each step — extracting a file, writing it, each batch of :data:`PDF_EMBED_BATCH` chunk vectors — it
+Before each step — extracting a file, writing it, each slice of 16 sentences sent to the model — it
 waits while the notes' indexing has work (``busy()``), and it holds the indexer's lock only for the one
 short write transaction; the model runs outside every lock. So a note edited while a 300-page PDF is being
 indexed waits for at most one such step (measured in ``make bench``, ``bench_pdf``). The notes' own vector
@@ -44,8 +44,8 @@ if TYPE_CHECKING:  # imported when the first PDF is read: a vault without PDFs n
 
 log = logging.getLogger(__name__)
 
-#: Chunks per vector batch of a PDF: the longest the notes' indexing can wait for the PDF queue (a batch of 8
-#: page chunks is ~60–90 sentences, ~0.3 s of embedding on 2 cores).
+#: Chunks per vector batch of a PDF (one store transaction); the model gets their sentences
+#: :data:`~cairn.indexer.PAUSE_SLICE` at a time, and the queue yields to the notes before each slice.
 PDF_EMBED_BATCH = 8
 #: How often (s) the queue looks again whether the notes' indexing is still busy.
 BUSY_POLL_S = 0.05
@@ -76,7 +76,10 @@ def prepare_pdf(extracted: "PdfText", path: str, count_tokens: Callable[[str], i
     title = " ".join((extracted.title or "").split()) or Path(path).stem
     chunks: list[ChunkRecord] = []
     for page in extracted.pages:
-        text = reflow(page.text or "")
+        text = page.text or ""
+        if page.heading:  # the heading line stays a paragraph of its own, not the start of the first sentence
+            text = re.sub(rf"(?m)^([ \t]*{re.escape(page.heading)}[ \t]*)\n(?!\n)", r"\1\n\n", text, count=1)
+        text = reflow(text)
         if not text:
             continue
         symbol = page_symbol(page.number, page.heading)
@@ -270,7 +273,7 @@ class PdfIndexer:
         """Fill the vectors of ``path``'s chunks, :data:`PDF_EMBED_BATCH` at a time, yielding between batches."""
         while not stop():
             turn()
-            written, embedded, taken = self.indexer.embed_batch(PDF_EMBED_BATCH, pdf=True, note_path=path)
+            written, embedded, taken = self.indexer.embed_batch(PDF_EMBED_BATCH, pdf=True, note_path=path, pause=turn)
             report.vectors_written += written
             report.texts_embedded += embedded
             if not taken:

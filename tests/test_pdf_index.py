@@ -1,0 +1,240 @@
+"""PDF attachments end to end (issue 8): real PDFs written by tests/pdfgen.py, the real PDF library in its worker
+process, the real model, a real SQLite index; the `cairn` console script for the CLI acceptance items.
+
+What a vault owner sees: a text PDF's pages become searchable and citable by page; encrypted, image-only,
+damaged and mistaken files are listed with their reasons while everything else goes on; a partly readable
+PDF is indexed with the pages it has; changing a PDF re-embeds only what changed; PDFs never hold up a note
+edited meanwhile (the daemon's queue).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from cairn.app import Cairn
+from cairn.watcher import VaultWatcher
+from tests import pdfgen
+from tests.conftest import SAMPLE_VAULT, make_config
+from tests.test_cli import run_cairn
+
+DEADLINE_S = 60.0
+
+#: Page 3 of the field guide answers the test question; the other pages are about something else.
+GUIDE_PAGES = [
+    ("Introduction", "This field guide describes the upland walking routes of the northern moor.\n\n"
+                     "It was written by the volunteer rangers over three summers."),
+    ("Equipment", "Carry a map, a compass and waterproof clothing on every walk.\n\n"
+                  "Boots with a stiff sole make the scree slopes much safer."),
+    ("Building a cairn", "To build a cairn that lasts the winter, set the three widest flat stones as the base "
+                         "and lean every stone above slightly inward toward the centre.\n\n"
+                         "Never take stones from walls or from an existing cairn."),
+    ("Weather", "Fog can fall in minutes; turn back when you cannot see the next marker post."),
+]
+GUIDE_QUESTION = "How do I build a cairn that lasts the winter?"
+
+
+@pytest.fixture
+def pdf_vault(tmp_path):
+    """The sample vault plus a folder of PDFs: a good 4-page guide, and one of each kind of bad PDF."""
+    vault = tmp_path / "vault"
+    shutil.copytree(SAMPLE_VAULT, vault)
+    docs = vault / "Attachments"
+    docs.mkdir()
+    pdfgen.text_pdf(docs / "Field guide.pdf", GUIDE_PAGES, title="Moorland Field Guide",
+                    running_header="Moorland Field Guide")
+    pdfgen.encrypted_pdf(docs / "Locked.pdf")
+    pdfgen.image_only_pdf(docs / "Scan.pdf", pages=2)
+    pdfgen.truncated_pdf(docs / "Cut short.pdf")
+    pdfgen.not_a_pdf(docs / "Really text.pdf")
+    pdfgen.mixed_pdf(docs / "Mixed.pdf")
+    return vault
+
+
+@pytest.fixture
+def pdf_cairn(pdf_vault, tmp_path, embedder):
+    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    yield cairn
+    cairn.close()
+
+
+def errors_by_path(cairn: Cairn) -> dict[str, dict]:
+    return {e["filePath"]: e for e in cairn.stats()["errors"]}
+
+
+def test_good_pages_are_indexed_and_every_bad_pdf_is_listed_with_its_reason(pdf_cairn):
+    report = pdf_cairn.index()
+    skipped = dict(report.skipped)
+    assert set(skipped) == {"Attachments/Locked.pdf", "Attachments/Scan.pdf", "Attachments/Cut short.pdf",
+                            "Attachments/Really text.pdf"}
+    assert "password" in skipped["Attachments/Locked.pdf"]
+    assert "no text layer" in skipped["Attachments/Scan.pdf"]
+    assert "damaged" in skipped["Attachments/Cut short.pdf"] or "truncated" in skipped["Attachments/Cut short.pdf"]
+    errors = errors_by_path(pdf_cairn)
+    for path, reason in skipped.items():  # shown in /index/stats too
+        assert errors[path]["skipped"] is True and errors[path]["reason"] == reason
+    # The partly scanned PDF is indexed with its text pages; the image-only pages are named.
+    assert errors["Attachments/Mixed.pdf"]["skipped"] is False
+    assert "2, 4" in errors["Attachments/Mixed.pdf"]["reason"] or "2, 4–5" in errors["Attachments/Mixed.pdf"]["reason"]
+    mixed_pages = {page for page, _ in pdf_cairn.store.conn.execute(
+        "SELECT c.page, c.text FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path='Attachments/Mixed.pdf'")}
+    assert mixed_pages == {1, 3, 6}
+    # The good PDF: one or more chunks per page, each with its page, all embedded.
+    rows = list(pdf_cairn.store.conn.execute(
+        "SELECT c.page, c.symbol, c.kind, c.line_start, c.embedded, c.text FROM chunks c JOIN notes n "
+        "ON n.id=c.note_id WHERE n.path='Attachments/Field guide.pdf' ORDER BY c.ordinal"))
+    assert sorted({r[0] for r in rows}) == [1, 2, 3, 4]
+    assert all(r[2] == "pdf" and r[3] is None and r[4] == 1 for r in rows)
+    page3 = [r for r in rows if r[0] == 3]
+    assert page3[0][1].startswith("page 3") and "Building a cairn" in page3[0][1]
+    assert "three widest flat stones" in " ".join(r[5] for r in page3)
+    assert not any("Moorland Field Guide" in r[5] for r in rows), "the running header is not page text"
+    assert pdf_cairn.store.note_by_path("Attachments/Field guide.pdf")["title"] == "Moorland Field Guide"
+    # The notes were indexed as before.
+    assert pdf_cairn.stats()["notes"] >= 3
+
+
+def test_a_question_answered_on_page_3_cites_that_page(pdf_cairn):
+    pdf_cairn.index()
+    answer = pdf_cairn.query.ask(GUIDE_QUESTION)
+    assert not answer.not_found
+    first = answer.sources[0].to_json()
+    assert first["filePath"] == "Attachments/Field guide.pdf" and first["page"] == 3
+    assert "lines" not in first
+    assert "(page 3)" in answer.text
+
+
+def test_cairn_ask_json_cites_the_pdf_with_page_3(pdf_vault, tmp_path):
+    home = tmp_path / "home"
+    run_cairn(home, "index", "--vault", str(pdf_vault))
+    out = json.loads(run_cairn(home, "ask", GUIDE_QUESTION, "--vault", str(pdf_vault), "--json").stdout)
+    cited = [s for s in out["sources"] if s["filePath"] == "Attachments/Field guide.pdf"]
+    assert out["notFound"] is False and cited and cited[0]["page"] == 3
+    assert out["sources"][0] == cited[0]
+
+
+def test_asking_for_the_pdf_prefers_pdf_pages_over_a_note_saying_the_same(pdf_vault, tmp_path, embedder):
+    (pdf_vault / "Cairn building.md").write_text(
+        "# Cairn building\n\nTo build a cairn that lasts the winter, set the three widest flat stones as the base "
+        "and lean every stone above slightly inward toward the centre.\n", encoding="utf-8")
+    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    try:
+        cairn.index()
+        plain = cairn.query.search("how to build a cairn that lasts the winter").hits
+        pdf = cairn.query.search("what does the pdf say about building a cairn that lasts the winter").hits
+        assert plain[0].file_path == "Cairn building.md"
+        assert pdf[0].file_path == "Attachments/Field guide.pdf" and pdf[0].page == 3
+    finally:
+        cairn.close()
+
+
+def test_reindexing_embeds_nothing_and_a_changed_page_re_embeds_only_its_text(pdf_cairn, pdf_vault):
+    pdf_cairn.index()
+    again = pdf_cairn.index()
+    assert again.texts_embedded == 0 and again.updated == 0
+    pages = list(GUIDE_PAGES)
+    pages[3] = ("Weather", "Thunderstorms build quickly over the ridge on summer afternoons; descend early.")
+    time.sleep(0.01)  # a new mtime (filesystems with coarse timestamps)
+    pdfgen.text_pdf(pdf_vault / "Attachments" / "Field guide.pdf", pages, title="Moorland Field Guide",
+                    running_header="Moorland Field Guide")
+    changed = pdf_cairn.index()
+    assert changed.updated == 1
+    assert 0 < changed.texts_embedded <= 3, "only page 4's new sentences (and nothing of pages 1-3)"
+    hits = pdf_cairn.query.search("thunderstorms over the ridge in summer").hits
+    assert hits[0].file_path == "Attachments/Field guide.pdf" and hits[0].page == 4
+
+
+def test_a_deleted_pdf_leaves_no_rows_and_turning_pdfs_off_removes_them(pdf_cairn, pdf_vault, tmp_path, embedder):
+    pdf_cairn.index()
+    (pdf_vault / "Attachments" / "Mixed.pdf").unlink()
+    report = pdf_cairn.index()
+    assert report.deleted == 1 and pdf_cairn.store.note_by_path("Attachments/Mixed.pdf") is None
+    assert pdf_cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
+    pdf_cairn.close()
+    off = Cairn(make_config(pdf_vault, tmp_path / "data").replace(pdf=False), embedder=embedder)
+    try:
+        off.index()
+        kinds = {k for (k,) in off.store.conn.execute("SELECT kind FROM notes")}
+        assert kinds == {"markdown"}
+        assert off.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf'").fetchone()[0] == 0
+    finally:
+        off.close()
+
+
+def test_the_note_view_of_a_pdf_is_its_text_page_by_page(pdf_cairn):
+    pdf_cairn.index()
+    note = pdf_cairn.library.note("Attachments/Field guide.pdf")
+    assert note["kind"] == "pdf" and note["pages"] == 4
+    content = note["content"]
+    assert content.index("[page 1]") < content.index("[page 3]") < content.index("three widest flat stones")
+    assert content.count("three widest flat stones") == 1
+
+
+def test_a_pdf_in_an_ignored_folder_is_not_read(pdf_vault, tmp_path, embedder):
+    cairn = Cairn(make_config(pdf_vault, tmp_path / "data").replace(ignore=("Attachments/",)), embedder=embedder)
+    try:
+        report = cairn.index()
+        assert report.skipped == [] and cairn.store.note_by_path("Attachments/Field guide.pdf") is None
+    finally:
+        cairn.close()
+
+
+def varied_pages(count: int) -> list[str]:
+    """``count`` page bodies of different sentences (nothing for the embedding cache to reuse): page ``n``
+    holds :func:`pdfgen.page_sentence` (n) and 12 sentences made for it."""
+    animals = ["heron", "otter", "lynx", "badger", "kestrel", "marmot", "ibis", "tapir", "plover", "stoat"]
+    places = ["lighthouse", "orchard", "quarry", "harbour", "mill", "chapel", "ferry", "bridge", "forge"]
+    return [" ".join([pdfgen.page_sentence(n)] + [
+        f"On day {n * 12 + k} the {animals[(n + k) % len(animals)]} crossed the {places[(n * k) % len(places)]} "
+        f"carrying {k + 2} {['pebbles', 'acorns', 'feathers', 'shells'][k % 4]} for the {n}th cairn."
+        for k in range(12)]) for n in range(1, count + 1)]
+
+
+def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf_is_done(tmp_path, embedder):
+    """The daemon's wiring (Cairn.start_pdf_queue + the file watcher): the PDF queue yields to the notes."""
+    vault = tmp_path / "vault"
+    shutil.copytree(SAMPLE_VAULT, vault)
+    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn.index()
+
+    async def scenario():
+        watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=cairn.config.ignore)
+        cairn.watcher = watcher
+        queue = cairn.start_pdf_queue(watcher)
+        await watcher.start()
+        try:
+            pdfgen.text_pdf(vault / "Field guide.pdf", varied_pages(40))
+            end = time.monotonic() + DEADLINE_S
+            while not cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded=1").fetchone()[0]:
+                assert time.monotonic() < end, f"the PDF queue never started: {queue.stats()}"
+                await asyncio.sleep(0.05)
+            (vault / "Quartz note.md").write_text("# Quartz note\n\nThe zebra quartzite outcrop sits above the "
+                                                  "tarn.\n", encoding="utf-8")
+            written = time.monotonic()
+            while "Quartz note.md" not in [h.file_path for h in cairn.query.search("zebra quartzite outcrop").hits]:
+                assert time.monotonic() < end, "the note never became searchable"
+                await asyncio.sleep(0.05)
+            took = time.monotonic() - written
+            while cairn.store.conn.execute("SELECT count(*) FROM chunks c JOIN notes n ON n.id=c.note_id WHERE "
+                                           "n.path='Quartz note.md' AND c.embedded=0").fetchone()[0]:
+                assert time.monotonic() < end, "the note's vectors never came"
+                await asyncio.sleep(0.05)
+            assert cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded=0").fetchone()[0], \
+                "the note's vectors waited for the whole PDF's"
+            assert await asyncio.to_thread(queue.wait_idle, DEADLINE_S * 3)
+            hits = cairn.query.search("The marker for page 33").hits
+            assert hits and hits[0].file_path == "Field guide.pdf" and hits[0].page == 33
+            return took
+        finally:
+            await watcher.stop()
+
+    try:
+        took = asyncio.run(scenario())
+        assert took < 10
+    finally:
+        cairn.close()
