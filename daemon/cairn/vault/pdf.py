@@ -599,17 +599,26 @@ class _Worker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         env["CAIRN_PDF_WORKER_MEMORY"] = str(memory_limit)
         flags = getattr(subprocess, "CREATE_NO_WINDOW", 0) if os.name == "nt" else 0
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from cairn.vault.pdf import _worker_main; _worker_main()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, creationflags=flags,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "from cairn.vault.pdf import _worker_main; _worker_main()"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, creationflags=flags,
+            )
+        except OSError as exc:
+            raise PdfReadError(f"cannot start the PDF reader process ({sys.executable}): {exc}") from None
         self.messages: queue.Queue[dict | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, name=f"pdf-worker-{self.proc.pid}", daemon=True)
         self._reader.start()
-        msg = self.get(_START_TIMEOUT_S)
-        if not msg or msg.get("t") != "ready":
+        try:
+            msg: dict | None | str = self.get(_START_TIMEOUT_S)
+        except queue.Empty:
+            msg = "timeout"
+        if not isinstance(msg, dict) or msg.get("t") != "ready":
             self.kill()
-            raise PdfReadError(f"cannot start the PDF reader (worker process said {msg!r}; is pypdfium2 installed?)")
+            said = ("exited before it was ready" if msg is None else
+                    f"was not ready after {_START_TIMEOUT_S:g} s" if msg == "timeout" else f"said {msg!r}")
+            raise PdfReadError(f"cannot start the PDF reader: its process {said} (is pypdfium2 installed? "
+                               "its error is in Cairn's log/stderr)")
         self.start_ms = (time.perf_counter() - started) * 1000
 
     def _read(self) -> None:
