@@ -279,6 +279,19 @@ def test_close_from_another_thread_ends_an_extraction_under_way_at_once(pdfs, mo
     assert outcome[0].message == "stopped: the PDF reader was closed while reading this file"
 
 
+def test_a_worker_is_replaced_by_a_fresh_one_after_its_quota_of_files(pdfs, monkeypatch):
+    import cairn.vault.pdf as pdf_module
+
+    monkeypatch.setattr(pdf_module, "_FILES_PER_WORKER", 2)
+    with PdfExtractor() as ex:
+        pids = []
+        for _ in range(3):
+            assert len(ex.extract(pdfs["plain"]).pages) == 3
+            pids.append(ex.worker_pid)
+    assert pids[0] == pids[1] != pids[2]
+    assert ex.workers_started == 2
+
+
 def test_page_lists_are_named_as_ranges():
     assert format_pages([4, 7, 8, 9]) == "pages 4, 7–9"
     assert format_pages([3]) == "page 3"

@@ -71,6 +71,8 @@ TEST_HOOK_ENV = "CAIRN_PDF_TEST_HOOK"
 _MB = 1024 * 1024
 #: Seconds a fresh worker may take to import pypdfium2 and say it is ready.
 _START_TIMEOUT_S = 30.0
+#: A worker is replaced by a fresh one after this many files (bounds whatever PDFium leaks or caches).
+_FILES_PER_WORKER = 200
 
 
 # ------------------------------------------------------------------------------------------------ results
@@ -607,6 +609,7 @@ class _Worker:
         except OSError as exc:
             raise PdfReadError(f"cannot start the PDF reader process ({sys.executable}): {exc}") from None
         self.messages: queue.Queue[dict | None] = queue.Queue()
+        self.files = 1  # files handed to this worker (counting the one it is started for)
         self._reader = threading.Thread(target=self._read, name=f"pdf-worker-{self.proc.pid}", daemon=True)
         self._reader.start()
         try:
@@ -759,10 +762,11 @@ class PdfExtractor:
     def _worker(self) -> _Worker:
         with self._state:
             worker = self._holder.get("worker")
-        if worker is not None and worker.alive():
+        if worker is not None and worker.alive() and worker.files < _FILES_PER_WORKER:
+            worker.files += 1
             return worker
         if worker is not None:
-            worker.kill()
+            worker.stop()
         worker = _Worker(self.memory_limit_bytes)
         with self._state:
             self._holder["worker"] = worker
