@@ -32,7 +32,9 @@ from typing import Iterator
 
 import pytest
 
+import pdfgen
 from test_daemon import INDEX_DEADLINE_S, running_daemon, wait_for
+from test_pdf_index import GUIDE_PAGES
 from test_plugin_build import PLUGIN_DIR, built_plugin
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,6 +51,10 @@ TOMATO_QUESTION = "When do I sow tomatoes, and when do they go into the polytunn
 GARLIC_QUESTION = "How deep do I plant garlic cloves?"
 SOURDOUGH_QUESTION = "How do I feed my sourdough starter?"
 OFF_CORPUS_QUESTION = "What is the capital of France?"
+#: Answered on page 3 of the PDF added to the vault copy; the stub model refuses it (HTTP 500), so the daemon
+#: answers from passages and the citation is the daemon's own.
+PDF_QUESTION = "What does the PDF say about building a cairn that lasts the winter?"
+PDF_PATH = "Attachments/Field guide.pdf"
 
 playwright_sync = pytest.importorskip("playwright.sync_api", reason="the `playwright` Python package is not installed")
 
@@ -115,7 +121,7 @@ class StubModel:
         user = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
         question = user.rpartition("Question:")[2].strip()  # cairn.prompt: context passages, then "Question: ..."
         self.questions.append(question)
-        if "garlic" in question.lower():
+        if "garlic" in question.lower() or "pdf" in question.lower():
             return web.json_response({"error": {"message": "model exploded"}}, status=500)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
@@ -151,11 +157,22 @@ def serve_folder(folder: Path) -> http.server.ThreadingHTTPServer:
 
 
 def vault_files(vault: Path) -> list[str]:
-    return sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*.md") if ".obsidian" not in p.parts)
+    return sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*") if p.suffix in (".md", ".pdf")
+                  and ".obsidian" not in p.parts)
 
 
 @pytest.fixture(scope="module")
-def harness(tmp_path_factory) -> Iterator[str]:
+def plugin_vault(tmp_path_factory) -> Path:
+    """A copy of examples/vault with a 4-page PDF attachment (tests/pdfgen.py) whose page 3 answers PDF_QUESTION."""
+    vault = tmp_path_factory.mktemp("plugin-vault") / "vault"
+    shutil.copytree(SAMPLE_VAULT, vault)
+    (vault / "Attachments").mkdir()
+    pdfgen.text_pdf(vault / PDF_PATH, GUIDE_PAGES, title="Moorland Field Guide")
+    return vault
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory, plugin_vault) -> Iterator[str]:
     """The harness page (stand-in API + the freshly built main.js and styles.css) → its URL."""
     plugin = built_plugin()
     root = tmp_path_factory.mktemp("harness")
@@ -163,7 +180,7 @@ def harness(tmp_path_factory) -> Iterator[str]:
         shutil.copy(item, root / item.name)
     for name in ("main.js", "styles.css", "manifest.json"):
         shutil.copy(plugin / name, root / name)
-    (root / "files.json").write_text(json.dumps(vault_files(SAMPLE_VAULT)), encoding="utf-8")
+    (root / "files.json").write_text(json.dumps(vault_files(plugin_vault)), encoding="utf-8")
     server = serve_folder(root)
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -183,8 +200,9 @@ def stub_model() -> Iterator[StubModel]:
 
 
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory, harness, stub_model):
-    """``cairn serve`` on examples/vault; the harness origin allowed by this test's config only; indexed."""
+def daemon(tmp_path_factory, harness, stub_model, plugin_vault):
+    """``cairn serve`` on the copy of examples/vault with a PDF; the harness origin allowed by this test's config
+    only; indexed (the PDF too)."""
     home = tmp_path_factory.mktemp("plugin-daemon")
     (home / "config").mkdir()
     (home / "config" / "config.toml").write_text(
@@ -192,10 +210,10 @@ def daemon(tmp_path_factory, harness, stub_model):
         f'[llm]\nbase_url = "{stub_model.url}"\nmodel = "stub"\nfirst_token_timeout_s = 20\nidle_timeout_s = 20\n',
         encoding="utf-8",
     )
-    with running_daemon(home, SAMPLE_VAULT) as d:
+    with running_daemon(home, plugin_vault) as d:
         def indexed():
             status, stats = d.get_json("/index/stats", token=d.token)
-            return stats if status == 200 and stats["notes"] > 0 and stats["pending"] == 0 and not stats["indexing"] else None
+            return stats if status == 200 and stats["pdfs"] == 1 and stats["pending"] == 0 and not stats["indexing"] else None
 
         wait_for("the first index of examples/vault", indexed, INDEX_DEADLINE_S, d.proc, d.home / "serve.stderr")
         yield d
@@ -251,7 +269,7 @@ def shoot(page, name: str) -> None:
 
 
 def test_the_status_line_shows_the_index_counts(sidebar, daemon):
-    notes = len(vault_files(SAMPLE_VAULT))
+    notes = len(vault_files(SAMPLE_VAULT)) + 1  # and the PDF
     status = sidebar.locator(".cairn-status")
     status.filter(has_text="notes").wait_for(timeout=WAIT_MS)
     assert f"{notes} notes" in status.inner_text()
@@ -335,6 +353,25 @@ def test_stop_cancels_a_streaming_answer_and_keeps_what_arrived(sidebar, stub_mo
     assert not sidebar.locator(".cairn-error").is_visible()
     # The daemon saw the client leave and cancelled the model's request.
     assert stub_model.cancelled.wait(timeout=30)
+
+
+def test_a_pdf_citation_opens_the_pdf_at_its_page(sidebar):
+    ask(sidebar, PDF_QUESTION)
+    sidebar.locator(".cairn-banner-ungrounded").wait_for(state="visible", timeout=WAIT_MS)
+    first = sidebar.locator(".cairn-source").first.inner_text()
+    assert first.startswith("[1]") and PDF_PATH in first and "p. 3" in first, first
+    sidebar.locator(".cairn-answer a.cairn-cite[data-n='1']").first.click()
+    opened = sidebar.evaluate("window.__opened")[-1]
+    assert (opened["path"], opened["subpath"], opened.get("line")) == (PDF_PATH, "#page=3", None)
+    assert "opened at #page=3" in sidebar.locator("#note-body").inner_text()
+    sidebar.click(".cairn-tab[data-tab='search']")
+    sidebar.locator(".cairn-search-input").press_sequentially("widest flat stones", delay=20)
+    result = sidebar.locator(".cairn-result").first
+    result.wait_for(timeout=WAIT_MS)
+    assert PDF_PATH in result.inner_text() and "p. 3" in result.inner_text()
+    result.locator(".cairn-result-title").click()
+    opened = sidebar.evaluate("window.__opened")[-1]
+    assert (opened["path"], opened["subpath"], opened.get("line")) == (PDF_PATH, "#page=3", None)
 
 
 def test_search_shows_results_as_you_type_with_the_match_and_opens_the_chunk(sidebar):
