@@ -196,7 +196,8 @@ MIXED_IMAGE_PAGES = (2, 4, 5)
 
 
 def mixed_pdf(path: Path) -> Path:
-    """A 6-page PDF: pages 1, 3, 6 have text (:func:`page_sentence` (n) and :func:`prose` (n)); pages 2, 4, 5 are image-only scans."""
+    """A 6-page PDF: pages 1, 3, 6 have text (:func:`page_sentence` (n) and :func:`prose` (n));
+    pages 2, 4, 5 (:data:`MIXED_IMAGE_PAGES`) are image-only scans."""
     pdf = _Doc()
     for n in range(1, 7):
         if n in MIXED_IMAGE_PAGES:

@@ -5,6 +5,7 @@ in the real worker subprocess. The time-limit, crash and memory tests use the wo
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -290,6 +291,51 @@ def test_a_worker_is_replaced_by_a_fresh_one_after_its_quota_of_files(pdfs, monk
             pids.append(ex.worker_pid)
     assert pids[0] == pids[1] != pids[2]
     assert ex.workers_started == 2
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads process states from /proc")
+def test_a_worker_stuck_on_a_file_exits_when_its_daemon_is_killed(pdfs, tmp_path):
+    pid_file = tmp_path / "worker.pid"
+    script = (
+        "import sys, threading\n"
+        "from pathlib import Path\n"
+        "from cairn.vault.pdf import PdfExtractor\n"
+        "ex = PdfExtractor(timeout_s=600)\n"
+        "def report():\n"
+        "    while not ex.worker_pid: threading.Event().wait(0.01)\n"
+        "    Path(sys.argv[2]).write_text(str(ex.worker_pid))\n"
+        "threading.Thread(target=report, daemon=True).start()\n"
+        "ex.extract(Path(sys.argv[1]))\n"
+    )
+    env = {**os.environ, TEST_HOOK_ENV: "stall:1"}  # the worker hangs on page 1 for an hour
+    daemon = subprocess.Popen([sys.executable, "-c", script, str(pdfs["plain"]), str(pid_file)], env=env)
+    try:
+        assert _wait_for(lambda: pid_file.exists() and pid_file.read_text(), 20)
+        worker_pid = int(pid_file.read_text())
+        assert _running(worker_pid)
+    finally:
+        daemon.kill()  # SIGKILL: no finalizer, no close(), the worker's stdin stays open while it hangs
+        daemon.wait()
+    assert _wait_for(lambda: not _running(worker_pid), 10)  # it notices within ~1 s
+
+
+def _wait_for(condition, timeout_s: float) -> bool:
+    """Wait until ``condition()`` is true (checked every 50 ms) or ``timeout_s`` passes; its last value."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return bool(condition())
+        threading.Event().wait(0.05)
+    return True
+
+
+def _running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (exited, waiting to be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rpartition(") ")[2][:1] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_page_lists_are_named_as_ranges():

@@ -30,7 +30,7 @@ differs: PDFium marks an end-of-line hyphen itself (U+FFFE) and joins the word �
 back whole — while pypdf leaves 23 words split as ``manip-\nulation`` for a heuristic to guess. PDFium also
 gives each line's position and font size cheaply, which the paragraph, running-header and heading rules use.
 So: pypdfium2 (5-23x faster, better hyphenation, geometry). The worker's start (spawn Python, import
-pypdfium2, "ready") costs ~180-200 ms, once per daemon and once after each killed or crashed worker.
+pypdfium2, "ready") costs ~180-200 ms: once per daemon, after each killed or crashed worker, and every 200 files.
 
 Where the rules come from: issue 8 and its brief (running headers repeat at the top/bottom of many pages;
 bare page numbers; a heading is short, unpunctuated, numbered or Title Case or in a bigger font).
@@ -137,7 +137,7 @@ class RawPage:
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
 #: PDFium marks a hyphen it removed at a line break with U+FFFE (older builds: U+0002); soft hyphen U+00AD.
 _HYPHEN_MARKS = "\ufffe\x02\xad"
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufeff\u200b]")
+_CONTROL = re.compile(r"[\x00\x01\x03-\x08\x0b-\x1f\x7f\ufeff\u200b]")  # \x02 is a hyphen mark
 _SPACES = re.compile(r"[ \t\u00a0\u2000-\u200a\u202f\u205f\u3000]+")
 _ROMAN = re.compile(r"^(?=[mdclxvi])m{0,3}(cm|cd|d?c{0,3})(xc|xl|l?x{0,3})(ix|iv|v?i{0,3})$", re.I)
 _PAGE_NUMBER = re.compile(
@@ -187,7 +187,7 @@ def _edge_key(line: "_Line") -> str:
 
 def _is_page_number(text: str) -> bool:
     t = text.strip()
-    return bool(_PAGE_NUMBER.match(t) or (len(t) <= 8 and _ROMAN.match(t)))
+    return bool(_PAGE_NUMBER.match(t) or (len(t) <= 8 and (t.islower() or t.isupper()) and _ROMAN.match(t)))
 
 
 @dataclass(slots=True)
@@ -234,7 +234,8 @@ def _running_keys(pages: list[list[_Line]]) -> set[str]:
         with_text += 1
         top, bottom = _edges(lines)
         for key in {_edge_key(lines[i]) for i in (*top, *bottom)}:
-            if re.search(r"[^\W\d_]", key.rpartition("@")[0] or key):  # only lines with letters; bare numbers are handled apart
+            # only lines with letters (bare page numbers are handled apart)
+            if re.search(r"[^\W\d_]", key.rpartition("@")[0] or key):
                 where.setdefault(key, []).append(index)
     running = set()
     for key, seen in where.items():
@@ -364,7 +365,7 @@ def _heading(lines: list[_Line], height: float) -> str | None:
 
 
 def _join_lines(lines: list[_Line]) -> str:
-    """Lines → text: hyphenated breaks re-joined, ``\n\n`` where the vertical gap to the next line is over
+    """Lines → text: hyphenated breaks re-joined, ``\\n\\n`` where the vertical gap to the next line is over
     1.45× the page's line pitch (the lower quartile of the gaps; 1.2× the font size when there are too few)."""
     gaps = []
     for a, b in zip(lines, lines[1:]):
@@ -475,6 +476,18 @@ def _worker_main() -> None:
     """
     proto = os.fdopen(os.dup(1), "w", encoding="utf-8", newline="\n")
     os.dup2(2, 1)
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the daemon's terminal: the daemon decides
+    parent = os.getppid()
+
+    def orphan_watch() -> None:  # the daemon died (even by SIGKILL) while a file hangs PDFium: go too
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=orphan_watch, name="orphan-watch", daemon=True).start()
     limit = int(os.environ.get("CAIRN_PDF_WORKER_MEMORY", str(2 * 1024 * _MB)))
     _limit_memory(limit)
 
@@ -910,8 +923,9 @@ class PdfExtractor:
             else:
                 problems.append(f"the PDF reader crashed on page {got + 1} (it {stopped[6:]}): {missing} not indexed")
         if page_count > self.max_pages:
-            problems.append(f"page limit {self.max_pages} reached: {format_pages(range(self.max_pages + 1, page_count + 1))}"
-                            f" not indexed (raise pdf_max_pages in the config to index them)")
+            beyond = format_pages(range(self.max_pages + 1, page_count + 1))
+            problems.append(f"page limit {self.max_pages} reached: {beyond} not indexed "
+                            f"(raise pdf_max_pages in the config to index them)")
         if failed:
             first = next(iter(failed.values()))
             problems.append(f"{format_pages(failed)} could not be read by the PDF reader ({first})")
