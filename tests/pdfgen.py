@@ -272,3 +272,20 @@ def big_pdf(path: Path, pages: int = 300) -> Path:
                 y += 5.5
     pdf.output(str(path))
     return Path(path)
+
+
+#: A TrueType font with ligature and accented glyphs, where the system has it (Debian/Ubuntu: fonts-dejavu-core).
+DEJAVU = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+
+
+def unicode_pdf(path: Path, pages: Sequence[str], font: Path = DEJAVU) -> Path:
+    """A text PDF in an embedded TrueType font (default DejaVu Sans), so any Unicode text can be written:
+    ligature characters (ﬁ, ﬂ), decomposed accents (``e`` + U+0301), non-Latin scripts. One page per item."""
+    pdf = _Doc()
+    pdf.add_font("Uni", "", str(font))
+    for text in pages:
+        pdf.add_page()
+        pdf.set_font("Uni", size=11)
+        pdf.multi_cell(0, 5.5, text, new_x="LMARGIN", new_y="NEXT")
+    pdf.output(str(path))
+    return Path(path)

@@ -102,6 +102,13 @@ def test_tidying_spells_out_ligatures_composes_nfc_and_drops_page_numbers_at_the
     assert [p.heading for p in pages] == [None] * 4
 
 
+@pytest.mark.skipif(not pdfgen.DEJAVU.exists(), reason="needs the DejaVu Sans font to write Unicode text")
+def test_decomposed_accents_come_back_composed_and_ligatures_spelled_out(extractor, tmp_path):
+    text = "The \ufb01eld o\ufb03ce found a cafe\u0301 in Zu\u0308rich; \u041a\u0430\u043c\u0435\u043d\u044c is stone."
+    result = extractor.extract(pdfgen.unicode_pdf(tmp_path / "unicode.pdf", [text]))
+    assert result.pages[0].text == "The field office found a caf\u00e9 in Z\u00fcrich; \u041a\u0430\u043c\u0435\u043d\u044c is stone."
+
+
 def test_encrypted_pdf_is_refused_with_a_message_about_the_password(extractor, pdfs):
     with pytest.raises(PdfReadError) as info:
         extractor.extract(pdfs["encrypted"])
