@@ -238,3 +238,32 @@ def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf
         assert took < 10
     finally:
         cairn.close()
+
+
+def test_a_pdf_embedded_in_a_personal_note_is_withheld_with_it(pdf_vault, tmp_path, embedder):
+    from cairn.errors import NotFoundError
+    from cairn.policy import Withhold
+
+    (pdf_vault / "Health").mkdir()
+    pdfgen.text_pdf(pdf_vault / "Health" / "Lab results.pdf",
+                    [("Lipid panel", "The cholesterol reading from the March lab visit was 5.9 mmol per litre.")])
+    (pdf_vault / "Health" / "Checkup.md").write_text(
+        "---\ntags: [personal]\n---\n# Checkup\n\nResults from the clinic: ![[Lab results.pdf]]\n", encoding="utf-8")
+    (pdf_vault / "Hiking plans.md").write_text("# Hiking plans\n\nRead [[Field guide.pdf#page=3]] first.\n",
+                                               encoding="utf-8")
+    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    try:
+        cairn.index()
+        question = "What was the cholesterol reading from the lab visit?"
+        owner = cairn.query.search(question).hits
+        assert owner and owner[0].file_path == "Health/Lab results.pdf"
+        withhold = Withhold.of(tags=["personal"])
+        others = cairn.query.search(question, withhold=withhold).hits
+        assert all(h.file_path not in ("Health/Lab results.pdf", "Health/Checkup.md") for h in others)
+        with pytest.raises(NotFoundError):
+            cairn.library.note("Health/Lab results.pdf", withhold=withhold)
+        # A PDF linked only from allowed notes stays visible.
+        guide = cairn.query.search(GUIDE_QUESTION, withhold=withhold).hits
+        assert guide and guide[0].file_path == "Attachments/Field guide.pdf"
+    finally:
+        cairn.close()

@@ -38,7 +38,8 @@ def withheld_notes(store: "Store", tags: Sequence[str],
     """``{note_id: (path, aliases)}`` of every known file carrying one of the normalised ``tags`` (or a
     tag nested below one: ``note_tags`` holds case-folded tags, nested kept as ``a/b``), or — when
     ``tags`` is not empty — whose front-matter could not be read (its tags are unknown), or whose path
-    ``path_withheld`` accepts. Any status (skipped files included). Cost: one indexed query for the
+    ``path_withheld`` accepts; and every PDF that one of those links to or embeds. Any status (skipped files
+    included). Cost: one indexed query for the
     tags; the path test reads every path (~2 ms for 4,000 notes)."""
     out: dict[int, tuple[str, list[str]]] = {}
     if tags:
@@ -54,6 +55,14 @@ def withheld_notes(store: "Store", tags: Sequence[str],
         for nid, path, aliases in store.conn.execute("SELECT id, path, aliases FROM notes"):
             if nid not in out and path_withheld(path):
                 out[nid] = (path, json.loads(aliases or "[]"))
+    if out:
+        # A PDF cannot carry tags: one that a withheld note links to or embeds (a scan filed with a private
+        # note) is withheld with it, even when an allowed note links to it too (fail closed).
+        for nid, path, aliases in store.conn.execute(
+                "SELECT n.id, n.path, n.aliases FROM notes n WHERE n.kind='pdf' AND n.path IN "
+                "(SELECT l.target_path FROM links l WHERE l.note_id IN (SELECT value FROM json_each(?)))",
+                (json.dumps(list(out)),)):
+            out.setdefault(nid, (path, json.loads(aliases or "[]")))
     return out
 
 
