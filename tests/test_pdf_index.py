@@ -267,3 +267,42 @@ def test_a_pdf_embedded_in_a_personal_note_is_withheld_with_it(pdf_vault, tmp_pa
         assert guide and guide[0].file_path == "Attachments/Field guide.pdf"
     finally:
         cairn.close()
+
+
+def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vault, tmp_path):
+    """A real `cairn serve`: PDFs go through the daemon's queue; the bad ones show in /index/stats, the daemon
+    answers from the good one, a PDF dropped in later is indexed too, and SIGTERM stops it cleanly."""
+    import signal
+
+    from test_daemon import INDEX_DEADLINE_S, running_daemon, stop, wait_for
+
+    home = tmp_path / "home"
+    home.mkdir()
+    with running_daemon(home, pdf_vault) as d:
+        def settled():
+            status, stats = d.get_json("/index/stats", token=d.token)
+            done = (status == 200 and stats["pdfs"] == 2 and stats["pending"] == 0 and not stats["indexing"]
+                    and stats["pdf"] == {"queued": 0, "current": None, "scanPending": False})
+            return stats if done else None
+
+        stats = wait_for("the PDFs indexed by the daemon", settled, INDEX_DEADLINE_S, d.proc, d.home / "serve.stderr")
+        reasons = {e["filePath"]: e["reason"] for e in stats["errors"]}
+        assert "password" in reasons["Attachments/Locked.pdf"]
+        assert "no text layer" in reasons["Attachments/Scan.pdf"]
+        assert {"Attachments/Cut short.pdf", "Attachments/Really text.pdf", "Attachments/Mixed.pdf"} <= set(reasons)
+        status, health = d.get_json("/health")
+        assert status == 200 and health["status"] == "ok"
+        status, hits = d.get_json("/search", token=d.token, params={"q": "widest flat stones for a cairn base"})
+        assert status == 200 and hits["results"][0]["filePath"] == "Attachments/Field guide.pdf"
+        assert hits["results"][0]["page"] == 3
+        # A PDF saved while the daemon runs is indexed by the watcher and the queue.
+        pdfgen.text_pdf(pdf_vault / "Attachments" / "Later.pdf", ["Nothing here yet.",
+                        "The ferry to the island leaves at seven from the north pier."])
+
+        def found():
+            status, hits = d.get_json("/search", token=d.token, params={"q": "when does the ferry to the island leave"})
+            return status == 200 and hits["results"] and hits["results"][0]["filePath"] == "Attachments/Later.pdf" \
+                and hits["results"][0]["page"] == 2
+
+        wait_for("the PDF saved later", found, INDEX_DEADLINE_S, d.proc, d.home / "serve.stderr")
+        assert stop(d, signal.SIGTERM) == 0
