@@ -188,3 +188,78 @@ def test_a_sentence_the_index_never_embedded_is_embedded_for_the_answer(sample_c
     text = query.extractive_answer("What goes on the garlic bed after the first frost?", [edited])
     assert embedder.embeddings_computed - before == 2  # the question and the new sentence
     assert "straw" in text.split("\n\nSources:")[0]
+
+
+def _counting_fts(query, monkeypatch) -> list[str]:
+    """Record the real store's FTS5 searches (the results are the store's own)."""
+    calls: list[str] = []
+    real = query.store.fts_search
+
+    def spy(match, limit, **kw):
+        calls.append(match)
+        return real(match, limit, **kw)
+
+    monkeypatch.setattr(query.store, "fts_search", spy)
+    return calls
+
+
+def test_a_repeated_search_is_answered_from_memory_while_the_index_is_unchanged(sample_cairn, monkeypatch):
+    query = QueryService(sample_cairn.query.store, sample_cairn.query.embedder)
+    calls = _counting_fts(query, monkeypatch)
+    first = query.search("garlic planting depth")
+    again = query.search("garlic planting depth")
+    assert len(calls) == 1
+    assert [h.to_json() for h in again.hits] == [h.to_json() for h in first.hits]
+    query.search("garlic planting depth", top_k=1)  # other parameters: ranked again
+    assert len(calls) == 2
+
+
+def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fresh_cairn, tmp_path, embedder):
+    # The daemon's query service holds results in memory; a note indexed meanwhile by another process
+    # (`cairn index` beside `cairn serve`: another SQLite connection) must show up at once.
+    from cairn.app import Cairn
+
+    from conftest import make_config
+
+    fresh_cairn.index()
+    question = "Which tool sharpens the quenched hoe blade?"
+    before = fresh_cairn.query.search(question)
+    assert all(h.file_path != "Garden/Hoe.md" for h in before.hits)
+    (fresh_cairn.config.vault / "Garden" / "Hoe.md").write_text(
+        "# Hoe\n\nSharpen the quenched hoe blade with a mill file, pushing away from the edge.\n", encoding="utf-8")
+    other = Cairn(make_config(fresh_cairn.config.vault, tmp_path / "data"), embedder=embedder)
+    try:
+        other.index()
+    finally:
+        other.close()
+    after = fresh_cairn.query.search(question)
+    assert after.hits and after.hits[0].file_path == "Garden/Hoe.md"
+
+
+def test_a_note_indexed_on_the_same_connection_is_found_by_a_repeated_search(fresh_cairn):
+    fresh_cairn.index()
+    question = "Which tool sharpens the quenched hoe blade?"
+    fresh_cairn.query.search(question)
+    (fresh_cairn.config.vault / "Garden" / "Hoe.md").write_text(
+        "# Hoe\n\nSharpen the quenched hoe blade with a mill file, pushing away from the edge.\n", encoding="utf-8")
+    fresh_cairn.index()  # same thread, so the same connection as the searches
+    assert fresh_cairn.query.search(question).hits[0].file_path == "Garden/Hoe.md"
+
+
+def test_a_query_service_scores_on_one_blas_thread(sample_cairn):
+    # Requests run on parallel worker threads already; numpy's default (a BLAS thread per core) made each
+    # query's dense scores cost 2-4x the CPU on obsidian-hub (QueryService.BLAS_THREADS).
+    from threadpoolctl import threadpool_info
+
+    QueryService(sample_cairn.query.store, sample_cairn.query.embedder)
+    blas = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
+    assert blas and all(lib["num_threads"] == QueryService.BLAS_THREADS == 1 for lib in blas)
+
+
+def test_a_snippet_is_centred_on_the_densest_run_of_query_terms():
+    from cairn.query import make_snippet
+
+    filler = "lorem ipsum dolor sit amet " * 20
+    text = filler + "garlic once here. " + filler + "garlic cloves, garlic bulbs and garlic scapes. " + filler
+    snippet = make_snippet(text, ["garlic"], width=120)
+    assert snippet.count("garlic") == 3 and "once here" not in snippet and len(snippet) <= 122

@@ -645,3 +645,11 @@ class Store:
     def iter_note_paths(self) -> Iterator[str]:
         for (p,) in self.conn.execute("SELECT path FROM notes WHERE status='ok' ORDER BY path"):
             yield p
+
+    def change_marker(self) -> tuple[int, int, int]:
+        """``(connection key, data_version, total_changes)`` of this thread's connection: while the key stays
+        the same, the other two change whenever any connection (this one: ``total_changes``; any other, in
+        this process or another: SQLite's ``PRAGMA data_version``) has committed a change since the last call.
+        Cheap (no table read); for caches of query results."""
+        c = self.conn
+        return id(c), c.execute("PRAGMA data_version").fetchone()[0], c.total_changes()
