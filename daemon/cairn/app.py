@@ -117,9 +117,9 @@ class Cairn:
     def start_pdf_queue(self, watcher: VaultWatcher | None = None) -> PdfQueue:
         """Index PDFs from now on in :attr:`pdf_queue`, on its own low-priority thread (the daemon). The queue
         waits while the notes' indexing runs or ``watcher`` holds file events not yet applied (issue 8: PDFs
-        never delay notes). Stopped by :meth:`close`."""
+        never delay notes), and while indexing is paused (tray, ``POST /index/pause``). Stopped by :meth:`close`."""
         def busy() -> bool:
-            return self.indexing.is_set() or (watcher is not None and watcher.pending_count() > 0)
+            return self._paused or self.indexing.is_set() or (watcher is not None and watcher.pending_count() > 0)
 
         self.pdf_queue = PdfQueue(self.pdfs, busy=busy, should_stop=self.stop_requested.is_set,
                                   on_report=self._publish_indexed, thread_init=lower_thread_priority)
