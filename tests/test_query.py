@@ -190,28 +190,31 @@ def test_a_sentence_the_index_never_embedded_is_embedded_for_the_answer(sample_c
     assert "straw" in text.split("\n\nSources:")[0]
 
 
-def _counting_fts(query, monkeypatch) -> list[str]:
-    """Record the real store's FTS5 searches (the results are the store's own)."""
-    calls: list[str] = []
-    real = query.store.fts_search
+def _counting_reads(query, monkeypatch, name: str) -> list[tuple]:
+    """Record calls of one of the real store's read functions (the results are the store's own)."""
+    calls: list[tuple] = []
+    real = getattr(query.store, name)
 
-    def spy(match, limit, **kw):
-        calls.append(match)
-        return real(match, limit, **kw)
+    def spy(*args, **kw):
+        calls.append(args)
+        return real(*args, **kw)
 
-    monkeypatch.setattr(query.store, "fts_search", spy)
+    monkeypatch.setattr(query.store, name, spy)
     return calls
 
 
 def test_a_repeated_search_is_answered_from_memory_while_the_index_is_unchanged(sample_cairn, monkeypatch):
     query = QueryService(sample_cairn.query.store, sample_cairn.query.embedder)
-    calls = _counting_fts(query, monkeypatch)
+    ranked = _counting_reads(query, monkeypatch, "chunk_rows")  # read once per ranking
+    terms = _counting_reads(query, monkeypatch, "fts_phrase_scores")
     first = query.search("garlic planting depth")
     again = query.search("garlic planting depth")
-    assert len(calls) == 1
+    assert len(ranked) == 1 and len(terms) == 3
     assert [h.to_json() for h in again.hits] == [h.to_json() for h in first.hits]
-    query.search("garlic planting depth", top_k=1)  # other parameters: ranked again
-    assert len(calls) == 2
+    query.search("garlic planting depth", top_k=1)  # other parameters: ranked again, from the cached terms
+    assert len(ranked) == 2 and len(terms) == 3
+    query.search("garlic depth in clay")
+    assert len(terms) == 4  # only the new term "clay" is looked up
 
 
 def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fresh_cairn, tmp_path, embedder):
@@ -263,3 +266,22 @@ def test_a_snippet_is_centred_on_the_densest_run_of_query_terms():
     text = filler + "garlic once here. " + filler + "garlic cloves, garlic bulbs and garlic scapes. " + filler
     snippet = make_snippet(text, ["garlic"], width=120)
     assert snippet.count("garlic") == 3 and "once here" not in snippet and len(snippet) <= 122
+
+
+@pytest.mark.parametrize("question", [
+    "How do I embed a note in another note?", "callout types and folding", "What is a vault?",
+    "keyboard shortcut for the command palette", "sync between devices with end-to-end encryption",
+])
+def test_keyword_ranking_from_cached_terms_is_fts5s_own(help_cairn, question):
+    # The BM25 list is summed from per-term results kept in memory; it must be the list FTS5 ranks itself.
+    from cairn.ranking import fts_match_expression
+
+    query = QueryService(help_cairn.query.store, help_cairn.query.embedder)
+    query._store_epoch()
+    expected = [cid for cid, _ in query.store.fts_search(fts_match_expression(question), 60)]
+    assert expected and query._bm25(question, 60) == expected
+    assert query._bm25(question, 60) == expected  # again, from the cached terms
+    half = expected[::2]
+    assert query._bm25(question, 20, within=half) == [c for c in expected if c in set(half)][:20]
+    assert query._bm25(question, 20, excluding=half) == [
+        cid for cid, _ in query.store.fts_search(fts_match_expression(question), 20, excluding=half)]

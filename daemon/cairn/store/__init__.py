@@ -653,3 +653,17 @@ class Store:
         Cheap (no table read); for caches of query results."""
         c = self.conn
         return id(c), c.execute("PRAGMA data_version").fetchone()[0], c.total_changes()
+
+    def fts_phrase_scores(self, phrase: str) -> tuple[np.ndarray, np.ndarray]:
+        """Every chunk matching one FTS5 phrase (a double-quoted term, as :func:`cairn.ranking.fts_match_expression`
+        builds them) with its BM25: (chunk ids (k,) int64, bm25 (k,) float64, each < 0). FTS5's bm25 of an OR of
+        phrases is the sum, in query order, of these per-phrase values (``fts5_aux.c``: one idf-weighted term per
+        phrase), so a query can be ranked from cached phrases. Raises :class:`StoreError` for a bad phrase."""
+        try:
+            rows = self.conn.execute("SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ?",
+                                     (phrase,)).fetchall()
+        except apsw.SQLError as exc:  # a MATCH expression the caller should never build
+            raise StoreError(f"full-text query failed: {exc}") from exc
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        scores = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
+        return ids, scores
