@@ -664,6 +664,5 @@ class Store:
                                      (phrase,)).fetchall()
         except apsw.SQLError as exc:  # a MATCH expression the caller should never build
             raise StoreError(f"full-text query failed: {exc}") from exc
-        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        scores = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
-        return ids, scores
+        pairs = np.array(rows, dtype=np.float64).reshape(-1, 2)  # chunk ids < 2**53: exact as doubles
+        return pairs[:, 0].astype(np.int64), pairs[:, 1].copy()
