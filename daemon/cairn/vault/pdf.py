@@ -13,24 +13,25 @@ file descriptor 1 is pointed at stderr as soon as it starts. pypdfium2 is not th
 every PDFium call from its one main thread, and :meth:`PdfExtractor.extract` holds a lock.
 
 Library choice, measured by ``tests/bench/bench_pdf_libs.py`` on this machine (2 cores shared with other
-work, best of 3), pages/s; "+geometry" is pypdfium2 with the per-line position and font size this module
-reads; "Cairn" is the whole :meth:`PdfExtractor.extract` (worker process, pipe, tidying):
+work, best of 3; two runs, load average ~2.9 then ~1.4), pages/s; "+geometry" is pypdfium2 with the per-line
+position and font size this module reads; "Cairn" is the whole :meth:`PdfExtractor.extract` (worker process,
+pipe, tidying):
 
-=============================  =====  =========  ===========  =====  ========  =====
-PDF                            pages  pypdfium2  +geometry    pypdf  speed-up  Cairn
-=============================  =====  =========  ===========  =====  ========  =====
-libtasn1.pdf (pdfTeX manual)      36        606          396     32     18.7x    232
-shared-mime-info-spec.pdf          17        771          641     34     22.7x    283
-generated 300 pages (pdfgen)      300        927          727    195      4.8x    357
-=============================  =====  =========  ===========  =====  ========  =====
+=============================  =====  =========  ==========  =======  ========  =======
+PDF                            pages  pypdfium2  +geometry   pypdf    speed-up  Cairn
+=============================  =====  =========  ==========  =======  ========  =======
+libtasn1.pdf (pdfTeX manual)      36    606-768     396-617    32-41  19x        232-330
+shared-mime-info-spec.pdf          17    567-771     400-641    34-47  12-23x     283-339
+generated 300 pages (pdfgen)      300   927-1194    727-1132  195-309  4-5x       357-449
+=============================  =====  =========  ==========  =======  ========  =======
 
 Quality is on par for words: the same token counts (12,719 / 5,234 / 109,900) and the same share of plain
 alphabetic tokens (70.7 / 84.7 / 98.6 %); neither leaves ligature characters in these PDFs. Hyphenation
 differs: PDFium marks an end-of-line hyphen itself (U+FFFE) and joins the word — all 31 in libtasn1.pdf come
 back whole — while pypdf leaves 23 words split as ``manip-\nulation`` for a heuristic to guess. PDFium also
 gives each line's position and font size cheaply, which the paragraph, running-header and heading rules use.
-So: pypdfium2 (5-23x faster, better hyphenation, geometry). The worker's start (spawn Python, import
-pypdfium2, "ready") costs ~180-200 ms: once per daemon, after each killed or crashed worker, and every 200 files.
+So: pypdfium2 (4-23x faster, better hyphenation, geometry). The worker's start (spawn Python, import
+pypdfium2, "ready") costs ~130-250 ms: once per daemon, after each killed or crashed worker, and every 200 files.
 
 Where the rules come from: issue 8 and its brief (running headers repeat at the top/bottom of many pages;
 bare page numbers; a heading is short, unpunctuated, numbered or Title Case or in a bigger font).
@@ -713,7 +714,7 @@ class PdfExtractor:
     refused; ``timeout_s``: wall seconds per file, worker start not included; ``memory_limit_bytes``: the
     worker's address-space cap (Linux RLIMIT_AS; a PDF bomb fails that file only). The config keys are
     ``pdf_max_pages``, ``pdf_max_bytes``, ``pdf_timeout_s``. The worker starts on the first :meth:`extract`
-    (~0.1-0.2 s) and stays for the next files. Thread-safe (one extraction at a time). Use as a context
+    (~130-250 ms) and stays for the next files. Thread-safe (one extraction at a time). Use as a context
     manager or call :meth:`close`; a forgotten extractor's worker is stopped when it is garbage-collected
     or at interpreter exit.
     """
