@@ -220,7 +220,8 @@ class Cairn:
         pending_paths = int(watch.get("pendingPaths", 0))
         out["pending"] += pending_paths
         out.update({"pendingPaths": pending_paths, "recovered": self.recovered})
-        out.update({"indexing": self.indexing.is_set(), "watching": bool(watch.get("watching", False)),
+        pdf_busy = self.pdf_queue is not None and not self.pdf_queue.idle()  # a PDF being read counts as indexing
+        out.update({"indexing": self.indexing.is_set() or pdf_busy, "watching": bool(watch.get("watching", False)),
                     "paused": bool(watch.get("paused", self._paused)),
                     "vault": str(self.config.vault), "schemaVersion": self.store.schema_version,
                     "model": self.embedder.model_id, "indexError": self.index_error,
