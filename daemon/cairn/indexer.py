@@ -38,7 +38,7 @@ import unicodedata
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -276,10 +276,7 @@ class Indexer:
         known = self.markdown_states()
         files: dict[str, VaultFile] = {}
         gone: set[str] = set()
-        for raw in paths:
-            rel = normalise_rel_path(str(raw))
-            if not rel or rel.startswith("/") or ".." in rel.split("/") or _ignored(rules, rel):
-                continue
+        for rel in hinted_paths(paths, rules):
             found = self._stat_hint(rel, rules)
             for vf in found:
                 files[vf.path] = vf
@@ -616,6 +613,15 @@ def _file_digest(path: Path) -> str:
     except OSError:
         return ""
     return h.hexdigest()
+
+
+def hinted_paths(paths: Iterable[str], rules: IgnoreRules) -> Iterator[str]:
+    """The hinted paths worth a look, vault-relative and NFC: empty, absolute, ``..`` and ignored or hidden ones
+    are dropped (a file event is only a hint; see :meth:`Indexer.index_paths`)."""
+    for raw in paths:
+        rel = normalise_rel_path(str(raw))
+        if rel and not rel.startswith("/") and ".." not in rel.split("/") and not _ignored(rules, rel):
+            yield rel
 
 
 def _ignored(rules: IgnoreRules, rel: str) -> bool:

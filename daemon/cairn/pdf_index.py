@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from cairn.chunking import chunk_note
 from cairn.errors import NoteReadError
 from cairn.indexer import (CHUNK_MAX_TOKENS, CHUNK_OVERLAP_TOKENS, Indexer, IndexReport, Progress,
-                           chunk_embed_text, content_hash, embedding_units, _file_digest, _ignored, _on_disk_path)
+                           chunk_embed_text, content_hash, embedding_units, hinted_paths, _file_digest, _ignored, _on_disk_path)
 from cairn.store import ChunkRecord, NoteRecord, NoteState
 from cairn.vault import IgnoreRules, VaultFile, normalise_rel_path, scan_vault
 
@@ -153,10 +153,7 @@ class PdfIndexer:
         rules = IgnoreRules(self.config.ignore)
         found: dict[str, VaultFile] = {}
         gone: set[str] = set()
-        for raw in paths:
-            rel = normalise_rel_path(str(raw))
-            if not rel or rel.startswith("/") or ".." in rel.split("/") or _ignored(rules, rel):
-                continue
+        for rel in hinted_paths(paths, rules):
             abs_path = _on_disk_path(root, rel)
             try:
                 st = abs_path.stat()
