@@ -156,7 +156,7 @@ def test_a_repeated_question_embeds_nothing_again_and_gets_the_same_answer(sampl
 
 
 def test_the_vector_cache_stays_bounded(sample_cairn, monkeypatch):
-    query = sample_cairn.query
+    query = QueryService(sample_cairn.query.store, sample_cairn.query.embedder)
     monkeypatch.setattr(query, "VECTOR_CACHE_MAX", 5)
     query.ask("What ratio of greens to browns goes in the compost?")
     query.ask("What is in the brine for the pickled cucumbers?")

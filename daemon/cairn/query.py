@@ -291,6 +291,7 @@ class QueryService:
         self._seen_markers: dict[int, tuple[int, int]] = {}
         self._phrases: OrderedDict[str, tuple[int, np.ndarray, np.ndarray]] = OrderedDict()
         self._phrase_rows = 0
+        self._answers: OrderedDict[tuple, str] = OrderedDict()
         # Context blocks' token counts (same text, same count): ~4 % of the daemon's CPU under /ask load before.
         self._count_tokens = functools.lru_cache(maxsize=4096)(embedder.count_tokens)
         self._epoch = 0
@@ -360,7 +361,8 @@ class QueryService:
     #: Ranked results kept in memory (LRU), by query text and every parameter, while the store is unchanged
     #: (any commit, by any connection or process, empties it: :meth:`_store_epoch`). Measured (bench_http, hub,
     #: 8 clients on 2 cores): an uncached /search costs ~25-40 ms of CPU (FTS5 BM25 over ~10,000 matching
-    #: chunks ~9 ms, dense scores of 60k vectors ~9 ms), a repeated one ~1 ms plus HTTP.
+    #: chunks ~9 ms, dense scores of 60k vectors ~9 ms), a repeated one ~1 ms plus HTTP. As many extractive
+    #: answer texts are kept, by question and sources (~3 ms of CPU each to compose).
     RESULT_CACHE_MAX = 256
 
     def _store_epoch(self) -> int:
@@ -664,7 +666,23 @@ class QueryService:
         The sentences and titles of indexed chunks were embedded by the indexer, with these very texts
         (``embedding_units`` uses the same :func:`~cairn.prompt.candidate_sentences`): their vectors are
         read from the store's embedding cache, so an answer over indexed notes embeds nothing but the
-        question. Only a sentence changed since (a redacted link, a chunk not embedded yet) is embedded."""
+        question. Only a sentence changed since (a redacted link, a chunk not embedded yet) is embedded.
+        The text is kept in memory (LRU) by question and sources: it depends on nothing else."""
+        key = (question, tuple((s.n, s.hit.title, s.hit.file_path, s.hit.symbol, s.hit.text, s.hit.lines, s.hit.page)
+                               for s in sources))
+        with self._results_lock:
+            text = self._answers.get(key)
+            if text is not None:
+                self._answers.move_to_end(key)
+                return text
+        text = self._extractive_answer(question, sources)
+        with self._results_lock:
+            self._answers[key] = text
+            while len(self._answers) > self.RESULT_CACHE_MAX:
+                self._answers.popitem(last=False)
+        return text
+
+    def _extractive_answer(self, question: str, sources: Sequence[Source]) -> str:
         cands: list[tuple[int, int, str, str, str, str]] = []
         for s in sources:
             context = " › ".join(p for p in (s.hit.title, s.hit.symbol) if p)
