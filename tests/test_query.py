@@ -302,3 +302,24 @@ def test_in_memory_dense_scores_equal_every_stored_vector_scored_one_by_one(help
         assert abs(cos[row] - float(chunk_vecs[cid] @ qvec)) < 1e-5
         expected = float(np.max(unit_vecs[cid] @ qvec)) if cid in unit_vecs else -1.0
         assert abs(best[row] - expected) < 1e-5
+
+
+def test_a_question_searched_then_asked_is_scored_against_every_vector_once(sample_cairn, monkeypatch):
+    from cairn.query import _VectorSnapshot
+
+    calls = []
+    real = _VectorSnapshot.scores
+
+    def spy(self, qvec):
+        calls.append(qvec)
+        return real(self, qvec)
+
+    monkeypatch.setattr(_VectorSnapshot, "scores", spy)
+    query = QueryService(sample_cairn.query.store, sample_cairn.query.embedder)
+    question = "How long do I proof the sourdough in the fridge?"
+    hits = query.search(question).hits
+    answer = query.ask(question)
+    assert len(calls) == 1
+    assert answer.sources[0].hit.file_path == hits[0].file_path == "Kitchen/Sourdough.md"
+    query.ask("What ratio of greens to browns goes in the compost?")
+    assert len(calls) == 2
