@@ -240,26 +240,34 @@ def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf
         cairn.close()
 
 
+CHOLESTEROL_QUESTION = "What was the cholesterol reading from the lab visit?"
+
+
+def add_personal_pdf(vault: Path, folder: str = "Health") -> None:
+    """A lab-results PDF in ``folder``, embedded by a note tagged personal; the field guide linked from a plain note."""
+    (vault / folder).mkdir(exist_ok=True)
+    pdfgen.text_pdf(vault / folder / "Lab results.pdf",
+                    [("Lipid panel", "The cholesterol reading from the March lab visit was 5.9 mmol per litre.")])
+    (vault / "Checkup.md").write_text(
+        "---\ntags: [personal]\n---\n# Checkup\n\nResults from the clinic: ![[Lab results.pdf]]\n", encoding="utf-8")
+    (vault / "Hiking plans.md").write_text("# Hiking plans\n\nRead [[Field guide.pdf#page=3]] first.\n",
+                                           encoding="utf-8")
+
+
 def test_a_pdf_embedded_in_a_personal_note_is_withheld_with_it(pdf_vault, tmp_path, embedder):
     from cairn.errors import NotFoundError
     from cairn.policy import Withhold
 
-    (pdf_vault / "Health").mkdir()
-    pdfgen.text_pdf(pdf_vault / "Health" / "Lab results.pdf",
-                    [("Lipid panel", "The cholesterol reading from the March lab visit was 5.9 mmol per litre.")])
-    (pdf_vault / "Health" / "Checkup.md").write_text(
-        "---\ntags: [personal]\n---\n# Checkup\n\nResults from the clinic: ![[Lab results.pdf]]\n", encoding="utf-8")
-    (pdf_vault / "Hiking plans.md").write_text("# Hiking plans\n\nRead [[Field guide.pdf#page=3]] first.\n",
-                                               encoding="utf-8")
+    add_personal_pdf(pdf_vault)
     cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
     try:
         cairn.index()
-        question = "What was the cholesterol reading from the lab visit?"
+        question = CHOLESTEROL_QUESTION
         owner = cairn.query.search(question).hits
         assert owner and owner[0].file_path == "Health/Lab results.pdf"
         withhold = Withhold.of(tags=["personal"])
         others = cairn.query.search(question, withhold=withhold).hits
-        assert all(h.file_path not in ("Health/Lab results.pdf", "Health/Checkup.md") for h in others)
+        assert all(h.file_path not in ("Health/Lab results.pdf", "Checkup.md") for h in others)
         with pytest.raises(NotFoundError):
             cairn.library.note("Health/Lab results.pdf", withhold=withhold)
         # A PDF linked only from allowed notes stays visible.
@@ -306,3 +314,102 @@ def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vau
 
         wait_for("the PDF saved later", found, INDEX_DEADLINE_S, d.proc, d.home / "serve.stderr")
         assert stop(d, signal.SIGTERM) == 0
+
+
+def test_a_pdf_embedded_in_a_personal_note_never_enters_a_remote_models_prompt(pdf_vault, tmp_path, embedder):
+    from test_answer_llm import llm_config, stub_server
+
+    from cairn.answer import AnswerService
+    from cairn.llm import OpenAIChatModel
+
+    add_personal_pdf(pdf_vault)
+    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+
+    async def ask(remote: bool, question: str):
+        async with stub_server("normal") as stub:
+            model = OpenAIChatModel(llm_config(stub.url))
+            model.remote = remote  # what a non-loopback base_url means, without leaving the machine
+            answer = await AnswerService(cairn.query, model, withhold_tags=("personal",)).answer(question, top_k=8)
+        return [r["messages"][1]["content"] for r in stub.requests], answer
+
+    try:
+        cairn.index()
+        local_prompts, _ = asyncio.run(ask(False, CHOLESTEROL_QUESTION))
+        assert "5.9 mmol" in local_prompts[0]
+        prompts, answer = asyncio.run(ask(True, CHOLESTEROL_QUESTION))
+        assert all("5.9 mmol" not in p and "Lab results.pdf" not in p for p in prompts)
+        if not prompts:  # every passage withheld: the model is not called; the local answer stands
+            assert answer.grounded is False
+        guide_prompts, _ = asyncio.run(ask(True, GUIDE_QUESTION))
+        assert "Attachments/Field guide.pdf" in guide_prompts[0]
+    finally:
+        cairn.close()
+
+
+def test_a_pdf_added_after_the_personal_note_that_embeds_it_is_withheld(pdf_vault, tmp_path, embedder):
+    """The note's link was written while the PDF did not exist (unresolved); the PDF arriving resolves it."""
+    from cairn.policy import Withhold
+
+    add_personal_pdf(pdf_vault)
+    pdf = pdf_vault / "Health" / "Lab results.pdf"
+    kept = tmp_path / "lab.pdf"
+    shutil.move(pdf, kept)
+    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    try:
+        cairn.index()
+        shutil.move(kept, pdf_vault / "Scans.pdf.tmp")
+        (pdf_vault / "Scans").mkdir()
+        shutil.move(pdf_vault / "Scans.pdf.tmp", pdf_vault / "Scans" / "Lab results.pdf")
+        cairn.index_paths({"Scans/Lab results.pdf"})
+        withhold = Withhold.of(tags=["personal"])
+        assert cairn.query.search(CHOLESTEROL_QUESTION).hits[0].file_path == "Scans/Lab results.pdf"
+        assert all(h.file_path != "Scans/Lab results.pdf" for h in cairn.query.search(CHOLESTEROL_QUESTION,
+                                                                                       withhold=withhold).hits)
+        # Moved to another folder: the basename link follows it, and so does the withholding.
+        (pdf_vault / "Moved").mkdir()
+        shutil.move(pdf_vault / "Scans" / "Lab results.pdf", pdf_vault / "Moved" / "Lab results.pdf")
+        cairn.index_paths({"Scans/Lab results.pdf", "Moved/Lab results.pdf"})
+        assert cairn.query.search(CHOLESTEROL_QUESTION).hits[0].file_path == "Moved/Lab results.pdf"
+        assert all(h.file_path != "Moved/Lab results.pdf" for h in cairn.query.search(CHOLESTEROL_QUESTION,
+                                                                                      withhold=withhold).hits)
+    finally:
+        cairn.close()
+
+
+def test_a_pdf_deleted_while_it_is_being_indexed_leaves_the_index_at_once(tmp_path, embedder):
+    """Its rows go at the queue's next step, and the rest of it is not embedded (it used to run to the end —
+    minutes for a long PDF — serving text the owner had deleted)."""
+    vault = tmp_path / "vault"
+    shutil.copytree(SAMPLE_VAULT, vault)
+    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn.index()
+    cached = lambda: cairn.store.conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0]  # noqa: E731
+    before = cached()
+    pages = varied_pages(40)  # 40 × 13 different sentences
+
+    async def scenario():
+        watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=cairn.config.ignore)
+        cairn.watcher = watcher
+        queue = cairn.start_pdf_queue(watcher)
+        await watcher.start()
+        try:
+            pdfgen.text_pdf(vault / "Long.pdf", pages)
+            end = time.monotonic() + DEADLINE_S
+            while not cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded=1").fetchone()[0]:
+                assert time.monotonic() < end, f"the PDF queue never started: {queue.stats()}"
+                await asyncio.sleep(0.05)
+            (vault / "Long.pdf").unlink()
+            while cairn.store.note_by_path("Long.pdf") is not None:
+                assert time.monotonic() < end, "the deleted PDF stayed in the index"
+                await asyncio.sleep(0.05)
+            assert await asyncio.to_thread(queue.wait_idle, DEADLINE_S)
+        finally:
+            await watcher.stop()
+
+    try:
+        asyncio.run(scenario())
+        assert cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf'").fetchone()[0] == 0
+        assert cached() - before < len(pages) * 13 * 3 // 4, "most of the deleted PDF was embedded all the same"
+        assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
+    finally:
+        cairn.close()

@@ -41,7 +41,7 @@ from cairn.errors import CairnError
 from cairn.notes import normalise_tag
 from cairn.policy import Withhold, WithheldTally
 from cairn.prompt import ContextBlock, build_messages
-from cairn.query import Answer, QueryService, Source
+from cairn.query import Answer, QueryService, Source, WithheldSet
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,11 @@ class AnswerService:
             return []
         kept = list(sources)
         if getattr(self.model, "remote", True) and self.remote_withhold:
-            kept = [s for s in kept if not self.remote_withhold.note_withheld(s.hit.file_path, s.hit.tags)]
+            # The index's withheld set too: it also holds what a passage's own tags cannot show (a PDF that a
+            # withheld note links to or embeds; a note whose front-matter cannot be read).
+            hidden = WithheldSet.load(self.query.store, self.remote_withhold)
+            kept = [s for s in kept if not (self.remote_withhold.note_withheld(s.hit.file_path, s.hit.tags)
+                                            or hidden.hides_path(s.hit.file_path))]
         return [Source(n=i, hit=s.hit) for i, s in enumerate(kept, start=1)]
 
     async def stream(self, question: str, *, top_k: int, tags: Sequence[str] = (),

@@ -404,6 +404,13 @@ class Indexer:
         self.store.write_note(record, chunks, note.tags, links)
         return len(chunks)
 
+    def reresolve_links(self) -> None:
+        """Resolve every stored link again against the files on disk now and the stored aliases (an attachment
+        came, went or moved: a link to it written before may now point elsewhere). Call with :attr:`lock` held."""
+        aliases = self.store.note_aliases()
+        self._reresolve_links(LinkResolver([(p, aliases.get(p, ())) for p in
+                                            list_all_files(self.root, self.config.ignore)]))
+
     def _reresolve_links(self, resolver: LinkResolver) -> None:
         """Links elsewhere may now resolve differently (a note was added, removed or renamed)."""
         changes = []

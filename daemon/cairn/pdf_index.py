@@ -195,6 +195,11 @@ class PdfIndexer:
                     report.deleted += 1
                     if self.indexer.on_removed is not None:
                         self.indexer.on_removed(path)
+        if report.deleted or any(vf.path not in known for vf in files):
+            # Before a new PDF is written: links to it written while it did not exist (or was elsewhere) now
+            # resolve, so a withheld note's embed withholds it from its first searchable moment.
+            with self.indexer.lock:
+                self.indexer.reresolve_links()
         for i, vf in enumerate(files):
             if stop():
                 report.stopped = True
@@ -215,7 +220,7 @@ class PdfIndexer:
         if state and not full and (state.mtime_ns, state.size) == (vf.mtime_ns, vf.size):
             report.unchanged += 1
             if state.status == "ok":
-                self._embed(vf.path, report, stop, turn)  # vectors a stopped run left unfilled
+                self._embed(vf, report, stop, turn)  # vectors a stopped run left unfilled
             return
         title = Path(vf.path).stem
         if vf.size > self.config.pdf_max_bytes:  # refused before reading a byte
@@ -252,6 +257,8 @@ class PdfIndexer:
             report.stopped = True
             return
         turn()
+        if _moved_on(vf):  # deleted or changed while it was read: the queued file event deals with it
+            return
         with self.indexer.lock:
             self.store.write_note(record, chunks, (), ())
         report.chunks_written += len(chunks)
@@ -264,13 +271,26 @@ class PdfIndexer:
         log.info("PDF %s: %d of %d pages with text, %d chunks, extracted in %.1f s%s", vf.path,
                  sum(1 for p in extracted.pages if p.text.strip()), extracted.page_count, len(chunks),
                  time.perf_counter() - started, f" ({problems})" if problems else "")
-        self._embed(vf.path, report, stop, turn)
+        self._embed(vf, report, stop, turn)
 
-    def _embed(self, path: str, report: IndexReport, stop: Callable[[], bool], turn: Callable[[], None]) -> None:
-        """Fill the vectors of ``path``'s chunks, :data:`PDF_EMBED_BATCH` at a time, yielding between batches."""
+    def _embed(self, vf: VaultFile, report: IndexReport, stop: Callable[[], bool], turn: Callable[[], None]) -> None:
+        """Fill the vectors of ``vf``'s chunks, :data:`PDF_EMBED_BATCH` at a time, yielding between batches. A file
+        deleted meanwhile is removed from the index at once (its text must not stay searchable for the minutes a
+        long PDF takes); one changed meanwhile is left to the queued file event, which reads it again."""
         while not stop():
             turn()
-            written, embedded, taken = self.indexer.embed_batch(PDF_EMBED_BATCH, pdf=True, note_path=path, pause=turn)
+            moved = _moved_on(vf)
+            if moved == "gone":
+                with self.indexer.lock:
+                    if self.store.delete_note(vf.path):
+                        report.deleted += 1
+                        if self.indexer.on_removed is not None:
+                            self.indexer.on_removed(vf.path)
+                return
+            if moved:
+                return
+            written, embedded, taken = self.indexer.embed_batch(PDF_EMBED_BATCH, pdf=True, note_path=vf.path,
+                                                                pause=turn)
             report.vectors_written += written
             report.texts_embedded += embedded
             if not taken:
@@ -285,6 +305,15 @@ class PdfIndexer:
                                          content_hash=digest, reason=reason)
         report.skipped.append((vf.path, reason))
         log.warning("skipped %s: %s", vf.path, reason)
+
+
+def _moved_on(vf: VaultFile) -> str | None:
+    """``"gone"`` when the file is no longer on disk, ``"changed"`` when its (mtime, size) moved since ``vf``."""
+    try:
+        st = vf.abs_path.stat()
+    except OSError:
+        return "gone"
+    return "changed" if (st.st_mtime_ns, st.st_size) != (vf.mtime_ns, vf.size) else None
 
 
 def _mb(n: int) -> str:
