@@ -413,3 +413,25 @@ def test_a_pdf_deleted_while_it_is_being_indexed_leaves_the_index_at_once(tmp_pa
         assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
     finally:
         cairn.close()
+
+
+def test_raising_a_limit_reads_the_limited_pdfs_again_at_the_next_scan(pdf_vault, tmp_path, embedder):
+    data = tmp_path / "data"
+    small = Cairn(make_config(pdf_vault, data).replace(pdf_max_pages=2), embedder=embedder)
+    try:
+        small.index()
+        assert "page limit 2" in errors_by_path(small)["Attachments/Field guide.pdf"]["reason"]
+        assert small.query.search(GUIDE_QUESTION).hits[0].page != 3
+        assert small.index().updated == 0, "nothing changed: nothing read again"
+    finally:
+        small.close()
+    raised = Cairn(make_config(pdf_vault, data), embedder=embedder)  # the next start, with the default limits
+    try:
+        report = raised.index()
+        assert "Attachments/Field guide.pdf" not in errors_by_path(raised)
+        assert report.updated >= 1
+        hit = raised.query.search(GUIDE_QUESTION).hits[0]
+        assert (hit.file_path, hit.page) == ("Attachments/Field guide.pdf", 3)
+        assert raised.index().updated == 0
+    finally:
+        raised.close()

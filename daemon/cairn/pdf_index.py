@@ -195,6 +195,12 @@ class PdfIndexer:
                     report.deleted += 1
                     if self.indexer.on_removed is not None:
                         self.indexer.on_removed(path)
+        # The limits changed since the last whole scan (config edited, daemon restarted): PDFs that hit a limit or
+        # could not be read are read again under the new ones.
+        limits = f"{self.config.pdf_max_pages}|{self.config.pdf_max_bytes}|{self.config.pdf_timeout_s:g}"
+        retry: set[str] = set()
+        if paths is None and self.store.get_meta("pdf_limits") != limits:
+            retry = {e["filePath"] for e in self.store.stats()["errors"] if e["filePath"] in known}
         if report.deleted or any(vf.path not in known for vf in files):
             # Before a new PDF is written: links to it written while it did not exist (or was elsewhere) now
             # resolve, so a withheld note's embed withholds it from its first searchable moment.
@@ -207,11 +213,13 @@ class PdfIndexer:
             turn()
             self.current = vf.path
             try:
-                self._index_file(vf, known.get(vf.path), report, full=full, stop=stop, turn=turn)
+                self._index_file(vf, known.get(vf.path), report, full=full or vf.path in retry, stop=stop, turn=turn)
             finally:
                 self.current = None
             if progress:
                 progress("pdf", i + 1, len(files))
+        if paths is None and not report.stopped:
+            self.store.set_meta("pdf_limits", limits)
         report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
         return report
 
