@@ -435,3 +435,22 @@ def test_raising_a_limit_reads_the_limited_pdfs_again_at_the_next_scan(pdf_vault
         assert raised.index().updated == 0
     finally:
         raised.close()
+
+
+@pytest.mark.parametrize("value", ["2", '"banana"', "[1]"])
+def test_a_mistyped_pdf_switch_is_a_config_error_not_pdfs_off(pdf_vault, tmp_path, value):
+    home = tmp_path / "home"
+    (home / "config").mkdir(parents=True)
+    (home / "config" / "config.toml").write_text(f"pdf = {value}\n", encoding="utf-8")
+    proc = run_cairn(home, "index", "--vault", str(pdf_vault), check=False)
+    assert proc.returncode == 1
+    assert "'pdf'" in proc.stderr and "expected true or false" in proc.stderr
+
+
+def test_pdf_false_and_true_in_the_config_file_are_understood(tmp_path):
+    from cairn.config import load_config
+
+    for text, expected in (("pdf = false", False), ('pdf = "off"', False), ("pdf = true", True), ("pdf = 1", True)):
+        path = tmp_path / "config.toml"
+        path.write_text(text + "\n", encoding="utf-8")
+        assert load_config(config_file=path, env={}).pdf is expected

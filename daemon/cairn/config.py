@@ -246,7 +246,14 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
                 raise ValueError("must be a positive number of seconds")
             return float(value)
         if key in ("debug", "mcp_http", "pdf"):
-            return value if isinstance(value, bool) else str(value).lower() in {"1", "true", "yes", "on"}
+            if isinstance(value, bool):
+                return value
+            word = str(value).strip().lower() if isinstance(value, (str, int)) else None
+            if word in {"1", "true", "yes", "on"}:
+                return True
+            if word in {"0", "false", "no", "off"}:
+                return False
+            raise ValueError("expected true or false")
         return str(value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{origin}: bad value {value!r} for {key!r}: {exc}.") from None

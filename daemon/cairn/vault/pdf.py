@@ -429,6 +429,17 @@ def format_pages(numbers: Iterable[int], *, limit: int = 12) -> str:
     return f"{word} {', '.join(ranges)}"
 
 
+def _looks_like_text(head: bytes) -> bool:
+    """True when ``head`` decodes as UTF-8 (allowing a character cut at the end) without control bytes."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:
+            return False
+        text = head[:exc.start].decode("utf-8")
+    return not any(ord(c) < 32 and c not in "\t\r\n\f" for c in text)
+
+
 def _human_bytes(n: int) -> str:
     if n >= 10 * _MB:
         return f"{n / _MB:.0f} MB"
@@ -816,10 +827,10 @@ class PdfExtractor:
             if size > self.max_bytes:
                 raise PdfReadError(f"too big: {_human_bytes(size)}, over pdf_max_bytes {_human_bytes(self.max_bytes)}"
                                    f"; raise pdf_max_bytes in the config to index it")
-            if b"%PDF-" not in head:
-                start = head[:24].decode("utf-8", "replace").replace("\ufffd", "?")
-                raise PdfReadError(f"not a PDF: the file does not start with %PDF- (it starts with {start!r})"
-                                   if head else "not a PDF: the file is empty")
+            if b"%PDF-" not in head:  # the reason goes to logs and /index/stats: never quote the file's bytes
+                kind = "text" if _looks_like_text(head) else "binary data"
+                raise PdfReadError(f"not a PDF: the file holds {kind}, not a PDF header (%PDF-); is it another kind "
+                                   "of file with a .pdf name?" if head else "not a PDF: the file is empty")
             request = {"path": str(path.resolve()), "max_pages": self.max_pages,
                        "hook": os.environ.get(TEST_HOOK_ENV) or None}
             with self._state:
