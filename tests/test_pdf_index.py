@@ -206,6 +206,7 @@ def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf
         watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=cairn.config.ignore)
         cairn.watcher = watcher
         queue = cairn.start_pdf_queue(watcher)
+        sub = cairn.events.subscribe()  # what /events streams to the plugin's status line
         await watcher.start()
         try:
             pdfgen.text_pdf(vault / "Field guide.pdf", varied_pages(40))
@@ -229,6 +230,15 @@ def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf
             assert await asyncio.to_thread(queue.wait_idle, DEADLINE_S * 3)
             hits = cairn.query.search("The marker for page 33").hits
             assert hits and hits[0].file_path == "Field guide.pdf" and hits[0].page == 33
+            await asyncio.sleep(0)  # let the loop deliver what the queue's thread published
+            events = []
+            while not sub.queue.empty():
+                events.append(sub.queue.get_nowait())
+            chunks = cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf'").fetchone()[0]
+            progress = [d for name, d in events if name == "progress"]
+            assert {"phase": "embed", "done": chunks, "total": chunks} in progress, progress
+            assert any(d["phase"] == "pdf" for d in progress)
+            assert any(name == "indexed" and d["added"] == 1 for name, d in events)
             return took
         finally:
             await watcher.stop()

@@ -122,7 +122,8 @@ class Cairn:
             return self._paused or self.indexing.is_set() or (watcher is not None and watcher.pending_count() > 0)
 
         self.pdf_queue = PdfQueue(self.pdfs, busy=busy, should_stop=self.stop_requested.is_set,
-                                  on_report=self._publish_indexed, thread_init=lower_thread_priority)
+                                  on_report=self._publish_indexed, thread_init=lower_thread_priority,
+                                  progress=self.events.progress_callback())
         self.pdf_queue.start()
         return self.pdf_queue
 

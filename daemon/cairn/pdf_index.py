@@ -212,8 +212,11 @@ class PdfIndexer:
                 break
             turn()
             self.current = vf.path
+            if progress:
+                progress("pdf", i, len(files))
             try:
-                self._index_file(vf, known.get(vf.path), report, full=full or vf.path in retry, stop=stop, turn=turn)
+                self._index_file(vf, known.get(vf.path), report, full=full or vf.path in retry, stop=stop, turn=turn,
+                                 progress=progress)
             finally:
                 self.current = None
             if progress:
@@ -224,7 +227,7 @@ class PdfIndexer:
         return report
 
     def _index_file(self, vf: VaultFile, state: NoteState | None, report: IndexReport, *, full: bool,
-                    stop: Callable[[], bool], turn: Callable[[], None]) -> None:
+                    stop: Callable[[], bool], turn: Callable[[], None], progress: Progress | None = None) -> None:
         if state and not full and (state.mtime_ns, state.size) == (vf.mtime_ns, vf.size):
             report.unchanged += 1
             if state.status == "ok":
@@ -279,12 +282,14 @@ class PdfIndexer:
         log.info("PDF %s: %d of %d pages with text, %d chunks, extracted in %.1f s%s", vf.path,
                  sum(1 for p in extracted.pages if p.text.strip()), extracted.page_count, len(chunks),
                  time.perf_counter() - started, f" ({problems})" if problems else "")
-        self._embed(vf, report, stop, turn)
+        self._embed(vf, report, stop, turn, progress=progress, total=len(chunks))
 
-    def _embed(self, vf: VaultFile, report: IndexReport, stop: Callable[[], bool], turn: Callable[[], None]) -> None:
+    def _embed(self, vf: VaultFile, report: IndexReport, stop: Callable[[], bool], turn: Callable[[], None], *,
+               progress: Progress | None = None, total: int = 0) -> None:
         """Fill the vectors of ``vf``'s chunks, :data:`PDF_EMBED_BATCH` at a time, yielding between batches. A file
         deleted meanwhile is removed from the index at once (its text must not stay searchable for the minutes a
         long PDF takes); one changed meanwhile is left to the queued file event, which reads it again."""
+        done = 0
         while not stop():
             turn()
             moved = _moved_on(vf)
@@ -301,6 +306,9 @@ class PdfIndexer:
                                                                 pause=turn)
             report.vectors_written += written
             report.texts_embedded += embedded
+            done += taken
+            if progress and total:
+                progress("embed", min(done, total), total)  # "Embedding 120 / 708" for the PDF being read
             if not taken:
                 return
         report.stopped = True
@@ -333,13 +341,15 @@ class PdfQueue:
     whole vault), after the notes' indexing whenever that has work (``busy()``; see the module docstring).
 
     :meth:`request` may be called from any thread; requests made while a run goes on form the next run.
-    ``on_report(report)`` is called after each run that changed something. ``thread_init`` runs first on
+    ``on_report(report)`` is called after each run that changed something; ``progress(phase, done, total)``
+    gets ``pdf`` (files) and ``embed`` (the current PDF's chunks). ``thread_init`` runs first on
     the worker thread (the daemon lowers its CPU priority)."""
 
     def __init__(self, pdfs: PdfIndexer, *, busy: Callable[[], bool], should_stop: Callable[[], bool],
                  on_report: Callable[[IndexReport], None] | None = None,
-                 thread_init: Callable[[], None] | None = None) -> None:
+                 thread_init: Callable[[], None] | None = None, progress: Progress | None = None) -> None:
         self.pdfs = pdfs
+        self._progress = progress
         self._busy = busy
         self._should_stop = should_stop
         self._on_report = on_report
@@ -424,7 +434,7 @@ class PdfQueue:
                 self._running = True
             try:
                 report = self.pdfs.sync(None if scan else sorted(paths), full=full, should_stop=self._stopped,
-                                        wait_turn=self._wait_turn)
+                                        wait_turn=self._wait_turn, progress=self._progress)
                 self.last_report = report
                 if self._on_report is not None and (report.added or report.updated or report.deleted or report.skipped):
                     self._on_report(report)

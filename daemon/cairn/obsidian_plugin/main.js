@@ -534,7 +534,7 @@ function linkCitations(root, known) {
 }
 
 // src/status.ts
-var PHASES = { scan: "Scanning", index: "Indexing", embed: "Embedding" };
+var PHASES = { scan: "Scanning", index: "Indexing", embed: "Embedding", pdf: "Reading PDFs" };
 function count(n) {
   return Math.round(n).toLocaleString("en-US");
 }

@@ -5,7 +5,7 @@
 
 import type { IndexStats, ProgressEvent } from "./types";
 
-const PHASES: Record<string, string> = { scan: "Scanning", index: "Indexing", embed: "Embedding" };
+const PHASES: Record<string, string> = { scan: "Scanning", index: "Indexing", embed: "Embedding", pdf: "Reading PDFs" };
 
 /** `1234` → `1,234` (en-US grouping, whatever the locale, so tests and screenshots agree). */
 export function count(n: number): string {

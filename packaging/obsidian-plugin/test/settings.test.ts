@@ -55,6 +55,7 @@ describe("status line", () => {
   it("shows indexing progress with thousands separators", () => {
     expect(progressLine({ phase: "index", done: 812, total: 3879 })).toBe("Indexing 812 / 3,879");
     expect(progressLine({ phase: "embed", done: 1200, total: 19573 })).toBe("Embedding 1,200 / 19,573");
+    expect(progressLine({ phase: "pdf", done: 2, total: 14 })).toBe("Reading PDFs 2 / 14");
   });
 
   it("summarises the stats, with what is pending and when it was updated", () => {
