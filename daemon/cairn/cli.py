@@ -302,7 +302,9 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     print(f"Vault:    {out['vault']}")
     print(f"Index:    {out['notes']} notes, {out['chunks']} chunks, {out['vectors']} vectors, {out['pending']} pending")
     print(f"Updated:  {last_s}")
-    print(f"Skipped:  {len(out['errors'])} file(s) with problems" if out["errors"] else "Skipped:  none")
+    partial = len(out["errors"]) - out["skipped"]
+    print(f"Skipped:  {out['skipped']} file(s)" + (f"; {partial} more indexed in part or with a warning" if partial else "")
+          + " (cairn status --json lists them)" if out["errors"] else "Skipped:  none")
     print(f"Daemon:   running at {daemon['url']}" if daemon else "Daemon:   not running (start it with `cairn serve`)")
     return 0
 
