@@ -167,7 +167,14 @@ def test_a_deleted_pdf_leaves_no_rows_and_turning_pdfs_off_removes_them(pdf_cair
 
 
 def test_the_note_view_of_a_pdf_is_its_text_page_by_page(pdf_cairn):
+    from cairn.errors import NotFoundError
+    from cairn.policy import Withhold
+
     pdf_cairn.index()
+    with pytest.raises(NotFoundError, match="not indexed: encrypted: needs a password"):
+        pdf_cairn.library.note("Attachments/Locked.pdf")
+    with pytest.raises(NotFoundError, match="^No indexed note"):  # withheld: exactly as if missing
+        pdf_cairn.library.note("Attachments/Locked.pdf", withhold=Withhold.of(folders=["Attachments"]))
     note = pdf_cairn.library.note("Attachments/Field guide.pdf")
     assert note["kind"] == "pdf" and note["pages"] == 4
     content = note["content"]

@@ -76,6 +76,8 @@ class Library:
         withheld = bool(hidden) and note is not None and hidden.hides(note["id"], rel)
         if withheld and tally is not None:
             tally.add([rel])
+        if note is not None and note.get("status") == "skipped" and not withheld:
+            raise NotFoundError(f"{rel!r} is in the vault but not indexed: {note.get('error') or 'skipped'}.")
         if note is None or note.get("status") != "ok" or withheld:
             # A withheld note gets exactly the answer a missing one gets.
             raise NotFoundError(f"No indexed note {rel!r} in the vault; paths are vault-relative, e.g. 'folder/note.md'.")
