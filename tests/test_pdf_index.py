@@ -471,3 +471,22 @@ def test_pdf_false_and_true_in_the_config_file_are_understood(tmp_path):
         path = tmp_path / "config.toml"
         path.write_text(text + "\n", encoding="utf-8")
         assert load_config(config_file=path, env={}).pdf is expected
+
+
+def test_reflow_joins_wrapped_lines_but_keeps_a_heading_line_apart():
+    from cairn.pdf_index import reflow
+
+    page = ("Findings\n"
+            "The most common rootstock in the survey was M26, found in forty of the orchards that were\n"
+            "visited across the valley, and it was also the most vig-\n"
+            "orous one under the Holloway Farm trial conditions of that year.\n\n"
+            "Recommendations\n"
+            "Plant early in the season and water the young trees late in the day, when the soil is cool.")
+    out = reflow(page)
+    assert out.split("\n\n") == [
+        "Findings",
+        "The most common rootstock in the survey was M26, found in forty of the orchards that were visited across "
+        "the valley, and it was also the most vigorous one under the Holloway Farm trial conditions of that year.",
+        "Recommendations",
+        "Plant early in the season and water the young trees late in the day, when the soil is cool."]
+    assert reflow(out) == out

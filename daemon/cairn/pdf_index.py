@@ -50,16 +50,35 @@ PDF_EMBED_BATCH = 8
 #: How often (s) the queue looks again whether the notes' indexing is still busy.
 BUSY_POLL_S = 0.05
 
-_SINGLE_NEWLINE = re.compile(r"(?<=\S)[ \t]*\n(?![ \t]*\n)[ \t]*(?=\S)")
 _HYPHEN_BREAK = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
+#: A line of at most this many words, without closing punctuation, under half as long as the longest line of its
+#: block and followed by one starting with a capital, is a title or heading of its own ("Findings" above "The most
+#: common rootstock …"), not the start of a wrapped sentence (wrapped lines run to about the block's width).
+SHORT_LINE_WORDS = 6
 
 
 def reflow(text: str) -> str:
     """Page text with the lines of each paragraph joined by spaces (paragraphs stay apart at blank lines), so a
     sentence wrapped over lines is one sentence to the chunker and the embedder; a word hyphenated at a line end
-    is joined. Idempotent."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _SINGLE_NEWLINE.sub(" ", _HYPHEN_BREAK.sub("", text)).strip()
+    is joined; a short unpunctuated line before a capitalised one stays a paragraph of its own. Idempotent."""
+    text = _HYPHEN_BREAK.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
+    paragraphs = []
+    for block in re.split(r"\n[ \t]*\n", text):
+        lines = [ln.strip() for ln in block.split("\n") if ln.strip()]
+        width = max((len(ln) for ln in lines), default=0)
+        out: list[str] = []
+        last = ""  # the previous line as it was on the page
+        for line in lines:
+            alone = (len(last.split()) <= SHORT_LINE_WORDS and len(last) < width / 2
+                     and last[-1:] not in (".", ",", ";", ":", "!", "?", ")", '"', "'", "’", "”")
+                     and line[:1].isupper())
+            if out and not alone:
+                out[-1] = f"{out[-1]} {line}"
+            else:
+                out.append(line)
+            last = line
+        paragraphs.extend(out)
+    return "\n\n".join(paragraphs)
 
 
 def page_symbol(number: int, heading: str | None) -> str:
