@@ -31,14 +31,12 @@ import hashlib
 import logging
 import multiprocessing
 import os
-import stat
 import threading
 import time
-import unicodedata
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -49,8 +47,8 @@ from cairn.errors import NoteReadError
 from cairn.notes import LinkResolver, ParsedNote, parse_note
 from cairn.prompt import candidate_sentences
 from cairn.store import ChunkRecord, LinkRecord, NoteRecord, NoteState, Store
-from cairn.vault import (IgnoreRules, VaultFile, list_all_files, normalise_rel_path, read_note_text,
-                         scan_vault)
+from cairn.vault import (IgnoreRules, VaultFile, file_digest, hinted_paths, list_all_files, read_note_text,
+                         scan_vault, stat_hint)
 
 log = logging.getLogger(__name__)
 
@@ -255,7 +253,7 @@ class Indexer:
             state = known.get(vf.path)
             if state is None:
                 added.append(vf.path)
-            elif (state.mtime_ns, state.size) != (vf.mtime_ns, vf.size) and _file_digest(vf.abs_path) != state.content_hash:
+            elif (state.mtime_ns, state.size) != (vf.mtime_ns, vf.size) and file_digest(vf.abs_path) != state.content_hash:
                 changed.append(vf.path)
         on_disk = {f.path for f in files}
         return {"added": added, "changed": changed, "deleted": sorted(set(known) - on_disk)}
@@ -277,7 +275,7 @@ class Indexer:
         files: dict[str, VaultFile] = {}
         gone: set[str] = set()
         for rel in hinted_paths(paths, rules):
-            found = self._stat_hint(rel, rules)
+            found = stat_hint(self.root, rel, rules)
             for vf in found:
                 files[vf.path] = vf
             if rel in known and rel not in files:
@@ -288,30 +286,6 @@ class Indexer:
         gone -= set(files)
         return self._sync([files[p] for p in sorted(files)], sorted(gone), known, full=False, progress=progress,
                           should_stop=should_stop, whole_vault=False)
-
-    def _stat_hint(self, rel: str, rules: IgnoreRules) -> list[VaultFile]:
-        """The notes at vault-relative ``rel`` now: [] when gone or not a note, one file, or a folder's notes."""
-        abs_path = _on_disk_path(self.root, rel)
-        try:
-            st = abs_path.stat()
-        except OSError:
-            return []
-        if stat.S_ISDIR(st.st_mode):
-            try:
-                inner = list(scan_vault(abs_path))
-            except OSError:
-                return []
-            out = []
-            for vf in inner:
-                full_rel = f"{rel}/{vf.path}"
-                if not _ignored(rules, full_rel):
-                    out.append(VaultFile(full_rel, vf.abs_path, vf.mtime_ns, vf.size, vf.kind))
-            return out
-        if not stat.S_ISREG(st.st_mode) or not rel.lower().endswith(".md"):
-            return []
-        if abs_path.is_symlink() and not Path(os.path.realpath(abs_path)).is_relative_to(self.root.resolve()):
-            return []
-        return [VaultFile(rel, abs_path, st.st_mtime_ns, st.st_size, "markdown")]
 
     def _sync(self, files: list[VaultFile], gone: Sequence[str], known: dict[str, NoteState], *, full: bool,
               progress: Progress | None, should_stop: Callable[[], bool] | None,
@@ -380,7 +354,7 @@ class Indexer:
         try:
             text, digest = read_note_text(vf.abs_path, max_bytes=self.config.max_note_bytes)
         except NoteReadError as exc:
-            digest = _file_digest(vf.abs_path)
+            digest = file_digest(vf.abs_path)
             if not (state and state.status == "skipped" and state.content_hash == digest):
                 self.store.write_skipped(vf.path, kind=vf.kind, title=Path(vf.path).stem, mtime_ns=vf.mtime_ns,
                                          size=vf.size, content_hash=digest, reason=exc.message)
@@ -609,55 +583,3 @@ class _Run:
         if self._pool is not None:  # also when the run stopped early: drop the queued work
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-
-
-def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    except OSError:
-        return ""
-    return h.hexdigest()
-
-
-def hinted_paths(paths: Iterable[str], rules: IgnoreRules) -> Iterator[str]:
-    """The hinted paths worth a look, vault-relative and NFC: empty, absolute, ``..`` and ignored or hidden ones
-    are dropped (a file event is only a hint; see :meth:`Indexer.index_paths`)."""
-    for raw in paths:
-        rel = normalise_rel_path(str(raw))
-        if rel and not rel.startswith("/") and ".." not in rel.split("/") and not _ignored(rules, rel):
-            yield rel
-
-
-def _ignored(rules: IgnoreRules, rel: str) -> bool:
-    """As the vault scan decides: a hidden segment (``.obsidian/``, ``.trash/``, ``.git/``…), or an ignored
-    folder on the way, or the path itself matching the configured globs."""
-    parts = rel.split("/")
-    if any(p.startswith(".") for p in parts):
-        return True
-    if not rules:
-        return False
-    for i in range(1, len(parts)):
-        if rules.ignored("/".join(parts[:i]), True):
-            return True
-    return rules.ignored(rel, False) and rules.ignored(rel, True)
-
-
-def _on_disk_path(root: Path, rel: str) -> Path:
-    """``root / rel``; when that does not exist, each segment spelled as on disk if only its NFC form matches."""
-    path = root / rel
-    if os.path.lexists(path):
-        return path
-    path = root
-    for seg in rel.split("/"):
-        nxt = path / seg
-        if not os.path.lexists(nxt):
-            try:
-                with os.scandir(path) as it:
-                    nxt = next((Path(e.path) for e in it if unicodedata.normalize("NFC", e.name) == seg), nxt)
-            except OSError:
-                return root / rel
-        path = nxt
-    return path

@@ -24,9 +24,7 @@ re-embed nothing (sentence vectors come from the embedding cache by content hash
 from __future__ import annotations
 
 import logging
-import os
 import re
-import stat
 import threading
 import time
 from pathlib import Path
@@ -35,9 +33,10 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 from cairn.chunking import chunk_note
 from cairn.errors import NoteReadError
 from cairn.indexer import (CHUNK_MAX_TOKENS, CHUNK_OVERLAP_TOKENS, Indexer, IndexReport, Progress,
-                           chunk_embed_text, content_hash, embedding_units, hinted_paths, _file_digest, _ignored, _on_disk_path)
+                           chunk_embed_text, content_hash, embedding_units)
 from cairn.store import ChunkRecord, NoteRecord, NoteState
-from cairn.vault import IgnoreRules, VaultFile, normalise_rel_path, scan_vault
+from cairn.vault import (IgnoreRules, VaultFile, file_digest, hinted_paths, normalise_rel_path, scan_vault,
+                         stat_hint)
 
 if TYPE_CHECKING:  # imported when the first PDF is read: a vault without PDFs never loads the PDF library
     from cairn.vault.pdf import PdfExtractor, PdfText
@@ -173,20 +172,8 @@ class PdfIndexer:
         found: dict[str, VaultFile] = {}
         gone: set[str] = set()
         for rel in hinted_paths(paths, rules):
-            abs_path = _on_disk_path(root, rel)
-            try:
-                st = abs_path.stat()
-            except OSError:
-                st = None
-            if st is not None and stat.S_ISDIR(st.st_mode):
-                for vf in scan_vault(abs_path, extensions=(".pdf",)):
-                    full = f"{rel}/{vf.path}"
-                    if not _ignored(rules, full):
-                        found[full] = VaultFile(full, vf.abs_path, vf.mtime_ns, vf.size, "pdf")
-            elif st is not None and stat.S_ISREG(st.st_mode) and rel.lower().endswith(".pdf"):
-                real = Path(os.path.realpath(abs_path))
-                if not abs_path.is_symlink() or real.is_relative_to(root.resolve()):
-                    found[rel] = VaultFile(rel, abs_path, st.st_mtime_ns, st.st_size, "pdf")
+            for vf in stat_hint(root, rel, rules, extensions=(".pdf",)):
+                found[vf.path] = vf
             if rel in known and rel not in found:
                 gone.add(rel)
             prefix = rel + "/"
@@ -257,7 +244,7 @@ class PdfIndexer:
             self._skip(vf, state, f"size:{vf.size}", report, f"too big: {_mb(vf.size)}, over pdf_max_bytes "
                        f"{_mb(self.config.pdf_max_bytes)}; raise pdf_max_bytes in the config to index it", title)
             return
-        digest = _file_digest(vf.abs_path)
+        digest = file_digest(vf.abs_path)
         if state and not full and state.content_hash == digest:
             with self.indexer.lock:
                 self.store.touch_note(vf.path, vf.mtime_ns, vf.size)

@@ -456,7 +456,7 @@ class Store:
         if within is not None:
             if not within:
                 return []
-            sql += f" AND rowid IN (SELECT value FROM json_each(?))"
+            sql += " AND rowid IN (SELECT value FROM json_each(?))"
             args.append(json.dumps(list(within)))
         if excluding:
             sql += " AND rowid NOT IN (SELECT value FROM json_each(?))"

@@ -28,7 +28,7 @@ import stat
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from cairn.errors import NoteReadError, PathOutsideVault
 
@@ -40,6 +40,10 @@ __all__ = [
     "resolve_in_vault",
     "normalise_rel_path",
     "IgnoreRules",
+    "stat_hint",
+    "hinted_paths",
+    "on_disk_path",
+    "file_digest",
 ]
 
 log = logging.getLogger(__name__)
@@ -154,6 +158,20 @@ class IgnoreRules:
     def __bool__(self) -> bool:
         return bool(self._rules)
 
+    def excludes(self, rel_path: str) -> bool:
+        """As the vault scan decides for a file or folder at vault-relative ``rel_path``: a hidden segment
+        (``.obsidian/``, ``.trash/``, ``.git/``…), an ignored folder on the way, or the path itself matching
+        the globs (as a file and as a folder)."""
+        parts = rel_path.split("/")
+        if any(p.startswith(".") for p in parts):
+            return True
+        if not self._rules:
+            return False
+        for i in range(1, len(parts)):
+            if self.ignored("/".join(parts[:i]), True):
+                return True
+        return self.ignored(rel_path, False) and self.ignored(rel_path, True)
+
     def ignored(self, rel_path: str, is_dir: bool) -> bool:
         """True when the vault-relative ``rel_path`` (a folder if ``is_dir``) is excluded."""
         name = rel_path.rsplit("/", 1)[-1]
@@ -243,6 +261,52 @@ def scan_vault(root: Path, ignore: Sequence[str] = (), *, extensions: Sequence[s
         yield VaultFile(rel, abs_path, st.st_mtime_ns, st.st_size, _KINDS.get(ext, ext.lstrip(".")))
 
 
+def stat_hint(root: Path, rel: str, rules: IgnoreRules, *, extensions: Sequence[str] = (".md",)) -> list[VaultFile]:
+    """The files with one of ``extensions`` at vault-relative ``rel`` now (a file event is only a hint): [] when
+    it is gone or another kind of file, the file itself, or — for a folder — those under it that ``rules`` do
+    not exclude. A symlinked file leading outside ``root`` counts as absent."""
+    exts = tuple(e.lower() for e in extensions)
+    abs_path = on_disk_path(root, rel)
+    try:
+        st = abs_path.stat()
+    except OSError:
+        return []
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            inner = list(scan_vault(abs_path, extensions=exts))
+        except OSError:
+            return []
+        return [VaultFile(f"{rel}/{vf.path}", vf.abs_path, vf.mtime_ns, vf.size, vf.kind) for vf in inner
+                if not rules.excludes(f"{rel}/{vf.path}")]
+    ext = next((e for e in exts if rel.lower().endswith(e)), None)
+    if not stat.S_ISREG(st.st_mode) or ext is None:
+        return []
+    if abs_path.is_symlink() and not Path(os.path.realpath(abs_path)).is_relative_to(Path(root).resolve()):
+        return []
+    return [VaultFile(rel, abs_path, st.st_mtime_ns, st.st_size, _KINDS.get(ext, ext.lstrip(".")))]
+
+
+def hinted_paths(paths: Iterable[str], rules: IgnoreRules) -> Iterator[str]:
+    """The hinted paths worth a look, vault-relative and NFC: empty, absolute, ``..`` and ignored or hidden ones
+    are dropped (a file event is only a hint; see :meth:`cairn.indexer.Indexer.index_paths`)."""
+    for raw in paths:
+        rel = normalise_rel_path(str(raw))
+        if rel and not rel.startswith("/") and ".." not in rel.split("/") and not rules.excludes(rel):
+            yield rel
+
+
+def file_digest(path: Path) -> str:
+    """sha256 (hex) of the file's bytes, read 1 MB at a time; ``""`` when it cannot be read."""
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return ""
+    return h.hexdigest()
+
+
 def list_all_files(root: Path, ignore: Sequence[str] = ()) -> Iterator[str]:
     """Yield the vault-relative path of every non-ignored file (notes and attachments), sorted.
 
@@ -305,9 +369,11 @@ def read_note_text(abs_path: Path, *, max_bytes: int) -> tuple[str, str]:
 
 # -------------------------------------------------------------------- containment
 
-def _on_disk(root: Path, rel: str) -> Path:
+def on_disk_path(root: Path, rel: str) -> Path:
     """``root / rel``, but each segment spelled as on disk when only its NFC form matches (NFD names on Linux)."""
-    path = root
+    if os.path.lexists(Path(root) / rel):
+        return Path(root) / rel
+    path = Path(root)
     for seg in rel.split("/"):
         nxt = path / seg
         if seg != ".." and not os.path.lexists(nxt):
@@ -336,7 +402,7 @@ def resolve_in_vault(root: Path, rel_path: str) -> Path:
         )
     rel = normalise_rel_path(raw)
     root_real = Path(root).resolve()
-    candidate = (_on_disk(root_real, rel) if rel else root_real).resolve(strict=False)
+    candidate = (on_disk_path(root_real, rel) if rel else root_real).resolve(strict=False)
     if candidate != root_real and not candidate.is_relative_to(root_real):
         raise PathOutsideVault(
             f"Path {rel_path!r} leads outside the vault (via '..' or a symlink); expected a path inside the vault."
