@@ -354,11 +354,7 @@ class Indexer:
         try:
             text, digest = read_note_text(vf.abs_path, max_bytes=self.config.max_note_bytes)
         except NoteReadError as exc:
-            digest = file_digest(vf.abs_path)
-            if not (state and state.status == "skipped" and state.content_hash == digest):
-                self.store.write_skipped(vf.path, kind=vf.kind, title=Path(vf.path).stem, mtime_ns=vf.mtime_ns,
-                                         size=vf.size, content_hash=digest, reason=exc.message)
-            report.skipped.append((vf.path, exc.message))
+            self.record_skipped(vf, file_digest(vf.abs_path), exc.message, report, state=state)
             log.warning("skipped %s: %s", vf.path, exc.message)
             return None
         if state and not full and state.content_hash == digest and state.status == "ok":
@@ -366,6 +362,16 @@ class Indexer:
             report.unchanged += 1
             return None
         return vf, text, digest
+
+    def record_skipped(self, vf: VaultFile, digest: str, reason: str, report: IndexReport, *, title: str | None = None,
+                       state: NoteState | None = None) -> None:
+        """Record ``vf`` as a file that could not be indexed, with ``reason`` (shown in ``/index/stats``), and add
+        it to ``report.skipped``. Nothing is written when ``state`` says these bytes were skipped already."""
+        if not (state and state.status == "skipped" and state.content_hash == digest):
+            with self.lock:
+                self.store.write_skipped(vf.path, kind=vf.kind, title=title or Path(vf.path).stem,
+                                         mtime_ns=vf.mtime_ns, size=vf.size, content_hash=digest, reason=reason)
+        report.skipped.append((vf.path, reason))
 
     def _write(self, vf: VaultFile, digest: str, prepared: PreparedNote, resolver: LinkResolver) -> int:
         note, chunks = prepared.note, prepared.chunks
@@ -538,9 +544,7 @@ class _Run:
             vf, digest = by_path[path]
             reason = f"cannot parse: {error}"
             log.warning("skipped %s: %s", path, reason)
-            store.write_skipped(path, kind=vf.kind, title=Path(path).stem, mtime_ns=vf.mtime_ns,
-                                size=vf.size, content_hash=digest, reason=reason)
-            report.skipped.append((path, reason))
+            indexer.record_skipped(vf, digest, reason, report)
         if self._old_aliases is None:
             self._old_aliases = store.note_aliases()
         for path, prepared in parsed.items():
@@ -561,10 +565,7 @@ class _Run:
                 chunks = indexer._write(vf, digest, prepared, resolver)
             except Exception as exc:  # e.g. a title too long to fit a chunk: skip the note, keep going
                 log.exception("cannot index %s", vf.path)
-                reason = f"cannot index: {exc}"
-                store.write_skipped(vf.path, kind=vf.kind, title=note.title, mtime_ns=vf.mtime_ns,
-                                    size=vf.size, content_hash=digest, reason=reason)
-                report.skipped.append((vf.path, reason))
+                indexer.record_skipped(vf, digest, f"cannot index: {exc}", report, title=note.title)
                 continue
             report.chunks_written += chunks
             if note.frontmatter_error:

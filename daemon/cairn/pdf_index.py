@@ -321,11 +321,7 @@ class PdfIndexer:
 
     def _skip(self, vf: VaultFile, state: NoteState | None, digest: str, report: IndexReport, reason: str,
               title: str) -> None:
-        if not (state and state.status == "skipped" and state.content_hash == digest):
-            with self.indexer.lock:
-                self.store.write_skipped(vf.path, kind="pdf", title=title, mtime_ns=vf.mtime_ns, size=vf.size,
-                                         content_hash=digest, reason=reason)
-        report.skipped.append((vf.path, reason))
+        self.indexer.record_skipped(vf, digest, reason, report, title=title, state=state)
         log.warning("skipped %s: %s", vf.path, reason)
 
 
