@@ -35,7 +35,7 @@ from cairn.prompt import (
     Sentence, candidate_sentences, compose_extractive_answer, pick_sentences, select_within_budget, source_line,
     token_overlap,
 )
-from cairn.ranking import FusionWeights, QueryClassifier, limit_per_group, query_terms, rrf_fuse
+from cairn.ranking import FusionWeights, QueryClassifier, fts_phrase, limit_per_group, query_terms, rrf_fuse
 from cairn.store import ChunkRow, Store
 from cairn.store.reads import chunk_notes, withheld_notes
 
@@ -412,7 +412,7 @@ class QueryService:
         terms = query_terms(query)
         if not terms:
             return []
-        parts = [self._phrase_scores('"' + t.replace('"', '""') + '"') for t in terms]
+        parts = [self._phrase_scores(fts_phrase(t)) for t in terms]
         top = max((int(ids.max()) for ids, _ in parts if len(ids)), default=-1)
         acc = np.zeros(top + 1)
         for ids, scores in parts:  # in query order, as FTS5 sums them

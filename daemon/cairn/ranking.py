@@ -49,6 +49,11 @@ def query_terms(text: str) -> list[str]:
     return list(seen)
 
 
+def fts_phrase(term: str) -> str:
+    """``term`` as an FTS5 phrase: double-quoted, inner quotes doubled, so it is never read as FTS5 syntax."""
+    return '"' + term.replace('"', '""') + '"'
+
+
 def fts_match_expression(text: str) -> str | None:
     """An FTS5 MATCH expression for user text: each term double-quoted (so no user text is ever
     interpreted as FTS5 syntax: AND/OR/NEAR/*/column filters are plain words), OR-ed together.
@@ -56,7 +61,7 @@ def fts_match_expression(text: str) -> str | None:
     terms = query_terms(text)
     if not terms:
         return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+    return " OR ".join(fts_phrase(t) for t in terms)
 
 
 def rrf_fuse(rankings: Mapping[str, Sequence[K]], weights: Mapping[str, float], k: int = RRF_K) -> dict[K, float]:
