@@ -227,45 +227,44 @@ async def bench(daemon: Daemon, questions: list[str], n: int, clients: int, roun
     rows = [(f"{daemon.vault.name}: notes / chunks / vectors",
              f"{stats['notes']} / {stats['chunks']} / {stats['vectors']}", ""),
             ("queries / concurrent clients / distinct questions", f"{n} / {clients} / {len(questions)}", "")]
+    def measured(label: str, route: str, latencies: list[float], new: list[float], target_ms: float,
+                 wall: float, cpu0: float | None, cpu: float | None, tag: str,
+                 middle: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """The rows of one route: p50 / p95 against the target, the first-time questions, ``middle``,
+        throughput and the daemon's CPU per request."""
+        return [
+            (f"{label} p50 / p95 (ms){tag}", f"{pct(latencies, .5):.0f} / {pct(latencies, .95):.0f}",
+             f"p95 < {target_ms:.0f}"),
+            (f"{label} p50 / max (ms), questions not asked before (n = {len(new)}){tag}",
+             f"{pct(new, .5):.0f} / {max(new):.0f}" if new else "n/a", ""),
+            *middle,
+            (f"{route} throughput (req/s){tag}", f"{n / wall:.1f}", ""),
+            (f"{route} daemon CPU per request (ms, all threads){tag}",
+             f"{(cpu - cpu0) * 1000 / n:.0f}" if cpu0 is not None and cpu is not None else "n/a", ""),
+        ]
+
     for r in range(1, rounds + 1):
         tag = f" (round {r})" if rounds > 1 else ""
         if "search" in routes:
             cpu0 = cpu_seconds(daemon.proc.pid)
             results, wall = await load(url, auth, batch, clients, one_search)
             cpu = cpu_seconds(daemon.proc.pid)
-            search = [r for _, r in results]
-            new = first_asked("search", results)
-            rows += [
-                (f"/search p50 / p95 (ms){tag}", f"{pct(search, .5):.0f} / {pct(search, .95):.0f}",
-                 f"p95 < {SEARCH_TARGET_MS:.0f}"),
-                (f"/search p50 / max (ms), questions not asked before (n = {len(new)}){tag}",
-                 f"{pct(new, .5):.0f} / {max(new):.0f}" if new else "n/a", ""),
-                (f"/search throughput (req/s){tag}", f"{n / wall:.1f}", ""),
-                (f"/search daemon CPU per request (ms, all threads){tag}",
-                 f"{(cpu - cpu0) * 1000 / n:.0f}" if cpu0 is not None and cpu is not None else "n/a", ""),
-            ]
+            rows += measured("/search", "/search", [r for _, r in results], first_asked("search", results),
+                             SEARCH_TARGET_MS, wall, cpu0, cpu, tag, [])
         if "ask" in routes:
             cpu0 = cpu_seconds(daemon.proc.pid)
             results, wall = await load(url, auth, batch, clients, one_ask)
             cpu = cpu_seconds(daemon.proc.pid)
             asks = [r for _, r in results]
-            new = [a[0] for a in first_asked("ask", results)]
-            to_sources = [a[0] for a in asks]
             to_done = [a[1] for a in asks]
             grounded = sum(1 for a in asks if a[2].get("grounded"))
             not_found = sum(1 for a in asks if a[2].get("notFound"))
-            rows += [
-                (f"/ask → sources p50 / p95 (ms){tag}", f"{pct(to_sources, .5):.0f} / {pct(to_sources, .95):.0f}",
-                 f"p95 < {ASK_TARGET_MS:.0f}"),
-                (f"/ask → sources p50 / max (ms), questions not asked before (n = {len(new)}){tag}",
-                 f"{pct(new, .5):.0f} / {max(new):.0f}" if new else "n/a", ""),
-                (f"/ask → done p50 / p95 (ms){tag}", f"{pct(to_done, .5):.0f} / {pct(to_done, .95):.0f}", ""),
-                (f"/ask answers: grounded / not found / total{tag}", f"{grounded} / {not_found} / {len(asks)}",
-                 "0 grounded (no LLM)"),
-                (f"/ask throughput (req/s){tag}", f"{n / wall:.1f}", ""),
-                (f"/ask daemon CPU per request (ms, all threads){tag}",
-                 f"{(cpu - cpu0) * 1000 / n:.0f}" if cpu0 is not None and cpu is not None else "n/a", ""),
-            ]
+            rows += measured("/ask → sources", "/ask", [a[0] for a in asks],
+                             [a[0] for a in first_asked("ask", results)], ASK_TARGET_MS, wall, cpu0, cpu, tag, [
+                                 (f"/ask → done p50 / p95 (ms){tag}",
+                                  f"{pct(to_done, .5):.0f} / {pct(to_done, .95):.0f}", ""),
+                                 (f"/ask answers: grounded / not found / total{tag}",
+                                  f"{grounded} / {not_found} / {len(asks)}", "0 grounded (no LLM)")])
     return rows
 
 
