@@ -234,3 +234,51 @@ def test_notes_written_in_small_batches_resolve_alias_links_to_notes_of_later_ba
     small = [(src, raw, target) for _n, _o, src, raw, target in results[3]]
     assert ("A0.md", "Far away", "Z target.md") in small
     assert small == [(src, raw, target) for _n, _o, src, raw, target in results[1000]]
+
+
+def _age_cache(cairn, days):
+    with cairn.store.conn as c:
+        c.execute("UPDATE embedding_cache SET created_at = created_at - ?", (days * 86400,))
+
+
+def _edit(path, text):
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10_000_000))
+
+
+def test_deleted_text_keeps_its_cached_vector_for_the_grace_period_then_it_is_pruned(cairn, vault):
+    cairn.index()
+    flour = vault / "Flour.md"
+    original = flour.read_text(encoding="utf-8")
+    _edit(flour, "Spelt needs less water. #baking\n")
+    assert cairn.index().texts_embedded == 1
+    _edit(flour, original)  # edited back within the grace period: nothing is embedded again
+    back = cairn.index()
+    assert (back.texts_embedded, back.cache_pruned) == (0, 0)
+
+    _edit(flour, "Spelt needs less water. #baking\n")
+    cairn.index()
+    _age_cache(cairn, 31)
+    report = cairn.index()  # the rye sentence is in no note now and older than 30 days
+    assert report.cache_pruned == 1 and report.to_json()["cachePruned"] == 1
+    _edit(flour, original)
+    assert cairn.index().texts_embedded == 1  # it had to be embedded again
+
+
+def test_pruning_keeps_every_vector_the_vault_still_uses_and_drops_other_models_rows(cairn, vault):
+    cairn.index()
+    with cairn.store.conn as c:
+        c.execute("INSERT INTO embedding_cache(content_hash, model_id, vector, created_at) "
+                  "SELECT content_hash, 'other-model@0', vector, created_at FROM embedding_cache")
+    kept = rows(cairn, "embedding_cache") // 2
+    _age_cache(cairn, 31)
+    report = cairn.index()
+    assert report.cache_pruned == kept  # exactly the other model's copies
+    assert cairn.store.conn.execute(
+        "SELECT count(*) FROM embedding_cache WHERE model_id != ?", (cairn.embedder.model_id,)).fetchone()[0] == 0
+    # Every sentence and every title the notes use is still cached: re-reading the vault embeds nothing.
+    with cairn.store.conn as c:
+        c.execute("DELETE FROM chunk_vectors")
+        c.execute("UPDATE chunks SET embedded = 0")
+    assert cairn.index(full=True).texts_embedded == 0
+    assert cairn.stats()["pending"] == 0

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cairn.errors import SchemaTooNew, StoreError
-from cairn.store import SCHEMA_VERSION, ChunkRecord, LinkRecord, NoteRecord, Store
+from cairn.store import EMBED_DIM, SCHEMA_VERSION, ChunkRecord, LinkRecord, NoteRecord, Store
 
 
 def _note(path="a.md", title="a", hash_="h1"):
@@ -31,6 +31,22 @@ def test_new_store_is_at_the_current_schema_version(tmp_path):
     store = Store(tmp_path / "i.db")
     assert store.schema_version == SCHEMA_VERSION
     assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_an_index_of_schema_version_1_is_migrated_and_keeps_its_cached_vectors(tmp_path):
+    path = tmp_path / "i.db"
+    store = Store(path)
+    store.put_cached_vectors({"h1": np.ones(EMBED_DIM, dtype=np.float32) / np.sqrt(EMBED_DIM)}, "m")
+    store.close()
+    conn = apsw.Connection(str(path))  # what Cairn 0.1 wrote: no age index on the cache
+    conn.execute("DROP INDEX embedding_cache_by_age")
+    conn.execute("PRAGMA user_version=1")
+    conn.close()
+    store = Store(path)
+    assert store.schema_version == SCHEMA_VERSION == 2
+    assert list(store.cached_vectors(["h1"], "m")) == ["h1"]
+    plan = store.conn.execute("EXPLAIN QUERY PLAN SELECT content_hash FROM embedding_cache WHERE created_at < 1").fetchall()
+    assert any("embedding_cache_by_age" in str(row) for row in plan)
 
 
 def test_a_database_from_a_newer_cairn_is_refused_with_a_clear_message(tmp_path):

@@ -194,6 +194,8 @@ def cmd_index(args: argparse.Namespace, config: Config) -> int:
     print(f"{stats['notes']} notes{pdfs}, {stats['chunks']} chunks, {stats['vectors']} vectors; "
           f"{report.texts_embedded} texts embedded; keyword-ready in {report.keyword_ready_s:.1f} s, "
           f"done in {report.elapsed_s:.1f} s.")
+    if report.cache_pruned:
+        print(f"Dropped {report.cache_pruned} cached vectors of text no note uses any more (cached over 30 days ago).")
     for path, reason in report.skipped:
         print(f"  skipped {path}: {reason}")
     for path, reason in report.warnings:

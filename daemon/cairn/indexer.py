@@ -98,6 +98,12 @@ def title_hash(title: str) -> str:
     return content_hash("\x1ftitle\x1f" + title)
 
 
+#: Embedding-cache rows no note uses are kept this long (s) after they were written, then pruned at the end of
+#: an indexing run: a note moved out of the vault and back, renamed, or edited back within 30 days re-embeds
+#: nothing, while the cache no longer keeps every sentence ever deleted (measured: the obsidian-hub index
+#: holds 29,775 rows, 45 MB of vectors, for 3,879 notes).
+CACHE_GRACE_S = 30 * 86400
+
 #: Truncate the WAL after this many notes written in one run.
 WAL_CHECKPOINT_EVERY = 200
 #: Parse and chunk in worker processes when a batch has at least this many notes (2 cores: ~2× faster).
@@ -163,6 +169,7 @@ class IndexReport:
     chunks_written: int = 0
     vectors_written: int = 0
     texts_embedded: int = 0  # texts actually run through the model (cache misses)
+    cache_pruned: int = 0  # unused embedding-cache rows dropped (Indexer.prune_embedding_cache)
     stopped: bool = False  # ended early on request; the next run continues
     keyword_ready_s: float = 0.0
     elapsed_s: float = 0.0
@@ -170,7 +177,7 @@ class IndexReport:
     def merge(self, other: "IndexReport") -> "IndexReport":
         """Add ``other``'s counts, lists and time to this report (e.g. the PDF phase's to the notes'); returns self."""
         for name in ("scanned", "added", "updated", "unchanged", "deleted", "chunks_written", "vectors_written",
-                     "texts_embedded", "elapsed_s"):
+                     "texts_embedded", "cache_pruned", "elapsed_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.extend(other.skipped)
         self.warnings.extend(other.warnings)
@@ -183,7 +190,8 @@ class IndexReport:
             "deleted": self.deleted, "skipped": [{"filePath": p, "reason": r} for p, r in self.skipped],
             "warnings": [{"filePath": p, "reason": r} for p, r in self.warnings],
             "chunksWritten": self.chunks_written, "vectorsWritten": self.vectors_written,
-            "textsEmbedded": self.texts_embedded, "keywordReadySeconds": round(self.keyword_ready_s, 2),
+            "textsEmbedded": self.texts_embedded, "cachePruned": self.cache_pruned,
+            "keywordReadySeconds": round(self.keyword_ready_s, 2),
             "elapsedSeconds": round(self.elapsed_s, 2),
         }
 
@@ -476,8 +484,22 @@ class Indexer:
         if not report.stopped:
             report.vectors_written, report.texts_embedded = self.embed_pending(
                 progress=progress, should_stop=should_stop, pdf=None if pdf_vectors else False)
+        if not report.stopped and not (should_stop and should_stop()):
+            report.cache_pruned = self.prune_embedding_cache()
         report.elapsed_s = time.perf_counter() - started
         return report
+
+    def prune_embedding_cache(self, *, now: float | None = None) -> int:
+        """Drop embedding-cache rows no note has used for :data:`CACHE_GRACE_S` (:meth:`Store.prune_embedding_cache`:
+        rows older than that whose text — a sentence, a code block, a note title — is in no note now, and every row
+        of another model). Without it the cache grows by every sentence ever written or deleted. Returns the number
+        of rows deleted."""
+        cutoff = (time.time() if now is None else now) - CACHE_GRACE_S
+        keep = (title_hash(t) for t in self.store.note_titles())
+        pruned = self.store.prune_embedding_cache(self.embedder.model_id, keep, cutoff)
+        if pruned:
+            log.info("embedding cache: %d unused rows older than %d days dropped", pruned, CACHE_GRACE_S // 86400)
+        return pruned
 
 
 class _Run:

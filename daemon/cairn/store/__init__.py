@@ -372,6 +372,26 @@ class Store:
             c.executemany("INSERT OR REPLACE INTO embedding_cache(content_hash, model_id, vector, created_at) "
                           "VALUES(?,?,?,?)", [(h, model_id, _vec_bytes(v), now) for h, v in items.items()])
 
+    def prune_embedding_cache(self, model_id: str, keep: Iterable[str], older_than: float) -> int:
+        """Delete embedding-cache rows written before ``older_than`` (Unix time, s) that no current text
+        uses: rows of another model id, and rows of ``model_id`` whose hash is neither a unit's
+        (``chunk_units.content_hash``) nor in ``keep`` (hashes the caller still needs, e.g. the notes'
+        title hashes). Rows written since ``older_than`` stay, so a note moved, renamed or edited back
+        within that time re-embeds nothing. One transaction. Returns the number of rows deleted."""
+        with self._write_lock, self.conn as c:
+            old = c.execute("SELECT content_hash, model_id FROM embedding_cache WHERE created_at < ?",
+                            (older_than,)).fetchall()
+            if not old:  # the usual case: no unit hashes to read (~0.2-0.6 s on obsidian-hub)
+                return 0
+            used = set(keep) | {h for (h,) in c.execute("SELECT DISTINCT content_hash FROM chunk_units")}
+            doomed = [(h, m) for h, m in old if m != model_id or h not in used]
+            c.executemany("DELETE FROM embedding_cache WHERE content_hash=? AND model_id=?", doomed)
+        return len(doomed)
+
+    def note_titles(self) -> list[str]:
+        """The titles of every note and PDF in the index (status ok), distinct."""
+        return [t for (t,) in self.conn.execute("SELECT DISTINCT title FROM notes WHERE status='ok'")]
+
     def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray, Sequence[tuple[int, np.ndarray]]]]) -> int:
         """Store vectors, given (chunk_id, content_hash they were made for, chunk vector, [(unit_id, unit vector)]),
         vectors (384,) float32. A chunk deleted or changed meanwhile (hash differs) is skipped.

@@ -108,6 +108,11 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (content_hash, model_id)
     ) WITHOUT ROWID;
     """,
+    # 2: embedding-cache rows by age, for pruning the unused old ones (Store.prune_embedding_cache) without
+    # reading every vector (a full scan of obsidian-hub's cache: ~100 ms).
+    """
+    CREATE INDEX embedding_cache_by_age ON embedding_cache(created_at);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
