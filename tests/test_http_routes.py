@@ -247,7 +247,7 @@ def test_the_event_bus_never_blocks_a_publisher_and_drops_the_oldest():
 # -- tokens: throttling and rotation ----------------------------------------------------------
 
 
-def test_repeated_bad_tokens_are_throttled_with_429(sample_cairn):
+def test_repeated_bad_tokens_are_throttled_with_429_while_the_right_token_still_works(sample_cairn):
     async def scenario():
         async with api(sample_cairn, throttle=BadTokenThrottle(burst=3, refill_s=3600)) as (app, server, session):
             statuses = []
@@ -255,15 +255,17 @@ def test_repeated_bad_tokens_are_throttled_with_429(sample_cairn):
                 async with session.get(server.url + "/tags", headers={"Authorization": "Bearer " + "w" * 43}) as r:
                     statuses.append(r.status)
                     retry = r.headers.get("Retry-After")
-            async with session.get(server.url + "/tags", headers=AUTH) as r:  # locked: not even checked
+            async with session.get(server.url + "/tags", headers={"Authorization": "Bearer " + "x" * 43}) as r:
                 locked = (r.status, (await r.json())["error"]["code"])
+            async with session.get(server.url + "/tags", headers=AUTH) as r:  # the owner's plugin is not locked out
+                owner = r.status
             async with session.get(server.url + "/tags") as r:  # no header at all: still a plain 401
                 missing = r.status
-            return statuses, retry, locked, missing
+            return statuses, retry, locked, owner, missing
 
-    statuses, retry, locked, missing = run(scenario())
+    statuses, retry, locked, owner, missing = run(scenario())
     assert statuses == [401, 401, 401, 429] and int(retry) >= 1
-    assert locked == (429, "too_many_requests") and missing == 401
+    assert locked == (429, "too_many_requests") and owner == 200 and missing == 401
 
 
 def test_the_bad_token_throttle_refills_over_time():

@@ -140,10 +140,11 @@ class _StaticToken:
 
 class BadTokenThrottle:
     """A token bucket of wrong-token attempts: ``burst`` in a row, then one per ``refill_s`` seconds.
-    While the bucket is empty every token-bearing request is 429 *without being checked*, so guessing
-    gains nothing. Only requests that present a wrong ``Authorization`` header count — a browser cannot
-    send one cross-origin without a preflight (which the Origin check refuses), so web pages cannot
-    lock the plugin out."""
+    While the bucket is empty a wrong token gets 429 with ``Retry-After`` instead of 401. The right token
+    is always served: a stale script polling with an old token after ``cairn token --rotate`` (or any
+    local program sending wrong tokens) must not lock the plugin out, and the throttle is not what stops
+    guessing — the token has 256 bits of entropy. Only requests that present an ``Authorization`` header
+    count; a browser cannot send one cross-origin without a preflight, which the Origin check refuses."""
 
     def __init__(self, burst: int = BAD_TOKEN_BURST, refill_s: float = BAD_TOKEN_REFILL_S,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -483,21 +484,20 @@ async def _auth_middleware(request: web.Request, handler) -> web.StreamResponse:
             "send it as the header 'Authorization: Bearer <token>' instead, and rotate it with `cairn token --rotate`."
         )
     header = request.headers.get("Authorization")
-    if header is not None:
-        throttle: BadTokenThrottle = request.app[_STATE_KEY].throttle
-        wait = throttle.retry_after()
-        if wait > 0:
-            raise TooManyRequests(
-                f"Too many wrong API tokens; try again in {wait:.0f} s. Print the right one with `cairn token`.",
-                retry_after=int(wait) + 1,
-            )
     scheme, _, presented = (header or "").strip().partition(" ")
     expected = request.app[_TOKEN_KEY].current().encode("utf-8")
     if scheme.lower() != "bearer" or not hmac.compare_digest(
         presented.strip().encode("utf-8", "replace"), expected
     ):
         if header is not None:
-            request.app[_STATE_KEY].throttle.failed()
+            throttle: BadTokenThrottle = request.app[_STATE_KEY].throttle
+            wait = throttle.retry_after()
+            if wait > 0:
+                raise TooManyRequests(
+                    f"Too many wrong API tokens; try again in {wait:.0f} s. Print the right one with `cairn token`.",
+                    retry_after=int(wait) + 1,
+                )
+            throttle.failed()
         raise Unauthorized(
             "Missing or wrong API token: send the header 'Authorization: Bearer <token>'; "
             "print the token with `cairn token`."
