@@ -287,7 +287,11 @@ def test_status_of_a_never_indexed_vault_is_all_zero(tmp_path):
     (tmp_path / "empty-vault").mkdir()
     out = run_json(tmp_path / "home", "status", "--vault", str(tmp_path / "empty-vault"), "--json")
     assert (out["notes"], out["chunks"], out["vectors"], out["pending"]) == (0, 0, 0, 0)
+    assert (out["pdfs"], out["skipped"], out["errors"]) == (0, 0, [])
     assert out["daemon"]["running"] is False
+    text = run_cairn(tmp_path / "home", "status", "--vault", str(tmp_path / "empty-vault"))
+    assert text.returncode == 0, text.stderr
+    assert "Updated:  never" in text.stdout and "Skipped:  none" in text.stdout
 
 
 def test_output_into_a_closed_pipe_is_not_an_error(tmp_path):

@@ -291,7 +291,8 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         finally:
             store.close()
     else:
-        out.update({"notes": 0, "chunks": 0, "vectors": 0, "pending": 0, "lastIngestedAt": None, "errors": []})
+        out.update({"notes": 0, "pdfs": 0, "skipped": 0, "chunks": 0, "vectors": 0, "pending": 0,
+                    "lastIngestedAt": None, "errors": []})  # the keys of Store.stats()
     daemon = _daemon_probe(config)
     out["daemon"] = {"running": daemon is not None, **({"url": daemon["url"], "pid": daemon["pid"]} if daemon else {})}
     if args.json:
