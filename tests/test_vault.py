@@ -265,6 +265,16 @@ def test_resolve_in_vault_returns_absolute_path_inside(tmp_path):
     assert resolve_in_vault(tmp_path, "new/not-yet.md") == root / "new/not-yet.md"
 
 
+def test_names_with_leading_or_trailing_spaces_resolve_to_their_own_files(tmp_path):
+    write(tmp_path, " lead.md")
+    write(tmp_path, " spaced dir /d.md")
+    write(tmp_path, "lead.md")
+    root = tmp_path.resolve()
+    assert resolve_in_vault(tmp_path, " lead.md") == root / " lead.md"
+    assert resolve_in_vault(tmp_path, " spaced dir /d.md") == root / " spaced dir /d.md"
+    assert resolve_in_vault(tmp_path, " /etc/passwd") == root / " /etc/passwd"  # a folder named ' ', inside
+
+
 @pytest.mark.parametrize(
     "bad",
     ["/etc/passwd", "\\\\server\\share", "C:\\Windows", "c:/x.md", "../x.md", "a/../../x.md", "..", "a\x00b.md"],

@@ -395,7 +395,7 @@ def resolve_in_vault(root: Path, rel_path: str) -> Path:
     """
     if not isinstance(rel_path, str) or "\x00" in rel_path:
         raise PathOutsideVault(f"Path {rel_path!r} is not a valid vault-relative path (contains a NUL character).")
-    raw = rel_path.strip()
+    raw = rel_path  # not stripped: ' lead.md' and 'dir /x.md' are real Obsidian note names
     if raw.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", raw) or os.path.isabs(raw):
         raise PathOutsideVault(
             f"Path {rel_path!r} is absolute; expected a path relative to the vault root, e.g. 'folder/note.md'."
