@@ -67,6 +67,12 @@ def test_folder_scope(sample_cairn):
     assert hits and all(h.file_path.startswith("Kitchen/") for h in hits)
 
 
+def test_folder_scope_ignores_letter_case_like_obsidians_path_search(sample_cairn):
+    exact = [h.file_path for h in sample_cairn.query.search("tomatoes", folders=["Kitchen"], top_k=8).hits]
+    assert [h.file_path for h in sample_cairn.query.search("tomatoes", folders=["kitchen/"], top_k=8).hits] == exact
+    assert not sample_cairn.query.search("tomatoes", folders=["Kitch"], top_k=8).hits  # whole folder names only
+
+
 def test_results_are_deduplicated_per_note_and_respect_top_k(sample_cairn):
     hits = sample_cairn.query.search("sourdough starter feeding and baking", top_k=3).hits
     assert len(hits) <= 3

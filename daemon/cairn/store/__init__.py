@@ -595,7 +595,8 @@ class Store:
 
     def scoped_chunk_ids(self, tags: Sequence[str], folders: Sequence[str]) -> list[int]:
         """Chunk ids of notes carrying ANY of ``tags`` (nested ``a/b`` matches ``a``) and lying under
-        ANY of ``folders`` (vault-relative folder prefixes). Empty sequences mean no restriction on that axis."""
+        ANY of ``folders`` (vault-relative folder prefixes, ASCII letter case ignored). Empty sequences mean no
+        restriction on that axis."""
         where, args = ["n.status='ok'"], []
         if tags:
             ors = []
@@ -607,7 +608,7 @@ class Store:
             ors = []
             for f in folders:
                 f = f.strip("/")
-                ors.append("substr(n.path, 1, ?) = ?")
+                ors.append("substr(n.path, 1, ?) = ? COLLATE NOCASE")  # ASCII letters: as Obsidian's path: search
                 args += [len(f) + 1, f + "/"]
             where.append("(" + " OR ".join(ors) + ")")
         sql = f"SELECT c.id FROM chunks c JOIN notes n ON n.id=c.note_id WHERE {' AND '.join(where)}"
