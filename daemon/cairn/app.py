@@ -36,6 +36,10 @@ from cairn.store.recovery import InstanceLock, instance_lock_path, open_verified
 from cairn.vault import resolve_in_vault
 from cairn.watcher import VaultWatcher, lower_thread_priority
 
+#: Chunks per vector slice of a watcher batch (~500 sentences, a few seconds of the model): how long a new save
+#: may wait behind an earlier one's vectors before its text is written (:meth:`Cairn._yield_to_new_changes`).
+WATCH_EMBED_BATCH = 64
+
 log = logging.getLogger(__name__)
 
 
@@ -181,7 +185,8 @@ class Cairn:
             report = self.indexer.index_paths(paths, should_stop=stop)
             if not report.stopped:
                 report.vectors_written, report.texts_embedded = self.indexer.embed_pending(
-                    should_stop=stop, pdf=False if self.pdf_queue is not None else None)
+                    should_stop=self._yield_to_new_changes(stop), batch_size=WATCH_EMBED_BATCH,
+                    pdf=False if self.pdf_queue is not None else None)
             pdf_hints = {p for p in paths if not str(p).lower().endswith(".md")}  # PDFs, and folders holding some
             if pdf_hints and self.pdf_queue is not None:
                 self.pdf_queue.request(pdf_hints)
@@ -194,6 +199,23 @@ class Cairn:
             return report
         finally:
             self.indexing.clear()
+
+    def _yield_to_new_changes(self, stop: Callable[[], bool]) -> Callable[[], bool]:
+        """``should_stop`` for the vector phase of a watcher batch: after its first slice, it also stops while the
+        watcher holds changes not yet applied, so their text is written (keyword-searchable) next and the
+        remaining vectors follow in the next batch. Measured before: a 5 MB note (4,617 sentences, ~95 s of
+        embedding) kept every later save out of search until it was done."""
+        first = True
+
+        def should_stop() -> bool:
+            nonlocal first
+            if stop():
+                return True
+            if first:  # every batch makes progress, however often files change
+                first = False
+                return False
+            return self.watcher is not None and self.watcher.pending_count() > 0
+        return should_stop
 
     def pause(self) -> None:
         """Stop following file changes (the tray's and ``POST /index/pause``'s action)."""

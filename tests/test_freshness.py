@@ -1,0 +1,51 @@
+"""Freshness of the daemon's watcher path (Cairn.index_paths) while a long vector phase runs, on the real model
+and a real SQLite file. The figures (keyword/dense freshness p95 under load) are in tests/bench/bench_freshness.py."""
+
+from __future__ import annotations
+
+import cairn.app as app_module
+from cairn.app import Cairn
+from cairn.watcher import VaultWatcher
+from tests.conftest import make_config
+
+
+def test_a_change_waiting_during_a_long_vector_phase_is_applied_before_the_rest_of_those_vectors(
+        tmp_path, embedder, monkeypatch):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Home.md").write_text("# Home\n\nStart here.\n", encoding="utf-8")
+    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    try:
+        cairn.index()
+        watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=())
+        cairn.watcher = watcher  # not started: the test hands hints over itself
+        monkeypatch.setattr(app_module, "WATCH_EMBED_BATCH", 4)
+        paragraphs = [f"## Part {i}\n\n" + " ".join(f"Field note {i}.{j} records stone number {i * 10 + j} of the "
+                                                    f"cairn." for j in range(8)) for i in range(24)]
+        (vault / "Big.md").write_text("# Big\n\n" + "\n\n".join(paragraphs) + "\n", encoding="utf-8")
+
+        slices = []
+        real_embed_batch = cairn.indexer.embed_batch
+
+        def embed_batch(*args, **kw):
+            out = real_embed_batch(*args, **kw)
+            slices.append(out)
+            if len(slices) == 1:  # the user saves another note while Big.md's vectors are being computed
+                (vault / "New.md").write_text("# New\n\nThe quillwort grows by the lake.\n", encoding="utf-8")
+                watcher.add_hints(["New.md"])
+            return out
+
+        monkeypatch.setattr(cairn.indexer, "embed_batch", embed_batch)
+        first = cairn.index_paths({"Big.md"})
+        assert first.added == 1 and len(slices) == 1  # it gave way after one slice...
+        left = cairn.store.count_pending()
+        assert left > 0  # ...with Big.md's other vectors still to do
+
+        watcher.pause()  # drops the hint: this test applies it itself, as the watcher's next batch would
+        second = cairn.index_paths({"New.md"})
+        assert second.added == 1
+        assert [h.file_path for h in cairn.query.search("quillwort lake", top_k=3).hits][:1] == ["New.md"]
+        assert cairn.store.count_pending() == 0  # and the remaining vectors followed in that batch
+        assert second.vectors_written == left + 1
+    finally:
+        cairn.close()
