@@ -120,6 +120,43 @@ def test_front_matter_that_is_not_a_mapping_is_reported(yaml_text, expected_word
     assert note.tags == ("t",)
 
 
+def test_a_repeated_tags_key_keeps_the_tags_of_both_and_is_reported():
+    # PyYAML keeps only the last value of a repeated key: `tags: [personal]` would be lost (a withheld note served).
+    note = parse_note("---\ntags: [personal]\ntags: [work]\n---\n# Therapy\nsession notes\n", "therapy.md")
+    assert note.tags == ("personal", "work")
+    assert note.frontmatter["tags"] == ["personal", "work"]
+    assert note.frontmatter_error is not None
+    assert note.frontmatter_error.startswith("front-matter repeats a property")
+    assert "'tags' at line 3 (first at line 2)" in note.frontmatter_error
+
+
+@pytest.mark.parametrize("yaml_text, tags, aliases", [
+    ("tag: personal\ntag: work", ("personal", "work"), ()),
+    ("tags: personal, health\ntags:\n  - work", ("health", "personal", "work"), ()),
+    ("tags: [personal]\ntags:", ("personal",), ()),
+    ("aliases: Dr Smith, GP\naliases: [Therapist]", (), ("Dr Smith", "GP", "Therapist")),
+    ("alias: [A]\nalias: B", (), ("A", "B")),
+])
+def test_repeated_tag_and_alias_keys_keep_the_union_of_their_values(yaml_text, tags, aliases):
+    note = parse_note(f"---\n{yaml_text}\n---\nBody", "n.md")
+    assert note.tags == tags
+    assert note.aliases == aliases
+    assert "repeats a property" in note.frontmatter_error
+
+
+def test_another_repeated_property_keeps_its_last_value_with_a_warning_naming_it():
+    note = parse_note("---\ndate: 2024-01-01\nstatus: draft\nstatus: done\n---\nBody", "n.md")
+    assert note.frontmatter == {"date": "2024-01-01", "status": "done"}
+    assert "'status' at line 4 (first at line 3): only the last value is used" in note.frontmatter_error
+
+
+def test_a_key_overriding_a_yaml_merge_is_not_a_repeat():
+    note = parse_note("---\nbase: &b {x: 1}\nm:\n  <<: *b\n  x: 2\ntags: [a]\n---\nBody", "n.md")
+    assert note.frontmatter["m"] == {"x": 2}
+    assert note.frontmatter_error is None
+    assert note.tags == ("a",)
+
+
 def test_front_matter_only_note_has_empty_body():
     note = parse_note("---\ntags: [solo]\naliases: Only\n---", "n.md")
     assert note.tags == ("solo",)

@@ -77,7 +77,9 @@ class ParsedNote:
     - ``frontmatter``: the YAML mapping, JSON-serialisable (dates become ISO
       strings, keys become strings); ``{}`` when absent, empty or invalid.
     - ``frontmatter_error``: why the front-matter was dropped (invalid YAML, not
-      a mapping), else ``None``. The body is parsed either way.
+      a mapping), or a warning about front-matter kept despite a problem (a
+      repeated property: tags and aliases keep the union of the values), else
+      ``None``. The body is parsed either way.
     - ``tags``: front-matter and inline tags, normalised by
       :func:`normalise_tag`, deduplicated and sorted.
     - ``aliases``: from ``aliases``/``alias``, in written order, deduplicated.
@@ -253,12 +255,49 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bo
         raise yaml.constructor.ConstructorError(
             None, None, f"expected a mapping node, but found {node.id}", node.start_mark
         )
+    written = {id(k) for k, _ in node.value}  # keys written here, not brought in by a `<<` merge
     loader.flatten_mapping(node)
     mapping: dict[str, Any] = {}
+    first_line: dict[str, int] = {}
     for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        mapping[_key_str(key)] = loader.construct_object(value_node, deep=deep)
+        key = _key_str(loader.construct_object(key_node, deep=True))
+        # deep for tags/aliases: a shallow list is only filled in later, too late to merge a repeat into
+        value = loader.construct_object(value_node, deep=deep or key.strip().casefold() in _UNION_KEYS)
+        line = key_node.start_mark.line if key_node.start_mark is not None else 0
+        if key in first_line and id(key_node) in written:
+            # PyYAML silently keeps the last value of a repeated key. A repeated tags/aliases key keeps the
+            # union of its values instead (`tags: [personal]` then `tags: [work]` must still withhold the
+            # note: fail closed), and every repeat is reported (see _load_frontmatter).
+            merged = key.strip().casefold() in _UNION_KEYS
+            if merged:
+                value = _union_values(mapping[key], value, split_commas=key.strip().casefold() in ("aliases", "alias"))
+            found = getattr(loader, "duplicate_keys", None)
+            if found is not None:
+                found.append((key, first_line[key], line, merged))
+        elif id(key_node) in written:
+            first_line[key] = line
+        mapping[key] = value
     return mapping
+
+
+#: Front-matter keys whose values are merged (not replaced) when the key is repeated.
+_UNION_KEYS = frozenset({"tags", "tag", "aliases", "alias"})
+
+
+def _union_values(old: Any, new: Any, *, split_commas: bool) -> Any:
+    """The values of a repeated tags/aliases key as one list (``[personal]`` + ``work`` → ``[personal, work]``);
+    legacy comma-separated alias strings are split first so each alias stays whole."""
+    out: list[Any] = []
+    for value in (old, new):
+        if value is None:
+            continue
+        if isinstance(value, str) and split_commas:
+            out.extend(p.strip() for p in value.split(",") if p.strip())
+        elif isinstance(value, (list, tuple)):
+            out.extend(value)
+        else:
+            out.append(value)
+    return out
 
 
 _FrontMatterLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
@@ -325,17 +364,45 @@ def _yaml_error_reason(exc: yaml.YAMLError, first_line: int) -> str:
     return f"invalid YAML front-matter: {problem}"
 
 
+def _yaml_load(text: str, duplicates: list[tuple[str, int, int, bool]]) -> Any:
+    """``yaml.load`` with :class:`_FrontMatterLoader`; repeated mapping keys are appended to ``duplicates``
+    as (key, first line, repeat line, values merged), lines 0-based within ``text``."""
+    loader = _FrontMatterLoader(text)
+    loader.duplicate_keys = duplicates
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def _duplicates_warning(duplicates: list[tuple[str, int, int, bool]], first_line: int) -> str | None:
+    """The front-matter warning for repeated keys (None when there are none)."""
+    if not duplicates:
+        return None
+    parts = []
+    for key, first, again, merged in duplicates:
+        effect = "the values of both were merged" if merged else "only the last value is used"
+        parts.append(f"{key!r} at line {first_line + again} (first at line {first_line + first}): {effect}")
+    return ("front-matter repeats a property: " + "; ".join(parts)
+            + ". Write each property once (Obsidian refuses repeated properties)")
+
+
 def _load_frontmatter(yaml_text: str, first_line: int) -> tuple[dict, str | None]:
-    """Parse front-matter YAML; ``first_line`` is the file line of its first line (for messages)."""
+    """Parse front-matter YAML; ``first_line`` is the file line of its first line (for messages).
+    Returns (mapping, problem). A repeated key keeps the mapping (tags/aliases: the union of the values)
+    and returns a problem starting ``front-matter repeats a property`` — a warning that, like invalid
+    front-matter, withholds the note from clients that are withheld tags (fail closed)."""
     if not yaml_text.strip():
         return {}, None
+    duplicates: list[tuple[str, int, int, bool]] = []
     try:
-        data = yaml.load(yaml_text, Loader=_FrontMatterLoader)  # noqa: S506 (safe loader subclass)
+        data = _yaml_load(yaml_text, duplicates)
     except yaml.YAMLError as exc:
         if "\t" not in yaml_text:
             return {}, _yaml_error_reason(exc, first_line)
         try:
-            data = yaml.load(_untab_yaml(yaml_text), Loader=_FrontMatterLoader)  # noqa: S506
+            duplicates.clear()
+            data = _yaml_load(_untab_yaml(yaml_text), duplicates)
         except yaml.YAMLError:
             return {}, _yaml_error_reason(exc, first_line)
     except (ValueError, TypeError, RecursionError) as exc:  # e.g. a date PyYAML cannot build
@@ -346,7 +413,7 @@ def _load_frontmatter(yaml_text: str, first_line: int) -> tuple[dict, str | None
         kind = "a list" if isinstance(data, list) else f"a single {type(data).__name__} value"
         return {}, f"front-matter is {kind}, not a mapping of property names to values"
     try:
-        return _to_json(data, [_MAX_YAML_NODES]), None
+        return _to_json(data, [_MAX_YAML_NODES]), _duplicates_warning(duplicates, first_line)
     except (_TooBig, RecursionError):
         return {}, f"front-matter expands to more than {_MAX_YAML_NODES:,} values (YAML aliases?)"
 
