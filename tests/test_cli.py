@@ -283,6 +283,17 @@ def test_status_json_reports_counts_and_no_daemon(home, vault, first_index):
     assert out["daemon"] == {"running": False}
 
 
+def test_a_second_index_run_still_names_the_files_it_cannot_index(tmp_path):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "ok.md").write_text("# ok\n\nfine\n", encoding="utf-8")
+    (vault / "bad.md").write_bytes(b"# bad\n\ncaf\xe9 au lait\n")  # Latin-1, not UTF-8
+    first = run_cairn(tmp_path / "home", "index", "--vault", str(vault))
+    again = run_cairn(tmp_path / "home", "index", "--vault", str(vault))
+    assert "skipped bad.md:" in first.stdout
+    assert "0 skipped" in again.stdout and "skipped bad.md:" in again.stdout  # nothing new, but still not indexed
+
+
 def test_status_of_a_never_indexed_vault_is_all_zero(tmp_path):
     (tmp_path / "empty-vault").mkdir()
     out = run_json(tmp_path / "home", "status", "--vault", str(tmp_path / "empty-vault"), "--json")

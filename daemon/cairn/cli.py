@@ -200,6 +200,12 @@ def cmd_index(args: argparse.Namespace, config: Config) -> int:
         print(f"  skipped {path}: {reason}")
     for path, reason in report.warnings:
         print(f"  warning {path}: {reason}")
+    told = {p for p, _ in report.skipped}
+    earlier = [e for e in stats.get("errors", []) if e.get("skipped") and e["filePath"] not in told]
+    if earlier:  # unchanged since an earlier run skipped them: still not in the index, so say so again
+        print(f"Still not indexed (unchanged since an earlier run skipped them): {len(earlier)} file(s).")
+        for e in earlier:
+            print(f"  skipped {e['filePath']}: {e['reason']}")
     return 0
 
 
