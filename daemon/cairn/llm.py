@@ -64,9 +64,11 @@ class OpenAIChatModel:
         url = self.base_url + "/chat/completions"
         deadline = time.monotonic() + self.config.total_timeout_s
         first = True
+        answered = False  # the model's HTTP answer began: a later network error is a break, not "cannot reach"
         try:
             async with self._session(self.config.total_timeout_s) as session:
                 async with session.post(url, json=body, headers=self._headers()) as resp:
+                    answered = True
                     if resp.status >= 400:
                         detail = (await resp.content.read(300)).decode("utf-8", "replace").strip()
                         raise LLMError(f"The language model at {self.base_url} answered HTTP {resp.status}"
@@ -98,6 +100,9 @@ class OpenAIChatModel:
             raise LLMError(f"The language model at {self.base_url} did not answer within the time limits "
                            "(llm.connect_timeout_s / llm.total_timeout_s).") from None
         except (aiohttp.ClientError, OSError) as exc:
+            if answered:
+                raise LLMError(f"The language model at {self.base_url} broke off its answer ({type(exc).__name__}); "
+                               "it may have crashed or run out of memory: see its own log.") from None
             raise LLMError(f"Cannot reach the language model at {self.base_url}: {type(exc).__name__}; "
                            "is it running? Check llm.base_url.") from None
 
