@@ -576,8 +576,18 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
         body = json.loads(raw.decode("utf-8")) if raw else None
     except (UnicodeDecodeError, ValueError):
         raise BadRequest("The request body is not valid UTF-8 JSON; send a JSON object like {\"question\": \"...\"}.") from None
+    except RecursionError:  # e.g. 20,000 nested '[': the parser recurses once per level
+        raise BadRequest("The request body nests arrays or objects too deeply; send a flat JSON object like "
+                         "{\"question\": \"...\"}.") from None
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object like {\"question\": \"...\"}.")
+    try:  # a lone "\ud800" escape is valid JSON but not a character: nothing past here could encode it
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequest(f"The request body holds a lone UTF-16 surrogate escape (U+{ord(exc.object[exc.start]):04X}), "
+                         "which is not a character; send the text as UTF-8.") from None
+    except RecursionError:
+        raise BadRequest("The request body nests arrays or objects too deeply; send a flat JSON object.") from None
     return body
 
 
@@ -884,8 +894,8 @@ async def _events(request: web.Request) -> web.StreamResponse:
     async def failure(exc: BaseException) -> None:
         log.error("GET /events failed", exc_info=exc)
 
-    async def closing() -> None:
-        return None
+    async def closing() -> None:  # the same last event as an /ask stream gets, so a client knows why it ended
+        await response.write(sse_event("error", {"code": "shutting_down", "message": "The Cairn daemon is stopping."}))
 
     try:
         response = _sse_response()

@@ -308,12 +308,14 @@ class QueryService:
             raise BadRequest(f"The {what} is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}.")
         if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 50:
             raise BadRequest(f"top_k must be an integer from 1 to 50, got {top_k!r}.")
+        check_chars(text, f"The {what}")
         return text.strip()
 
     @staticmethod
     def _scope_tags(tags: Sequence[str]) -> list[str]:
         out = []
         for t in tags or ():
+            check_chars(str(t), f"The tag {t!r}")
             norm = normalise_tag(str(t))
             if norm is None:
                 raise BadRequest(f"{t!r} is not a valid tag; expected e.g. 'project' or 'project/alpha'.")
@@ -334,6 +336,8 @@ class QueryService:
             raise BadRequest(f"mode must be one of {', '.join(MODES)}, got {mode!r}.")
         per_note = per_note or self.PER_NOTE_SEARCH
         scope_tags = self._scope_tags(tags)
+        for f in folders or ():
+            check_chars(str(f), f"The folder {f!r}")
         scope_folders = [str(f).strip().strip("/") for f in folders or () if str(f).strip().strip("/")]
         key = (query, top_k, tuple(scope_tags), tuple(scope_folders), mode, per_note,
                (withhold.tags, withhold.folders) if withhold else None)
@@ -768,6 +772,24 @@ class QueryService:
 
 
 _SNIP_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def check_chars(text: str, what: str) -> None:
+    """:class:`BadRequest` when ``text`` holds a surrogate code point (U+D800–U+DFFF), named ``what`` ("The query").
+
+    A surrogate is not a character: it cannot be encoded as UTF-8 for the tokenizer or SQLite (a TypeError or
+    UnicodeEncodeError deep inside, i.e. an ``internal`` error, before this check). U+DC80–U+DCFF is a byte that
+    was not UTF-8 (Python's surrogateescape: a command-line argument typed in a Latin-1 terminal); the others
+    come from a lone ``\\uD800``-style JSON escape."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        ch = text[exc.start]
+        if "\udc80" <= ch <= "\udcff":
+            why = f"the byte 0x{ord(ch) - 0xDC00:02X}, which is not UTF-8 text (is the terminal set to UTF-8?)"
+        else:
+            why = f"U+{ord(ch):04X}, half of a UTF-16 surrogate pair, which is not a character"
+        raise BadRequest(f"{what} holds {why} at character {exc.start + 1}; send the text as UTF-8.") from None
 
 
 def make_snippet(text: str, terms: Sequence[str], width: int = 220) -> str:

@@ -1,0 +1,136 @@
+"""Input that is valid JSON (or a valid argv) but not text Cairn can use is a 400 / a clear message, never an
+``internal`` error: a lone UTF-16 surrogate escape (``"\\ud800"``), a byte that is not UTF-8 on the command line
+(Python's surrogateescape: ``caf\\udce9``), and a deeply nested JSON body. And ``/events`` streams end with the
+same ``shutting_down`` event as ``/ask`` streams when the daemon stops.
+
+Real server on 127.0.0.1, real index of the sample vault, real ``cairn`` process for the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+
+import aiohttp
+import pytest
+
+from cairn.errors import BadRequest
+from cairn.http_api import create_app, serve
+
+from test_cli import TIMEOUT_S, cairn_env, cairn_executable
+from test_http_api import AUTH, TOKEN, assert_error, read_events, run
+
+JSON = {**AUTH, "Content-Type": "application/json"}
+
+
+async def _post(url: str, path: str, raw: str) -> tuple[int, str, dict | None]:
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url + path, data=raw.encode("utf-8"), headers=JSON) as resp:
+            text = await resp.text()
+            return resp.status, resp.content_type, (json.loads(text) if resp.content_type == "application/json" else None)
+
+
+def _app(cairn):
+    return create_app(config=cairn.config, query=cairn.query, token=TOKEN, stats=cairn.stats, health=cairn.health,
+                      library=cairn.library, reindex=lambda path: {"queued": True, "path": path},
+                      events=cairn.events)
+
+
+@pytest.mark.parametrize("raw", [
+    '{"question": "garlic \\ud800"}',                  # a lone high surrogate in the question
+    '{"question": "garlic \\udce9"}',                  # a lone low surrogate
+    '{"question": "garlic", "tags": ["a\\ud800"]}',     # ... in a scope
+    '{"question": "garlic", "folders": ["\\udfff"]}',
+    '{"question": "garlic", "\\ud800": 1}',            # ... in a key
+])
+def test_a_lone_surrogate_in_an_ask_body_is_400_with_the_one_error_shape(sample_cairn, raw):
+    async def scenario():
+        server = await serve(_app(sample_cairn), "127.0.0.1", 0)
+        try:
+            return await _post(server.url, "/ask", raw)
+        finally:
+            await server.close()
+
+    status, ctype, body = run(scenario())
+    assert (status, ctype) == (400, "application/json")
+    assert_error(body, "bad_request")
+    assert "surrogate" in body["error"]["message"]
+
+
+def test_a_lone_surrogate_in_a_reindex_path_is_400(sample_cairn):
+    async def scenario():
+        server = await serve(_app(sample_cairn), "127.0.0.1", 0)
+        try:
+            return await _post(server.url, "/index/reindex", '{"path": "Garden/\\ud800.md"}')
+        finally:
+            await server.close()
+
+    status, _, body = run(scenario())
+    assert status == 400
+    assert_error(body, "bad_request")
+
+
+@pytest.mark.parametrize("depth", [20_000, 3_000])
+def test_a_deeply_nested_json_body_is_400_not_a_500(sample_cairn, depth):
+    raw = '{"question": ' + "[" * depth + "]" * depth + "}"
+
+    async def scenario():
+        server = await serve(_app(sample_cairn), "127.0.0.1", 0)
+        try:
+            return await _post(server.url, "/ask", raw)
+        finally:
+            await server.close()
+
+    status, _, body = run(scenario())
+    assert status == 400
+    assert_error(body, "bad_request")
+
+
+@pytest.mark.parametrize("call", [
+    lambda q: q.search("garlic \ud800"),
+    lambda q: q.ask("garlic \ud800"),
+    lambda q: q.search("garlic", tags=["\ud800"]),
+    lambda q: q.search("garlic", folders=["Garden\udce9"]),
+    lambda q: q.retrieve("caf\udce9"),
+])
+def test_the_query_service_refuses_surrogates_with_bad_request(sample_cairn, call):
+    """The one check every adapter (HTTP, MCP tools, CLI) goes through, before the tokenizer or SQLite."""
+    with pytest.raises(BadRequest) as err:
+        call(sample_cairn.query)
+    assert "U+D" in err.value.message or "0xE9" in err.value.message
+
+
+def test_the_query_service_names_a_non_utf8_byte_from_the_command_line(sample_cairn):
+    with pytest.raises(BadRequest) as err:
+        sample_cairn.query.search("caf\udce9")
+    assert "0xE9" in err.value.message and "UTF-8" in err.value.message and "character 4" in err.value.message
+
+
+def test_cairn_search_with_a_non_utf8_argument_says_so_clearly(tmp_path):
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "garden.md").write_text("# Garden\nGarlic is planted 5 cm deep in autumn.\n", encoding="utf-8")
+    proc = subprocess.run([cairn_executable(), "search", b"caf\xe9", "--vault", str(vault), "--json"],
+                          env=cairn_env(tmp_path / "home"), capture_output=True, timeout=TIMEOUT_S)
+    err = proc.stderr.decode("utf-8", "replace")
+    assert proc.returncode != 0 and proc.stdout == b""
+    assert "0xE9" in err and "UTF-8" in err, err
+    assert "TypeError" not in err and "unexpected" not in err, err
+
+
+def test_event_streams_end_with_shutting_down_when_the_daemon_stops(sample_cairn):
+    async def scenario():
+        server = await serve(_app(sample_cairn), "127.0.0.1", 0)
+        async with aiohttp.ClientSession() as session:
+            async with session.get(server.url + "/events", headers=AUTH) as resp:
+                assert resp.status == 200
+                assert await asyncio.wait_for(resp.content.readline(), 10) == b": connected\n"
+                closing = asyncio.ensure_future(server.close())
+                events = await asyncio.wait_for(read_events(resp), 10)
+                await closing
+                return events
+
+    events = run(scenario())
+    assert events and events[-1][0] == "error"
+    assert events[-1][1] == {"code": "shutting_down", "message": "The Cairn daemon is stopping."}
