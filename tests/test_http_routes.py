@@ -313,10 +313,11 @@ def test_service_json_is_0600_with_port_pid_version_started_and_url(tmp_path):
     from cairn import __version__
     from cairn.app import remove_service_file, write_service_file
 
-    config = Config(data_dir=tmp_path / "data")
+    (tmp_path / "vault").mkdir()
+    config = Config(vault=tmp_path / "vault", data_dir=tmp_path / "data")
     write_service_file(config, "http://127.0.0.1:4321", 4321)
     info = json.loads(config.service_file.read_text(encoding="utf-8"))
-    assert set(info) == {"port", "pid", "version", "startedAt", "url"}
+    assert set(info) == {"port", "pid", "version", "startedAt", "url", "vault", "index"}
     assert info["port"] == 4321 and info["pid"] == os.getpid() and info["version"] == __version__
     assert stat.S_IMODE(config.service_file.stat().st_mode) == 0o600
     remove_service_file(config)

@@ -101,8 +101,11 @@ class Cairn:
                 progress(phase, done, total)
 
         try:
+            note_limits = self._forget_notes_skipped_under_other_limits()
             report = self.indexer.index(full=full, progress=both, should_stop=self.stop_requested.is_set,
                                         pdf_vectors=self.pdf_queue is None)
+            if note_limits is not None and not report.stopped:
+                self.store.set_meta("note_limits", note_limits)
             if self.pdf_queue is not None:
                 self.pdf_queue.request(None, full=full)
             elif not report.stopped:
@@ -117,6 +120,22 @@ class Cairn:
             raise
         finally:
             self.indexing.clear()
+
+    def _forget_notes_skipped_under_other_limits(self) -> str | None:
+        """When ``max_note_bytes`` differs from the one of the last whole scan (meta ``note_limits``; config edited,
+        daemon restarted), forget the notes recorded as skipped, so this scan reads them again as new files under
+        the new limit (indexed, or skipped again with the new reason). Without it a skipped note whose bytes did
+        not change stayed skipped after the limit was raised, as the skip message advises, until ``--full``. As
+        ``pdf_index`` does for the ``pdf_*`` limits (meta ``pdf_limits``). Returns the limits to record once the
+        scan has run to the end, or None when they did not change."""
+        limits = str(self.config.max_note_bytes)
+        if self.store.get_meta("note_limits") == limits:
+            return None
+        with self.indexer.lock:
+            for path, state in self.store.note_states().items():
+                if state.status == "skipped" and state.kind != "pdf":
+                    self.store.delete_note(path)
+        return limits
 
     def start_pdf_queue(self, watcher: VaultWatcher | None = None) -> PdfQueue:
         """Index PDFs from now on in :attr:`pdf_queue`, on its own low-priority thread (the daemon). The queue
@@ -324,21 +343,26 @@ def setup_logging(config: Config, *, to_file: bool = True) -> None:
 
 
 def write_service_file(config: Config, url: str, port: int, mcp_url: str | None = None) -> None:
-    """``service.json`` (mode 0600): ``{port, pid, version, startedAt, url}`` of the running daemon for the plugin and
-    ``cairn status``, plus ``mcpUrl`` (the streamable-HTTP MCP endpoint) when it serves MCP. Never a token."""
+    """The discovery record (mode 0600) ``{port, pid, version, startedAt, url, vault, index}`` of the running daemon
+    for the plugin and ``cairn status``, plus ``mcpUrl`` (the streamable-HTTP MCP endpoint) when it serves MCP.
+    Never a token. Written twice: ``service-<index>.json`` (``config.service_file``, this vault's; what
+    ``cairn status --vault`` and the plugin read) and ``service.json`` (``config.shared_service_file``: the
+    daemon started last, for readers that know no vault). ``vault`` is the resolved vault path."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    tmp = config.service_file.with_name(f".service.{os.getpid()}.tmp")
-    info = {"port": port, "pid": os.getpid(), "version": __version__, "startedAt": time.time(), "url": url}
+    info = {"port": port, "pid": os.getpid(), "version": __version__, "startedAt": time.time(), "url": url,
+            "vault": str(config.vault), "index": config.index_id}
     if mcp_url:
         info["mcpUrl"] = mcp_url
     data = json.dumps(info)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, data.encode("utf-8"))
-    finally:
-        os.close(fd)
-    os.replace(tmp, config.service_file)
+    for target in (config.service_file, config.shared_service_file):
+        tmp = target.with_name(f".service.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, data.encode("utf-8"))
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
 
 
 class McpHttp:
@@ -483,12 +507,15 @@ def _require_index(config: Config) -> None:
 
 
 def remove_service_file(config: Config) -> None:
-    try:
-        data = json.loads(config.service_file.read_text(encoding="utf-8"))
-        if data.get("pid") == os.getpid():
-            config.service_file.unlink()
-    except (OSError, ValueError):
-        pass
+    """Remove this daemon's discovery files (see :func:`write_service_file`): each only while it names this
+    process's pid and vault, so a daemon never removes another one's (``service.json`` may be another vault's by now)."""
+    for target in (config.service_file, config.shared_service_file):
+        try:
+            data = json.loads(target.read_text(encoding="utf-8"))
+            if isinstance(data, dict) and data.get("pid") == os.getpid() and data.get("vault") == str(config.vault):
+                target.unlink()
+        except (OSError, ValueError):
+            pass
 
 
 async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = None,

@@ -278,11 +278,18 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
 
 
 def _daemon_probe(config: Config) -> dict | None:
+    """This vault's daemon ``{url, pid, health}`` from its ``service-<index>.json`` (else from a ``service.json``
+    that names this vault, or no vault: a daemon from before per-vault files), when it answers /health."""
     try:
-        info = json.loads(config.service_file.read_text(encoding="utf-8"))
+        try:
+            info = json.loads(config.service_file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            info = json.loads(config.shared_service_file.read_text(encoding="utf-8"))
+            if info.get("vault", str(config.vault)) != str(config.vault):
+                return None
         with urllib.request.urlopen(info["url"] + "/health", timeout=2) as resp:
             return {"url": info["url"], "pid": info.get("pid"), "health": json.loads(resp.read())}
-    except (OSError, ValueError, KeyError, urllib.error.URLError):
+    except (OSError, ValueError, KeyError, AttributeError, TypeError, urllib.error.URLError):
         return None
 
 

@@ -138,8 +138,20 @@ class Config:
         return self.data_dir / "indexes" / f"{safe}-{key}.sqlite3"
 
     @property
+    def index_id(self) -> str:
+        """The index's name, unique per vault: ``<vault folder name>-<16 hex of sha256(vault path)>``."""
+        return self.db_path.stem
+
+    @property
     def service_file(self) -> Path:
-        """``service.json``: where a running daemon advertises its URL (never its token)."""
+        """``service-<index_id>.json``: where this vault's running daemon advertises its URL (never its token).
+        One per vault, so daemons of two vaults sharing a data folder never overwrite each other's."""
+        return self.data_dir / f"service-{self.index_id}.json"
+
+    @property
+    def shared_service_file(self) -> Path:
+        """``service.json``: the same record, for the daemon started last (older plugins and scripts read it);
+        it names its ``vault``, so a reader can tell whose it is."""
         return self.data_dir / "service.json"
 
     @property
@@ -231,7 +243,14 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
                 value = [v for v in value.split(",") if v.strip()]
             return tuple(str(v).strip() for v in value)
         if key in _INT_KEYS:
-            number = int(value)
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError("expected a whole number")  # int() would take true as 1 and 5.5 as 5
+            try:
+                number = int(value)
+            except ValueError:
+                raise ValueError("expected a whole number") from None
+            if key == "max_note_bytes" and number < 1:
+                raise ValueError("expected a size in bytes of at least 1, e.g. 5242880 (5 MB, the default)")
             if key in ("port", "mcp_port") and not 0 <= number <= 65535:
                 raise ValueError("port must be 0..65535")
             if key == "max_ask_streams" and not 1 <= number <= 64:

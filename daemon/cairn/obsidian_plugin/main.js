@@ -399,6 +399,24 @@ function urlFromServiceJson(text) {
   if (typeof url !== "string") return void 0;
   return isLoopbackHttpUrl(url) ? url.replace(/\/+$/, "") : void 0;
 }
+function isServiceFileName(name) {
+  return /^service(-[^\\/]+)?\.json$/.test(name);
+}
+function serviceInfoFromJson(text) {
+  const url = urlFromServiceJson(text);
+  if (!url) return void 0;
+  const vault = JSON.parse(text).vault;
+  return typeof vault === "string" ? { url, vault } : { url };
+}
+function vaultKey(path) {
+  return path.normalize("NFC").replace(/[\\/]+$/, "");
+}
+function pickServiceUrl(records, vault) {
+  if (vault === void 0) return records[0]?.url;
+  const key = vaultKey(vault);
+  const own = records.find((r) => r.vault !== void 0 && vaultKey(r.vault) === key);
+  return (own ?? records.find((r) => r.vault === void 0))?.url;
+}
 function isLoopbackHttpUrl(url) {
   let u;
   try {
@@ -1073,8 +1091,9 @@ var CairnView = class extends import_obsidian.ItemView {
             void this.loadTags();
           },
           onIndexError: (data) => {
-            const message = data?.message;
-            this.setStatus(`Indexing problem: ${message ?? "see the daemon's log"}`, "error");
+            const { message, code } = data ?? {};
+            if (code === "shutting_down") this.setStatus(message ?? "The Cairn daemon is stopping.", "error");
+            else this.setStatus(`Indexing problem: ${message ?? "see the daemon's log"}`, "error");
           }
         },
         controller.signal
@@ -1132,7 +1151,18 @@ var CairnPlugin = class extends import_obsidian2.Plugin {
   }
   /** The daemon URL: settings, else service.json (read now: a restarted daemon may be on another port), else the default. */
   daemonUrl() {
-    return effectiveUrl(this.settings, this.settings.daemonUrl ? void 0 : discoverServiceUrl());
+    return effectiveUrl(this.settings, this.settings.daemonUrl ? void 0 : discoverServiceUrl(this.vaultPath()));
+  }
+  /** This vault's folder on disk, symlinks resolved as the daemon resolves it (desktop only). */
+  vaultPath() {
+    const adapter = this.app.vault.adapter;
+    const base = typeof adapter.getBasePath === "function" ? adapter.getBasePath() : void 0;
+    if (!base) return void 0;
+    try {
+      return require("fs").realpathSync(base);
+    } catch {
+      return base;
+    }
   }
   client() {
     return new CairnClient({ baseUrl: this.daemonUrl(), token: this.settings.token, probe: probeHealth });
@@ -1153,18 +1183,32 @@ var CairnPlugin = class extends import_obsidian2.Plugin {
     }
   }
 };
-function discoverServiceUrl() {
+function discoverServiceUrl(vault) {
   try {
     const fs = require("fs");
     const os = require("os");
+    const path = require("path");
     const proc = globalThis.process;
     if (!proc) return void 0;
     for (const file of serviceFileCandidates(proc.platform, proc.env, os.homedir())) {
+      const dir = path.dirname(file);
+      let names;
       try {
-        const url = urlFromServiceJson(fs.readFileSync(file, "utf8"));
-        if (url) return url;
+        names = fs.readdirSync(dir).filter(isServiceFileName);
       } catch {
+        continue;
       }
+      names.sort((a, b) => a === "service.json" ? -1 : b === "service.json" ? 1 : a.localeCompare(b));
+      const records = [];
+      for (const name of names) {
+        try {
+          const info = serviceInfoFromJson(fs.readFileSync(path.join(dir, name), "utf8"));
+          if (info) records.push(info);
+        } catch {
+        }
+      }
+      const url = pickServiceUrl(records, vault);
+      if (url) return url;
     }
   } catch {
   }
@@ -1186,7 +1230,7 @@ var CairnSettingTab = class extends import_obsidian2.PluginSettingTab {
   display() {
     const { containerEl } = this;
     containerEl.empty();
-    const discovered = discoverServiceUrl();
+    const discovered = discoverServiceUrl(this.plugin.vaultPath());
     new import_obsidian2.Setting(containerEl).setName("Daemon URL").setDesc(
       `Where \`cairn serve\` listens. Leave empty to use the address the running daemon advertises (${discovered ? `now ${discovered}` : "none found"}), else ${DEFAULT_URL}. Only 127.0.0.1, localhost or [::1].`
     ).addText(

@@ -8,7 +8,7 @@ import { CairnClient } from "./api";
 import type { NoteTarget } from "./citations";
 import {
   CairnSettings, DEFAULT_SETTINGS, DEFAULT_URL, effectiveUrl, isLoopbackHttpUrl, normaliseSettings, parseTags,
-  serviceFileCandidates, urlFromServiceJson,
+  isServiceFileName, pickServiceUrl, serviceFileCandidates, serviceInfoFromJson, ServiceInfo,
 } from "./settings";
 import { CairnHost, CairnView, VIEW_TYPE } from "./view";
 
@@ -47,7 +47,20 @@ export default class CairnPlugin extends Plugin implements CairnHost {
 
   /** The daemon URL: settings, else service.json (read now: a restarted daemon may be on another port), else the default. */
   daemonUrl(): string {
-    return effectiveUrl(this.settings, this.settings.daemonUrl ? undefined : discoverServiceUrl());
+    return effectiveUrl(this.settings, this.settings.daemonUrl ? undefined : discoverServiceUrl(this.vaultPath()));
+  }
+
+  /** This vault's folder on disk, symlinks resolved as the daemon resolves it (desktop only). */
+  vaultPath(): string | undefined {
+    const adapter = this.app.vault.adapter as { getBasePath?: () => string };
+    const base = typeof adapter.getBasePath === "function" ? adapter.getBasePath() : undefined;
+    if (!base) return undefined;
+    try {
+      // eslint-disable-next-line @typescript-eslint/no-var-requires
+      return (require("fs") as typeof import("fs")).realpathSync(base);
+    } catch {
+      return base;
+    }
   }
 
   client(): CairnClient {
@@ -73,23 +86,38 @@ export default class CairnPlugin extends Plugin implements CairnHost {
 }
 
 /**
- * The URL a running daemon advertises in its service.json, when readable (desktop only: needs Node's
- * fs). Undefined when there is no file, it is unreadable, or its URL is not a loopback http URL.
+ * The URL the daemon of `vault` advertises in its data folder (`service-<index>.json`, or `service.json`), when
+ * readable (desktop only: needs Node's fs); see {@link pickServiceUrl}. Undefined when there is no such record,
+ * it is unreadable, or its URL is not a loopback http URL.
  */
-export function discoverServiceUrl(): string | undefined {
+export function discoverServiceUrl(vault?: string): string | undefined {
   try {
     // eslint-disable-next-line @typescript-eslint/no-var-requires
     const fs = require("fs") as typeof import("fs");
     const os = require("os") as typeof import("os");
+    const path = require("path") as typeof import("path");
     const proc = (globalThis as { process?: { platform: string; env: Record<string, string | undefined> } }).process;
     if (!proc) return undefined;
     for (const file of serviceFileCandidates(proc.platform, proc.env, os.homedir())) {
+      const dir = path.dirname(file);
+      let names: string[];
       try {
-        const url = urlFromServiceJson(fs.readFileSync(file, "utf8"));
-        if (url) return url;
+        names = fs.readdirSync(dir).filter(isServiceFileName);
       } catch {
-        /* not there */
+        continue; /* not there */
       }
+      names.sort((a, b) => (a === "service.json" ? -1 : b === "service.json" ? 1 : a.localeCompare(b)));
+      const records: ServiceInfo[] = [];
+      for (const name of names) {
+        try {
+          const info = serviceInfoFromJson(fs.readFileSync(path.join(dir, name), "utf8"));
+          if (info) records.push(info);
+        } catch {
+          /* removed meanwhile */
+        }
+      }
+      const url = pickServiceUrl(records, vault);
+      if (url) return url;
     }
   } catch {
     /* not the desktop app */
@@ -115,7 +143,7 @@ class CairnSettingTab extends PluginSettingTab {
   display(): void {
     const { containerEl } = this;
     containerEl.empty();
-    const discovered = discoverServiceUrl();
+    const discovered = discoverServiceUrl(this.plugin.vaultPath());
     new Setting(containerEl)
       .setName("Daemon URL")
       .setDesc(

@@ -1,9 +1,10 @@
 /**
  * Plugin settings (kept in the plugin's data.json by Obsidian) and how the daemon URL is found.
  *
- * The daemon advertises its URL in `service.json` in its data folder (`{port, pid, version, startedAt,
- * url}`, never the token; daemon/cairn/app.py `write_service_file`). The data folder is
- * `$CAIRN_DATA_DIR`, else platformdirs' `user_data_dir("cairn")`.
+ * The daemon advertises its URL in its data folder (`{port, pid, version, startedAt, url, vault, index}`,
+ * never the token; daemon/cairn/app.py `write_service_file`): in `service-<index>.json`, one per vault (daemons
+ * of several vaults can share a data folder), and in `service.json` (the daemon started last). The plugin takes
+ * the record naming its own vault. The data folder is `$CAIRN_DATA_DIR`, else platformdirs' `user_data_dir("cairn")`.
  */
 
 /** Cairn's default port (daemon/cairn/config.py `DEFAULT_PORT`). */
@@ -80,6 +81,43 @@ export function urlFromServiceJson(text: string): string | undefined {
   const url = (info as { url?: unknown })?.url;
   if (typeof url !== "string") return undefined;
   return isLoopbackHttpUrl(url) ? url.replace(/\/+$/, "") : undefined;
+}
+
+/** A daemon's discovery record: its loopback URL and the vault it serves (absent from daemons before 0.1 per-vault files). */
+export interface ServiceInfo {
+  url: string;
+  vault?: string;
+}
+
+/** `service.json` or `service-<index>.json`: the names a daemon's discovery record may have. */
+export function isServiceFileName(name: string): boolean {
+  return /^service(-[^\\/]+)?\.json$/.test(name);
+}
+
+/** A discovery record's text → {url, vault}, when its URL is loopback http (as {@link urlFromServiceJson}). */
+export function serviceInfoFromJson(text: string): ServiceInfo | undefined {
+  const url = urlFromServiceJson(text);
+  if (!url) return undefined;
+  const vault = (JSON.parse(text) as { vault?: unknown }).vault;
+  return typeof vault === "string" ? { url, vault } : { url };
+}
+
+/** A vault path made comparable: NFC (the daemon writes NFC), no trailing separator. */
+function vaultKey(path: string): string {
+  return path.normalize("NFC").replace(/[\\/]+$/, "");
+}
+
+/**
+ * The URL of this vault's daemon among discovery records (`service.json` first): the record naming `vault`;
+ * else one naming no vault (a daemon from before per-vault records). Never a record naming another vault, so
+ * the plugin of vault A does not talk to vault B's daemon. Without a `vault` to compare (not the desktop app),
+ * the first record.
+ */
+export function pickServiceUrl(records: ServiceInfo[], vault?: string): string | undefined {
+  if (vault === undefined) return records[0]?.url;
+  const key = vaultKey(vault);
+  const own = records.find((r) => r.vault !== undefined && vaultKey(r.vault) === key);
+  return (own ?? records.find((r) => r.vault === undefined))?.url;
 }
 
 /** True for `http://127.0.0.1:N`, `http://localhost:N`, `http://[::1]:N` (the only hosts Cairn serves on). */

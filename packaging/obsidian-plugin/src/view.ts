@@ -600,8 +600,9 @@ export class CairnView extends ItemView {
             void this.loadTags();
           },
           onIndexError: (data) => {
-            const message = (data as { message?: string } | null)?.message;
-            this.setStatus(`Indexing problem: ${message ?? "see the daemon's log"}`, "error");
+            const { message, code } = (data ?? {}) as { message?: string; code?: string };
+            if (code === "shutting_down") this.setStatus(message ?? "The Cairn daemon is stopping.", "error");
+            else this.setStatus(`Indexing problem: ${message ?? "see the daemon's log"}`, "error");
           },
         },
         controller.signal,

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
-  DEFAULT_URL, effectiveUrl, isLoopbackHttpUrl, normaliseSettings, parseTags, serviceFileCandidates, urlFromServiceJson,
+  DEFAULT_URL, effectiveUrl, isLoopbackHttpUrl, isServiceFileName, normaliseSettings, parseTags, pickServiceUrl,
+  serviceFileCandidates, serviceInfoFromJson, urlFromServiceJson,
 } from "../src/settings";
 import { ago, progressLine, statsLine } from "../src/status";
 
@@ -36,6 +37,23 @@ describe("settings", () => {
     expect(urlFromServiceJson("not json")).toBeUndefined();
     expect(isLoopbackHttpUrl("http://[::1]:27183")).toBe(true);
     expect(isLoopbackHttpUrl("http://127.0.0.1.evil.example")).toBe(false);
+  });
+
+  it("connects to its own vault's daemon when daemons of two vaults share the data folder", () => {
+    const a = serviceInfoFromJson('{"url":"http://127.0.0.1:4001","pid":1,"vault":"/v/A","index":"A-1"}')!;
+    const b = serviceInfoFromJson('{"url":"http://127.0.0.1:4002","pid":2,"vault":"/v/B","index":"B-2"}')!;
+    expect(a).toEqual({ url: "http://127.0.0.1:4001", vault: "/v/A" });
+    // service.json (listed first) is B's, the daemon started last: vault A still gets A's daemon.
+    expect(pickServiceUrl([b, a, b], "/v/A")).toBe("http://127.0.0.1:4001");
+    expect(pickServiceUrl([b, b], "/v/A/")).toBeUndefined(); // A's daemon is not running: never B's
+    expect(pickServiceUrl([b, a], "/v/Cafe\u0301")).toBeUndefined();
+    const nfc = { url: "http://127.0.0.1:4003", vault: "/v/Caf\u00e9" };
+    expect(pickServiceUrl([nfc], "/v/Cafe\u0301")).toBe("http://127.0.0.1:4003"); // the daemon writes NFC
+    // A daemon from before per-vault records names no vault: still used; without a vault path, the first record.
+    expect(pickServiceUrl([{ url: "http://127.0.0.1:27183" }], "/v/A")).toBe("http://127.0.0.1:27183");
+    expect(pickServiceUrl([b, a])).toBe("http://127.0.0.1:4002");
+    expect(["service.json", "service-A-22319a9d6f201c3f.json", "service-Café-1.json", ".service.12.tmp", "service-x.json.bak"].filter(isServiceFileName))
+      .toEqual(["service.json", "service-A-22319a9d6f201c3f.json", "service-Café-1.json"]);
   });
 
   it("looks for service.json in CAIRN_DATA_DIR first, then platformdirs' data folder", () => {

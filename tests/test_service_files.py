@@ -1,0 +1,97 @@
+"""Daemon discovery when daemons of two vaults share one data folder: each vault has its own
+``service-<index>.json`` (``{port, pid, version, startedAt, url, vault, index}``, mode 0600, never a token), so
+``cairn status --vault A`` reports A's daemon or none, and a daemon that stops removes only its own files
+(``service.json``, the record of the daemon started last, stays for readers that know no vault).
+
+Real ``cairn serve`` processes and the real ``cairn status`` for the end-to-end case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+
+from cairn import __version__
+from cairn.app import remove_service_file, write_service_file
+from cairn.config import Config
+
+from test_cli import TIMEOUT_S, _serve_and_wait, run_json
+
+
+def _config(tmp_path, name: str) -> Config:
+    vault = tmp_path / name
+    vault.mkdir(exist_ok=True)
+    return Config(vault=vault.resolve(), data_dir=tmp_path / "data")
+
+
+def test_each_vault_gets_its_own_0600_service_file_naming_its_vault(tmp_path):
+    a, b = _config(tmp_path, "A"), _config(tmp_path, "B")
+    write_service_file(a, "http://127.0.0.1:4001", 4001)
+    write_service_file(b, "http://127.0.0.1:4002", 4002, "http://127.0.0.1:4003/mcp")
+    assert a.service_file != b.service_file and a.service_file.parent == b.service_file.parent == tmp_path / "data"
+    info_a = json.loads(a.service_file.read_text(encoding="utf-8"))
+    info_b = json.loads(b.service_file.read_text(encoding="utf-8"))
+    assert set(info_a) == {"port", "pid", "version", "startedAt", "url", "vault", "index"}
+    assert (info_a["url"], info_a["vault"], info_a["index"]) == ("http://127.0.0.1:4001", str(a.vault), a.index_id)
+    assert (info_b["url"], info_b["vault"], info_b["mcpUrl"]) == ("http://127.0.0.1:4002", str(b.vault),
+                                                                 "http://127.0.0.1:4003/mcp")
+    assert info_a["pid"] == os.getpid() and info_a["version"] == __version__
+    # service.json: the daemon started last, naming its vault.
+    assert json.loads(a.shared_service_file.read_text(encoding="utf-8"))["vault"] == str(b.vault)
+    for path in (a.service_file, b.service_file, a.shared_service_file):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not list((tmp_path / "data").glob(".service.*.tmp"))
+
+
+def test_a_stopping_daemon_removes_only_its_own_service_files(tmp_path):
+    a, b = _config(tmp_path, "A"), _config(tmp_path, "B")
+    write_service_file(a, "http://127.0.0.1:4001", 4001)
+    write_service_file(b, "http://127.0.0.1:4002", 4002)
+    remove_service_file(a)  # service.json is B's: it stays
+    assert not a.service_file.exists() and b.service_file.exists()
+    assert json.loads(b.shared_service_file.read_text(encoding="utf-8"))["url"] == "http://127.0.0.1:4002"
+    remove_service_file(b)
+    assert not b.service_file.exists() and not b.shared_service_file.exists()
+    # A record another process wrote (another pid) is never removed.
+    b.service_file.write_text(json.dumps({"pid": os.getpid() + 1, "url": "http://127.0.0.1:1", "vault": str(b.vault)}))
+    remove_service_file(b)
+    assert b.service_file.exists()
+
+
+def _status_daemon(home, vault) -> dict:
+    return run_json(home, "status", "--vault", str(vault), "--json")["daemon"]
+
+
+def test_cairn_status_reports_each_vaults_own_daemon_when_two_share_a_data_folder(tmp_path):
+    home = tmp_path / "home"
+    vaults = {}
+    for name, text in (("A", "# Alpha\nalpha only text\n"), ("B", "# Beta\nbeta only text\n")):
+        vaults[name] = tmp_path / name
+        vaults[name].mkdir()
+        (vaults[name] / f"{name.lower()}.md").write_text(text, encoding="utf-8")
+    proc_a, url_a = _serve_and_wait(home, vaults["A"])
+    proc_b = None
+    try:
+        proc_b, url_b = _serve_and_wait(home, vaults["B"])  # service.json is B's from now on
+        assert _status_daemon(home, vaults["A"]) == {"running": True, "url": url_a, "pid": proc_a.pid}
+        assert _status_daemon(home, vaults["B"]) == {"running": True, "url": url_b, "pid": proc_b.pid}
+        proc_b.send_signal(signal.SIGTERM)
+        assert proc_b.wait(timeout=TIMEOUT_S) == 0
+        # B's stop removed B's records only: A's daemon is still found, B's is reported as not running.
+        assert _status_daemon(home, vaults["A"]) == {"running": True, "url": url_a, "pid": proc_a.pid}
+        assert _status_daemon(home, vaults["B"]) == {"running": False}
+        assert not (home / "data" / "service.json").exists()
+        assert [json.loads(p.read_text())["vault"] for p in (home / "data").glob("service-*.json")] == [
+            str(vaults["A"].resolve())]
+    finally:
+        for proc in (proc_a, proc_b):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=TIMEOUT_S)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    assert not list((home / "data").glob("service*.json"))
