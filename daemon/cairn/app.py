@@ -79,6 +79,7 @@ class Cairn:
         self.stop_requested = threading.Event()
         self.last_report: IndexReport | None = None
         self.index_error: str | None = None
+        self._recovery_queued = False  # no reconcile to queue when the vault is back (see _recover_when_the_vault_is_back)
         self.watcher: VaultWatcher | None = None  # set by run_daemon while it watches the vault
         self._paused = False
         self._full_requested = threading.Event()  # the tray's "Reindex now": the next run re-reads every note
@@ -116,6 +117,8 @@ class Cairn:
             return report
         except Exception as exc:
             self.index_error = f"{type(exc).__name__}: {exc}"
+            # Retried by stats() once the vault is back, only when it was gone (not a loop on other failures).
+            self._recovery_queued = self.config.vault.is_dir()
             self.events.publish("error", {"message": f"Indexing failed: {type(exc).__name__}; see the daemon log."})
             raise
         finally:
@@ -263,12 +266,33 @@ class Cairn:
         out["pending"] += pending_paths
         out.update({"pendingPaths": pending_paths, "recovered": self.recovered})
         pdf_busy = self.pdf_queue is not None and not self.pdf_queue.idle()  # a PDF being read counts as indexing
-        out.update({"indexing": self.indexing.is_set() or pdf_busy, "watching": bool(watch.get("watching", False)),
+        vault_there = self._recover_when_the_vault_is_back()
+        index_error = self.index_error
+        if not vault_there:
+            index_error = (f"the vault folder {str(self.config.vault)!r} is missing or not a folder (moved, renamed or "
+                           "on a drive not mounted); searches answer from the index as it was")
+        out.update({"indexing": self.indexing.is_set() or pdf_busy,
+                    "watching": bool(watch.get("watching", False)) and vault_there,
                     "paused": bool(watch.get("paused", self._paused)),
                     "vault": str(self.config.vault), "schemaVersion": self.store.schema_version,
-                    "model": self.embedder.model_id, "indexError": self.index_error,
+                    "model": self.embedder.model_id, "indexError": index_error,
                     "pdf": self.pdf_queue.stats() if self.pdf_queue is not None else None})
         return out
+
+    def _recover_when_the_vault_is_back(self) -> bool:
+        """Whether the vault folder is there now. When it is and the last whole scan failed (``index_error``, e.g.
+        the folder was gone: moved, renamed, a drive unmounted), a reconcile is queued once (the watcher's, else a
+        background run), and its success clears ``index_error``. Before, the error stayed until someone asked for a
+        full re-index, although the folder was back and file changes were indexed again."""
+        try:
+            there = self.config.vault is not None and self.config.vault.is_dir()
+        except OSError:
+            there = False
+        if there and self.index_error is not None and not self.indexing.is_set() and not self._recovery_queued:
+            self._recovery_queued = True
+            log.info("the vault folder %s is there again; reconciling the index with it", self.config.vault)
+            self.request_reindex()
+        return there
 
     def health(self) -> dict[str, Any]:
         """``/health``: store and model reachability; ``status`` is ``ok`` only when both work."""
