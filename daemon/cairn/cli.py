@@ -130,7 +130,12 @@ def _config(args: argparse.Namespace) -> Config:
 
 
 def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    text = json.dumps(data, ensure_ascii=False, indent=2)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a path with a byte that is not UTF-8 (surrogateescape): "\udce9" keeps it JSON
+        text = json.dumps(data, indent=2)
+    sys.stdout.write(text + "\n")
 
 
 def _progress_bar():

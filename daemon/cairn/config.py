@@ -133,7 +133,7 @@ class Config:
     def db_path(self) -> Path:
         """One SQLite file per vault, keyed by the vault's resolved path (several vaults can be served)."""
         vault = self.require_vault()
-        key = hashlib.sha256(str(vault).encode("utf-8")).hexdigest()[:16]
+        key = hashlib.sha256(os.fsencode(vault)).hexdigest()[:16]  # the bytes, also for a non-UTF-8 name
         safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in vault.name)[:40] or "vault"
         return self.data_dir / "indexes" / f"{safe}-{key}.sqlite3"
 
