@@ -254,6 +254,12 @@ describe("status line", () => {
     await vi.waitFor(() => expect($(mounted!.root, ".cairn-status").textContent).toBe("Indexing 812 / 3,879"));
   });
 
+  it("says the daemon is stopping (not an indexing problem) when /events ends with shutting_down", async () => {
+    const stopping = { code: "shutting_down", message: "The Cairn daemon is stopping." };
+    mounted = await mount({}, { events: () => stream(": connected\n\n" + sse([["error", stopping]]), { open: true }) });
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-status").textContent).toBe("The Cairn daemon is stopping."));
+  });
+
   it("shows the counts from /index/stats", async () => {
     mounted = await mount({});
     await vi.waitFor(() => expect($(mounted!.root, ".cairn-status").textContent).toBe("17 notes · 43 chunks indexed · updated 2 min ago"));
