@@ -134,3 +134,25 @@ def test_event_streams_end_with_shutting_down_when_the_daemon_stops(sample_cairn
     events = run(scenario())
     assert events and events[-1][0] == "error"
     assert events[-1][1] == {"code": "shutting_down", "message": "The Cairn daemon is stopping."}
+
+
+@pytest.mark.parametrize("path", [
+    "/notes/Garden/%ED%A0%80.md", "/related?path=Garden/%ED%A0%80.md", "/search?q=garlic%ED%A0%80",
+    "/search?q=garlic&tag=%ED%A0%80", "/search?q=caf%E9", "/notes/caf%E9.md",
+])
+def test_percent_escapes_that_are_not_utf8_in_get_routes_are_never_internal(sample_cairn, path):
+    """URLs cannot carry a surrogate: invalid UTF-8 in a percent-escape decodes to U+FFFD, so these are plain
+    not-found (or empty) answers, never a 500."""
+    async def scenario():
+        server = await serve(_app(sample_cairn), "127.0.0.1", 0)
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(server.url + path, headers=AUTH) as resp:
+                    return resp.status, await resp.json()
+        finally:
+            await server.close()
+
+    status, body = run(scenario())
+    assert status in (200, 400, 404), (status, body)
+    if status != 200:
+        assert body["error"]["code"] != "internal"
