@@ -423,3 +423,47 @@ def test_the_citation_filter_handles_every_split_and_leaves_code_alone():
             out = "".join(f.feed(text[i:i + size]) for i in range(0, len(text), size)) + f.flush()
             assert out == "Plant garlic [1] deep. See [2]; code `a[0]` stays, x[3].", (size, out)
             assert f.removed == 2
+
+
+# -- privacy: a remote model never sees a withheld note's name through the notes it is given ------------
+TITLE_NOTES = {
+    "HIV diagnosis 2026.md": "---\ntags: [personal]\naliases: [Chemo Schedule]\n---\n# HIV diagnosis 2026\n"
+                             "Results from the clinic.\n",
+    "People/Dr Smith psychiatrist.md": "---\ntags: [personal]\n---\n# Dr Smith psychiatrist\nAppointments.\n",
+    "plan.md": "# Weekly plan\n## Monday with [[Dr Smith psychiatrist#Viral load]] and the garden\n"
+               "This week: gardening on Monday, see [[HIV diagnosis 2026]] and [[Chemo Schedule]] and "
+               "[my doctor](People/Dr%20Smith%20psychiatrist.md) before the appointment.\n",
+}
+TITLE_QUESTION = "What is on my weekly plan for gardening on Monday?"
+WITHHELD_NAMES = ("HIV", "diagnosis", "Chemo", "Smith", "psychiatrist", "Viral", "my doctor")
+
+
+@pytest.fixture(scope="module")
+def titles_cairn(tmp_path_factory, embedder):
+    from conftest import indexed_cairn
+
+    vault = tmp_path_factory.mktemp("titles-vault")
+    for rel, text in TITLE_NOTES.items():
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text(text, encoding="utf-8")
+    yield from indexed_cairn(vault, tmp_path_factory.mktemp("titles-data"), embedder)
+
+
+def test_a_remote_models_prompt_masks_links_to_withheld_notes_and_their_names_in_headings(titles_cairn):
+    async def ask(remote: bool):
+        async with stub_server("normal") as stub:
+            async with daemon(titles_cairn, OpenAIChatModel(llm_config(stub.url)), remote=remote) as c:
+                events = await c.ask(TITLE_QUESTION)
+        return [r["messages"][1]["content"] for r in stub.requests], events
+
+    (remote_prompt,), remote_events = run(ask(True))
+    assert "[1] plan.md › Weekly plan › Monday with [withheld link] and the garden" in remote_prompt, remote_prompt
+    assert "see [withheld link] and [withheld link] and [withheld link] before" in remote_prompt, remote_prompt
+    leaked = [name for name in WITHHELD_NAMES if name.lower() in remote_prompt.lower()]
+    assert not leaked, remote_prompt
+    # the owner's own sources event is not masked; the local model's prompt is not either
+    sources = remote_events[-2][1]
+    assert [s["symbol"] for s in sources] == ["Weekly plan › Monday with Dr Smith psychiatrist > Viral load and the garden"]
+    (local_prompt,), _ = run(ask(False))
+    assert "see [[HIV diagnosis 2026]] and [[Chemo Schedule]]" in local_prompt
+    assert "Monday with Dr Smith psychiatrist > Viral load" in local_prompt

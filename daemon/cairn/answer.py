@@ -23,7 +23,9 @@ notes carrying a withheld tag (default ``personal``, nested tags included; a
 :class:`~cairn.policy.Withhold`, so withheld folders too) never enter its prompt. The extractive
 fallback runs locally and may use them — unless the *caller* is withheld from them: ``withhold``
 (an MCP client not declared local, issue 5) removes those notes before retrieval, so they are never
-in the prompt, the answer or the sources.
+in the prompt, the answer or the sources. The passages a remote model does get are masked as for such an
+MCP client: links to withheld notes become ``[withheld link]`` and their names are masked in the heading
+paths (:meth:`AnswerService.prompt_blocks`), so a public note's ``[[Diagnosis 2026]]`` never names one.
 
 The model is a :class:`ChatModel` injected by the composition root (``cairn.llm`` implements it).
 """
@@ -138,16 +140,35 @@ class AnswerService:
 
     def prompt_sources(self, sources: Sequence[Source]) -> list[Source]:
         """The sources that may enter the model's prompt, renumbered 1..n (withheld notes dropped for a remote model)."""
+        return self._prompt(sources)[0]
+
+    def prompt_blocks(self, sources: Sequence[Source]) -> list[ContextBlock]:
+        """The context blocks of the model's prompt: :meth:`prompt_sources` as :class:`ContextBlock` objects. For a
+        remote model the withheld notes' names are masked in them as for an MCP client not declared local:
+        links to withheld notes in the text become ``[withheld link]``, and so do their names in the heading
+        path (``LinkRedactor.redact_symbol``). The owner's ``sources`` event keeps the text unmasked."""
+        return self._prompt(sources)[1]
+
+    def _prompt(self, sources: Sequence[Source]) -> tuple[list[Source], list[ContextBlock]]:
         if self.model is None:
-            return []
+            return [], []
         kept = list(sources)
+        text_of: Any = lambda s: s.hit.text  # noqa: E731
+        symbol_of: Any = lambda s: s.hit.symbol  # noqa: E731
         if getattr(self.model, "remote", True) and self.remote_withhold:
             # The index's withheld set too: it also holds what a passage's own tags cannot show (a PDF that a
             # withheld note links to or embeds; a note whose front-matter cannot be read).
             hidden = WithheldSet.load(self.query.store, self.remote_withhold)
             kept = [s for s in kept if not (self.remote_withhold.note_withheld(s.hit.file_path, s.hit.tags)
                                             or hidden.hides_path(s.hit.file_path))]
-        return [Source(n=i, hit=s.hit) for i, s in enumerate(kept, start=1)]
+            if hidden.redactor:  # titles of withheld notes reach the prompt through the kept notes' links
+                mask = hidden.symbol_masker(self.query.store)
+                text_of = lambda s: hidden.redact(s.hit.text)  # noqa: E731
+                symbol_of = lambda s: s.hit.symbol if s.hit.kind == "pdf" else mask(s.hit.file_path, s.hit.symbol)  # noqa: E731
+        numbered = [Source(n=i, hit=s.hit) for i, s in enumerate(kept, start=1)]
+        blocks = [ContextBlock(n=s.n, file_path=s.hit.file_path, symbol=symbol_of(s), text=text_of(s),
+                               score=s.hit.score, tokens=0) for s in numbered]
+        return numbered, blocks
 
     async def stream(self, question: str, *, top_k: int, tags: Sequence[str] = (),
                      folders: Sequence[str] = (), chosen: list[Source] | None = None,
@@ -172,10 +193,8 @@ class AnswerService:
             yield done(False, not_found=True)
             return
 
-        in_prompt = self.prompt_sources(sources)
+        in_prompt, blocks = await asyncio.to_thread(self._prompt, sources)
         if in_prompt:
-            blocks = [ContextBlock(n=s.n, file_path=s.hit.file_path, symbol=s.hit.symbol, text=s.hit.text,
-                                   score=s.hit.score, tokens=0) for s in in_prompt]
             messages = build_messages(question, blocks)
             filt = CitationFilter([s.n for s in in_prompt])
             sent = False

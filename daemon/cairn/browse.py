@@ -10,7 +10,8 @@ Withholding (issue 5): every view takes ``withhold`` (a :class:`~cairn.policy.Wi
 empty for the owner, whose views are unchanged). A withheld note asked for by path raises the same
 :class:`~cairn.errors.NotFoundError` message as a missing one; withheld notes are left out of links,
 backlinks, similar notes, lists and tag counts (a withheld tag is not listed at all); links to them in
-returned content become ``[withheld link]``. When tags are withheld, a note whose front-matter cannot be
+returned content, its front-matter (keys and values) and its ``aliases`` become ``[withheld link]``; a link
+whose target names a withheld note is left out of ``links`` even when it did not resolve to it. When tags are withheld, a note whose front-matter cannot be
 read (so its tags are unknown) is withheld too. ``tally`` (a :class:`~cairn.policy.WithheldTally`)
 receives the withheld notes each call left out, for the audit log.
 
@@ -85,9 +86,13 @@ class Library:
 
     @staticmethod
     def _drop_links(links: list[dict], hidden: WithheldSet, tally: WithheldTally | None) -> list[dict]:
-        kept = [link for link in links if not (link.get("targetPath") and hidden.hides_path(link["targetPath"]))]
+        # A link whose target names a withheld note is dropped even when it did not resolve to it (a link
+        # to its alias, or one left unresolved): its ``target`` would name the note, as in the content.
+        kept = [link for link in links if not (
+            (link.get("targetPath") and hidden.hides_path(link["targetPath"]))
+            or (hidden.redactor and hidden.redactor.matches(link.get("target") or "")))]
         if tally is not None:
-            tally.add(link["targetPath"] for link in links if link not in kept)
+            tally.add(link["targetPath"] for link in links if link not in kept and link.get("targetPath"))
         return kept
 
     @staticmethod
@@ -104,7 +109,10 @@ class Library:
         hidden = WithheldSet.load(self.store, withhold) if withhold else None
         rel, note = self._indexed(raw, hidden, tally)
         if note["kind"] == "pdf":
-            return self._pdf_note(rel, note)
+            out = self._pdf_note(rel, note)
+            if hidden:
+                out["backlinks"] = self._drop_backlinks(out["backlinks"], hidden, tally)
+            return out
         path = resolve_in_vault(self.config.require_vault(), rel)
         try:
             content, _ = read_note_text(path, max_bytes=self.config.max_note_bytes)
@@ -128,6 +136,7 @@ class Library:
             if hidden.redactor:
                 out["content"] = hidden.redact(content)
                 out["frontmatter"] = _redact_values(out["frontmatter"], hidden.redact)
+                out["aliases"] = _redact_values(out["aliases"], hidden.redact)
         return out
 
     def _pdf_note(self, rel: str, note: dict) -> dict[str, Any]:
@@ -252,5 +261,5 @@ def _redact_values(value: Any, redact: Any) -> Any:
     if isinstance(value, list):
         return [_redact_values(v, redact) for v in value]
     if isinstance(value, dict):
-        return {k: _redact_values(v, redact) for k, v in value.items()}
+        return {redact(k): _redact_values(v, redact) for k, v in value.items()}
     return value

@@ -160,6 +160,9 @@ class LinkRedactor:
     def __init__(self, notes: Iterable[tuple[str, Iterable[str]]]) -> None:
         self.names: set[str] = set()
         self.aliases: set[str] = set()
+        #: what a link to a withheld note shows once its brackets are gone: file names (with and without
+        #: ``.md``), vault paths without ``.md``, aliases — as written (NFC), for :meth:`redact_symbol`
+        self.phrases: set[str] = set()
         for path, aliases in notes:
             folded = _fold_path(path)
             base = folded.rsplit("/", 1)[-1]
@@ -167,6 +170,13 @@ class LinkRedactor:
             if folded.endswith(".md"):
                 self.names.update({folded[:-3], base[:-3]})
             self.aliases.update(_fold_path(a).strip() for a in aliases or () if isinstance(a, str) and a.strip())
+            written = unicodedata.normalize("NFC", path)
+            stem = written[:-3] if written.lower().endswith(".md") else written
+            self.phrases.update({stem, stem.rsplit("/", 1)[-1]})
+            self.phrases.update(unicodedata.normalize("NFC", a).strip() for a in aliases or ()
+                                if isinstance(a, str) and a.strip())
+        self.phrases.discard("")
+        self._phrase_re: "re.Pattern[str] | None | bool" = False  # built on first use
 
     def __bool__(self) -> bool:
         return bool(self.names)
@@ -207,6 +217,37 @@ class LinkRedactor:
             return WITHHELD_LINK if target and self.matches(target) else m.group(0)
 
         return _MDLINK_RE.sub(md, _WIKILINK_RE.sub(wiki, text))
+
+    def redact_symbol(self, symbol: str, displays: Iterable[str] = ()) -> str:
+        """A heading path (``symbol``, ``A › B``) with every mention of a withheld note replaced by
+        :data:`WITHHELD_LINK`. A stored heading has lost its link brackets (``## Meeting with [[Dr Smith]]``
+        is stored as ``Meeting with Dr Smith``; ``[[Dr Smith#Plan]]`` as ``Dr Smith > Plan``), so link syntax
+        cannot be relied on: every withheld note's file name, vault path (without ``.md``) and alias is
+        masked as a whole phrase, case-insensitively, with a folder prefix, a ``.md`` suffix and a
+        ``> heading`` part that follows it; ``displays`` adds the shown texts of links to withheld notes
+        (``[[Dr Smith|my doctor]]`` is stored as ``my doctor``: the note's links know it). Remaining link
+        syntax is redacted first, as in :meth:`redact`. Errs on the side of masking: a plain word equal to a
+        withheld note's name is masked too (only in headings: body text keeps its plain words)."""
+        if not symbol or not (self.phrases or displays):
+            return symbol
+        text = self.redact(unicodedata.normalize("NFC", symbol))
+        extra = sorted({unicodedata.normalize("NFC", d).strip() for d in displays if d and d.strip()}, key=len, reverse=True)
+        if extra:
+            text = re.compile(r"(?<!\w)(?:" + "|".join(map(_phrase, extra)) + r")(?!\w)", re.IGNORECASE).sub(
+                WITHHELD_LINK, text)
+        if self._phrase_re is False:
+            names = sorted(self.phrases, key=len, reverse=True)
+            self._phrase_re = re.compile(
+                r"(?<!\w)(?:[^\s›/]+/)*(?:" + "|".join(map(_phrase, names)) + r")(?:\.md)?(?:\s+>\s+[^›]*[^\s›])?(?!\w)",
+                re.IGNORECASE) if names else None
+        if self._phrase_re is not None:
+            text = self._phrase_re.sub(WITHHELD_LINK, text)  # type: ignore[union-attr]
+        return text
+
+
+def _phrase(text: str) -> str:
+    """A regex for ``text`` as written, any run of whitespace matching any other."""
+    return r"\s+".join(re.escape(part) for part in text.split())
 
 
 def _norm_folder(raw: str) -> str:

@@ -5,8 +5,9 @@ fusion → cosine floor (0.35, every candidate) → per-note de-duplication → 
 
 Withholding (issue 5): every entry point takes ``withhold`` (a :class:`~cairn.policy.Withhold`; ``None``
 or empty for the owner). The chunks of withheld notes are removed from both ranked lists *before* the
-top-N is taken, so ``top_k`` is still filled with allowed notes; links in returned text, snippets and
-headings that point to a withheld note become ``[withheld link]``. When tags are withheld, notes whose
+top-N is taken, so ``top_k`` is still filled with allowed notes; links in returned text and snippets
+that point to a withheld note become ``[withheld link]``, and so do the withheld notes' names in heading
+paths (``symbol``: stored without link brackets, see ``LinkRedactor.redact_symbol``). When tags are withheld, notes whose
 front-matter cannot be read (tags unknown) are withheld too (fail closed). ``tally`` (a
 :class:`~cairn.policy.WithheldTally`) receives the withheld notes the unfiltered top-N lists held.
 """
@@ -168,6 +169,26 @@ class WithheldSet:
 
     def redact(self, text: str) -> str:
         return self.redactor.redact(text) if self.redactor else text
+
+    def symbol_masker(self, store: Store) -> Callable[[str, str], str]:
+        """``mask(path, symbol)``: the heading path ``symbol`` of a chunk of the note at ``path`` with the
+        withheld notes' names masked (:meth:`~cairn.policy.LinkRedactor.redact_symbol`), including the
+        shown text of that note's links to withheld notes (read once per note, from its stored links)."""
+        displays: dict[str, tuple[str, ...]] = {}
+
+        def mask(path: str, symbol: str) -> str:
+            if not symbol or not self.redactor:
+                return symbol
+            if path not in displays:  # how a heading shows those links: "alias", or "target > heading"
+                shown: list[str] = []
+                for link in store.links_of_note(path):
+                    if (link.get("targetPath") and self.hides_path(link["targetPath"])) or \
+                            self.redactor.matches(link.get("target") or ""):
+                        sub = link.get("heading") or link.get("blockId")
+                        shown += [link.get("alias") or "", f"{link.get('target') or ''} > {sub}" if sub else ""]
+                displays[path] = tuple(d for d in shown if d.strip())
+            return self.redactor.redact_symbol(symbol, displays[path])
+        return mask
 
 
 # ---------------------------------------------------------------------------------------------
@@ -539,8 +560,9 @@ class QueryService:
                     r = snap.row_of.get(cid)
                     return r is None or max(float(cos_all[r]), self.FLOOR_UNIT_WEIGHT * float(unit_all[r])) >= self.floor
                 tally.add(hidden.notes[hidden.chunks[c]] for c in touched if would_pass(c))
+        mask = hidden.symbol_masker(self.store) if hidden.redactor else None
         hits = [self._hit(rows[c], fused[c], cosines[c], tags_by_note.get(rows[c].note_id, []), terms,
-                          hidden.redact if hidden.redactor else None) for c in chosen]
+                          hidden.redact if hidden.redactor else None, mask) for c in chosen]
         return hits, preference
 
     #: Texts whose embeddings are kept in memory (LRU): questions, and the sentences and titles the
@@ -625,8 +647,11 @@ class QueryService:
 
     @staticmethod
     def _hit(row: ChunkRow, score: float, cosine: float, tags: Sequence[str], terms: Sequence[str],
-             redact: "Callable[[str], str] | None" = None) -> Hit:
+             redact: "Callable[[str], str] | None" = None,
+             mask_symbol: "Callable[[str, str], str] | None" = None) -> Hit:
         text, symbol = (redact(row.text), redact(row.symbol)) if redact else (row.text, row.symbol)
+        if mask_symbol is not None and row.kind != "pdf":  # a PDF's symbol is "page N"
+            symbol = mask_symbol(row.path, row.symbol)
         return Hit(chunk_id=row.chunk_id, file_path=row.path, title=row.title, symbol=symbol, score=score,
                    cosine=cosine, snippet=make_snippet(text, terms), text=text, tags=tuple(tags),
                    lines=(row.line_start, row.line_end) if row.line_start is not None else None,
