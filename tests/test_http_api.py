@@ -353,7 +353,9 @@ def test_unknown_route_is_a_404_json_error():
             async with client.get("/nope", headers=AUTH) as resp:
                 assert resp.status == 404
                 assert resp.content_type == "application/json"
-                assert_error(await resp.json(), "not_found")
+                body = await resp.json()
+                assert_error(body, "not_found")
+                assert "/openapi.json" in body["error"]["message"]  # a pointer the user has (no DESIGN.md)
 
     run(scenario())
 

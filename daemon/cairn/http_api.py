@@ -412,7 +412,8 @@ async def _errors_middleware(request: web.Request, handler) -> web.StreamRespons
 def _http_exception_response(request: web.Request, exc: web.HTTPException) -> web.Response:
     headers: dict[str, str] = {}
     if exc.status == 404:
-        message = f"No route {request.method} {request.path}; see the HTTP table in DESIGN.md for the routes."
+        message = (f"No route {request.method} {request.path}; GET /openapi.json (with the token) lists every route, "
+                   "and the README has the HTTP table.")
     elif exc.status == 405:
         allowed = exc.headers.get("Allow", "")
         headers["Allow"] = allowed
