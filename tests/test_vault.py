@@ -10,16 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from cairn.errors import NoteReadError, PathOutsideVault
+from cairn.errors import NoteReadError, NotFoundError, PathOutsideVault
 from cairn.notes import LinkResolver, parse_note
 from cairn.vault import (
     IgnoreRules,
     VaultFile,
+    duplicate_reason,
     list_all_files,
     normalise_rel_path,
+    paths_under,
     read_note_text,
     resolve_in_vault,
     scan_vault,
+    stat_hint,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,7 +115,7 @@ def test_trailing_slash_pattern_matches_folders_only(tmp_path):
     assert list(list_all_files(tmp_path, ["Templates/"])) == ["Templates"]
 
 
-def test_symlinked_folder_inside_vault_is_followed_once_and_loops_end(tmp_path):
+def test_a_symlinked_folder_inside_the_vault_is_not_followed_so_its_notes_appear_once_and_loops_end(tmp_path):
     write(tmp_path, "real/a.md")
     os.symlink(tmp_path / "real", tmp_path / "zlink")  # same folder reached twice
     os.symlink(tmp_path, tmp_path / "real/loop")  # a loop back to the root
@@ -120,11 +123,14 @@ def test_symlinked_folder_inside_vault_is_followed_once_and_loops_end(tmp_path):
     assert paths(tmp_path) == ["real/a.md"]
 
 
-def test_symlinked_folder_inside_vault_is_scanned_under_the_link_name(tmp_path):
+def test_a_folder_symlink_that_sorts_first_does_not_take_the_notes_away_from_their_real_path(tmp_path):
+    # Changed deliberately: the scan used to follow in-vault symlinks once and index "alias/n.md" (the real folder
+    # was then "already scanned"), so a policy withholding the folder "store" did not cover the notes.
     vault = tmp_path / "vault"
     write(vault, "store/deep/n.md")
     os.symlink(vault / "store/deep", vault / "alias")
-    assert paths(vault) == ["alias/n.md"]  # "alias" sorts first; the real folder is not scanned twice
+    assert paths(vault) == ["store/deep/n.md"]
+    assert list(list_all_files(vault)) == ["store/deep/n.md"]
 
 
 def test_symlink_pointing_outside_the_vault_is_skipped(tmp_path):
@@ -138,13 +144,17 @@ def test_symlink_pointing_outside_the_vault_is_skipped(tmp_path):
     assert list(list_all_files(vault)) == ["in.md"]
 
 
-def test_symlinked_file_inside_vault_and_broken_symlink(tmp_path):
+def test_a_file_symlink_inside_the_vault_and_a_broken_one_are_skipped_and_logged(tmp_path, caplog):
+    # Changed deliberately: "b.md -> a.md" used to be indexed as a second note with a's text (an alias path that
+    # escapes withhold.folders when a.md lies in a withheld folder).
     write(tmp_path, "a.md", "abc")
     os.symlink(tmp_path / "a.md", tmp_path / "b.md")
     os.symlink(tmp_path / "missing.md", tmp_path / "c.md")
-    files = list(scan_vault(tmp_path))
-    assert [f.path for f in files] == ["a.md", "b.md"]
-    assert files[1].size == 3
+    with caplog.at_level("INFO", logger="cairn.vault"):
+        files = list(scan_vault(tmp_path))
+    assert [f.path for f in files] == ["a.md"]
+    assert "Skipping 'b.md': symlink to 'a.md' inside the vault" in caplog.text
+    assert "Skipping 'c.md': broken symlink" in caplog.text
 
 
 def test_vault_root_reached_through_a_symlink(tmp_path):
@@ -188,6 +198,121 @@ def test_scan_reports_mtime_changes(tmp_path):
     os.utime(p, (later, later))
     second = next(scan_vault(tmp_path))
     assert second.mtime_ns != first.mtime_ns
+
+
+# ---------------------------------------------- hinted paths: the scan's rules
+
+
+NFC_NAME = unicodedata.normalize("NFC", "Résumé.md")
+NFD_NAME = unicodedata.normalize("NFD", "Résumé.md")
+
+
+def tricky_vault(tmp_path: Path) -> Path:
+    """A vault holding each thing the scan has a rule for (symlinks in and out, loops, a folder named like a
+    note, ignored and hidden places, names equal in NFC, names differing only in case, a fifo)."""
+    vault, outside = tmp_path / "vault", tmp_path / "outside"
+    write(outside, "secret.md", "outside")
+    write(outside, "deck.pdf", b"%PDF-1.4")
+    write(vault, "inside.md")
+    write(vault, "Private/salary.md")
+    write(vault, "Projects.md/plan.md")
+    write(vault, "Projects.md/deep/b.md")
+    write(vault, "Projects.md/deep/slides.pdf", b"%PDF-1.4")
+    write(vault, "Templates/t.md")
+    write(vault, ".hidden/h.md")
+    write(vault, NFC_NAME, "composed")
+    write(vault, NFD_NAME, "decomposed")
+    write(vault, unicodedata.normalize("NFC", "Café/a.md"))
+    write(vault, unicodedata.normalize("NFD", "Café/a.md"), "other a")
+    write(vault, unicodedata.normalize("NFD", "Café/b.md"))
+    write(vault, "Case/Note.md")
+    write(vault, "Case/note.md")
+    os.symlink(outside, vault / "ext")
+    os.symlink(outside / "secret.md", vault / "out.md")
+    os.symlink("Private", vault / "Attic")
+    os.symlink("Private/salary.md", vault / "zz-alias.md")
+    os.symlink("..", vault / "Projects.md/deep/up")
+    os.symlink("../Projects.md", vault / "Case/again")
+    os.mkfifo(vault / "pipe.md")
+    return vault
+
+
+def every_rel_path(vault: Path) -> set[str]:
+    """Every vault-relative path on disk (NFC), symlinks and hidden ones included, without following symlinks."""
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(vault):
+        for name in dirnames + filenames:
+            out.add(unicodedata.normalize("NFC", (Path(dirpath) / name).relative_to(vault).as_posix()))
+    return out
+
+
+@pytest.mark.parametrize("extensions", [(".md",), (".pdf",)])
+def test_a_hinted_path_yields_exactly_what_the_full_scan_yields_at_or_under_it(tmp_path, extensions):
+    vault = tricky_vault(tmp_path)
+    rules = IgnoreRules(["Templates/"])
+    scanned = list(scan_vault(vault, ["Templates/"], extensions=extensions))
+    rels = every_rel_path(vault) | {"Projects.md/deep/up/inside.md", "ext/secret.md", "Attic/salary.md", "gone.md"}
+    assert {"ext", "Attic", "Projects.md", "Case/again"} <= rels
+    for rel in sorted(rels):
+        expected = [f for f in scanned if unicodedata.normalize("NFC", f.path) == rel
+                    or unicodedata.normalize("NFC", f.path).startswith(rel + "/")]
+        assert stat_hint(vault, rel, rules, extensions=extensions) == expected, rel
+
+
+def test_the_scan_of_the_tricky_vault_reads_each_real_file_once_under_its_real_path(tmp_path):
+    vault = tricky_vault(tmp_path)
+    got = [(f.path, f.duplicate_of) for f in scan_vault(vault, ["Templates/"])]
+    cafe_a = unicodedata.normalize("NFC", "Café/a.md")
+    assert got == [
+        (cafe_a, None), (unicodedata.normalize("NFD", "Café/a.md"), cafe_a),
+        (unicodedata.normalize("NFC", "Café/b.md"), None),
+        ("Case/Note.md", None), ("Case/note.md", None),
+        ("Private/salary.md", None),
+        ("Projects.md/deep/b.md", None), ("Projects.md/plan.md", None),
+        (NFC_NAME, None), (NFD_NAME, NFC_NAME),
+        ("inside.md", None),
+    ]
+    assert [f.path for f in scan_vault(vault, extensions=(".pdf",))] == ["Projects.md/deep/slides.pdf"]
+
+
+def test_a_hint_for_a_folder_named_like_a_note_yields_the_notes_under_it(tmp_path):
+    vault = tricky_vault(tmp_path)
+    assert [f.path for f in stat_hint(vault, "Projects.md", IgnoreRules())] == [
+        "Projects.md/deep/b.md", "Projects.md/plan.md"]
+
+
+@pytest.mark.parametrize("order", ["nfc first", "nfd first"])
+def test_two_files_equal_in_nfc_give_the_composed_one_whatever_the_order_and_report_the_other(tmp_path, order):
+    names = [NFC_NAME, NFD_NAME] if order == "nfc first" else [NFD_NAME, NFC_NAME]
+    for name in names:
+        write(tmp_path, name, name)
+    files = list(scan_vault(tmp_path))
+    assert [(f.path, f.duplicate_of) for f in files] == [(NFC_NAME, None), (NFD_NAME, NFC_NAME)]
+    assert files[0].abs_path.read_text() == NFC_NAME  # the composed spelling's own bytes
+    assert files[1].abs_path.read_text() == NFD_NAME
+    assert list(list_all_files(tmp_path)) == [NFC_NAME]
+    assert NFC_NAME in duplicate_reason(files[1]) and "NFD" in duplicate_reason(files[1])
+
+
+def test_two_non_nfc_spellings_of_one_name_give_the_one_sorting_first_and_stay_stable(tmp_path):
+    # "ḍ̇" (d + dot below + dot above) can be decomposed in two orders that are both not NFC.
+    a = "d\u0323\u0307.md"
+    b = "d\u0307\u0323.md"
+    assert unicodedata.normalize("NFC", a) == unicodedata.normalize("NFC", b) and a != b
+    write(tmp_path, b, "b")
+    write(tmp_path, a, "a")
+    nfc = unicodedata.normalize("NFC", a)
+    runs = [[(f.path, f.duplicate_of) for f in scan_vault(tmp_path)] for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2] == [(nfc, None), (a, nfc)]  # b sorts first: U+0307 < U+0323
+
+
+def test_paths_under_finds_the_indexed_paths_at_or_under_a_hint_in_nfc(tmp_path):
+    known = ["Projects.md", "Projects.md/plan.md", "Projects.md/deep/b.md", "Projects.mdx", "Projects.md-old/c.md",
+             "Projects", NFC_NAME, NFD_NAME, "other.md"]
+    assert paths_under(known, ["Projects.md"]) == {"Projects.md", "Projects.md/plan.md", "Projects.md/deep/b.md"}
+    assert paths_under(known, [NFC_NAME]) == {NFC_NAME, NFD_NAME}
+    assert paths_under(known, ["nothing", "other.md"]) == {"other.md"}
+    assert paths_under(known, []) == set()
 
 
 # ------------------------------------------------------------------ reading
@@ -294,6 +419,17 @@ def test_resolve_in_vault_refuses_symlink_leading_outside(tmp_path):
     for rel in ["link/secret.md", "s.md", "link"]:
         with pytest.raises(PathOutsideVault):
             resolve_in_vault(vault, rel)
+
+
+def test_resolve_in_vault_refuses_a_path_through_a_symlink_inside_the_vault_without_naming_its_target(tmp_path):
+    write(tmp_path, "Private/salary.md")
+    os.symlink("Private", tmp_path / "Attic")
+    os.symlink("Private/salary.md", tmp_path / "alias.md")
+    for rel in ["Attic/salary.md", "alias.md", "Attic"]:
+        with pytest.raises(NotFoundError) as info:
+            resolve_in_vault(tmp_path, rel)
+        assert "symlink" in info.value.message and "salary" not in info.value.message.replace(rel, "")
+    assert resolve_in_vault(tmp_path, "Private/salary.md") == tmp_path.resolve() / "Private/salary.md"
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,14 @@ import asyncio
 import os
 import shutil
 import time
+import unicodedata
 from pathlib import Path
 
 import pytest
 
 from cairn.app import Cairn
 from cairn.watcher import VaultWatcher
+from tests import pdfgen
 from tests.conftest import HELP_VAULT, make_config
 
 #: The slice copied: every note of one folder, three of another.
@@ -315,3 +317,128 @@ def test_a_watcher_error_runs_a_full_reconcile_and_watching_starts_again(cairn, 
 
     asyncio.run(main())
     assert len(calls) == 2
+
+
+# -- hints go through the full scan's rules (symlinks, folders named like notes, names equal in NFC) -------------
+
+NFC_NAME = unicodedata.normalize("NFC", "Résumé.md")
+NFD_NAME = unicodedata.normalize("NFD", "Résumé.md")
+
+
+def app_watcher(cairn: Cairn) -> VaultWatcher:
+    """The daemon's own hint handling (:meth:`Cairn.index_paths`: notes, then the PDFs among the hints)."""
+    return VaultWatcher(cairn.config.vault, apply_hints=cairn.index_paths, reconcile=cairn.index,
+                        ignore=cairn.config.ignore)
+
+
+async def run_with(watcher: VaultWatcher, scenario):
+    await watcher.start()
+    try:
+        assert watcher.watching
+        return await scenario(watcher)
+    finally:
+        await watcher.stop()
+
+
+async def after_marker(cairn: Cairn, watcher: VaultWatcher, name: str) -> None:
+    """Write a marker note after the changes under test and wait until it is indexed and the store matches the
+    disk: the watcher has then applied every event before it (events arrive in order, batches run in order)."""
+    (cairn.config.vault / name).write_text(f"Marker note {name}.\n", encoding="utf-8")
+    await converge(cairn, watcher, lambda: name in paths(cairn))
+
+
+def test_a_folder_symlink_leading_outside_the_vault_made_while_watching_indexes_no_note_or_pdf(cairn, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("zqoutsideword lives outside the vault\n", encoding="utf-8")
+    pdfgen.text_pdf(outside / "out.pdf", ["The zqoutsidepdfword report lives outside the vault."])
+    before = paths(cairn)
+
+    async def scenario(watcher):
+        os.symlink(outside, cairn.config.vault / "ext")
+        os.symlink(outside / "secret.md", cairn.config.vault / "out.md")
+        await after_marker(cairn, watcher, "Marker 1.md")
+        (outside / "later.md").write_text("zqoutsideword written later\n", encoding="utf-8")  # seen through the link?
+        await after_marker(cairn, watcher, "Marker 2.md")
+        assert watcher.reconciles == 0
+
+    asyncio.run(run_with(app_watcher(cairn), scenario))
+    assert paths(cairn) == before | {"Marker 1.md", "Marker 2.md"}
+    assert not hit_paths(cairn, "zqoutsideword", mode="bm25")
+    assert not hit_paths(cairn, "zqoutsidepdfword", mode="bm25")
+
+
+def test_a_symlink_loop_made_while_watching_indexes_no_note_twice(cairn):
+    vault = cairn.config.vault
+
+    async def scenario(watcher):
+        (vault / "Loop").mkdir()
+        (vault / "Loop" / "l.md").write_text("zqloopword in a loop\n", encoding="utf-8")
+        await converge(cairn, watcher, lambda: "Loop/l.md" in paths(cairn))
+        os.symlink("../Loop", vault / "Loop" / "again")
+        os.symlink("Loop", vault / "Alias")
+        await after_marker(cairn, watcher, "Marker.md")
+        assert watcher.reconciles == 0
+
+    run(cairn, scenario)
+    assert hit_paths(cairn, "zqloopword", mode="bm25") == ["Loop/l.md"]
+
+
+def test_a_symlink_to_a_withheld_folder_made_while_watching_leaves_its_notes_withheld(cairn):
+    from cairn.policy import Withhold
+
+    vault = cairn.config.vault
+
+    async def scenario(watcher):
+        (vault / "Private").mkdir()
+        (vault / "Private" / "salary.md").write_text("zqprivword salary negotiation\n", encoding="utf-8")
+        await converge(cairn, watcher, lambda: "Private/salary.md" in paths(cairn))
+        os.symlink("Private", vault / "Attic")
+        os.symlink("Private/salary.md", vault / "zz-alias.md")
+        await after_marker(cairn, watcher, "Marker.md")
+
+    run(cairn, scenario)
+    assert hit_paths(cairn, "zqprivword", mode="bm25") == ["Private/salary.md"]
+    assert not hit_paths(cairn, "zqprivword", mode="bm25", withhold=Withhold((), ("Private",)))
+
+
+def test_renaming_and_moving_away_a_folder_named_like_a_note_while_watching_updates_its_notes(cairn, tmp_path):
+    vault = cairn.config.vault
+    deep = vault / "Projects.md" / "deep"
+
+    async def scenario(watcher):
+        deep.mkdir(parents=True)
+        (vault / "Projects.md" / "plan.md").write_text("zqplanword alpha plan\n", encoding="utf-8")
+        (deep / "b.md").write_text("zqdeepword beta\n", encoding="utf-8")
+        await converge(cairn, watcher, lambda: "Projects.md/deep/b.md" in paths(cairn))
+        os.rename(vault / "Projects.md", vault / "Projects")
+        await converge(cairn, watcher, lambda: "Projects/deep/b.md" in paths(cairn))
+        assert not {p for p in paths(cairn) if p.startswith("Projects.md/")}
+        os.rename(vault / "Projects", tmp_path / "elsewhere.md")
+        await converge(cairn, watcher, lambda: not {p for p in paths(cairn) if p.startswith("Projects")})
+        assert watcher.reconciles == 0
+
+    run(cairn, scenario)
+    assert not hit_paths(cairn, "zqplanword zqdeepword", mode="bm25")
+
+
+def test_a_note_named_like_another_in_nfc_made_while_watching_is_reported_and_the_first_stays(cairn):
+    vault = cairn.config.vault
+
+    def skipped() -> list[dict]:
+        return [e for e in cairn.stats()["errors"] if e["skipped"]]
+
+    async def scenario(watcher):
+        (vault / NFC_NAME).write_text("zqnfcword composed\n", encoding="utf-8")
+        await converge(cairn, watcher, lambda: NFC_NAME in paths(cairn))
+        (vault / NFD_NAME).write_text("zqnfdword decomposed\n", encoding="utf-8")
+        await converge(cairn, watcher, lambda: bool(skipped()))
+        assert [e["filePath"] for e in skipped()] == [NFD_NAME] and repr(NFC_NAME) in skipped()[0]["reason"]
+        assert hit_paths(cairn, "zqnfcword zqnfdword", mode="bm25") == [NFC_NAME]
+        (vault / NFC_NAME).unlink()  # the other one takes its place
+        await converge(cairn, watcher, lambda: not skipped())
+        assert watcher.reconciles == 0
+
+    run(cairn, scenario)
+    assert hit_paths(cairn, "zqnfcword zqnfdword", mode="bm25") == [NFC_NAME]
+    assert "decomposed" in cairn.store.chunks_of_note(NFC_NAME)[0][2]

@@ -209,7 +209,7 @@ class Cairn:
                 report.vectors_written, report.texts_embedded = self.indexer.embed_pending(
                     should_stop=self._yield_to_new_changes(stop), batch_size=WATCH_EMBED_BATCH,
                     pdf=False if self.pdf_queue is not None else None)
-            pdf_hints = {p for p in paths if not str(p).lower().endswith(".md")}  # PDFs, and folders holding some
+            pdf_hints = self.pdfs.hints(paths)  # PDFs, folders holding some (named Projects.md too), gone paths
             if pdf_hints and self.pdf_queue is not None:
                 self.pdf_queue.request(pdf_hints)
             elif pdf_hints and not report.stopped:

@@ -47,8 +47,8 @@ from cairn.errors import NoteReadError
 from cairn.notes import LinkResolver, ParsedNote, parse_note
 from cairn.prompt import candidate_sentences
 from cairn.store import ChunkRecord, LinkRecord, NoteRecord, NoteState, Store
-from cairn.vault import (IgnoreRules, VaultFile, file_digest, hinted_paths, list_all_files, read_note_text,
-                         scan_vault, stat_hint)
+from cairn.vault import (IgnoreRules, VaultFile, duplicate_reason, file_digest, hinted_paths, list_all_files,
+                         paths_under, read_note_text, scan_vault, stat_hint)
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +271,9 @@ class Indexer:
         """Bring the store in line with the vault for a batch of hinted vault-relative paths (files or
         folders, existing or gone), e.g. from file events. Each path is re-stat'ed: a file is indexed when
         its (mtime, size, hash) differ from the store's; a folder is scanned; a path gone from disk removes
-        its note, or every note under it for a folder. Hints in ignored or hidden places are dropped.
+        its note, or every note under it for a folder. Folder or file is what the disk says now (a folder may be
+        named ``Projects.md``), and the full scan's rules apply (:func:`cairn.vault.stat_hint`: no symlink
+        followed, ignore globs, Unicode-name collisions). Hints in ignored or hidden places are dropped.
         Text phase only (call :meth:`embed_pending` next). Never raises for a bad note."""
         with self.lock:
             return self._index_paths(paths, progress=progress, should_stop=should_stop)
@@ -281,17 +283,13 @@ class Indexer:
         rules = IgnoreRules(self.config.ignore)
         known = self.markdown_states()
         files: dict[str, VaultFile] = {}
-        gone: set[str] = set()
-        for rel in hinted_paths(paths, rules):
-            found = stat_hint(self.root, rel, rules)
-            for vf in found:
+        hinted = list(hinted_paths(paths, rules))
+        for rel in hinted:
+            # What the full scan would find there now: a file, or every note under a folder (whatever its name).
+            for vf in stat_hint(self.root, rel, rules):
                 files[vf.path] = vf
-            if rel in known and rel not in files:
-                gone.add(rel)
-            if not rel.lower().endswith(".md"):  # may be a folder (moved or deleted): the notes under it
-                prefix = rel + "/"
-                gone.update(p for p in known if p.startswith(prefix) and p not in files)
-        gone -= set(files)
+        # Indexed at or under a hinted path but not found there now: deleted, moved away, or no longer read.
+        gone = paths_under(known, hinted) - set(files) if hinted else set()
         return self._sync([files[p] for p in sorted(files)], sorted(gone), known, full=False, progress=progress,
                           should_stop=should_stop, whole_vault=False)
 
@@ -358,7 +356,13 @@ class Indexer:
     def _read_changed(self, vf: VaultFile, state: NoteState | None, full: bool,
                       report: IndexReport) -> tuple[VaultFile, str, str] | None:
         """(file, text, sha256) of a note whose bytes need indexing; None when it cannot be read (recorded as
-        skipped) or its bytes are the ones indexed (only its mtime moved: the new stat is remembered)."""
+        skipped) or its bytes are the ones indexed (only its mtime moved: the new stat is remembered). A file whose
+        name equals an indexed one's in Unicode NFC (``vf.duplicate_of``) is recorded as skipped, naming that one."""
+        if vf.duplicate_of is not None:
+            reason = duplicate_reason(vf)
+            self.record_skipped(vf, file_digest(vf.abs_path), reason, report, state=state)
+            log.warning("skipped %s: %s", vf.path, reason)
+            return None
         try:
             text, digest = read_note_text(vf.abs_path, max_bytes=self.config.max_note_bytes)
         except NoteReadError as exc:

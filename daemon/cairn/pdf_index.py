@@ -35,8 +35,8 @@ from cairn.errors import NoteReadError
 from cairn.indexer import (CHUNK_MAX_TOKENS, CHUNK_OVERLAP_TOKENS, Indexer, IndexReport, Progress,
                            chunk_embed_text, content_hash, embedding_units)
 from cairn.store import ChunkRecord, NoteRecord, NoteState
-from cairn.vault import (IgnoreRules, VaultFile, file_digest, hinted_paths, normalise_rel_path, scan_vault,
-                         stat_hint)
+from cairn.vault import (IgnoreRules, VaultFile, duplicate_reason, file_digest, hinted_paths, normalise_rel_path,
+                         paths_under, scan_vault, stat_hint)
 
 if TYPE_CHECKING:  # imported when the first PDF is read: a vault without PDFs never loads the PDF library
     from cairn.vault.pdf import PdfExtractor, PdfText
@@ -170,16 +170,18 @@ class PdfIndexer:
             return files, sorted(set(known) - on_disk)
         rules = IgnoreRules(self.config.ignore)
         found: dict[str, VaultFile] = {}
-        gone: set[str] = set()
-        for rel in hinted_paths(paths, rules):
+        hinted = list(hinted_paths(paths, rules))
+        for rel in hinted:  # the full scan's rules, file or folder as on disk (see Indexer.index_paths)
             for vf in stat_hint(root, rel, rules, extensions=(".pdf",)):
                 found[vf.path] = vf
-            if rel in known and rel not in found:
-                gone.add(rel)
-            prefix = rel + "/"
-            gone.update(p for p in known if p.startswith(prefix))
-        gone -= set(found)
+        gone = paths_under(known, hinted) - set(found) if hinted else set()
         return [found[p] for p in sorted(found)], sorted(gone)
+
+    def hints(self, paths: Iterable[str]) -> set[str]:
+        """The hinted vault-relative paths that may concern PDFs: all but those that are a note file on disk now
+        (a folder named ``Projects.md`` may hold PDFs, and a path gone from disk may have been such a folder)."""
+        root = self.indexer.root
+        return {p for p in paths if not (str(p).lower().endswith(".md") and (root / str(p)).is_file())}
 
     def sync(self, paths: Iterable[str] | None = None, *, full: bool = False, progress: Progress | None = None,
              should_stop: Callable[[], bool] | None = None,
@@ -240,6 +242,9 @@ class PdfIndexer:
                 self._embed(vf, report, stop, turn)  # vectors a stopped run left unfilled
             return
         title = Path(vf.path).stem
+        if vf.duplicate_of is not None:  # its name equals an indexed PDF's in Unicode NFC: reported, not read
+            self._skip(vf, state, file_digest(vf.abs_path), report, duplicate_reason(vf), title)
+            return
         if vf.size > self.config.pdf_max_bytes:  # refused before reading a byte
             self._skip(vf, state, f"size:{vf.size}", report, f"too big: {_mb(vf.size)}, over pdf_max_bytes "
                        f"{_mb(self.config.pdf_max_bytes)}; raise pdf_max_bytes in the config to index it", title)

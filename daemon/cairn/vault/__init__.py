@@ -6,9 +6,14 @@ The vault is read-only to Cairn: nothing here writes, moves or deletes a file.
   :class:`VaultFile`; :func:`list_all_files` yields every file path (attachments
   too) for :class:`cairn.notes.LinkResolver`.
 - Skipped always: hidden files and folders (leading ``.``, which covers
-  ``.obsidian/``, ``.trash/`` and ``.git/``), symlinks leading outside the vault,
-  folders already visited through another symlink (no loops, no duplicates),
-  and the configured gitignore-style globs.
+  ``.obsidian/``, ``.trash/`` and ``.git/``), every symlink (one leading outside
+  the vault would leak outside text; one leading inside would index its target
+  twice, under an alias path that ``withhold.folders`` does not cover — the target
+  is indexed once under its own path), folder loops, and the configured
+  gitignore-style globs. The full scan and a watcher's hinted path go through the
+  same rules (:class:`_Tree`); a hinted path is a folder or a file as the disk says.
+- Two files whose paths are equal in Unicode NFC are not both indexed: one is, the
+  other is yielded with :attr:`VaultFile.duplicate_of` (see :class:`_Tree`).
 - :func:`read_note_text` decodes a note as UTF-8 or raises
   :class:`~cairn.errors.NoteReadError` with a reason the owner can act on.
 - :func:`resolve_in_vault` turns a client-supplied vault-relative path into an
@@ -20,6 +25,7 @@ NFD; Obsidian links are typed in NFC), without a leading ``./``.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
 import os
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from cairn.errors import NoteReadError, PathOutsideVault
+from cairn.errors import NoteReadError, NotFoundError, PathOutsideVault
 
 __all__ = [
     "VaultFile",
@@ -42,6 +48,8 @@ __all__ = [
     "IgnoreRules",
     "stat_hint",
     "hinted_paths",
+    "paths_under",
+    "duplicate_reason",
     "on_disk_path",
     "file_digest",
 ]
@@ -57,9 +65,13 @@ class VaultFile:
     """One file found in the vault.
 
     ``path`` is vault-relative (POSIX, NFC); ``abs_path`` is the file under the
-    given root as spelled on disk (possibly NFD; symlinks not resolved); ``mtime_ns`` is the modification time
-    in nanoseconds and ``size`` the size in bytes (of the symlink's target for a
-    symlinked file); ``kind`` is ``"markdown"`` for ``.md`` files.
+    given root as spelled on disk (possibly NFD; never a symlink); ``mtime_ns`` is the modification time
+    in nanoseconds and ``size`` the size in bytes; ``kind`` is ``"markdown"`` for ``.md`` files.
+
+    ``duplicate_of`` is set when this file's vault-relative path equals another file's once Unicode-normalised
+    (NFC; e.g. ``Résumé.md`` stored once composed, once decomposed, as a Mac sync can leave them): it is the
+    path of the file indexed in its place, and ``path`` is then this file's own spelling (not NFC), so the
+    indexer can record it as skipped apart from the one indexed.
     """
 
     path: str
@@ -67,6 +79,7 @@ class VaultFile:
     mtime_ns: int
     size: int
     kind: str
+    duplicate_of: str | None = None
 
 
 def normalise_rel_path(p: str) -> str:
@@ -186,104 +199,213 @@ class IgnoreRules:
 
 # ----------------------------------------------------------------------- scanning
 
-def _walk(root: Path, ignore: Sequence[str]) -> Iterator[tuple[str, Path, os.stat_result]]:
-    """Yield (vault-relative path, abs path, stat) for every non-ignored regular file, sorted by path."""
-    root = Path(root)
-    try:
-        root_real = root.resolve(strict=True)
-    except OSError as exc:
-        raise FileNotFoundError(f"vault folder {str(root)!r} cannot be opened: {exc.strerror or exc}") from None
-    rules = IgnoreRules(ignore)
-    visited: set[str] = {str(root_real)}
+_Id = tuple[int, int]  # (st_dev, st_ino) of a folder
 
-    def inside(real: str) -> bool:
-        base = str(root_real)
-        return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
-    def walk_dir(abs_dir: Path, rel_dir: str) -> Iterator[tuple[str, Path, os.stat_result]]:
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A regular file the tree rules let through: ``rel`` is its vault-relative key (NFC, or its own spelling
+    when it lost a Unicode-name collision), ``nfc`` the NFC path, ``duplicate_of`` the winner's key or None."""
+
+    rel: str
+    nfc: str
+    abs_path: str
+    st: os.stat_result
+    duplicate_of: str | None = None
+
+
+class _Tree:
+    """The one place that decides which on-disk paths of a vault Cairn reads, and under which vault-relative path.
+
+    The full scan (:meth:`walk`) and a watcher hint (:meth:`look`) both go through :meth:`_children`, so one
+    set of rules applies to both (a hint is never a new scan root):
+
+    - hidden names (leading ``.``: ``.obsidian/``, ``.trash/``, ``.git/``…) and the ignore globs (see
+      :class:`IgnoreRules`; a folder's rules apply to everything under it) are skipped;
+    - **symlinks are never followed**, files and folders alike. One leading outside the vault would put
+      outside text in the index (and serve it); one leading inside would index its target a second time under
+      an alias path that policy rules on vault-relative paths (``withhold.folders``) do not cover. The target
+      of an inside symlink is indexed once, under its own path; each skip is logged (INFO), it is not an error;
+    - a folder that is one of its own ancestors (a bind-mount loop) is not entered;
+    - whether a path is a folder or a file is what ``lstat`` says now (a folder named ``Projects.md`` is a
+      folder); only folders and regular files count (no sockets, fifos, devices);
+    - names are compared in Unicode NFC. Folders whose names are equal in NFC are one folder (their contents
+      are merged). Files whose vault-relative paths are equal in NFC (``Résumé.md`` stored once composed, once
+      decomposed) collide: the one spelled in NFC wins, else the one whose spelling sorts first (code points),
+      and the others are reported with ``duplicate_of`` under their own (non-NFC) spelling, so they can be
+      recorded apart. Case is significant (``Note.md`` and ``note.md`` are two files on a case-sensitive disk).
+    """
+
+    def __init__(self, root: Path, ignore: "Sequence[str] | IgnoreRules" = ()) -> None:
+        self.root = Path(root)
         try:
-            with os.scandir(abs_dir) as it:
-                entries = list(it)
+            self.root_real = self.root.resolve(strict=True)
+            root_st = self.root.stat()
         except OSError as exc:
-            log.warning("Skipping folder %r of the vault: %s", rel_dir or ".", exc.strerror or exc)
-            return
-        items: list[tuple[str, str, os.DirEntry[str], bool, os.stat_result]] = []
-        for entry in entries:
-            name = unicodedata.normalize("NFC", entry.name)
-            if name.startswith("."):
-                continue
-            try:
-                st = entry.stat(follow_symlinks=True)
-            except OSError:  # broken symlink, vanished file, permission denied
-                continue
-            is_dir = stat.S_ISDIR(st.st_mode)
-            if not is_dir and not stat.S_ISREG(st.st_mode):
-                continue
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            if rules and rules.ignored(rel, is_dir):
-                continue
-            if entry.is_symlink() and not inside(os.path.realpath(entry.path)):
-                log.info("Skipping %r: symlink leads outside the vault", rel)
-                continue
-            # Sorting by name + "/" for folders gives the same order as sorting full paths.
-            items.append((name + "/" if is_dir else name, rel, entry, is_dir, st))
-        items.sort(key=lambda item: item[0])
-        for _key, rel, entry, is_dir, st in items:
-            if is_dir:
-                real = os.path.realpath(entry.path)
-                if real in visited:
-                    log.info("Skipping %r: folder already scanned through another path (symlink)", rel)
-                    continue
-                visited.add(real)
-                yield from walk_dir(Path(entry.path), rel)
-            else:
-                # entry.path keeps the on-disk spelling (it may be NFD while `rel` is NFC).
-                yield rel, Path(entry.path), st
+            raise FileNotFoundError(f"vault folder {str(root)!r} cannot be opened: {exc.strerror or exc}") from None
+        if not stat.S_ISDIR(root_st.st_mode):
+            raise FileNotFoundError(f"vault folder {str(root)!r} cannot be opened: it is not a folder")
+        self.root_id: _Id = (root_st.st_dev, root_st.st_ino)
+        self.rules = ignore if isinstance(ignore, IgnoreRules) else IgnoreRules(ignore)
+        self._base = str(self.root_real).rstrip(os.sep) + os.sep
 
-    yield from walk_dir(root, "")
+    def _inside(self, real: str) -> bool:
+        return real == str(self.root_real) or real.startswith(self._base)
+
+    def _symlink_skipped(self, abs_path: str, rel: str) -> None:
+        real = os.path.realpath(abs_path)
+        if not os.path.exists(real):
+            log.info("Skipping %r: broken symlink", rel)
+        elif not self._inside(real):
+            log.info("Skipping %r: symlink leads outside the vault", rel)
+        else:
+            target = Path(real).relative_to(self.root_real).as_posix()
+            log.info("Skipping %r: symlink to %r inside the vault (indexed under its own path; Cairn follows no "
+                     "symlink)", rel, unicodedata.normalize("NFC", target))
+
+    def _children(self, dirs: Sequence[str | Path], rel_dir: str, ancestors: frozenset[_Id], only: str | None = None,
+                  ) -> tuple[dict[str, list[tuple[str, os.stat_result]]], dict[str, list[tuple[str, os.stat_result]]]]:
+        """The entries of the folders ``dirs`` (one folder of the vault, at NFC path ``rel_dir``; several when
+        names equal in NFC merge) that the rules let through: ({NFC name: files}, {NFC name: folders}), each
+        list in preference order. ``only``: just the entries of that NFC name (a hint's next segment)."""
+        files: dict[str, list[tuple[str, os.stat_result]]] = {}  # abs paths as str: a Path each costs time
+        folders: dict[str, list[tuple[str, os.stat_result]]] = {}
+        for abs_dir in dirs:
+            try:
+                with os.scandir(abs_dir) as it:
+                    entries = list(it)
+            except OSError as exc:
+                log.warning("Skipping folder %r of the vault: %s", rel_dir or ".", exc.strerror or exc)
+                continue
+            for entry in entries:
+                name = unicodedata.normalize("NFC", entry.name)
+                if (only is not None and name != only) or name.startswith("."):
+                    continue
+                rel = f"{rel_dir}/{name}" if rel_dir else name
+                try:
+                    if entry.is_symlink():
+                        self._symlink_skipped(entry.path, rel)
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:  # vanished, permission denied
+                    continue
+                is_dir = stat.S_ISDIR(st.st_mode)
+                if not is_dir and not stat.S_ISREG(st.st_mode):
+                    continue
+                if self.rules and self.rules.ignored(rel, is_dir):
+                    continue
+                if is_dir and (st.st_dev, st.st_ino) in ancestors:
+                    log.info("Skipping %r: the folder is one of its own parents (a loop)", rel)
+                    continue
+                (folders if is_dir else files).setdefault(name, []).append((entry.path, st))
+        for group in (*files.values(), *folders.values()):
+            if len(group) > 1:
+                group.sort(key=lambda item: self._preference(item[0]))
+        return files, folders
+
+    def _raw_rel(self, abs_path: str) -> str:
+        return Path(abs_path).relative_to(self.root).as_posix()
+
+    def _preference(self, abs_path: str) -> tuple[bool, str]:
+        raw = self._raw_rel(abs_path)
+        return (not unicodedata.is_normalized("NFC", raw), raw)
+
+    def _file_group(self, rel: str, group: list[tuple[str, os.stat_result]]) -> Iterator[_Found]:
+        """The winner of files whose NFC path is ``rel`` under ``rel``, then the others as duplicates."""
+        (first, first_st), rest = group[0], group[1:]
+        yield _Found(rel, rel, first, first_st)
+        for abs_path, st in rest:
+            yield _Found(self._raw_rel(abs_path), rel, abs_path, st, duplicate_of=rel)
+
+    def _walk(self, dirs: Sequence[str | Path], rel_dir: str, ancestors: frozenset[_Id]) -> Iterator[_Found]:
+        files, folders = self._children(dirs, rel_dir, ancestors)
+        # Sorting by name + "/" for folders gives the same order as sorting full paths.
+        keys = sorted([(name, False) for name in files] + [(name + "/", True) for name in folders])
+        for key, is_dir in keys:
+            if is_dir:
+                name = key[:-1]
+                group = folders[name]
+                inner = ancestors | {(st.st_dev, st.st_ino) for _p, st in group}
+                yield from self._walk([p for p, _st in group], f"{rel_dir}/{name}" if rel_dir else name, inner)
+            else:
+                yield from self._file_group(f"{rel_dir}/{key}" if rel_dir else key, files[key])
+
+    def walk(self) -> Iterator[_Found]:
+        """Every file the rules let through, sorted by vault-relative path (duplicates right after their winner)."""
+        return self._walk([self.root], "", frozenset({self.root_id}))
+
+    def look(self, rel: str) -> list[_Found]:
+        """What the full scan would yield at or under the NFC vault-relative ``rel`` (a file, or every file
+        under a folder), decided by what is on disk now; [] when nothing there is read."""
+        parts = rel.split("/")
+        dirs: list[str | Path] = [self.root]
+        ancestors = frozenset({self.root_id})
+        rel_dir = ""
+        for seg in parts[:-1]:
+            _files, folders = self._children(dirs, rel_dir, ancestors, only=seg)
+            group = folders.get(seg)
+            if not group:
+                return []
+            dirs = [p for p, _st in group]
+            ancestors = ancestors | {(st.st_dev, st.st_ino) for _p, st in group}
+            rel_dir = f"{rel_dir}/{seg}" if rel_dir else seg
+        last = parts[-1]
+        files, folders = self._children(dirs, rel_dir, ancestors, only=last)
+        out = list(self._file_group(rel, files[last])) if last in files else []
+        if last in folders:
+            group = folders[last]
+            out.extend(self._walk([p for p, _st in group], rel,
+                                  ancestors | {(st.st_dev, st.st_ino) for _p, st in group}))
+        return out
+
+
+def _kind_of(nfc_path: str, exts: Sequence[str]) -> str | None:
+    lower = nfc_path.lower()
+    ext = next((e for e in exts if lower.endswith(e)), None)
+    return None if ext is None else _KINDS.get(ext, ext.lstrip("."))
+
+
+def _norm_exts(extensions: Sequence[str]) -> tuple[str, ...]:
+    return tuple(e.lower() if e.startswith(".") else "." + e.lower() for e in extensions)
+
+
+def _vault_files(found: Iterable[_Found], exts: Sequence[str]) -> Iterator[VaultFile]:
+    for f in found:
+        kind = _kind_of(f.nfc, exts)
+        if kind is not None:
+            yield VaultFile(f.rel, Path(f.abs_path), f.st.st_mtime_ns, f.st.st_size, kind, f.duplicate_of)
 
 
 def scan_vault(root: Path, ignore: Sequence[str] = (), *, extensions: Sequence[str] = (".md",)) -> Iterator[VaultFile]:
     """Yield the vault's files with one of ``extensions`` (case-insensitive), sorted by vault-relative path.
 
-    Skips hidden files and folders (``.obsidian/``, ``.trash/``, ``.git/``...),
-    paths matching the gitignore-style ``ignore`` globs (see :class:`IgnoreRules`),
-    and symlinks leading outside the vault. Symlinked folders inside the vault
-    are followed once (each real folder is scanned at most once, so loops end).
-    Raises ``FileNotFoundError`` when ``root`` does not exist.
+    The rules are :class:`_Tree`'s: hidden files and folders and the gitignore-style ``ignore`` globs
+    (:class:`IgnoreRules`) are skipped, no symlink is followed (one leading outside the vault would leak, one
+    leading inside would index its target twice, under an alias path), and a file whose path equals another's
+    in Unicode NFC is yielded with ``duplicate_of`` set (right after the one indexed). Raises
+    ``FileNotFoundError`` when ``root`` does not exist or is not a folder.
     """
-    exts = tuple(e.lower() if e.startswith(".") else "." + e.lower() for e in extensions)
-    for rel, abs_path, st in _walk(Path(root), ignore):
-        lower = rel.lower()
-        ext = next((e for e in exts if lower.endswith(e)), None)
-        if ext is None:
-            continue
-        yield VaultFile(rel, abs_path, st.st_mtime_ns, st.st_size, _KINDS.get(ext, ext.lstrip(".")))
+    yield from _vault_files(_Tree(root, ignore).walk(), _norm_exts(extensions))
 
 
 def stat_hint(root: Path, rel: str, rules: IgnoreRules, *, extensions: Sequence[str] = (".md",)) -> list[VaultFile]:
-    """The files with one of ``extensions`` at vault-relative ``rel`` now (a file event is only a hint): [] when
-    it is gone or another kind of file, the file itself, or — for a folder — those under it that ``rules`` do
-    not exclude. A symlinked file leading outside ``root`` counts as absent."""
-    exts = tuple(e.lower() for e in extensions)
-    abs_path = on_disk_path(root, rel)
-    try:
-        st = abs_path.stat()
-    except OSError:
-        return []
-    if stat.S_ISDIR(st.st_mode):
-        try:
-            inner = list(scan_vault(abs_path, extensions=exts))
-        except OSError:
-            return []
-        return [VaultFile(f"{rel}/{vf.path}", vf.abs_path, vf.mtime_ns, vf.size, vf.kind) for vf in inner
-                if not rules.excludes(f"{rel}/{vf.path}")]
-    ext = next((e for e in exts if rel.lower().endswith(e)), None)
-    if not stat.S_ISREG(st.st_mode) or ext is None:
-        return []
-    if abs_path.is_symlink() and not Path(os.path.realpath(abs_path)).is_relative_to(Path(root).resolve()):
-        return []
-    return [VaultFile(rel, abs_path, st.st_mtime_ns, st.st_size, _KINDS.get(ext, ext.lstrip(".")))]
+    """The files with one of ``extensions`` at or under vault-relative NFC ``rel`` now (a file event is only a
+    hint): exactly what :func:`scan_vault` would yield there — the file, or every file under a folder (whatever
+    its name: a folder named ``Projects.md`` is a folder), duplicates included — decided by what is on disk now,
+    with the same rules (``rules``, symlinks, Unicode collisions). [] when nothing there is read. Raises
+    ``FileNotFoundError`` when the vault folder itself cannot be opened, as :func:`scan_vault` does (a vanished
+    vault is not every hinted note deleted)."""
+    return list(_vault_files(_Tree(root, rules).look(rel), _norm_exts(extensions)))
+
+
+def duplicate_reason(vf: VaultFile) -> str:
+    """Why a file with :attr:`VaultFile.duplicate_of` set is not indexed (shown in ``/index/stats`` and
+    ``cairn index``): it names the file indexed instead and says how to fix it."""
+    form = "decomposed (NFD), as a sync from a Mac can leave it" if unicodedata.is_normalized("NFD", vf.path) \
+        else "not in the composed form NFC"
+    return (f"not indexed: another file, {vf.duplicate_of!r}, has the same name once Unicode-normalised (NFC) — the "
+            f"two names differ only in how accented letters are encoded (this one is {form}) — and that one is "
+            "indexed; rename or delete one of the two files")
 
 
 def hinted_paths(paths: Iterable[str], rules: IgnoreRules) -> Iterator[str]:
@@ -293,6 +415,22 @@ def hinted_paths(paths: Iterable[str], rules: IgnoreRules) -> Iterator[str]:
         rel = normalise_rel_path(str(raw))
         if rel and not rel.startswith("/") and ".." not in rel.split("/") and not rules.excludes(rel):
             yield rel
+
+
+def paths_under(known: Iterable[str], rels: Iterable[str]) -> set[str]:
+    """The paths among ``known`` (index keys) at or under any of the NFC vault-relative ``rels``, compared in
+    NFC (a duplicate's key keeps its own spelling). With the files :func:`stat_hint` found there removed, these
+    are the indexed paths gone from disk — whether ``rel`` was a file or a folder (a folder's name may end in
+    ``.md``). Sorted lookups: O((k + h) log k) for k known paths and h hints."""
+    index = sorted((unicodedata.normalize("NFC", p), p) for p in known)
+    keys = [n for n, _p in index]
+    out: set[str] = set()
+    for rel in rels:
+        lo, hi = bisect.bisect_left(keys, rel), bisect.bisect_right(keys, rel)
+        out.update(p for _n, p in index[lo:hi])
+        lo, hi = bisect.bisect_left(keys, rel + "/"), bisect.bisect_left(keys, rel + "0")  # "0" follows "/"
+        out.update(p for _n, p in index[lo:hi])
+    return out
 
 
 def file_digest(path: Path) -> str:
@@ -310,11 +448,12 @@ def file_digest(path: Path) -> str:
 def list_all_files(root: Path, ignore: Sequence[str] = ()) -> Iterator[str]:
     """Yield the vault-relative path of every non-ignored file (notes and attachments), sorted.
 
-    Same skipping rules as :func:`scan_vault`; meant to build a
-    :class:`cairn.notes.LinkResolver`.
+    Same rules as :func:`scan_vault`; a file whose name collides with another's in Unicode NFC is left out
+    (the one indexed stands for both). Meant to build a :class:`cairn.notes.LinkResolver`.
     """
-    for rel, _abs, _st in _walk(Path(root), ignore):
-        yield rel
+    for f in _Tree(root, ignore).walk():
+        if f.duplicate_of is None:
+            yield f.rel
 
 
 # ------------------------------------------------------------------------ reading
@@ -391,7 +530,9 @@ def resolve_in_vault(root: Path, rel_path: str) -> Path:
 
     Raises :class:`~cairn.errors.PathOutsideVault` for an absolute path (``/x``,
     ``C:\\x``, ``\\\\server``), a ``..`` escape, a NUL character, or a symlink
-    that resolves outside the vault. The file need not exist.
+    that resolves outside the vault; :class:`~cairn.errors.NotFoundError` for a path
+    through a symlink that stays inside (Cairn follows no symlink: the target has its
+    own path). The file need not exist.
     """
     if not isinstance(rel_path, str) or "\x00" in rel_path:
         raise PathOutsideVault(f"Path {rel_path!r} is not a valid vault-relative path (contains a NUL character).")
@@ -406,5 +547,12 @@ def resolve_in_vault(root: Path, rel_path: str) -> Path:
     if candidate != root_real and not candidate.is_relative_to(root_real):
         raise PathOutsideVault(
             f"Path {rel_path!r} leads outside the vault (via '..' or a symlink); expected a path inside the vault."
+        )
+    if candidate != Path(os.path.normpath(on_disk_path(root_real, rel) if rel else root_real)):
+        # Through a symlink inside the vault: Cairn indexes no alias path (see _Tree), and reading through one
+        # would serve the target under a path the policy's folder rules do not cover. The target is not named.
+        raise NotFoundError(
+            f"Path {rel_path!r} goes through a symlink; Cairn reads no symlinked file or folder (a symlink's "
+            "target inside the vault is indexed under its own path: use that path)."
         )
     return candidate
