@@ -306,6 +306,41 @@ def test_cairn_token_rotate_invalidates_the_old_token_at_once(tmp_path, monkeypa
     assert run(scenario()) == (200, 401, 200)
 
 
+def test_an_events_stream_opened_with_the_old_token_gets_nothing_after_a_rotate(tmp_path, monkeypatch):
+    from cairn.config import load_config
+    from cairn.secrets import TokenWatch, get_or_create_token, rotate_token
+
+    monkeypatch.setenv("CAIRN_KEYRING", "file")
+    config = load_config({"config_dir": str(tmp_path / "config"), "data_dir": str(tmp_path / "data")}, env={})
+    old = get_or_create_token(config)
+    bus = EventBus()
+
+    async def scenario():
+        app = create_app(config=Config(), query=EmptyQuery(), token=TokenWatch(config), stats=dict, health=dict,
+                         events=bus)
+        server = await serve(app, "127.0.0.1", 0)
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(server.url + "/events", headers={"Authorization": f"Bearer {old}"}) as stream:
+                    assert await asyncio.wait_for(stream.content.readline(), 10) == b": connected\n"
+                    bus.publish("removed", {"filePath": "before.md"})
+                    first = []
+                    while not first or not first[-1].startswith(b"data: "):
+                        line = await asyncio.wait_for(stream.content.readline(), 10)
+                        first += [line] if line.strip() else []
+                    await asyncio.to_thread(rotate_token, config)
+                    bus.publish("removed", {"filePath": "Private/after-the-rotate.md"})
+                    assert await asyncio.wait_for(stream.content.readline(), 10) == b"\n"  # the end of `first`
+                    rest = await asyncio.wait_for(read_events(stream), 10)  # the stream ends
+                return first, rest
+        finally:
+            await server.close()
+
+    first, rest = run(scenario())
+    assert first[0] == b"event: removed\n" and b"before.md" in first[1]
+    assert [name for name, _ in rest] == ["error"] and rest[0][1]["code"] == "unauthorized"
+
+
 # -- service.json and the OpenAPI document ----------------------------------------------------
 
 

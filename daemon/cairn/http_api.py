@@ -887,10 +887,18 @@ async def _events(request: web.Request) -> web.StreamResponse:
         raise Busy(f"{MAX_EVENT_STREAMS} event streams are already open; close one and retry.", retry_after=5)
     state.event_streams += 1
     sub = bus.subscribe()
+    tokens: TokenSource = request.app[_TOKEN_KEY]
+    opened_with = tokens.current().encode("utf-8")  # the request passed the token check with this one
 
     async def forever():
         while True:
-            yield await sub.get()
+            item = await sub.get()
+            if not hmac.compare_digest(tokens.current().encode("utf-8"), opened_with):
+                # `cairn token --rotate`: a stream opened with the old token gets nothing more (README).
+                yield "error", {"code": "unauthorized",
+                                "message": "The API token was rotated; reconnect with the new one (`cairn token`)."}
+                return
+            yield item
 
     async def failure(exc: BaseException) -> None:
         log.error("GET /events failed", exc_info=exc)
