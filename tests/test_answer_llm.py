@@ -304,7 +304,8 @@ def test_a_non_loopback_base_url_is_remote():
     for url in ["http://127.0.0.1:11434/v1", "http://localhost:8080/v1", "http://[::1]:1234/v1"]:
         assert is_loopback_url(url) and not LLMConfig(base_url=url).remote
         assert OpenAIChatModel(LLMConfig(base_url=url)).remote is False
-    for url in ["https://api.openai.com/v1", "http://192.168.1.5:11434/v1", "http://127.0.0.1.nip.io/v1"]:
+    for url in ["https://api.openai.com/v1", "http://192.168.1.5:11434/v1", "http://127.0.0.1.nip.io/v1",
+                "http://ollama.localhost:11434/v1"]:  # *.localhost: resolved by DNS on many systems
         assert LLMConfig(base_url=url).remote and OpenAIChatModel(LLMConfig(base_url=url)).remote
 
 

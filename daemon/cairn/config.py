@@ -36,7 +36,9 @@ ALWAYS_IGNORED = (".obsidian", ".trash", ".git")
 
 
 def is_loopback_url(url: str) -> bool:
-    """True when ``url``'s host is a loopback address literal or ``localhost`` (anything else counts as remote)."""
+    """True when ``url``'s host is a loopback address literal or ``localhost`` (anything else counts as remote).
+    ``*.localhost`` names count as remote: RFC 6761 asks resolvers to map them to loopback, but many do not
+    (this machine's does not), and a DNS answer could then send withheld notes off the machine."""
     import ipaddress
     from urllib.parse import urlsplit
 
@@ -44,7 +46,7 @@ def is_loopback_url(url: str) -> bool:
         host = (urlsplit(url).hostname or "").lower()
     except ValueError:
         return False
-    if host == "localhost" or host.endswith(".localhost"):
+    if host in ("localhost", "localhost."):
         return True
     try:
         return ipaddress.ip_address(host).is_loopback
