@@ -300,6 +300,47 @@ def test_withheld_notes_never_enter_a_remote_models_prompt_but_do_enter_a_local_
     assert events[-1][1]["grounded"] is False and "penicillin" in text_of(events)
 
 
+POLICY = """version: 1
+withhold:
+  tags: [personal]
+  folders: [{folders}]
+default_tools: [get_note, list_notes]
+clients: {{}}
+audit: {{enabled: false}}
+"""
+
+
+def test_a_remote_model_follows_the_mcp_policy_withheld_folders_and_gets_nothing_when_it_is_broken(
+        sample_cairn, tmp_path):
+    from cairn.app import remote_model_withhold
+
+    async def ask(policy_text: str):
+        policy = tmp_path / f"policy-{len(policy_text)}.yaml"
+        policy.write_text(policy_text, encoding="utf-8")
+        config = sample_cairn.config.replace(mcp_policy=policy)
+        async with stub_server("normal") as stub:
+            model = OpenAIChatModel(llm_config(stub.url))
+            model.remote = True  # what a non-loopback base_url means, without leaving the machine
+            answers = AnswerService(sample_cairn.query, model, withhold_tags=remote_model_withhold(config))
+            app = create_app(config=config, query=sample_cairn.query, token=TOKEN, stats=sample_cairn.stats,
+                             health=sample_cairn.health, answers=answers)
+            server = await serve(app, "127.0.0.1", 0)
+            try:
+                async with aiohttp.ClientSession() as session:
+                    events = await Client(server.url, session, server).ask(PERSONAL_QUESTION)
+            finally:
+                await server.close()
+        return [r["messages"][1]["content"] for r in stub.requests], events
+
+    (open_prompt,), _ = run(ask(POLICY.format(folders="")))
+    assert "Kitchen/Tomato sauce.md" in open_prompt and "Personal/" not in open_prompt
+    (prompt,), events = run(ask(POLICY.format(folders="kitchen")))  # folders match in any letter case
+    assert "Kitchen/" not in prompt and "Personal/" not in prompt and events[-1][1]["grounded"] is True
+
+    prompts, events = run(ask("version: 1\nwithhold: [unclosed\n"))  # unreadable policy: fail closed
+    assert prompts == [] and events[-1][1]["grounded"] is False and text_of(events)
+
+
 def test_a_non_loopback_base_url_is_remote():
     for url in ["http://127.0.0.1:11434/v1", "http://localhost:8080/v1", "http://[::1]:1234/v1"]:
         assert is_loopback_url(url) and not LLMConfig(base_url=url).remote

@@ -36,12 +36,12 @@ import asyncio
 import logging
 import re
 import time
-from typing import Any, AsyncIterator, Protocol, Sequence
+from typing import Any, AsyncIterator, Callable, Protocol, Sequence
 
 from cairn.config import NOT_FOUND_ANSWER
 from cairn.errors import CairnError
 from cairn.notes import normalise_tag
-from cairn.policy import Withhold, WithheldTally
+from cairn.policy import NOTHING_WITHHELD, Withhold, WithheldTally
 from cairn.prompt import ContextBlock, build_messages
 from cairn.query import Answer, QueryService, Source, WithheldSet
 
@@ -128,15 +128,25 @@ class AnswerService:
     """Streams answers for the HTTP edge (and collects them for the CLI). ``model`` may be ``None``."""
 
     def __init__(self, query: QueryService, model: ChatModel | None = None, *,
-                 withhold_tags: Sequence[str] | Withhold = ("personal",)) -> None:
-        """``withhold_tags``: what a REMOTE model never sees — tags (``config.llm.withhold_tags``) or a
-        :class:`~cairn.policy.Withhold` (e.g. the governance policy's, with its folders)."""
+                 withhold_tags: Sequence[str] | Withhold | Callable[[], Withhold | None] = ("personal",)) -> None:
+        """``withhold_tags``: what a REMOTE model never sees — tags (``config.llm.withhold_tags``), a
+        :class:`~cairn.policy.Withhold` (tags and folders), or a function returning the one in force now
+        (the daemon's: the governance policy's, read live, see :func:`cairn.app.remote_model_withhold`),
+        where ``None`` means the policy cannot be read: then nothing enters a remote model's prompt."""
         self.query = query
         self.model = model
-        if not isinstance(withhold_tags, Withhold):  # strings that are not tags can never match a note
-            withhold_tags = Withhold(tuple(dict.fromkeys(t for t in map(normalise_tag, withhold_tags) if t)))
-        self.remote_withhold = withhold_tags
-        self.withhold_tags = self.remote_withhold.tags
+        if isinstance(withhold_tags, Withhold) or not callable(withhold_tags):
+            fixed = withhold_tags
+            if not isinstance(fixed, Withhold):  # strings that are not tags can never match a note
+                fixed = Withhold(tuple(dict.fromkeys(t for t in map(normalise_tag, fixed) if t)))
+            self._remote_withhold: Callable[[], Withhold | None] = lambda: fixed
+        else:
+            self._remote_withhold = withhold_tags
+
+    @property
+    def remote_withhold(self) -> Withhold | None:
+        """What a remote model must not see now (``None``: everything)."""
+        return self._remote_withhold()
 
     def prompt_sources(self, sources: Sequence[Source]) -> list[Source]:
         """The sources that may enter the model's prompt, renumbered 1..n (withheld notes dropped for a remote model)."""
@@ -155,11 +165,14 @@ class AnswerService:
         kept = list(sources)
         text_of: Any = lambda s: s.hit.text  # noqa: E731
         symbol_of: Any = lambda s: s.hit.symbol  # noqa: E731
-        if getattr(self.model, "remote", True) and self.remote_withhold:
+        withhold = self.remote_withhold if getattr(self.model, "remote", True) else NOTHING_WITHHELD
+        if withhold is None:  # the policy cannot be read: fail closed, the answer is built locally
+            return [], []
+        if withhold:
             # The index's withheld set too: it also holds what a passage's own tags cannot show (a PDF that a
             # withheld note links to or embeds; a note whose front-matter cannot be read).
-            hidden = WithheldSet.load(self.query.store, self.remote_withhold)
-            kept = [s for s in kept if not (self.remote_withhold.note_withheld(s.hit.file_path, s.hit.tags)
+            hidden = WithheldSet.load(self.query.store, withhold)
+            kept = [s for s in kept if not (withhold.note_withheld(s.hit.file_path, s.hit.tags)
                                             or hidden.hides_path(s.hit.file_path))]
             if hidden.redactor:  # titles of withheld notes reach the prompt through the kept notes' links
                 mask = hidden.symbol_masker(self.query.store)

@@ -418,6 +418,27 @@ def mcp_policy_path(config: Config) -> Path:
     return config.mcp_policy if config.mcp_policy is not None else ensure_owner_policy(config.config_dir)
 
 
+def remote_model_withhold(config: Config) -> Callable[[], Any]:
+    """What a remote language model must not see, read live (a function for
+    :class:`~cairn.answer.AnswerService`): the governance policy's ``withhold`` (tags and folders: the model is
+    a client not declared local) plus ``llm.withhold_tags``; ``None`` while the policy cannot be read (missing
+    and not creatable, invalid, newer version): then nothing enters the model's prompt (fail closed)."""
+    from cairn.policy import PolicyError, PolicyHolder, Withhold
+
+    try:
+        holder: PolicyHolder | None = PolicyHolder(mcp_policy_path(config), strict=False)
+    except PolicyError as exc:
+        log.error("MCP policy unusable, so nothing goes to the remote language model: %s", exc)
+        holder = None
+
+    def current() -> Withhold | None:
+        policy = holder.current() if holder is not None else None
+        if policy is None or policy.fail_closed_reason:
+            return None
+        return Withhold.of(tags=(*policy.withhold.tags, *config.llm.withhold_tags), folders=policy.withhold.folders)
+    return current
+
+
 def mcp_service(config: Config, cairn: "Cairn", policy: Any, transport: str) -> Any:
     from cairn.audit import AuditLog, audit_path
     from cairn.mcp_server import McpService
@@ -566,9 +587,11 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
         api_key = await asyncio.to_thread(get_secret, config, LLM_API_KEY)
         model = OpenAIChatModel(config.llm, api_key=api_key)
         log.info("answers are written by %s at %s (%s)", config.llm.model or "the default model", config.llm.base_url,
-                 "remote: notes tagged " + ", ".join(config.llm.withhold_tags) + " are withheld from it"
-                 if model.remote else "local")
-    answers = AnswerService(cairn.query, model, withhold_tags=config.llm.withhold_tags)
+                 "remote: what the MCP policy withholds and notes tagged " + ", ".join(config.llm.withhold_tags)
+                 + " are withheld from it" if model.remote else "local")
+    answers = AnswerService(cairn.query, model,
+                            withhold_tags=remote_model_withhold(config) if model is not None and model.remote
+                            else config.llm.withhold_tags)
     probe = LLMProbe(model)
 
     mcp: McpHttp | None = None

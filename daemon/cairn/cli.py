@@ -260,8 +260,11 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
             from cairn.llm import OpenAIChatModel
             from cairn.secrets import LLM_API_KEY, get_secret
 
+            from cairn.app import remote_model_withhold
+
             model = OpenAIChatModel(config.llm, api_key=get_secret(config, LLM_API_KEY))
-            service = AnswerService(cairn.query, model, withhold_tags=config.llm.withhold_tags)
+            service = AnswerService(cairn.query, model, withhold_tags=remote_model_withhold(config) if model.remote
+                                    else config.llm.withhold_tags)
             answer = asyncio.run(service.answer(args.text, top_k=args.top_k or config.top_k, tags=args.tag))
         else:
             answer = cairn.query.ask(args.text, top_k=args.top_k or config.top_k, tags=args.tag)
