@@ -305,8 +305,9 @@ def test_a_daemon_started_with_an_invalid_policy_serves_mcp_fail_closed(tmp_path
 
         tools, listed = run(go())
         assert tools == {"get_note", "list_notes"}
-        # fail closed: nothing is local, `personal` is withheld (the folder rule was in the broken file)
-        assert {n["filePath"] for n in listed.structured_content["notes"]} == set(ALLOWED) | {"Private/Salary.md"}
+        # fail closed: no note at all, since the broken file's folder rule (Private/) cannot be known
+        assert listed.is_error and "policy cannot be used" in blob(listed) and "cairn policy check" in blob(listed)
+        assert "Salary" not in blob(listed) and not any(p.split("/")[-1][:-3] in blob(listed) for p in ALLOWED)
 
 
 def test_cairn_mcp_http_serves_the_endpoint_alone_from_the_existing_index(mcp):

@@ -205,7 +205,13 @@ class McpService:
             await asyncio.to_thread(self._record, policy, who, name[:100], args, Outcome({}, "", decision="denied"))
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool {name[:100]!r}; the tools are listed by tools/list.")
         served = self.served(client, requested)
-        if name not in served:
+        if policy.fail_closed_reason:
+            # Fail closed means no note at all: the broken file may have withheld folders or tags that the
+            # stand-in policy cannot know (it only withholds `personal`), so nothing is served until it is fixed.
+            outcome = _error("policy_unusable", f"The owner's MCP policy cannot be used ({policy.fail_closed_reason}), "
+                             "so no notes are served to any client until it is fixed; `cairn policy check` shows "
+                             "where.", decision="denied")
+        elif name not in served:
             named = client is not None and client in policy.clients
             why = ("The owner can add tools that this client's policy allows: --tool NAME (stdio) or ?tool=NAME "
                    "in the URL (HTTP)." if named else
