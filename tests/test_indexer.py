@@ -420,3 +420,14 @@ def test_a_note_replaced_by_a_symlink_to_a_withheld_note_is_not_served_before_it
     with pytest.raises(NotFoundError) as info:
         cairn.library.note("Flour.md", withhold=Withhold(("personal",), ("Private",)))
     assert "symlink" in info.value.message and "salary" not in info.value.message
+
+
+def test_an_index_made_by_another_note_parser_re_reads_every_note_once_and_embeds_nothing(cairn):
+    cairn.index()
+    with cairn.store.conn as c:  # what an index written before the parser changed holds
+        c.execute("UPDATE meta SET value='notes-v1' WHERE key='text_recipe'")
+    again = cairn.index()
+    assert (again.updated, again.texts_embedded) == (5, 0)  # every note re-parsed; vectors from the cache
+    assert cairn.store.get_meta("text_recipe").startswith("notes-v") and cairn.store.get_meta("text_recipe") != "notes-v1"
+    third = cairn.index()
+    assert (third.unchanged, third.updated) == (5, 0)

@@ -44,7 +44,7 @@ from cairn.chunking import chunk_note
 from cairn.config import Config
 from cairn.embedder import Embedder, load_tokenizer
 from cairn.errors import NoteReadError
-from cairn.notes import LinkResolver, ParsedNote, parse_note
+from cairn.notes import PARSER_VERSION, LinkResolver, ParsedNote, parse_note
 from cairn.prompt import candidate_sentences
 from cairn.store import ChunkRecord, LinkRecord, NoteRecord, NoteState, Store
 from cairn.vault import (IgnoreRules, VaultFile, duplicate_reason, file_digest, hinted_paths, list_all_files,
@@ -484,7 +484,14 @@ class Indexer:
         False: the daemon's PDF queue fills those). Returns the report with keyword-ready and total times."""
         started = time.perf_counter()
         with self.lock:
-            report = self.sync_text(full=full, progress=progress, should_stop=should_stop)
+            text_recipe = f"notes-v{PARSER_VERSION}"
+            stale = self.store.get_meta("text_recipe") != text_recipe  # made by another parser (or new)
+            if stale and not full and self.store.stats()["notes"]:
+                log.info("the note parser changed (%s -> %s): re-reading every note",
+                         self.store.get_meta("text_recipe"), text_recipe)
+            report = self.sync_text(full=full or stale, progress=progress, should_stop=should_stop)
+            if stale and not report.stopped:
+                self.store.set_meta("text_recipe", text_recipe)
         if not report.stopped:
             report.vectors_written, report.texts_embedded = self.embed_pending(
                 progress=progress, should_stop=should_stop, pdf=None if pdf_vectors else False)

@@ -41,6 +41,7 @@ import yaml
 from markdown_it import MarkdownIt
 
 __all__ = [
+    "PARSER_VERSION",
     "Link",
     "ParsedNote",
     "parse_note",
@@ -48,6 +49,13 @@ __all__ = [
     "tag_in_scope",
     "LinkResolver",
 ]
+
+
+#: Bumped whenever parsing changes what a note's tags, aliases, links, front-matter or body are: an index made
+#: by another version re-reads every note at its next full run (``Indexer.index``; vectors of unchanged text
+#: come from the cache). 2: a repeated front-matter key keeps the union of tags/aliases and is reported (before,
+#: ``tags: [personal]`` then ``tags: [work]`` was indexed as ``[work]``).
+PARSER_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
