@@ -37,6 +37,17 @@ def _app(cairn):
                       events=cairn.events)
 
 
+def post_to_daemon(cairn, path: str, raw: str) -> tuple[int, str, dict | None]:
+    """POST ``raw`` (JSON text, sent as is) to ``path`` of a real daemon over ``cairn``: (status, type, body)."""
+    async def scenario():
+        server = await serve(_app(cairn), "127.0.0.1", 0)
+        try:
+            return await _post(server.url, path, raw)
+        finally:
+            await server.close()
+    return run(scenario())
+
+
 @pytest.mark.parametrize("raw", [
     '{"question": "garlic \\ud800"}',                  # a lone high surrogate in the question
     '{"question": "garlic \\udce9"}',                  # a lone low surrogate
@@ -45,28 +56,14 @@ def _app(cairn):
     '{"question": "garlic", "\\ud800": 1}',            # ... in a key
 ])
 def test_a_lone_surrogate_in_an_ask_body_is_400_with_the_one_error_shape(sample_cairn, raw):
-    async def scenario():
-        server = await serve(_app(sample_cairn), "127.0.0.1", 0)
-        try:
-            return await _post(server.url, "/ask", raw)
-        finally:
-            await server.close()
-
-    status, ctype, body = run(scenario())
+    status, ctype, body = post_to_daemon(sample_cairn, "/ask", raw)
     assert (status, ctype) == (400, "application/json")
     assert_error(body, "bad_request")
     assert "surrogate" in body["error"]["message"]
 
 
 def test_a_lone_surrogate_in_a_reindex_path_is_400(sample_cairn):
-    async def scenario():
-        server = await serve(_app(sample_cairn), "127.0.0.1", 0)
-        try:
-            return await _post(server.url, "/index/reindex", '{"path": "Garden/\\ud800.md"}')
-        finally:
-            await server.close()
-
-    status, _, body = run(scenario())
+    status, _, body = post_to_daemon(sample_cairn, "/index/reindex", '{"path": "Garden/\\ud800.md"}')
     assert status == 400
     assert_error(body, "bad_request")
 
@@ -74,15 +71,7 @@ def test_a_lone_surrogate_in_a_reindex_path_is_400(sample_cairn):
 @pytest.mark.parametrize("depth", [20_000, 3_000])
 def test_a_deeply_nested_json_body_is_400_not_a_500(sample_cairn, depth):
     raw = '{"question": ' + "[" * depth + "]" * depth + "}"
-
-    async def scenario():
-        server = await serve(_app(sample_cairn), "127.0.0.1", 0)
-        try:
-            return await _post(server.url, "/ask", raw)
-        finally:
-            await server.close()
-
-    status, _, body = run(scenario())
+    status, _, body = post_to_daemon(sample_cairn, "/ask", raw)
     assert status == 400
     assert_error(body, "bad_request")
 
