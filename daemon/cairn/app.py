@@ -102,11 +102,8 @@ class Cairn:
                 progress(phase, done, total)
 
         try:
-            note_limits = self._forget_notes_skipped_under_other_limits()
             report = self.indexer.index(full=full, progress=both, should_stop=self.stop_requested.is_set,
                                         pdf_vectors=self.pdf_queue is None)
-            if note_limits is not None and not report.stopped:
-                self.store.set_meta("note_limits", note_limits)
             if self.pdf_queue is not None:
                 self.pdf_queue.request(None, full=full)
             elif not report.stopped:
@@ -123,22 +120,6 @@ class Cairn:
             raise
         finally:
             self.indexing.clear()
-
-    def _forget_notes_skipped_under_other_limits(self) -> str | None:
-        """When ``max_note_bytes`` differs from the one of the last whole scan (meta ``note_limits``; config edited,
-        daemon restarted), forget the notes recorded as skipped, so this scan reads them again as new files under
-        the new limit (indexed, or skipped again with the new reason). Without it a skipped note whose bytes did
-        not change stayed skipped after the limit was raised, as the skip message advises, until ``--full``. As
-        ``pdf_index`` does for the ``pdf_*`` limits (meta ``pdf_limits``). Returns the limits to record once the
-        scan has run to the end, or None when they did not change."""
-        limits = str(self.config.max_note_bytes)
-        if self.store.get_meta("note_limits") == limits:
-            return None
-        with self.indexer.lock:
-            for path, state in self.store.note_states().items():
-                if state.status == "skipped" and state.kind != "pdf":
-                    self.store.delete_note(path)
-        return limits
 
     def start_pdf_queue(self, watcher: VaultWatcher | None = None) -> PdfQueue:
         """Index PDFs from now on in :attr:`pdf_queue`, on its own low-priority thread (the daemon). The queue

@@ -484,14 +484,26 @@ class Indexer:
         False: the daemon's PDF queue fills those). Returns the report with keyword-ready and total times."""
         started = time.perf_counter()
         with self.lock:
-            text_recipe = f"notes-v{PARSER_VERSION}"
-            stale = self.store.get_meta("text_recipe") != text_recipe  # made by another parser (or new)
+            # What the text phase's result depends on besides the files, kept in meta: when it changed since the
+            # last whole run, notes are read again (as pdf_index does for its ``pdf_limits``).
+            text_recipe, stored_recipe = f"notes-v{PARSER_VERSION}", self.store.get_meta("text_recipe")
+            stale = stored_recipe != text_recipe  # made by another parser (or new): re-read every note
             if stale and not full and self.store.stats()["notes"]:
-                log.info("the note parser changed (%s -> %s): re-reading every note",
-                         self.store.get_meta("text_recipe"), text_recipe)
+                log.info("the note parser changed (%s -> %s): re-reading every note", stored_recipe, text_recipe)
+            note_limits = str(self.config.max_note_bytes)
+            limits_changed = self.store.get_meta("note_limits") != note_limits
+            if limits_changed:
+                # Notes skipped under another max_note_bytes are forgotten, so this scan reads them again as new
+                # files (indexed, or skipped with the new reason). Without it a note skipped as too big stayed
+                # skipped after the limit was raised, as the skip message advises, until ``--full``.
+                for path, state in self.store.note_states().items():
+                    if state.status == "skipped" and state.kind != "pdf":
+                        self.store.delete_note(path)
             report = self.sync_text(full=full or stale, progress=progress, should_stop=should_stop)
             if stale and not report.stopped:
                 self.store.set_meta("text_recipe", text_recipe)
+            if limits_changed and not report.stopped:
+                self.store.set_meta("note_limits", note_limits)
         if not report.stopped:
             report.vectors_written, report.texts_embedded = self.embed_pending(
                 progress=progress, should_stop=should_stop, pdf=None if pdf_vectors else False)
