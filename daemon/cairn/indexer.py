@@ -47,8 +47,8 @@ from cairn.errors import NoteReadError
 from cairn.notes import PARSER_VERSION, LinkResolver, ParsedNote, parse_note
 from cairn.prompt import candidate_sentences
 from cairn.store import ChunkRecord, LinkRecord, NoteRecord, NoteState, Store
-from cairn.vault import (IgnoreRules, VaultFile, duplicate_reason, file_digest, hinted_paths, list_all_files,
-                         paths_under, read_note_text, scan_vault, stat_hint)
+from cairn.vault import (IgnoreRules, VaultFile, duplicate_reason, file_digest, hinted_changes, list_all_files,
+                         read_note_text, scan_vault)
 
 log = logging.getLogger(__name__)
 
@@ -280,18 +280,12 @@ class Indexer:
 
     def _index_paths(self, paths: Iterable[str], *, progress: Progress | None,
                      should_stop: Callable[[], bool] | None) -> IndexReport:
-        rules = IgnoreRules(self.config.ignore)
         known = self.markdown_states()
-        files: dict[str, VaultFile] = {}
-        hinted = list(hinted_paths(paths, rules))
-        for rel in hinted:
-            # What the full scan would find there now: a file, or every note under a folder (whatever its name).
-            for vf in stat_hint(self.root, rel, rules):
-                files[vf.path] = vf
-        # Indexed at or under a hinted path but not found there now: deleted, moved away, or no longer read.
-        gone = paths_under(known, hinted) - set(files) if hinted else set()
-        return self._sync([files[p] for p in sorted(files)], sorted(gone), known, full=False, progress=progress,
-                          should_stop=should_stop, whole_vault=False)
+        # What the full scan would find there now (a file, or every note under a folder, whatever its name), and
+        # what is indexed at or under a hinted path but not found there now: deleted, moved away, no longer read.
+        files, gone = hinted_changes(self.root, paths, IgnoreRules(self.config.ignore), known)
+        return self._sync(files, gone, known, full=False, progress=progress, should_stop=should_stop,
+                          whole_vault=False)
 
     def _sync(self, files: list[VaultFile], gone: Sequence[str], known: dict[str, NoteState], *, full: bool,
               progress: Progress | None, should_stop: Callable[[], bool] | None,

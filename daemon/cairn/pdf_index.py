@@ -35,8 +35,8 @@ from cairn.errors import NoteReadError
 from cairn.indexer import (CHUNK_MAX_TOKENS, CHUNK_OVERLAP_TOKENS, Indexer, IndexReport, Progress,
                            chunk_embed_text, content_hash, embedding_units)
 from cairn.store import ChunkRecord, NoteRecord, NoteState
-from cairn.vault import (IgnoreRules, VaultFile, duplicate_reason, file_digest, hinted_paths, normalise_rel_path,
-                         paths_under, scan_vault, stat_hint)
+from cairn.vault import (IgnoreRules, VaultFile, duplicate_reason, file_digest, hinted_changes, normalise_rel_path,
+                         scan_vault)
 
 if TYPE_CHECKING:  # imported when the first PDF is read: a vault without PDFs never loads the PDF library
     from cairn.vault.pdf import PdfExtractor, PdfText
@@ -168,14 +168,8 @@ class PdfIndexer:
             files = list(scan_vault(root, self.config.ignore, extensions=(".pdf",)))
             on_disk = {f.path for f in files}
             return files, sorted(set(known) - on_disk)
-        rules = IgnoreRules(self.config.ignore)
-        found: dict[str, VaultFile] = {}
-        hinted = list(hinted_paths(paths, rules))
-        for rel in hinted:  # the full scan's rules, file or folder as on disk (see Indexer.index_paths)
-            for vf in stat_hint(root, rel, rules, extensions=(".pdf",)):
-                found[vf.path] = vf
-        gone = paths_under(known, hinted) - set(found) if hinted else set()
-        return [found[p] for p in sorted(found)], sorted(gone)
+        # The full scan's rules, file or folder as on disk (see Indexer.index_paths).
+        return hinted_changes(root, paths, IgnoreRules(self.config.ignore), known, extensions=(".pdf",))
 
     def hints(self, paths: Iterable[str]) -> set[str]:
         """The hinted vault-relative paths that may concern PDFs: all but those that are a note file on disk now

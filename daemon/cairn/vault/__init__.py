@@ -49,6 +49,7 @@ __all__ = [
     "stat_hint",
     "hinted_paths",
     "paths_under",
+    "hinted_changes",
     "duplicate_reason",
     "on_disk_path",
     "file_digest",
@@ -396,6 +397,20 @@ def stat_hint(root: Path, rel: str, rules: IgnoreRules, *, extensions: Sequence[
     ``FileNotFoundError`` when the vault folder itself cannot be opened, as :func:`scan_vault` does (a vanished
     vault is not every hinted note deleted)."""
     return list(_vault_files(_Tree(root, rules).look(rel), _norm_exts(extensions)))
+
+
+def hinted_changes(root: Path, paths: Iterable[str], rules: IgnoreRules, known: Iterable[str], *,
+                   extensions: Sequence[str] = (".md",)) -> tuple[list[VaultFile], list[str]]:
+    """What a batch of file-event hints means for the indexed paths ``known``: (the files with one of ``extensions``
+    at or under the hinted paths now, sorted by path — what :func:`stat_hint` finds for each; the known paths at
+    or under them that are not found there now — deleted, moved away or no longer read, sorted). Hints that are
+    not worth a look are dropped (:func:`hinted_paths`). Raises ``FileNotFoundError`` as :func:`stat_hint` does."""
+    hinted = list(hinted_paths(paths, rules))
+    if not hinted:
+        return [], []
+    tree, exts = _Tree(root, rules), _norm_exts(extensions)
+    found = {vf.path: vf for rel in hinted for vf in _vault_files(tree.look(rel), exts)}
+    return [found[p] for p in sorted(found)], sorted(paths_under(known, hinted) - set(found))
 
 
 def duplicate_reason(vf: VaultFile) -> str:
