@@ -399,24 +399,34 @@ def mcp_policy_path(config: Config) -> Path:
     return config.mcp_policy if config.mcp_policy is not None else ensure_owner_policy(config.config_dir)
 
 
-def remote_model_withhold(config: Config) -> Callable[[], Any]:
+def daemon_policy(config: Config) -> Any:
+    """The governance policy as the daemon reads it: a live :class:`~cairn.policy.PolicyHolder` over
+    :func:`mcp_policy_path` that fails closed (never raises) when the file is missing and cannot be made,
+    invalid, or from a newer version (logged, and its ``fail_closed_reason`` said in ``/health``)."""
+    from cairn.policy import PolicyError, PolicyHolder
+
+    try:
+        path = mcp_policy_path(config)
+    except PolicyError as exc:
+        path = Path(exc.file)
+    return PolicyHolder(path, strict=False)
+
+
+def remote_model_withhold(config: Config, policy: Any = None) -> Callable[[], Any]:
     """What a remote language model must not see, read live (a function for
     :class:`~cairn.answer.AnswerService`): the governance policy's ``withhold`` (tags and folders: the model is
     a client not declared local) plus ``llm.withhold_tags``; ``None`` while the policy cannot be read (missing
-    and not creatable, invalid, newer version): then nothing enters the model's prompt (fail closed)."""
-    from cairn.policy import PolicyError, PolicyHolder, Withhold
+    and not creatable, invalid, newer version): then nothing enters the model's prompt (fail closed).
+    ``policy``: the daemon's :func:`daemon_policy` holder, shared with MCP (one is made when not given)."""
+    from cairn.policy import Withhold
 
-    try:
-        holder: PolicyHolder | None = PolicyHolder(mcp_policy_path(config), strict=False)
-    except PolicyError as exc:
-        log.error("MCP policy unusable, so nothing goes to the remote language model: %s", exc)
-        holder = None
+    holder = policy if policy is not None else daemon_policy(config)
 
     def current() -> Withhold | None:
-        policy = holder.current() if holder is not None else None
-        if policy is None or policy.fail_closed_reason:
+        now = holder.current()
+        if now.fail_closed_reason:
             return None
-        return Withhold.of(tags=(*policy.withhold.tags, *config.llm.withhold_tags), folders=policy.withhold.folders)
+        return Withhold.of(tags=(*now.withhold.tags, *config.llm.withhold_tags), folders=now.withhold.folders)
     return current
 
 
@@ -428,18 +438,15 @@ def mcp_service(config: Config, cairn: "Cairn", policy: Any, transport: str) -> 
                       audit=AuditLog(audit_path(config.data_dir)), transport=transport)
 
 
-async def start_mcp_http(config: Config, cairn: "Cairn") -> McpHttp:
+async def start_mcp_http(config: Config, cairn: "Cairn", policy: Any = None) -> McpHttp:
     """Serve MCP over streamable HTTP on ``config.host``:``config.mcp_http_port`` (see cairn.mcp_server for
-    why a second port). The policy fails closed when missing or invalid (logged, and said in ``/health``)."""
+    why a second port) under ``policy`` (:func:`daemon_policy`, made when not given): it fails closed when
+    missing or invalid (logged, and said in ``/health``)."""
     from cairn.mcp_server import McpHttpServer
-    from cairn.policy import PolicyError, PolicyHolder
     from cairn.secrets import McpTokens
 
-    try:
-        path = mcp_policy_path(config)
-    except PolicyError as exc:
-        path = Path(exc.file)
-    policy = await asyncio.to_thread(lambda: PolicyHolder(path, strict=False))
+    if policy is None:
+        policy = await asyncio.to_thread(daemon_policy, config)
     service = mcp_service(config, cairn, policy, "http")
     server = McpHttpServer(service, McpTokens(config).current, config.host, config.mcp_http_port)
     await server.start()
@@ -570,8 +577,10 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
         log.info("answers are written by %s at %s (%s)", config.llm.model or "the default model", config.llm.base_url,
                  "remote: what the MCP policy withholds and notes tagged " + ", ".join(config.llm.withhold_tags)
                  + " are withheld from it" if model.remote else "local")
-    answers = AnswerService(cairn.query, model,
-                            withhold_tags=remote_model_withhold(config) if model is not None and model.remote
+    remote = model is not None and model.remote
+    # One live policy for what MCP clients and a remote model may see.
+    policy = await asyncio.to_thread(daemon_policy, config) if config.mcp_http or remote else None
+    answers = AnswerService(cairn.query, model, withhold_tags=remote_model_withhold(config, policy) if remote
                             else config.llm.withhold_tags)
     probe = LLMProbe(model)
 
@@ -579,7 +588,7 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
     mcp_off = "mcp_http is false in the config" if not config.mcp_http else None
     if config.mcp_http:
         try:
-            mcp = await start_mcp_http(config, cairn)
+            mcp = await start_mcp_http(config, cairn, policy)
         except CairnError as exc:  # the plugin's API still runs; /health says why MCP does not
             mcp_off = exc.message
             log.error("MCP over HTTP is off: %s", exc.message)

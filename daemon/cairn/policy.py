@@ -587,7 +587,8 @@ class PolicyHolder:
         except PolicyError as exc:
             if strict:
                 raise
-            log.error("MCP policy unusable, failing closed (everyone not local, contained reads only): %s", exc)
+            log.error("MCP policy unusable, failing closed (no note goes to an MCP client or a remote model until "
+                      "it is fixed): %s", exc)
             policy = fail_closed_policy(str(exc))
         self._loaded = _Loaded(policy, stamp, time.monotonic())
 
