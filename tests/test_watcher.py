@@ -89,17 +89,19 @@ async def converge(cairn: Cairn, watcher: VaultWatcher, check=lambda: True) -> N
     pytest.fail(f"no convergence in {DEADLINE_S} s: diff {last}, watcher {watcher.stats()}")
 
 
+async def run_with(watcher: VaultWatcher, scenario):
+    """Start ``watcher``, run ``scenario(watcher)``, stop the watcher (cleanly) whatever happens."""
+    await watcher.start()
+    try:
+        assert watcher.watching
+        return await scenario(watcher)
+    finally:
+        await watcher.stop()
+
+
 def run(cairn: Cairn, scenario, **kw):
-    """Start a watcher, run ``scenario(watcher)``, stop the watcher (cleanly) whatever happens."""
-    async def main():
-        watcher = make_watcher(cairn, **kw)
-        await watcher.start()
-        try:
-            assert watcher.watching
-            return await scenario(watcher)
-        finally:
-            await watcher.stop()
-    return asyncio.run(main())
+    """:func:`run_with` a test watcher (:func:`make_watcher`) over ``cairn``."""
+    return asyncio.run(run_with(make_watcher(cairn, **kw), scenario))
 
 
 def paths(cairn: Cairn) -> set[str]:
@@ -331,20 +333,23 @@ def app_watcher(cairn: Cairn) -> VaultWatcher:
                         ignore=cairn.config.ignore)
 
 
-async def run_with(watcher: VaultWatcher, scenario):
-    await watcher.start()
-    try:
-        assert watcher.watching
-        return await scenario(watcher)
-    finally:
-        await watcher.stop()
-
-
 async def after_marker(cairn: Cairn, watcher: VaultWatcher, name: str) -> None:
     """Write a marker note after the changes under test and wait until it is indexed and the store matches the
     disk: the watcher has then applied every event before it (events arrive in order, batches run in order)."""
     (cairn.config.vault / name).write_text(f"Marker note {name}.\n", encoding="utf-8")
     await converge(cairn, watcher, lambda: name in paths(cairn))
+
+
+async def note_then_symlinks(cairn: Cairn, watcher: VaultWatcher, note: str, text: str, links: dict[str, str]) -> None:
+    """Write ``note`` (its folder made) and wait until it is indexed; then make each symlink (vault-relative name →
+    target, as written in the link) and wait until a marker note written after them is indexed."""
+    vault = cairn.config.vault
+    (vault / note).parent.mkdir(parents=True, exist_ok=True)
+    (vault / note).write_text(text, encoding="utf-8")
+    await converge(cairn, watcher, lambda: note in paths(cairn))
+    for name, target in links.items():
+        os.symlink(target, vault / name)
+    await after_marker(cairn, watcher, "Marker.md")
 
 
 def test_a_folder_symlink_leading_outside_the_vault_made_while_watching_indexes_no_note_or_pdf(cairn, tmp_path):
@@ -369,15 +374,9 @@ def test_a_folder_symlink_leading_outside_the_vault_made_while_watching_indexes_
 
 
 def test_a_symlink_loop_made_while_watching_indexes_no_note_twice(cairn):
-    vault = cairn.config.vault
-
     async def scenario(watcher):
-        (vault / "Loop").mkdir()
-        (vault / "Loop" / "l.md").write_text("zqloopword in a loop\n", encoding="utf-8")
-        await converge(cairn, watcher, lambda: "Loop/l.md" in paths(cairn))
-        os.symlink("../Loop", vault / "Loop" / "again")
-        os.symlink("Loop", vault / "Alias")
-        await after_marker(cairn, watcher, "Marker.md")
+        await note_then_symlinks(cairn, watcher, "Loop/l.md", "zqloopword in a loop\n",
+                                 {"Loop/again": "../Loop", "Alias": "Loop"})
         assert watcher.reconciles == 0
 
     run(cairn, scenario)
@@ -387,15 +386,9 @@ def test_a_symlink_loop_made_while_watching_indexes_no_note_twice(cairn):
 def test_a_symlink_to_a_withheld_folder_made_while_watching_leaves_its_notes_withheld(cairn):
     from cairn.policy import Withhold
 
-    vault = cairn.config.vault
-
     async def scenario(watcher):
-        (vault / "Private").mkdir()
-        (vault / "Private" / "salary.md").write_text("zqprivword salary negotiation\n", encoding="utf-8")
-        await converge(cairn, watcher, lambda: "Private/salary.md" in paths(cairn))
-        os.symlink("Private", vault / "Attic")
-        os.symlink("Private/salary.md", vault / "zz-alias.md")
-        await after_marker(cairn, watcher, "Marker.md")
+        await note_then_symlinks(cairn, watcher, "Private/salary.md", "zqprivword salary negotiation\n",
+                                 {"Attic": "Private", "zz-alias.md": "Private/salary.md"})
 
     run(cairn, scenario)
     assert hit_paths(cairn, "zqprivword", mode="bm25") == ["Private/salary.md"]
