@@ -95,6 +95,18 @@ def test_embed_returns_unit_float32_rows_in_input_order(embedder):
     assert np.diag(sims).min() > 0.98
 
 
+def test_parallel_batches_give_every_text_its_own_vector_in_input_order():
+    """Two lanes, many batches of uneven lengths: the rows are the same vectors one lane computes, in input order
+    (the lanes write disjoint rows of one output array)."""
+    texts = [f"note {i}: " + "backlinks and graph view " * (i % 7) + f"item {i}" for i in range(45)]
+    two, one = Embedder(threads=2), Embedder(threads=1)
+    out = two.embed(texts, batch_size=4)
+    np.testing.assert_array_equal(out, one.embed(texts, batch_size=4))
+    assert two.embeddings_computed == len(texts)
+    sims = out @ np.stack([one.embed([t])[0] for t in texts]).T
+    assert list(sims.argmax(axis=1)) == list(range(len(texts)))
+
+
 def test_embed_query_returns_one_unit_vector(embedder):
     q = embedder.embed_query("how do I link notes?")
     assert q.shape == (384,)
