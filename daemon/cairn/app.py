@@ -469,6 +469,7 @@ async def run_mcp_stdio(config: Config, *, client: str | None, tools: list[str])
     policy.current().served_tools(client, tools)  # an unknown --tool name fails here, before serving
     _require_index(config)
     cairn = Cairn(config, readonly=True)
+    cairn.query.start_keyword_index()  # a long-lived server: keyword ranking from memory once built
     try:
         service = mcp_service(config, cairn, policy, "stdio")
         served = service.served(client, tools)
@@ -506,6 +507,7 @@ async def run_mcp_http(config: Config, *, ready: Callable[[str], None] | None = 
     stop = stop or asyncio.Event()
     _stop_on_signals(stop)
     cairn = await asyncio.to_thread(lambda: Cairn(config, readonly=True))
+    cairn.query.start_keyword_index()
     try:
         server = McpHttpServer(mcp_service(config, cairn, policy, "http"), McpTokens(config).current, config.host,
                                config.mcp_http_port)
@@ -622,6 +624,8 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
     def index_in_background() -> None:
         try:
             report = cairn.index()
+            # Keyword ranking from memory (cairn.bm25), built once the start-up run is over; FTS5 until then.
+            cairn.query.start_keyword_index()
             if cairn.stop_requested.is_set():
                 log.info("indexing stopped early for shutdown (%d notes added or updated so far)",
                          report.added + report.updated)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import bisect
 import functools
+import logging
+import math
 import re
 import threading
 import time
@@ -26,6 +28,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from cairn.bm25 import Bm25Index
 from cairn.config import COSINE_FLOOR, CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER
 from cairn.embedder import Embedder
 from cairn.errors import BadRequest
@@ -39,6 +42,8 @@ from cairn.prompt import (
 from cairn.ranking import FusionWeights, QueryClassifier, fts_phrase, limit_per_group, query_terms, rrf_fuse
 from cairn.store import ChunkRow, Store
 from cairn.store.reads import chunk_notes, withheld_notes
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +322,11 @@ class QueryService:
         # Context blocks' token counts (same text, same count): ~4 % of the daemon's CPU under /ask load before.
         self._count_tokens = functools.lru_cache(maxsize=4096)(embedder.count_tokens)
         self._epoch = 0
+        #: FTS5's BM25 from memory, once :meth:`start_keyword_index` has built it (cairn.bm25); FTS5 until then.
+        self.terms = Bm25Index(store)
+        self._terms_auto = False
+        self._terms_building: threading.Thread | None = None
+        self._terms_started_at = -math.inf
         self.classifier = classifier or QueryClassifier()
         _limit_blas_threads(self.BLAS_THREADS)
 
@@ -429,6 +439,41 @@ class QueryService:
                     self._phrase_rows -= len(dropped)
         return ids, scores
 
+    def start_keyword_index(self) -> threading.Thread | None:
+        """Build the in-memory BM25 (:class:`~cairn.bm25.Bm25Index`) on a background thread, and again whenever it
+        was dropped (a bulk re-index) or holds many rows outside its main postings. For long-lived processes (the
+        daemon, the MCP server): ~2 s of CPU and ~8 MB on obsidian-hub. Queries use FTS5 until it is ready, with
+        the same results. Returns the thread started, or None when one is already building."""
+        self._terms_auto = True
+        with self._results_lock:
+            if self._terms_building is not None and self._terms_building.is_alive():
+                return None
+            thread = threading.Thread(target=self._build_terms, name="cairn-bm25", daemon=True)
+            self._terms_building = thread
+            self._terms_started_at = time.monotonic()
+        thread.start()
+        return thread
+
+    #: At most one in-memory BM25 build per this many seconds (s) when it keeps being dropped (notes indexed in
+    #: bulk: every build would be out of date before it is done).
+    TERMS_REBUILD_S = 30.0
+
+    def _build_terms(self) -> None:
+        try:
+            started = time.perf_counter()
+            if self.terms.build():
+                log.info("in-memory BM25 ready in %.1f s", time.perf_counter() - started)
+            else:
+                log.info("in-memory BM25 not built: the full-text index changed while it was read; FTS5 serves")
+        except Exception:  # never fatal: FTS5 answers every query meanwhile
+            log.exception("building the in-memory BM25 failed; keyword search uses FTS5")
+
+    def _term_scores(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids, bm25) of every chunk matching ``term`` as an FTS5 phrase: from memory when the in-memory
+        BM25 holds it (same values), else from FTS5 (:meth:`_phrase_scores`)."""
+        found = self.terms.scores(term)
+        return found if found is not None else self._phrase_scores(fts_phrase(term))
+
     def _bm25(self, query: str, limit: int, *, within: Sequence[int] | None = None,
               excluding: Sequence[int] = ()) -> list[int]:
         """The ``limit`` chunks with the best FTS5 BM25 for the OR of ``query``'s terms (what
@@ -437,7 +482,11 @@ class QueryService:
         terms = query_terms(query)
         if not terms:
             return []
-        parts = [self._phrase_scores(fts_phrase(t)) for t in terms]
+        if self._terms_auto:
+            self.terms.refresh(self._epoch)
+            if self.terms.wants_rebuild and time.monotonic() - self._terms_started_at >= self.TERMS_REBUILD_S:
+                self.start_keyword_index()
+        parts = [self._term_scores(t) for t in terms]
         top = max((int(ids.max()) for ids, _ in parts if len(ids)), default=-1)
         acc = np.zeros(top + 1)
         for ids, scores in parts:  # in query order, as FTS5 sums them

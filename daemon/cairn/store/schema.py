@@ -8,6 +8,9 @@ newer Cairn and is refused (:class:`cairn.errors.SchemaTooNew`).
 from __future__ import annotations
 
 EMBED_DIM = 384
+#: The tokenizer of ``chunks_fts`` (FTS5's ``tokenize=`` option): Porter stemming over unicode61 with diacritics
+#: removed. The query service's in-memory BM25 (cairn.bm25) tokenizes with this same tokenizer.
+FTS_TOKENIZER = ("porter", "unicode61", "remove_diacritics", "2")
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the first schema.
@@ -84,7 +87,7 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE VIRTUAL TABLE chunks_fts USING fts5(
         text, symbol, title,
         content='', contentless_delete=1,
-        tokenize='porter unicode61 remove_diacritics 2'
+        tokenize='{" ".join(FTS_TOKENIZER)}'
     );
 
     -- sqlite-vec: one L2-normalised vector per chunk, cosine distance; rowid = chunks.id.
