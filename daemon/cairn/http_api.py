@@ -698,7 +698,8 @@ async def _produce(agen, queue: asyncio.Queue) -> None:
     await queue.put(end)
 
 
-async def _pump(request: web.Request, response: web.StreamResponse, agen, on_failure, on_closing) -> None:
+async def _pump(request: web.Request, response: web.StreamResponse, agen, on_failure, on_closing, *,
+                backlog: int = _PUMP_BACKLOG) -> None:
     """Write ``agen``'s ``(event, data)`` items as SSE frames, a ``: ping`` comment every heartbeat while
     waiting, until it ends. Server shutdown → ``on_closing()`` then EOF. ``agen`` raising →
     what was ready is written, then ``on_failure(exc)``, then EOF. If the handler is cancelled (the client
@@ -713,7 +714,7 @@ async def _pump(request: web.Request, response: web.StreamResponse, agen, on_fai
     obsidian-hub, 8 clients)."""
     state: _State = request.app[_STATE_KEY]
     heartbeat = request.app[_HEARTBEAT_KEY]
-    queue: asyncio.Queue = asyncio.Queue(maxsize=_PUMP_BACKLOG)
+    queue: asyncio.Queue = asyncio.Queue(maxsize=backlog)
     producer = asyncio.ensure_future(_produce(agen, queue))
     closing = asyncio.ensure_future(state.closing.wait())
     unsent = bytearray()
@@ -953,7 +954,9 @@ async def _events(request: web.Request) -> web.StreamResponse:
         response = _sse_response()
         await response.prepare(request)
         await response.write(b": connected\n\n")
-        await _pump(request, response, forever(), failure, closing)
+        # Backlog 1: events are read (and the token checked) at most two ahead of the one being written, so after
+        # `cairn token --rotate` a slow client gets at most two events read before it (not a 256-event backlog).
+        await _pump(request, response, forever(), failure, closing, backlog=1)
     except ConnectionResetError:
         pass
     finally:

@@ -396,8 +396,9 @@ class QueryService:
 
     #: Ranked results kept in memory (LRU), by query text and every parameter, while the store is unchanged
     #: (any commit, by any connection or process, empties it: :meth:`_store_epoch`). Measured (bench_http, hub,
-    #: 8 clients on 2 cores): an uncached /search costs ~25-40 ms of CPU (FTS5 BM25 over ~10,000 matching
-    #: chunks ~9 ms, dense scores of 60k vectors ~9 ms), a repeated one ~1 ms plus HTTP. As many extractive
+    #: 8 clients on 2 cores): an uncached /search costs ~17 ms of CPU (embedding the question ~7 ms, dense scores
+    #: of 45k distinct vectors ~5 ms, BM25 from memory ~0.7 ms; ~25-40 ms while FTS5 ranks: before the in-memory
+    #: BM25 is built), a repeated one ~1 ms plus HTTP. As many extractive
     #: answer texts are kept, by question and sources (~3 ms of CPU each to compose).
     RESULT_CACHE_MAX = 256
 
@@ -412,8 +413,8 @@ class QueryService:
                 self._epoch += 1
             return self._epoch
 
-    #: FTS5 phrases (query terms) whose matching chunks and BM25 values are kept in memory while the store is
-    #: unchanged, at most this many (chunk, value) pairs in all (16 bytes each: ≤ 32 MB). A query is ranked by
+    #: When FTS5 ranks (the in-memory BM25 not built yet, or a term of several tokens): FTS5 phrases (query terms)
+    #: whose matching chunks and BM25 values are kept in memory while the store is unchanged, at most this many (chunk, value) pairs in all (16 bytes each: ≤ 32 MB). A query is ranked by
     #: summing its terms' values, exactly as FTS5's bm25() of the OR query (same order, same doubles: the same
     #: top 60 ids and scores for the 102 dev/bench questions on both vaults). Measured on obsidian-hub, where
     #: common terms match ~10,000 of 19,573 chunks: ~8 ms per query with SQL, 0.65 ms with every term cached.
