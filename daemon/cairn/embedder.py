@@ -361,7 +361,9 @@ class Embedder:
     def _batch_pool(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.threads - 1, thread_name_prefix="cairn-embed")
+                # `threads` workers (one lane per call needs only threads - 1): two callers at once (the notes'
+                # indexing and the PDF queue) each get their lanes at once, none waits behind the other's batches.
+                self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="cairn-embed")
             return self._pool
 
     def embed_query(self, text: str) -> np.ndarray:
