@@ -118,13 +118,13 @@ def test_the_keyword_ranking_is_the_same_from_memory_as_from_fts5(help_cairn):
                  (SHARED / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
                  if line.strip() and json.loads(line)["vault"] == "obsidian-help"]
     assert not query.terms.ready
-    from_fts5 = {q: query._bm25(q, query.CANDIDATES) for q in questions}
+    from_fts5 = {q: query.keyword_ranking(q) for q in questions}
     thread = query.start_keyword_index()
     thread.join(timeout=60)
     try:
         assert query.terms.ready
         for q in questions:
-            assert query._bm25(q, query.CANDIDATES) == from_fts5[q], q
+            assert query.keyword_ranking(q) == from_fts5[q], q
     finally:
         query._terms_auto = False
         query.terms = Bm25Index(query.store)  # the session fixture goes back to FTS5 for the other tests

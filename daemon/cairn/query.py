@@ -414,8 +414,8 @@ class QueryService:
             return self._epoch
 
     #: When FTS5 ranks (the in-memory BM25 not built yet, or a term of several tokens): FTS5 phrases (query terms)
-    #: whose matching chunks and BM25 values are kept in memory while the store is unchanged, at most this many (chunk, value) pairs in all (16 bytes each: ≤ 32 MB). A query is ranked by
-    #: summing its terms' values, exactly as FTS5's bm25() of the OR query (same order, same doubles: the same
+    #: whose matching chunks and BM25 values are kept in memory while the store is unchanged, at most this many
+    #: (chunk, value) pairs in all (16 bytes each: ≤ 32 MB). A query is ranked by summing its terms' values, exactly as FTS5's bm25() of the OR query (same order, same doubles: the same
     #: top 60 ids and scores for the 102 dev/bench questions on both vaults). Measured on obsidian-hub, where
     #: common terms match ~10,000 of 19,573 chunks: ~8 ms per query with SQL, 0.65 ms with every term cached.
     TERM_CACHE_MAX_ROWS = 2_000_000
@@ -474,6 +474,13 @@ class QueryService:
         BM25 holds it (same values), else from FTS5 (:meth:`_phrase_scores`)."""
         found = self.terms.scores(term)
         return found if found is not None else self._phrase_scores(fts_phrase(term))
+
+    def keyword_ranking(self, query: str, limit: int = CANDIDATES) -> list[int]:
+        """The keyword (BM25) leg of :meth:`retrieve` on its own: the ids of the ``limit`` chunks with the best BM25
+        for ``query``'s terms, best first, as the store is now (no cosine floor, no withholding: for benchmarks and
+        checks, not for serving)."""
+        self._store_epoch()
+        return self._bm25(query, limit)
 
     def _bm25(self, query: str, limit: int, *, within: Sequence[int] | None = None,
               excluding: Sequence[int] = ()) -> list[int]:
