@@ -142,6 +142,27 @@ def test_keyword_search_works_before_vectors_are_filled(cairn):
     assert hits[0].cosine >= 0.35  # the floor is applied from vectors computed on the fly
 
 
+def test_a_search_during_a_full_reindex_takes_candidate_vectors_from_the_embedding_cache(cairn):
+    cairn.index()
+    expected = [(h.file_path, h.symbol) for h in cairn.query.search("rye flour ferments").hits]
+    cairn.indexer.sync_text(full=True)  # every chunk rewritten: no vectors until the embed phase runs
+    assert cairn.stats()["vectors"] == 0
+    before = cairn.embedder.embeddings_computed
+    hits = cairn.query.search("rye flour ferments").hits  # cached result dropped: the store changed
+    assert cairn.embedder.embeddings_computed - before == 0  # the question's vector is cached; the rest too
+    assert [(h.file_path, h.symbol) for h in hits] == expected
+
+
+def test_a_keyword_ready_search_embeds_a_bounded_number_of_texts(cairn):
+    cairn.indexer.sync_text()
+    assert cairn.stats()["vectors"] == 0
+    cairn.query.SIMILARITY_EMBED_TEXTS = 2
+    before = cairn.embedder.embeddings_computed
+    hits = cairn.query.search("rye flour ferments").hits
+    assert cairn.embedder.embeddings_computed - before <= 1 + 2  # the question + at most the budget
+    assert hits and hits[0].file_path == "Flour.md"  # the best keyword candidate comes first in the budget
+
+
 
 def test_a_stopped_run_leaves_whole_notes_and_the_next_run_finishes(cairn):
     calls = []
