@@ -329,3 +329,28 @@ def test_a_question_searched_then_asked_is_scored_against_every_vector_once(samp
     assert answer.sources[0].hit.file_path == hits[0].file_path == "Kitchen/Sourdough.md"
     query.ask("What ratio of greens to browns goes in the compost?")
     assert len(calls) == 2
+
+
+def test_a_bulk_change_reloads_the_vectors_in_the_background_and_then_serves_every_new_note(fresh_cairn, vault_copy):
+    """More chunks embedded since the in-memory vectors were loaded than are scored one by one: the query goes on
+    with what it has (no 1-2 s reload in a request's thread) while a reload runs; once it lands, the dense leg
+    ranks every new note."""
+    cairn = fresh_cairn
+    cairn.index()
+    query = cairn.query
+    query.search("anything at all")  # the first load
+    query.SNAPSHOT_MAX_NEWER, query.SNAPSHOT_REFRESH_S = 1, 3600.0
+    topics = {"Volcano.md": "Basaltic lava flows from the shield volcano erupted for weeks.",
+              "Glacier.md": "The glacier calved huge icebergs into the fjord every summer.",
+              "Desert.md": "Sand dunes in the desert migrate several metres with each storm."}
+    for name, text in topics.items():
+        (vault_copy / name).write_text(f"# {name[:-3]}\n\n{text}\n", encoding="utf-8")
+    cairn.index()
+    held = query._snapshot
+    query.search("icebergs breaking off a glacier into the fjord", mode="dense")
+    assert query._snapshot_loading is not None  # a reload was started, not done in this request
+    query._snapshot_loading.join(timeout=60)
+    assert query._snapshot is not held and not query._embedded_since(query._snapshot)
+    for name, text in topics.items():
+        hits = query.search(text, mode="dense").hits
+        assert hits and hits[0].file_path == name, (name, [h.file_path for h in hits])
