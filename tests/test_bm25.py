@@ -128,3 +128,22 @@ def test_the_keyword_ranking_is_the_same_from_memory_as_from_fts5(help_cairn):
     finally:
         query._terms_auto = False
         query.terms = Bm25Index(query.store)  # the session fixture goes back to FTS5 for the other tests
+
+
+def test_a_dropped_index_is_rebuilt_only_once_the_store_is_quiet(fresh_cairn, vault_copy):
+    fresh_cairn.index()
+    query = fresh_cairn.query
+    query.start_keyword_index().join(timeout=60)
+    assert query.terms.ready
+    query.terms.MAX_NEW_ROWS = 1  # the next change counts as bulk: the index is dropped
+    query.TERMS_REBUILD_S, query.TERMS_QUIET_S = 0.0, 3600.0
+    for i in range(3):
+        (vault_copy / f"Bulk {i}.md").write_text(f"# Bulk {i}\n\nA frobnicated line.\n", encoding="utf-8")
+    fresh_cairn.index()
+    from_fts5 = query.keyword_ranking("frobnicated")
+    assert len(from_fts5) == 3 and not query.terms.ready  # FTS5 answered; the store just changed: no rebuild
+    assert query._terms_building is None or not query._terms_building.is_alive()
+    query.TERMS_QUIET_S = 0.0  # the store has been quiet long enough
+    query.keyword_ranking("frobnicated")
+    query._terms_building.join(timeout=60)
+    assert query.terms.ready and query.keyword_ranking("frobnicated") == from_fts5

@@ -280,8 +280,10 @@ class QueryService:
     #: chunks embedded meanwhile are scored from the store one by one (so nothing new is missed), at most
     #: SNAPSHOT_MAX_NEWER of them (a bulk re-index: the others join when the reload lands, ~1-2 s on
     #: obsidian-hub; the keyword leg has them already), and deleted ones are dropped (never returned).
+    #: Scoring one from the store costs ~0.25 ms (obsidian-hub, during a full re-index: 2,000 took searches
+    #: ~0.5 s), so a few hundred: a saved note's chunks, not a bulk change's.
     SNAPSHOT_REFRESH_S = 3.0
-    SNAPSHOT_MAX_NEWER = 2000
+    SNAPSHOT_MAX_NEWER = 256
     #: Weight of the best unit (sentence) cosine in the dense ranking score (tuned on the dev set).
     UNIT_WEIGHT = 0.9
     #: Weight of the best unit cosine against the floor. Measured on the dev set: at full weight 4 of
@@ -324,6 +326,7 @@ class QueryService:
         # Context blocks' token counts (same text, same count): ~4 % of the daemon's CPU under /ask load before.
         self._count_tokens = functools.lru_cache(maxsize=4096)(embedder.count_tokens)
         self._epoch = 0
+        self._epoch_changed_at = -math.inf
         #: FTS5's BM25 from memory, once :meth:`start_keyword_index` has built it (cairn.bm25); FTS5 until then.
         self.terms = Bm25Index(store)
         self._terms_auto = False
@@ -413,6 +416,7 @@ class QueryService:
             if self._seen_markers.get(conn) != (version, changes):
                 self._seen_markers[conn] = (version, changes)
                 self._epoch += 1
+                self._epoch_changed_at = time.monotonic()
             return self._epoch
 
     #: When FTS5 ranks (the in-memory BM25 not built yet, or a term of several tokens): FTS5 phrases (query terms)
@@ -457,9 +461,12 @@ class QueryService:
         thread.start()
         return thread
 
-    #: At most one in-memory BM25 build per this many seconds (s) when it keeps being dropped (notes indexed in
-    #: bulk: every build would be out of date before it is done).
+    #: A rebuild of the in-memory BM25 (after it was dropped by a bulk change) starts at most once per
+    #: TERMS_REBUILD_S seconds, and only once the store has been unchanged for TERMS_QUIET_S: a build is ~1 s of
+    #: Python holding the GIL (searches meanwhile measured up to 0.7 s on obsidian-hub during a full re-index),
+    #: and while notes are indexed in bulk it would be out of date before it is done; FTS5 serves meanwhile.
     TERMS_REBUILD_S = 30.0
+    TERMS_QUIET_S = 5.0
 
     def _build_terms(self) -> None:
         try:
@@ -494,7 +501,9 @@ class QueryService:
             return []
         if self._terms_auto:
             self.terms.refresh(self._epoch)
-            if self.terms.wants_rebuild and time.monotonic() - self._terms_started_at >= self.TERMS_REBUILD_S:
+            now = time.monotonic()
+            if self.terms.wants_rebuild and now - self._terms_started_at >= self.TERMS_REBUILD_S \
+                    and now - self._epoch_changed_at >= self.TERMS_QUIET_S:
                 self.start_keyword_index()
         parts = [self._term_scores(t) for t in terms]
         top = max((int(ids.max()) for ids, _ in parts if len(ids)), default=-1)
