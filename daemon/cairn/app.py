@@ -623,9 +623,11 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
 
     def index_in_background() -> None:
         try:
-            report = cairn.index()
-            # Keyword ranking from memory (cairn.bm25), built once the start-up run is over; FTS5 until then.
-            cairn.query.start_keyword_index()
+            try:
+                report = cairn.index()
+            finally:  # keyword ranking from memory (cairn.bm25) once the start-up run is over, even a failed one
+                if not cairn.stop_requested.is_set():
+                    cairn.query.start_keyword_index()
             if cairn.stop_requested.is_set():
                 log.info("indexing stopped early for shutdown (%d notes added or updated so far)",
                          report.added + report.updated)

@@ -130,8 +130,11 @@ class Bm25Index:
             self._alive, self._length = alive, length
             self._last_id = max((cid for cid, _ in snap.docs), default=0)
             self._n_rows, self._n_tokens = snap.n_rows, snap.n_tokens
-            self._marker = None  # a refresh that ran while this read went on saw a newer state: read it again
-        return True
+            # Commits made while the rows were read (a refresh may already have followed them): followed now,
+            # before anyone reads this state, so what is installed is never older than what it replaces.
+            self._follow()
+            self._marker = None
+            return self._base is not None
 
     def refresh(self, marker: object) -> None:
         """Follow the store's changes since the last call (nothing to do when ``marker``, any value that changes
@@ -139,36 +142,41 @@ class Bm25Index:
         with self._lock:
             if self._base is None or marker == self._marker:
                 return
-            snap = self.store.fts_snapshot(self._last_id, self.MAX_NEW_ROWS)
-            if snap is None:
-                self._drop()
-                return
-            top = max(len(self._alive), int(snap.live[-1]) + 1 if len(snap.live) else 0)
-            alive = np.zeros(top, dtype=bool)
-            alive[snap.live] = True
-            length = np.full(top, -1, dtype=np.int64)
-            length[:len(self._length)] = self._length
-            for cid, tokens in snap.docs:
-                length[cid] = len(tokens)
-            extra = self._extra
-            if snap.docs:
-                merged = _Postings.of(snap.docs).terms
-                for term, (ids, tf) in extra.terms.items():
-                    if term in merged:
-                        new_ids, new_tf = merged[term]
-                        merged[term] = (np.concatenate([ids, new_ids]), np.concatenate([tf, new_tf]))
-                    else:
-                        merged[term] = (ids, tf)
-                extra = _Postings(merged)
-            if not self._consistent(snap, alive, length):
-                self._drop()
-                return
-            self._extra, self._extra_rows = extra, self._extra_rows + len(snap.docs)
-            self._alive, self._length = alive, length
-            if snap.docs:
-                self._last_id = max(self._last_id, int(snap.docs[-1][0]))
-            self._n_rows, self._n_tokens = snap.n_rows, snap.n_tokens
-            self._marker = marker
+            if self._follow():
+                self._marker = marker
+
+    def _follow(self) -> bool:
+        """Apply the rows added and removed since the state held (the lock held); False when it dropped the index."""
+        snap = self.store.fts_snapshot(self._last_id, self.MAX_NEW_ROWS)
+        if snap is None:
+            self._drop()
+            return False
+        top = max(len(self._alive), int(snap.live[-1]) + 1 if len(snap.live) else 0)
+        alive = np.zeros(top, dtype=bool)
+        alive[snap.live] = True
+        length = np.full(top, -1, dtype=np.int64)
+        length[:len(self._length)] = self._length
+        for cid, tokens in snap.docs:
+            length[cid] = len(tokens)
+        extra = self._extra
+        if snap.docs:
+            merged = _Postings.of(snap.docs).terms
+            for term, (ids, tf) in extra.terms.items():
+                if term in merged:
+                    new_ids, new_tf = merged[term]
+                    merged[term] = (np.concatenate([ids, new_ids]), np.concatenate([tf, new_tf]))
+                else:
+                    merged[term] = (ids, tf)
+            extra = _Postings(merged)
+        if not self._consistent(snap, alive, length):
+            self._drop()
+            return False
+        self._extra, self._extra_rows = extra, self._extra_rows + len(snap.docs)
+        self._alive, self._length = alive, length
+        if snap.docs:
+            self._last_id = max(self._last_id, int(snap.docs[-1][0]))
+        self._n_rows, self._n_tokens = snap.n_rows, snap.n_tokens
+        return True
 
     def _consistent(self, snap: FtsSnapshot, alive: np.ndarray, length: np.ndarray) -> bool:
         """We have read every live row, and FTS5's row and token counts are those of these rows."""
