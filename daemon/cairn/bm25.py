@@ -4,7 +4,8 @@ Why: FTS5 computes ``bm25()`` row by row (a row-size read and a position-list wa
 On obsidian-hub a common term costs a query 32 ms ("obsidian": 15,818 of 19,573 chunks), and the terms of a
 question asked for the first time 2-70 ms, 9.5 ms on average over the dev and bench questions: the largest part of
 a new question's CPU. Here every term's postings (chunk ids, term frequency) and every chunk's length are numpy
-arrays (obsidian-hub: 15,389 terms, 676,253 postings, ~8 MB, built in ~2 s off the request path), and one term's
+arrays (obsidian-hub: 15,389 terms, 676,253 postings, 11 MB + 9 bytes per chunk id, built in 0.7-1.1 s off the
+request path), and one term's
 values are one vectorised expression: 0.3 ms for "obsidian".
 
 Exactness: the documents are the FTS5 rows as inserted (text, symbol, title), tokenized by the table's own
@@ -77,7 +78,7 @@ class Bm25Index:
     """FTS5's BM25 of single-token phrases, from memory (module docstring). Thread-safe.
 
     Use: :meth:`build` once (seconds: off the request path), :meth:`refresh` when the store may have changed, then
-    :meth:`scores` per query term. Memory: ~12 bytes per (term, chunk) pair plus 8 per chunk id.
+    :meth:`scores` per query term. Memory: 16 bytes per (term, chunk) pair plus 9 per chunk id.
     """
 
     #: Rows added since the last build that a refresh tokenizes on the spot (~60 µs each); beyond it the index is
@@ -110,7 +111,7 @@ class Bm25Index:
         return self._base is None or self._extra_rows >= self.REBUILD_AFTER_ROWS
 
     def build(self) -> bool:
-        """Read and tokenize every FTS5 row (obsidian-hub: ~2 s of CPU). False when FTS5's counts and the rows
+        """Read and tokenize every FTS5 row (obsidian-hub: 0.7-1.1 s of CPU). False when FTS5's counts and the rows
         read do not agree (the index stays unbuilt: FTS5 serves)."""
         snap = self.store.fts_snapshot(0)
         if snap is None:

@@ -203,11 +203,11 @@ class Embedder:
 
     Threads: the ONNX session runs each batch on one thread (``intra_op_num_threads`` 1), and
     :meth:`embed` runs up to ``threads`` batches at once on a small pool (onnxruntime's ``run`` is
-    thread-safe and releases the GIL). Measured on this project's 2-core machine (all-MiniLM-L6-v2 fp32):
-    a one-text query costs 7.3 ms of CPU on one thread against 11.1 ms on a 2-thread session (same wall
-    time: the second thread mostly waits), and 640 obsidian-hub chunks embed at 27.6-29.5 texts/s as two
-    one-thread runs against 24.1-28.4 on one 2-thread session. The vectors are bit-identical either way
-    (checked), so an index built before this change stays valid.
+    thread-safe and releases the GIL). Measured side by side on this project's 2-core machine, quiet
+    (all-MiniLM-L6-v2 fp32, 1,500 obsidian-hub chunks): 4,787-4,938 tokens/s as two one-thread runs against
+    4,567-4,756 on one 2-thread session, and a question costs 6.3-8.2 ms of CPU on one thread against
+    8.7-10.2 ms (the second thread mostly waits). The vectors are bit-identical either way (checked), so an
+    index built before this change stays valid.
 
     Raises:
         ModelError: folder, manifest, tokenizer or ONNX file missing; file hash not
@@ -304,8 +304,9 @@ class Embedder:
         vector is the mean of the last hidden state over the attention mask, then
         L2-normalised (sentence-transformers' all-MiniLM-L6-v2 rules). Texts are
         sorted by token length and batched (at most ``batch_size`` texts and
-        :data:`MAX_BATCH_TOKENS` padded positions per ONNX run) so batches carry little padding; up to ``threads`` batches run at once; rows come back in input
-        order. ``[]`` -> shape (0, 384).
+        :data:`MAX_BATCH_TOKENS` padded positions per ONNX run) so batches carry little
+        padding; up to ``threads`` batches run at once; rows come back in input order.
+        ``[]`` -> shape (0, 384).
 
         Raises:
             TypeError: an item is not a ``str``.
