@@ -354,3 +354,30 @@ def test_a_bulk_change_reloads_the_vectors_in_the_background_and_then_serves_eve
     for name, text in topics.items():
         hits = query.search(text, mode="dense").hits
         assert hits and hits[0].file_path == name, (name, [h.file_path for h in hits])
+
+
+def test_the_context_budget_is_the_exact_count_whenever_it_matters(help_cairn):
+    """The budget check uses each source's indexed token count as an upper bound and counts exactly only when the
+    bounds do not fit: so every bound must be ≥ the exact count, and a block's tokens its header's plus its text's."""
+    import json
+
+    from conftest import SHARED
+
+    query = help_cairn.query
+    count = help_cairn.embedder.count_tokens
+    questions = [json.loads(line)["question"] for line in
+                 (SHARED / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+                 if line.strip() and json.loads(line)["vault"] == "obsidian-help"]
+    checked = 0
+    for q in questions:
+        for i, h in enumerate(query.retrieve(q, per_note=QueryService.PER_NOTE_ASK)[0], 1):
+            header = f"[{i}] {h.file_path} › {h.symbol}\n"
+            assert count(header + h.text) == count(header) + count(h.text)
+            assert h.token_bound >= count(h.text) > 0, (h.file_path, h.symbol)
+            checked += 1
+    assert checked > 100
+    # Bounds that do not fit: exact counts decide, lowest-scored dropped first, as before.
+    sources = query.context(questions[0])
+    hits = [s.hit for s in sources]
+    exact = [count(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)]
+    assert sum(exact) <= 6000

@@ -97,6 +97,8 @@ class ChunkRow:
     indexed_at: float
     content_hash: str
     embedded: bool
+    #: tokens of the chunk's embedded text (title, heading path and text): an upper bound on its text's
+    token_count: int = 0
 
 
 def _vec_bytes(vec: np.ndarray) -> bytes:
@@ -612,10 +614,10 @@ class Store:
             return out
         rows = self.conn.execute(
             "SELECT c.id, c.note_id, n.path, n.title, c.symbol, c.text, c.line_start, c.line_end, c.page, c.kind, "
-            "n.indexed_at, c.content_hash, c.embedded FROM chunks c JOIN notes n ON n.id=c.note_id "
+            "n.indexed_at, c.content_hash, c.embedded, c.token_count FROM chunks c JOIN notes n ON n.id=c.note_id "
             "WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
         for r in rows:
-            out[r[0]] = ChunkRow(*r[:12], embedded=bool(r[12]))
+            out[r[0]] = ChunkRow(*r[:12], embedded=bool(r[12]), token_count=r[13])
         return out
 
     def tags_of_notes(self, note_ids: Iterable[int]) -> dict[int, list[str]]:
