@@ -284,8 +284,10 @@ class QueryService:
     #: SNAPSHOT_MAX_NEWER of them (a bulk re-index: the others join when the reload lands, ~1-2 s on
     #: obsidian-hub; the keyword leg has them already), and deleted ones are dropped (never returned).
     #: Scoring one from the store costs ~0.25 ms (obsidian-hub, during a full re-index: 2,000 took searches
-    #: ~0.5 s), so a few hundred: a saved note's chunks, not a bulk change's.
-    SNAPSHOT_REFRESH_S = 3.0
+    #: ~0.5 s), so a few hundred: a saved note's chunks, not a bulk change's. A reload costs 1.2-1.6 s of CPU on
+    #: obsidian-hub (reading 45k vectors out of sqlite-vec), which overlapped the next saves' indexing when it
+    #: ran every 3 s during an editing session (bench_freshness p95: keyword 414 ms, dense 1,375 ms); hence 30 s.
+    SNAPSHOT_REFRESH_S = 30.0
     SNAPSHOT_MAX_NEWER = 256
     #: Weight of the best unit (sentence) cosine in the dense ranking score (tuned on the dev set).
     UNIT_WEIGHT = 0.9
