@@ -102,12 +102,16 @@ def test_too_many_new_rows_drop_the_index_until_it_is_built_again(fresh_cairn, v
     assert len(index.scores("wibblequark")[0]) == 6
 
 
-def test_a_full_text_index_that_no_longer_matches_the_rows_read_is_dropped(fresh_cairn):
+def test_a_full_text_index_that_no_longer_matches_the_rows_read_is_dropped(fresh_cairn, vault_copy):
     fresh_cairn.index()
     index = Bm25Index(fresh_cairn.store)
     assert index.build()
+    index.refresh(1)  # nothing changed: still ready
+    assert index.ready
     index._length[:] = index._length + 1  # as if rows had been read wrong: the token counts no longer add up
-    index.refresh(1)
+    (vault_copy / "One more.md").write_text("# One more\n\nA note that changes the full-text index.\n", encoding="utf-8")
+    fresh_cairn.index()
+    index.refresh(2)
     assert not index.ready
     assert index.scores("note") is None
 

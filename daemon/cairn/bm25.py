@@ -148,6 +148,9 @@ class Bm25Index:
 
     def _follow(self) -> bool:
         """Apply the rows added and removed since the state held (the lock held); False when it dropped the index."""
+        live_top = int(np.flatnonzero(self._alive)[-1]) if self._alive.any() else 0
+        if self.store.fts_counts() == (self._n_rows, self._n_tokens, live_top):
+            return True  # the full-text index did not change (a commit of vectors only): no scan of its rows
         snap = self.store.fts_snapshot(self._last_id, self.MAX_NEW_ROWS)
         if snap is None:
             self._drop()

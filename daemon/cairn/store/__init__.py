@@ -726,6 +726,17 @@ class Store:
             held = self._local.fts_tokenizer = (c, c.fts5_tokenizer(FTS_TOKENIZER[0], list(FTS_TOKENIZER[1:])))
         return held[1]
 
+    def fts_counts(self) -> tuple[int, int, int] | None:
+        """(rows, tokens in all columns, highest row id) of ``chunks_fts``, read in one transaction from FTS5's averages
+        record and its row-size table's last id (two lookups, no scan). Every change to the table changes one of
+        them (rows are only added with a new, higher id). None when the averages record cannot be read."""
+        c = self.conn
+        with c:
+            totals = c.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+            counts = _fts_averages(totals[0]) if totals else (0, 0)
+            top = c.execute("SELECT max(id) FROM chunks_fts_docsize").fetchone()[0]
+        return None if counts is None else (counts[0], counts[1], int(top or 0))
+
     def fts_snapshot(self, after_id: int, max_rows: int | None = None) -> "FtsSnapshot | None":
         """What ``chunks_fts`` holds, read in one transaction, for an in-memory BM25 (cairn.bm25):
         ``live`` ids of every row (n,) int64 ascending; ``docs`` [(chunk id, tokens)] of the rows with an id above
