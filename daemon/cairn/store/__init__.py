@@ -140,6 +140,12 @@ def _fts_averages(block: bytes) -> tuple[int, int] | None:
     return values[0], sum(values[1:])
 
 
+def _fts_totals(c: apsw.Connection) -> tuple[int, int] | None:
+    """``chunks_fts``'s (rows, tokens) from its averages record ((0, 0) before any row; None: unreadable)."""
+    totals = c.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+    return _fts_averages(totals[0]) if totals else (0, 0)
+
+
 class Store:
     """An open index database.
 
@@ -732,8 +738,7 @@ class Store:
         them (rows are only added with a new, higher id). None when the averages record cannot be read."""
         c = self.conn
         with c:
-            totals = c.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
-            counts = _fts_averages(totals[0]) if totals else (0, 0)
+            counts = _fts_totals(c)
             top = c.execute("SELECT max(id) FROM chunks_fts_docsize").fetchone()[0]
         return None if counts is None else (counts[0], counts[1], int(top or 0))
 
@@ -747,8 +752,7 @@ class Store:
         Cost on obsidian-hub (19,573 rows): ~5 ms without new rows; ~1.2 s to tokenize every row."""
         c = self.conn
         with c:
-            totals = c.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
-            counts = _fts_averages(totals[0]) if totals else (0, 0)
+            counts = _fts_totals(c)
             if counts is None:
                 return None
             # FTS5's own list of its rows (a small table: ~4 ms here, against ~20-45 ms for the ids of `chunks`).
