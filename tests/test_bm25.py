@@ -151,3 +151,86 @@ def test_a_dropped_index_is_rebuilt_only_once_the_store_is_quiet(fresh_cairn, va
     query.keyword_ranking("frobnicated")
     query._terms_building.join(timeout=60)
     assert query.terms.ready and query.keyword_ranking("frobnicated") == from_fts5
+
+
+def _chunk_ids(store, path: str) -> list[int]:
+    return [r[0] for r in store.conn.execute(
+        "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id WHERE n.path = ? ORDER BY c.id", (path,))]
+
+
+def test_the_store_logs_deleted_chunks_so_a_refresh_reads_them_instead_of_scanning(fresh_cairn, vault_copy):
+    fresh_cairn.index()
+    store = fresh_cairn.store
+    index = Bm25Index(store)
+    assert index.build()
+    notes = sorted(vault_copy.rglob("*.md"))
+    edited, gone = notes[2], notes[3]
+    rel = [p.relative_to(vault_copy).as_posix() for p in (edited, gone)]
+    before = {p: _chunk_ids(store, p) for p in rel}
+    seq = store.fts_snapshot(10 ** 9).deletion_seq
+    edited.write_text(edited.read_text(encoding="utf-8") + "\n\nThe snorkelwump paragraph.\n", encoding="utf-8")
+    gone.unlink()
+    fresh_cairn.index()
+    snap = store.fts_snapshot(10 ** 9, after_seq=seq)
+    assert snap.live is None  # no scan of FTS5's row ids
+    assert sorted(snap.deleted.tolist()) == sorted(before[rel[0]] + before[rel[1]])
+    assert snap.deletion_seq == seq + len(snap.deleted)
+    index.refresh(1)
+    assert index.ready and len(index.scores("snorkelwump")[0]) == 1
+    assert assert_same_as_fts5(index, query_terms(edited.read_text(encoding="utf-8"))[:40] + ["snorkelwump"]) > 10
+
+
+def test_a_note_changed_twice_between_refreshes_and_a_trimmed_log_are_followed_exactly(fresh_cairn, vault_copy,
+                                                                                      monkeypatch):
+    fresh_cairn.index()
+    store = fresh_cairn.store
+    index = Bm25Index(store)
+    assert index.build()
+    note = sorted(vault_copy.rglob("*.md"))[4]
+    text = note.read_text(encoding="utf-8")
+    for word in ("flumperdash", "quorvantine"):  # rows added, then deleted again, before the index looks
+        note.write_text(text + f"\n\nA {word} line.\n", encoding="utf-8")
+        fresh_cairn.index()
+    index.refresh(1)
+    assert index.ready and len(index.scores("flumperdash")[0]) == 0 and len(index.scores("quorvantine")[0]) == 1
+    assert assert_same_as_fts5(index, query_terms(text)[:30] + ["flumperdash", "quorvantine"]) > 10
+    # A reader further behind than the log keeps: it cannot learn from the log what was deleted, so it scans.
+    monkeypatch.setattr(type(store), "DELETION_LOG_KEEP", 1)
+    held = index._deletion_seq
+    note.write_text(text + "\n\nA brindlewhisk line.\n", encoding="utf-8")
+    fresh_cairn.index()
+    snap = store.fts_snapshot(10 ** 9, after_seq=held)
+    assert snap.deleted is None and snap.live is not None
+    index.refresh(2)
+    assert index.ready and len(index.scores("quorvantine")[0]) == 0 and len(index.scores("brindlewhisk")[0]) == 1
+    assert assert_same_as_fts5(index, query_terms(text)[:30] + ["quorvantine", "brindlewhisk"]) > 10
+
+
+def test_an_index_without_the_deletion_log_opened_read_only_is_still_followed(fresh_cairn, vault_copy, tmp_path):
+    import apsw
+
+    from cairn.store import Store
+
+    fresh_cairn.index()
+    path = fresh_cairn.store.path
+    conn = apsw.Connection(str(path))  # what Cairn wrote before schema version 3
+    conn.execute("DROP TRIGGER chunks_deleted; DROP TABLE chunk_deletions; PRAGMA user_version=2")
+    conn.close()
+    reader = Store(path, readonly=True)  # an MCP server of this version on the index of an older daemon
+    try:
+        index = Bm25Index(reader)
+        assert index.build() and index._deletion_seq is None
+        note = sorted(vault_copy.rglob("*.md"))[5]
+        rel = note.relative_to(vault_copy).as_posix()
+        old_ids = _chunk_ids(reader, rel)
+        with fresh_cairn.store.conn as c:  # the older daemon deletes the note's rows (no log to write)
+            c.executemany("DELETE FROM chunks_fts WHERE rowid = ?", [(i,) for i in old_ids])
+            c.executemany("DELETE FROM chunk_vectors WHERE chunk_id = ?", [(i,) for i in old_ids])
+            c.execute("DELETE FROM chunk_units WHERE chunk_id IN (SELECT value FROM json_each(?))", (str(old_ids),))
+            c.execute("DELETE FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (str(old_ids),))
+        assert reader.schema_version == 2
+        index.refresh(1)
+        assert index.ready and not index._alive[old_ids].any()
+        assert assert_same_as_fts5(index, query_terms(note.read_text(encoding="utf-8"))[:30]) > 5
+    finally:
+        reader.close()

@@ -109,10 +109,12 @@ def _vec_bytes(vec: np.ndarray) -> bytes:
 class FtsSnapshot:
     """See :meth:`Store.fts_snapshot`."""
 
-    live: np.ndarray
+    live: np.ndarray | None
     docs: list[tuple[int, list[str]]]
     n_rows: int
     n_tokens: int
+    deleted: np.ndarray | None = None
+    deletion_seq: int | None = None
 
 
 def _fts_averages(block: bytes) -> tuple[int, int] | None:
@@ -156,6 +158,11 @@ class Store:
     """
 
     BUSY_TIMEOUT_MS = 5000
+    #: Newest entries kept in the deletion log (table ``chunk_deletions``, schema migration 3; 16 bytes each):
+    #: a reader that fell further behind (a re-index of a vault this size while it slept) scans instead.
+    DELETION_LOG_KEEP = 50_000
+    #: Deletions a reader applies from the log; more, and :meth:`fts_snapshot` scans FTS5's row ids instead.
+    DELETION_LOG_MAX_READ = 5_000
 
     def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
         self.path = Path(path)
@@ -344,7 +351,10 @@ class Store:
                 "SELECT id FROM chunk_units WHERE chunk_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))]
             c.executemany("DELETE FROM unit_vectors WHERE unit_id=?", units)
             c.execute("DELETE FROM chunk_units WHERE chunk_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
-        c.execute("DELETE FROM chunks WHERE note_id=?", (note_id,))
+        c.execute("DELETE FROM chunks WHERE note_id=?", (note_id,))  # trigger chunks_deleted logs the ids
+        if ids:
+            c.execute("DELETE FROM chunk_deletions WHERE seq <= (SELECT seq FROM sqlite_sequence WHERE "
+                      "name = 'chunk_deletions') - ?", (cls.DELETION_LOG_KEEP,))
         c.execute("DELETE FROM note_tags WHERE note_id=?", (note_id,))
         c.execute("DELETE FROM links WHERE note_id=?", (note_id,))
 
@@ -742,24 +752,41 @@ class Store:
             top = c.execute("SELECT max(id) FROM chunks_fts_docsize").fetchone()[0]
         return None if counts is None else (counts[0], counts[1], int(top or 0))
 
-    def fts_snapshot(self, after_id: int, max_rows: int | None = None) -> "FtsSnapshot | None":
-        """What ``chunks_fts`` holds, read in one transaction, for an in-memory BM25 (cairn.bm25):
-        ``live`` ids of every row (n,) int64 ascending; ``docs`` [(chunk id, tokens)] of the rows with an id above
-        ``after_id`` (ids are never reused: AUTOINCREMENT), each row's columns (text, symbol, title) tokenized by the
-        table's own tokenizer as one token list; and FTS5's own counts from its averages record (``n_rows``,
-        ``n_tokens``: what bm25() computes idf and the average row length from). None when more than ``max_rows``
-        rows are newer than ``after_id``, or when FTS5's averages record cannot be read (an unexpected format).
-        Cost on obsidian-hub (19,573 rows): ~5 ms without new rows; ~1.2 s to tokenize every row."""
+    def fts_snapshot(self, after_id: int, max_rows: int | None = None,
+                     after_seq: int | None = None) -> "FtsSnapshot | None":
+        """What ``chunks_fts`` holds, read in one transaction, for an in-memory BM25 (cairn.bm25).
+
+        ``docs`` [(chunk id, tokens)]: the rows with an id above ``after_id`` (ids are never reused:
+        AUTOINCREMENT), each row's columns (text, symbol, title) tokenized by the table's own tokenizer as one token
+        list; ``n_rows``, ``n_tokens``: FTS5's own counts from its averages record (what bm25() computes idf and the
+        average row length from); ``deletion_seq``: the deletion log's last entry (None: no log, an index of
+        schema version 2 opened read-only). Then either ``deleted`` (k,) int64, the ids deleted after log entry
+        ``after_seq`` in order (``live`` None), when ``after_seq`` is given and the log holds every entry since; or
+        else ``live`` (n,) int64 ascending, the ids of every row, from a scan of FTS5's row-size table.
+        None when more than ``max_rows`` rows are newer than ``after_id``, or when FTS5's averages record cannot be
+        read (an unexpected format). Cost on obsidian-hub (19,573 rows): under 1 ms plus ~60 µs a new row with
+        ``after_seq``; ~8 ms more with the scan; ~1.2 s to tokenize every row."""
         c = self.conn
         with c:
             counts = _fts_totals(c)
             if counts is None:
                 return None
-            # FTS5's own list of its rows (a small table: ~4 ms here, against ~20-45 ms for the ids of `chunks`).
-            live = np.fromiter((r[0] for r in c.execute("SELECT id FROM chunks_fts_docsize ORDER BY id")),
-                               dtype=np.int64)
-            if max_rows is not None and int(np.count_nonzero(live > after_id)) > max_rows:
-                return None
+            seq = self._deletion_seq(c)
+            deleted = None
+            if after_seq is not None and seq is not None and 0 <= seq - after_seq <= self.DELETION_LOG_MAX_READ:
+                rows = c.execute("SELECT chunk_id FROM chunk_deletions WHERE seq > ? ORDER BY seq", (after_seq,))
+                deleted = np.fromiter((r[0] for r in rows), dtype=np.int64)
+                if len(deleted) != seq - after_seq:  # entries trimmed away: the log cannot say what was deleted
+                    deleted = None
+            live = None
+            if deleted is None:
+                # FTS5's own list of its rows (a small table: ~4-8 ms here, against ~20-45 ms for the ids of `chunks`).
+                live = np.fromiter((r[0] for r in c.execute("SELECT id FROM chunks_fts_docsize ORDER BY id")),
+                                   dtype=np.int64)
+            if max_rows is not None:
+                newer = c.execute("SELECT count(*) FROM chunks WHERE id > ?", (after_id,)).fetchone()[0]
+                if newer > max_rows:
+                    return None
             tok = self._fts_tokenizer()
             flag = apsw.FTS5_TOKENIZE_DOCUMENT
             # The three columns joined by a newline, which unicode61 never makes part of a token: the same
@@ -768,7 +795,17 @@ class Store:
                     for cid, text in c.execute(
                         "SELECT c.id, c.text || char(10) || c.symbol || char(10) || n.title FROM chunks c "
                         "JOIN notes n ON n.id = c.note_id WHERE c.id > ? ORDER BY c.id", (after_id,))]
-        return FtsSnapshot(live=live, docs=docs, n_rows=counts[0], n_tokens=counts[1])
+        return FtsSnapshot(live=live, docs=docs, n_rows=counts[0], n_tokens=counts[1], deleted=deleted,
+                           deletion_seq=seq)
+
+    @staticmethod
+    def _deletion_seq(c: apsw.Connection) -> int | None:
+        """The deletion log's last ``seq`` (0 before any deletion), or None when the index has no log (schema
+        version 2, opened read-only: not migrated)."""
+        if not c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunk_deletions'").fetchone():
+            return None
+        row = c.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunk_deletions'").fetchone()
+        return int(row[0]) if row else 0
 
     def fts_phrase_scores(self, phrase: str) -> tuple[np.ndarray, np.ndarray]:
         """Every chunk matching one FTS5 phrase (a double-quoted term, as :func:`cairn.ranking.fts_match_expression`
