@@ -381,3 +381,24 @@ def test_the_context_budget_is_the_exact_count_whenever_it_matters(help_cairn):
     hits = [s.hit for s in sources]
     exact = [count(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)]
     assert sum(exact) <= 6000
+
+
+def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked(fresh_cairn, vault_copy, monkeypatch):
+    """More chunks embedded since the in-memory vectors were loaded than a query scores one by one: those it leaves
+    out must be the older ones, not the note just saved."""
+    cairn = fresh_cairn
+    cairn.index()
+    query = cairn.query
+    query.search("anything at all")  # the first load
+    monkeypatch.setattr(query, "_reload_vectors", lambda: None)  # the reload has not landed yet
+    query.SNAPSHOT_MAX_NEWER, query.SNAPSHOT_REFRESH_S = 2, 3600.0
+    for i in range(4):
+        (vault_copy / f"Older {i}.md").write_text(f"# Older {i}\n\nA note about tidal pools number {i}.\n",
+                                                  encoding="utf-8")
+    cairn.index()
+    (vault_copy / "Latest.md").write_text("# Latest\n\nThe glacier calved huge icebergs into the fjord.\n",
+                                          encoding="utf-8")
+    cairn.index()
+    assert len(query._embedded_since(query._snapshot)) > query.SNAPSHOT_MAX_NEWER
+    hits = query.search("icebergs breaking off a glacier into the fjord", mode="dense").hits
+    assert hits and hits[0].file_path == "Latest.md", [h.file_path for h in hits]

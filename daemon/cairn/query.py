@@ -705,7 +705,10 @@ class QueryService:
             self._snapshot = snap
 
     def _embedded_since(self, snap: _VectorSnapshot) -> list[int]:
-        """Chunks that got vectors after ``snap`` was loaded (ids only grow), at most SNAPSHOT_MAX_NEWER + 1."""
+        """Chunks that got vectors after ``snap`` was loaded (ids only grow), newest first, at most
+        SNAPSHOT_MAX_NEWER + 1. Newest first: when more were embedded than a query scores one by one, the ones left
+        out must not be the note just saved (oldest first, bench_freshness's edited note was missing from the
+        results in 1 of 50 edits of some runs: the edits since the last reload had made more than 256 chunks)."""
         if snap.generation == self.store.vectors_generation():
             return []
         last = int(snap.chunk_ids.max()) if len(snap.chunk_ids) else 0

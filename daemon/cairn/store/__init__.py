@@ -582,9 +582,10 @@ class Store:
         return gen, chunk_ids, chunk_mat, unit_owner, unit_mat
 
     def embedded_chunks_after(self, chunk_id: int, limit: int) -> list[int]:
-        """Ids of chunks with vectors and an id above ``chunk_id`` (ids are never reused), at most ``limit``."""
+        """Ids of chunks with vectors and an id above ``chunk_id`` (ids are never reused), newest first (the notes
+        saved last: what a user searching during an editing session looks for), at most ``limit``."""
         return [r[0] for r in self.conn.execute(
-            "SELECT id FROM chunks WHERE id > ? AND embedded = 1 ORDER BY id LIMIT ?", (chunk_id, limit))]
+            "SELECT id FROM chunks WHERE id > ? AND embedded = 1 ORDER BY id DESC LIMIT ?", (chunk_id, limit))]
 
     def knn_units(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Nearest ``k`` unit (sentence) vectors, as (chunk_id, best unit cosine similarity) per chunk, best first."""
