@@ -22,6 +22,9 @@ Subcommands (the default is ``all``):
 ``recall``   (build venv) dense-only Recall@5 proxy of both variants on one vault's
              dev-eval questions (``../shared/eval/dev.jsonl``), into the manifest.
 ``all``      venv, then export, fixture, measure and recall.
+``dot8``     (build venv) write ``onnx_models/int8-dot.onnx``: one ``MatMulInteger`` node (uint8 queries,
+             zero point 64, times an int8 matrix given when the session is made), the first pass of
+             the query service's dense scores (``cairn.embedder.Int8Dot``). No weights: 300 bytes.
 
 Choosing the default variant: the project rule is "int8 is preferred if its
 retrieval quality is within 0.01 Recall@5 of fp32 on the dev eval". Until the full
@@ -49,6 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".build-model-venv"
 VENV_PY = VENV / "bin" / "python"
 OUT = ROOT / "onnx_models" / "all-MiniLM-L6-v2"
+DOT8_OUT = ROOT / "onnx_models" / "int8-dot.onnx"
 FIXTURE = ROOT / "tests" / "fixtures" / "minilm_reference.json"
 DEFAULT_VAULT = ROOT.parent / "shared" / "vaults" / "obsidian-help"
 
@@ -546,6 +550,29 @@ def _cpu_name() -> str:
     return f"{os.cpu_count()} cores"
 
 
+# ---------------------------------------------------------------- dot8
+
+
+def cmd_dot8(_: argparse.Namespace) -> None:
+    """Write DOT8_OUT: y (m, n) int32 = (q - 64) @ B for q (m, 384) uint8 and B (384, n) int8. B is a one-column
+    placeholder here; cairn.embedder.Int8Dot replaces it with the real matrix when it makes the session
+    (``SessionOptions.add_initializer``), so onnxruntime pre-packs it once."""
+    import numpy as np
+    from onnx import TensorProto, checker, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["q", "B", "zero"], ["y"])], "int8_dot",
+        [helper.make_tensor_value_info("q", TensorProto.UINT8, ["m", 384])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, ["m", "n"])],
+        [numpy_helper.from_array(np.zeros((384, 1), dtype=np.int8), "B"),
+         numpy_helper.from_array(np.array(64, dtype=np.uint8), "zero")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)], producer_name="cairn")
+    model.ir_version = 7
+    checker.check_model(model)
+    DOT8_OUT.write_bytes(model.SerializeToString())
+    log(f"wrote {DOT8_OUT} ({DOT8_OUT.stat().st_size} bytes)")
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -568,6 +595,7 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("venv")
     sub.add_parser("export")
     sub.add_parser("fixture")
+    sub.add_parser("dot8")
     sp = sub.add_parser("recall")
     sp.add_argument("--threads", type=int, default=2)
     sp.add_argument("--vault", default=str(DEFAULT_VAULT))
@@ -582,14 +610,14 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.cmd is None:
         args = p.parse_args(["all", *(argv or sys.argv[1:])])
-    if args.cmd in ("export", "fixture", "measure", "recall") and not in_build_venv():
+    if args.cmd in ("export", "fixture", "measure", "recall", "dot8") and not in_build_venv():
         if not VENV_PY.exists():
             raise SystemExit(f"no build venv at {VENV}; run `python3 {Path(__file__).name} venv` first")
         extra = sys.argv[2:] if argv is None else list(argv[1:])
         run_in_venv(args.cmd, *extra)
         return
     {"venv": cmd_venv, "export": cmd_export, "fixture": cmd_fixture, "measure": cmd_measure,
-     "recall": cmd_recall, "all": cmd_all}[args.cmd](args)
+     "recall": cmd_recall, "dot8": cmd_dot8, "all": cmd_all}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ LAYERS: dict[str, int] = {
     # the OS's login-items folders (files in the user's folders, like secrets' token file): a resource
     "autostart": 1,
     # 2 use cases
-    "indexer": 2, "query": 2, "bm25": 2, "events": 2, "answer": 2, "browse": 2, "pdf_index": 2,
+    "indexer": 2, "query": 2, "bm25": 2, "dense": 2, "events": 2, "answer": 2, "browse": 2, "pdf_index": 2,
     # 3 adapters
     "http_api": 3, "mcp_server": 3, "watcher": 3, "tray": 3, "llm": 3,
     # 4 composition root

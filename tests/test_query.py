@@ -311,16 +311,16 @@ def test_in_memory_dense_scores_equal_every_stored_vector_scored_one_by_one(help
 
 
 def test_a_question_searched_then_asked_is_scored_against_every_vector_once(sample_cairn, monkeypatch):
-    from cairn.query import _VectorSnapshot
+    from cairn.dense import DenseIndex
 
     calls = []
-    real = _VectorSnapshot.scores
+    real = DenseIndex.query
 
     def spy(self, qvec):
         calls.append(qvec)
         return real(self, qvec)
 
-    monkeypatch.setattr(_VectorSnapshot, "scores", spy)
+    monkeypatch.setattr(DenseIndex, "query", spy)
     query = QueryService(sample_cairn.query.store, sample_cairn.query.embedder)
     question = "How long do I proof the sourdough in the fridge?"
     hits = query.search(question).hits

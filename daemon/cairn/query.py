@@ -30,6 +30,7 @@ import numpy as np
 
 from cairn.bm25 import Bm25Index
 from cairn.config import COSINE_FLOOR, CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER
+from cairn.dense import DenseIndex, DenseQuery
 from cairn.embedder import Embedder
 from cairn.errors import BadRequest
 from cairn.indexer import TITLE_WEIGHT, chunk_vector, content_hash, embedding_units, title_hash
@@ -223,6 +224,7 @@ class _VectorSnapshot:
     group_starts: np.ndarray   # (g,) start of each owning chunk's run in unit_order
     group_rows: np.ndarray     # (g,) the owning chunk row of each run
     units: np.ndarray          # (d, 384) float32: the distinct unit vectors
+    dense: DenseIndex          # the same vectors with their int8 copies, for a question's exact top chunks
 
     @classmethod
     def load(cls, store: Store) -> "_VectorSnapshot":
@@ -241,14 +243,21 @@ class _VectorSnapshot:
             if j == len(firsts):
                 firsts.append(i)
             index[i] = j
+        unit_order = index[order]
+        group_rows = sorted_rows[starts] if len(order) else starts
+        distinct_units = units[np.asarray(firsts, dtype=np.int64)]
+        unit_start = np.zeros(len(chunk_ids), dtype=np.int64)
+        unit_end = np.zeros(len(chunk_ids), dtype=np.int64)
+        unit_start[group_rows] = starts
+        unit_end[group_rows] = np.r_[starts[1:], len(unit_order)] if len(starts) else starts
         return cls(generation=gen, loaded_at=time.monotonic(), chunk_ids=chunk_ids, chunks=chunks, row_of=row_of,
-                   unit_order=index[order], group_starts=starts,
-                   group_rows=sorted_rows[starts] if len(order) else starts,
-                   units=units[np.asarray(firsts, dtype=np.int64)])
+                   unit_order=unit_order, group_starts=starts, group_rows=group_rows, units=distinct_units,
+                   dense=DenseIndex(chunks, distinct_units, unit_order, unit_start, unit_end))
 
     def scores(self, qvec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(cosine of every chunk vector to ``qvec``, best cosine among each chunk's unit vectors
-        (-1 for a chunk without units)), both (n,) float32."""
+        (-1 for a chunk without units)), both (n,) float32, all in float32 (4-7 ms on obsidian-hub). Queries use
+        :attr:`dense` instead (the same top chunks for ~2 ms; cairn.dense); this is the reference."""
         cos = self.chunks @ qvec
         best = np.full_like(cos, -1.0)
         if len(self.unit_order):
@@ -327,7 +336,7 @@ class QueryService:
         self._phrases: OrderedDict[str, tuple[int, np.ndarray, np.ndarray]] = OrderedDict()
         self._phrase_rows = 0
         self._answers: OrderedDict[tuple, str] = OrderedDict()
-        self._scores: OrderedDict[tuple, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._scores: OrderedDict[tuple, DenseQuery] = OrderedDict()
         # Context blocks' token counts (same text, same count): ~4 % of the daemon's CPU under /ask load before.
         self._count_tokens = functools.lru_cache(maxsize=4096)(embedder.count_tokens)
         self._epoch = 0
@@ -527,21 +536,20 @@ class QueryService:
         return ids[order].tolist()
 
     #: Dense scores of the last questions kept in memory (LRU) for the in-memory vectors they were computed on:
-    #: (n,) float32 × 2 each, 156 KB on obsidian-hub, so ≤ 10 MB. A question searched, then asked (other
-    #: parameters: ranked again) is scored once: ~6.5 ms of the ~19 ms of CPU such an /ask took (hub).
+    #: bounds (n,) float32 × 4 and the exact cosines found, ~330 KB on obsidian-hub, so ≤ 21 MB. A question
+    #: searched, then asked (other parameters: ranked again) is scored once.
     SCORES_CACHE_MAX = 64
 
-    def _dense_scores(self, snap: _VectorSnapshot, query: str, qvec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`_VectorSnapshot.scores` of ``query``'s vector, cached per snapshot and query text."""
+    def _dense_query(self, snap: _VectorSnapshot, query: str, qvec: np.ndarray) -> DenseQuery:
+        """``query``'s dense scores against ``snap`` (:meth:`cairn.dense.DenseIndex.query`), cached per snapshot and
+        query text (with the exact cosines found so far)."""
         key = (id(snap), snap.loaded_at, query)
         with self._results_lock:
             hit = self._scores.get(key)
             if hit is not None:
                 self._scores.move_to_end(key)
                 return hit
-        scores = snap.scores(qvec)
-        for array in scores:
-            array.setflags(write=False)  # shared by the calls that hit the cache
+        scores = snap.dense.query(qvec)
         with self._results_lock:
             self._scores[key] = scores
             while len(self._scores) > self.SCORES_CACHE_MAX:
@@ -577,31 +585,27 @@ class QueryService:
             newer = [c for c in newer if c in scope]
         if excluded and newer:
             newer = [c for c in newer if c not in hidden.chunks]
-        cos_all, unit_all = self._dense_scores(snap, query, qvec)
-        dense_all = np.maximum(cos_all, self.unit_weight * unit_all)
+        dq = self._dense_query(snap, query, qvec)
         pool: list[int] = []
         if mode in ("hybrid", "dense"):
-            ranked = dense_all
-            if within is not None:
-                ranked = np.where(np.isin(snap.chunk_ids, np.asarray(within, dtype=np.int64)), dense_all, -np.inf)
+            allowed = None if within is None else np.isin(snap.chunk_ids, np.asarray(within, dtype=np.int64))
             if excluded:
                 hide = np.isin(snap.chunk_ids, np.asarray(excluded, dtype=np.int64))
                 if tally is not None and hide.any():
-                    n_all = min(self.CANDIDATES, len(ranked))
-                    top_all = np.argpartition(-ranked, n_all - 1)[:n_all]
-                    touched.update(int(snap.chunk_ids[i]) for i in top_all if hide[i] and np.isfinite(ranked[i]))
-                ranked = np.where(hide, -np.inf, ranked)
-            n = min(self.CANDIDATES, len(ranked))
-            top = np.argpartition(-ranked, n - 1)[:n] if n else np.zeros(0, np.int64)
-            pool = [int(snap.chunk_ids[i]) for i in top if np.isfinite(ranked[i])] + newer
+                    top_all = dq.top(self.CANDIDATES, self.unit_weight, snap.chunk_ids, allowed)
+                    touched.update(int(snap.chunk_ids[i]) for i in top_all if hide[i])
+                allowed = ~hide if allowed is None else allowed & ~hide
+            top = dq.top(self.CANDIDATES, self.unit_weight, snap.chunk_ids, allowed)
+            pool = [int(snap.chunk_ids[i]) for i in top] + newer
         candidates = list(dict.fromkeys(bm25 + pool))
         rows = self.store.chunk_rows(candidates)  # chunks deleted since the snapshot are absent here
         chunk_cos: dict[int, float] = {}
         unit_cos: dict[int, float] = {}
-        for cid in candidates:
-            r = snap.row_of.get(cid)
-            if r is not None:
-                chunk_cos[cid], unit_cos[cid] = float(cos_all[r]), float(unit_all[r])
+        held = [(cid, snap.row_of[cid]) for cid in candidates if cid in snap.row_of]
+        if held:
+            exact_cos, exact_unit = dq.exact(np.asarray([r for _, r in held], dtype=np.int64))
+            for (cid, _), c, u in zip(held, exact_cos.tolist(), exact_unit.tolist()):
+                chunk_cos[cid], unit_cos[cid] = c, u
         missing = [cid for cid in candidates if cid not in chunk_cos]
         if missing:  # embedded after the snapshot, or not embedded yet (keyword-ready index)
             more_cos, more_units = self._similarities(qvec, missing, rows, compute_missing=set(bm25))
@@ -632,7 +636,10 @@ class QueryService:
                 # in the in-memory vectors counts, to err on the side of reporting).
                 def would_pass(cid: int) -> bool:
                     r = snap.row_of.get(cid)
-                    return r is None or max(float(cos_all[r]), self.FLOOR_UNIT_WEIGHT * float(unit_all[r])) >= self.floor
+                    if r is None:
+                        return True
+                    c, u = dq.exact(np.asarray([r], dtype=np.int64))
+                    return max(float(c[0]), self.FLOOR_UNIT_WEIGHT * float(u[0])) >= self.floor
                 tally.add(hidden.notes[hidden.chunks[c]] for c in touched if would_pass(c))
         mask = hidden.symbol_masker(self.store) if hidden.redactor else None
         hits = [self._hit(rows[c], fused[c], cosines[c], tags_by_note.get(rows[c].note_id, []), terms,
