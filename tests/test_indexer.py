@@ -452,3 +452,89 @@ def test_an_index_made_by_another_note_parser_re_reads_every_note_once_and_embed
     assert cairn.store.get_meta("text_recipe").startswith("notes-v") and cairn.store.get_meta("text_recipe") != "notes-v1"
     third = cairn.index()
     assert (third.unchanged, third.updated) == (5, 0)
+
+
+def _count_walks(monkeypatch) -> list[int]:
+    import cairn.indexer as indexer_module
+
+    walks = [0]
+    real = indexer_module.list_all_files
+
+    def counting(*args, **kwargs):
+        walks[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(indexer_module, "list_all_files", counting)
+    return walks
+
+
+def _append(vault, rel: str, extra: str, *, atomic: bool = False) -> None:
+    path = vault / rel
+    text = path.read_text(encoding="utf-8") + extra
+    if atomic:  # as many editors save: a temporary file renamed over the note
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    else:
+        path.write_text(text, encoding="utf-8")
+
+
+def test_saving_a_note_again_resolves_its_links_without_walking_the_whole_vault(cairn, vault, monkeypatch):
+    """The file list links resolve against is kept between file-event batches while no hint can have changed it
+    (obsidian-hub: ~110 ms of a save's ~150-370 ms went to walking the vault and rebuilding the resolver)."""
+    cairn.index()
+    walks = _count_walks(monkeypatch)
+    _append(vault, "Sourdough.md", "\nAlso see [[Flour]] and [[Garden/Tomatoes]].\n")
+    cairn.indexer.index_paths({"Sourdough.md"})
+    first = walks[0]
+    _append(vault, "Sourdough.md", "\nAnd [[Levain bread]] once more.\n", atomic=True)
+    cairn.indexer.index_paths({"Sourdough.md", "Sourdough.md.tmp"})
+    _append(vault, "Flour.md", "\nGoes into [[Sourdough]].\n")
+    cairn.indexer.index_paths({"Flour.md"})
+    assert walks[0] == first <= 1  # the edits did not walk the vault again
+    targets = [l["targetPath"] for l in cairn.store.links_of_note("Sourdough.md")]
+    assert targets == ["Flour.md", "Flour.md", "Garden/Tomatoes.md", "Sourdough.md"]
+    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] == "Sourdough.md"
+
+
+def test_an_attachment_or_folder_that_comes_or_goes_is_seen_by_the_next_save(cairn, vault, monkeypatch):
+    cairn.index()
+    _append(vault, "Flour.md", "\n![[crumb.png]] ![[Pantry/jar.jpg]]\n")
+    cairn.indexer.index_paths({"Flour.md"})
+    assert [l["targetPath"] for l in cairn.store.links_of_note("Flour.md")] == [None, None]
+    (vault / "crumb.png").write_bytes(b"\x89PNG")  # an image pasted: its event comes with the note's
+    _append(vault, "Flour.md", "\nA crumb shot.\n")
+    cairn.indexer.index_paths({"crumb.png", "Flour.md"})
+    assert [l["targetPath"] for l in cairn.store.links_of_note("Flour.md")] == ["crumb.png", None]
+    (vault / "Pantry").mkdir()
+    (vault / "Pantry" / "jar.jpg").write_bytes(b"\xff\xd8")
+    cairn.indexer.index_paths({"Pantry"})  # a folder's event (moved in with its files)
+    _append(vault, "Flour.md", "\nThe jar.\n")
+    cairn.indexer.index_paths({"Flour.md"})
+    assert [l["targetPath"] for l in cairn.store.links_of_note("Flour.md")] == ["crumb.png", "Pantry/jar.jpg"]
+    shutil.rmtree(vault / "Pantry")
+    (vault / "crumb.png").unlink()
+    cairn.indexer.index_paths({"Pantry", "crumb.png"})
+    _append(vault, "Flour.md", "\nGone again.\n")
+    cairn.indexer.index_paths({"Flour.md"})
+    assert [l["targetPath"] for l in cairn.store.links_of_note("Flour.md")] == [None, None]
+
+
+def test_aliases_added_or_dropped_by_a_save_resolve_in_the_next_ones(cairn, vault):
+    cairn.index()
+    _append(vault, "Flour.md", "\nSee [[Rye notes]].\n")
+    cairn.indexer.index_paths({"Flour.md"})
+    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] is None
+    (vault / "Garden" / "Tomatoes.md").write_text("---\naliases: [Rye notes]\n---\nTomatoes and rye.\n",
+                                                 encoding="utf-8")
+    cairn.indexer.index_paths({"Garden/Tomatoes.md"})
+    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] == "Garden/Tomatoes.md"
+    _append(vault, "Sourdough.md", "\nLike [[Rye notes]].\n")
+    cairn.indexer.index_paths({"Sourdough.md"})
+    assert cairn.store.links_of_note("Sourdough.md")[-1]["targetPath"] == "Garden/Tomatoes.md"
+    (vault / "Garden" / "Tomatoes.md").write_text("No alias now.\n", encoding="utf-8")
+    cairn.indexer.index_paths({"Garden/Tomatoes.md"})
+    _append(vault, "Sourdough.md", "\nStill [[Rye notes]]?\n")
+    cairn.indexer.index_paths({"Sourdough.md"})
+    assert [l["targetPath"] for l in cairn.store.links_of_note("Sourdough.md")][-2:] == [None, None]
+    assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
