@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import apsw
 import numpy as np
@@ -28,9 +29,10 @@ log = logging.getLogger(__name__)
 __all__ = ["Store", "NoteState", "NoteRecord", "ChunkRecord", "LinkRecord", "ChunkRow", "SCHEMA_VERSION", "EMBED_DIM"]
 
 
-@dataclass(frozen=True, slots=True)
-class NoteState:
-    """What the store knows of a file, to decide whether it changed: (mtime, size, hash)."""
+class NoteState(NamedTuple):
+    """What the store knows of a file, to decide whether it changed: (mtime, size, hash). A named tuple: the
+    indexer reads every note's state before each file-event batch (obsidian-hub, best of 5: 3,879 made in 1.6 ms,
+    against 4.9 ms as a frozen dataclass; the query itself ~6 ms)."""
 
     id: int
     path: str
@@ -580,6 +582,79 @@ class Store:
                                           "SELECT u.chunk_id, v.embedding FROM unit_vectors v "
                                           "JOIN chunk_units u ON u.id = v.unit_id")
         return gen, chunk_ids, chunk_mat, unit_owner, unit_mat
+
+    def embedded_chunk_ids(self) -> tuple[int, np.ndarray, np.ndarray | None]:
+        """The chunks that have a vector, read in one transaction: (vectors generation, chunk ids (k,) int64
+        ascending, storage slot of each one's vector (k,) int64, or None when this sqlite-vec does not expose them).
+
+        A slot is where sqlite-vec keeps the vector (its ``chunk_vectors_rowids`` shadow table: vector chunk and
+        offset); rewriting a chunk's vector (:meth:`set_vectors` deletes and inserts it, :meth:`reset_vectors` then
+        re-embedding) moves it to a new slot, so a reader that compares slots sees every rewritten vector, not only
+        added and removed ids. Ids and slots only (16 bytes a chunk): obsidian-hub's 19.6k in ~10 ms. The rows are
+        those of ``chunk_vectors`` (the store keeps ``chunks.embedded = 1`` exactly for them)."""
+        c = self.conn
+        with c:
+            gen = self.vectors_generation()
+            try:
+                rows = c.execute("SELECT rowid, chunk_id, chunk_offset FROM chunk_vectors_rowids ORDER BY rowid") \
+                    .fetchall()
+            except apsw.SQLError:  # another sqlite-vec layout: ids only, no slots
+                ids = np.fromiter((r[0] for r in c.execute("SELECT id FROM chunks WHERE embedded = 1 ORDER BY id")),
+                                  dtype=np.int64)
+                return gen, ids, None
+        arr = np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+        return gen, arr[:, 0].copy(), (arr[:, 1] << 20) + arr[:, 2]
+
+    def load_vector_matrices_and_slots(self) -> tuple[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                                                      tuple[int, np.ndarray, np.ndarray | None]]:
+        """:meth:`load_vector_matrices` and :meth:`embedded_chunk_ids` read in one transaction (so the slots are
+        those of the vectors read): the first load of the query service's in-memory vectors."""
+        with self.conn:
+            slots = self.embedded_chunk_ids()
+            return self.load_vector_matrices(), slots
+
+    def vector_matrices_of(self, chunk_ids: Sequence[int] | np.ndarray
+                           ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Like :meth:`load_vector_matrices` for just ``chunk_ids`` (chunks without a vector are absent), in one
+        read transaction: (generation, chunk ids (n,) int64, chunk vectors (n, 384) float32, owning chunk id of each
+        unit (m,) int64, unit vectors (m, 384) float32). Chunks in ascending id order, units in their chunk's order
+        (unit id). Reads 500 ids per statement; ~0.1 ms a chunk with its units."""
+        ids = sorted({int(c) for c in chunk_ids})
+        c = self.conn
+        chunk_ids_out: list[int] = []
+        chunk_rows: list[np.ndarray] = []
+        owners: list[int] = []
+        unit_rows: list[np.ndarray] = []
+        with c:
+            gen = self.vectors_generation()
+            for start in range(0, len(ids), 500):
+                part = json.dumps(ids[start:start + 500])
+                for cid, blob in c.execute("SELECT chunk_id, embedding FROM chunk_vectors "
+                                           "WHERE chunk_id IN (SELECT value FROM json_each(?)) ORDER BY chunk_id",
+                                           (part,)):
+                    chunk_ids_out.append(cid)
+                    chunk_rows.append(np.frombuffer(blob, dtype="<f4"))
+                for cid, blob in c.execute("SELECT u.chunk_id, v.embedding FROM chunk_units u "
+                                           "JOIN unit_vectors v ON v.unit_id = u.id "
+                                           "WHERE u.chunk_id IN (SELECT value FROM json_each(?)) "
+                                           "ORDER BY u.chunk_id, u.id", (part,)):
+                    owners.append(cid)
+                    unit_rows.append(np.frombuffer(blob, dtype="<f4"))
+
+        def stack(rows: list[np.ndarray]) -> np.ndarray:
+            return np.stack(rows).astype(np.float32, copy=False) if rows else np.zeros((0, EMBED_DIM), np.float32)
+
+        return (gen, np.asarray(chunk_ids_out, dtype=np.int64), stack(chunk_rows),
+                np.asarray(owners, dtype=np.int64), stack(unit_rows))
+
+    def file_identity(self) -> tuple[int, int]:
+        """(device, inode) of the database file now at :attr:`path` ((0, 0) when it is missing): a reader holding
+        data read earlier can tell that the file was replaced (a rebuilt index reuses chunk ids)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return (0, 0)
+        return (st.st_dev, st.st_ino)
 
     def embedded_chunks_after(self, chunk_id: int, limit: int) -> list[int]:
         """Ids of chunks with vectors and an id above ``chunk_id`` (ids are never reused), newest first (the notes
