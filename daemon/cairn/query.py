@@ -206,14 +206,73 @@ class WithheldSet:
 MAX_QUESTION_CHARS = 2000
 
 
+#: Odd 64-bit multipliers of the unit vectors' compact keys (:func:`_unit_keys`); fixed, so keys agree across loads.
+_KEY_MULT = (np.random.default_rng(0x5EED_CA1E).integers(0, 2**63, size=192, dtype=np.uint64) << np.uint64(1)) \
+    | np.uint64(1)
+
+
+def _unit_keys(mat: np.ndarray) -> np.ndarray:
+    """(m,) uint64 keys of the rows of ``mat`` (m, 384) float32: a random linear hash of each row's 192 64-bit words
+    (modulo 2**64), to find identical unit vectors without a dict of 1.5 KB byte strings. Equal rows (bytes) have
+    equal keys; callers compare the rows of equal keys before treating them as one (a collision is not trusted).
+    ~10 ms for 40k rows."""
+    out = np.empty(len(mat), dtype=np.uint64)
+    words = np.ascontiguousarray(mat, dtype=np.float32).view(np.uint64)
+    for start in range(0, len(mat), 4096):
+        out[start:start + 4096] = (words[start:start + 4096] * _KEY_MULT).sum(axis=1, dtype=np.uint64)
+    return out
+
+
+def _distinct_units(units: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct rows of ``units`` (m, 384) in order of first occurrence: (row of ``units`` of each distinct one
+    (d,) int64, index of each unit's distinct row (m,) int64, keys of the distinct rows (d,) uint64). Same result as
+    keying a dict by each row's bytes (identical rows are found by key, then compared)."""
+    keys = _unit_keys(units)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[by_first] = np.arange(len(first))
+    firsts, index = first[by_first], rank[inverse.reshape(-1)]
+    same = all(np.array_equal(units[s:s + 4096], units[firsts[index[s:s + 4096]]]) for s in range(0, len(units), 4096))
+    if not same:  # two different vectors with one key (never seen): by bytes, as before
+        distinct: dict[bytes, int] = {}
+        first_list: list[int] = []
+        index = np.empty(len(units), dtype=np.int64)
+        for i, row in enumerate(units):
+            j = distinct.setdefault(row.tobytes(), len(first_list))
+            if j == len(first_list):
+                first_list.append(i)
+            index[i] = j
+        firsts = np.asarray(first_list, dtype=np.int64)
+    return firsts, index, keys[firsts]
+
+
+def _unit_runs(owner_rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """From the owning chunk row of each unit position, sorted (m,) int64, and the number of chunk rows ``n``:
+    (group_starts (g,), group_rows (g,), unit_start (n,), unit_end (n,)) as _VectorSnapshot and DenseIndex hold them."""
+    m = len(owner_rows)
+    starts = np.flatnonzero(np.r_[True, owner_rows[1:] != owner_rows[:-1]]) if m else np.zeros(0, np.int64)
+    group_rows = owner_rows[starts] if m else starts
+    unit_start = np.zeros(n, dtype=np.int64)
+    unit_end = np.zeros(n, dtype=np.int64)
+    unit_start[group_rows] = starts
+    unit_end[group_rows] = np.r_[starts[1:], m] if len(starts) else starts
+    return starts, group_rows, unit_start, unit_end
+
+
 @dataclass(frozen=True, slots=True)
 class _VectorSnapshot:
-    """Every chunk and unit vector of the store in memory, for exact dense scoring with BLAS
+    """Every chunk and unit vector of the store in memory, for exact dense scoring
     (obsidian-hub: 19,573 chunks + 40,074 units, of which 25,899 distinct = 70 MB; all cosines in ~7 ms
     against ~70 ms for sqlite-vec's brute-force KNN here). Units with the same text (boilerplate sentences
     repeated across notes: 35 % of the hub's) have the same vector, held and scored once: the scores are
     bound by memory bandwidth, so this took ~2 ms off each query. ``generation`` is the store's vectors
-    generation at load."""
+    generation when the chunk ids were read.
+
+    Made by :meth:`load` (everything; obsidian-hub ~1.2-1.8 s of CPU) or by :meth:`refresh` from the previous
+    snapshot (only the chunks added or removed since are read, and only the new rows quantised). Both give the same scores,
+    dense top chunks and search results for the same store state; a refreshed one may hold distinct unit rows
+    no chunk refers to any more (until the next full load) and its chunk rows are in another order."""
 
     generation: int
     loaded_at: float
@@ -223,47 +282,131 @@ class _VectorSnapshot:
     unit_order: np.ndarray     # (m,) row in ``units`` of each unit, units sorted by owning chunk row
     group_starts: np.ndarray   # (g,) start of each owning chunk's run in unit_order
     group_rows: np.ndarray     # (g,) the owning chunk row of each run
-    units: np.ndarray          # (d, 384) float32: the distinct unit vectors
+    units: np.ndarray          # (d, 384) float32: the distinct unit vectors (and, after refresh(), unreferenced ones)
     dense: DenseIndex          # the same vectors with their int8 copies, for a question's exact top chunks
+    unit_keys: np.ndarray      # (d,) uint64: _unit_keys(units), to match a new unit with a row held
+    recipe: str | None         # the store's vector recipe the vectors were made with (Store.embedded_chunk_ids)
+    file_id: tuple[int, int]   # Store.file_identity() at load: a replaced file is loaded in full
 
     @classmethod
     def load(cls, store: Store) -> "_VectorSnapshot":
-        gen, chunk_ids, chunks, unit_owner, units = store.load_vector_matrices()
+        """Everything, read in one transaction (:meth:`Store.load_vector_matrices_and_recipe`)."""
+        file_id = store.file_identity()
+        (gen, chunk_ids, chunks, unit_owner, units), recipe = store.load_vector_matrices_and_recipe()
         row_of = {int(c): i for i, c in enumerate(chunk_ids)}
         owner_rows = np.fromiter((row_of.get(int(c), -1) for c in unit_owner), dtype=np.int64, count=len(unit_owner))
         keep = np.nonzero(owner_rows >= 0)[0]
         order = keep[np.argsort(owner_rows[keep], kind="stable")]
-        sorted_rows = owner_rows[order]
-        starts = np.flatnonzero(np.r_[True, sorted_rows[1:] != sorted_rows[:-1]]) if len(order) else np.zeros(0, np.int64)
-        distinct: dict[bytes, int] = {}
-        firsts: list[int] = []
-        index = np.empty(len(units), dtype=np.int64)
-        for i, row in enumerate(units):
-            j = distinct.setdefault(row.tobytes(), len(firsts))
-            if j == len(firsts):
-                firsts.append(i)
-            index[i] = j
+        firsts, index, keys = _distinct_units(units)
         unit_order = index[order]
-        group_rows = sorted_rows[starts] if len(order) else starts
-        distinct_units = units[np.asarray(firsts, dtype=np.int64)]
-        unit_start = np.zeros(len(chunk_ids), dtype=np.int64)
-        unit_end = np.zeros(len(chunk_ids), dtype=np.int64)
-        unit_start[group_rows] = starts
-        unit_end[group_rows] = np.r_[starts[1:], len(unit_order)] if len(starts) else starts
+        distinct_units = units[firsts]
+        starts, group_rows, unit_start, unit_end = _unit_runs(owner_rows[order], len(chunk_ids))
         return cls(generation=gen, loaded_at=time.monotonic(), chunk_ids=chunk_ids, chunks=chunks, row_of=row_of,
                    unit_order=unit_order, group_starts=starts, group_rows=group_rows, units=distinct_units,
-                   dense=DenseIndex(chunks, distinct_units, unit_order, unit_start, unit_end))
+                   dense=DenseIndex(chunks, distinct_units, unit_order, unit_start, unit_end), unit_keys=keys,
+                   recipe=recipe, file_id=file_id)
+
+    @classmethod
+    def refresh(cls, old: "_VectorSnapshot", store: Store, *, max_changed: float) -> "_VectorSnapshot | None":
+        """A snapshot of the store now, made from ``old`` by reading only what changed: the ids of every chunk with a
+        vector (:meth:`Store.embedded_chunk_ids`), then the vectors of the chunks added since ``old``
+        (:meth:`Store.vector_matrices_of`); a chunk id keeps its vector while the vector recipe stays (see there). Removed chunks' rows and units are dropped, the others'
+        arrays (and int8 copies: :meth:`DenseIndex.derived`) kept; a new unit equal to a row held reuses it.
+
+        Returns None when a full :meth:`load` is the right thing: ``old`` is empty, the store's file was replaced,
+        the vector recipe changed, more than ``max_changed`` (a fraction) of ``old``'s chunk rows changed, or more than
+        that fraction of the unit rows would be unreferenced. Store errors propagate."""
+        n_old = len(old.chunk_ids)
+        if not n_old or store.file_identity() != old.file_id:
+            return None
+        gen, recipe, ids = store.embedded_chunk_ids()
+        if recipe != old.recipe:
+            return None
+        if len(ids):
+            pos = np.minimum(np.searchsorted(ids, old.chunk_ids), len(ids) - 1)
+            same = ids[pos] == old.chunk_ids
+        else:
+            pos, same = np.zeros(n_old, dtype=np.int64), np.zeros(n_old, dtype=bool)
+        keep_rows = np.flatnonzero(same)
+        known = np.zeros(len(ids), dtype=bool)
+        known[pos[keep_rows]] = True
+        added = ids[~known]
+        changed = n_old - len(keep_rows) + len(added)
+        if changed > max_changed * n_old:
+            return None
+        now = time.monotonic()
+        if not changed:
+            return cls(generation=gen, loaded_at=now, chunk_ids=old.chunk_ids, chunks=old.chunks, row_of=old.row_of,
+                       unit_order=old.unit_order, group_starts=old.group_starts, group_rows=old.group_rows,
+                       units=old.units, dense=old.dense, unit_keys=old.unit_keys, recipe=recipe, file_id=old.file_id)
+        _, a_ids, a_chunks, a_owner, a_units = store.vector_matrices_of(added)
+        n_keep = len(keep_rows)
+
+        # Units of the kept chunks: their positions in old.unit_order, with the chunks' new rows (order kept).
+        m_old = len(old.unit_order)
+        owner_old = np.repeat(old.group_rows, np.diff(np.r_[old.group_starts, m_old]).astype(np.int64))
+        remap = np.full(n_old, -1, dtype=np.int64)
+        remap[keep_rows] = np.arange(n_keep)
+        owner_kept = remap[owner_old] if m_old else np.zeros(0, np.int64)
+        kept_pos = np.flatnonzero(owner_kept >= 0)
+        # Units of the added chunks, by new row, each matched with a row held (same key, same values) or appended.
+        a_row = {int(c): n_keep + i for i, c in enumerate(a_ids)}
+        a_rows = np.fromiter((a_row.get(int(c), -1) for c in a_owner), dtype=np.int64, count=len(a_owner))
+        order = np.flatnonzero(a_rows >= 0)
+        order = order[np.argsort(a_rows[order], kind="stable")]
+        a_rows, a_units = a_rows[order], a_units[order]
+        a_keys = _unit_keys(a_units)
+        a_index = np.full(len(a_units), -1, dtype=np.int64)
+        d_old = len(old.units)
+        if d_old and len(a_units):
+            sorter = np.argsort(old.unit_keys, kind="stable")
+            sorted_keys = old.unit_keys[sorter]
+            p = np.minimum(np.searchsorted(sorted_keys, a_keys), d_old - 1)
+            hit = np.flatnonzero(sorted_keys[p] == a_keys)
+            cand = sorter[p[hit]]
+            equal = (old.units[cand] == a_units[hit]).all(axis=1)
+            a_index[hit[equal]] = cand[equal]
+        new_rows: list[int] = []
+        first_new: dict[int, int] = {}
+        for i in np.flatnonzero(a_index < 0).tolist():
+            j = first_new.get(int(a_keys[i]))
+            if j is not None and np.array_equal(a_units[new_rows[j - d_old]], a_units[i]):
+                a_index[i] = j
+                continue
+            first_new.setdefault(int(a_keys[i]), d_old + len(new_rows))
+            a_index[i] = d_old + len(new_rows)
+            new_rows.append(i)
+        units = np.concatenate([old.units, a_units[new_rows]]) if new_rows else old.units
+        unit_keys = np.concatenate([old.unit_keys, a_keys[new_rows]]) if new_rows else old.unit_keys
+        unit_order = np.concatenate([old.unit_order[kept_pos], a_index])
+        if len(units) - np.count_nonzero(np.bincount(unit_order, minlength=len(units))) > max_changed * len(units):
+            return None  # too many unit rows nothing refers to: a full load compacts them
+        chunk_ids = np.concatenate([old.chunk_ids[keep_rows], a_ids])
+        chunks = np.concatenate([old.chunks[keep_rows], a_chunks])
+        starts, group_rows, unit_start, unit_end = _unit_runs(np.concatenate([owner_kept[kept_pos], a_rows]),
+                                                              len(chunk_ids))
+        dense = old.dense.derived(chunks, units, unit_order, unit_start, unit_end,
+                                  chunk_from=np.r_[keep_rows, np.full(len(a_ids), -1, dtype=np.int64)],
+                                  unit_from=np.r_[np.arange(d_old), np.full(len(new_rows), -1, dtype=np.int64)])
+        return cls(generation=gen, loaded_at=now, chunk_ids=chunk_ids, chunks=chunks,
+                   row_of=dict(zip(chunk_ids.tolist(), range(len(chunk_ids)))), unit_order=unit_order,
+                   group_starts=starts, group_rows=group_rows, units=units, dense=dense, unit_keys=unit_keys,
+                   recipe=recipe, file_id=old.file_id)
 
     def scores(self, qvec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(cosine of every chunk vector to ``qvec``, best cosine among each chunk's unit vectors
-        (-1 for a chunk without units)), both (n,) float32, all in float32 (4-7 ms on obsidian-hub). Queries use
-        :attr:`dense` instead (the same top chunks for ~2 ms; cairn.dense); this is the reference."""
-        cos = self.chunks @ qvec
+        (-1 for a chunk without units)), both (n,) float32, all in float32 (3-7 ms on obsidian-hub). Queries use
+        :attr:`dense` instead (the same top chunks for ~2 ms; cairn.dense); this is the reference. Computed row by
+        row (``np.einsum``, as cairn.dense's exact values): a BLAS matrix-vector product's last bit can depend on a
+        row's position in the matrix, and a refreshed snapshot holds the same vectors in another order."""
+        cos = np.einsum("ij,j->i", self.chunks, qvec)
         best = np.full_like(cos, -1.0)
         if len(self.unit_order):
-            usims = (self.units @ qvec)[self.unit_order]
+            usims = np.einsum("ij,j->i", self.units, qvec)[self.unit_order]
             best[self.group_rows] = np.maximum.reduceat(usims, self.group_starts)
         return cos, best
+
+
 MODES = ("hybrid", "bm25", "dense")
 
 _blas_limited: set[int] = set()
@@ -293,11 +436,17 @@ class QueryService:
     #: SNAPSHOT_MAX_NEWER of them (a bulk re-index: the others join when the reload lands, ~1-2 s on
     #: obsidian-hub; the keyword leg has them already), and deleted ones are dropped (never returned).
     #: Scoring one from the store costs ~0.25 ms (obsidian-hub, during a full re-index: 2,000 took searches
-    #: ~0.5 s), so a few hundred: a saved note's chunks, not a bulk change's. A reload costs 1.2-1.6 s of CPU on
-    #: obsidian-hub (reading 45k vectors out of sqlite-vec), which overlapped the next saves' indexing when it
+    #: ~0.5 s), so a few hundred: a saved note's chunks, not a bulk change's. A full reload costs 1.3-2.1 s of CPU
+    #: on obsidian-hub (reading 45k vectors out of sqlite-vec), which overlapped the next saves' indexing when it
     #: ran every 3 s during an editing session (bench_freshness p95: keyword 414 ms, dense 1,375 ms); hence 30 s.
+    #: A reload after an editing session's saves reads only the changed chunks (SNAPSHOT_INCREMENTAL_MAX):
+    #: ~0.15-0.18 s of CPU after 1 or 50 rewritten notes (tests/bench/bench_vector_reload.py).
     SNAPSHOT_REFRESH_S = 30.0
     SNAPSHOT_MAX_NEWER = 256
+    #: A reload reads only the chunks added or removed since the snapshot it replaces
+    #: (:meth:`_VectorSnapshot.refresh`) unless more than this fraction of its rows changed (then everything is
+    #: read again: a bulk change costs about as much either way, and a full load drops unreferenced unit rows).
+    SNAPSHOT_INCREMENTAL_MAX = 0.25
     #: Weight of the best unit (sentence) cosine in the dense ranking score (tuned on the dev set).
     UNIT_WEIGHT = 0.9
     #: Weight of the best unit cosine against the floor. Measured on the dev set: at full weight 4 of
@@ -681,8 +830,9 @@ class QueryService:
         """The in-memory vectors. The first load is done here; after that, when the store's vectors changed, a reload
         runs on a background thread (at most every SNAPSHOT_REFRESH_S seconds) and queries go on with the snapshot
         they have (chunks embedded since are scored from the store: :meth:`_embedded_since`). Measured on
-        obsidian-hub during a full re-index: a reload takes 1-2 s, and the query that did it in its own thread
-        waited that long (p95 of new questions 368 ms with it, against ~70 ms without)."""
+        obsidian-hub during a full re-index: a full reload takes 1-2 s, and the query that did it in its own thread
+        waited that long (p95 of new questions 368 ms with it, against ~70 ms without); after a few saved notes a
+        reload reads only their chunks (:meth:`_load_vectors`: ~0.15 s of CPU)."""
         snap = self._snapshot
         if snap is None:
             with self._snapshot_lock:
@@ -703,8 +853,18 @@ class QueryService:
             self._snapshot_loading.start()
 
     def _load_vectors(self) -> None:
+        """Replace the snapshot held: from it, reading only the changed chunks (:meth:`_VectorSnapshot.refresh`),
+        or in full when that declines or fails (:meth:`_VectorSnapshot.load`). Runs on the loading thread."""
+        old = self._snapshot
+        snap: _VectorSnapshot | None = None
+        if old is not None:
+            try:
+                snap = _VectorSnapshot.refresh(old, self.store, max_changed=self.SNAPSHOT_INCREMENTAL_MAX)
+            except Exception:  # a read failed, or a bug: a full load is always right
+                log.warning("reloading the changed in-memory vectors failed; loading them all", exc_info=True)
         try:
-            snap = _VectorSnapshot.load(self.store)
+            if snap is None:
+                snap = _VectorSnapshot.load(self.store)
         except Exception:  # the store closed meanwhile, or a read failed: the snapshot held goes on serving
             log.warning("reloading the in-memory vectors failed; the next change tries again", exc_info=True)
             return

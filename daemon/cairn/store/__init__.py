@@ -583,35 +583,29 @@ class Store:
                                           "JOIN chunk_units u ON u.id = v.unit_id")
         return gen, chunk_ids, chunk_mat, unit_owner, unit_mat
 
-    def embedded_chunk_ids(self) -> tuple[int, np.ndarray, np.ndarray | None]:
-        """The chunks that have a vector, read in one transaction: (vectors generation, chunk ids (k,) int64
-        ascending, storage slot of each one's vector (k,) int64, or None when this sqlite-vec does not expose them).
+    def embedded_chunk_ids(self) -> tuple[int, str | None, np.ndarray]:
+        """The chunks that have a vector, read in one transaction: (vectors generation, the vector recipe they were
+        made with (meta ``vector_recipe``, set by the indexer; None when unset), chunk ids (k,) int64 ascending).
+        Ids only (obsidian-hub's 19.6k in a few ms).
 
-        A slot is where sqlite-vec keeps the vector (its ``chunk_vectors_rowids`` shadow table: vector chunk and
-        offset); rewriting a chunk's vector (:meth:`set_vectors` deletes and inserts it, :meth:`reset_vectors` then
-        re-embedding) moves it to a new slot, so a reader that compares slots sees every rewritten vector, not only
-        added and removed ids. Ids and slots only (16 bytes a chunk): obsidian-hub's 19.6k in ~10 ms. The rows are
-        those of ``chunk_vectors`` (the store keeps ``chunks.embedded = 1`` exactly for them)."""
+        A chunk id's vector changes only with the recipe: :meth:`write_note` gives a note's new chunks new ids
+        (never reused: AUTOINCREMENT), and :meth:`set_vectors` writes a chunk's vector only for its content hash, so
+        a reader holding the vectors of ids still listed here under the same recipe holds their current vectors
+        (a recipe change is :meth:`reset_vectors`, then every chunk embedded again under the same ids)."""
         c = self.conn
         with c:
             gen = self.vectors_generation()
-            try:
-                rows = c.execute("SELECT rowid, chunk_id, chunk_offset FROM chunk_vectors_rowids ORDER BY rowid") \
-                    .fetchall()
-            except apsw.SQLError:  # another sqlite-vec layout: ids only, no slots
-                ids = np.fromiter((r[0] for r in c.execute("SELECT id FROM chunks WHERE embedded = 1 ORDER BY id")),
-                                  dtype=np.int64)
-                return gen, ids, None
-        arr = np.asarray(rows, dtype=np.int64).reshape(-1, 3)
-        return gen, arr[:, 0].copy(), (arr[:, 1] << 20) + arr[:, 2]
+            recipe = self.get_meta("vector_recipe")
+            ids = np.fromiter((r[0] for r in c.execute("SELECT id FROM chunks WHERE embedded = 1 ORDER BY id")),
+                              dtype=np.int64)
+        return gen, recipe, ids
 
-    def load_vector_matrices_and_slots(self) -> tuple[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-                                                      tuple[int, np.ndarray, np.ndarray | None]]:
-        """:meth:`load_vector_matrices` and :meth:`embedded_chunk_ids` read in one transaction (so the slots are
-        those of the vectors read): the first load of the query service's in-memory vectors."""
+    def load_vector_matrices_and_recipe(self) -> tuple[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                                                       str | None]:
+        """:meth:`load_vector_matrices` and the vector recipe (meta ``vector_recipe``) read in one transaction, so
+        the recipe is the one the vectors read were made with."""
         with self.conn:
-            slots = self.embedded_chunk_ids()
-            return self.load_vector_matrices(), slots
+            return self.load_vector_matrices(), self.get_meta("vector_recipe")
 
     def vector_matrices_of(self, chunk_ids: Sequence[int] | np.ndarray
                            ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -1,0 +1,204 @@
+"""Reloading the query service's in-memory vectors reads only what changed since the snapshot it replaces
+(cairn.query._VectorSnapshot.refresh), and gives the same scores, dense top chunks and search results as loading
+everything again. Real store, real model, real indexer over writable vault copies."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from cairn.query import QueryService, _VectorSnapshot
+from cairn.store import Store
+
+from conftest import HELP_VAULT, make_config
+
+QUESTIONS = [
+    "How do I embed a note in another note?",
+    "keyboard shortcut for the command palette",
+    "sync between devices with end-to-end encryption",
+    "when should I water tomatoes",
+    "how to feed a sourdough starter",
+]
+
+
+@pytest.fixture
+def help_copy(tmp_path, help_cairn, embedder):
+    """A Cairn over a writable copy of the help vault, with a copy of help_cairn's index (nothing re-embedded)."""
+    from cairn.app import Cairn
+
+    vault = tmp_path / "help"
+    shutil.copytree(HELP_VAULT, vault)
+    config = make_config(vault, tmp_path / "data")
+    help_cairn.store.wal_checkpoint()
+    config.db_path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(help_cairn.store.path, config.db_path)
+    cairn = Cairn(config, embedder=embedder)
+    cairn.index()
+    yield cairn
+    cairn.close()
+
+
+def _notes(vault):
+    return sorted(p for p in vault.rglob("*.md") if ".obsidian" not in p.parts)
+
+
+def _edit_some_notes(vault, *, rewrite: int = 2) -> None:
+    """Rewrite ``rewrite`` notes (a new paragraph, and one sentence repeated from another note), delete one, rename
+    one, and add a new note holding new text and a sentence that other notes have too."""
+    notes = _notes(vault)
+    borrowed = next(line for line in notes[0].read_text(encoding="utf-8").splitlines()
+                    if len(line.split()) > 6 and not line.startswith(("#", "-", "|", ">", "!")))
+    for i, path in enumerate(notes[1:1 + rewrite]):
+        path.write_text(path.read_text(encoding="utf-8") + f"\n\n## Added {i}\n\nA fresh paragraph about quokka "
+                        f"migrations number {i}, written during the test.\n\n{borrowed}\n", encoding="utf-8")
+    notes[rewrite + 1].unlink()
+    notes[rewrite + 2].rename(notes[rewrite + 2].with_name("Renamed during the test.md"))
+    (vault / "A new note.md").write_text(f"# A new note\n\nSourdough starters like rye flour and warm water.\n\n"
+                                         f"{borrowed}\n", encoding="utf-8")
+
+
+def _by_id(snap: _VectorSnapshot, values: np.ndarray) -> dict[int, float]:
+    return {int(c): float(v) for c, v in zip(snap.chunk_ids, values)}
+
+
+def _assert_same_as_full_load(inc: _VectorSnapshot, full: _VectorSnapshot, embedder) -> None:
+    assert inc.generation == full.generation
+    assert sorted(inc.chunk_ids.tolist()) == sorted(full.chunk_ids.tolist())
+    assert all(inc.row_of[int(c)] == i for i, c in enumerate(inc.chunk_ids))
+    # Each chunk's units: the same multiset of vectors as the full load's (by chunk id).
+    for snap in (inc, full):
+        d = snap.dense
+        assert np.array_equal(d.unit_start[snap.group_rows], snap.group_starts)
+        assert (np.diff(np.repeat(snap.group_rows, np.diff(np.r_[snap.group_starts, len(snap.unit_order)]))) >= 0).all()
+    for cid in full.chunk_ids.tolist()[:: max(1, len(full.chunk_ids) // 200)]:
+        a, b = inc.row_of[cid], full.row_of[cid]
+        assert np.array_equal(inc.chunks[a], full.chunks[b])
+        ua = inc.units[inc.unit_order[inc.dense.unit_start[a]:inc.dense.unit_end[a]]]
+        ub = full.units[full.unit_order[full.dense.unit_start[b]:full.dense.unit_end[b]]]
+        assert sorted(map(bytes, ua)) == sorted(map(bytes, ub))
+    for question in QUESTIONS:
+        qvec = embedder.embed_query(question)
+        (ci, bi), (cf, bf) = inc.scores(qvec), full.scores(qvec)
+        assert _by_id(inc, ci) == _by_id(full, cf)
+        assert _by_id(inc, bi) == _by_id(full, bf)
+        for k in (1, 10, 60):
+            top_inc = inc.chunk_ids[inc.dense.query(qvec).top(k, QueryService.UNIT_WEIGHT, inc.chunk_ids)].tolist()
+            top_full = full.chunk_ids[full.dense.query(qvec).top(k, QueryService.UNIT_WEIGHT, full.chunk_ids)].tolist()
+            assert top_inc == top_full
+        # The int8 bounds too: the kept rows' quantisation is the one a fresh quantisation gives.
+        qi, qf = inc.dense.query(qvec), full.dense.query(qvec)
+        assert _by_id(inc, qi.cos_lo) == _by_id(full, qf.cos_lo)
+        assert _by_id(inc, qi.unit_hi) == _by_id(full, qf.unit_hi)
+
+
+def test_a_reload_after_edits_deletes_renames_and_new_notes_scores_every_chunk_as_a_full_load_does(
+        help_copy, embedder, monkeypatch):
+    store = help_copy.store
+    old = _VectorSnapshot.load(store)
+    _edit_some_notes(help_copy.config.vault)
+    help_copy.index()
+
+    asked: list[list[int]] = []
+    real = Store.vector_matrices_of
+
+    def spy(self, chunk_ids):
+        asked.append([int(c) for c in chunk_ids])
+        return real(self, chunk_ids)
+
+    monkeypatch.setattr(Store, "vector_matrices_of", spy)
+    inc = _VectorSnapshot.refresh(old, store, max_changed=QueryService.SNAPSHOT_INCREMENTAL_MAX)
+    assert inc is not None
+    full = _VectorSnapshot.load(store)
+    added = set(full.chunk_ids.tolist()) - set(old.chunk_ids.tolist())
+    assert added and len(asked) == 1 and set(asked[0]) == added  # only the new chunks' vectors were read
+    assert len(added) < len(full.chunk_ids) / 20
+    assert set(old.chunk_ids.tolist()) - set(full.chunk_ids.tolist())  # some were removed
+    _assert_same_as_full_load(inc, full, embedder)
+    # Sentences repeated in the new notes reuse a unit row already held.
+    assert len(inc.units) < len(old.units) + sum(
+        int(inc.dense.unit_end[inc.row_of[c]] - inc.dense.unit_start[inc.row_of[c]]) for c in added)
+
+
+def test_search_results_after_an_incremental_reload_are_those_of_a_full_load(help_copy, embedder, monkeypatch):
+    service = QueryService(help_copy.store, embedder)
+    before = service._vectors()
+    _edit_some_notes(help_copy.config.vault, rewrite=3)
+    help_copy.index()
+    loads = []
+    real_load = _VectorSnapshot.load
+
+    def counting_load(store):
+        loads.append(store)
+        return real_load(store)
+
+    monkeypatch.setattr(_VectorSnapshot, "load", staticmethod(counting_load))
+    service._load_vectors()
+    assert service._snapshot is not before and not loads  # reloaded from the snapshot held
+    assert service._snapshot.generation == help_copy.store.vectors_generation()
+    monkeypatch.setattr(_VectorSnapshot, "load", staticmethod(real_load))
+    fresh = QueryService(help_copy.store, embedder)
+    for question in QUESTIONS + ["quokka migrations written during the test", "rye flour and warm water"]:
+        for mode in ("hybrid", "dense"):
+            got = service.search(question, top_k=10, mode=mode).hits
+            want = fresh.search(question, top_k=10, mode=mode).hits
+            assert [(h.chunk_id, h.score, h.cosine) for h in got] == [(h.chunk_id, h.score, h.cosine) for h in want]
+    assert any(h.file_path == "A new note.md" for h in service.search("rye flour and warm water", top_k=5).hits)
+
+
+def test_a_reload_after_a_bulk_change_loads_every_vector_again(help_copy, embedder, monkeypatch):
+    service = QueryService(help_copy.store, embedder)
+    service._vectors()
+    notes = _notes(help_copy.config.vault)
+    for path in notes[: len(notes) // 3]:  # a third of the notes rewritten: well over a quarter of the chunks
+        path.write_text(path.read_text(encoding="utf-8").replace(" ", "  ", 1) + "\n\nBulk edit.\n", encoding="utf-8")
+    help_copy.index()
+    partial = []
+    monkeypatch.setattr(Store, "vector_matrices_of", lambda self, ids: partial.append(ids))
+    service._load_vectors()
+    assert not partial  # declined before reading any vector
+    full = _VectorSnapshot.load(help_copy.store)
+    assert service._snapshot.generation == full.generation
+    assert np.array_equal(service._snapshot.chunk_ids, full.chunk_ids)  # the full load's own order
+    assert len(service._snapshot.units) == len(full.units)
+
+
+def test_a_reload_after_the_vector_recipe_changed_loads_every_vector_again(fresh_cairn, embedder):
+    # A new recipe re-embeds every chunk under the ids it had: the ids alone show no change.
+    fresh_cairn.index()
+    store = fresh_cairn.store
+    service = QueryService(store, embedder)
+    old = service._vectors()
+    from cairn.indexer import Indexer
+
+    Indexer(fresh_cairn.config, store, embedder, title_weight=0.2).embed_pending()  # resets, then embeds all again
+    assert store.embedded_chunk_ids()[2].tolist() == sorted(old.chunk_ids.tolist())
+    assert _VectorSnapshot.refresh(old, store, max_changed=1.0) is None
+    service._load_vectors()
+    full = _VectorSnapshot.load(store)
+    cid = int(old.chunk_ids[0])
+    assert not np.array_equal(old.chunks[old.row_of[cid]], full.chunks[full.row_of[cid]])
+    snap = service._snapshot
+    assert all(np.array_equal(snap.chunks[snap.row_of[c]], full.chunks[full.row_of[c]]) for c in full.row_of)
+
+
+def test_a_reload_with_nothing_changed_keeps_the_vectors_and_takes_the_new_generation(fresh_cairn, monkeypatch):
+    fresh_cairn.index()
+    store = fresh_cairn.store
+    old = _VectorSnapshot.load(store)
+    cid = int(old.chunk_ids[0])
+    row = store.chunk_rows([cid])[cid]
+    vec = store.vectors([cid])[cid]
+    assert store.set_vectors([(cid, row.content_hash, vec, [])]) == 1  # written again: a new generation
+    monkeypatch.setattr(Store, "vector_matrices_of", lambda self, ids: pytest.fail("nothing to read"))
+    same = _VectorSnapshot.refresh(old, store, max_changed=0.25)
+    assert same is not None and same.generation == store.vectors_generation() > old.generation
+    assert same.dense is old.dense and same.chunks is old.chunks
+
+
+def test_a_snapshot_of_an_empty_index_is_loaded_in_full_next_time(fresh_cairn):
+    empty = _VectorSnapshot.load(fresh_cairn.store)
+    assert len(empty.chunk_ids) == 0
+    fresh_cairn.index()
+    assert _VectorSnapshot.refresh(empty, fresh_cairn.store, max_changed=1.0) is None
