@@ -202,3 +202,44 @@ def test_a_snapshot_of_an_empty_index_is_loaded_in_full_next_time(fresh_cairn):
     assert len(empty.chunk_ids) == 0
     fresh_cairn.index()
     assert _VectorSnapshot.refresh(empty, fresh_cairn.store, max_changed=1.0) is None
+
+
+def test_a_reload_after_only_deletions_drops_their_rows_and_units(fresh_cairn, embedder):
+    fresh_cairn.index()
+    store = fresh_cairn.store
+    old = _VectorSnapshot.load(store)
+    (fresh_cairn.config.vault / "Garden" / "Compost.md").unlink()
+    fresh_cairn.index()
+    inc = _VectorSnapshot.refresh(old, store, max_changed=QueryService.SNAPSHOT_INCREMENTAL_MAX)
+    assert inc is not None and 0 < len(old.chunk_ids) - len(inc.chunk_ids)
+    _assert_same_as_full_load(inc, _VectorSnapshot.load(store), embedder)
+
+
+def test_a_failed_incremental_read_falls_back_to_loading_everything(fresh_cairn, embedder, monkeypatch):
+    from cairn.errors import StoreError
+
+    fresh_cairn.index()
+    service = QueryService(fresh_cairn.store, embedder)
+    old = service._vectors()
+    (fresh_cairn.config.vault / "Garden" / "A bed of leeks.md").write_text("# Leeks\n\nLeeks like deep holes.\n",
+                                                                           encoding="utf-8")
+    fresh_cairn.index()
+
+    def failing(self, ids):
+        raise StoreError("disk I/O error (test)")
+
+    monkeypatch.setattr(Store, "vector_matrices_of", failing)
+    service._load_vectors()
+    snap = service._snapshot
+    assert snap is not old and snap.generation == fresh_cairn.store.vectors_generation()
+    assert any(fresh_cairn.store.chunk_rows([c])[c].path == "Garden/A bed of leeks.md" for c in snap.row_of)
+
+
+def test_a_replaced_index_file_is_loaded_in_full(fresh_cairn, tmp_path):
+    fresh_cairn.index()
+    store = fresh_cairn.store
+    old = _VectorSnapshot.load(store)
+    store.wal_checkpoint()
+    shutil.copyfile(store.path, tmp_path / "other.sqlite3")
+    (tmp_path / "other.sqlite3").replace(store.path)  # a new file at the same path (a rebuilt index reuses ids)
+    assert _VectorSnapshot.refresh(old, store, max_changed=1.0) is None
