@@ -440,7 +440,7 @@ class QueryService:
     #: on obsidian-hub (reading 45k vectors out of sqlite-vec), which overlapped the next saves' indexing when it
     #: ran every 3 s during an editing session (bench_freshness p95: keyword 414 ms, dense 1,375 ms); hence 30 s.
     #: A reload after an editing session's saves reads only the changed chunks (SNAPSHOT_INCREMENTAL_MAX):
-    #: ~0.15-0.18 s of CPU after 1 or 50 rewritten notes (tests/bench/bench_vector_reload.py).
+    #: 0.09-0.18 s of CPU after 1 or 50 rewritten notes, against 1.1-2.1 s (tests/bench/bench_vector_reload.py).
     SNAPSHOT_REFRESH_S = 30.0
     SNAPSHOT_MAX_NEWER = 256
     #: A reload reads only the chunks added or removed since the snapshot it replaces
@@ -832,7 +832,7 @@ class QueryService:
         they have (chunks embedded since are scored from the store: :meth:`_embedded_since`). Measured on
         obsidian-hub during a full re-index: a full reload takes 1-2 s, and the query that did it in its own thread
         waited that long (p95 of new questions 368 ms with it, against ~70 ms without); after a few saved notes a
-        reload reads only their chunks (:meth:`_load_vectors`: ~0.15 s of CPU)."""
+        reload reads only their chunks (:meth:`_load_vectors`: ~0.1-0.15 s of CPU)."""
         snap = self._snapshot
         if snap is None:
             with self._snapshot_lock:
