@@ -390,7 +390,7 @@ def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked
     cairn.index()
     query = cairn.query
     query.search("anything at all")  # the first load
-    monkeypatch.setattr(query, "_reload_vectors", lambda: None)  # the reload has not landed yet
+    monkeypatch.setattr(query, "_reload_vectors", lambda **_: None)  # the reload has not landed yet
     query.SNAPSHOT_MAX_NEWER, query.SNAPSHOT_REFRESH_S = 2, 3600.0
     for i in range(4):
         (vault_copy / f"Older {i}.md").write_text(f"# Older {i}\n\nA note about tidal pools number {i}.\n",
@@ -402,3 +402,57 @@ def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked
     assert len(query._embedded_since(query._snapshot)) > query.SNAPSHOT_MAX_NEWER
     hits = query.search("icebergs breaking off a glacier into the fjord", mode="dense").hits
     assert hits and hits[0].file_path == "Latest.md", [h.file_path for h in hits]
+
+
+def test_replaced_in_memory_vectors_are_freed_once_questions_are_asked_on_the_new_ones(fresh_cairn, vault_copy):
+    """The per-question dense scores hold their snapshot's vectors (70 MB, int8 copies, an onnxruntime session on
+    obsidian-hub): a cache entry of a replaced snapshot must not keep it in memory (the daemon's RSS grew ~100 MB a
+    reload before)."""
+    import gc
+    import weakref
+
+    cairn = fresh_cairn
+    cairn.index()
+    query = cairn.query
+    query.search("How do I proof sourdough?")
+    held = []
+    for i in range(3):
+        held.append(weakref.ref(query._snapshot.dense))
+        (vault_copy / f"New {i}.md").write_text(f"# New {i}\n\nA note about lighthouses number {i}.\n",
+                                                encoding="utf-8")
+        cairn.index()
+        query._load_vectors()  # the reload (a background thread in the daemon)
+        query.search(f"lighthouse keepers, question {i}")
+    gc.collect()
+    assert [r() is None for r in held] == [True, True, True]
+    assert query._snapshot.dense is not None and len(query._scores) == 1
+
+
+def test_saved_notes_join_the_in_memory_vectors_by_cheap_reloads_and_a_full_load_waits(fresh_cairn, vault_copy):
+    """While notes change, the vectors reload every SNAPSHOT_REFRESH_S reading only the changed chunks; a change
+    that needs a full load (1-2 s of CPU on obsidian-hub) waits for SNAPSHOT_FULL_REFRESH_S after the last one."""
+    cairn = fresh_cairn
+    cairn.index()
+    query = cairn.query
+    query.search("anything at all")  # the first (full) load
+    query.SNAPSHOT_REFRESH_S = 0.0
+    (vault_copy / "Lighthouse.md").write_text("# Lighthouse\n\nThe keeper trimmed the lamp's wick at dusk.\n",
+                                              encoding="utf-8")
+    cairn.index()
+    first = query._snapshot
+    query.search("who trims the lamp in a lighthouse", mode="dense")
+    query._snapshot_loading.join(timeout=60)
+    assert query._snapshot is not first and not query._embedded_since(query._snapshot)  # an incremental reload
+    query.SNAPSHOT_INCREMENTAL_MAX = 0.0  # from now on every change needs a full load
+    (vault_copy / "Harbour.md").write_text("# Harbour\n\nFishing boats moor in the harbour at night.\n",
+                                           encoding="utf-8")
+    cairn.index()
+    held = query._snapshot
+    hits = query.search("where do fishing boats moor", mode="dense").hits
+    assert hits and hits[0].file_path == "Harbour.md"  # scored from the store meanwhile
+    query._snapshot_loading.join(timeout=60)
+    assert query._snapshot is held  # the full load waits
+    query.SNAPSHOT_FULL_REFRESH_S = 0.0
+    query.search("boats in a harbour at night", mode="dense")
+    query._snapshot_loading.join(timeout=60)
+    assert query._snapshot is not held and not query._embedded_since(query._snapshot)

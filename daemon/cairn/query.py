@@ -441,7 +441,12 @@ class QueryService:
     #: ran every 3 s during an editing session (bench_freshness p95: keyword 414 ms, dense 1,375 ms); hence 30 s.
     #: A reload after an editing session's saves reads only the changed chunks (SNAPSHOT_INCREMENTAL_MAX):
     #: 0.09-0.18 s of CPU after 1 or 50 rewritten notes, against 1.1-2.1 s (tests/bench/bench_vector_reload.py).
-    SNAPSHOT_REFRESH_S = 30.0
+    #: So reloads run every 3 s while notes change (the chunks scored one by one stay few: each costs a query
+    #: ~0.25 ms, and 30 s of edits made up to 256 of them), and a reload that needs a full load (more than
+    #: SNAPSHOT_INCREMENTAL_MAX changed) waits until SNAPSHOT_FULL_REFRESH_S after the last full load, unless
+    #: more chunks wait than a query scores (a bulk change: then at once, as before).
+    SNAPSHOT_REFRESH_S = 3.0
+    SNAPSHOT_FULL_REFRESH_S = 30.0
     SNAPSHOT_MAX_NEWER = 256
     #: A reload reads only the chunks added or removed since the snapshot it replaces
     #: (:meth:`_VectorSnapshot.refresh`) unless more than this fraction of its rows changed (then everything is
@@ -476,6 +481,8 @@ class QueryService:
         self.unit_weight = self.UNIT_WEIGHT
         self._snapshot: _VectorSnapshot | None = None
         self._snapshot_lock = threading.Lock()
+        self._full_loaded_at = 0.0   # time.monotonic() of the last full load of the vectors
+        self._reload_tried_at = 0.0  # of the last reload started (one that waited for a full load included)
         self._snapshot_loading: threading.Thread | None = None
         self._vec_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._vec_cache_lock = threading.Lock()
@@ -691,8 +698,12 @@ class QueryService:
 
     def _dense_query(self, snap: _VectorSnapshot, query: str, qvec: np.ndarray) -> DenseQuery:
         """``query``'s dense scores against ``snap`` (:meth:`cairn.dense.DenseIndex.query`), cached per snapshot and
-        query text (with the exact cosines found so far)."""
-        key = (id(snap), snap.loaded_at, query)
+        query text (with the exact cosines found so far). Only the snapshot last asked about has entries: each one
+        holds its snapshot's vectors (70 MB of float32, their int8 copies and an onnxruntime session on
+        obsidian-hub), so entries of replaced snapshots would keep those in memory (measured before: the daemon's
+        RSS grew ~100 MB a reload, 569 → 1,166 MB in 5)."""
+        snap_key = (id(snap), snap.loaded_at)
+        key = (*snap_key, query)
         with self._results_lock:
             hit = self._scores.get(key)
             if hit is not None:
@@ -700,6 +711,8 @@ class QueryService:
                 return hit
         scores = snap.dense.query(qvec)
         with self._results_lock:
+            if self._scores and next(reversed(self._scores))[:2] != snap_key:
+                self._scores.clear()  # a newer (or, in a request that began before a reload, older) snapshot
             self._scores[key] = scores
             while len(self._scores) > self.SCORES_CACHE_MAX:
                 self._scores.popitem(last=False)
@@ -727,7 +740,7 @@ class QueryService:
         snap = self._vectors()
         newer = self._embedded_since(snap)
         if len(newer) > self.SNAPSHOT_MAX_NEWER:  # a bulk (re-)index: the rest join when the reload lands
-            self._reload_vectors()
+            self._reload_vectors(bulk=True)
             newer = newer[:self.SNAPSHOT_MAX_NEWER]
         if within is not None and newer:
             scope = set(within)
@@ -838,23 +851,28 @@ class QueryService:
             with self._snapshot_lock:
                 if self._snapshot is None:
                     self._snapshot = _VectorSnapshot.load(self.store)
+                    self._full_loaded_at = time.monotonic()
                 return self._snapshot
         if snap.generation != self.store.vectors_generation() and \
-                time.monotonic() - snap.loaded_at >= self.SNAPSHOT_REFRESH_S:
+                time.monotonic() - max(snap.loaded_at, self._reload_tried_at) >= self.SNAPSHOT_REFRESH_S:
             self._reload_vectors()
         return snap
 
-    def _reload_vectors(self) -> None:
-        """Start loading the vectors again on a background thread, unless a load is running."""
+    def _reload_vectors(self, *, bulk: bool = False) -> None:
+        """Start loading the vectors again on a background thread, unless a load is running. ``bulk``: more chunks
+        wait than a query scores one by one, so a full load may not wait for SNAPSHOT_FULL_REFRESH_S."""
         with self._snapshot_lock:
             if self._snapshot_loading is not None and self._snapshot_loading.is_alive():
                 return
-            self._snapshot_loading = threading.Thread(target=self._load_vectors, name="cairn-vectors", daemon=True)
+            self._snapshot_loading = threading.Thread(target=self._load_vectors, kwargs={"bulk": bulk},
+                                                      name="cairn-vectors", daemon=True)
             self._snapshot_loading.start()
 
-    def _load_vectors(self) -> None:
+    def _load_vectors(self, *, bulk: bool = True) -> None:
         """Replace the snapshot held: from it, reading only the changed chunks (:meth:`_VectorSnapshot.refresh`),
-        or in full when that declines or fails (:meth:`_VectorSnapshot.load`). Runs on the loading thread."""
+        or in full when that declines or fails (:meth:`_VectorSnapshot.load`) — unless ``bulk`` is false and the
+        last full load is less than SNAPSHOT_FULL_REFRESH_S old. Runs on the loading thread."""
+        self._reload_tried_at = started = time.monotonic()
         old = self._snapshot
         snap: _VectorSnapshot | None = None
         if old is not None:
@@ -862,9 +880,13 @@ class QueryService:
                 snap = _VectorSnapshot.refresh(old, self.store, max_changed=self.SNAPSHOT_INCREMENTAL_MAX)
             except Exception:  # a read failed, or a bug: a full load is always right
                 log.warning("reloading the changed in-memory vectors failed; loading them all", exc_info=True)
+        if snap is None and old is not None and not bulk and \
+                started - self._full_loaded_at < self.SNAPSHOT_FULL_REFRESH_S:
+            return  # a full load (1-2 s of CPU on obsidian-hub) waits: the snapshot held goes on serving
         try:
             if snap is None:
                 snap = _VectorSnapshot.load(self.store)
+                self._full_loaded_at = started
         except Exception:  # the store closed meanwhile, or a read failed: the snapshot held goes on serving
             log.warning("reloading the in-memory vectors failed; the next change tries again", exc_info=True)
             return
