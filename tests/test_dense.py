@@ -97,9 +97,11 @@ def test_the_float32_path_ranks_the_same_chunks(help_cairn):
     assert plain.exact_only
     for question in _dev_questions("obsidian-help")[:10]:
         qvec = query.embedder.embed_query(question)
-        fast = snap.dense.query(qvec).top(60, query.unit_weight, snap.chunk_ids)
-        slow = plain.query(qvec).top(60, query.unit_weight, snap.chunk_ids)
-        assert set(fast.tolist()) == set(slow.tolist()), question  # the same chunks (their order: float rounding)
+        fast, slow = snap.dense.query(qvec), plain.query(qvec)
+        top = fast.top(60, query.unit_weight, snap.chunk_ids)
+        assert top.tolist() == slow.top(60, query.unit_weight, snap.chunk_ids).tolist(), question
+        for got, expected in zip(fast.exact(top), slow.exact(top)):
+            assert np.array_equal(got, expected)  # the same cosines, to the last bit
 
 
 def test_search_results_are_the_same_with_and_without_the_int8_pass(help_cairn, monkeypatch):
@@ -107,12 +109,15 @@ def test_search_results_are_the_same_with_and_without_the_int8_pass(help_cairn, 
     questions = _dev_questions("obsidian-help")
     fast = QueryService(store, embedder)
     assert not fast._vectors().dense.exact_only
-    with_int8 = {q: [(h.file_path, h.symbol) for h in fast.search(q, top_k=8).hits] for q in questions}
-    monkeypatch.setattr("cairn.query.DenseIndex", lambda *a: DenseIndex(*a, dot_factory=_no_int8))
+    def results(service, q):
+        return [(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(q, top_k=8).hits]
+
+    with_int8 = {q: results(fast, q) for q in questions}
+    monkeypatch.setattr("cairn.query.DenseIndex", lambda *a, **k: DenseIndex(*a, **k, dot_factory=_no_int8))
     slow = QueryService(store, embedder)
     assert slow._vectors().dense.exact_only
     for q in questions:
-        assert [(h.file_path, h.symbol) for h in slow.search(q, top_k=8).hits] == with_int8[q], q
+        assert results(slow, q) == with_int8[q], q  # scores and cosines too, to the last bit
 
 
 def test_quantized_rows_and_queries_are_within_their_stated_error():
@@ -130,3 +135,22 @@ def test_quantized_rows_and_queries_are_within_their_stated_error():
     assert np.isclose(np.linalg.norm(approx), qhat_norm)
     zero_q = quantize_query(np.zeros(DIM, dtype=np.float32))
     assert not zero_q[0].any() and zero_q[3] == 0.0
+
+
+def test_identical_notes_rank_the_same_on_both_paths_in_note_order(fresh_cairn, vault_copy, monkeypatch):
+    """Identical vectors tie: both paths break the tie by chunk id (the order the notes were indexed in), whatever
+    rows the vectors sit in (a BLAS product gave the same vector different last bits by row position)."""
+    text = "Gardening notes. Water the tomatoes every morning. Compost keeps the soil rich. Bees like lavender.\n"
+    for i in range(23):
+        (vault_copy / f"f{i:02d}").mkdir()
+        (vault_copy / f"f{i:02d}" / "Garden.md").write_text(text, encoding="utf-8")
+    fresh_cairn.index()
+    store, embedder = fresh_cairn.store, fresh_cairn.embedder
+    expected = [f"f{i:02d}/Garden.md" for i in range(8)]
+    fast = QueryService(store, embedder)
+    monkeypatch.setattr("cairn.query.DenseIndex", lambda *a, **k: DenseIndex(*a, **k, dot_factory=_no_int8))
+    slow = QueryService(store, embedder)
+    for q in ("Garden", "watering plants in the morning", "compost and bees"):
+        for service in (fast, slow):
+            hits = service.search(q, top_k=8, mode="dense").hits
+            assert [h.file_path for h in hits] == expected, q

@@ -191,8 +191,11 @@ class DenseQuery:
         self._unit: dict[int, float] = {}
         n = index.n
         if index._dot is None or not n:
-            cos = index.chunks @ qvec if n else np.zeros(0, np.float32)
-            unit = index._unit_best(index.units @ qvec) if index.d else np.full(n, -1.0, np.float32)
+            # Row by row as the exact values of the int8 path (a BLAS product's last bit can depend on a row's
+            # position): both paths give the same cosines and so the same ranking, to the last bit.
+            cos = np.einsum("ij,j->i", index.chunks, qvec) if n else np.zeros(0, np.float32)
+            unit = (index._unit_best(np.einsum("ij,j->i", index.units, qvec)) if index.d
+                    else np.full(n, -1.0, np.float32))
             self.cos_lo = self.cos_hi = cos
             self.unit_lo = self.unit_hi = unit
             self._exact_all = (cos, unit)
