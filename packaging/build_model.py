@@ -22,7 +22,7 @@ Subcommands (the default is ``all``):
 ``recall``   (build venv) dense-only Recall@5 proxy of both variants on one vault's
              dev-eval questions (``../shared/eval/dev.jsonl``), into the manifest.
 ``all``      venv, then export, fixture, measure and recall.
-``dot8``     (build venv) write ``onnx_models/int8-dot.onnx``: one ``MatMulInteger`` node (uint8 queries,
+``dot8``     (build venv) write ``daemon/cairn/int8_dot.onnx``: one ``MatMulInteger`` node (uint8 queries,
              zero point 64, times an int8 matrix given when the session is made), the first pass of
              the query service's dense scores (``cairn.embedder.Int8Dot``). No weights: 300 bytes.
 
@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".build-model-venv"
 VENV_PY = VENV / "bin" / "python"
 OUT = ROOT / "onnx_models" / "all-MiniLM-L6-v2"
-DOT8_OUT = ROOT / "onnx_models" / "int8-dot.onnx"
+DOT8_OUT = ROOT / "daemon" / "cairn" / "int8_dot.onnx"
 FIXTURE = ROOT / "tests" / "fixtures" / "minilm_reference.json"
 DEFAULT_VAULT = ROOT.parent / "shared" / "vaults" / "obsidian-help"
 

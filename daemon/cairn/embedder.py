@@ -395,8 +395,9 @@ def _mean_pool_l2(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
 
 
-#: The integer dot-product graph (``packaging/build_model.py dot8``): one MatMulInteger node.
-INT8_DOT_MODEL = Path(__file__).resolve().parents[2] / "onnx_models" / "int8-dot.onnx"
+#: The integer dot-product graph (``packaging/build_model.py dot8``): one MatMulInteger node, no weights (519 bytes),
+#: shipped inside the package (package data), so every install has it whatever ``CAIRN_MODEL_DIR`` says.
+INT8_DOT_MODEL = Path(__file__).resolve().with_name("int8_dot.onnx")
 #: Query values are 7-bit (-63..63, sent as uint8 with zero point 64): on AVX2, onnxruntime's u8×s8 kernel adds
 #: pairs of products in int16 (``vpmaddubsw``), which saturates for 8-bit queries (127 × 127 × 2 > 32,767; measured:
 #: every result of a probe off) and is exact for 7-bit ones (127 × 63 × 2 = 16,002).
