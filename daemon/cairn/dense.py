@@ -14,8 +14,8 @@ bound (Cauchy-Schwarz):
 plus :data:`SLACK` for float rounding. A chunk's dense score is ``max(cos(chunk), w · best cos(unit))``
 (cairn.query), so it has a lower and an upper bound too. The top ``k`` by exact score are then found exactly: with
 ``τ`` the ``k``-th largest lower bound, every chunk whose exact score could reach the ``k``-th is one whose upper
-bound is ≥ ``τ``; only those (typically 60-200 of 19.6k) are scored exactly in float32. Any chunk's exact cosines
-are available on request (:meth:`DenseQuery.exact`), so everything downstream (fusion, the floor) sees exact values.
+bound is ≥ ``τ``; only those (obsidian-hub, bench_http's 30 questions: 86 at the median, at most 151 of 19.6k)
+are scored exactly in float32. Any chunk's exact cosines are available on request (:meth:`DenseQuery.exact`), so everything downstream (fusion, the floor) sees exact values.
 
 Exact values are computed row by row (``np.einsum``), so a chunk's cosine does not depend on which other chunks
 were scored with it (a BLAS product's rounding can depend on the matrix shape). The ranking is therefore a
@@ -90,7 +90,7 @@ def _exact(mat: np.ndarray, rows: np.ndarray, qvec: np.ndarray) -> np.ndarray:
 class DenseIndex:
     """One snapshot's vectors for dense scoring: chunk vectors (n, 384) float32, distinct unit vectors (d, 384)
     float32, and each chunk row's run ``[unit_start, unit_end)`` in ``unit_order`` (rows of ``units``; an empty run:
-    no units). Made when the query service loads a snapshot (obsidian-hub: ~0.4 s, +17.5 MB int8 for the kernel,
+    no units). Made when the query service loads a snapshot (obsidian-hub: ~0.3 s, +17.5 MB int8 for the kernel,
     +~18 MB packed by onnxruntime, and the int8 rows with their scales and norms kept, +18 MB, so that a reload
     quantises only new rows: :meth:`derived`). ``dot_factory`` makes the integer kernel (tests pass a failing one to
     get the float32 path); ``quantized`` is :func:`quantize_rows` of ``[chunks; units]`` when already known."""
@@ -169,8 +169,8 @@ class DenseIndex:
         return self._dot is None
 
     def query(self, qvec: np.ndarray) -> "DenseQuery":
-        """Bounds on every chunk's cosines to ``qvec`` (384,) float32 L2-normalised: ~1.5-2 ms on obsidian-hub
-        (float32 only: the exact values, 4-7 ms)."""
+        """Bounds on every chunk's cosines to ``qvec`` (384,) float32 L2-normalised: ~1.9 ms on obsidian-hub, then
+        ~0.5 ms for :meth:`top` (float32 only: the exact values, 4-7 ms)."""
         return DenseQuery(self, np.asarray(qvec, dtype=np.float32))
 
     def _unit_best(self, per_unit: np.ndarray) -> np.ndarray:
