@@ -15,7 +15,8 @@ plus :data:`SLACK` for float rounding. A chunk's dense score is ``max(cos(chunk)
 (cairn.query), so it has a lower and an upper bound too. The top ``k`` by exact score are then found exactly: with
 ``τ`` the ``k``-th largest lower bound, every chunk whose exact score could reach the ``k``-th is one whose upper
 bound is ≥ ``τ``; only those (obsidian-hub, bench_http's 30 questions: 86 at the median, at most 151 of 19.6k)
-are scored exactly in float32. Any chunk's exact cosines are available on request (:meth:`DenseQuery.exact`), so everything downstream (fusion, the floor) sees exact values.
+are scored exactly in float32. Any chunk's exact cosines are available on request (:meth:`DenseQuery.exact`), so
+everything downstream (fusion, the floor) sees exact values.
 
 Exact values are computed row by row (``np.einsum``), so a chunk's cosine does not depend on which other chunks
 were scored with it (a BLAS product's rounding can depend on the matrix shape). The ranking is therefore a
