@@ -456,3 +456,26 @@ def test_saved_notes_join_the_in_memory_vectors_by_cheap_reloads_and_a_full_load
     query.search("boats in a harbour at night", mode="dense")
     query._snapshot_loading.join(timeout=60)
     assert query._snapshot is not held and not query._embedded_since(query._snapshot)
+
+
+def test_vector_reloads_and_keyword_index_builds_leave_no_connection_open(fresh_cairn, vault_copy):
+    """Each reload runs on a thread of its own (every few seconds while notes change): its SQLite connection must
+    be closed when it ends, or an editing session runs the daemon out of file descriptors."""
+    cairn = fresh_cairn
+    cairn.index()
+    query, store = cairn.query, cairn.store
+    query.search("anything at all")
+    query.start_keyword_index().join(timeout=60)
+    query.SNAPSHOT_REFRESH_S = 0.0
+    before = len(store._all)
+    for i in range(5):
+        (vault_copy / f"Reload {i}.md").write_text(f"# Reload {i}\n\nWindmills grind grain, note {i}.\n",
+                                                   encoding="utf-8")
+        cairn.index()
+        held = query._snapshot
+        query.search(f"windmills grinding grain {i}")
+        query._snapshot_loading.join(timeout=60)
+        assert query._snapshot is not held
+    query.terms._drop()
+    query.start_keyword_index().join(timeout=60)
+    assert len(store._all) == before

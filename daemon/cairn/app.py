@@ -170,6 +170,8 @@ class Cairn:
             self.index()
         except Exception:
             log.exception("re-indexing failed; the daemon keeps serving what is indexed")
+        finally:
+            self.store.close_thread_connection()  # this thread ends (one per POST /index/reindex)
 
     def wait_for_indexing(self, timeout: float) -> bool:
         """Wait for a background re-index thread to end; False if it still runs after ``timeout`` s."""

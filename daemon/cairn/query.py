@@ -647,6 +647,8 @@ class QueryService:
                 log.info("in-memory BM25 not built: the full-text index changed while it was read; FTS5 serves")
         except Exception:  # never fatal: FTS5 answers every query meanwhile
             log.exception("building the in-memory BM25 failed; keyword search uses FTS5")
+        finally:
+            self.store.close_thread_connection()  # this thread ends
 
     def _term_scores(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         """(chunk ids, bm25) of every chunk matching ``term`` as an FTS5 phrase: from memory when the in-memory
@@ -872,6 +874,13 @@ class QueryService:
         """Replace the snapshot held: from it, reading only the changed chunks (:meth:`_VectorSnapshot.refresh`),
         or in full when that declines or fails (:meth:`_VectorSnapshot.load`) — unless ``bulk`` is false and the
         last full load is less than SNAPSHOT_FULL_REFRESH_S old. Runs on the loading thread."""
+        try:
+            self._load_vectors_here(bulk=bulk)
+        finally:
+            if threading.current_thread() is self._snapshot_loading:
+                self.store.close_thread_connection()  # the loading thread ends (one per reload, every few seconds)
+
+    def _load_vectors_here(self, *, bulk: bool) -> None:
         self._reload_tried_at = started = time.monotonic()
         old = self._snapshot
         snap: _VectorSnapshot | None = None

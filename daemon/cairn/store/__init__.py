@@ -209,6 +209,22 @@ class Store:
             conn = self._local.conn = self._open()
         return conn
 
+    def close_thread_connection(self) -> None:
+        """Close this thread's connection, if it has one (a later use opens a new one). For threads that end: a
+        connection is otherwise kept until :meth:`close` (the query service reloads its vectors on a new thread
+        every few seconds while notes change: one open connection, two file descriptors, each time)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            return
+        self._local.conn = None
+        self._local.fts_tokenizer = None
+        with self._all_lock:
+            self._all = [c for c in self._all if c is not conn]
+        try:
+            conn.close()
+        except apsw.Error:  # pragma: no cover - closing is best effort
+            pass
+
     def close(self) -> None:
         """Close every connection opened by any thread."""
         with self._all_lock:
