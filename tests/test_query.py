@@ -479,3 +479,26 @@ def test_vector_reloads_and_keyword_index_builds_leave_no_connection_open(fresh_
     query.terms._drop()
     query.start_keyword_index().join(timeout=60)
     assert len(store._all) == before
+
+
+def test_a_bulk_change_is_loaded_at_once_even_while_full_loads_wait(fresh_cairn, vault_copy):
+    """A reload that would need a full load waits (SNAPSHOT_FULL_REFRESH_S), unless more chunks were embedded than a
+    query scores one by one: then the first question after the bulk change starts the full load (before, a waiting
+    reload swallowed that request and questions were answered from the old vectors for up to 30 s)."""
+    cairn = fresh_cairn
+    cairn.index()
+    query = cairn.query
+    query.search("anything at all")
+    query.SNAPSHOT_REFRESH_S, query.SNAPSHOT_FULL_REFRESH_S = 0.0, 3600.0
+    query.SNAPSHOT_INCREMENTAL_MAX, query.SNAPSHOT_MAX_NEWER = 0.0, 1
+    for i in range(3):
+        (vault_copy / f"Bulk {i}.md").write_text(f"# Bulk {i}\n\nGlassblowers shape molten glass, {i}.\n",
+                                                 encoding="utf-8")
+    cairn.index()
+    held = query._snapshot
+    query.search("how is molten glass shaped")
+    for _ in range(3):  # the waiting reload, then the bulk one (or one load that saw both)
+        loading = query._snapshot_loading
+        if loading is not None:
+            loading.join(timeout=60)
+    assert query._snapshot is not held and not query._embedded_since(query._snapshot)

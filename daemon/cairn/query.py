@@ -483,6 +483,7 @@ class QueryService:
         self._snapshot_lock = threading.Lock()
         self._full_loaded_at = 0.0   # time.monotonic() of the last full load of the vectors
         self._reload_tried_at = 0.0  # of the last reload started (one that waited for a full load included)
+        self._bulk_waiting = False   # a query found more new chunks than it scores: the next load may be full
         self._snapshot_loading: threading.Thread | None = None
         self._vec_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._vec_cache_lock = threading.Lock()
@@ -864,6 +865,8 @@ class QueryService:
         """Start loading the vectors again on a background thread, unless a load is running. ``bulk``: more chunks
         wait than a query scores one by one, so a full load may not wait for SNAPSHOT_FULL_REFRESH_S."""
         with self._snapshot_lock:
+            if bulk:
+                self._bulk_waiting = True  # seen by a load already running, before it decides to wait
             if self._snapshot_loading is not None and self._snapshot_loading.is_alive():
                 return
             self._snapshot_loading = threading.Thread(target=self._load_vectors, kwargs={"bulk": bulk},
@@ -874,10 +877,11 @@ class QueryService:
         """Replace the snapshot held: from it, reading only the changed chunks (:meth:`_VectorSnapshot.refresh`),
         or in full when that declines or fails (:meth:`_VectorSnapshot.load`) — unless ``bulk`` is false and the
         last full load is less than SNAPSHOT_FULL_REFRESH_S old. Runs on the loading thread."""
+        own_thread = threading.current_thread() is self._snapshot_loading
         try:
             self._load_vectors_here(bulk=bulk)
         finally:
-            if threading.current_thread() is self._snapshot_loading:
+            if own_thread:
                 self.store.close_thread_connection()  # the loading thread ends (one per reload, every few seconds)
 
     def _load_vectors_here(self, *, bulk: bool) -> None:
@@ -889,11 +893,15 @@ class QueryService:
                 snap = _VectorSnapshot.refresh(old, self.store, max_changed=self.SNAPSHOT_INCREMENTAL_MAX)
             except Exception:  # a read failed, or a bug: a full load is always right
                 log.warning("reloading the changed in-memory vectors failed; loading them all", exc_info=True)
-        if snap is None and old is not None and not bulk and \
-                started - self._full_loaded_at < self.SNAPSHOT_FULL_REFRESH_S:
-            return  # a full load (1-2 s of CPU on obsidian-hub) waits: the snapshot held goes on serving
+        if snap is None and old is not None and started - self._full_loaded_at < self.SNAPSHOT_FULL_REFRESH_S:
+            with self._snapshot_lock:  # decided with _reload_vectors locked out: a bulk request is never lost
+                if not (bulk or self._bulk_waiting):
+                    if self._snapshot_loading is threading.current_thread():
+                        self._snapshot_loading = None  # not loading: a bulk request starts a load of its own
+                    return  # a full load (1-2 s of CPU on obsidian-hub) waits: the snapshot held goes on serving
         try:
             if snap is None:
+                self._bulk_waiting = False
                 snap = _VectorSnapshot.load(self.store)
                 self._full_loaded_at = started
         except Exception:  # the store closed meanwhile, or a read failed: the snapshot held goes on serving
