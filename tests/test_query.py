@@ -450,7 +450,9 @@ def test_saved_notes_join_the_in_memory_vectors_by_cheap_reloads_and_a_full_load
     held = query._snapshot
     hits = query.search("where do fishing boats moor", mode="dense").hits
     assert hits and hits[0].file_path == "Harbour.md"  # scored from the store meanwhile
-    query._snapshot_loading.join(timeout=60)
+    loading = query._snapshot_loading  # None once the load has decided to wait
+    if loading is not None:
+        loading.join(timeout=60)
     assert query._snapshot is held  # the full load waits
     query.SNAPSHOT_FULL_REFRESH_S = 0.0
     query.search("boats in a harbour at night", mode="dense")
