@@ -538,3 +538,26 @@ def test_aliases_added_or_dropped_by_a_save_resolve_in_the_next_ones(cairn, vaul
     cairn.indexer.index_paths({"Sourdough.md"})
     assert [l["targetPath"] for l in cairn.store.links_of_note("Sourdough.md")][-2:] == [None, None]
     assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
+
+
+def test_links_follow_an_attachment_that_arrives_later_and_a_note_that_becomes_unreadable(cairn, vault):
+    """A hinted batch that adds, removes or moves a file re-resolves links elsewhere (an image pasted after the
+    note linking to it was saved), and a note skipped as unreadable no longer answers to its aliases — the stored
+    links are what a full index of the vault would store."""
+    cairn.index()
+    _append(vault, "Flour.md", "\n![[crumb.png]] and [[Levain bread]]\n")
+    cairn.indexer.index_paths({"Flour.md"})
+    assert [l["targetPath"] for l in cairn.store.links_of_note("Flour.md")] == [None, "Sourdough.md"]
+    (vault / "crumb.png").write_bytes(b"\x89PNG")
+    cairn.indexer.index_paths({"crumb.png"})  # the image's own, later batch
+    assert [l["targetPath"] for l in cairn.store.links_of_note("Flour.md")] == ["crumb.png", "Sourdough.md"]
+    (vault / "Pics").mkdir()
+    os.replace(vault / "crumb.png", vault / "Pics" / "crumb.png")  # moved into a folder
+    cairn.indexer.index_paths({"crumb.png", "Pics"})
+    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] == "Pics/crumb.png"
+    (vault / "Sourdough.md").write_bytes(b"---\naliases: [Levain bread]\n---\n\xff\xfe not UTF-8\n")
+    cairn.indexer.index_paths({"Sourdough.md"})
+    assert cairn.store.links_of_note("Flour.md")[1]["targetPath"] is None  # the alias went with the note's text
+    stored = {p: [l["targetPath"] for l in cairn.store.links_of_note(p)] for p in cairn.store.iter_note_paths()}
+    cairn.indexer.reresolve_links()  # what the whole vault says now
+    assert stored == {p: [l["targetPath"] for l in cairn.store.links_of_note(p)] for p in cairn.store.iter_note_paths()}

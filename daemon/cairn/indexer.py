@@ -294,16 +294,19 @@ class Indexer:
         links, self._links = self._links, None
         if links is not None and hints_change_files(self.root, paths, rules, links.file_set):
             links = None
+        # Without the file list from before (a stopped run), assume the files changed: links are re-resolved.
         return self._sync(files, gone, known, full=False, progress=progress, should_stop=should_stop,
-                          whole_vault=False, links=links)
+                          whole_vault=False, links=links, files_changed=links is None)
 
     def _sync(self, files: list[VaultFile], gone: Sequence[str], known: dict[str, NoteState], *, full: bool,
               progress: Progress | None, should_stop: Callable[[], bool] | None,
-              whole_vault: bool = True, links: "_LinkCache | None" = None) -> IndexReport:
+              whole_vault: bool = True, links: "_LinkCache | None" = None,
+              files_changed: bool = False) -> IndexReport:
         """Write the new or changed notes among ``files`` and delete the notes at ``gone``. Links elsewhere
         are re-resolved after a whole-vault run with changes (attachments may have come or gone), and after
-        a hinted batch only when a note was added or removed or its aliases changed (an edit of a note's
-        text cannot change how another note's links resolve).
+        a hinted batch when a note was added or removed, its aliases changed (a skipped note loses them), or
+        ``files_changed`` (a hint added, removed or moved a file or folder: attachments are link targets too);
+        an edit of a note's text cannot change how another note's links resolve.
 
         Memory stays bounded whatever the vault's size: changed notes are read, parsed and written in
         batches of at most :data:`BATCH_NOTES` notes or :data:`BATCH_BYTES` bytes of text, and only one
@@ -346,12 +349,16 @@ class Indexer:
             if batch and not report.stopped:
                 run.write_batch(batch, consumed=len(todo))
             batch = []
-            if run.batches or report.deleted:
-                if whole_vault or report.added or report.deleted or run.aliases_changed:
+            if report.skipped:
+                run.forget_aliases(path for path, _reason in report.skipped)
+            if run.batches or report.deleted or files_changed or run.aliases_changed:
+                # Links elsewhere may resolve differently now: a note came or went, an alias changed, or a file
+                # (an attachment: a link target too) or folder came, went or moved (obsidian-hub: ~0.25 s).
+                if whole_vault or report.added or report.deleted or run.aliases_changed or files_changed:
                     self._reresolve_links(run.resolver())
                 self.store.wal_checkpoint()
             if not report.stopped:
-                self._links = run.link_cache()
+                self._links = run.link_cache(complete=whole_vault)
         finally:
             run.close()
         if progress and todo and not report.stopped:
@@ -581,12 +588,22 @@ class _Run:
             self._resolver = LinkResolver([(p, fresh[p] if p in fresh else old.get(p, ())) for p in self._files])
         return self._resolver
 
-    def link_cache(self) -> _LinkCache | None:
-        """The file list and aliases as this run leaves them, for the next hinted batch; None when this run read
-        neither (nothing was written: the cache it was given, if any, still holds) or a note was skipped or
-        deleted (its stored aliases are gone: read them again)."""
-        if self.report.skipped or self.report.deleted:
-            return None
+    def forget_aliases(self, paths: Iterable[str]) -> None:
+        """Notes recorded as skipped in this run: their stored aliases are gone (``Store.write_skipped``), so links
+        by those aliases resolve elsewhere or nowhere now (:attr:`aliases_changed` when any had some)."""
+        if self._old_aliases is None:
+            self._old_aliases = self.indexer.store.note_aliases()
+        for path in paths:
+            if self._fresh_aliases.get(path, self._old_aliases.get(path)):
+                self._fresh_aliases[path] = []
+                self.aliases_changed = True
+
+    def link_cache(self, *, complete: bool = False) -> _LinkCache | None:
+        """The file list and aliases as this run leaves them, for the next hinted batch. When this run read
+        neither (nothing was written), the cache it was given (None if none), unless ``complete`` (a whole-vault
+        run: then they are read now, so the next batch can tell whether its hints changed the files)."""
+        if complete:
+            self.resolver()
         if self._files is None or self._old_aliases is None:
             return self._links
         aliases = self._old_aliases
