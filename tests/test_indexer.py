@@ -561,3 +561,17 @@ def test_links_follow_an_attachment_that_arrives_later_and_a_note_that_becomes_u
     stored = {p: [l["targetPath"] for l in cairn.store.links_of_note(p)] for p in cairn.store.iter_note_paths()}
     cairn.indexer.reresolve_links()  # what the whole vault says now
     assert stored == {p: [l["targetPath"] for l in cairn.store.links_of_note(p)] for p in cairn.store.iter_note_paths()}
+
+
+def test_an_attachment_added_while_the_daemon_was_not_running_resolves_links_at_the_next_start(cairn, vault):
+    cairn.index()
+    _append(vault, "Flour.md", "\n![[crumb.png]]\n")
+    cairn.index()
+    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] is None
+    (vault / "crumb.png").write_bytes(b"\x89PNG")  # no file event: nothing watched
+    report = cairn.index()  # the start-up run: no note changed
+    assert (report.added, report.updated, report.deleted) == (0, 0, 0)
+    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] == "crumb.png"
+    (vault / "crumb.png").unlink()
+    cairn.index()
+    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] is None

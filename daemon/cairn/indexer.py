@@ -351,11 +351,18 @@ class Indexer:
             batch = []
             if report.skipped:
                 run.forget_aliases(path for path, _reason in report.skipped)
+            if whole_vault and not report.stopped:
+                # Attachments that came, went or moved while no one watched (the daemon was not running) change
+                # how links resolve too: the store keeps a fingerprint of the file list links were resolved against.
+                run.resolver()
+                files_changed = files_changed or _fingerprint(run.files) != self.store.get_meta(LINK_FILES_META)
             if run.batches or report.deleted or files_changed or run.aliases_changed:
                 # Links elsewhere may resolve differently now: a note came or went, an alias changed, or a file
                 # (an attachment: a link target too) or folder came, went or moved (obsidian-hub: ~0.25 s).
                 if whole_vault or report.added or report.deleted or run.aliases_changed or files_changed:
                     self._reresolve_links(run.resolver())
+                    if not report.stopped:
+                        self.store.set_meta(LINK_FILES_META, _fingerprint(run.files))
                 self.store.wal_checkpoint()
             if not report.stopped:
                 self._links = run.link_cache(complete=whole_vault)
@@ -538,6 +545,18 @@ class Indexer:
         return pruned
 
 
+#: Meta key: sha256 of the vault's file list (:func:`list_all_files`) the stored links were last resolved against.
+LINK_FILES_META = "link_files_sha256"
+
+
+def _fingerprint(files: Sequence[str] | None) -> str:
+    """sha256 (hex) of a file list (obsidian-hub's 3,957 paths: ~1 ms)."""
+    h = hashlib.sha256()
+    for path in files or ():
+        h.update(path.encode("utf-8", "surrogatepass") + b"\0")
+    return h.hexdigest()
+
+
 @dataclass
 class _LinkCache:
     """What links resolve against: every file of the vault (sorted, :func:`list_all_files`), the notes' aliases by
@@ -597,6 +616,11 @@ class _Run:
             if self._fresh_aliases.get(path, self._old_aliases.get(path)):
                 self._fresh_aliases[path] = []
                 self.aliases_changed = True
+
+    @property
+    def files(self) -> list[str] | None:
+        """The vault's file list this run resolves links against (None until :meth:`resolver` first runs)."""
+        return self._files
 
     def link_cache(self, *, complete: bool = False) -> _LinkCache | None:
         """The file list and aliases as this run leaves them, for the next hinted batch. When this run read
