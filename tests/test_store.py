@@ -119,3 +119,36 @@ def test_tag_scope_matches_nested_tags_but_not_prefixes(tmp_path):
     assert paths(store.scoped_chunk_ids(["garden"], [])) == ["a.md", "sub/c.md"]
     assert paths(store.scoped_chunk_ids([], ["sub"])) == ["sub/c.md"]
     assert paths(store.scoped_chunk_ids(["garden"], ["sub/"])) == ["sub/c.md"]
+
+
+def test_an_index_this_process_cannot_open_now_is_reported_as_such_and_never_moved_aside(tmp_path):
+    """At the open-files limit SQLite says only "unable to open database file": the error must say why (not advise
+    deleting a good index), and start-up recovery must not quarantine and rebuild it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "i.db"
+    Store(path).close()
+    script = textwrap.dedent(f"""
+        import os, resource
+        from cairn.errors import StoreUnavailable
+        from cairn.store.recovery import open_verified
+        n = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 64
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n + 2, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        held = []
+        try:
+            while True:
+                held.append(open(os.devnull))
+        except OSError:
+            pass
+        try:
+            open_verified({str(path)!r})
+        except StoreUnavailable as exc:
+            print("unavailable:", exc)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "unavailable:" in out.stdout, out.stdout + out.stderr
+    assert "open files" in out.stdout.lower() and "Delete it" not in out.stdout
+    assert path.exists() and not list(tmp_path.glob("i.db.*damaged*")) and len(list(tmp_path.iterdir())) <= 3
+    Store(path).close()  # still a good index

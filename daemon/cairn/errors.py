@@ -68,6 +68,11 @@ class StoreError(CairnError):
     http_status = 503
 
 
+class StoreUnavailable(StoreError):
+    """The index database's file cannot be opened by this process now (too many open files, no permission): the
+    file itself may be fine, so it is never moved aside or rebuilt for it."""
+
+
 class SchemaTooNew(StoreError):
     """The database was written by a newer Cairn (``PRAGMA user_version`` above what this code knows)."""
 

@@ -8,6 +8,7 @@ leaves a consistent store (DESIGN.md, Data; "one transaction per note").
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -21,7 +22,7 @@ import apsw
 import numpy as np
 import sqlite_vec
 
-from cairn.errors import SchemaTooNew, StoreError
+from cairn.errors import SchemaTooNew, StoreError, StoreUnavailable
 from cairn.store.schema import EMBED_DIM, FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -150,6 +151,21 @@ def _fts_totals(c: apsw.Connection) -> tuple[int, int] | None:
     return _fts_averages(totals[0]) if totals else (0, 0)
 
 
+def _open_error(path: Path, exc: apsw.Error) -> StoreError:
+    """The error for an index that SQLite could not open: :class:`StoreUnavailable` when the operating system refuses
+    the file itself (SQLite's "unable to open database file" says no more: the file is opened again here to learn
+    why, e.g. too many open files in this process), else :class:`StoreError` advising a rebuild."""
+    if isinstance(exc, apsw.CantOpenError) and path.exists():
+        try:
+            os.close(os.open(path, os.O_RDONLY))
+        except OSError as os_exc:
+            hint = (" This process has too many files open: raise its limit (ulimit -n) and restart Cairn."
+                    if os_exc.errno == errno.EMFILE else "")
+            return StoreUnavailable(f"Cannot open the index database {str(path)!r}: {os_exc.strerror}.{hint}")
+    return StoreError(f"Cannot open the index database {str(path)!r}: {exc}. "
+                      "Delete it to rebuild the index from the vault.")
+
+
 class Store:
     """An open index database.
 
@@ -195,8 +211,7 @@ class Store:
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA synchronous=NORMAL")
         except apsw.Error as exc:
-            raise StoreError(f"Cannot open the index database {str(self.path)!r}: {exc}. "
-                             "Delete it to rebuild the index from the vault.") from exc
+            raise _open_error(self.path, exc) from exc
         with self._all_lock:
             self._all.append(conn)
         return conn

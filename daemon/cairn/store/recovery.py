@@ -15,7 +15,7 @@ from pathlib import Path
 
 import apsw
 
-from cairn.errors import SchemaTooNew, StoreError
+from cairn.errors import SchemaTooNew, StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +208,7 @@ def open_verified(db_path: Path | str):
     db_path = Path(db_path)
     try:
         store = Store(db_path)
-    except SchemaTooNew:
+    except (SchemaTooNew, StoreUnavailable):  # a newer Cairn's file, or one this process cannot open now: kept
         raise
     except (StoreError, apsw.Error) as exc:
         if not db_path.exists():
