@@ -97,33 +97,37 @@ class DenseIndex:
     get the float32 path); ``quantized`` is :func:`quantize_rows` of ``[chunks; units]`` when already known."""
 
     def __init__(self, chunks: np.ndarray, units: np.ndarray, unit_order: np.ndarray, unit_start: np.ndarray,
-                 unit_end: np.ndarray, *, dot_factory: Callable[[np.ndarray], Int8Dot] = Int8Dot,
+                 unit_end: np.ndarray, *, dot_factory: Callable[[np.ndarray], Int8Dot] | None = Int8Dot,
                  quantized: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
         self.chunks, self.units = chunks, units
         self.unit_order, self.unit_start, self.unit_end = unit_order, unit_start, unit_end
         self.n, self.d = len(chunks), len(units)
-        self._dot: Int8Dot | None = None
-        self._dot_factory = dot_factory
-        #: quantize_rows of [chunks; units] (None without chunks), kept for :meth:`derived` (+1 byte a float).
-        self._quantized: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        if self.n:
-            if quantized is None:
-                quantized = quantize_rows(np.concatenate([chunks, units]) if self.d else chunks)
-            self._quantized = quantized
-            values, scale, resid, norm = quantized
-            try:
-                self._dot = dot_factory(values)
-            except ModelError as exc:
-                log.warning("dense scores in float32 only: %s", exc)
-            # float32 from here: every product below is within 2^-24 relatively of its float64 value (int32 sums
-            # up to 384 · 127 · 63 < 2^24 are exact in float32), far inside SLACK.
-            self._scale = scale.astype(np.float32)
-            self._resid, self._norm = resid[:self.n].astype(np.float32), norm[:self.n].astype(np.float32)
         has = unit_end > unit_start
         self._has_units = has
         # For the per-chunk maximum over its units: positions in unit_order of the chunks that have units.
         self._runs = unit_start[has]
-        if self.n and self.d:
+        self._dot: Int8Dot | None = None
+        #: What makes the integer kernel; None once it failed (later snapshots are float32 only, without retrying).
+        self._dot_factory = dot_factory
+        #: quantize_rows of [chunks; units] (None without chunks or kernel), kept for :meth:`derived`.
+        self._quantized: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        if not self.n or dot_factory is None:
+            return
+        if quantized is None:
+            quantized = quantize_rows(np.concatenate([chunks, units]) if self.d else chunks)
+        values, scale, resid, norm = quantized
+        try:
+            self._dot = dot_factory(values)
+        except ModelError as exc:
+            log.warning("dense scores in float32 only: %s", exc)
+            self._dot_factory = None
+            return
+        self._quantized = quantized
+        # float32 from here: every product below is within 2^-24 relatively of its float64 value (int32 sums
+        # up to 384 · 127 · 63 < 2^24 are exact in float32), far inside SLACK.
+        self._scale = scale.astype(np.float32)
+        self._resid, self._norm = resid[:self.n].astype(np.float32), norm[:self.n].astype(np.float32)
+        if self.d:
             # A chunk's units' worst residual and largest norm: max over units of (a_u ± b_u) lies within
             # max a_u ± max b_u, and b_u grows with both, so one maximum per query bounds the best unit cosine.
             self._unit_resid = self._unit_best(resid[self.n:]).astype(np.float32)
@@ -144,7 +148,7 @@ class DenseIndex:
             raise ValueError(f"derived() needs one source row per row: {len(chunk_from)} for {len(chunks)} chunks, "
                              f"{len(unit_from)} for {len(units)} units")
         old = self._quantized
-        if old is None or not len(chunks):
+        if old is None or not len(chunks):  # float32 only, or nothing held: nothing to reuse
             return DenseIndex(chunks, units, unit_order, unit_start, unit_end, dot_factory=self._dot_factory)
         if len(unit_from) and int(unit_from.max(initial=-1)) >= self.d or int(chunk_from.max(initial=-1)) >= self.n:
             raise ValueError("derived(): a source row beyond this index's rows")
@@ -174,6 +178,14 @@ class DenseIndex:
         ~0.5 ms for :meth:`top` (float32 only: the exact values, 4-7 ms)."""
         return DenseQuery(self, np.asarray(qvec, dtype=np.float32))
 
+    def exact_scores(self, qvec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every chunk's exact (cosine to ``qvec``, best cosine among its units or -1), both (n,) float32, row by row
+        (as :meth:`DenseQuery.exact`: a BLAS product's last bit can depend on a row's position): 4-7 ms on
+        obsidian-hub. The float32-only path, and the reference the int8 path is tested against."""
+        cos = np.einsum("ij,j->i", self.chunks, qvec) if self.n else np.zeros(0, np.float32)
+        unit = self._unit_best(np.einsum("ij,j->i", self.units, qvec)) if self.d else np.full(self.n, -1.0, np.float32)
+        return cos, unit
+
     def _unit_best(self, per_unit: np.ndarray) -> np.ndarray:
         """(n,) the maximum of ``per_unit`` (d,) over each chunk's units; -1 for a chunk without units."""
         best = np.full(self.n, -1.0, dtype=per_unit.dtype)
@@ -192,11 +204,8 @@ class DenseQuery:
         self._unit: dict[int, float] = {}
         n = index.n
         if index._dot is None or not n:
-            # Row by row as the exact values of the int8 path (a BLAS product's last bit can depend on a row's
-            # position): both paths give the same cosines and so the same ranking, to the last bit.
-            cos = np.einsum("ij,j->i", index.chunks, qvec) if n else np.zeros(0, np.float32)
-            unit = (index._unit_best(np.einsum("ij,j->i", index.units, qvec)) if index.d
-                    else np.full(n, -1.0, np.float32))
+            # Row by row as the exact values of the int8 path: both paths give the same cosines and ranking.
+            cos, unit = index.exact_scores(qvec)
             self.cos_lo = self.cos_hi = cos
             self.unit_lo = self.unit_hi = unit
             self._exact_all = (cos, unit)

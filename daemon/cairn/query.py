@@ -399,12 +399,7 @@ class _VectorSnapshot:
         :attr:`dense` instead (the same top chunks for ~2 ms; cairn.dense); this is the reference. Computed row by
         row (``np.einsum``, as cairn.dense's exact values): a BLAS matrix-vector product's last bit can depend on a
         row's position in the matrix, and a refreshed snapshot holds the same vectors in another order."""
-        cos = np.einsum("ij,j->i", self.chunks, qvec)
-        best = np.full_like(cos, -1.0)
-        if len(self.unit_order):
-            usims = np.einsum("ij,j->i", self.units, qvec)[self.unit_order]
-            best[self.group_rows] = np.maximum.reduceat(usims, self.group_starts)
-        return cos, best
+        return self.dense.exact_scores(qvec)
 
 
 MODES = ("hybrid", "bm25", "dense")
@@ -436,15 +431,14 @@ class QueryService:
     #: SNAPSHOT_MAX_NEWER of them (a bulk re-index: the others join when the reload lands, ~1-2 s on
     #: obsidian-hub; the keyword leg has them already), and deleted ones are dropped (never returned).
     #: Scoring one from the store costs ~0.25 ms (obsidian-hub, during a full re-index: 2,000 took searches
-    #: ~0.5 s), so a few hundred: a saved note's chunks, not a bulk change's. A full reload costs 1.3-2.1 s of CPU
-    #: on obsidian-hub (reading 45k vectors out of sqlite-vec), which overlapped the next saves' indexing when it
-    #: ran every 3 s during an editing session (bench_freshness p95: keyword 414 ms, dense 1,375 ms); hence 30 s.
-    #: A reload after an editing session's saves reads only the changed chunks (SNAPSHOT_INCREMENTAL_MAX):
-    #: 0.09-0.18 s of CPU after 1 or 50 rewritten notes, against 1.1-2.1 s (tests/bench/bench_vector_reload.py).
-    #: So reloads run every 3 s while notes change (the chunks scored one by one stay few: each costs a query
-    #: ~0.25 ms, and 30 s of edits made up to 256 of them), and a reload that needs a full load (more than
-    #: SNAPSHOT_INCREMENTAL_MAX changed) waits until SNAPSHOT_FULL_REFRESH_S after the last full load, unless
-    #: more chunks wait than a query scores (a bulk change: then at once, as before).
+    #: ~0.5 s), so a few hundred: a saved note's chunks, not a bulk change's. A reload after an editing session's
+    #: saves reads only the changed chunks (SNAPSHOT_INCREMENTAL_MAX): 0.09-0.22 s of CPU after 1 or 50 rewritten
+    #: notes (tests/bench/bench_vector_reload.py), so reloads run every 3 s while notes change (the chunks scored
+    #: one by one stay few: 30 s of edits made up to 256 of them). A full load costs 1.1-2.1 s of CPU on
+    #: obsidian-hub (reading 45k vectors out of sqlite-vec) and overlapped the next saves' indexing when it ran every
+    #: 3 s (bench_freshness p95: keyword 414 ms, dense 1,375 ms), so a reload that needs one (more than
+    #: SNAPSHOT_INCREMENTAL_MAX changed) waits until SNAPSHOT_FULL_REFRESH_S after the last, unless more chunks wait
+    #: than a query scores (a bulk change: then at once).
     SNAPSHOT_REFRESH_S = 3.0
     SNAPSHOT_FULL_REFRESH_S = 30.0
     SNAPSHOT_MAX_NEWER = 256
