@@ -642,35 +642,19 @@ class Store:
                            ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Like :meth:`load_vector_matrices` for just ``chunk_ids`` (chunks without a vector are absent), in one
         read transaction: (generation, chunk ids (n,) int64, chunk vectors (n, 384) float32, owning chunk id of each
-        unit (m,) int64, unit vectors (m, 384) float32). Chunks in ascending id order, units in their chunk's order
-        (unit id). Reads 500 ids per statement; ~0.1 ms a chunk with its units."""
+        unit (m,) int64, unit vectors (m, 384) float32). Chunks in ascending id order, each one's units after it
+        (:meth:`vectors` and :meth:`unit_vectors`: 500 ids per statement; ~0.1 ms a chunk with its units)."""
         ids = sorted({int(c) for c in chunk_ids})
-        c = self.conn
-        chunk_ids_out: list[int] = []
-        chunk_rows: list[np.ndarray] = []
-        owners: list[int] = []
-        unit_rows: list[np.ndarray] = []
-        with c:
+        with self.conn:  # one read transaction: the generation and both reads agree
             gen = self.vectors_generation()
-            for start in range(0, len(ids), 500):
-                part = json.dumps(ids[start:start + 500])
-                for cid, blob in c.execute("SELECT chunk_id, embedding FROM chunk_vectors "
-                                           "WHERE chunk_id IN (SELECT value FROM json_each(?)) ORDER BY chunk_id",
-                                           (part,)):
-                    chunk_ids_out.append(cid)
-                    chunk_rows.append(np.frombuffer(blob, dtype="<f4"))
-                for cid, blob in c.execute("SELECT u.chunk_id, v.embedding FROM chunk_units u "
-                                           "JOIN unit_vectors v ON v.unit_id = u.id "
-                                           "WHERE u.chunk_id IN (SELECT value FROM json_each(?)) "
-                                           "ORDER BY u.chunk_id, u.id", (part,)):
-                    owners.append(cid)
-                    unit_rows.append(np.frombuffer(blob, dtype="<f4"))
-
-        def stack(rows: list[np.ndarray]) -> np.ndarray:
-            return np.stack(rows).astype(np.float32, copy=False) if rows else np.zeros((0, EMBED_DIM), np.float32)
-
-        return (gen, np.asarray(chunk_ids_out, dtype=np.int64), stack(chunk_rows),
-                np.asarray(owners, dtype=np.int64), stack(unit_rows))
+            chunk_vecs, unit_vecs = self.vectors(ids), self.unit_vectors(ids)
+        held = [i for i in ids if i in chunk_vecs]
+        owners = [i for i in held for _ in range(len(unit_vecs.get(i, ())))]
+        units = [unit_vecs[i] for i in held if i in unit_vecs]
+        return (gen, np.asarray(held, dtype=np.int64),
+                np.stack([chunk_vecs[i] for i in held]) if held else np.zeros((0, EMBED_DIM), np.float32),
+                np.asarray(owners, dtype=np.int64),
+                np.concatenate(units) if units else np.zeros((0, EMBED_DIM), np.float32))
 
     def file_identity(self) -> tuple[int, int]:
         """(device, inode) of the database file now at :attr:`path` ((0, 0) when it is missing): a reader holding
