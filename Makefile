@@ -7,7 +7,7 @@ SHARED ?= ../shared
 EVAL   ?= $(SHARED)/eval/dev.jsonl
 BENCH_VAULT ?= $(SHARED)/vaults/obsidian-hub
 
-.PHONY: run test soak fuzz eval bench model venv clean
+.PHONY: run test check lint soak fuzz eval bench model venv clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Cairn needs Python 3.11+, found " + sys.version'
@@ -25,6 +25,16 @@ run: venv
 ## test: the whole test suite
 test: venv
 	$(PY) -m pytest -q
+
+## check: the fast tests for the inner loop (no slow, e2e or soak tests)
+check: venv
+	$(PY) -m pytest -q -m "not slow and not e2e and not soak"
+
+## lint: ruff (lint and format) and mypy, as CI runs them
+lint: venv
+	$(VENV)/bin/ruff check daemon tests packaging
+	$(VENV)/bin/ruff format --check daemon tests packaging
+	$(VENV)/bin/mypy
 
 ## soak: kill -9 `cairn serve` at random points during indexing SOAK_CYCLES times (default 1000), checking
 ## integrity_check, the FTS5 check and the reconcile diff (make test runs the same with 20 cycles)

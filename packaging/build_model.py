@@ -125,8 +125,10 @@ def cmd_venv(_: argparse.Namespace) -> None:
     res = subprocess.run([str(VENV_PY), "-c", probe], capture_output=True, text=True)
     out = res.stdout.strip()
     if res.returncode != 0:
-        raise SystemExit(f"build venv has a CUDA torch ({out}); install the CPU wheel of torch==2.13.0 "
-                         f"into {VENV} first (e.g. from a local wheel directory via --find-links)")
+        raise SystemExit(
+            f"build venv has a CUDA torch ({out}); install the CPU wheel of torch==2.13.0 "
+            f"into {VENV} first (e.g. from a local wheel directory via --find-links)"
+        )
     log(f"venv ready: torch {out}")
 
 
@@ -147,12 +149,20 @@ def extract_source(dest: Path) -> dict[str, str]:
     with zipfile.ZipFile(zpath) as zf:
         zf.extractall(dest)
     inputs = {"model.zip": sha256_file(zpath)}
-    for name in ("model.safetensors", "tokenizer.json", "config.json", "1_Pooling/config.json",
-                 "sentence_bert_config.json", "modules.json"):
+    for name in (
+        "model.safetensors",
+        "tokenizer.json",
+        "config.json",
+        "1_Pooling/config.json",
+        "sentence_bert_config.json",
+        "modules.json",
+    ):
         inputs[name] = sha256_file(dest / name)
     if inputs["model.safetensors"] != SAFETENSORS_SHA256:
-        raise SystemExit(f"model.safetensors sha256 is {inputs['model.safetensors']}, expected "
-                         f"{SAFETENSORS_SHA256}: the source package is not the audited one")
+        raise SystemExit(
+            f"model.safetensors sha256 is {inputs['model.safetensors']}, expected "
+            f"{SAFETENSORS_SHA256}: the source package is not the audited one"
+        )
     pooling = json.loads((dest / "1_Pooling" / "config.json").read_text())
     stcfg = json.loads((dest / "sentence_bert_config.json").read_text())
     if not pooling.get("pooling_mode_mean_tokens") or pooling.get("word_embedding_dimension") != DIM:
@@ -175,8 +185,9 @@ def export_fp32(src: Path, out: Path) -> None:
             self.bert = bert
 
         def forward(self, input_ids, attention_mask, token_type_ids):  # noqa: ANN001
-            return self.bert(input_ids=input_ids, attention_mask=attention_mask,
-                             token_type_ids=token_type_ids).last_hidden_state
+            return self.bert(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     enc = Encoder(model).eval()
     ids = torch.tensor([[101, 7592, 2088, 102, 0], [101, 2023, 2003, 1037, 102]], dtype=torch.int64)
@@ -185,12 +196,15 @@ def export_fp32(src: Path, out: Path) -> None:
     dyn = {0: "batch", 1: "sequence"}
     with torch.no_grad():
         torch.onnx.export(
-            enc, (ids, mask, types), str(out),
+            enc,
+            (ids, mask, types),
+            str(out),
             input_names=["input_ids", "attention_mask", "token_type_ids"],
             output_names=["last_hidden_state"],
-            dynamic_axes={"input_ids": dyn, "attention_mask": dyn, "token_type_ids": dyn,
-                          "last_hidden_state": dyn},
-            opset_version=OPSET, do_constant_folding=True, dynamo=False,
+            dynamic_axes={"input_ids": dyn, "attention_mask": dyn, "token_type_ids": dyn, "last_hidden_state": dyn},
+            opset_version=OPSET,
+            do_constant_folding=True,
+            dynamo=False,
         )
         # sanity: the ONNX graph reproduces torch on shapes other than the traced one
         # (so nothing shape-dependent was frozen by the tracer), padding included
@@ -209,14 +223,14 @@ def export_fp32(src: Path, out: Path) -> None:
                 ids[-1, cut - 1] = 102
             types = torch.zeros_like(ids)
             ref = enc(ids, mask, types).numpy()
-            got = sess.run(None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy(),
-                                  "token_type_ids": types.numpy()})[0]
+            got = sess.run(
+                None, {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), "token_type_ids": types.numpy()}
+            )[0]
             valid = mask.numpy().astype(bool)
             err = float(np.abs(ref - got)[valid].max())
             log(f"fp32 export batch={batch} seq={seq}: max |torch - onnx| = {err:.2e}")
             if err > 1e-3:
-                raise SystemExit(f"ONNX export does not match torch at batch={batch} seq={seq} "
-                                 f"(max abs diff {err})")
+                raise SystemExit(f"ONNX export does not match torch at batch={batch} seq={seq} (max abs diff {err})")
 
 
 def quantize_int8(fp32: Path, out: Path) -> None:
@@ -227,15 +241,24 @@ def quantize_int8(fp32: Path, out: Path) -> None:
     # Per-channel scales: per-tensor measured min cosine 0.85 vs sentence-transformers
     # on the fixture, per-channel ~0.98 (per-node exclusion gained < 0.01 each; the
     # loss is spread over all layers and the dynamic uint8 activations).
-    quantize_dynamic(str(fp32), str(out), weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul", "Gather"])
+    quantize_dynamic(
+        str(fp32), str(out), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul", "Gather"]
+    )
 
 
 def versions() -> dict[str, str]:
     from importlib.metadata import version
 
-    names = [SOURCE_PACKAGE, "torch", "transformers", "tokenizers", "onnx", "onnxruntime",
-             "sentence-transformers", "numpy"]
+    names = [
+        SOURCE_PACKAGE,
+        "torch",
+        "transformers",
+        "tokenizers",
+        "onnx",
+        "onnxruntime",
+        "sentence-transformers",
+        "numpy",
+    ]
     return {n: version(n) for n in names}
 
 
@@ -254,20 +277,35 @@ def cmd_export(_: argparse.Namespace) -> None:
         old = json.loads((OUT / MANIFEST_FILE).read_text())
     manifest = {
         "name": "all-MiniLM-L6-v2",
-        "source": {"package": SOURCE_PACKAGE, "version": SOURCE_VERSION, "model": SOURCE_MODEL,
-                   "archive": "all_minilm_l6_v2/model.zip", "license": "Apache-2.0",
-                   "input_sha256": inputs},
-        "files": {
-            "fp32": {"file": FP32_FILE, "sha256": sha256_file(OUT / FP32_FILE),
-                     "bytes": (OUT / FP32_FILE).stat().st_size, "quantisation": "none (float32)"},
-            "int8": {"file": INT8_FILE, "sha256": sha256_file(OUT / INT8_FILE),
-                     "bytes": (OUT / INT8_FILE).stat().st_size,
-                     "quantisation": "onnxruntime.quantization.quantize_dynamic, weights QInt8 "
-                                     "per-channel, activations uint8 dynamic, ops MatMul and Gather (embedding tables)"},
+        "source": {
+            "package": SOURCE_PACKAGE,
+            "version": SOURCE_VERSION,
+            "model": SOURCE_MODEL,
+            "archive": "all_minilm_l6_v2/model.zip",
+            "license": "Apache-2.0",
+            "input_sha256": inputs,
         },
-        "tokenizer": {"file": TOKENIZER_FILE, "sha256": sha256_file(OUT / TOKENIZER_FILE),
-                      "note": "unchanged from the source; its truncation/padding (128) is disabled "
-                              "by cairn.embedder, which truncates to max_tokens itself"},
+        "files": {
+            "fp32": {
+                "file": FP32_FILE,
+                "sha256": sha256_file(OUT / FP32_FILE),
+                "bytes": (OUT / FP32_FILE).stat().st_size,
+                "quantisation": "none (float32)",
+            },
+            "int8": {
+                "file": INT8_FILE,
+                "sha256": sha256_file(OUT / INT8_FILE),
+                "bytes": (OUT / INT8_FILE).stat().st_size,
+                "quantisation": "onnxruntime.quantization.quantize_dynamic, weights QInt8 "
+                "per-channel, activations uint8 dynamic, ops MatMul and Gather (embedding tables)",
+            },
+        },
+        "tokenizer": {
+            "file": TOKENIZER_FILE,
+            "sha256": sha256_file(OUT / TOKENIZER_FILE),
+            "note": "unchanged from the source; its truncation/padding (128) is disabled "
+            "by cairn.embedder, which truncates to max_tokens itself",
+        },
         "default": old.get("default", "fp32"),
         "default_reason": old.get("default_reason", "not measured yet"),
         "opset": OPSET,
@@ -322,8 +360,13 @@ FIXTURE_SENTENCES = [
     "a",
     "   leading and trailing whitespace   ",
     # long: well past 256 tokens, so the reference covers truncation too
-    " ".join(["Obsidian stores your notes as plain Markdown files in a folder on your device, "
-              "so you keep full ownership of your data and can open it with any editor."] * 12),
+    " ".join(
+        [
+            "Obsidian stores your notes as plain Markdown files in a folder on your device, "
+            "so you keep full ownership of your data and can open it with any editor."
+        ]
+        * 12
+    ),
     " ".join(f"word{i}" for i in range(400)),
 ]
 
@@ -339,15 +382,14 @@ def cmd_fixture(_: argparse.Namespace) -> None:
         st = SentenceTransformer(str(src), device="cpu")
         if st.max_seq_length != MAX_TOKENS:
             raise SystemExit(f"sentence-transformers max_seq_length {st.max_seq_length} != {MAX_TOKENS}")
-        vecs = st.encode(FIXTURE_SENTENCES, batch_size=8, normalize_embeddings=True,
-                         convert_to_numpy=True)
+        vecs = st.encode(FIXTURE_SENTENCES, batch_size=8, normalize_embeddings=True, convert_to_numpy=True)
     vecs = np.asarray(vecs, dtype=np.float64)
     data = {
         "how_made": {
             "command": "python3 packaging/build_model.py fixture   (inside .build-model-venv; "
-                       "`python3 packaging/build_model.py all` does venv+export+fixture+measure)",
+            "`python3 packaging/build_model.py all` does venv+export+fixture+measure)",
             "reference": f"sentence_transformers.SentenceTransformer(<{SOURCE_PACKAGE}=={SOURCE_VERSION} "
-                         f"model.zip>, device='cpu').encode(sentences, normalize_embeddings=True)",
+            f"model.zip>, device='cpu').encode(sentences, normalize_embeddings=True)",
             "max_seq_length": MAX_TOKENS,
             "rounding": "6 decimals",
             "versions": versions(),
@@ -421,21 +463,27 @@ def cmd_measure(args: argparse.Namespace) -> None:
             if wall < best[variant][0]:
                 best[variant] = (wall, cpu)
     for variant, (wall, cpu) in best.items():
-        results[variant].update({
-            "tokens_per_s": round(ntok / wall),
-            "chunks_per_s": round(len(texts) / wall, 1),
-            "tokens_per_s_cpu_time_estimate": round(args.threads * ntok / cpu),
-        })
+        results[variant].update(
+            {
+                "tokens_per_s": round(ntok / wall),
+                "chunks_per_s": round(len(texts) / wall, 1),
+                "tokens_per_s_cpu_time_estimate": round(args.threads * ntok / cpu),
+            }
+        )
         log(f"{variant}: {results[variant]}")
     manifest = json.loads((OUT / MANIFEST_FILE).read_text())
     manifest["measurements"] = {
-        "setup": {"threads": args.threads, "batch_size": args.batch_size, "repeat_best_of": args.repeat,
-                  "texts": f"{len(texts)} paragraphs (8-254 content tokens, {ntok} tokens) of "
-                           f"{Path(args.vault).name}",
-                  "tokens_counted": "including [CLS]/[SEP], after truncation to 256",
-                  "load_average_1min_before": round(load, 2),
-                  "cpu": _cpu_name(), "parity_fixture": str(FIXTURE.relative_to(ROOT)),
-                  "command": "python3 packaging/build_model.py measure"},
+        "setup": {
+            "threads": args.threads,
+            "batch_size": args.batch_size,
+            "repeat_best_of": args.repeat,
+            "texts": f"{len(texts)} paragraphs (8-254 content tokens, {ntok} tokens) of {Path(args.vault).name}",
+            "tokens_counted": "including [CLS]/[SEP], after truncation to 256",
+            "load_average_1min_before": round(load, 2),
+            "cpu": _cpu_name(),
+            "parity_fixture": str(FIXTURE.relative_to(ROOT)),
+            "command": "python3 packaging/build_model.py measure",
+        },
         **results,
     }
     i8, f32 = results["int8"], results["fp32"]
@@ -445,14 +493,16 @@ def cmd_measure(args: argparse.Namespace) -> None:
             f"int8 keeps cosine >= {PARITY_THRESHOLD} to sentence-transformers on every fixture sentence "
             f"(min {i8['min_cosine_vs_sentence_transformers']}) and runs {i8['tokens_per_s']} vs "
             f"{f32['tokens_per_s']} tokens/s; proxy for the rule 'int8 if within 0.01 Recall@5 of fp32 "
-            "on the dev eval' until that eval runs")
+            "on the dev eval' until that eval runs"
+        )
     else:
         manifest["default"] = "fp32"
         manifest["default_reason"] = (
             f"int8 min cosine {i8['min_cosine_vs_sentence_transformers']} to sentence-transformers is below "
             f"the parity bar {PARITY_THRESHOLD} (fp32 {f32['min_cosine_vs_sentence_transformers']}), although it "
             f"runs {i8['tokens_per_s']} vs {f32['tokens_per_s']} tokens/s: fp32 is the default until the dev "
-            "eval shows int8 within 0.01 Recall@5 of fp32 (then pass variant='int8' or flip this field)")
+            "eval shows int8 within 0.01 Recall@5 of fp32 (then pass variant='int8' or flip this field)"
+        )
     write_manifest(with_recommendation(manifest))
     log(f"default = {manifest['default']}: {manifest['default_reason']}")
 
@@ -513,7 +563,7 @@ def cmd_recall(args: argparse.Namespace) -> None:
     manifest = json.loads((OUT / MANIFEST_FILE).read_text())
     manifest.setdefault("measurements", {})["dense_recall_proxy"] = {
         "what": f"dense-only note-level retrieval, {len(rows)} answerable dev questions of {vault.name}, "
-                f"{len(chunks)} crude chunks (not the project's chunker, no BM25/RRF/floor)",
+        f"{len(chunks)} crude chunks (not the project's chunker, no BM25/RRF/floor)",
         "command": "python3 packaging/build_model.py recall",
         **out,
         "int8_within_0.01_of_fp32": out["int8"]["recall_at_5"] >= out["fp32"]["recall_at_5"] - 0.01,
@@ -534,9 +584,13 @@ def with_recommendation(manifest: dict) -> dict:
         f"int8 is {i8.get('tokens_per_s')} vs {f32.get('tokens_per_s')} tokens/s wall-clock "
         f"({i8.get('tokens_per_s_cpu_time_estimate')} vs {f32.get('tokens_per_s_cpu_time_estimate')} by CPU "
         f"time) and its dense Recall@5 proxy is {rec['int8']['recall_at_5']} vs fp32 {rec['fp32']['recall_at_5']}"
-        + (" (within 0.01): switch the default to int8 once the full hybrid dev eval confirms the "
-           "'within 0.01 Recall@5' rule on both vaults." if rec["int8_within_0.01_of_fp32"]
-           else ": keep fp32."))
+        + (
+            " (within 0.01): switch the default to int8 once the full hybrid dev eval confirms the "
+            "'within 0.01 Recall@5' rule on both vaults."
+            if rec["int8_within_0.01_of_fp32"]
+            else ": keep fp32."
+        )
+    )
     return manifest
 
 
@@ -561,11 +615,15 @@ def cmd_dot8(_: argparse.Namespace) -> None:
     from onnx import TensorProto, checker, helper, numpy_helper
 
     graph = helper.make_graph(
-        [helper.make_node("MatMulInteger", ["q", "B", "zero"], ["y"])], "int8_dot",
+        [helper.make_node("MatMulInteger", ["q", "B", "zero"], ["y"])],
+        "int8_dot",
         [helper.make_tensor_value_info("q", TensorProto.UINT8, ["m", 384])],
         [helper.make_tensor_value_info("y", TensorProto.INT32, ["m", "n"])],
-        [numpy_helper.from_array(np.zeros((384, 1), dtype=np.int8), "B"),
-         numpy_helper.from_array(np.array(64, dtype=np.uint8), "zero")])
+        [
+            numpy_helper.from_array(np.zeros((384, 1), dtype=np.int8), "B"),
+            numpy_helper.from_array(np.array(64, dtype=np.uint8), "zero"),
+        ],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 10)], producer_name="cairn")
     model.ir_version = 7
     checker.check_model(model)
@@ -580,17 +638,18 @@ def cmd_all(args: argparse.Namespace) -> None:
     cmd_venv(args)
     run_in_venv("export")
     run_in_venv("fixture")
-    run_in_venv("measure", "--threads", str(args.threads), "--batch-size", str(args.batch_size),
-                "--vault", str(args.vault))
+    run_in_venv(
+        "measure", "--threads", str(args.threads), "--batch-size", str(args.batch_size), "--vault", str(args.vault)
+    )
     eval_file = ROOT.parent / "shared" / "eval" / "dev.jsonl"
     if eval_file.exists():
-        run_in_venv("recall", "--threads", str(args.threads), "--vault", str(args.vault),
-                    "--eval", str(eval_file))
+        run_in_venv("recall", "--threads", str(args.threads), "--vault", str(args.vault), "--eval", str(eval_file))
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="cmd")
     sub.add_parser("venv")
     sub.add_parser("export")
@@ -616,8 +675,15 @@ def main(argv: list[str] | None = None) -> None:
         extra = sys.argv[2:] if argv is None else list(argv[1:])
         run_in_venv(args.cmd, *extra)
         return
-    {"venv": cmd_venv, "export": cmd_export, "fixture": cmd_fixture, "measure": cmd_measure,
-     "recall": cmd_recall, "dot8": cmd_dot8, "all": cmd_all}[args.cmd](args)
+    {
+        "venv": cmd_venv,
+        "export": cmd_export,
+        "fixture": cmd_fixture,
+        "measure": cmd_measure,
+        "recall": cmd_recall,
+        "dot8": cmd_dot8,
+        "all": cmd_all,
+    }[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -27,8 +27,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 def start_xvfb(size: str) -> tuple[subprocess.Popen, str]:
     read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{size}x24", "-nolisten", "tcp"],
-                            pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{size}x24", "-nolisten", "tcp"],
+        pass_fds=(write_fd,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as pipe:
         number = pipe.readline().strip().decode()
@@ -69,14 +73,26 @@ def main() -> int:
     try:
         host = TrayHost(display)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "XDG_"))}
-        env.update({"DISPLAY": display, "PYSTRAY_BACKEND": backend, "HOME": str(home),
-                    "XDG_CONFIG_HOME": str(home / ".config"), "CAIRN_DATA_DIR": str(home / "data"),
-                    "CAIRN_CONFIG_DIR": str(home / "config"), "CAIRN_LOG_DIR": str(home / "log"),
-                    "CAIRN_KEYRING": "file"})
+        env.update(
+            {
+                "DISPLAY": display,
+                "PYSTRAY_BACKEND": backend,
+                "HOME": str(home),
+                "XDG_CONFIG_HOME": str(home / ".config"),
+                "CAIRN_DATA_DIR": str(home / "data"),
+                "CAIRN_CONFIG_DIR": str(home / "config"),
+                "CAIRN_LOG_DIR": str(home / "log"),
+                "CAIRN_KEYRING": "file",
+            }
+        )
         cmd = [str(Path(sys.executable).parent / "cairn"), "serve", "--vault", str(args.vault), "--port", "0"]
         if backend == "gtk" and shutil.which("dbus-daemon"):  # GTK's notifications need a session bus
-            out = subprocess.run(["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
-                                 capture_output=True, text=True, check=True).stdout.split()
+            out = subprocess.run(
+                ["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
             env["DBUS_SESSION_BUS_ADDRESS"], bus_pid = out[0], int(out[1])
         log = home / "serve.log"
         with open(log, "wb") as err:
@@ -85,8 +101,9 @@ def main() -> int:
         with host.cond:
             host.cond.wait_for(lambda: host.docked, 60)
         time.sleep(3)  # the tray's status poll (2 s) shows the note count
-        subprocess.run(["xdotool", "mousemove", "16", "16", "click", "3"], env={**os.environ, "DISPLAY": display},
-                       check=True)
+        subprocess.run(
+            ["xdotool", "mousemove", "16", "16", "click", "3"], env={**os.environ, "DISPLAY": display}, check=True
+        )
         time.sleep(1.5)
         shot = ImageGrab.grab(xdisplay=display)
         bbox = shot.convert("L").point(lambda v: 255 if v > 0 else 0).getbbox()  # drop the empty black screen
@@ -96,8 +113,17 @@ def main() -> int:
         started = time.monotonic()
         serve.send_signal(signal.SIGINT)  # Ctrl-C: the GTK backend resets SIGINT; cairn puts its handler back
         code = serve.wait(timeout=15)
-        print(json.dumps({"out": str(args.out), "backend": backend, "size": shot.size, "ctrlCExit": code,
-                          "stopS": round(time.monotonic() - started, 2)}))
+        print(
+            json.dumps(
+                {
+                    "out": str(args.out),
+                    "backend": backend,
+                    "size": shot.size,
+                    "ctrlCExit": code,
+                    "stopS": round(time.monotonic() - started, 2),
+                }
+            )
+        )
         return 0
     finally:
         if serve is not None and serve.poll() is None:

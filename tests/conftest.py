@@ -24,10 +24,18 @@ HUB_VAULT = VAULTS / "obsidian-hub"
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_folders(tmp_path_factory):
     base = tmp_path_factory.mktemp("cairn-home")
-    saved = {k: os.environ.get(k) for k in ("CAIRN_CONFIG_DIR", "CAIRN_DATA_DIR", "CAIRN_LOG_DIR", "CAIRN_KEYRING",
-                                            "CAIRN_VAULT", "CAIRN_PORT")}
-    os.environ.update({"CAIRN_CONFIG_DIR": str(base / "config"), "CAIRN_DATA_DIR": str(base / "data"),
-                       "CAIRN_LOG_DIR": str(base / "log"), "CAIRN_KEYRING": "file"})
+    saved = {
+        k: os.environ.get(k)
+        for k in ("CAIRN_CONFIG_DIR", "CAIRN_DATA_DIR", "CAIRN_LOG_DIR", "CAIRN_KEYRING", "CAIRN_VAULT", "CAIRN_PORT")
+    }
+    os.environ.update(
+        {
+            "CAIRN_CONFIG_DIR": str(base / "config"),
+            "CAIRN_DATA_DIR": str(base / "data"),
+            "CAIRN_LOG_DIR": str(base / "log"),
+            "CAIRN_KEYRING": "file",
+        }
+    )
     os.environ.pop("CAIRN_VAULT", None)
     os.environ.pop("CAIRN_PORT", None)
     yield base
@@ -110,8 +118,15 @@ CANARY_VAULT = REPO / "tests" / "fixtures" / "canary_vault"
 #: The canary string: it appears ONLY in the withheld notes of the canary vault.
 CANARY = "CANARY-7f3a9"
 #: Notes withheld by the default policy's tags (personal, in every form Obsidian allows).
-CANARY_TAGGED = ("Health/Blood pressure.md", "Health/Sleep.md", "Journal/2024-03-01.md", "Journal/Therapy.md",
-                 "Notes/Allergies.md", "Notes/Dream log.md", "Notes/Passwords hint.md")
+CANARY_TAGGED = (
+    "Health/Blood pressure.md",
+    "Health/Sleep.md",
+    "Journal/2024-03-01.md",
+    "Journal/Therapy.md",
+    "Notes/Allergies.md",
+    "Notes/Dream log.md",
+    "Notes/Passwords hint.md",
+)
 #: Front-matter that cannot be read (its `tags: personal` is lost): withheld whenever a tag is (fail closed).
 CANARY_UNREADABLE = ("Notes/Mood tracker.md",)
 #: Withheld only when the policy also says ``folders: [Private]``.

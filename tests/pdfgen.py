@@ -16,14 +16,15 @@ from __future__ import annotations
 import io
 import re
 import textwrap
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Sequence
 
 from fpdf import FPDF
 
 #: Fixed so the output (and fpdf2's /ID, derived from content + date) never changes between runs.
-FIXED_DATE = datetime(2024, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+FIXED_DATE = datetime(2024, 1, 2, 3, 4, 5, tzinfo=UTC)
+
 
 #: A sentence unique to page ``n`` (1-based), for tests that check text lands on the right page.
 def page_sentence(n: int) -> str:
@@ -31,9 +32,34 @@ def page_sentence(n: int) -> str:
     return f"The marker for page {n} is {_WORDS[n % len(_WORDS)]}{n}."
 
 
-_WORDS = ["amber", "basalt", "cobalt", "dolomite", "emerald", "feldspar", "garnet", "hematite", "iolite",
-          "jasper", "kyanite", "lapis", "malachite", "nephrite", "obsidian", "peridot", "quartz", "rhodonite",
-          "sapphire", "topaz", "umber", "variscite", "wavellite", "xenotime", "yttrium", "zircon"]
+_WORDS = [
+    "amber",
+    "basalt",
+    "cobalt",
+    "dolomite",
+    "emerald",
+    "feldspar",
+    "garnet",
+    "hematite",
+    "iolite",
+    "jasper",
+    "kyanite",
+    "lapis",
+    "malachite",
+    "nephrite",
+    "obsidian",
+    "peridot",
+    "quartz",
+    "rhodonite",
+    "sapphire",
+    "topaz",
+    "umber",
+    "variscite",
+    "wavellite",
+    "xenotime",
+    "yttrium",
+    "zircon",
+]
 
 _SENTENCES = [
     "Granite tors stand above the moor where walkers stack loose stones into cairns that mark the path.",
@@ -101,8 +127,12 @@ def _heading(pdf: FPDF, heading: str) -> None:
     pdf.ln(2)
 
 
-def text_pdf(path: Path, pages: Sequence[str] | Sequence[tuple[str | None, str]], title: str | None = None,
-             running_header: str | None = None) -> Path:
+def text_pdf(
+    path: Path,
+    pages: Sequence[str] | Sequence[tuple[str | None, str]],
+    title: str | None = None,
+    running_header: str | None = None,
+) -> Path:
     """A PDF with a real text layer: one page per item of ``pages``.
 
     An item is either the page's body text, or ``(heading, body)``: the heading in 16 pt bold at the top of

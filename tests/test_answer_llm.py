@@ -26,7 +26,6 @@ from cairn.config import NOT_FOUND_ANSWER, LLMConfig, is_loopback_url
 from cairn.http_api import create_app, serve
 from cairn.llm import OpenAIChatModel
 from cairn.prompt import SYSTEM_PROMPT, select_within_budget
-
 from test_http_api import AUTH, TOKEN, assert_stream_order, read_events, run
 
 QUESTION = "How deep do I plant garlic cloves?"
@@ -67,7 +66,7 @@ class Stub:
                     await resp.write(self.chunk(piece))
             elif self.mode == "midstream":
                 await resp.write(self.chunk("Plant garlic"))
-                await resp.write(b"data: {\"error\": {\"message\": \"out of memory\"}}\n\n")
+                await resp.write(b'data: {"error": {"message": "out of memory"}}\n\n')
             elif self.mode == "stall":  # nothing until released (the client's timeout fires first)
                 await self.release.wait()
             elif self.mode == "hold_after_first":
@@ -93,6 +92,7 @@ async def stub_server(mode: str = "normal"):
     stub = Stub(mode=mode)
     app = web.Application()
     app.router.add_post("/v1/chat/completions", stub.handle)
+
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"data": [{"id": "stub"}]})
 
@@ -110,8 +110,14 @@ async def stub_server(mode: str = "normal"):
 
 
 def llm_config(url: str, **kw) -> LLMConfig:
-    values = {"base_url": url, "model": "stub", "first_token_timeout_s": 1.0, "idle_timeout_s": 1.0,
-              "connect_timeout_s": 1.0, "total_timeout_s": 10.0}
+    values = {
+        "base_url": url,
+        "model": "stub",
+        "first_token_timeout_s": 1.0,
+        "idle_timeout_s": 1.0,
+        "connect_timeout_s": 1.0,
+        "total_timeout_s": 10.0,
+    }
     values.update(kw)
     return LLMConfig(**values)
 
@@ -133,8 +139,15 @@ async def daemon(sample_cairn, model, *, remote: bool | None = None, heartbeat_s
     if model is not None and remote is not None:
         model.remote = remote  # what a non-loopback base_url means, without leaving the machine
     answers = AnswerService(sample_cairn.query, model, withhold_tags=("personal",))
-    app = create_app(config=config or sample_cairn.config, query=sample_cairn.query, token=TOKEN,
-                     stats=sample_cairn.stats, health=sample_cairn.health, answers=answers, heartbeat_s=heartbeat_s)
+    app = create_app(
+        config=config or sample_cairn.config,
+        query=sample_cairn.query,
+        token=TOKEN,
+        stats=sample_cairn.stats,
+        health=sample_cairn.health,
+        answers=answers,
+        heartbeat_s=heartbeat_s,
+    )
     server = await serve(app, "127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession() as session:
@@ -248,8 +261,9 @@ def test_the_model_is_never_called_when_nothing_passes_the_floor(sample_cairn):
 def test_a_tiny_budget_drops_the_lowest_scored_chunks_and_sources_list_the_rest(sample_cairn, monkeypatch):
     hits, _ = sample_cairn.query.retrieve(QUESTION, top_k=8, per_note=sample_cairn.query.PER_NOTE_ASK)
     assert len(hits) >= 3
-    tokens = [sample_cairn.embedder.count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}")
-              for i, h in enumerate(hits, 1)]
+    tokens = [
+        sample_cairn.embedder.count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)
+    ]
     budget = sum(sorted(tokens)[:2]) + 1  # room for about two chunks
     kept = select_within_budget([h.score for h in hits], tokens, budget)
     assert 0 < len(kept) < len(hits)
@@ -311,7 +325,8 @@ audit: {{enabled: false}}
 
 
 def test_a_remote_model_follows_the_mcp_policy_withheld_folders_and_gets_nothing_when_it_is_broken(
-        sample_cairn, tmp_path):
+    sample_cairn, tmp_path
+):
     from cairn.app import remote_model_withhold
 
     async def ask(policy_text: str):
@@ -322,8 +337,14 @@ def test_a_remote_model_follows_the_mcp_policy_withheld_folders_and_gets_nothing
             model = OpenAIChatModel(llm_config(stub.url))
             model.remote = True  # what a non-loopback base_url means, without leaving the machine
             answers = AnswerService(sample_cairn.query, model, withhold_tags=remote_model_withhold(config))
-            app = create_app(config=config, query=sample_cairn.query, token=TOKEN, stats=sample_cairn.stats,
-                             health=sample_cairn.health, answers=answers)
+            app = create_app(
+                config=config,
+                query=sample_cairn.query,
+                token=TOKEN,
+                stats=sample_cairn.stats,
+                health=sample_cairn.health,
+                answers=answers,
+            )
             server = await serve(app, "127.0.0.1", 0)
             try:
                 async with aiohttp.ClientSession() as session:
@@ -345,8 +366,12 @@ def test_a_non_loopback_base_url_is_remote():
     for url in ["http://127.0.0.1:11434/v1", "http://localhost:8080/v1", "http://[::1]:1234/v1"]:
         assert is_loopback_url(url) and not LLMConfig(base_url=url).remote
         assert OpenAIChatModel(LLMConfig(base_url=url)).remote is False
-    for url in ["https://api.openai.com/v1", "http://192.168.1.5:11434/v1", "http://127.0.0.1.nip.io/v1",
-                "http://ollama.localhost:11434/v1"]:  # *.localhost: resolved by DNS on many systems
+    for url in [
+        "https://api.openai.com/v1",
+        "http://192.168.1.5:11434/v1",
+        "http://127.0.0.1.nip.io/v1",
+        "http://ollama.localhost:11434/v1",
+    ]:  # *.localhost: resolved by DNS on many systems
         assert LLMConfig(base_url=url).remote and OpenAIChatModel(LLMConfig(base_url=url)).remote
 
 
@@ -462,7 +487,7 @@ def test_the_citation_filter_handles_every_split_and_leaves_code_alone():
     for cut in range(1, len(text)):
         for size in (1, 2, 3, cut):
             f = CitationFilter([1, 2, 3])
-            out = "".join(f.feed(text[i:i + size]) for i in range(0, len(text), size)) + f.flush()
+            out = "".join(f.feed(text[i : i + size]) for i in range(0, len(text), size)) + f.flush()
             assert out == "Plant garlic [1] deep. See [2]; code `a[0]` stays, x[3].", (size, out)
             assert f.removed == 2
 
@@ -470,11 +495,11 @@ def test_the_citation_filter_handles_every_split_and_leaves_code_alone():
 # -- privacy: a remote model never sees a withheld note's name through the notes it is given ------------
 TITLE_NOTES = {
     "HIV diagnosis 2026.md": "---\ntags: [personal]\naliases: [Chemo Schedule]\n---\n# HIV diagnosis 2026\n"
-                             "Results from the clinic.\n",
+    "Results from the clinic.\n",
     "People/Dr Smith psychiatrist.md": "---\ntags: [personal]\n---\n# Dr Smith psychiatrist\nAppointments.\n",
     "plan.md": "# Weekly plan\n## Monday with [[Dr Smith psychiatrist#Viral load]] and the garden\n"
-               "This week: gardening on Monday, see [[HIV diagnosis 2026]] and [[Chemo Schedule]] and "
-               "[my doctor](People/Dr%20Smith%20psychiatrist.md) before the appointment.\n",
+    "This week: gardening on Monday, see [[HIV diagnosis 2026]] and [[Chemo Schedule]] and "
+    "[my doctor](People/Dr%20Smith%20psychiatrist.md) before the appointment.\n",
 }
 TITLE_QUESTION = "What is on my weekly plan for gardening on Monday?"
 WITHHELD_NAMES = ("HIV", "diagnosis", "Chemo", "Smith", "psychiatrist", "Viral", "my doctor")
@@ -505,7 +530,9 @@ def test_a_remote_models_prompt_masks_links_to_withheld_notes_and_their_names_in
     assert not leaked, remote_prompt
     # the owner's own sources event is not masked; the local model's prompt is not either
     sources = remote_events[-2][1]
-    assert [s["symbol"] for s in sources] == ["Weekly plan › Monday with Dr Smith psychiatrist > Viral load and the garden"]
+    assert [s["symbol"] for s in sources] == [
+        "Weekly plan › Monday with Dr Smith psychiatrist > Viral load and the garden"
+    ]
     (local_prompt,), _ = run(ask(False))
     assert "see [[HIV diagnosis 2026]] and [[Chemo Schedule]]" in local_prompt
     assert "Monday with Dr Smith psychiatrist > Viral load" in local_prompt

@@ -32,4 +32,3 @@ def test_index_error_clears_by_itself_once_the_vault_folder_is_back(fresh_cairn)
     back = cairn.stats()
     assert back["indexError"] is None
     assert cairn.query.search("zqbackword").hits[0].file_path == "Back.md"
-

@@ -20,9 +20,15 @@ FIELDS = {"time", "client", "transport", "tool", "argsDigest", "paths", "withhel
 
 
 def call(log: AuditLog, i: int = 0, **over) -> None:
-    kw = dict(client="claude-desktop", transport="stdio", tool="search_notes",
-              arguments={"query": f"garden plan {i}", "limit": 8}, paths=[f"Notes/n{i}.md"], withheld=0,
-              decision="allowed")
+    kw = dict(
+        client="claude-desktop",
+        transport="stdio",
+        tool="search_notes",
+        arguments={"query": f"garden plan {i}", "limit": 8},
+        paths=[f"Notes/n{i}.md"],
+        withheld=0,
+        decision="allowed",
+    )
     kw.update(over)
     log.record(**kw)
 
@@ -33,11 +39,25 @@ def test_the_audit_log_lives_in_the_data_folder():
 
 def test_each_call_is_one_json_line_with_the_issues_fields(tmp_path):
     log = AuditLog(audit_path(tmp_path))
-    before = dt.datetime.now(dt.timezone.utc)
-    log.record(client="claude-desktop", transport="http", tool="get_note", arguments={"path": "Recipes/Bread.md"},
-               paths=["Recipes/Bread.md"], withheld=0, decision="allowed")
-    log.record(client="stranger", transport="stdio", tool="search_notes", arguments={"query": "x"},
-               paths=[], withheld=3, decision="denied")
+    before = dt.datetime.now(dt.UTC)
+    log.record(
+        client="claude-desktop",
+        transport="http",
+        tool="get_note",
+        arguments={"path": "Recipes/Bread.md"},
+        paths=["Recipes/Bread.md"],
+        withheld=0,
+        decision="allowed",
+    )
+    log.record(
+        client="stranger",
+        transport="stdio",
+        tool="search_notes",
+        arguments={"query": "x"},
+        paths=[],
+        withheld=3,
+        decision="denied",
+    )
     lines = audit_path(tmp_path).read_text(encoding="utf-8").splitlines()
     assert len(lines) == 2
     first, second = (json.loads(line) for line in lines)
@@ -46,17 +66,31 @@ def test_each_call_is_one_json_line_with_the_issues_fields(tmp_path):
     assert first["paths"] == ["Recipes/Bread.md"] and first["withheld"] == 0 and first["decision"] == "allowed"
     assert first["time"].endswith("Z")
     when = dt.datetime.fromisoformat(first["time"].replace("Z", "+00:00"))
-    assert before - dt.timedelta(seconds=1) <= when <= dt.datetime.now(dt.timezone.utc)
+    assert before - dt.timedelta(seconds=1) <= when <= dt.datetime.now(dt.UTC)
     assert (second["withheld"], second["decision"], second["transport"]) == (3, "denied", "stdio")
 
 
 def test_arguments_are_recorded_only_as_a_digest_of_their_canonical_json(tmp_path):
     log = AuditLog(audit_path(tmp_path))
     secret = "what is my blood pressure CANARY-7f3a9"
-    log.record(client="c", transport="stdio", tool="ask", arguments={"question": secret, "top_k": 8},
-               paths=[], withheld=1, decision="allowed")
-    log.record(client="c", transport="stdio", tool="ask", arguments={"top_k": 8, "question": secret},
-               paths=[], withheld=1, decision="allowed")
+    log.record(
+        client="c",
+        transport="stdio",
+        tool="ask",
+        arguments={"question": secret, "top_k": 8},
+        paths=[],
+        withheld=1,
+        decision="allowed",
+    )
+    log.record(
+        client="c",
+        transport="stdio",
+        tool="ask",
+        arguments={"top_k": 8, "question": secret},
+        paths=[],
+        withheld=1,
+        decision="allowed",
+    )
     raw = audit_path(tmp_path).read_text(encoding="utf-8")
     assert "CANARY" not in raw and "blood" not in raw
     a, b = read_audit(audit_path(tmp_path))
@@ -83,8 +117,15 @@ def test_a_disabled_log_writes_nothing(tmp_path):
     assert list(read_audit(audit_path(tmp_path))) == []
 
 
-@pytest.mark.parametrize("over, word", [({"transport": "websocket"}, "transport"), ({"decision": "maybe"}, "decision"),
-                                        ({"withheld": -1}, "withheld"), ({"withheld": True}, "withheld")])
+@pytest.mark.parametrize(
+    "over, word",
+    [
+        ({"transport": "websocket"}, "transport"),
+        ({"decision": "maybe"}, "decision"),
+        ({"withheld": -1}, "withheld"),
+        ({"withheld": True}, "withheld"),
+    ],
+)
 def test_a_malformed_record_is_refused_naming_the_field(tmp_path, over, word):
     with pytest.raises(ValueError, match=word):
         call(AuditLog(audit_path(tmp_path)), **over)
@@ -100,7 +141,7 @@ def test_the_log_rotates_past_max_bytes_keeping_the_newest_lines_in_order(tmp_pa
     assert files == ["mcp-audit.jsonl", "mcp-audit.jsonl.1", "mcp-audit.jsonl.2"]
     assert all((tmp_path / f).stat().st_size <= 2048 for f in files)
     entries = list(read_audit(path))
-    numbers = [int(e["paths"][0][len("Notes/n"):-len(".md")]) for e in entries]
+    numbers = [int(e["paths"][0][len("Notes/n") : -len(".md")]) for e in entries]
     assert numbers == list(range(200 - len(numbers), 200))  # oldest first, contiguous, ends with the last call
     assert 20 < len(numbers) < 200  # older lines were dropped with the oldest file
 
@@ -128,7 +169,9 @@ def test_threads_writing_at_once_never_interleave_lines(tmp_path):
         t.join(timeout=60)
     entries = list(read_audit(path))
     assert len(entries) == 600
-    assert sorted(int(e["paths"][0][7:-3]) for e in entries) == sorted(k * 1000 + i for k in range(4) for i in range(150))
+    assert sorted(int(e["paths"][0][7:-3]) for e in entries) == sorted(
+        k * 1000 + i for k in range(4) for i in range(150)
+    )
 
 
 def test_several_processes_share_one_log_with_rotation_and_lose_no_line(tmp_path):

@@ -23,7 +23,7 @@ from cairn import autostart
 from cairn.cli import main
 from cairn.config import load_config
 
-ODD_NAME = "Notes 100% $HOME \"quoted\" & <tags>"
+ODD_NAME = 'Notes 100% $HOME "quoted" & <tags>'
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_the_systemd_unit_quotes_odd_vault_names_so_the_argument_survives(home, 
     line = next(ln for ln in entry.content.splitlines() if ln.startswith("ExecStart="))
     assert '100%% $$HOME \\"quoted\\" & <tags>"' in line  # %→%%, $→$$ (no expansion), " escaped
     assert autostart.command_in("linux", entry.content)[-1] == str(odd)
-    assert unit_sections(entry.content)["Unit"]["Description"].endswith("vault Notes 100%% $HOME \"quoted\" & <tags>")
+    assert unit_sections(entry.content)["Unit"]["Description"].endswith('vault Notes 100%% $HOME "quoted" & <tags>')
     if autostart.current_platform() == "linux":
         autostart.enable(config_for(odd))
         verify_unit(entry.path, tmp_path)  # systemd itself accepts the quoting
@@ -89,8 +89,12 @@ def test_the_systemd_unit_quotes_odd_vault_names_so_the_argument_survives(home, 
 
 def test_the_launch_agent_plist_runs_cairn_serve_at_login_with_the_vault(home, vault):
     config = config_for(vault)
-    entry = autostart.render("macos", config, argv=["/opt/cairn/bin/cairn", "serve", "--vault", ODD_NAME],
-                             entry_env={"CAIRN_LOG_DIR": "/logs/<cairn> & co"})
+    entry = autostart.render(
+        "macos",
+        config,
+        argv=["/opt/cairn/bin/cairn", "serve", "--vault", ODD_NAME],
+        entry_env={"CAIRN_LOG_DIR": "/logs/<cairn> & co"},
+    )
     plist = plistlib.loads(entry.content.encode("utf-8"))
     assert plist["Label"] == "org.cairn-notes.cairn"
     assert plist["ProgramArguments"] == ["/opt/cairn/bin/cairn", "serve", "--vault", ODD_NAME]
@@ -108,17 +112,18 @@ def test_the_windows_startup_entry_starts_pythonw_with_the_vault_in_crlf_lines(h
     lines = entry.content.split("\r\n")
     assert lines[0] == "@echo off"
     assert 'set "CAIRN_PORT=27200"' in lines
-    assert (r'start "Cairn" "C:\Python311\pythonw.exe" "-m" "cairn" "serve" "--vault" "C:\Users\me\100%% Vault"'
-            in lines)
+    assert r'start "Cairn" "C:\Python311\pythonw.exe" "-m" "cairn" "serve" "--vault" "C:\Users\me\100%% Vault"' in lines
     assert autostart.command_in("windows", entry.content) == argv
-    assert entry.path == home / "AppData" / "Roaming" / "Microsoft" / "Windows" / "Start Menu" / "Programs" / \
-        "Startup" / "Cairn.cmd"
+    assert (
+        entry.path
+        == home / "AppData" / "Roaming" / "Microsoft" / "Windows" / "Start Menu" / "Programs" / "Startup" / "Cairn.cmd"
+    )
 
 
 def test_a_windows_argument_with_a_double_quote_is_refused_with_the_value(home, vault):
     from cairn.errors import ConfigError
 
-    with pytest.raises(ConfigError, match='a double quote'):
+    with pytest.raises(ConfigError, match="a double quote"):
         autostart.render("windows", config_for(vault), argv=['C:\\x"y.exe'], entry_env={})
 
 
@@ -147,8 +152,9 @@ def verify_unit(unit: Path, tmp_path: Path) -> None:
         runtime = tmp_path / "runtime"
         runtime.mkdir(mode=0o700, exist_ok=True)
         env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
-        done = subprocess.run([analyze, "--user", "verify", str(unit)], env=env, capture_output=True, text=True,
-                              timeout=60)
+        done = subprocess.run(
+            [analyze, "--user", "verify", str(unit)], env=env, capture_output=True, text=True, timeout=60
+        )
         assert done.returncode == 0, done.stderr
         assert "is not executable" not in done.stderr and "Unknown key" not in done.stderr, done.stderr
         return
@@ -170,8 +176,15 @@ def test_enable_installs_a_unit_systemd_accepts_status_reports_it_and_disable_re
     assert oct(unit.stat().st_mode & 0o777) == "0o644"
     verify_unit(unit, tmp_path)
     status = autostart.status(config)
-    assert status == {"platform": "linux", "path": str(unit), "installed": True, "enabled": True, "current": True,
-                      "command": autostart.launch_command(config), "vault": str(vault)}
+    assert status == {
+        "platform": "linux",
+        "path": str(unit),
+        "installed": True,
+        "enabled": True,
+        "current": True,
+        "command": autostart.launch_command(config),
+        "vault": str(vault),
+    }
     assert sorted(autostart.disable()) == sorted([unit, link])
     assert not unit.exists() and not link.is_symlink()
     assert autostart.status(config)["installed"] is False
@@ -187,8 +200,13 @@ def test_systemd_analyze_rejects_a_unit_whose_program_does_not_exist(home, tmp_p
     unit.write_text('[Service]\nExecStart="/nonexistent/cairn" "serve"\n', encoding="utf-8")
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
-    done = subprocess.run([analyze, "--user", "verify", str(unit)], env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [analyze, "--user", "verify", str(unit)],
+        env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0 and "/nonexistent/cairn" in done.stderr
 
 

@@ -9,13 +9,15 @@ import numpy as np
 
 from cairn.bm25 import Bm25Index
 from cairn.ranking import fts_phrase, query_terms
-
 from conftest import SHARED
 
 
 def _dev_terms(vault: str) -> list[str]:
-    rows = [json.loads(line) for line in (SHARED / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (SHARED / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
     return sorted({t for r in rows if r["vault"] == vault for t in query_terms(r["question"])})
 
 
@@ -68,18 +70,25 @@ def test_edits_deletes_and_new_notes_are_followed_exactly(fresh_cairn, vault_cop
     gone, edited = notes[0], notes[1]
     gone_terms = query_terms(gone.read_text(encoding="utf-8"))[:40]
     gone.unlink()
-    edited.write_text(edited.read_text(encoding="utf-8") + "\n\nA zorbleflux paragraph about zorbleflux tuning.\n",
-                      encoding="utf-8")
-    (vault_copy / "Brand new.md").write_text("# Brand new\n\nThe quixotic zorbleflux note, written just now.\n",
-                                             encoding="utf-8")
+    edited.write_text(
+        edited.read_text(encoding="utf-8") + "\n\nA zorbleflux paragraph about zorbleflux tuning.\n", encoding="utf-8"
+    )
+    (vault_copy / "Brand new.md").write_text(
+        "# Brand new\n\nThe quixotic zorbleflux note, written just now.\n", encoding="utf-8"
+    )
     fresh_cairn.index()
     marker += 1
     index.refresh(marker)
     assert index.ready
     ids, _ = index.scores("zorbleflux")
     assert len(ids) == 2  # the edited note's new chunk and the new note, from memory
-    terms = sorted(set(gone_terms + query_terms(edited.read_text(encoding="utf-8"))[:40]
-                       + ["zorbleflux", "quixotic", "brand", "new"]))
+    terms = sorted(
+        set(
+            gone_terms
+            + query_terms(edited.read_text(encoding="utf-8"))[:40]
+            + ["zorbleflux", "quixotic", "brand", "new"]
+        )
+    )
     assert assert_same_as_fts5(index, terms) > 20
     # The same marker again: nothing re-read, still exact.
     index.refresh(marker)
@@ -109,7 +118,9 @@ def test_a_full_text_index_that_no_longer_matches_the_rows_read_is_dropped(fresh
     index.refresh(1)  # nothing changed: still ready
     assert index.ready
     index._length[:] = index._length + 1  # as if rows had been read wrong: the token counts no longer add up
-    (vault_copy / "One more.md").write_text("# One more\n\nA note that changes the full-text index.\n", encoding="utf-8")
+    (vault_copy / "One more.md").write_text(
+        "# One more\n\nA note that changes the full-text index.\n", encoding="utf-8"
+    )
     fresh_cairn.index()
     index.refresh(2)
     assert not index.ready
@@ -118,9 +129,11 @@ def test_a_full_text_index_that_no_longer_matches_the_rows_read_is_dropped(fresh
 
 def test_the_keyword_ranking_is_the_same_from_memory_as_from_fts5(help_cairn):
     query = help_cairn.query
-    questions = [json.loads(line)["question"] for line in
-                 (SHARED / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
-                 if line.strip() and json.loads(line)["vault"] == "obsidian-help"]
+    questions = [
+        json.loads(line)["question"]
+        for line in (SHARED / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip() and json.loads(line)["vault"] == "obsidian-help"
+    ]
     assert not query.terms.ready
     from_fts5 = {q: query.keyword_ranking(q) for q in questions}
     thread = query.start_keyword_index()
@@ -154,8 +167,12 @@ def test_a_dropped_index_is_rebuilt_only_once_the_store_is_quiet(fresh_cairn, va
 
 
 def _chunk_ids(store, path: str) -> list[int]:
-    return [r[0] for r in store.conn.execute(
-        "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id WHERE n.path = ? ORDER BY c.id", (path,))]
+    return [
+        r[0]
+        for r in store.conn.execute(
+            "SELECT c.id FROM chunks c JOIN notes n ON n.id = c.note_id WHERE n.path = ? ORDER BY c.id", (path,)
+        )
+    ]
 
 
 def test_the_store_logs_deleted_chunks_so_a_refresh_reads_them_instead_of_scanning(fresh_cairn, vault_copy):
@@ -167,11 +184,11 @@ def test_the_store_logs_deleted_chunks_so_a_refresh_reads_them_instead_of_scanni
     edited, gone = notes[2], notes[3]
     rel = [p.relative_to(vault_copy).as_posix() for p in (edited, gone)]
     before = {p: _chunk_ids(store, p) for p in rel}
-    seq = store.fts_snapshot(10 ** 9).deletion_seq
+    seq = store.fts_snapshot(10**9).deletion_seq
     edited.write_text(edited.read_text(encoding="utf-8") + "\n\nThe snorkelwump paragraph.\n", encoding="utf-8")
     gone.unlink()
     fresh_cairn.index()
-    snap = store.fts_snapshot(10 ** 9, after_seq=seq)
+    snap = store.fts_snapshot(10**9, after_seq=seq)
     assert snap.live is None  # no scan of FTS5's row ids
     assert sorted(snap.deleted.tolist()) == sorted(before[rel[0]] + before[rel[1]])
     assert snap.deletion_seq == seq + len(snap.deleted)
@@ -180,8 +197,9 @@ def test_the_store_logs_deleted_chunks_so_a_refresh_reads_them_instead_of_scanni
     assert assert_same_as_fts5(index, query_terms(edited.read_text(encoding="utf-8"))[:40] + ["snorkelwump"]) > 10
 
 
-def test_a_note_changed_twice_between_refreshes_and_a_trimmed_log_are_followed_exactly(fresh_cairn, vault_copy,
-                                                                                      monkeypatch):
+def test_a_note_changed_twice_between_refreshes_and_a_trimmed_log_are_followed_exactly(
+    fresh_cairn, vault_copy, monkeypatch
+):
     fresh_cairn.index()
     store = fresh_cairn.store
     index = Bm25Index(store)
@@ -199,7 +217,7 @@ def test_a_note_changed_twice_between_refreshes_and_a_trimmed_log_are_followed_e
     held = index._deletion_seq
     note.write_text(text + "\n\nA brindlewhisk line.\n", encoding="utf-8")
     fresh_cairn.index()
-    snap = store.fts_snapshot(10 ** 9, after_seq=held)
+    snap = store.fts_snapshot(10**9, after_seq=held)
     assert snap.deleted is None and snap.live is not None
     index.refresh(2)
     assert index.ready and len(index.scores("quorvantine")[0]) == 0 and len(index.scores("brindlewhisk")[0]) == 1

@@ -47,8 +47,9 @@ def lines_of(body: str, c: Chunk, body_line: int = 1) -> str:
     return "\n".join(lines[c.line_start - body_line : c.line_end - body_line + 1])
 
 
-def assert_well_formed(body: str, chunks: list[Chunk], count, title: str = "Note", body_line: int = 1,
-                       max_tokens: int = MAX) -> None:
+def assert_well_formed(
+    body: str, chunks: list[Chunk], count, title: str = "Note", body_line: int = 1, max_tokens: int = MAX
+) -> None:
     """Ordinals, token counts, budget, line ranges, coverage of every non-blank line, no heading-only chunk."""
     covered: set[int] = set()
     for n, c in enumerate(chunks):
@@ -73,8 +74,26 @@ def assert_well_formed(body: str, chunks: list[Chunk], count, title: str = "Note
 
 
 def prose(n_sentences: int, seed: str = "alpha") -> str:
-    words = ["sourdough", "starter", "needs", "feeding", "twice", "daily", "with", "rye", "flour", "and", "water",
-             "kept", "near", "the", "oven", "for", "warmth", "overnight"]
+    words = [
+        "sourdough",
+        "starter",
+        "needs",
+        "feeding",
+        "twice",
+        "daily",
+        "with",
+        "rye",
+        "flour",
+        "and",
+        "water",
+        "kept",
+        "near",
+        "the",
+        "oven",
+        "for",
+        "warmth",
+        "overnight",
+    ]
     out = []
     for i in range(n_sentences):
         ws = [words[(i * 7 + j * 3) % len(words)] for j in range(8 + i % 5)]
@@ -132,9 +151,24 @@ def test_invalid_arguments_are_rejected(count):
 
 
 def test_heading_path_pushes_deeper_levels_and_pops_on_same_or_higher(count):
-    body = "\n".join([
-        "# A", "a", "## B", "b", "### C", "c", "## D", "d", "#### E", "e", "# F", "f", "### G", "g",
-    ])
+    body = "\n".join(
+        [
+            "# A",
+            "a",
+            "## B",
+            "b",
+            "### C",
+            "c",
+            "## D",
+            "d",
+            "#### E",
+            "e",
+            "# F",
+            "f",
+            "### G",
+            "g",
+        ]
+    )
     paths = [c.heading_path for c in chunks_of(body, count)]
     assert paths == [("A",), ("A", "B"), ("A", "B", "C"), ("A", "D"), ("A", "D", "E"), ("F",), ("F", "G")]
 
@@ -206,7 +240,7 @@ def test_a_long_table_is_split_by_rows_repeating_the_header(count):
         lines = c.text.split("\n")
         start = 2 if c.ordinal == 0 else 0
         assert lines[start] == "| name | notes |" and lines[start + 1] == "| --- | --- |"
-        assert all(line.startswith("| variety") for line in lines[start + 2:])  # whole rows only
+        assert all(line.startswith("| variety") for line in lines[start + 2 :])  # whole rows only
     seen = [line for c in chunks for line in c.text.split("\n") if line.startswith("| variety")]
     assert seen == rows.split("\n")  # every row once, in order, no overlap for tables
     assert_well_formed(body, chunks, count)

@@ -79,14 +79,22 @@ def cairn_executable() -> str:
 
 def cairn_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
-    env.update({"CAIRN_DATA_DIR": str(home / "data"), "CAIRN_CONFIG_DIR": str(home / "config"),
-                "CAIRN_LOG_DIR": str(home / "log"), "CAIRN_KEYRING": "file", "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "CAIRN_DATA_DIR": str(home / "data"),
+            "CAIRN_CONFIG_DIR": str(home / "config"),
+            "CAIRN_LOG_DIR": str(home / "log"),
+            "CAIRN_KEYRING": "file",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     return env
 
 
 def run_cairn(home: Path, *args: str, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    proc = subprocess.run([cairn_executable(), *args], env=cairn_env(home), cwd=cwd, capture_output=True, text=True,
-                          timeout=TIMEOUT_S)
+    proc = subprocess.run(
+        [cairn_executable(), *args], env=cairn_env(home), cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
     if check and proc.returncode != 0:
         pytest.fail(f"cairn {' '.join(args)} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
@@ -201,11 +209,14 @@ def test_search_finds_every_note_on_the_topic_and_top_k_limits_them(home, vault,
     assert len(out["results"]) == 1
 
 
-@pytest.mark.parametrize("tag, expected", [
-    ("bikes", "Bikes/Touring bike.md"),  # an inline #tag
-    ("house", "Home/Car.md"),  # the note is tagged house/car: nested tags match their parent scope
-    ("house/car", "Home/Car.md"),
-])
+@pytest.mark.parametrize(
+    "tag, expected",
+    [
+        ("bikes", "Bikes/Touring bike.md"),  # an inline #tag
+        ("house", "Home/Car.md"),  # the note is tagged house/car: nested tags match their parent scope
+        ("house/car", "Home/Car.md"),
+    ],
+)
 def test_search_tag_scopes_to_notes_with_that_tag(home, vault, first_index, tag, expected):
     out = run_json(home, "search", "tyre pressure", "--vault", str(vault), "--tag", tag, "--json")
     assert out["results"] and out["results"][0]["filePath"] == expected
@@ -263,8 +274,9 @@ def test_ask_off_topic_question_is_not_found_with_the_fixed_text(home, vault, fi
 
 
 def test_ask_tag_scope_outside_the_answer_is_not_found(home, vault, first_index):
-    out = run_json(home, "ask", "What tyre pressure does the touring bike need?", "--vault", str(vault),
-                   "--tag", "bees", "--json")
+    out = run_json(
+        home, "ask", "What tyre pressure does the touring bike need?", "--vault", str(vault), "--tag", "bees", "--json"
+    )
     assert all(s["filePath"] == "Projects/Beekeeping.md" for s in out["sources"]), out["sources"]
     assert "65 psi" not in out["answer"]
 
@@ -311,9 +323,14 @@ def test_output_into_a_closed_pipe_is_not_an_error(tmp_path):
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        proc = subprocess.run([cairn_executable(), "status", "--vault", str(tmp_path / "empty-vault"), "--json"],
-                              env=cairn_env(tmp_path / "home"), stdout=write_end, stderr=subprocess.PIPE, text=True,
-                              timeout=TIMEOUT_S)
+        proc = subprocess.run(
+            [cairn_executable(), "status", "--vault", str(tmp_path / "empty-vault"), "--json"],
+            env=cairn_env(tmp_path / "home"),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
     finally:
         os.close(write_end)
     assert proc.returncode == 0, proc.stderr
@@ -367,17 +384,21 @@ def test_a_corrupt_index_exits_1_with_an_error_saying_what_to_do(tmp_path, vault
     assert proc.stderr.startswith("Error: ") and str(db) in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("args", [
-    (),
-    ("frobnicate",),
-    ("search",),
-    ("ask", "--json"),
-    ("search", "x", "--top-k", "many"),
-    ("search", "x", "--top-k", "0"),
-    ("search", "x", "--top-k", "51"),
-    ("search", "x", "--no-such-flag"),
-    ("token", "--rotate", "extra"),
-], ids=lambda a: " ".join(a) or "no-command")
+@pytest.mark.parametrize(
+    "args",
+    [
+        (),
+        ("frobnicate",),
+        ("search",),
+        ("ask", "--json"),
+        ("search", "x", "--top-k", "many"),
+        ("search", "x", "--top-k", "0"),
+        ("search", "x", "--top-k", "51"),
+        ("search", "x", "--no-such-flag"),
+        ("token", "--rotate", "extra"),
+    ],
+    ids=lambda a: " ".join(a) or "no-command",
+)
 def test_bad_usage_exits_2_with_usage_on_stderr(tmp_path, args):
     proc = run_cairn(tmp_path / "home", *args, check=False)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
@@ -458,8 +479,13 @@ def _serve_and_wait(home: Path, vault: Path) -> tuple[subprocess.Popen, str]:
 
     home.mkdir(parents=True, exist_ok=True)
     err = open(home / "serve.stderr", "wb")
-    proc = subprocess.Popen([cairn_executable(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
-                            env=cairn_env(home), stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [cairn_executable(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
+        env=cairn_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        stdin=subprocess.DEVNULL,
+    )
     err.close()
     end = time.monotonic() + TIMEOUT_S
     while time.monotonic() < end:

@@ -19,16 +19,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlsplit
 
 import pytest
+from tests.conftest import HELP_VAULT, make_config
 
 from cairn.app import Cairn
 from cairn.store import Store
-from tests.conftest import HELP_VAULT, make_config
 
 KILL_CYCLES = int(os.environ.get("CAIRN_KILL_CYCLES", "20"))
 START_DEADLINE_S = 180  # a start takes ~3 s quiet; > 60 s was seen with the 2 cores shared (load average 16)
@@ -45,15 +45,27 @@ def cairn_exe() -> str:
 
 def env_for(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
-    env.update({"CAIRN_DATA_DIR": str(home / "data"), "CAIRN_CONFIG_DIR": str(home / "config"),
-                "CAIRN_LOG_DIR": str(home / "log"), "CAIRN_KEYRING": "file", "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "CAIRN_DATA_DIR": str(home / "data"),
+            "CAIRN_CONFIG_DIR": str(home / "config"),
+            "CAIRN_LOG_DIR": str(home / "log"),
+            "CAIRN_KEYRING": "file",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     return env
 
 
 def spawn(home: Path, vault: Path, log_name: str = "serve.stderr") -> subprocess.Popen:
     with open(home / log_name, "ab") as err:
-        return subprocess.Popen([cairn_exe(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
-                                env=env_for(home), stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+        return subprocess.Popen(
+            [cairn_exe(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
+            env=env_for(home),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def wait_serving(home: Path, proc: subprocess.Popen, deadline_s: float = START_DEADLINE_S) -> str:
@@ -91,8 +103,9 @@ def get_json(url: str, path: str, token: str) -> dict:
 
 
 def token_for(home: Path) -> str:
-    return subprocess.run([cairn_exe(), "token"], env=env_for(home), capture_output=True, text=True, timeout=60,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        [cairn_exe(), "token"], env=env_for(home), capture_output=True, text=True, timeout=60, check=True
+    ).stdout.strip()
 
 
 @contextmanager
@@ -164,11 +177,15 @@ def mutate(vault: Path, rng: random.Random, cycle: int) -> None:
     for p in rng.sample(notes, min(8, len(notes))):
         text = p.read_text(encoding="utf-8").split("\n\nEdit ")[0]
         for k in range(40):  # enough new text that embedding it takes a second or more
-            text += (f"\n\nEdit {cycle}.{k}: the {rng.choice(['amber', 'cobalt', 'saffron'])} settings "
-                     f"now include option {rng.randrange(10**6)} for {rng.choice(['tabs', 'panes', 'themes'])}.\n")
+            text += (
+                f"\n\nEdit {cycle}.{k}: the {rng.choice(['amber', 'cobalt', 'saffron'])} settings "
+                f"now include option {rng.randrange(10**6)} for {rng.choice(['tabs', 'panes', 'themes'])}.\n"
+            )
         p.write_text(text, encoding="utf-8")
-    (vault / f"Cycle {cycle}.md").write_text(f"# Cycle {cycle}\n\nNotes written in cycle {cycle} about "
-                                             f"{rng.choice(['tabs', 'panes', 'hotkeys'])}.\n", encoding="utf-8")
+    (vault / f"Cycle {cycle}.md").write_text(
+        f"# Cycle {cycle}\n\nNotes written in cycle {cycle} about {rng.choice(['tabs', 'panes', 'hotkeys'])}.\n",
+        encoding="utf-8",
+    )
     victim = rng.choice(notes)
     if rng.random() < 0.5:
         victim.rename(victim.with_name(f"Renamed {cycle} {victim.name}"))
@@ -257,15 +274,21 @@ def test_a_second_instance_is_refused_and_changes_made_while_stopped_are_picked_
     with serving(home, small_vault) as (proc, url):
         token = token_for(home)
         wait_indexed(url, token, proc)
-        second = subprocess.run([cairn_exe(), "serve", "--vault", str(small_vault), "--port", "0", "--no-tray"],
-                                env=env_for(home), capture_output=True, text=True, timeout=60)
+        second = subprocess.run(
+            [cairn_exe(), "serve", "--vault", str(small_vault), "--port", "0", "--no-tray"],
+            env=env_for(home),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert second.returncode == 1
         assert f"pid {proc.pid}" in second.stderr and "already serving" in second.stderr, second.stderr
         assert get_json(url, "/health", token)["status"] == "ok"  # the first is untouched
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
-    (small_vault / "Offline.md").write_text("Written while the daemon was stopped: the lighthouse keeper's log.\n",
-                                            encoding="utf-8")
+    (small_vault / "Offline.md").write_text(
+        "Written while the daemon was stopped: the lighthouse keeper's log.\n", encoding="utf-8"
+    )
     (small_vault / "User interface" / "Ribbon.md").unlink()
     with serving(home, small_vault) as (proc, url):
         stats = wait_indexed(url, token, proc)
@@ -275,8 +298,9 @@ def test_a_second_instance_is_refused_and_changes_made_while_stopped_are_picked_
         # Pause over HTTP: nothing followed; resume: a reconcile picks up what changed meanwhile.
         assert post_json(url, "/index/pause", token) == {"paused": True, "watching": False}
         assert get_json(url, "/index/stats", token)["paused"] is True
-        (small_vault / "While paused.md").write_text("The ferryman's timetable, written while paused.\n",
-                                                     encoding="utf-8")
+        (small_vault / "While paused.md").write_text(
+            "The ferryman's timetable, written while paused.\n", encoding="utf-8"
+        )
         assert post_json(url, "/index/resume", token) == {"paused": False, "watching": True}
         end = time.monotonic() + INDEX_DEADLINE_S
         while "While paused.md" not in {r["filePath"] for r in search(url, token, "ferryman timetable")}:
@@ -290,4 +314,5 @@ def post_json(url: str, path: str, token: str) -> dict:
 
 def search(url: str, token: str, q: str) -> list[dict]:
     from urllib.parse import urlencode
+
     return get_json(url, "/search?" + urlencode({"q": q}), token)["results"]

@@ -15,9 +15,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import pytest
@@ -30,10 +31,10 @@ POLL_S = 0.1
 
 NOTES = {
     "Projects/Beekeeping.md": "---\ntags: [bees]\n---\n# Beekeeping\n\n## Hive inspection\n\n"
-                              "I inspect the hives every nine days in summer, looking for queen cells.\n\n"
-                              "## Honey harvest\n\nEach super yields about 11 kg of honey in late July.\n",
+    "I inspect the hives every nine days in summer, looking for queen cells.\n\n"
+    "## Honey harvest\n\nEach super yields about 11 kg of honey in late July.\n",
     "Home/Boiler.md": "---\ntags: [house]\n---\n# Boiler\n\n"
-                      "The boiler pressure should sit at 1.3 bar when the system is cold.\n",
+    "The boiler pressure should sit at 1.3 bar when the system is cold.\n",
     "Bikes/Touring bike.md": "# Touring bike\n\n#bikes\n\nTyre pressure for the touring bike: 65 psi front, 75 psi rear.\n",
 }
 
@@ -63,8 +64,15 @@ class Daemon:
     def stdout(self) -> str:
         return (self.home / "serve.stdout").read_text(encoding="utf-8", errors="replace")
 
-    def request(self, method: str, path: str, *, body: Any = None, token: str | None = None,
-                headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, dict[str, str], bytes]:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
         try:
             hdrs = dict(headers or {})
@@ -96,9 +104,9 @@ def parse_sse(raw: bytes) -> list[tuple[str, Any]]:
         name, data = "message", []
         for line in frame.split("\n"):
             if line.startswith("event:"):
-                name = line[len("event:"):].strip()
+                name = line[len("event:") :].strip()
             elif line.startswith("data:"):
-                data.append(line[len("data:"):].strip())
+                data.append(line[len("data:") :].strip())
         events.append((name, json.loads("\n".join(data)) if data else None))
     return events
 
@@ -111,11 +119,15 @@ def wait_for(what: str, check, deadline_s: float, proc: subprocess.Popen, stderr
         if value:
             return value
         if proc.poll() is not None:
-            pytest.fail(f"cairn serve exited with {proc.returncode} while waiting for {what}:\n"
-                        + stderr_file.read_text(errors="replace")[-4000:])
+            pytest.fail(
+                f"cairn serve exited with {proc.returncode} while waiting for {what}:\n"
+                + stderr_file.read_text(errors="replace")[-4000:]
+            )
         if time.monotonic() > end:
-            pytest.fail(f"timed out after {deadline_s} s waiting for {what}:\n"
-                        + stderr_file.read_text(errors="replace")[-4000:])
+            pytest.fail(
+                f"timed out after {deadline_s} s waiting for {what}:\n"
+                + stderr_file.read_text(errors="replace")[-4000:]
+            )
         time.sleep(POLL_S)
 
 
@@ -130,14 +142,27 @@ def write_vault(root: Path, notes: dict[str, str]) -> Path:
 def running_daemon(home: Path, vault: Path) -> Iterator[Daemon]:
     """``cairn serve --vault VAULT --port 0 --no-tray`` until the block ends; killed if still running then."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
-    env.update({"CAIRN_DATA_DIR": str(home / "data"), "CAIRN_CONFIG_DIR": str(home / "config"),
-                "CAIRN_LOG_DIR": str(home / "log"), "CAIRN_KEYRING": "file", "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "CAIRN_DATA_DIR": str(home / "data"),
+            "CAIRN_CONFIG_DIR": str(home / "config"),
+            "CAIRN_LOG_DIR": str(home / "log"),
+            "CAIRN_KEYRING": "file",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     service_file = home / "data" / "service.json"
     stderr_file = home / "serve.stderr"
     with open(home / "serve.stdout", "wb") as out, open(stderr_file, "wb") as err:
-        proc = subprocess.Popen([cairn_executable(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
-                                env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [cairn_executable(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
+            env=env,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
     try:
+
         def service():
             try:
                 info = json.loads(service_file.read_text(encoding="utf-8"))
@@ -146,8 +171,9 @@ def running_daemon(home: Path, vault: Path) -> Iterator[Daemon]:
             return info if info.get("pid") == proc.pid and info.get("url") else None
 
         info = wait_for("service.json", service, START_DEADLINE_S, proc, stderr_file)
-        token = subprocess.run([cairn_executable(), "token"], env=env, capture_output=True, text=True,
-                               timeout=60, check=True).stdout.strip()
+        token = subprocess.run(
+            [cairn_executable(), "token"], env=env, capture_output=True, text=True, timeout=60, check=True
+        ).stdout.strip()
         yield Daemon(proc, home, env, vault, info["url"], token)
     finally:
         if proc.poll() is None:
@@ -161,8 +187,10 @@ def stop(daemon: Daemon, sig: int) -> int:
     try:
         return daemon.proc.wait(timeout=STOP_DEADLINE_S)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"cairn serve did not stop within {STOP_DEADLINE_S} s of {signal.Signals(sig).name}:\n"
-                    f"{daemon.stderr()[-4000:]}")
+        pytest.fail(
+            f"cairn serve did not stop within {STOP_DEADLINE_S} s of {signal.Signals(sig).name}:\n"
+            f"{daemon.stderr()[-4000:]}"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +203,7 @@ def daemon(tmp_path_factory):
 @pytest.fixture(scope="module")
 def indexed(daemon):
     """The daemon once its first index is complete (keyword rows and vectors)."""
+
     def done():
         status, stats = daemon.get_json("/index/stats", token=daemon.token)
         assert status == 200, stats
@@ -204,8 +233,9 @@ def test_health_answers_without_a_token(daemon):
 
 @pytest.mark.parametrize("token", [None, "wrong-token-" + "x" * 32])
 def test_ask_without_the_right_token_is_401_with_the_json_error_shape(daemon, token):
-    status, headers, raw = daemon.request("POST", "/ask", body={"question": "How often do I inspect the hives?"},
-                                          token=token)
+    status, headers, raw = daemon.request(
+        "POST", "/ask", body={"question": "How often do I inspect the hives?"}, token=token
+    )
     assert status == 401
     assert headers["content-type"].startswith("application/json")
     body = json.loads(raw)
@@ -313,8 +343,13 @@ def test_search_bad_input_is_400_with_the_json_error_shape(daemon, indexed):
 
 
 def test_cairn_status_sees_the_running_daemon(daemon, indexed):
-    proc = subprocess.run([cairn_executable(), "status", "--vault", str(daemon.vault), "--json"], env=daemon.env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [cairn_executable(), "status", "--vault", str(daemon.vault), "--json"],
+        env=daemon.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["daemon"] == {"running": True, "url": daemon.url, "pid": daemon.proc.pid}
@@ -335,9 +370,13 @@ def test_sigint_stops_the_daemon_cleanly(daemon, indexed):
 
 def test_sigterm_while_indexing_stops_within_the_deadline(tmp_path):
     """Shutdown does not wait for a long first index: indexing stops between notes / batches."""
-    notes = {f"Bulk/Note {i:03d}.md": f"# Note {i}\n\n" + "\n\n".join(
-        f"## Part {j}\n\n" + " ".join(f"word{(i * 7 + j * 13 + k) % 997}" for k in range(150)) for j in range(3))
-        for i in range(300)}
+    notes = {
+        f"Bulk/Note {i:03d}.md": f"# Note {i}\n\n"
+        + "\n\n".join(
+            f"## Part {j}\n\n" + " ".join(f"word{(i * 7 + j * 13 + k) % 997}" for k in range(150)) for j in range(3)
+        )
+        for i in range(300)
+    }
     with running_daemon(tmp_path, write_vault(tmp_path / "vault", notes)) as daemon:
         _, stats = daemon.get_json("/index/stats", token=daemon.token)
         assert stats["indexing"] is True, stats  # else this test would not test a stop during indexing

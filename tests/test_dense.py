@@ -12,13 +12,15 @@ from cairn.dense import DenseIndex, quantize_query, quantize_rows
 from cairn.embedder import DIM, Int8Dot
 from cairn.errors import ModelError
 from cairn.query import QueryService
-
 from conftest import SHARED
 
 
 def _dev_questions(vault: str) -> list[str]:
-    rows = [json.loads(line) for line in (SHARED / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
-            if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (SHARED / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
     return [r["question"] for r in rows if r["vault"] == vault]
 
 
@@ -33,7 +35,7 @@ def _reference(snap, qvec, weight):
     unit = np.full(len(cos), -1.0, dtype=np.float32)
     for g, row in enumerate(snap.group_rows):
         end = snap.group_starts[g + 1] if g + 1 < len(snap.group_starts) else len(snap.unit_order)
-        unit[row] = per_unit[snap.unit_order[snap.group_starts[g]:end]].max()
+        unit[row] = per_unit[snap.unit_order[snap.group_starts[g] : end]].max()
     return cos, unit, np.maximum(cos, np.float32(weight) * unit)
 
 
@@ -92,8 +94,9 @@ def test_the_top_chunks_are_exactly_those_of_scoring_every_vector(help_cairn):
 def test_the_float32_path_ranks_the_same_chunks(help_cairn):
     query = help_cairn.query
     snap = query._vectors()
-    plain = DenseIndex(snap.chunks, snap.units, snap.dense.unit_order, snap.dense.unit_start, snap.dense.unit_end,
-                       dot_factory=_no_int8)
+    plain = DenseIndex(
+        snap.chunks, snap.units, snap.dense.unit_order, snap.dense.unit_start, snap.dense.unit_end, dot_factory=_no_int8
+    )
     assert plain.exact_only
     for question in _dev_questions("obsidian-help")[:10]:
         qvec = query.embedder.embed_query(question)
@@ -109,6 +112,7 @@ def test_search_results_are_the_same_with_and_without_the_int8_pass(help_cairn, 
     questions = _dev_questions("obsidian-help")
     fast = QueryService(store, embedder)
     assert not fast._vectors().dense.exact_only
+
     def results(service, q):
         return [(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(q, top_k=8).hits]
 

@@ -61,7 +61,8 @@ def test_default_variant_matches_sentence_transformers_on_every_fixture_sentence
     cos = _cosines(embedder, reference)
     worst = int(np.argmin(cos))
     assert cos.min() >= PARITY_MIN, (
-        f"{embedder.model_id}: cosine {cos[worst]:.4f} < {PARITY_MIN} for {reference['sentences'][worst]!r}")
+        f"{embedder.model_id}: cosine {cos[worst]:.4f} < {PARITY_MIN} for {reference['sentences'][worst]!r}"
+    )
 
 
 def test_int8_variant_stays_close_to_sentence_transformers(int8_embedder, reference):
@@ -121,9 +122,13 @@ def test_embed_of_nothing_is_an_empty_0_by_384_array(embedder):
 
 
 def test_similar_texts_score_higher_than_unrelated_ones(embedder):
-    a, b, c = embedder.embed(["How do I create a link to another note?",
-                              "Linking notes: type [[ to insert an internal link.",
-                              "The recipe needs two eggs and a cup of flour."])
+    a, b, c = embedder.embed(
+        [
+            "How do I create a link to another note?",
+            "Linking notes: type [[ to insert an internal link.",
+            "The recipe needs two eggs and a cup of flour.",
+        ]
+    )
     assert float(a @ b) > float(a @ c) + 0.2
 
 

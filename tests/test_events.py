@@ -14,7 +14,6 @@ import aiohttp
 
 from cairn.http_api import create_app, serve
 from cairn.watcher import VaultWatcher
-
 from test_http_api import AUTH, TOKEN, run
 
 DEADLINE_S = 45.0
@@ -28,10 +27,10 @@ async def next_event(stream: aiohttp.ClientResponse, deadline: float) -> tuple[s
         assert left > 0, "the expected events did not arrive in time"
         line = (await asyncio.wait_for(stream.content.readline(), left)).decode("utf-8").rstrip("\n")
         if line.startswith("event: "):
-            name = line[len("event: "):]
+            name = line[len("event: ") :]
         elif line.startswith("data: "):
             assert name is not None, f"data without an event name: {line!r}"
-            return name, json.loads(line[len("data: "):])
+            return name, json.loads(line[len("data: ") :])
 
 
 def test_a_deleted_and_a_renamed_note_stream_removed_events_and_an_edited_one_does_not(fresh_cairn):
@@ -46,8 +45,16 @@ def test_a_deleted_and_a_renamed_note_stream_removed_events_and_an_edited_one_do
     async def scenario():
         watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=cairn.config.ignore)
         cairn.watcher = watcher
-        app = create_app(config=cairn.config, query=cairn.query, token=TOKEN, stats=cairn.stats, health=cairn.health,
-                         library=cairn.library, reindex=cairn.request_reindex, events=cairn.events)
+        app = create_app(
+            config=cairn.config,
+            query=cairn.query,
+            token=TOKEN,
+            stats=cairn.stats,
+            health=cairn.health,
+            library=cairn.library,
+            reindex=cairn.request_reindex,
+            events=cairn.events,
+        )
         await watcher.start()
         server = await serve(app, "127.0.0.1", 0)
         try:

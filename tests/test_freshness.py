@@ -3,14 +3,16 @@ and a real SQLite file. The figures (keyword/dense freshness p95 under load) are
 
 from __future__ import annotations
 
+from tests.conftest import make_config
+
 import cairn.app as app_module
 from cairn.app import Cairn
 from cairn.watcher import VaultWatcher
-from tests.conftest import make_config
 
 
 def test_a_change_waiting_during_a_long_vector_phase_is_applied_before_the_rest_of_those_vectors(
-        tmp_path, embedder, monkeypatch):
+    tmp_path, embedder, monkeypatch
+):
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "Home.md").write_text("# Home\n\nStart here.\n", encoding="utf-8")
@@ -20,8 +22,11 @@ def test_a_change_waiting_during_a_long_vector_phase_is_applied_before_the_rest_
         watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=())
         cairn.watcher = watcher  # not started: the test hands hints over itself
         monkeypatch.setattr(app_module, "WATCH_EMBED_BATCH", 4)
-        paragraphs = [f"## Part {i}\n\n" + " ".join(f"Field note {i}.{j} records stone number {i * 10 + j} of the "
-                                                    f"cairn." for j in range(8)) for i in range(24)]
+        paragraphs = [
+            f"## Part {i}\n\n"
+            + " ".join(f"Field note {i}.{j} records stone number {i * 10 + j} of the cairn." for j in range(8))
+            for i in range(24)
+        ]
         (vault / "Big.md").write_text("# Big\n\n" + "\n\n".join(paragraphs) + "\n", encoding="utf-8")
 
         slices = []

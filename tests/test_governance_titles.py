@@ -10,27 +10,39 @@ import pytest
 
 from cairn.policy import WITHHELD_LINK, LinkRedactor
 
-REDACTOR = LinkRedactor([("People/Dr Smith psychiatrist.md", ["The Shrink"]), ("HIV diagnosis 2026.md", []),
-                         ("Journal/Straße.md", ())])
+REDACTOR = LinkRedactor(
+    [("People/Dr Smith psychiatrist.md", ["The Shrink"]), ("HIV diagnosis 2026.md", []), ("Journal/Straße.md", ())]
+)
 W = WITHHELD_LINK
 
 
-@pytest.mark.parametrize("symbol, masked", [
-    ("Weekly log › Meeting with Dr Smith psychiatrist", f"Weekly log › Meeting with {W}"),
-    ("Log › dr smith  PSYCHIATRIST › After", f"Log › {W} › After"),                 # any case, any spacing
-    ("Plan › see People/Dr Smith psychiatrist.md", f"Plan › see {W}"),              # a path, with .md
-    ("Plan › HIV diagnosis 2026 > Viral load", f"Plan › {W}"),                     # [[Note#Heading]]
-    ("Ask the shrink › Later", f"Ask {W} › Later"),                                 # an alias
-    ("Walk down › straße", f"Walk down › {W}"),
-    ("Meeting [[Dr Smith psychiatrist|x]]", f"Meeting {W}"),                       # link syntax left over
-])
+@pytest.mark.parametrize(
+    "symbol, masked",
+    [
+        ("Weekly log › Meeting with Dr Smith psychiatrist", f"Weekly log › Meeting with {W}"),
+        ("Log › dr smith  PSYCHIATRIST › After", f"Log › {W} › After"),  # any case, any spacing
+        ("Plan › see People/Dr Smith psychiatrist.md", f"Plan › see {W}"),  # a path, with .md
+        ("Plan › HIV diagnosis 2026 > Viral load", f"Plan › {W}"),  # [[Note#Heading]]
+        ("Ask the shrink › Later", f"Ask {W} › Later"),  # an alias
+        ("Walk down › straße", f"Walk down › {W}"),
+        ("Meeting [[Dr Smith psychiatrist|x]]", f"Meeting {W}"),  # link syntax left over
+    ],
+)
 def test_a_withheld_notes_name_in_a_heading_path_is_masked_as_a_whole_phrase(symbol, masked):
     assert REDACTOR.redact_symbol(symbol) == masked
 
 
-@pytest.mark.parametrize("symbol", [
-    "Dr Smith psychiatrists", "Smith › psychiatrist", "HIV diagnosis 20261", "Weekly plan", "", "page 3",
-])
+@pytest.mark.parametrize(
+    "symbol",
+    [
+        "Dr Smith psychiatrists",
+        "Smith › psychiatrist",
+        "HIV diagnosis 20261",
+        "Weekly plan",
+        "",
+        "page 3",
+    ],
+)
 def test_words_that_only_resemble_a_withheld_name_are_kept(symbol):
     assert REDACTOR.redact_symbol(symbol) == symbol
 

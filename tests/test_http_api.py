@@ -17,10 +17,11 @@ import logging
 import os
 import shutil
 import threading
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 import aiohttp
 import pytest
@@ -74,11 +75,25 @@ class RecordingQuery(EmptyQuery):
         self.calls: list[tuple[str, str, dict[str, Any], str]] = []
 
     def search(self, q, *, top_k, tags, folders):
-        self.calls.append(("search", q, {"top_k": top_k, "tags": tuple(tags), "folders": tuple(folders)}, threading.current_thread().name))
+        self.calls.append(
+            (
+                "search",
+                q,
+                {"top_k": top_k, "tags": tuple(tags), "folders": tuple(folders)},
+                threading.current_thread().name,
+            )
+        )
         return super().search(q, top_k=top_k, tags=tags, folders=folders)
 
     def ask(self, question, *, top_k, tags, folders):
-        self.calls.append(("ask", question, {"top_k": top_k, "tags": tuple(tags), "folders": tuple(folders)}, threading.current_thread().name))
+        self.calls.append(
+            (
+                "ask",
+                question,
+                {"top_k": top_k, "tags": tuple(tags), "folders": tuple(folders)},
+                threading.current_thread().name,
+            )
+        )
         return super().ask(question, top_k=top_k, tags=tags, folders=folders)
 
 
@@ -101,7 +116,16 @@ class GatedQuery:
 
 
 HEALTH = {"status": "ok", "store": "ok", "embedder": "ok", "llm": {"configured": False, "reachable": False}}
-STATS = {"notes": 0, "chunks": 0, "vectors": 0, "pending": 0, "lastIngestedAt": None, "watching": False, "paused": False, "errors": []}
+STATS = {
+    "notes": 0,
+    "chunks": 0,
+    "vectors": 0,
+    "pending": 0,
+    "lastIngestedAt": None,
+    "watching": False,
+    "paused": False,
+    "errors": [],
+}
 
 
 @dataclass
@@ -158,10 +182,10 @@ async def read_events(response: aiohttp.ClientResponse) -> list[tuple[str, Any]]
             name = data = None
         elif line.startswith("event: "):
             assert name is None
-            name = line[len("event: "):]
+            name = line[len("event: ") :]
         elif line.startswith("data: "):
             assert data is None, "data must fit on one line"
-            data = line[len("data: "):]
+            data = line[len("data: ") :]
         else:
             raise AssertionError(f"unexpected SSE line {line!r}")
     assert name is None and data is None, "stream ended mid-event"
@@ -205,7 +229,14 @@ def test_every_route_but_health_needs_the_bearer_token():
 def test_a_wrong_token_or_scheme_is_401():
     async def scenario():
         async with running(EmptyQuery()) as client:
-            for header in [f"Bearer {TOKEN}x", f"Bearer {TOKEN[:-1]}", "Bearer ", f"Basic {TOKEN}", TOKEN, "Bearer ünïcode"]:
+            for header in [
+                f"Bearer {TOKEN}x",
+                f"Bearer {TOKEN[:-1]}",
+                "Bearer ",
+                f"Basic {TOKEN}",
+                TOKEN,
+                "Bearer ünïcode",
+            ]:
                 async with client.get("/index/stats", headers={"Authorization": header}) as resp:
                     assert resp.status == 401, header
                     assert_error(await resp.json(), "unauthorized")
@@ -265,7 +296,12 @@ def test_the_token_never_reaches_the_logs(caplog):
 def test_a_foreign_host_header_is_421_on_every_route():
     async def scenario():
         async with running(EmptyQuery()) as client:
-            for host in ["evil.com", f"evil.com:{client.port}", f"127.0.0.1.evil.com:{client.port}", f"127.0.0.1:{client.port + 1 if client.port < 65535 else 1}"]:
+            for host in [
+                "evil.com",
+                f"evil.com:{client.port}",
+                f"127.0.0.1.evil.com:{client.port}",
+                f"127.0.0.1:{client.port + 1 if client.port < 65535 else 1}",
+            ]:
                 for path in ["/health", "/index/stats"]:
                     async with client.get(path, headers={**AUTH, "Host": host}) as resp:
                         assert resp.status == 421, (host, path)
@@ -277,7 +313,13 @@ def test_a_foreign_host_header_is_421_on_every_route():
 def test_loopback_host_names_are_accepted():
     async def scenario():
         async with running(EmptyQuery()) as client:
-            for host in [f"127.0.0.1:{client.port}", f"localhost:{client.port}", f"[::1]:{client.port}", "localhost", "LOCALHOST"]:
+            for host in [
+                f"127.0.0.1:{client.port}",
+                f"localhost:{client.port}",
+                f"[::1]:{client.port}",
+                "localhost",
+                "LOCALHOST",
+            ]:
                 async with client.get("/index/stats", headers={**AUTH, "Host": host}) as resp:
                     assert resp.status == 200, host
 
@@ -419,8 +461,16 @@ def test_a_body_that_is_not_json_is_400():
 
 @pytest.mark.parametrize(
     "path",
-    ["/search", "/search?q=", "/search?q=x&topK=0", "/search?q=x&topK=51", "/search?q=x&topK=abc",
-     "/search?q=x&top_k=5", "/search?q=x&q=y", "/search?q=x&tag="],
+    [
+        "/search",
+        "/search?q=",
+        "/search?q=x&topK=0",
+        "/search?q=x&topK=51",
+        "/search?q=x&topK=abc",
+        "/search?q=x&top_k=5",
+        "/search?q=x&q=y",
+        "/search?q=x&tag=",
+    ],
 )
 def test_invalid_search_parameters_are_400(path):
     async def scenario():
@@ -444,7 +494,9 @@ def test_a_body_over_64_kib_is_413():
                 for _ in range(5):
                     yield b"p" * (MAX_BODY_BYTES // 4)
 
-            async with client.post("/ask", data=chunked(), headers={**AUTH, "Content-Type": "application/json"}) as resp:
+            async with client.post(
+                "/ask", data=chunked(), headers={**AUTH, "Content-Type": "application/json"}
+            ) as resp:
                 assert resp.status == 413
                 assert_error(await resp.json(), "payload_too_large")
 
@@ -500,7 +552,14 @@ def test_search_passes_validated_arguments_and_runs_off_the_event_loop():
         query = RecordingQuery()
         async with running(query) as client:
             async with client.get(
-                "/search", params=[("q", "garden plan"), ("topK", "5"), ("tag", "project"), ("tag", "area/home"), ("folder", "Notes")],
+                "/search",
+                params=[
+                    ("q", "garden plan"),
+                    ("topK", "5"),
+                    ("tag", "project"),
+                    ("tag", "area/home"),
+                    ("folder", "Notes"),
+                ],
                 headers=AUTH,
             ) as resp:
                 assert resp.status == 200
@@ -510,7 +569,11 @@ def test_search_passes_validated_arguments_and_runs_off_the_event_loop():
         return query.calls, threading.current_thread().name
 
     calls, loop_thread = run(scenario())
-    assert calls[0][:3] == ("search", "garden plan", {"top_k": 5, "tags": ("project", "area/home"), "folders": ("Notes",)})
+    assert calls[0][:3] == (
+        "search",
+        "garden plan",
+        {"top_k": 5, "tags": ("project", "area/home"), "folders": ("Notes",)},
+    )
     assert calls[1][:3] == ("ask", "why?", {"top_k": Config().top_k, "tags": ("x",), "folders": ()})
     assert all(thread != loop_thread for *_, thread in calls)
 
@@ -614,7 +677,10 @@ def test_ask_streams_tokens_then_sources_then_done_from_the_real_service(request
     if len(expected.text.split()) > 1:
         assert len(tokens) > 1  # incremental, not one blob
     assert events[-2][1] == [s.to_json() for s in expected.sources]
-    assert {k: events[-1][1][k] for k in ("grounded", "notFound")} == {"grounded": expected.grounded, "notFound": expected.not_found}
+    assert {k: events[-1][1][k] for k in ("grounded", "notFound")} == {
+        "grounded": expected.grounded,
+        "notFound": expected.not_found,
+    }
     assert events[-1][1]["elapsedMs"] >= 0
 
 
@@ -732,10 +798,23 @@ def test_curl_n_streams_the_ask_events(request):
     async def scenario():
         async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:
             proc = await asyncio.create_subprocess_exec(
-                "curl", "-N", "-sS", "--fail-with-body", "--noproxy", "*", "--max-time", "30",
-                "-H", f"Authorization: Bearer {TOKEN}", "-H", "Content-Type: application/json",
-                "-d", json.dumps({"question": SAMPLE_QUESTION}), client.url + "/ask",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                "curl",
+                "-N",
+                "-sS",
+                "--fail-with-body",
+                "--noproxy",
+                "*",
+                "--max-time",
+                "30",
+                "-H",
+                f"Authorization: Bearer {TOKEN}",
+                "-H",
+                "Content-Type: application/json",
+                "-d",
+                json.dumps({"question": SAMPLE_QUESTION}),
+                client.url + "/ask",
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
                 env={k: v for k, v in os.environ.items() if "proxy" not in k.lower()},
             )
             out, err = await proc.communicate()

@@ -22,7 +22,6 @@ from aiohttp import web
 from cairn.http_api import _PUMP_BACKLOG, split_pieces
 from cairn.llm import OpenAIChatModel
 from cairn.query import Answer
-
 from test_answer_llm import QUESTION, Stub, daemon, llm_config, stub_server, text_of
 from test_http_api import AUTH, EmptyQuery, assert_stream_order, read_events, run, running
 
@@ -87,9 +86,9 @@ async def next_frame(resp: aiohttp.ClientResponse) -> tuple[str, object] | str:
         if line.startswith(": "):
             return line[2:]
         if line.startswith("event: "):
-            name = line[len("event: "):]
+            name = line[len("event: ") :]
         elif line.startswith("data: "):
-            data = json.loads(line[len("data: "):])
+            data = json.loads(line[len("data: ") :])
         elif line == "" and name is not None:
             return name, data
 

@@ -17,7 +17,6 @@ import pytest
 
 from cairn.errors import BadRequest
 from cairn.http_api import create_app, serve
-
 from test_cli import TIMEOUT_S, cairn_env, cairn_executable
 from test_http_api import AUTH, TOKEN, assert_error, read_events, run
 
@@ -28,33 +27,49 @@ async def _post(url: str, path: str, raw: str) -> tuple[int, str, dict | None]:
     async with aiohttp.ClientSession() as session:
         async with session.post(url + path, data=raw.encode("utf-8"), headers=JSON) as resp:
             text = await resp.text()
-            return resp.status, resp.content_type, (json.loads(text) if resp.content_type == "application/json" else None)
+            return (
+                resp.status,
+                resp.content_type,
+                (json.loads(text) if resp.content_type == "application/json" else None),
+            )
 
 
 def _app(cairn):
-    return create_app(config=cairn.config, query=cairn.query, token=TOKEN, stats=cairn.stats, health=cairn.health,
-                      library=cairn.library, reindex=lambda path: {"queued": True, "path": path},
-                      events=cairn.events)
+    return create_app(
+        config=cairn.config,
+        query=cairn.query,
+        token=TOKEN,
+        stats=cairn.stats,
+        health=cairn.health,
+        library=cairn.library,
+        reindex=lambda path: {"queued": True, "path": path},
+        events=cairn.events,
+    )
 
 
 def post_to_daemon(cairn, path: str, raw: str) -> tuple[int, str, dict | None]:
     """POST ``raw`` (JSON text, sent as is) to ``path`` of a real daemon over ``cairn``: (status, type, body)."""
+
     async def scenario():
         server = await serve(_app(cairn), "127.0.0.1", 0)
         try:
             return await _post(server.url, path, raw)
         finally:
             await server.close()
+
     return run(scenario())
 
 
-@pytest.mark.parametrize("raw", [
-    '{"question": "garlic \\ud800"}',                  # a lone high surrogate in the question
-    '{"question": "garlic \\udce9"}',                  # a lone low surrogate
-    '{"question": "garlic", "tags": ["a\\ud800"]}',     # ... in a scope
-    '{"question": "garlic", "folders": ["\\udfff"]}',
-    '{"question": "garlic", "\\ud800": 1}',            # ... in a key
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"question": "garlic \\ud800"}',  # a lone high surrogate in the question
+        '{"question": "garlic \\udce9"}',  # a lone low surrogate
+        '{"question": "garlic", "tags": ["a\\ud800"]}',  # ... in a scope
+        '{"question": "garlic", "folders": ["\\udfff"]}',
+        '{"question": "garlic", "\\ud800": 1}',  # ... in a key
+    ],
+)
 def test_a_lone_surrogate_in_an_ask_body_is_400_with_the_one_error_shape(sample_cairn, raw):
     status, ctype, body = post_to_daemon(sample_cairn, "/ask", raw)
     assert (status, ctype) == (400, "application/json")
@@ -76,13 +91,16 @@ def test_a_deeply_nested_json_body_is_400_not_a_500(sample_cairn, depth):
     assert_error(body, "bad_request")
 
 
-@pytest.mark.parametrize("call", [
-    lambda q: q.search("garlic \ud800"),
-    lambda q: q.ask("garlic \ud800"),
-    lambda q: q.search("garlic", tags=["\ud800"]),
-    lambda q: q.search("garlic", folders=["Garden\udce9"]),
-    lambda q: q.retrieve("caf\udce9"),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda q: q.search("garlic \ud800"),
+        lambda q: q.ask("garlic \ud800"),
+        lambda q: q.search("garlic", tags=["\ud800"]),
+        lambda q: q.search("garlic", folders=["Garden\udce9"]),
+        lambda q: q.retrieve("caf\udce9"),
+    ],
+)
 def test_the_query_service_refuses_surrogates_with_bad_request(sample_cairn, call):
     """The one check every adapter (HTTP, MCP tools, CLI) goes through, before the tokenizer or SQLite."""
     with pytest.raises(BadRequest) as err:
@@ -100,8 +118,12 @@ def test_cairn_search_with_a_non_utf8_argument_says_so_clearly(tmp_path):
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "garden.md").write_text("# Garden\nGarlic is planted 5 cm deep in autumn.\n", encoding="utf-8")
-    proc = subprocess.run([cairn_executable(), "search", b"caf\xe9", "--vault", str(vault), "--json"],
-                          env=cairn_env(tmp_path / "home"), capture_output=True, timeout=TIMEOUT_S)
+    proc = subprocess.run(
+        [cairn_executable(), "search", b"caf\xe9", "--vault", str(vault), "--json"],
+        env=cairn_env(tmp_path / "home"),
+        capture_output=True,
+        timeout=TIMEOUT_S,
+    )
     err = proc.stderr.decode("utf-8", "replace")
     assert proc.returncode != 0 and proc.stdout == b""
     assert "0xE9" in err and "UTF-8" in err, err
@@ -125,13 +147,21 @@ def test_event_streams_end_with_shutting_down_when_the_daemon_stops(sample_cairn
     assert events[-1][1] == {"code": "shutting_down", "message": "The Cairn daemon is stopping."}
 
 
-@pytest.mark.parametrize("path", [
-    "/notes/Garden/%ED%A0%80.md", "/related?path=Garden/%ED%A0%80.md", "/search?q=garlic%ED%A0%80",
-    "/search?q=garlic&tag=%ED%A0%80", "/search?q=caf%E9", "/notes/caf%E9.md",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/notes/Garden/%ED%A0%80.md",
+        "/related?path=Garden/%ED%A0%80.md",
+        "/search?q=garlic%ED%A0%80",
+        "/search?q=garlic&tag=%ED%A0%80",
+        "/search?q=caf%E9",
+        "/notes/caf%E9.md",
+    ],
+)
 def test_percent_escapes_that_are_not_utf8_in_get_routes_are_never_internal(sample_cairn, path):
     """URLs cannot carry a surrogate: invalid UTF-8 in a percent-escape decodes to U+FFFD, so these are plain
     not-found (or empty) answers, never a 500."""
+
     async def scenario():
         server = await serve(_app(sample_cairn), "127.0.0.1", 0)
         try:

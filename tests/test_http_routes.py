@@ -21,7 +21,6 @@ from yarl import URL
 from cairn.config import Config
 from cairn.events import EventBus
 from cairn.http_api import BadTokenThrottle, create_app, serve
-
 from test_http_api import AUTH, OBSIDIAN, TOKEN, EmptyQuery, assert_error, read_events, run
 
 EXAMPLE_NOTE = "Garden/Garlic.md"
@@ -29,9 +28,17 @@ EXAMPLE_NOTE = "Garden/Garlic.md"
 
 @asynccontextmanager
 async def api(cairn, *, token=TOKEN, events=None, reindex=None, throttle=None):
-    app = create_app(config=cairn.config, query=cairn.query, token=token, stats=cairn.stats, health=cairn.health,
-                     library=cairn.library, reindex=reindex or cairn.request_reindex,
-                     events=events or cairn.events, throttle=throttle)
+    app = create_app(
+        config=cairn.config,
+        query=cairn.query,
+        token=token,
+        stats=cairn.stats,
+        health=cairn.health,
+        library=cairn.library,
+        reindex=reindex or cairn.request_reindex,
+        events=events or cairn.events,
+        throttle=throttle,
+    )
     server = await serve(app, "127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession() as session:
@@ -56,8 +63,9 @@ def example_request(method: str, canonical: str) -> tuple[str, dict]:
 def test_every_registered_route_but_health_refuses_no_token_a_wrong_host_and_a_foreign_origin(sample_cairn):
     async def scenario():
         async with api(sample_cairn) as (app, server, session):
-            routes = sorted({(r.method, r.resource.canonical) for r in app.router.routes()
-                             if r.method not in ("HEAD", "OPTIONS")})
+            routes = sorted(
+                {(r.method, r.resource.canonical) for r in app.router.routes() if r.method not in ("HEAD", "OPTIONS")}
+            )
             assert len(routes) >= 10, routes
             checked = []
             for method, canonical in routes:
@@ -79,8 +87,18 @@ def test_every_registered_route_but_health_refuses_no_token_a_wrong_host_and_a_f
             return checked
 
     checked = run(scenario())
-    assert {"/ask", "/search", "/notes/{path}", "/related", "/tags", "/index/stats", "/index/reindex", "/events",
-            "/openapi.json", "/health"} <= set(checked)
+    assert {
+        "/ask",
+        "/search",
+        "/notes/{path}",
+        "/related",
+        "/tags",
+        "/index/stats",
+        "/index/reindex",
+        "/events",
+        "/openapi.json",
+        "/health",
+    } <= set(checked)
 
 
 def test_the_obsidian_origin_gets_its_exact_cors_header_and_vary_origin(sample_cairn):
@@ -90,9 +108,14 @@ def test_the_obsidian_origin_gets_its_exact_cors_header_and_vary_origin(sample_c
                 assert resp.status == 200
                 assert resp.headers["Access-Control-Allow-Origin"] == OBSIDIAN
                 assert "Origin" in resp.headers["Vary"]
-            async with session.options(server.url + "/notes/" + EXAMPLE_NOTE, headers={
-                    "Origin": OBSIDIAN, "Access-Control-Request-Method": "GET",
-                    "Access-Control-Request-Headers": "authorization"}) as resp:
+            async with session.options(
+                server.url + "/notes/" + EXAMPLE_NOTE,
+                headers={
+                    "Origin": OBSIDIAN,
+                    "Access-Control-Request-Method": "GET",
+                    "Access-Control-Request-Headers": "authorization",
+                },
+            ) as resp:
                 assert resp.status == 204
                 assert resp.headers["Access-Control-Allow-Origin"] == OBSIDIAN
                 assert "Authorization" in resp.headers["Access-Control-Allow-Headers"]
@@ -120,11 +143,22 @@ def test_a_note_is_served_with_its_content_tags_links_and_backlinks(sample_cairn
     assert body["backlinks"] == sample_cairn.store.backlinks(EXAMPLE_NOTE)
 
 
-@pytest.mark.parametrize("raw", [
-    "..%2F..%2Fetc%2Fpasswd", "../../etc/passwd", "%2e%2e/%2e%2e/etc/passwd", "%2E%2E%2F%2E%2E%2Fetc%2Fpasswd",
-    "Garden/..%2F..%2F..%2Fetc%2Fpasswd", "%2Fetc%2Fpasswd", "..%5C..%5Cetc%5Cpasswd", "Garden%5CGarlic.md",
-    "C:%2Fwindows%2Fwin.ini", "Garden%00.md", "No%20such%20note.md",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "..%2F..%2Fetc%2Fpasswd",
+        "../../etc/passwd",
+        "%2e%2e/%2e%2e/etc/passwd",
+        "%2E%2E%2F%2E%2E%2Fetc%2Fpasswd",
+        "Garden/..%2F..%2F..%2Fetc%2Fpasswd",
+        "%2Fetc%2Fpasswd",
+        "..%5C..%5Cetc%5Cpasswd",
+        "Garden%5CGarlic.md",
+        "C:%2Fwindows%2Fwin.ini",
+        "Garden%00.md",
+        "No%20such%20note.md",
+    ],
+)
 def test_note_paths_are_confined_to_the_vault(sample_cairn, raw):
     async def scenario():
         async with api(sample_cairn) as (app, server, session):
@@ -161,13 +195,19 @@ def test_a_symlink_out_of_the_vault_is_refused_and_not_read(fresh_cairn, tmp_pat
 def test_related_lists_links_backlinks_and_similar_notes(sample_cairn):
     async def scenario():
         async with api(sample_cairn) as (app, server, session):
-            async with session.get(server.url + "/related", params={"path": EXAMPLE_NOTE, "limit": "3"},
-                                   headers=AUTH) as resp:
+            async with session.get(
+                server.url + "/related", params={"path": EXAMPLE_NOTE, "limit": "3"}, headers=AUTH
+            ) as resp:
                 assert resp.status == 200
                 body = await resp.json()
             bad = []
-            for params in [{}, {"path": EXAMPLE_NOTE, "limit": "0"}, {"path": EXAMPLE_NOTE, "limit": "x"},
-                           {"path": "../x.md"}, {"path": EXAMPLE_NOTE, "other": "1"}]:
+            for params in [
+                {},
+                {"path": EXAMPLE_NOTE, "limit": "0"},
+                {"path": EXAMPLE_NOTE, "limit": "x"},
+                {"path": "../x.md"},
+                {"path": EXAMPLE_NOTE, "other": "1"},
+            ]:
                 async with session.get(server.url + "/related", params=params, headers=AUTH) as resp:
                     bad.append(resp.status)
             return body, bad
@@ -197,16 +237,18 @@ def test_tags_lists_every_tag_with_its_count(sample_cairn):
 
 def test_reindex_is_202_and_events_stream_its_progress(fresh_cairn):
     fresh_cairn.index()
-    (fresh_cairn.config.vault / "Garden" / "Beans.md").write_text("# Beans\nSow runner beans in May. #garden\n",
-                                                                   encoding="utf-8")
+    (fresh_cairn.config.vault / "Garden" / "Beans.md").write_text(
+        "# Beans\nSow runner beans in May. #garden\n", encoding="utf-8"
+    )
 
     async def scenario():
         async with api(fresh_cairn) as (app, server, session):
             async with session.get(server.url + "/events", headers=AUTH) as stream:
                 assert stream.headers["Content-Type"].startswith("text/event-stream")
                 assert await asyncio.wait_for(stream.content.readline(), 10) == b": connected\n"
-                async with session.post(server.url + "/index/reindex", json={"path": "Garden/Beans.md"},
-                                        headers=AUTH) as resp:
+                async with session.post(
+                    server.url + "/index/reindex", json={"path": "Garden/Beans.md"}, headers=AUTH
+                ) as resp:
                     assert resp.status == 202
                     queued = await resp.json()
                 events = []
@@ -293,10 +335,13 @@ def test_cairn_token_rotate_invalidates_the_old_token_at_once(tmp_path, monkeypa
         server = await serve(app, "127.0.0.1", 0)
         try:
             async with aiohttp.ClientSession() as session:
+
                 async def status(token):
-                    async with session.get(server.url + "/index/stats",
-                                           headers={"Authorization": f"Bearer {token}"}) as r:
+                    async with session.get(
+                        server.url + "/index/stats", headers={"Authorization": f"Bearer {token}"}
+                    ) as r:
                         return r.status
+
                 before = await status(old)
                 new = await asyncio.to_thread(rotate_token, config)
                 return before, await status(old), await status(new)
@@ -316,8 +361,9 @@ def test_an_events_stream_opened_with_the_old_token_gets_nothing_after_a_rotate(
     bus = EventBus()
 
     async def scenario():
-        app = create_app(config=Config(), query=EmptyQuery(), token=TokenWatch(config), stats=dict, health=dict,
-                         events=bus)
+        app = create_app(
+            config=Config(), query=EmptyQuery(), token=TokenWatch(config), stats=dict, health=dict, events=bus
+        )
         server = await serve(app, "127.0.0.1", 0)
         try:
             async with aiohttp.ClientSession() as session:
@@ -367,8 +413,11 @@ def test_the_openapi_document_is_served_with_a_token_and_names_every_route(sampl
             async with session.get(server.url + "/openapi.json", headers=AUTH) as resp:
                 assert resp.status == 200
                 doc = await resp.json()
-            routes = {(r.method.lower(), r.resource.canonical) for r in app.router.routes()
-                      if r.method not in ("HEAD", "OPTIONS")}
+            routes = {
+                (r.method.lower(), r.resource.canonical)
+                for r in app.router.routes()
+                if r.method not in ("HEAD", "OPTIONS")
+            }
             return doc, routes
 
     doc, routes = run(scenario())

@@ -18,7 +18,6 @@ import aiohttp
 from cairn.config import Config
 from cairn.http_api import create_app, default_workers, serve
 from cairn.query import SearchResult
-
 from test_http_api import AUTH, HEALTH, STATS, TOKEN, run
 
 WAIT_S = 20
@@ -61,12 +60,14 @@ def test_concurrent_searches_run_on_at_most_the_configured_worker_threads():
     workers, clients = 2, 6
 
     async def scenario():
-        app = create_app(config=Config(), query=query, token=TOKEN, stats=lambda: dict(STATS),
-                         health=lambda: dict(HEALTH))
+        app = create_app(
+            config=Config(), query=query, token=TOKEN, stats=lambda: dict(STATS), health=lambda: dict(HEALTH)
+        )
         server = await serve(app, "127.0.0.1", 0, workers=workers)
         waiter = threading.Thread(target=lambda: (query.wait_running(workers), query.release.set()), daemon=True)
         try:
             async with aiohttp.ClientSession() as session:
+
                 async def one(i: int) -> int:
                     async with session.get(server.url + "/search", params={"q": f"query {i}"}, headers=AUTH) as resp:
                         return resp.status

@@ -7,16 +7,16 @@ import shutil
 import unicodedata
 
 import pytest
+from tests.conftest import make_config
 
 from cairn.app import Cairn
 from cairn.errors import NotFoundError
 from cairn.policy import Withhold
-from tests.conftest import make_config
 
 NOTES = {
     "Sourdough.md": "---\ntags: [baking, food/bread]\naliases: [Levain bread]\n---\n# Sourdough\n\n"
-                    "Proof the dough for 12 hours in the fridge before baking. Bake at 250 °C with steam.\n\n"
-                    "## Starter\n\nFeed the starter with equal weights of flour and water. See [[Flour]].\n",
+    "Proof the dough for 12 hours in the fridge before baking. Bake at 250 °C with steam.\n\n"
+    "## Starter\n\nFeed the starter with equal weights of flour and water. See [[Flour]].\n",
     "Flour.md": "Rye flour ferments faster than wheat flour. #baking\n",
     "Garden/Tomatoes.md": "---\ntags: garden/vegetables\n---\nWater tomatoes deeply twice a week. Links to [[Missing note]].\n",
     "Empty.md": "",
@@ -103,7 +103,8 @@ def test_deleting_a_note_removes_every_row_and_its_backlinks(cairn, vault):
     assert after["chunks"] == after["chunk_vectors"] < before["chunks"]
     assert cairn.store.backlinks("Flour.md") == []
     assert not cairn.query.search("proof the dough overnight in the fridge").hits or all(
-        h.file_path != "Sourdough.md" for h in cairn.query.search("proof the dough overnight in the fridge").hits)
+        h.file_path != "Sourdough.md" for h in cairn.query.search("proof the dough overnight in the fridge").hits
+    )
 
 
 def test_a_link_resolves_once_its_target_appears(cairn, vault):
@@ -118,8 +119,9 @@ def test_a_link_resolves_once_its_target_appears(cairn, vault):
 def test_broken_files_are_skipped_with_reasons_and_fixed_files_come_back(cairn, vault):
     (vault / "Binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
     (vault / "Latin1.md").write_bytes("Café crème".encode("latin-1"))
-    (vault / "Bad yaml.md").write_text("---\ntags: [a\n---\nThe body of the badly formed note is still searchable.\n",
-                                       encoding="utf-8")
+    (vault / "Bad yaml.md").write_text(
+        "---\ntags: [a\n---\nThe body of the badly formed note is still searchable.\n", encoding="utf-8"
+    )
     report = cairn.index()
     skipped = dict(report.skipped)
     assert set(skipped) == {"Binary.md", "Latin1.md"}
@@ -161,7 +163,6 @@ def test_a_keyword_ready_search_embeds_a_bounded_number_of_texts(cairn):
     hits = cairn.query.search("rye flour ferments").hits
     assert cairn.embedder.embeddings_computed - before <= 1 + 2  # the question + at most the budget
     assert hits and hits[0].file_path == "Flour.md"  # the best keyword candidate comes first in the budget
-
 
 
 def test_a_stopped_run_leaves_whole_notes_and_the_next_run_finishes(cairn):
@@ -241,9 +242,12 @@ def test_notes_written_in_small_batches_resolve_alias_links_to_notes_of_later_ba
     root = tmp_path / "vault"
     root.mkdir()
     for i in range(7):  # sorted order: "A0".."A6" link to the alias of "Z target", written last
-        (root / f"A{i}.md").write_text(f"Note {i} points to [[Far away]] and to [[A{(i + 1) % 7}]].\n", encoding="utf-8")
-    (root / "Z target.md").write_text("---\naliases: [Far away]\n---\nThe target of every alias link.\n",
-                                      encoding="utf-8")
+        (root / f"A{i}.md").write_text(
+            f"Note {i} points to [[Far away]] and to [[A{(i + 1) % 7}]].\n", encoding="utf-8"
+        )
+    (root / "Z target.md").write_text(
+        "---\naliases: [Far away]\n---\nThe target of every alias link.\n", encoding="utf-8"
+    )
     results = {}
     for batch_notes in (3, 1000):
         monkeypatch.setattr(indexer_mod, "BATCH_NOTES", batch_notes)
@@ -292,14 +296,20 @@ def test_deleted_text_keeps_its_cached_vector_for_the_grace_period_then_it_is_pr
 def test_pruning_keeps_every_vector_the_vault_still_uses_and_drops_other_models_rows(cairn, vault):
     cairn.index()
     with cairn.store.conn as c:
-        c.execute("INSERT INTO embedding_cache(content_hash, model_id, vector, created_at) "
-                  "SELECT content_hash, 'other-model@0', vector, created_at FROM embedding_cache")
+        c.execute(
+            "INSERT INTO embedding_cache(content_hash, model_id, vector, created_at) "
+            "SELECT content_hash, 'other-model@0', vector, created_at FROM embedding_cache"
+        )
     kept = rows(cairn, "embedding_cache") // 2
     _age_cache(cairn, 31)
     report = cairn.index()
     assert report.cache_pruned == kept  # exactly the other model's copies
-    assert cairn.store.conn.execute(
-        "SELECT count(*) FROM embedding_cache WHERE model_id != ?", (cairn.embedder.model_id,)).fetchone()[0] == 0
+    assert (
+        cairn.store.conn.execute(
+            "SELECT count(*) FROM embedding_cache WHERE model_id != ?", (cairn.embedder.model_id,)
+        ).fetchone()[0]
+        == 0
+    )
     # Every sentence and every title the notes use is still cached: re-reading the vault embeds nothing.
     with cairn.store.conn as c:
         c.execute("DELETE FROM chunk_vectors")
@@ -449,7 +459,9 @@ def test_an_index_made_by_another_note_parser_re_reads_every_note_once_and_embed
         c.execute("UPDATE meta SET value='notes-v1' WHERE key='text_recipe'")
     again = cairn.index()
     assert (again.updated, again.texts_embedded) == (5, 0)  # every note re-parsed; vectors from the cache
-    assert cairn.store.get_meta("text_recipe").startswith("notes-v") and cairn.store.get_meta("text_recipe") != "notes-v1"
+    assert (
+        cairn.store.get_meta("text_recipe").startswith("notes-v") and cairn.store.get_meta("text_recipe") != "notes-v1"
+    )
     third = cairn.index()
     assert (third.unchanged, third.updated) == (5, 0)
 
@@ -525,8 +537,9 @@ def test_aliases_added_or_dropped_by_a_save_resolve_in_the_next_ones(cairn, vaul
     _append(vault, "Flour.md", "\nSee [[Rye notes]].\n")
     cairn.indexer.index_paths({"Flour.md"})
     assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] is None
-    (vault / "Garden" / "Tomatoes.md").write_text("---\naliases: [Rye notes]\n---\nTomatoes and rye.\n",
-                                                 encoding="utf-8")
+    (vault / "Garden" / "Tomatoes.md").write_text(
+        "---\naliases: [Rye notes]\n---\nTomatoes and rye.\n", encoding="utf-8"
+    )
     cairn.indexer.index_paths({"Garden/Tomatoes.md"})
     assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] == "Garden/Tomatoes.md"
     _append(vault, "Sourdough.md", "\nLike [[Rye notes]].\n")

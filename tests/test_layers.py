@@ -24,17 +24,41 @@ PACKAGE = Path(__file__).resolve().parents[1] / "daemon" / "cairn"
 
 LAYERS: dict[str, int] = {
     # 0 pure core; ``cairn`` itself is the package __init__ (only ``__version__``).
-    "cairn": 0, "errors": 0, "config": 0, "policy": 0, "notes": 0, "chunking": 0, "ranking": 0, "prompt": 0,
+    "cairn": 0,
+    "errors": 0,
+    "config": 0,
+    "policy": 0,
+    "notes": 0,
+    "chunking": 0,
+    "ranking": 0,
+    "prompt": 0,
     # 1 resources
-    "store": 1, "embedder": 1, "vault": 1, "secrets": 1, "audit": 1,
+    "store": 1,
+    "embedder": 1,
+    "vault": 1,
+    "secrets": 1,
+    "audit": 1,
     # the OS's login-items folders (files in the user's folders, like secrets' token file): a resource
     "autostart": 1,
     # 2 use cases
-    "indexer": 2, "query": 2, "bm25": 2, "dense": 2, "events": 2, "answer": 2, "browse": 2, "pdf_index": 2,
+    "indexer": 2,
+    "query": 2,
+    "bm25": 2,
+    "dense": 2,
+    "events": 2,
+    "answer": 2,
+    "browse": 2,
+    "pdf_index": 2,
     # 3 adapters
-    "http_api": 3, "mcp_server": 3, "watcher": 3, "tray": 3, "llm": 3,
+    "http_api": 3,
+    "mcp_server": 3,
+    "watcher": 3,
+    "tray": 3,
+    "llm": 3,
     # 4 composition root
-    "app": 4, "cli": 4, "__main__": 4,
+    "app": 4,
+    "cli": 4,
+    "__main__": 4,
 }
 ADAPTER_LAYER = 3
 COMPOSITION = {"app", "cli", "__main__"}
@@ -43,8 +67,14 @@ MAY_IMPORT_COMPOSITION = {"__main__", "cli"}
 #: Only these may print to stdout (stdout is the MCP stdio wire everywhere else).
 STDOUT_WRITERS = {"cli", "__main__"}
 #: Third-party modules owned by one unit (DESIGN.md: store/ has all SQL, embedder all onnxruntime/tokenizers).
-OWNED_THIRD_PARTY = {"onnxruntime": {"embedder"}, "tokenizers": {"embedder"}, "apsw": {"store"},
-                     "pystray": {"tray"}, "PIL": {"tray"}, "pyperclip": {"tray"}}
+OWNED_THIRD_PARTY = {
+    "onnxruntime": {"embedder"},
+    "tokenizers": {"embedder"},
+    "apsw": {"store"},
+    "pystray": {"tray"},
+    "PIL": {"tray"},
+    "pyperclip": {"tray"},
+}
 
 
 @dataclass(frozen=True)
@@ -93,8 +123,12 @@ def _imports(path: Path) -> list[Import]:
         elif isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-            if name in {"import_module", "__import__"} and node.args and isinstance(node.args[0], ast.Constant) \
-                    and isinstance(node.args[0].value, str):
+            if (
+                name in {"import_module", "__import__"}
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 found.append(Import(node.args[0].value, node.lineno))
     return found
 
@@ -122,10 +156,14 @@ def test_every_module_has_a_layer(path):
 @pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_a_module_imports_only_its_own_layer_or_lower(path):
     me = _unit(_dotted(path))
-    bad = [f"line {line}: imports cairn.{unit} (layer {LAYERS.get(unit)}) from layer {LAYERS[me]}"
-           for unit, line in _cairn_imports(path) if unit in LAYERS and LAYERS[unit] > LAYERS[me]]
-    unknown = [f"line {line}: imports unknown module cairn.{unit}" for unit, line in _cairn_imports(path)
-               if unit not in LAYERS]
+    bad = [
+        f"line {line}: imports cairn.{unit} (layer {LAYERS.get(unit)}) from layer {LAYERS[me]}"
+        for unit, line in _cairn_imports(path)
+        if unit in LAYERS and LAYERS[unit] > LAYERS[me]
+    ]
+    unknown = [
+        f"line {line}: imports unknown module cairn.{unit}" for unit, line in _cairn_imports(path) if unit not in LAYERS
+    ]
     assert not bad + unknown, f"{path.relative_to(PACKAGE)} ({me}):\n" + "\n".join(bad + unknown)
 
 
@@ -134,8 +172,11 @@ def test_adapters_never_import_each_other(path):
     me = _unit(_dotted(path))
     if LAYERS.get(me) != ADAPTER_LAYER:
         return
-    bad = [f"line {line}: imports adapter cairn.{unit}" for unit, line in _cairn_imports(path)
-           if unit != me and LAYERS.get(unit) == ADAPTER_LAYER]
+    bad = [
+        f"line {line}: imports adapter cairn.{unit}"
+        for unit, line in _cairn_imports(path)
+        if unit != me and LAYERS.get(unit) == ADAPTER_LAYER
+    ]
     assert not bad, f"{path.relative_to(PACKAGE)} ({me}):\n" + "\n".join(bad)
 
 
@@ -144,8 +185,11 @@ def test_nothing_imports_the_composition_root_except_main_and_cli(path):
     me = _unit(_dotted(path))
     if me in MAY_IMPORT_COMPOSITION:
         return
-    bad = [f"line {line}: imports cairn.{unit}" for unit, line in _cairn_imports(path)
-           if unit in COMPOSITION and unit != me]
+    bad = [
+        f"line {line}: imports cairn.{unit}"
+        for unit, line in _cairn_imports(path)
+        if unit in COMPOSITION and unit != me
+    ]
     assert not bad, f"{path.relative_to(PACKAGE)} ({me}):\n" + "\n".join(bad)
 
 
@@ -156,11 +200,19 @@ def _prints_to_stdout(path: Path) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
             target = next((kw.value for kw in node.keywords if kw.arg == "file"), None)
-            if not (isinstance(target, ast.Attribute) and target.attr == "stderr"
-                    and isinstance(target.value, ast.Name) and target.value.id == "sys"):
+            if not (
+                isinstance(target, ast.Attribute)
+                and target.attr == "stderr"
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "sys"
+            ):
                 found.append(f"line {node.lineno}: print() to stdout")
-        elif isinstance(node, ast.Attribute) and node.attr in {"stdout", "__stdout__"} \
-                and isinstance(node.value, ast.Name) and node.value.id == "sys":
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in {"stdout", "__stdout__"}
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "sys"
+        ):
             found.append(f"line {node.lineno}: uses sys.{node.attr}")
     return found
 
@@ -171,14 +223,20 @@ def test_only_the_cli_prints_to_stdout(path):
     if me in STDOUT_WRITERS:
         return
     found = _prints_to_stdout(path)
-    assert not found, f"{path.relative_to(PACKAGE)}: stdout is reserved for the CLI (and the MCP wire):\n" + "\n".join(found)
+    assert not found, f"{path.relative_to(PACKAGE)}: stdout is reserved for the CLI (and the MCP wire):\n" + "\n".join(
+        found
+    )
 
 
 @pytest.mark.parametrize("library", sorted(OWNED_THIRD_PARTY))
 def test_heavy_libraries_are_imported_only_by_their_owner(library):
     owners = OWNED_THIRD_PARTY[library]
-    bad = [f"{p.relative_to(PACKAGE)} line {i.line}: imports {i.module}" for p in FILES for i in _imports(p)
-           if i.module.split(".")[0] == library and _unit(_dotted(p)) not in owners]
+    bad = [
+        f"{p.relative_to(PACKAGE)} line {i.line}: imports {i.module}"
+        for p in FILES
+        for i in _imports(p)
+        if i.module.split(".")[0] == library and _unit(_dotted(p)) not in owners
+    ]
     assert not bad, f"only {', '.join(sorted(owners))} may import {library}:\n" + "\n".join(bad)
 
 
@@ -202,7 +260,9 @@ def test_the_checker_sees_imports_inside_functions_type_checking_blocks_and_rela
         path = fake / "store" / "__init__.py"
         assert _dotted(path) == "cairn.store"
         modules = [i.module for i in _imports(path)]
-        assert {"cairn.store", "cairn.store.schema", "cairn.query", "apsw", "cairn.app", "cairn.http_api"} <= set(modules)
+        assert {"cairn.store", "cairn.store.schema", "cairn.query", "apsw", "cairn.app", "cairn.http_api"} <= set(
+            modules
+        )
         units = {u for u, _ in _cairn_imports(path)}
         assert {"store", "query", "app", "http_api"} <= units
         assert _prints_to_stdout(path) == ["line 9: print() to stdout"]

@@ -13,8 +13,14 @@ from cairn.llm import OpenAIChatModel
 
 
 def config(url: str) -> LLMConfig:
-    return LLMConfig(base_url=url, model="stub", first_token_timeout_s=2.0, idle_timeout_s=2.0,
-                     connect_timeout_s=2.0, total_timeout_s=10.0)
+    return LLMConfig(
+        base_url=url,
+        model="stub",
+        first_token_timeout_s=2.0,
+        idle_timeout_s=2.0,
+        connect_timeout_s=2.0,
+        total_timeout_s=10.0,
+    )
 
 
 async def collect(model: OpenAIChatModel) -> tuple[list[str], LLMError | None]:

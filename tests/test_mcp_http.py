@@ -12,8 +12,9 @@ import http.client
 import json
 import subprocess
 import time
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import httpx2
@@ -25,8 +26,19 @@ from mcp.client.streamable_http import streamable_http_client
 from conftest import CANARY, CANARY_VAULT, CANARY_WITHHELD
 from test_daemon import running_daemon, wait_for
 from test_mcp_stdio import (
-    ALL_TOOLS, ALLOWED, CALL_TIMEOUT_S, POLICY, VAULT_NOTES, WITHHELD_TOPICS, assert_allowed_notes_served, assert_nothing_withheld_leaks,
-    assert_withheld_reads_look_missing, blob, cairn_executable, every_tool_call, make_home,
+    ALL_TOOLS,
+    ALLOWED,
+    CALL_TIMEOUT_S,
+    POLICY,
+    VAULT_NOTES,
+    WITHHELD_TOPICS,
+    assert_allowed_notes_served,
+    assert_nothing_withheld_leaks,
+    assert_withheld_reads_look_missing,
+    blob,
+    cairn_executable,
+    every_tool_call,
+    make_home,
 )
 
 INDEX_DEADLINE_S = 120
@@ -57,8 +69,13 @@ class Mcp:
 
 
 def mcp_token(env: dict[str, str], name: str, *, rotate: bool = False) -> str:
-    proc = subprocess.run([cairn_executable(), "mcp", "token", name, *(["--rotate"] if rotate else [])], env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [cairn_executable(), "mcp", "token", name, *(["--rotate"] if rotate else [])],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
 
@@ -67,10 +84,15 @@ def mcp_token(env: dict[str, str], name: str, *, rotate: bool = False) -> str:
 def mcp(tmp_path_factory) -> Iterator[Mcp]:
     home = make_home(tmp_path_factory.mktemp("mcp-http"))
     with running_daemon(home, CANARY_VAULT) as daemon:
+
         def indexed():
             status, stats = daemon.get_json("/index/stats", token=daemon.token)
-            return (status == 200 and stats["notes"] + stats["skipped"] == len(VAULT_NOTES) and stats["pending"] == 0
-                    and not stats["indexing"])
+            return (
+                status == 200
+                and stats["notes"] + stats["skipped"] == len(VAULT_NOTES)
+                and stats["pending"] == 0
+                and not stats["indexing"]
+            )
 
         wait_for("the canary vault indexed", indexed, INDEX_DEADLINE_S, daemon.proc, home / "serve.stderr")
         info = json.loads(daemon.service_file.read_text(encoding="utf-8"))
@@ -78,16 +100,21 @@ def mcp(tmp_path_factory) -> Iterator[Mcp]:
 
 
 @asynccontextmanager
-async def http_session(url: str, token: str, *, tools: tuple[str, ...] = (),
-                       client_info: str = "some-agent") -> AsyncIterator[Client]:
+async def http_session(
+    url: str, token: str, *, tools: tuple[str, ...] = (), client_info: str = "some-agent"
+) -> AsyncIterator[Client]:
     """The SDK client over streamable HTTP with ``Authorization: Bearer TOKEN`` and ``?tool=…`` for ``tools``."""
     if tools:
         url += "?" + urlencode([("tool", t) for t in tools])
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                                  timeout=httpx2.Timeout(CALL_TIMEOUT_S)) as http:
-        async with Client(streamable_http_client(url, http_client=http), mode="legacy",
-                          read_timeout_seconds=CALL_TIMEOUT_S,
-                          client_info=types.Implementation(name=client_info, version="1.0")) as client:
+    async with httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(CALL_TIMEOUT_S)
+    ) as http:
+        async with Client(
+            streamable_http_client(url, http_client=http),
+            mode="legacy",
+            read_timeout_seconds=CALL_TIMEOUT_S,
+            client_info=types.Implementation(name=client_info, version="1.0"),
+        ) as client:
             yield client
 
 
@@ -110,8 +137,16 @@ def test_the_daemon_serves_mcp_on_a_second_loopback_port_and_says_where(mcp):
 
 
 def test_a_request_without_a_known_client_token_is_401(mcp):
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "my-local-agent", "version": "1"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "my-local-agent", "version": "1"},
+        },
+    }
     base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     for auth in (None, "Bearer not-a-token", f"Bearer {mcp.daemon.token}", f"Basic {mcp.tokens['reader']}"):
         headers = dict(base, **({"Authorization": auth} if auth else {}))
@@ -123,10 +158,17 @@ def test_a_request_without_a_known_client_token_is_401(mcp):
 
 
 def test_the_sdk_transport_security_refuses_a_foreign_host_or_origin(mcp):
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
-    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-            "Authorization": f"Bearer {mcp.tokens['reader']}"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}},
+    }
+    base = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {mcp.tokens['reader']}",
+    }
     assert mcp.raw("POST", headers=dict(base, Host=f"evil.example:{mcp.port}"), body=init)[0] == 421
     assert mcp.raw("POST", headers=dict(base, Origin="http://evil.example"), body=init)[0] == 403
     assert mcp.raw("POST", headers=dict(base, Origin=f"http://127.0.0.1:{mcp.port}"), body=init)[0] == 200
@@ -135,8 +177,11 @@ def test_the_sdk_transport_security_refuses_a_foreign_host_or_origin(mcp):
 def test_an_oversized_body_is_refused_and_the_server_keeps_serving(mcp):
     from cairn.mcp_server import MAX_MESSAGE_BYTES
 
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "Authorization": f"Bearer {mcp.tokens['reader']}"}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {mcp.tokens['reader']}",
+    }
     big = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x" * (MAX_MESSAGE_BYTES + 1)}}
     assert mcp.raw("POST", headers=headers, body=big)[0] == 413
     status, body = mcp.raw("POST", headers=headers, body=None)
@@ -205,8 +250,9 @@ def test_a_declared_local_client_finds_the_withheld_notes(mcp):
 
 def test_client_info_naming_a_local_client_does_not_change_who_the_token_belongs_to(mcp):
     async def go():
-        async with http_session(mcp.url, mcp.tokens["claude-desktop"], tools=("search_notes", "ask"),
-                                client_info="my-local-agent") as client:
+        async with http_session(
+            mcp.url, mcp.tokens["claude-desktop"], tools=("search_notes", "ask"), client_info="my-local-agent"
+        ) as client:
             note = await client.call_tool("get_note", {"path": "Journal/Therapy.md"})
             found = await client.call_tool("search_notes", {"query": WITHHELD_TOPICS["Journal/Therapy.md"]})
             tools = await tool_names(client)
@@ -232,14 +278,20 @@ def test_the_audit_log_records_each_http_call_under_the_token_owner(mcp):
     run(go())
     lines = [json.loads(line) for line in audit.read_text(encoding="utf-8").splitlines()[before:]]
     assert [(e["client"], e["transport"], e["tool"], e["decision"]) for e in lines] == [
-        ("reader", "http", "list_notes", "allowed"), ("reader", "http", "get_related_notes", "denied")]
+        ("reader", "http", "list_notes", "allowed"),
+        ("reader", "http", "get_related_notes", "denied"),
+    ]
     assert sorted(lines[0]["paths"]) == ["Recipes/Bread.md", "Recipes/Lentil soup.md"]
     assert all(e["argsDigest"].startswith("sha256:") and "time" in e and "withheld" in e for e in lines)
 
 
 def test_a_rotated_token_stops_working_at_once_and_the_new_one_works(mcp):
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}},
+    }
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     old = mcp.tokens["stranger"]
     new = mcp_token(mcp.daemon.env, "stranger", rotate=True)
@@ -268,8 +320,12 @@ def test_an_invalid_policy_edit_fails_closed_and_a_fix_is_picked_up(mcp):
         pytest.fail(f"/health never said the MCP policy is {expected!r}: {mcp.health()['mcp']}")
 
     try:
-        policy.write_text(good.replace("my-local-agent: {local: true, tools: all}",
-                                       "my-local-agent: {local: yes please, tools: all}"), encoding="utf-8")
+        policy.write_text(
+            good.replace(
+                "my-local-agent: {local: true, tools: all}", "my-local-agent: {local: yes please, tools: all}"
+            ),
+            encoding="utf-8",
+        )
         state = health_policy("fail-closed")
         assert f"{policy}:7: " in state["failClosedReason"]
         tools, note = run(local_view())
@@ -317,9 +373,15 @@ def test_cairn_mcp_http_serves_the_endpoint_alone_from_the_existing_index(mcp):
     env = dict(mcp.daemon.env, CAIRN_MCP_PORT="0")
     err_file = mcp.daemon.home / "mcp-http.stderr"
     with open(err_file, "wb") as err:
-        proc = subprocess.Popen([cairn_executable(), "mcp", "--http", "--vault", str(CANARY_VAULT)], env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+        proc = subprocess.Popen(
+            [cairn_executable(), "mcp", "--http", "--vault", str(CANARY_VAULT)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
     try:
+
         def url():
             found = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", err_file.read_text(errors="replace"))
             return found.group(1) if found else None

@@ -12,9 +12,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import mcp_types as types
 import pytest
@@ -62,8 +63,15 @@ def cairn_executable() -> str:
 
 def cairn_env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
-    env.update({"CAIRN_DATA_DIR": str(home / "data"), "CAIRN_CONFIG_DIR": str(home / "config"),
-                "CAIRN_LOG_DIR": str(home / "log"), "CAIRN_KEYRING": "file", "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "CAIRN_DATA_DIR": str(home / "data"),
+            "CAIRN_CONFIG_DIR": str(home / "config"),
+            "CAIRN_LOG_DIR": str(home / "log"),
+            "CAIRN_KEYRING": "file",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     return env
 
 
@@ -91,11 +99,16 @@ def home(tmp_path_factory, embedder) -> Path:
 @asynccontextmanager
 async def stdio_session(home: Path, *args: str, client_info: str = "some-agent") -> AsyncIterator[Client]:
     """The SDK client over a ``cairn mcp --vault CANARY ARGS…`` subprocess (its stderr in home/mcp.stderr)."""
-    params = StdioServerParameters(command=cairn_executable(), args=["mcp", "--vault", str(CANARY_VAULT), *args],
-                                   env=cairn_env(home))
+    params = StdioServerParameters(
+        command=cairn_executable(), args=["mcp", "--vault", str(CANARY_VAULT), *args], env=cairn_env(home)
+    )
     with open(home / "mcp.stderr", "a", encoding="utf-8") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=CALL_TIMEOUT_S,
-                          client_info=types.Implementation(name=client_info, version="1.0")) as client:
+        async with Client(
+            stdio_client(params, errlog=errlog),
+            mode="legacy",
+            read_timeout_seconds=CALL_TIMEOUT_S,
+            client_info=types.Implementation(name=client_info, version="1.0"),
+        ) as client:
             yield client
 
 
@@ -119,14 +132,22 @@ def every_tool_call() -> list[tuple[str, dict[str, Any]]]:
     for query in [*WITHHELD_TOPICS.values(), CANARY, "personal"]:
         calls.append(("search_notes", {"query": query, "limit": 50}))
         calls.append(("ask", {"question": query, "top_k": 50}))
-    calls += [("search_notes", {"query": "notes", "tags": ["personal"]}),
-              ("search_notes", {"query": "salary", "folder": "Private"}),
-              ("ask", {"question": "what is my health status?", "tags": ["personal"]})]
+    calls += [
+        ("search_notes", {"query": "notes", "tags": ["personal"]}),
+        ("search_notes", {"query": "salary", "folder": "Private"}),
+        ("ask", {"question": "what is my health status?", "tags": ["personal"]}),
+    ]
     for path in [*CANARY_WITHHELD, *ALLOWED]:
         calls.append(("get_note", {"path": path}))
         calls.append(("get_related_notes", {"path": path, "limit": 50}))
-    calls += [("list_notes", {"limit": 500}), ("list_notes", {"tag": "personal"}), ("list_notes", {"folder": "Private"}),
-              ("list_notes", {"folder": "Health"}), ("list_notes", {"folder": "Journal"}), ("list_notes", {"tag": "work"})]
+    calls += [
+        ("list_notes", {"limit": 500}),
+        ("list_notes", {"tag": "personal"}),
+        ("list_notes", {"folder": "Private"}),
+        ("list_notes", {"folder": "Health"}),
+        ("list_notes", {"folder": "Journal"}),
+        ("list_notes", {"tag": "work"}),
+    ]
     return calls
 
 
@@ -139,12 +160,14 @@ def assert_nothing_withheld_leaks(results: list[tuple[str, dict[str, Any], types
         text = blob(result)
         assert CANARY not in text, f"{name}({args}) returned the canary:\n{text[:2000]}"
         for path in CANARY_WITHHELD:
-            assert path not in text or (name in ("get_note", "get_related_notes") and args.get("path") == path
-                                        and result.is_error), f"{name}({args}) named withheld {path!r}:\n{text[:2000]}"
+            assert path not in text or (
+                name in ("get_note", "get_related_notes") and args.get("path") == path and result.is_error
+            ), f"{name}({args}) named withheld {path!r}:\n{text[:2000]}"
 
 
-def assert_withheld_reads_look_missing(results: list[tuple[str, dict[str, Any], types.CallToolResult]],
-                                       served: set[str]) -> None:
+def assert_withheld_reads_look_missing(
+    results: list[tuple[str, dict[str, Any], types.CallToolResult]], served: set[str]
+) -> None:
     """A withheld note answers get_note/get_related_notes exactly like a note that does not exist."""
     for name, args, result in results:
         if name in ("get_note", "get_related_notes") and name in served and args["path"] in CANARY_WITHHELD:
@@ -154,7 +177,9 @@ def assert_withheld_reads_look_missing(results: list[tuple[str, dict[str, Any], 
             assert args["path"] in err["message"]
 
 
-def assert_allowed_notes_served(results: list[tuple[str, dict[str, Any], types.CallToolResult]], served: set[str]) -> None:
+def assert_allowed_notes_served(
+    results: list[tuple[str, dict[str, Any], types.CallToolResult]], served: set[str]
+) -> None:
     """The tools do work for this client (so the leak check above is not vacuous)."""
     listed = next(r for n, a, r in results if n == "list_notes" and a == {"limit": 500})
     assert not listed.is_error
@@ -203,16 +228,25 @@ def test_a_tool_flag_adds_search_only_for_a_client_whose_policy_allows_it(home):
 
 
 def test_an_unknown_tool_name_on_the_command_line_exits_1_naming_it(home):
-    proc = subprocess.run([cairn_executable(), "mcp", "--vault", str(CANARY_VAULT), "--tool", "delete_notes"],
-                          env=cairn_env(home), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [cairn_executable(), "mcp", "--vault", str(CANARY_VAULT), "--tool", "delete_notes"],
+        env=cairn_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 1
     assert "delete_notes" in proc.stderr and "search_notes" in proc.stderr
     assert proc.stdout == ""
 
 
 # ------------------------------------------------------------------------------ withholding
-@pytest.mark.parametrize("client_args", [[], ["--client", "stranger"], ["--client", "claude-desktop"]],
-                         ids=["no-client", "undeclared-client", "declared-non-local-client"])
+@pytest.mark.parametrize(
+    "client_args",
+    [[], ["--client", "stranger"], ["--client", "claude-desktop"]],
+    ids=["no-client", "undeclared-client", "declared-non-local-client"],
+)
 def test_no_tool_ever_shows_a_withheld_note_to_a_client_not_declared_local(home, client_args):
     tool_args = [a for t in ALL_TOOLS for a in ("--tool", t)]
 
@@ -227,7 +261,9 @@ def test_no_tool_ever_shows_a_withheld_note_to_a_client_not_declared_local(home,
     assert_withheld_reads_look_missing(results, served)
     assert_allowed_notes_served(results, served)
     if "search_notes" in served:  # search still answers from the allowed notes
-        garden = next(r for n, a, r in results if n == "search_notes" and a["query"] == WITHHELD_TOPICS["Private/Salary.md"])
+        garden = next(
+            r for n, a, r in results if n == "search_notes" and a["query"] == WITHHELD_TOPICS["Private/Salary.md"]
+        )
         assert not garden.is_error
         assert {h["filePath"] for h in garden.structured_content["results"]} <= set(ALLOWED)
 
@@ -242,14 +278,16 @@ def test_a_withheld_note_reads_exactly_like_a_missing_one(home):
     withheld, missing = run(go())
     assert withheld.is_error and missing.is_error
     assert withheld.structured_content["error"]["code"] == missing.structured_content["error"]["code"] == "not_found"
-    assert (withheld.structured_content["error"]["message"].replace("Health/Blood pressure.md", "X")
-            == missing.structured_content["error"]["message"].replace("Health/Blood pressures.md", "X"))
+    assert withheld.structured_content["error"]["message"].replace(
+        "Health/Blood pressure.md", "X"
+    ) == missing.structured_content["error"]["message"].replace("Health/Blood pressures.md", "X")
 
 
 def test_a_declared_local_client_finds_the_withheld_notes(home):
     async def go():
-        async with stdio_session(home, "--client", "my-local-agent", "--tool", "search_notes", "--tool", "ask",
-                                 "--tool", "get_related_notes") as client:
+        async with stdio_session(
+            home, "--client", "my-local-agent", "--tool", "search_notes", "--tool", "ask", "--tool", "get_related_notes"
+        ) as client:
             found = await client.call_tool("search_notes", {"query": WITHHELD_TOPICS["Health/Blood pressure.md"]})
             note = await client.call_tool("get_note", {"path": "Private/Salary.md"})
             listed = await client.call_tool("list_notes", {"limit": 500})
@@ -267,8 +305,9 @@ def test_a_declared_local_client_finds_the_withheld_notes(home):
 
 def test_client_info_naming_a_local_client_does_not_make_the_connection_local(home):
     async def go():
-        async with stdio_session(home, "--client", "claude-desktop", "--tool", "search_notes",
-                                 client_info="my-local-agent") as client:
+        async with stdio_session(
+            home, "--client", "claude-desktop", "--tool", "search_notes", client_info="my-local-agent"
+        ) as client:
             note = await client.call_tool("get_note", {"path": "Health/Blood pressure.md"})
             found = await client.call_tool("search_notes", {"query": CANARY})
             listed = await client.call_tool("list_notes", {"limit": 500})
@@ -316,9 +355,18 @@ def test_every_stdout_line_is_json_rpc_even_after_garbage_and_oversized_lines(ho
 
     async def go() -> list[str]:
         proc = await asyncio.create_subprocess_exec(
-            cairn_executable(), "mcp", "--vault", str(CANARY_VAULT), "--client", "claude-desktop",
-            env=cairn_env(home), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, limit=2 * MAX_MESSAGE_BYTES)
+            cairn_executable(),
+            "mcp",
+            "--vault",
+            str(CANARY_VAULT),
+            "--client",
+            "claude-desktop",
+            env=cairn_env(home),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            limit=2 * MAX_MESSAGE_BYTES,
+        )
         lines: list[str] = []
 
         async def until(request_id: int) -> None:
@@ -330,17 +378,28 @@ def test_every_stdout_line_is_json_rpc_even_after_garbage_and_oversized_lines(ho
                     return
 
         try:
-            proc.stdin.write(msg(id=1, method="initialize", params={
-                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+            proc.stdin.write(
+                msg(
+                    id=1,
+                    method="initialize",
+                    params={
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"},
+                    },
+                )
+            )
             await until(1)
             proc.stdin.write(msg(method="notifications/initialized"))
-            proc.stdin.write(b"this is not json\n{\"jsonrpc\": \"2.0\", \"id\":\n[1, 2, 3]\n{\"hello\": 1}\n\x00\xff\xfe\n")
+            proc.stdin.write(b'this is not json\n{"jsonrpc": "2.0", "id":\n[1, 2, 3]\n{"hello": 1}\n\x00\xff\xfe\n')
             proc.stdin.write(b"x" * (MAX_MESSAGE_BYTES + 10) + b"\n")
             proc.stdin.write(msg(id=2, method="tools/list"))
             await until(2)
             proc.stdin.write(msg(id=3, method="no/such/method"))
             await until(3)
-            proc.stdin.write(msg(id=4, method="tools/call", params={"name": "get_note", "arguments": {"path": "Recipes/Bread.md"}}))
+            proc.stdin.write(
+                msg(id=4, method="tools/call", params={"name": "get_note", "arguments": {"path": "Recipes/Bread.md"}})
+            )
             await until(4)
         finally:
             proc.stdin.close()
@@ -362,9 +421,17 @@ def test_every_stdout_line_is_json_rpc_even_after_garbage_and_oversized_lines(ho
 
 
 def test_an_invalid_policy_exits_1_with_file_line_and_reason(tmp_path):
-    home = make_home(tmp_path, POLICY.replace("default_tools: [get_note, list_notes]", "default_tools: [get_note, rm_rf]"))
-    proc = subprocess.run([cairn_executable(), "mcp", "--vault", str(CANARY_VAULT), "--client", "claude-desktop"],
-                          env=cairn_env(home), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    home = make_home(
+        tmp_path, POLICY.replace("default_tools: [get_note, list_notes]", "default_tools: [get_note, rm_rf]")
+    )
+    proc = subprocess.run(
+        [cairn_executable(), "mcp", "--vault", str(CANARY_VAULT), "--client", "claude-desktop"],
+        env=cairn_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     policy = home / "config" / "mcp-serve.yaml"
     assert proc.returncode == 1
     assert f"{policy}:3: " in proc.stderr, proc.stderr
@@ -376,8 +443,14 @@ def test_a_missing_policy_file_exits_1_naming_it(tmp_path):
     home = make_home(tmp_path)
     config_file = tmp_path / "cairn.toml"
     config_file.write_text(f'mcp_policy = "{tmp_path / "nowhere.yaml"}"\n', encoding="utf-8")
-    proc = subprocess.run([cairn_executable(), "mcp", "--config", str(config_file), "--vault", str(CANARY_VAULT)],
-                          env=cairn_env(home), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [cairn_executable(), "mcp", "--config", str(config_file), "--vault", str(CANARY_VAULT)],
+        env=cairn_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 1
     assert str(tmp_path / "nowhere.yaml") in proc.stderr
     assert proc.stdout == ""
@@ -385,8 +458,14 @@ def test_a_missing_policy_file_exits_1_naming_it(tmp_path):
 
 def test_a_vault_without_an_index_exits_1_with_a_clear_message(tmp_path):
     home = make_home(tmp_path)
-    proc = subprocess.run([cairn_executable(), "mcp", "--vault", str(CANARY_VAULT), "--client", "claude-desktop"],
-                          env=cairn_env(home), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [cairn_executable(), "mcp", "--vault", str(CANARY_VAULT), "--client", "claude-desktop"],
+        env=cairn_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 1
     assert "no index yet" in proc.stderr and "cairn index" in proc.stderr
     assert proc.stdout == ""
@@ -415,7 +494,11 @@ def test_the_audit_log_has_one_line_per_call_with_the_fields(home):
     run(go())
     lines = read_audit_lines(home)[before:]
     assert [(e["tool"], e["decision"]) for e in lines] == [
-        ("search_notes", "allowed"), ("get_note", "allowed"), ("get_note", "error"), ("ask", "denied")]
+        ("search_notes", "allowed"),
+        ("get_note", "allowed"),
+        ("get_note", "error"),
+        ("ask", "denied"),
+    ]
     for e in lines:
         assert {"time", "client", "transport", "tool", "argsDigest", "paths", "withheld", "decision"} <= e.keys()
         assert e["client"] == "claude-desktop" and e["transport"] == "stdio"
@@ -426,8 +509,13 @@ def test_the_audit_log_has_one_line_per_call_with_the_fields(home):
     raw = (home / "data" / "mcp-audit.jsonl").read_text(encoding="utf-8")
     assert "readings taken each morning" not in raw and "500 g flour" not in raw  # no argument or note text
 
-    printed = subprocess.run([cairn_executable(), "mcp", "audit", "--client", "claude-desktop", "--json"],
-                             env=cairn_env(home), capture_output=True, text=True, timeout=60)
+    printed = subprocess.run(
+        [cairn_executable(), "mcp", "audit", "--client", "claude-desktop", "--json"],
+        env=cairn_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert printed.returncode == 0
     assert [json.loads(line) for line in printed.stdout.splitlines()][-4:] == lines
 
@@ -442,16 +530,26 @@ def test_audit_lines_follow_the_policy_switch_and_policy_edits_apply_without_a_r
     policy_file.write_text(POLICY.replace("audit: {enabled: true}", "audit: {enabled: false}"), encoding="utf-8")
     holder = PolicyHolder(policy_file, strict=True, check_interval_s=0)
     audit_file = tmp_path / "audit.jsonl"
-    service = McpService(query=canary_cairn.query, library=canary_cairn.library, policy=holder.current,
-                         audit=AuditLog(audit_file), transport="stdio")
+    service = McpService(
+        query=canary_cairn.query,
+        library=canary_cairn.library,
+        policy=holder.current,
+        audit=AuditLog(audit_file),
+        transport="stdio",
+    )
     server = build_server(service, lambda ctx: ("reader", ("search_notes",)))
 
     async def go():
         async with Client(server) as client:
             quiet = await client.call_tool("list_notes", {"folder": "Recipes"})
             before = await tool_names(client)
-            policy_file.write_text(POLICY.replace("reader: {local: false, tools: [get_note, list_notes]}",
-                                                  "reader: {local: false, tools: [search_notes]}"), encoding="utf-8")
+            policy_file.write_text(
+                POLICY.replace(
+                    "reader: {local: false, tools: [get_note, list_notes]}",
+                    "reader: {local: false, tools: [search_notes]}",
+                ),
+                encoding="utf-8",
+            )
             holder.reload()
             after = await tool_names(client)
             loud = await client.call_tool("search_notes", {"query": "lentil soup"})

@@ -11,9 +11,10 @@ not a blanket change.
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import mcp_types as types
 import pytest
@@ -21,23 +22,23 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from conftest import make_config
-from test_mcp_stdio import CALL_TIMEOUT_S, POLICY, blob, cairn_env, cairn_executable, make_home, run
+from test_mcp_stdio import CALL_TIMEOUT_S, blob, cairn_env, cairn_executable, make_home, run
 
 NOTES = {
     "People/Dr Smith psychiatrist.md": "---\ntags: [personal]\naliases: [The Shrink]\n---\n"
-                                       "# Dr Smith psychiatrist\nAppointments and prescriptions.\n## Viral load\nx\n",
+    "# Dr Smith psychiatrist\nAppointments and prescriptions.\n## Viral load\nx\n",
     "HIV diagnosis 2026.md": "---\ntags: [personal]\naliases: [Chemo Schedule]\n---\n# HIV diagnosis 2026\n"
-                             "Results from the clinic.\n",
+    "Results from the clinic.\n",
     "log.md": "# Weekly log\n## Meeting with [[Dr Smith psychiatrist]]\n"
-              "We talked about the weekly gardening schedule and zqsymbolword.\n",
+    "We talked about the weekly gardening schedule and zqsymbolword.\n",
     "followup.md": "# Weekly log\n## Follow-up on [[HIV diagnosis 2026#Viral load]]\n"
-                   "The zqsymbolword compost plan for the garden beds, turned every week.\n",
+    "The zqsymbolword compost plan for the garden beds, turned every week.\n",
     "call.md": "# Weekly log\n## Call [[Dr Smith psychiatrist|my doctor]] again\n"
-               "The zqsymbolword seed order for the spring garden: beans and peas, weekly.\n",
+    "The zqsymbolword seed order for the spring garden: beans and peas, weekly.\n",
     "rota.md": "# Weekly log\n## Ask about the [[Chemo Schedule]] and [[the shrink]]\n"
-               "The zqsymbolword watering rota for the garden in the summer, weekly.\n",
-    "other.md": "---\naliases: [\"[[Dr Smith psychiatrist]]\", Other page]\nup: \"[[HIV diagnosis 2026]]\"\n---\n"
-                "# Other\nzqaliasword: see [[Chemo Schedule]], [[Elsewhere/HIV diagnosis 2026]] and [[log]].\n",
+    "The zqsymbolword watering rota for the garden in the summer, weekly.\n",
+    "other.md": '---\naliases: ["[[Dr Smith psychiatrist]]", Other page]\nup: "[[HIV diagnosis 2026]]"\n---\n'
+    "# Other\nzqaliasword: see [[Chemo Schedule]], [[Elsewhere/HIV diagnosis 2026]] and [[log]].\n",
     "therapy.md": "---\ntags: [personal]\ntags: [work]\n---\n# Therapy\nzqfmdupword session notes about my anxiety.\n",
     "public.md": "# Public\nzqfmdupword session notes about my garden and its anxiety-free weeds.\n",
 }
@@ -67,11 +68,16 @@ def titles_home(tmp_path_factory, embedder) -> tuple[Path, Path]:
 
 @asynccontextmanager
 async def session(home: Path, vault: Path, client: str) -> AsyncIterator[Client]:
-    params = StdioServerParameters(command=cairn_executable(),
-                                   args=["mcp", "--vault", str(vault), "--client", client, *TOOLS], env=cairn_env(home))
+    params = StdioServerParameters(
+        command=cairn_executable(), args=["mcp", "--vault", str(vault), "--client", client, *TOOLS], env=cairn_env(home)
+    )
     with open(home / "mcp.stderr", "a", encoding="utf-8") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode="legacy", read_timeout_seconds=CALL_TIMEOUT_S,
-                          client_info=types.Implementation(name="test", version="1.0")) as c:
+        async with Client(
+            stdio_client(params, errlog=errlog),
+            mode="legacy",
+            read_timeout_seconds=CALL_TIMEOUT_S,
+            client_info=types.Implementation(name="test", version="1.0"),
+        ) as c:
             yield c
 
 
@@ -93,6 +99,7 @@ def call_everything(home: Path, vault: Path, client: str) -> dict[tuple[str, str
     async def go():
         async with session(home, vault, client) as c:
             return {(name, repr(args)): await c.call_tool(name, args) for name, args in CALLS}
+
     return run(go())
 
 
@@ -108,10 +115,12 @@ def test_no_tool_output_names_a_withheld_note_through_headings_aliases_or_links(
     # the tools did serve the public notes (the check above is not vacuous)
     hits = result(results, "search_notes", query="zqsymbolword garden weekly").structured_content["results"]
     symbols = {h["filePath"]: h["symbol"] for h in hits if h["filePath"] != "public.md"}
-    assert symbols == {"log.md": "Weekly log › Meeting with [withheld link]",
-                       "followup.md": "Weekly log › Follow-up on [withheld link]",
-                       "call.md": "Weekly log › Call [withheld link] again",
-                       "rota.md": "Weekly log › Ask about the [withheld link] and [withheld link]"}, symbols
+    assert symbols == {
+        "log.md": "Weekly log › Meeting with [withheld link]",
+        "followup.md": "Weekly log › Follow-up on [withheld link]",
+        "call.md": "Weekly log › Call [withheld link] again",
+        "rota.md": "Weekly log › Ask about the [withheld link] and [withheld link]",
+    }, symbols
     other = result(results, "get_note", path="other.md").structured_content
     assert other["aliases"] == ["[withheld link]", "Other page"]
     assert other["frontmatter"]["aliases"] == ["[withheld link]", "Other page"]

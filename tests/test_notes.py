@@ -67,17 +67,7 @@ def test_tabs_in_front_matter_are_accepted_like_obsidian():
 
 
 def test_dashes_inside_quoted_and_block_values_do_not_close_front_matter():
-    text = (
-        "---\n"
-        'title: "---"\n'
-        "summary: |\n"
-        "  line one\n"
-        "  ---\n"
-        "  line three\n"
-        "tags: [kept]\n"
-        "---\n"
-        "Body #b\n"
-    )
+    text = '---\ntitle: "---"\nsummary: |\n  line one\n  ---\n  line three\ntags: [kept]\n---\nBody #b\n'
     note = parse_note(text, "n.md")
     assert note.frontmatter_error is None
     assert note.frontmatter["title"] == "---"
@@ -130,13 +120,16 @@ def test_a_repeated_tags_key_keeps_the_tags_of_both_and_is_reported():
     assert "'tags' at line 3 (first at line 2)" in note.frontmatter_error
 
 
-@pytest.mark.parametrize("yaml_text, tags, aliases", [
-    ("tag: personal\ntag: work", ("personal", "work"), ()),
-    ("tags: personal, health\ntags:\n  - work", ("health", "personal", "work"), ()),
-    ("tags: [personal]\ntags:", ("personal",), ()),
-    ("aliases: Dr Smith, GP\naliases: [Therapist]", (), ("Dr Smith", "GP", "Therapist")),
-    ("alias: [A]\nalias: B", (), ("A", "B")),
-])
+@pytest.mark.parametrize(
+    "yaml_text, tags, aliases",
+    [
+        ("tag: personal\ntag: work", ("personal", "work"), ()),
+        ("tags: personal, health\ntags:\n  - work", ("health", "personal", "work"), ()),
+        ("tags: [personal]\ntags:", ("personal",), ()),
+        ("aliases: Dr Smith, GP\naliases: [Therapist]", (), ("Dr Smith", "GP", "Therapist")),
+        ("alias: [A]\nalias: B", (), ("A", "B")),
+    ],
+)
 def test_repeated_tag_and_alias_keys_keep_the_union_of_their_values(yaml_text, tags, aliases):
     note = parse_note(f"---\n{yaml_text}\n---\nBody", "n.md")
     assert note.tags == tags

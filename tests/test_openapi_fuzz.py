@@ -77,7 +77,9 @@ def live_daemon(tmp_path_factory, embedder):
     shutil.copytree(SAMPLE_VAULT, vault)
     # The plugin API alone: MCP has its own port and tests (test_mcp_http).
     config = make_config(vault, home / "data").replace(port=0, mcp_http=False)
-    cairn = Cairn(config, embedder=embedder)  # index first with the session's model: the daemon's start-up run is a no-op
+    cairn = Cairn(
+        config, embedder=embedder
+    )  # index first with the session's model: the daemon's start-up run is a no-op
     try:
         cairn.index()
     finally:
@@ -122,16 +124,21 @@ def live_daemon(tmp_path_factory, embedder):
 
 #: The document under test, as shipped in the package (the test below proves the daemon serves exactly this).
 OPENAPI = REPO / "daemon" / "cairn" / "openapi.json"
-schema = schemathesis.openapi.from_path(OPENAPI, config=schemathesis.Config.from_dict({
-    "seed": SEED,
-    "request-timeout": REQUEST_TIMEOUT_S,
-    "generation": {"max-examples": EXAMPLES},
-    "checks": {
-        # Auth is proven route by route in test_http_routes; probing it here would also trip the
-        # bad-token throttle (429) and starve the rest of the run.
-        "ignored_auth": {"enabled": False},
-    },
-}))
+schema = schemathesis.openapi.from_path(
+    OPENAPI,
+    config=schemathesis.Config.from_dict(
+        {
+            "seed": SEED,
+            "request-timeout": REQUEST_TIMEOUT_S,
+            "generation": {"max-examples": EXAMPLES},
+            "checks": {
+                # Auth is proven route by route in test_http_routes; probing it here would also trip the
+                # bad-token throttle (429) and starve the rest of the run.
+                "ignored_auth": {"enabled": False},
+            },
+        }
+    ),
+)
 
 
 def test_the_served_openapi_document_is_the_one_in_the_repository_and_needs_the_token(live_daemon):
@@ -146,9 +153,17 @@ def documented(path: str, method: str, status: int, content_type: str, content: 
     """Validate a response read by hand against the document (all of schemathesis' response checks)."""
     case = schema[path][method].Case()
     request = requests.Request(method, url).prepare()
-    response = schemathesis.Response(status_code=status, headers={"content-type": [content_type]}, content=content,
-                                     request=request, elapsed=0.0, message="OK", encoding="utf-8",
-                                     http_version="1.1", verify=True)
+    response = schemathesis.Response(
+        status_code=status,
+        headers={"content-type": [content_type]},
+        content=content,
+        request=request,
+        elapsed=0.0,
+        message="OK",
+        encoding="utf-8",
+        http_version="1.1",
+        verify=True,
+    )
     case.validate_response(response)
 
 
@@ -167,7 +182,7 @@ def test_index_events_as_a_note_is_added_and_removed_are_the_documented_events(l
                     """Read whole events until one called ``name`` whose data satisfies ``wanted``."""
                     try:
                         await asyncio.wait_for(read_until(name, wanted), EVENT_WAIT_S)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         raise AssertionError(f"no such {name!r} event within {EVENT_WAIT_S} s; got {names}") from None
 
                 async def read_until(name: str, wanted) -> None:
@@ -189,15 +204,19 @@ def test_index_events_as_a_note_is_added_and_removed_are_the_documented_events(l
                 assert await stream.content.readline() == b": connected\n"  # subscribed: nothing is missed now
                 await stream.content.readline()
                 rel = "Garden/Fuzz events.md"
-                note.write_text("# Fuzz events\n\nA note that comes and goes while /events is read.\n", encoding="utf-8")
-                async with session.post(live_daemon.url + "/index/reindex", json={"path": rel},
-                                        headers=live_daemon.auth) as resp:
+                note.write_text(
+                    "# Fuzz events\n\nA note that comes and goes while /events is read.\n", encoding="utf-8"
+                )
+                async with session.post(
+                    live_daemon.url + "/index/reindex", json={"path": rel}, headers=live_daemon.auth
+                ) as resp:
                     assert resp.status == 202, await resp.text()
                 # (the resume above may end a reconcile first: wait for the run that added the note)
                 await until("indexed", lambda d: d["added"] >= 1)
                 note.unlink()
-                async with session.post(live_daemon.url + "/index/reindex", json={"path": rel},
-                                        headers=live_daemon.auth) as resp:
+                async with session.post(
+                    live_daemon.url + "/index/reindex", json={"path": rel}, headers=live_daemon.auth
+                ) as resp:
                     assert resp.status == 202, await resp.text()
                 await until("removed", lambda d: d["filePath"] == rel)
                 return stream.headers["Content-Type"], bytes(raw), names
@@ -208,8 +227,9 @@ def test_index_events_as_a_note_is_added_and_removed_are_the_documented_events(l
 
 
 @schema.parametrize()
-@settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
-          suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=EXAMPLES, derandomize=True, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
 def test_every_operation_answers_fuzzed_requests_without_5xx_and_as_documented(case, live_daemon):
     # GET /events never ends by itself: read what it sends for a moment (the stream is cut, then validated).
     timeout = EVENTS_READ_S if case.path == "/events" else REQUEST_TIMEOUT_S
@@ -217,5 +237,6 @@ def test_every_operation_answers_fuzzed_requests_without_5xx_and_as_documented(c
     # document states in words: no JSON Schema regex says it the same way in Python and in the validator.
     # So a generated "valid" tag may rightly be refused (400) there: schema-valid data is not required to pass.
     excluded = [positive_data_acceptance] if case.path in TAG_SCOPED else []
-    case.call_and_validate(base_url=live_daemon.url, headers=live_daemon.auth, timeout=timeout,
-                           excluded_checks=excluded)
+    case.call_and_validate(
+        base_url=live_daemon.url, headers=live_daemon.auth, timeout=timeout, excluded_checks=excluded
+    )

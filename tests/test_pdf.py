@@ -26,8 +26,9 @@ def pdfs(tmp_path_factory):
     """Every kind of test PDF, written once for the module."""
     d = tmp_path_factory.mktemp("pdfs")
     return {
-        "five": pdfgen.text_pdf(d / "five.pdf", pdfgen.numbered_pages(5, headings=True), title="Five Pages",
-                                running_header=HEADER),
+        "five": pdfgen.text_pdf(
+            d / "five.pdf", pdfgen.numbered_pages(5, headings=True), title="Five Pages", running_header=HEADER
+        ),
         "plain": pdfgen.text_pdf(d / "plain.pdf", pdfgen.numbered_pages(3)),
         "encrypted": pdfgen.encrypted_pdf(d / "encrypted.pdf"),
         "owner_only": pdfgen.owner_only_encrypted_pdf(d / "owner.pdf"),
@@ -67,9 +68,9 @@ def test_running_header_and_page_n_of_m_footer_are_removed_and_never_a_heading(e
 
 def test_numbered_section_headings_are_found_on_their_pages(extractor, pdfs):
     result = extractor.extract(pdfs["five"])
-    assert [p.heading for p in result.pages] == [f"{n}. Section {w}" for n, w in
-                                                 [(1, "Basalt"), (2, "Cobalt"), (3, "Dolomite"), (4, "Emerald"),
-                                                  (5, "Feldspar")]]
+    assert [p.heading for p in result.pages] == [
+        f"{n}. Section {w}" for n, w in [(1, "Basalt"), (2, "Cobalt"), (3, "Dolomite"), (4, "Emerald"), (5, "Feldspar")]
+    ]
 
 
 def test_headings_in_several_styles_are_found_and_a_page_without_one_has_none(extractor, tmp_path):
@@ -81,8 +82,7 @@ def test_headings_in_several_styles_are_found_and_a_page_without_one_has_none(ex
 
 
 def test_paragraphs_are_separated_by_a_blank_line_and_hyphenated_words_rejoined(extractor, tmp_path):
-    body = ("First paragraph about the extrac-\ntion of text from cairns.\n\n"
-            "Second paragraph, which starts after a gap.")
+    body = "First paragraph about the extrac-\ntion of text from cairns.\n\nSecond paragraph, which starts after a gap."
     result = extractor.extract(pdfgen.text_pdf(tmp_path / "para.pdf", [body]))
     text = result.pages[0].text
     assert "extraction of text" in text.replace("\n", " ")
@@ -92,11 +92,20 @@ def test_paragraphs_are_separated_by_a_blank_line_and_hyphenated_words_rejoined(
 
 def test_tidying_spells_out_ligatures_composes_nfc_and_drops_page_numbers_at_the_edges():
     words = ["amber", "basalt", "cobalt", "dolomite"]
-    raw = [RawPage(n, (RawLine(f"- {n} -" if n % 2 else ["iv", "v", "vi", "vii"][n - 4], 10.0, 9.0),
-                       RawLine(f"Cafe\u0301 \ufb01ndings on the e\ufb00ect of cai\ufffern stacking in {words[n - 4]}",
-                               40.0, 11.0),
-                       RawLine(f"Page {n}", 800.0, 9.0)), 842.0)
-           for n in range(4, 8)]
+    raw = [
+        RawPage(
+            n,
+            (
+                RawLine(f"- {n} -" if n % 2 else ["iv", "v", "vi", "vii"][n - 4], 10.0, 9.0),
+                RawLine(
+                    f"Cafe\u0301 \ufb01ndings on the e\ufb00ect of cai\ufffern stacking in {words[n - 4]}", 40.0, 11.0
+                ),
+                RawLine(f"Page {n}", 800.0, 9.0),
+            ),
+            842.0,
+        )
+        for n in range(4, 8)
+    ]
     pages = tidy_pages(raw)
     assert [p.text for p in pages] == [f"Café findings on the effect of cairn stacking in {w}" for w in words]
     assert [p.heading for p in pages] == [None] * 4
@@ -106,7 +115,10 @@ def test_tidying_spells_out_ligatures_composes_nfc_and_drops_page_numbers_at_the
 def test_decomposed_accents_come_back_composed_and_ligatures_spelled_out(extractor, tmp_path):
     text = "The \ufb01eld o\ufb03ce found a cafe\u0301 in Zu\u0308rich; \u041a\u0430\u043c\u0435\u043d\u044c is stone."
     result = extractor.extract(pdfgen.unicode_pdf(tmp_path / "unicode.pdf", [text]))
-    assert result.pages[0].text == "The field office found a caf\u00e9 in Z\u00fcrich; \u041a\u0430\u043c\u0435\u043d\u044c is stone."
+    assert (
+        result.pages[0].text
+        == "The field office found a caf\u00e9 in Z\u00fcrich; \u041a\u0430\u043c\u0435\u043d\u044c is stone."
+    )
 
 
 def test_encrypted_pdf_is_refused_with_a_message_about_the_password(extractor, pdfs):
@@ -124,8 +136,11 @@ def test_owner_password_only_pdf_is_indexed_like_any_other(extractor, pdfs):
 
 
 def test_image_only_pdf_is_refused_as_having_no_text_layer(extractor, pdfs):
-    with pytest.raises(PdfReadError, match=r"^no text layer on any of the 3 pages \(scanned images\?\); "
-                                           r"OCR is not supported$"):
+    with pytest.raises(
+        PdfReadError,
+        match=r"^no text layer on any of the 3 pages \(scanned images\?\); "
+        r"OCR is not supported$",
+    ):
         extractor.extract(pdfs["images"])
 
 
@@ -171,8 +186,9 @@ def test_page_limit_keeps_the_first_pages_and_names_the_rest(pdfs):
         result = ex.extract(pdfs["five"])
     assert [p.number for p in result.pages] == [1, 2]
     assert result.page_count == 5
-    assert result.problems == ("page limit 2 reached: pages 3–5 not indexed "
-                               "(raise pdf_max_pages in the config to index them)",)
+    assert result.problems == (
+        "page limit 2 reached: pages 3–5 not indexed (raise pdf_max_pages in the config to index them)",
+    )
 
 
 def test_time_limit_keeps_the_pages_read_so_far_and_a_fresh_worker_reads_the_next_file(pdfs, monkeypatch):
@@ -181,8 +197,9 @@ def test_time_limit_keeps_the_pages_read_so_far_and_a_fresh_worker_reads_the_nex
         result = ex.extract(pdfs["five"])
         first_pid = ex.workers_started
         assert [p.number for p in result.pages] == [1, 2]
-        assert result.problems == ("time limit 1 s reached: pages 3–5 not indexed "
-                                   "(raise pdf_timeout_s in the config to index them)",)
+        assert result.problems == (
+            "time limit 1 s reached: pages 3–5 not indexed (raise pdf_timeout_s in the config to index them)",
+        )
         assert ex.worker_pid is None  # the hung worker was killed
         monkeypatch.delenv(TEST_HOOK_ENV)
         again = ex.extract(pdfs["five"])
@@ -200,8 +217,11 @@ def test_time_limit_before_the_first_page_refuses_the_file(pdfs, monkeypatch):
 def test_a_worker_crash_while_opening_refuses_the_file_and_the_next_file_works(pdfs, monkeypatch):
     with PdfExtractor() as ex:
         monkeypatch.setenv(TEST_HOOK_ENV, "crash:0")
-        with pytest.raises(PdfReadError, match=r"^the PDF reader crashed while opening the file \(it exited with "
-                                               r"code 70\)"):
+        with pytest.raises(
+            PdfReadError,
+            match=r"^the PDF reader crashed while opening the file \(it exited with "
+            r"code 70\)",
+        ):
             ex.extract(pdfs["plain"])
         monkeypatch.delenv(TEST_HOOK_ENV)
         assert pdfgen.page_sentence(3) in ex.extract(pdfs["plain"]).pages[2].text

@@ -16,24 +16,33 @@ import time
 from pathlib import Path
 
 import pytest
-
-from cairn.app import Cairn
-from cairn.watcher import VaultWatcher
 from tests import pdfgen
 from tests.conftest import SAMPLE_VAULT, make_config
 from tests.test_cli import run_cairn
+
+from cairn.app import Cairn
+from cairn.watcher import VaultWatcher
 
 DEADLINE_S = 60.0
 
 #: Page 3 of the field guide answers the test question; the other pages are about something else.
 GUIDE_PAGES = [
-    ("Introduction", "This field guide describes the upland walking routes of the northern moor.\n\n"
-                     "It was written by the volunteer rangers over three summers."),
-    ("Equipment", "Carry a map, a compass and waterproof clothing on every walk.\n\n"
-                  "Boots with a stiff sole make the scree slopes much safer."),
-    ("Building a cairn", "To build a cairn that lasts the winter, set the three widest flat stones as the base "
-                         "and lean every stone above slightly inward toward the centre.\n\n"
-                         "Never take stones from walls or from an existing cairn."),
+    (
+        "Introduction",
+        "This field guide describes the upland walking routes of the northern moor.\n\n"
+        "It was written by the volunteer rangers over three summers.",
+    ),
+    (
+        "Equipment",
+        "Carry a map, a compass and waterproof clothing on every walk.\n\n"
+        "Boots with a stiff sole make the scree slopes much safer.",
+    ),
+    (
+        "Building a cairn",
+        "To build a cairn that lasts the winter, set the three widest flat stones as the base "
+        "and lean every stone above slightly inward toward the centre.\n\n"
+        "Never take stones from walls or from an existing cairn.",
+    ),
     ("Weather", "Fog can fall in minutes; turn back when you cannot see the next marker post."),
 ]
 GUIDE_QUESTION = "How do I build a cairn that lasts the winter?"
@@ -46,8 +55,9 @@ def pdf_vault(tmp_path):
     shutil.copytree(SAMPLE_VAULT, vault)
     docs = vault / "Attachments"
     docs.mkdir()
-    pdfgen.text_pdf(docs / "Field guide.pdf", GUIDE_PAGES, title="Moorland Field Guide",
-                    running_header="Moorland Field Guide")
+    pdfgen.text_pdf(
+        docs / "Field guide.pdf", GUIDE_PAGES, title="Moorland Field Guide", running_header="Moorland Field Guide"
+    )
     pdfgen.encrypted_pdf(docs / "Locked.pdf")
     pdfgen.image_only_pdf(docs / "Scan.pdf", pages=2)
     pdfgen.truncated_pdf(docs / "Cut short.pdf")
@@ -70,8 +80,12 @@ def errors_by_path(cairn: Cairn) -> dict[str, dict]:
 def test_good_pages_are_indexed_and_every_bad_pdf_is_listed_with_its_reason(pdf_cairn):
     report = pdf_cairn.index()
     skipped = dict(report.skipped)
-    assert set(skipped) == {"Attachments/Locked.pdf", "Attachments/Scan.pdf", "Attachments/Cut short.pdf",
-                            "Attachments/Really text.pdf"}
+    assert set(skipped) == {
+        "Attachments/Locked.pdf",
+        "Attachments/Scan.pdf",
+        "Attachments/Cut short.pdf",
+        "Attachments/Really text.pdf",
+    }
     assert "password" in skipped["Attachments/Locked.pdf"]
     assert "no text layer" in skipped["Attachments/Scan.pdf"]
     assert "damaged" in skipped["Attachments/Cut short.pdf"] or "truncated" in skipped["Attachments/Cut short.pdf"]
@@ -81,13 +95,20 @@ def test_good_pages_are_indexed_and_every_bad_pdf_is_listed_with_its_reason(pdf_
     # The partly scanned PDF is indexed with its text pages; the image-only pages are named.
     assert errors["Attachments/Mixed.pdf"]["skipped"] is False
     assert "2, 4" in errors["Attachments/Mixed.pdf"]["reason"] or "2, 4–5" in errors["Attachments/Mixed.pdf"]["reason"]
-    mixed_pages = {page for page, _ in pdf_cairn.store.conn.execute(
-        "SELECT c.page, c.text FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path='Attachments/Mixed.pdf'")}
+    mixed_pages = {
+        page
+        for page, _ in pdf_cairn.store.conn.execute(
+            "SELECT c.page, c.text FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path='Attachments/Mixed.pdf'"
+        )
+    }
     assert mixed_pages == {1, 3, 6}
     # The good PDF: one or more chunks per page, each with its page, all embedded.
-    rows = list(pdf_cairn.store.conn.execute(
-        "SELECT c.page, c.symbol, c.kind, c.line_start, c.embedded, c.text FROM chunks c JOIN notes n "
-        "ON n.id=c.note_id WHERE n.path='Attachments/Field guide.pdf' ORDER BY c.ordinal"))
+    rows = list(
+        pdf_cairn.store.conn.execute(
+            "SELECT c.page, c.symbol, c.kind, c.line_start, c.embedded, c.text FROM chunks c JOIN notes n "
+            "ON n.id=c.note_id WHERE n.path='Attachments/Field guide.pdf' ORDER BY c.ordinal"
+        )
+    )
     assert sorted({r[0] for r in rows}) == [1, 2, 3, 4]
     assert all(r[2] == "pdf" and r[3] is None and r[4] == 1 for r in rows)
     page3 = [r for r in rows if r[0] == 3]
@@ -121,7 +142,9 @@ def test_cairn_ask_json_cites_the_pdf_with_page_3(pdf_vault, tmp_path):
 def test_asking_for_the_pdf_prefers_pdf_pages_over_a_note_saying_the_same(pdf_vault, tmp_path, embedder):
     (pdf_vault / "Cairn building.md").write_text(
         "# Cairn building\n\nTo build a cairn that lasts the winter, set the three widest flat stones as the base "
-        "and lean every stone above slightly inward toward the centre.\n", encoding="utf-8")
+        "and lean every stone above slightly inward toward the centre.\n",
+        encoding="utf-8",
+    )
     cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
     try:
         cairn.index()
@@ -140,8 +163,12 @@ def test_reindexing_embeds_nothing_and_a_changed_page_re_embeds_only_its_text(pd
     pages = list(GUIDE_PAGES)
     pages[3] = ("Weather", "Thunderstorms build quickly over the ridge on summer afternoons; descend early.")
     time.sleep(0.01)  # a new mtime (filesystems with coarse timestamps)
-    pdfgen.text_pdf(pdf_vault / "Attachments" / "Field guide.pdf", pages, title="Moorland Field Guide",
-                    running_header="Moorland Field Guide")
+    pdfgen.text_pdf(
+        pdf_vault / "Attachments" / "Field guide.pdf",
+        pages,
+        title="Moorland Field Guide",
+        running_header="Moorland Field Guide",
+    )
     changed = pdf_cairn.index()
     assert changed.updated == 1
     assert 0 < changed.texts_embedded <= 3, "only page 4's new sentences (and nothing of pages 1-3)"
@@ -196,10 +223,17 @@ def varied_pages(count: int) -> list[str]:
     holds :func:`pdfgen.page_sentence` (n) and 12 sentences made for it."""
     animals = ["heron", "otter", "lynx", "badger", "kestrel", "marmot", "ibis", "tapir", "plover", "stoat"]
     places = ["lighthouse", "orchard", "quarry", "harbour", "mill", "chapel", "ferry", "bridge", "forge"]
-    return [" ".join([pdfgen.page_sentence(n)] + [
-        f"On day {n * 12 + k} the {animals[(n + k) % len(animals)]} crossed the {places[(n * k) % len(places)]} "
-        f"carrying {k + 2} {['pebbles', 'acorns', 'feathers', 'shells'][k % 4]} for the {n}th cairn."
-        for k in range(12)]) for n in range(1, count + 1)]
+    return [
+        " ".join(
+            [pdfgen.page_sentence(n)]
+            + [
+                f"On day {n * 12 + k} the {animals[(n + k) % len(animals)]} crossed the {places[(n * k) % len(places)]} "
+                f"carrying {k + 2} {['pebbles', 'acorns', 'feathers', 'shells'][k % 4]} for the {n}th cairn."
+                for k in range(12)
+            ]
+        )
+        for n in range(1, count + 1)
+    ]
 
 
 def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf_is_done(tmp_path, embedder):
@@ -218,22 +252,28 @@ def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf
         try:
             pdfgen.text_pdf(vault / "Field guide.pdf", varied_pages(40))
             end = time.monotonic() + DEADLINE_S
-            while not cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded=1").fetchone()[0]:
+            while not cairn.store.conn.execute(
+                "SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded=1"
+            ).fetchone()[0]:
                 assert time.monotonic() < end, f"the PDF queue never started: {queue.stats()}"
                 await asyncio.sleep(0.05)
-            (vault / "Quartz note.md").write_text("# Quartz note\n\nThe zebra quartzite outcrop sits above the "
-                                                  "tarn.\n", encoding="utf-8")
+            (vault / "Quartz note.md").write_text(
+                "# Quartz note\n\nThe zebra quartzite outcrop sits above the tarn.\n", encoding="utf-8"
+            )
             written = time.monotonic()
             while "Quartz note.md" not in [h.file_path for h in cairn.query.search("zebra quartzite outcrop").hits]:
                 assert time.monotonic() < end, "the note never became searchable"
                 await asyncio.sleep(0.05)
             took = time.monotonic() - written
-            while cairn.store.conn.execute("SELECT count(*) FROM chunks c JOIN notes n ON n.id=c.note_id WHERE "
-                                           "n.path='Quartz note.md' AND c.embedded=0").fetchone()[0]:
+            while cairn.store.conn.execute(
+                "SELECT count(*) FROM chunks c JOIN notes n ON n.id=c.note_id WHERE "
+                "n.path='Quartz note.md' AND c.embedded=0"
+            ).fetchone()[0]:
                 assert time.monotonic() < end, "the note's vectors never came"
                 await asyncio.sleep(0.05)
-            assert cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded=0").fetchone()[0], \
-                "the note's vectors waited for the whole PDF's"
+            assert cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded=0").fetchone()[
+                0
+            ], "the note's vectors waited for the whole PDF's"
             assert await asyncio.to_thread(queue.wait_idle, DEADLINE_S * 3)
             hits = cairn.query.search("The marker for page 33").hits
             assert hits and hits[0].file_path == "Field guide.pdf" and hits[0].page == 33
@@ -263,12 +303,16 @@ CHOLESTEROL_QUESTION = "What was the cholesterol reading from the lab visit?"
 def add_personal_pdf(vault: Path, folder: str = "Health") -> None:
     """A lab-results PDF in ``folder``, embedded by a note tagged personal; the field guide linked from a plain note."""
     (vault / folder).mkdir(exist_ok=True)
-    pdfgen.text_pdf(vault / folder / "Lab results.pdf",
-                    [("Lipid panel", "The cholesterol reading from the March lab visit was 5.9 mmol per litre.")])
+    pdfgen.text_pdf(
+        vault / folder / "Lab results.pdf",
+        [("Lipid panel", "The cholesterol reading from the March lab visit was 5.9 mmol per litre.")],
+    )
     (vault / "Checkup.md").write_text(
-        "---\ntags: [personal]\n---\n# Checkup\n\nResults from the clinic: ![[Lab results.pdf]]\n", encoding="utf-8")
-    (vault / "Hiking plans.md").write_text("# Hiking plans\n\nRead [[Field guide.pdf#page=3]] first.\n",
-                                           encoding="utf-8")
+        "---\ntags: [personal]\n---\n# Checkup\n\nResults from the clinic: ![[Lab results.pdf]]\n", encoding="utf-8"
+    )
+    (vault / "Hiking plans.md").write_text(
+        "# Hiking plans\n\nRead [[Field guide.pdf#page=3]] first.\n", encoding="utf-8"
+    )
 
 
 def test_a_pdf_embedded_in_a_personal_note_is_withheld_with_it(pdf_vault, tmp_path, embedder):
@@ -304,10 +348,16 @@ def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vau
     home = tmp_path / "home"
     home.mkdir()
     with running_daemon(home, pdf_vault) as d:
+
         def settled():
             status, stats = d.get_json("/index/stats", token=d.token)
-            done = (status == 200 and stats["pdfs"] == 2 and stats["pending"] == 0 and not stats["indexing"]
-                    and stats["pdf"] == {"queued": 0, "current": None, "scanPending": False})
+            done = (
+                status == 200
+                and stats["pdfs"] == 2
+                and stats["pending"] == 0
+                and not stats["indexing"]
+                and stats["pdf"] == {"queued": 0, "current": None, "scanPending": False}
+            )
             return stats if done else None
 
         stats = wait_for("the PDFs indexed by the daemon", settled, INDEX_DEADLINE_S, d.proc, d.home / "serve.stderr")
@@ -321,23 +371,28 @@ def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vau
         assert status == 200 and hits["results"][0]["filePath"] == "Attachments/Field guide.pdf"
         assert hits["results"][0]["page"] == 3
         # A PDF saved while the daemon runs is indexed by the watcher and the queue.
-        pdfgen.text_pdf(pdf_vault / "Attachments" / "Later.pdf", ["Nothing here yet.",
-                        "The ferry to the island leaves at seven from the north pier."])
+        pdfgen.text_pdf(
+            pdf_vault / "Attachments" / "Later.pdf",
+            ["Nothing here yet.", "The ferry to the island leaves at seven from the north pier."],
+        )
 
         def found():
             status, hits = d.get_json("/search", token=d.token, params={"q": "when does the ferry to the island leave"})
-            return status == 200 and hits["results"] and hits["results"][0]["filePath"] == "Attachments/Later.pdf" \
+            return (
+                status == 200
+                and hits["results"]
+                and hits["results"][0]["filePath"] == "Attachments/Later.pdf"
                 and hits["results"][0]["page"] == 2
+            )
 
         wait_for("the PDF saved later", found, INDEX_DEADLINE_S, d.proc, d.home / "serve.stderr")
         assert stop(d, signal.SIGTERM) == 0
 
 
 def test_a_pdf_embedded_in_a_personal_note_never_enters_a_remote_models_prompt(pdf_vault, tmp_path, embedder):
-    from test_answer_llm import llm_config, stub_server
-
     from cairn.answer import AnswerService
     from cairn.llm import OpenAIChatModel
+    from test_answer_llm import llm_config, stub_server
 
     add_personal_pdf(pdf_vault)
     cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
@@ -380,15 +435,19 @@ def test_a_pdf_added_after_the_personal_note_that_embeds_it_is_withheld(pdf_vaul
         cairn.index_paths({"Scans/Lab results.pdf"})
         withhold = Withhold.of(tags=["personal"])
         assert cairn.query.search(CHOLESTEROL_QUESTION).hits[0].file_path == "Scans/Lab results.pdf"
-        assert all(h.file_path != "Scans/Lab results.pdf" for h in cairn.query.search(CHOLESTEROL_QUESTION,
-                                                                                       withhold=withhold).hits)
+        assert all(
+            h.file_path != "Scans/Lab results.pdf"
+            for h in cairn.query.search(CHOLESTEROL_QUESTION, withhold=withhold).hits
+        )
         # Moved to another folder: the basename link follows it, and so does the withholding.
         (pdf_vault / "Moved").mkdir()
         shutil.move(pdf_vault / "Scans" / "Lab results.pdf", pdf_vault / "Moved" / "Lab results.pdf")
         cairn.index_paths({"Scans/Lab results.pdf", "Moved/Lab results.pdf"})
         assert cairn.query.search(CHOLESTEROL_QUESTION).hits[0].file_path == "Moved/Lab results.pdf"
-        assert all(h.file_path != "Moved/Lab results.pdf" for h in cairn.query.search(CHOLESTEROL_QUESTION,
-                                                                                      withhold=withhold).hits)
+        assert all(
+            h.file_path != "Moved/Lab results.pdf"
+            for h in cairn.query.search(CHOLESTEROL_QUESTION, withhold=withhold).hits
+        )
     finally:
         cairn.close()
 
@@ -412,7 +471,9 @@ def test_a_pdf_deleted_while_it_is_being_indexed_leaves_the_index_at_once(tmp_pa
         try:
             pdfgen.text_pdf(vault / "Long.pdf", pages)
             end = time.monotonic() + DEADLINE_S
-            while not cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded=1").fetchone()[0]:
+            while not cairn.store.conn.execute(
+                "SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded=1"
+            ).fetchone()[0]:
                 assert time.monotonic() < end, f"the PDF queue never started: {queue.stats()}"
                 await asyncio.sleep(0.05)
             (vault / "Long.pdf").unlink()
@@ -476,17 +537,20 @@ def test_pdf_false_and_true_in_the_config_file_are_understood(tmp_path):
 def test_reflow_joins_wrapped_lines_but_keeps_a_heading_line_apart():
     from cairn.pdf_index import reflow
 
-    page = ("Findings\n"
-            "The most common rootstock in the survey was M26, found in forty of the orchards that were\n"
-            "visited across the valley, and it was also the most vig-\n"
-            "orous one under the Holloway Farm trial conditions of that year.\n\n"
-            "Recommendations\n"
-            "Plant early in the season and water the young trees late in the day, when the soil is cool.")
+    page = (
+        "Findings\n"
+        "The most common rootstock in the survey was M26, found in forty of the orchards that were\n"
+        "visited across the valley, and it was also the most vig-\n"
+        "orous one under the Holloway Farm trial conditions of that year.\n\n"
+        "Recommendations\n"
+        "Plant early in the season and water the young trees late in the day, when the soil is cool."
+    )
     out = reflow(page)
     assert out.split("\n\n") == [
         "Findings",
         "The most common rootstock in the survey was M26, found in forty of the orchards that were visited across "
         "the valley, and it was also the most vigorous one under the Holloway Farm trial conditions of that year.",
         "Recommendations",
-        "Plant early in the season and water the young trees late in the day, when the soil is cool."]
+        "Plant early in the season and water the young trees late in the day, when the soil is cool.",
+    ]
     assert reflow(out) == out

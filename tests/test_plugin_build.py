@@ -26,8 +26,11 @@ SHIPPED_DIR = REPO / "daemon" / "cairn" / "obsidian_plugin"
 PLUGIN_FILES = ("main.js", "manifest.json", "styles.css")
 NPM_TIMEOUT_S = 600
 #: npm's words for "the registry could not be reached" (DNS, refused, timeouts, proxies).
-_OFFLINE = re.compile(r"ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|"
-                      r"network request to .* failed|request to .* failed, reason", re.I)
+_OFFLINE = re.compile(
+    r"ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|"
+    r"network request to .* failed|request to .* failed, reason",
+    re.I,
+)
 
 
 def _run(args: list[str], what: str) -> subprocess.CompletedProcess:
@@ -51,7 +54,9 @@ def _build() -> tuple[str | None, str]:
             return f"`npm ci` could not reach the npm registry:\n{output[-1500:]}", ""
         raise AssertionError(f"`npm ci` failed (exit {ci.returncode}):\n{output[-4000:]}")
     build = _run([npm, "run", "build"], "type-check and bundle")
-    assert build.returncode == 0, f"`npm run build` failed (exit {build.returncode}):\n{(build.stdout + build.stderr)[-4000:]}"
+    assert build.returncode == 0, (
+        f"`npm run build` failed (exit {build.returncode}):\n{(build.stdout + build.stderr)[-4000:]}"
+    )
     return None, build.stdout + build.stderr
 
 

@@ -27,23 +27,31 @@ import shutil
 import signal
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 import pdfgen
 from test_daemon import INDEX_DEADLINE_S, running_daemon, wait_for
 from test_pdf_index import GUIDE_PAGES
-from test_plugin_build import PLUGIN_DIR, built_plugin
+from test_plugin_build import built_plugin
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_VAULT = REPO / "examples" / "vault"
 DOCS = REPO / "docs"
 CHROMIUM = os.environ.get("CAIRN_CHROMIUM", "/usr/bin/chromium")
 #: Flags for a root, offline, headless Chromium (no sandbox as root; no calls home on a closed network).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 WAIT_MS = 30_000
 NOT_RUNNING = "Cairn isn't running — start it with `cairn serve` or from the tray"
 
@@ -66,20 +74,47 @@ class StubModel:
     """An OpenAI-compatible chat-completions server on 127.0.0.1 (aiohttp, in its own thread)."""
 
     FIRST = ["Sow", " tomatoes", " indoors", " in", " the", " first", " week", " of", " March", " [1]", "."]
-    REST = [" Plant", " them", " out", " in", " the", " polytunnel", " in", " mid-May", ",", " 45", " cm", " apart", " [1]",
-            ",", " and", " feed", " them", " comfrey", " tea", " once", " the", " first", " truss", " has", " set", " [4]", "."]
+    REST = [
+        " Plant",
+        " them",
+        " out",
+        " in",
+        " the",
+        " polytunnel",
+        " in",
+        " mid-May",
+        ",",
+        " 45",
+        " cm",
+        " apart",
+        " [1]",
+        ",",
+        " and",
+        " feed",
+        " them",
+        " comfrey",
+        " tea",
+        " once",
+        " the",
+        " first",
+        " truss",
+        " has",
+        " set",
+        " [4]",
+        ".",
+    ]
 
     def __init__(self) -> None:
         self.url = ""
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="stub-llm", daemon=True)
-        self.held = threading.Event()      # the stream is paused part-way (set by the stub)
+        self.held = threading.Event()  # the stream is paused part-way (set by the stub)
         self.cancelled = threading.Event()  # a held stream's client went away (set by the stub)
         self._release: asyncio.Event | None = None
         self._runner = None
         self.questions: list[str] = []
 
-    def start(self) -> "StubModel":
+    def start(self) -> StubModel:
         self.thread.start()
         asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(timeout=30)
         return self
@@ -157,8 +192,11 @@ def serve_folder(folder: Path) -> http.server.ThreadingHTTPServer:
 
 
 def vault_files(vault: Path) -> list[str]:
-    return sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*") if p.suffix in (".md", ".pdf")
-                  and ".obsidian" not in p.parts)
+    return sorted(
+        p.relative_to(vault).as_posix()
+        for p in vault.rglob("*")
+        if p.suffix in (".md", ".pdf") and ".obsidian" not in p.parts
+    )
 
 
 @pytest.fixture(scope="module")
@@ -211,9 +249,14 @@ def daemon(tmp_path_factory, harness, stub_model, plugin_vault):
         encoding="utf-8",
     )
     with running_daemon(home, plugin_vault) as d:
+
         def indexed():
             status, stats = d.get_json("/index/stats", token=d.token)
-            return stats if status == 200 and stats["pdfs"] == 1 and stats["pending"] == 0 and not stats["indexing"] else None
+            return (
+                stats
+                if status == 200 and stats["pdfs"] == 1 and stats["pending"] == 0 and not stats["indexing"]
+                else None
+            )
 
         wait_for("the first index of examples/vault", indexed, INDEX_DEADLINE_S, d.proc, d.home / "serve.stderr")
         yield d
@@ -393,7 +436,9 @@ def test_the_tag_scope_restricts_search_to_notes_with_that_tag(sidebar, daemon):
     status, scoped = daemon.get_json("/search", token=daemon.token, params={"q": query, "tag": "kitchen", "topK": 8})
     assert status == 200
     expected = [f"{h['filePath']} › {h['symbol']}" if h["symbol"] else h["filePath"] for h in scoped["results"]]
-    assert expected and all("kitchen" in h["tags"] or any(t.startswith("kitchen/") for t in h["tags"]) for h in scoped["results"])
+    assert expected and all(
+        "kitchen" in h["tags"] or any(t.startswith("kitchen/") for t in h["tags"]) for h in scoped["results"]
+    )
 
     sidebar.click(".cairn-tab[data-tab='search']")
     sidebar.wait_for_selector(".cairn-scope-select option[value='kitchen']", state="attached", timeout=WAIT_MS)
@@ -406,7 +451,8 @@ def test_the_tag_scope_restricts_search_to_notes_with_that_tag(sidebar, daemon):
     sidebar.wait_for_function(
         "expected => JSON.stringify([...document.querySelectorAll('.cairn-result-title')].map(a => a.textContent))"
         " === JSON.stringify(expected)",
-        arg=expected, timeout=WAIT_MS,
+        arg=expected,
+        timeout=WAIT_MS,
     )
     # Removing the chip widens the search again.
     sidebar.click(".cairn-chip-remove")
@@ -435,7 +481,9 @@ def test_related_shows_links_backlinks_and_similar_notes_for_the_active_note(sid
 
 
 def test_a_wrong_token_says_to_paste_the_output_of_cairn_token(sidebar):
-    sidebar.evaluate("async () => { window.__plugin.settings.token = 'not-the-right-token-0000'; await window.__plugin.saveSettings(); }")
+    sidebar.evaluate(
+        "async () => { window.__plugin.settings.token = 'not-the-right-token-0000'; await window.__plugin.saveSettings(); }"
+    )
     ask(sidebar, TOMATO_QUESTION)
     error = sidebar.locator(".cairn-pane-ask .cairn-error-unauthorized")
     error.wait_for(timeout=WAIT_MS)

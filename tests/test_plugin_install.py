@@ -101,7 +101,8 @@ def test_install_from_a_build_folder_copies_that_build(vault, tmp_path):
     build = tmp_path / "build"
     build.mkdir()
     for name in FILES:
-        (build / name).write_text(f"/* fresh {name} */" if name != "manifest.json" else '{"version": "9.9.9"}',
-                                  encoding="utf-8")
+        (build / name).write_text(
+            f"/* fresh {name} */" if name != "manifest.json" else '{"version": "9.9.9"}', encoding="utf-8"
+        )
     assert main(["plugin", "install", "--vault", str(vault), "--from", str(build)]) == 0
     assert (vault / ".obsidian" / "plugins" / "cairn" / "main.js").read_text(encoding="utf-8") == "/* fresh main.js */"

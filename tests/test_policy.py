@@ -13,8 +13,18 @@ import pytest
 
 from cairn.errors import BadRequest
 from cairn.policy import (
-    ALL_TOOLS, CONTAINED_READS, PolicyError, PolicyHolder, Withhold, default_policy_text, ensure_owner_policy,
-    fail_closed_policy, load_policy, owner_policy_path, parse_policy, policy_schema,
+    ALL_TOOLS,
+    CONTAINED_READS,
+    PolicyError,
+    PolicyHolder,
+    Withhold,
+    default_policy_text,
+    ensure_owner_policy,
+    fail_closed_policy,
+    load_policy,
+    owner_policy_path,
+    parse_policy,
+    policy_schema,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,7 +78,12 @@ def test_a_requested_tool_is_served_only_when_the_clients_policy_allows_it():
     policy = parse_policy(GOOD, "p")
     assert "search_notes" in policy.served_tools("claude-desktop", ["search_notes"])
     assert "ask" not in policy.served_tools("claude-desktop", ["ask"])
-    assert policy.served_tools("my-local-agent", ["ask", "search_notes"]) == {"ask", "search_notes", "get_note", "list_notes"}
+    assert policy.served_tools("my-local-agent", ["ask", "search_notes"]) == {
+        "ask",
+        "search_notes",
+        "get_note",
+        "list_notes",
+    }
 
 
 def test_an_unknown_client_gets_the_default_tools_whatever_it_requests_and_is_not_local():
@@ -138,29 +153,52 @@ def test_withhold_of_refuses_a_string_that_is_not_a_tag_or_a_folder_escaping_the
 
 
 # ------------------------------------------------------------------------------ errors with lines
-@pytest.mark.parametrize("text, line, words", [
-    ("version: 1\nwithhold: {tags: [personal]}\nclients:\n  a: {local: yes please}\n", 4,
-     ["clients.a.local", "true or false", "'yes please'"]),
-    ("version: 1\nwithhold: {tags: [personal]}\nclients:\n  a: {local: true, tools: [get_note,\n    serch_notes]}\n", 5,
-     ["unknown tool 'serch_notes'", "search_notes"]),
-    ("version: 1\nwithhold: {tags: [personal]}\nclients:\n  a: {local: true, tools: everything}\n", 4,
-     ["\"all\"", "'everything'"]),
-    ("version: 1\nwithhold: {tags: [personal]}\n\nclientz: {}\n", 4, ["unknown key 'clientz'", "clients"]),
-    ("version: 1\n", 1, ["missing the required key 'withhold'"]),
-    ("version: 1\nwithhold: {tags: [personal]}\nclients:\n  a: {tools: all}\n", 4, ["missing the required key 'local'"]),
-    ("version: 1\nwithhold: {tags: [personal]\n", 3, ["invalid YAML"]),
-    ("version: 1\nwithhold:\n  tags: ['#1984']\n", 3, ["'#1984' is not a tag"]),
-    ("version: 1\nwithhold:\n  tags: [x]\n  folders: [ok, ../x]\n", 4, ["'../x'", "without '..'"]),
-    ("version: 1\nwithhold: {tags: [x]}\nversion: 1\n", 3, ["duplicate key 'version'", "line 1"]),
-    ("version: 1\nwithhold: {tags: [x]}\nclients:\n  ok: {local: true}\n  bad name: {local: true}\n", 5,
-     ["client name 'bad name'"]),
-    ("version: '1'\nwithhold: {tags: [x]}\n", 1, ["version must be an integer", "'1'"]),
-    ("", 1, ["empty"]),
-    ("- a\n", 1, ["must be a mapping"]),
-    ("version: 1\nwithhold:\n  tags: personal\n", 3, ["withhold.tags must be a list"]),
-    ("version: 1\nwithhold: {tags: [x]}\ndefault_tools: [get_note, ask, fetch]\n", 3, ["default_tools[2]", "'fetch'"]),
-    ("version: 2\nwithhold: {tags: [x]}\nsomething_new: true\n", 1, ["version 2 is newer", "up to 1"]),
-])
+@pytest.mark.parametrize(
+    "text, line, words",
+    [
+        (
+            "version: 1\nwithhold: {tags: [personal]}\nclients:\n  a: {local: yes please}\n",
+            4,
+            ["clients.a.local", "true or false", "'yes please'"],
+        ),
+        (
+            "version: 1\nwithhold: {tags: [personal]}\nclients:\n  a: {local: true, tools: [get_note,\n    serch_notes]}\n",
+            5,
+            ["unknown tool 'serch_notes'", "search_notes"],
+        ),
+        (
+            "version: 1\nwithhold: {tags: [personal]}\nclients:\n  a: {local: true, tools: everything}\n",
+            4,
+            ['"all"', "'everything'"],
+        ),
+        ("version: 1\nwithhold: {tags: [personal]}\n\nclientz: {}\n", 4, ["unknown key 'clientz'", "clients"]),
+        ("version: 1\n", 1, ["missing the required key 'withhold'"]),
+        (
+            "version: 1\nwithhold: {tags: [personal]}\nclients:\n  a: {tools: all}\n",
+            4,
+            ["missing the required key 'local'"],
+        ),
+        ("version: 1\nwithhold: {tags: [personal]\n", 3, ["invalid YAML"]),
+        ("version: 1\nwithhold:\n  tags: ['#1984']\n", 3, ["'#1984' is not a tag"]),
+        ("version: 1\nwithhold:\n  tags: [x]\n  folders: [ok, ../x]\n", 4, ["'../x'", "without '..'"]),
+        ("version: 1\nwithhold: {tags: [x]}\nversion: 1\n", 3, ["duplicate key 'version'", "line 1"]),
+        (
+            "version: 1\nwithhold: {tags: [x]}\nclients:\n  ok: {local: true}\n  bad name: {local: true}\n",
+            5,
+            ["client name 'bad name'"],
+        ),
+        ("version: '1'\nwithhold: {tags: [x]}\n", 1, ["version must be an integer", "'1'"]),
+        ("", 1, ["empty"]),
+        ("- a\n", 1, ["must be a mapping"]),
+        ("version: 1\nwithhold:\n  tags: personal\n", 3, ["withhold.tags must be a list"]),
+        (
+            "version: 1\nwithhold: {tags: [x]}\ndefault_tools: [get_note, ask, fetch]\n",
+            3,
+            ["default_tools[2]", "'fetch'"],
+        ),
+        ("version: 2\nwithhold: {tags: [x]}\nsomething_new: true\n", 1, ["version 2 is newer", "up to 1"]),
+    ],
+)
 def test_an_invalid_policy_names_the_file_the_line_and_the_reason(text, line, words):
     err = error_of(text)
     assert (err.file, err.line) == ("policy.yaml", line)

@@ -23,8 +23,10 @@ def test_without_a_file_the_owners_copy_is_created_from_the_default_and_checked(
 def test_the_owners_edited_copy_is_checked_not_replaced(tmp_path):
     owner = tmp_path / "config" / "mcp-serve.yaml"
     owner.parent.mkdir(parents=True)
-    owner.write_text(default_policy_text().replace("my-local-agent: {local: true", "my-local-agent: {local: yes please"),
-                     encoding="utf-8")
+    owner.write_text(
+        default_policy_text().replace("my-local-agent: {local: true", "my-local-agent: {local: yes please"),
+        encoding="utf-8",
+    )
     proc = run_cairn(tmp_path, "policy", "check", check=False)
     line = next(i for i, text in enumerate(owner.read_text().splitlines(), 1) if "yes please" in text)
     assert proc.returncode == 1 and proc.stdout == ""
@@ -33,18 +35,25 @@ def test_the_owners_edited_copy_is_checked_not_replaced(tmp_path):
 
 
 def test_a_valid_file_prints_ok_and_exits_0(tmp_path):
-    proc = run_cairn(tmp_path, "policy", "check", str(Path(__file__).resolve().parents[1] / "governance" / "mcp-serve.yaml"))
+    proc = run_cairn(
+        tmp_path, "policy", "check", str(Path(__file__).resolve().parents[1] / "governance" / "mcp-serve.yaml")
+    )
     assert proc.stdout.startswith("ok: ") and proc.stdout.strip().endswith("governance/mcp-serve.yaml")
 
 
 def test_an_invalid_file_names_the_file_the_line_and_the_reason_and_exits_1(tmp_path):
     bad = tmp_path / "team policy.yaml"
-    bad.write_text("version: 1\nwithhold: {tags: [personal]}\nclients:\n  claude-desktop:\n"
-                   "    local: false\n    tools: [search_notes, fetch_everything]\n", encoding="utf-8")
+    bad.write_text(
+        "version: 1\nwithhold: {tags: [personal]}\nclients:\n  claude-desktop:\n"
+        "    local: false\n    tools: [search_notes, fetch_everything]\n",
+        encoding="utf-8",
+    )
     proc = run_cairn(tmp_path, "policy", "check", str(bad), check=False)
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr == (f"Error: {bad}:6: clients.claude-desktop.tools[1]: unknown tool 'fetch_everything'; "
-                           "expected one of: search_notes, get_note, get_related_notes, list_notes, ask\n")
+    assert proc.stderr == (
+        f"Error: {bad}:6: clients.claude-desktop.tools[1]: unknown tool 'fetch_everything'; "
+        "expected one of: search_notes, get_note, get_related_notes, list_notes, ask\n"
+    )
 
 
 def test_a_newer_policy_version_is_refused_with_its_line(tmp_path):

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from cairn.config import NOT_FOUND_ANSWER
 from cairn.prompt import (
-    ContextBlock, Sentence, build_messages, candidate_sentences, cited_numbers, compose_extractive_answer,
-    pick_sentences, select_within_budget, source_line,
+    ContextBlock,
+    Sentence,
+    build_messages,
+    candidate_sentences,
+    cited_numbers,
+    compose_extractive_answer,
+    pick_sentences,
+    select_within_budget,
+    source_line,
 )
 
 
@@ -24,22 +31,33 @@ def test_budget_keeps_everything_that_fits():
 
 
 def test_candidate_sentences_skip_code_headings_and_clean_links():
-    text = "## Heading here\nUse [[Callouts|callouts]] to **highlight** things. Another sentence follows here.\n" \
-           "```\ncode line that is long enough\n```\n- A list item with words\n"
+    text = (
+        "## Heading here\nUse [[Callouts|callouts]] to **highlight** things. Another sentence follows here.\n"
+        "```\ncode line that is long enough\n```\n- A list item with words\n"
+    )
     sents = candidate_sentences(text)
     assert sents == ["Use callouts to highlight things.", "Another sentence follows here.", "A list item with words"]
 
 
 def test_pick_sentences_seeds_per_source_cap_and_reading_order():
-    s = [Sentence(1, 0, "one a", 0.9), Sentence(1, 3, "one d", 0.88), Sentence(1, 6, "one g", 0.87),
-         Sentence(2, 0, "two a", 0.86), Sentence(3, 0, "three", 0.1)]
+    s = [
+        Sentence(1, 0, "one a", 0.9),
+        Sentence(1, 3, "one d", 0.88),
+        Sentence(1, 6, "one g", 0.87),
+        Sentence(2, 0, "two a", 0.86),
+        Sentence(3, 0, "three", 0.1),
+    ]
     picked = pick_sentences(s, max_sentences=4, per_source=2)
     assert [(p.n, p.position) for p in picked] == [(1, 0), (1, 3), (2, 0)]
 
 
 def test_a_topic_sentence_is_extended_with_the_detail_that_follows():
-    s = [Sentence(1, 0, "Quick fridge pickles for cucumbers.", 0.74), Sentence(1, 1, "Brine: 500 ml water.", 0.49),
-         Sentence(1, 2, "Keeps a month.", 0.2), Sentence(2, 0, "Unrelated.", 0.3)]
+    s = [
+        Sentence(1, 0, "Quick fridge pickles for cucumbers.", 0.74),
+        Sentence(1, 1, "Brine: 500 ml water.", 0.49),
+        Sentence(1, 2, "Keeps a month.", 0.2),
+        Sentence(2, 0, "Unrelated.", 0.3),
+    ]
     picked = pick_sentences(s)
     assert [p.text for p in picked] == ["Quick fridge pickles for cucumbers.", "Brine: 500 ml water."]
     text = compose_extractive_answer(picked, [source_line(1, "a.md", "", (1, 3), None)])

@@ -20,8 +20,11 @@ SAMPLE_QUESTIONS = [
     ("How much lemon juice goes into each jar of tomato sauce?", "Kitchen/Tomato sauce.md"),
     ("What is in the brine for the pickled cucumbers?", "Kitchen/Pickled cucumbers.md"),
 ]
-OFF_TOPIC = ["What is the capital of Mongolia?", "Who won the 1998 football World Cup?",
-             "What is the capital of France?"]
+OFF_TOPIC = [
+    "What is the capital of Mongolia?",
+    "Who won the 1998 football World Cup?",
+    "What is the capital of France?",
+]
 
 
 @pytest.mark.parametrize("question,note", SAMPLE_QUESTIONS)
@@ -53,13 +56,18 @@ def test_every_hit_passes_the_cosine_floor_in_every_mode(sample_cairn):
 
 def test_tag_scope_any_of_with_nested_tags(sample_cairn):
     store = sample_cairn.store
-    personal_notes = {p for p in store.iter_note_paths() if any(t == "personal" or t.startswith("personal/")
-                                                               for t in store.note_tags(p))}
+    personal_notes = {
+        p
+        for p in store.iter_note_paths()
+        if any(t == "personal" or t.startswith("personal/") for t in store.note_tags(p))
+    }
     assert "Personal/Health notes.md" in personal_notes  # tagged personal/health: nested matches the scope
     hits = sample_cairn.query.search("notes about health and allergies", tags=["personal"], top_k=8).hits
     assert hits and {h.file_path for h in hits} <= personal_notes
-    assert all(h.file_path not in personal_notes for h in
-               sample_cairn.query.search("notes about health and allergies", tags=["garden"], top_k=8).hits)
+    assert all(
+        h.file_path not in personal_notes
+        for h in sample_cairn.query.search("notes about health and allergies", tags=["garden"], top_k=8).hits
+    )
 
 
 def test_folder_scope(sample_cairn):
@@ -228,7 +236,6 @@ def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fres
     # The daemon's query service holds results in memory; a note indexed meanwhile by another process
     # (`cairn index` beside `cairn serve`: another SQLite connection) must show up at once.
     from cairn.app import Cairn
-
     from conftest import make_config
 
     fresh_cairn.index()
@@ -236,7 +243,8 @@ def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fres
     before = fresh_cairn.query.search(question)
     assert all(h.file_path != "Garden/Hoe.md" for h in before.hits)
     (fresh_cairn.config.vault / "Garden" / "Hoe.md").write_text(
-        "# Hoe\n\nSharpen the quenched hoe blade with a mill file, pushing away from the edge.\n", encoding="utf-8")
+        "# Hoe\n\nSharpen the quenched hoe blade with a mill file, pushing away from the edge.\n", encoding="utf-8"
+    )
     other = Cairn(make_config(fresh_cairn.config.vault, tmp_path / "data"), embedder=embedder)
     try:
         other.index()
@@ -251,7 +259,8 @@ def test_a_note_indexed_on_the_same_connection_is_found_by_a_repeated_search(fre
     question = "Which tool sharpens the quenched hoe blade?"
     fresh_cairn.query.search(question)
     (fresh_cairn.config.vault / "Garden" / "Hoe.md").write_text(
-        "# Hoe\n\nSharpen the quenched hoe blade with a mill file, pushing away from the edge.\n", encoding="utf-8")
+        "# Hoe\n\nSharpen the quenched hoe blade with a mill file, pushing away from the edge.\n", encoding="utf-8"
+    )
     fresh_cairn.index()  # same thread, so the same connection as the searches
     assert fresh_cairn.query.search(question).hits[0].file_path == "Garden/Hoe.md"
 
@@ -275,10 +284,16 @@ def test_a_snippet_is_centred_on_the_densest_run_of_query_terms():
     assert snippet.count("garlic") == 3 and "once here" not in snippet and len(snippet) <= 122
 
 
-@pytest.mark.parametrize("question", [
-    "How do I embed a note in another note?", "callout types and folding", "What is a vault?",
-    "keyboard shortcut for the command palette", "sync between devices with end-to-end encryption",
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How do I embed a note in another note?",
+        "callout types and folding",
+        "What is a vault?",
+        "keyboard shortcut for the command palette",
+        "sync between devices with end-to-end encryption",
+    ],
+)
 def test_keyword_ranking_from_cached_terms_is_fts5s_own(help_cairn, question):
     # The BM25 list is summed from per-term results kept in memory; it must be the list FTS5 ranks itself.
     from cairn.ranking import fts_match_expression
@@ -291,7 +306,8 @@ def test_keyword_ranking_from_cached_terms_is_fts5s_own(help_cairn, question):
     half = expected[::2]
     assert query._bm25(question, 20, within=half) == [c for c in expected if c in set(half)][:20]
     assert query._bm25(question, 20, excluding=half) == [
-        cid for cid, _ in query.store.fts_search(fts_match_expression(question), 20, excluding=half)]
+        cid for cid, _ in query.store.fts_search(fts_match_expression(question), 20, excluding=half)
+    ]
 
 
 def test_in_memory_dense_scores_equal_every_stored_vector_scored_one_by_one(help_cairn):
@@ -340,9 +356,11 @@ def test_a_bulk_change_reloads_the_vectors_in_the_background_and_then_serves_eve
     query = cairn.query
     query.search("anything at all")  # the first load
     query.SNAPSHOT_MAX_NEWER, query.SNAPSHOT_REFRESH_S = 1, 3600.0
-    topics = {"Volcano.md": "Basaltic lava flows from the shield volcano erupted for weeks.",
-              "Glacier.md": "The glacier calved huge icebergs into the fjord every summer.",
-              "Desert.md": "Sand dunes in the desert migrate several metres with each storm."}
+    topics = {
+        "Volcano.md": "Basaltic lava flows from the shield volcano erupted for weeks.",
+        "Glacier.md": "The glacier calved huge icebergs into the fjord every summer.",
+        "Desert.md": "Sand dunes in the desert migrate several metres with each storm.",
+    }
     for name, text in topics.items():
         (vault_copy / name).write_text(f"# {name[:-3]}\n\n{text}\n", encoding="utf-8")
     cairn.index()
@@ -365,9 +383,11 @@ def test_the_context_budget_is_the_exact_count_whenever_it_matters(help_cairn):
 
     query = help_cairn.query
     count = help_cairn.embedder.count_tokens
-    questions = [json.loads(line)["question"] for line in
-                 (SHARED / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
-                 if line.strip() and json.loads(line)["vault"] == "obsidian-help"]
+    questions = [
+        json.loads(line)["question"]
+        for line in (SHARED / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip() and json.loads(line)["vault"] == "obsidian-help"
+    ]
     checked = 0
     for q in questions:
         for i, h in enumerate(query.retrieve(q, per_note=QueryService.PER_NOTE_ASK)[0], 1):
@@ -393,11 +413,13 @@ def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked
     monkeypatch.setattr(query, "_reload_vectors", lambda **_: None)  # the reload has not landed yet
     query.SNAPSHOT_MAX_NEWER, query.SNAPSHOT_REFRESH_S = 2, 3600.0
     for i in range(4):
-        (vault_copy / f"Older {i}.md").write_text(f"# Older {i}\n\nA note about tidal pools number {i}.\n",
-                                                  encoding="utf-8")
+        (vault_copy / f"Older {i}.md").write_text(
+            f"# Older {i}\n\nA note about tidal pools number {i}.\n", encoding="utf-8"
+        )
     cairn.index()
-    (vault_copy / "Latest.md").write_text("# Latest\n\nThe glacier calved huge icebergs into the fjord.\n",
-                                          encoding="utf-8")
+    (vault_copy / "Latest.md").write_text(
+        "# Latest\n\nThe glacier calved huge icebergs into the fjord.\n", encoding="utf-8"
+    )
     cairn.index()
     assert len(query._embedded_since(query._snapshot)) > query.SNAPSHOT_MAX_NEWER
     hits = query.search("icebergs breaking off a glacier into the fjord", mode="dense").hits
@@ -418,8 +440,9 @@ def test_replaced_in_memory_vectors_are_freed_once_questions_are_asked_on_the_ne
     held = []
     for i in range(3):
         held.append(weakref.ref(query._snapshot.dense))
-        (vault_copy / f"New {i}.md").write_text(f"# New {i}\n\nA note about lighthouses number {i}.\n",
-                                                encoding="utf-8")
+        (vault_copy / f"New {i}.md").write_text(
+            f"# New {i}\n\nA note about lighthouses number {i}.\n", encoding="utf-8"
+        )
         cairn.index()
         query._load_vectors()  # the reload (a background thread in the daemon)
         query.search(f"lighthouse keepers, question {i}")
@@ -436,16 +459,18 @@ def test_saved_notes_join_the_in_memory_vectors_by_cheap_reloads_and_a_full_load
     query = cairn.query
     query.search("anything at all")  # the first (full) load
     query.SNAPSHOT_REFRESH_S = 0.0
-    (vault_copy / "Lighthouse.md").write_text("# Lighthouse\n\nThe keeper trimmed the lamp's wick at dusk.\n",
-                                              encoding="utf-8")
+    (vault_copy / "Lighthouse.md").write_text(
+        "# Lighthouse\n\nThe keeper trimmed the lamp's wick at dusk.\n", encoding="utf-8"
+    )
     cairn.index()
     first = query._snapshot
     query.search("who trims the lamp in a lighthouse", mode="dense")
     query._snapshot_loading.join(timeout=60)
     assert query._snapshot is not first and not query._embedded_since(query._snapshot)  # an incremental reload
     query.SNAPSHOT_INCREMENTAL_MAX = 0.0  # from now on every change needs a full load
-    (vault_copy / "Harbour.md").write_text("# Harbour\n\nFishing boats moor in the harbour at night.\n",
-                                           encoding="utf-8")
+    (vault_copy / "Harbour.md").write_text(
+        "# Harbour\n\nFishing boats moor in the harbour at night.\n", encoding="utf-8"
+    )
     cairn.index()
     held = query._snapshot
     hits = query.search("where do fishing boats moor", mode="dense").hits
@@ -471,8 +496,9 @@ def test_vector_reloads_and_keyword_index_builds_leave_no_connection_open(fresh_
     query.SNAPSHOT_REFRESH_S = 0.0
     before = len(store._all)
     for i in range(5):
-        (vault_copy / f"Reload {i}.md").write_text(f"# Reload {i}\n\nWindmills grind grain, note {i}.\n",
-                                                   encoding="utf-8")
+        (vault_copy / f"Reload {i}.md").write_text(
+            f"# Reload {i}\n\nWindmills grind grain, note {i}.\n", encoding="utf-8"
+        )
         cairn.index()
         held = query._snapshot
         query.search(f"windmills grinding grain {i}")
@@ -494,8 +520,9 @@ def test_a_bulk_change_is_loaded_at_once_even_while_full_loads_wait(fresh_cairn,
     query.SNAPSHOT_REFRESH_S, query.SNAPSHOT_FULL_REFRESH_S = 0.0, 3600.0
     query.SNAPSHOT_INCREMENTAL_MAX, query.SNAPSHOT_MAX_NEWER = 0.0, 1
     for i in range(3):
-        (vault_copy / f"Bulk {i}.md").write_text(f"# Bulk {i}\n\nGlassblowers shape molten glass, {i}.\n",
-                                                 encoding="utf-8")
+        (vault_copy / f"Bulk {i}.md").write_text(
+            f"# Bulk {i}\n\nGlassblowers shape molten glass, {i}.\n", encoding="utf-8"
+        )
     cairn.index()
     held = query._snapshot
     query.search("how is molten glass shaped")

@@ -13,15 +13,31 @@ def test_query_terms_drop_stopwords_and_keep_order():
     assert query_terms("What's the Graph view's filter") == ["graph", "view", "filter"]
 
 
-@pytest.mark.parametrize("text", [
-    'callout AND NOT "x', "NEAR(a b)", "title:secret", "alpha* OR beta", '"unbalanced', "^start", "col : value", "-minus +plus",
-    "(paren", "{braces}", "DROP TABLE notes;--",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'callout AND NOT "x',
+        "NEAR(a b)",
+        "title:secret",
+        "alpha* OR beta",
+        '"unbalanced',
+        "^start",
+        "col : value",
+        "-minus +plus",
+        "(paren",
+        "{braces}",
+        "DROP TABLE notes;--",
+    ],
+)
 def test_user_text_is_never_fts5_syntax(text):
     match = fts_match_expression(text)
     conn = apsw.Connection(":memory:")
-    conn.execute("CREATE VIRTUAL TABLE f USING fts5(text, symbol, title, tokenize='porter unicode61 remove_diacritics 2')")
-    conn.execute("INSERT INTO f VALUES ('and not near title secret drop table notes minus plus braces paren start', '', '')")
+    conn.execute(
+        "CREATE VIRTUAL TABLE f USING fts5(text, symbol, title, tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    conn.execute(
+        "INSERT INTO f VALUES ('and not near title secret drop table notes minus plus braces paren start', '', '')"
+    )
     assert match is not None
     list(conn.execute("SELECT rowid FROM f WHERE f MATCH ?", (match,)))  # must not raise
 
@@ -48,15 +64,18 @@ def test_default_fusion_leans_on_dense():
     assert w.dense >= w.bm25 > 0
 
 
-@pytest.mark.parametrize("question,kind", [
-    ("what does the pdf say on page 3", "pdf"),
-    ("in the paper, what is the result", "pdf"),
-    ("show me the code snippet for a dataview query", "code"),
-    ("the bash script to back up my vault", "code"),
-    ("which table lists the shortcuts", "table"),
-    ("How do I make a callout?", None),
-    ("what is a vault", None),
-])
+@pytest.mark.parametrize(
+    "question,kind",
+    [
+        ("what does the pdf say on page 3", "pdf"),
+        ("in the paper, what is the result", "pdf"),
+        ("show me the code snippet for a dataview query", "code"),
+        ("the bash script to back up my vault", "code"),
+        ("which table lists the shortcuts", "table"),
+        ("How do I make a callout?", None),
+        ("what is a vault", None),
+    ],
+)
 def test_query_classifier(question, kind):
     assert QueryClassifier().classify(question) == kind
 

@@ -17,7 +17,6 @@ import subprocess
 from cairn import __version__
 from cairn.app import remove_service_file, write_service_file
 from cairn.config import Config
-
 from test_cli import TIMEOUT_S, _serve_and_wait, run_json
 
 
@@ -36,8 +35,11 @@ def test_each_vault_gets_its_own_0600_service_file_naming_its_vault(tmp_path):
     info_b = json.loads(b.service_file.read_text(encoding="utf-8"))
     assert set(info_a) == {"port", "pid", "version", "startedAt", "url", "vault", "index"}
     assert (info_a["url"], info_a["vault"], info_a["index"]) == ("http://127.0.0.1:4001", str(a.vault), a.index_id)
-    assert (info_b["url"], info_b["vault"], info_b["mcpUrl"]) == ("http://127.0.0.1:4002", str(b.vault),
-                                                                 "http://127.0.0.1:4003/mcp")
+    assert (info_b["url"], info_b["vault"], info_b["mcpUrl"]) == (
+        "http://127.0.0.1:4002",
+        str(b.vault),
+        "http://127.0.0.1:4003/mcp",
+    )
     assert info_a["pid"] == os.getpid() and info_a["version"] == __version__
     # service.json: the daemon started last, naming its vault.
     assert json.loads(a.shared_service_file.read_text(encoding="utf-8"))["vault"] == str(b.vault)
@@ -85,7 +87,8 @@ def test_cairn_status_reports_each_vaults_own_daemon_when_two_share_a_data_folde
         assert _status_daemon(home, vaults["B"]) == {"running": False}
         assert not (home / "data" / "service.json").exists()
         assert [json.loads(p.read_text())["vault"] for p in (home / "data").glob("service-*.json")] == [
-            str(vaults["A"].resolve())]
+            str(vaults["A"].resolve())
+        ]
     finally:
         for proc in (proc_a, proc_b):
             if proc is not None and proc.poll() is None:

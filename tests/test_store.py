@@ -11,20 +11,42 @@ from cairn.store import EMBED_DIM, SCHEMA_VERSION, ChunkRecord, LinkRecord, Note
 
 
 def _note(path="a.md", title="a", hash_="h1"):
-    return NoteRecord(path=path, kind="markdown", title=title, aliases=["alias a"], frontmatter={"k": 1},
-                      mtime_ns=1, size=10, content_hash=hash_)
+    return NoteRecord(
+        path=path,
+        kind="markdown",
+        title=title,
+        aliases=["alias a"],
+        frontmatter={"k": 1},
+        mtime_ns=1,
+        size=10,
+        content_hash=hash_,
+    )
 
 
 def _chunks(*texts):
-    return [ChunkRecord(ordinal=i, symbol="H", text=t, line_start=1, line_end=2, page=None, token_count=3,
-                        kind="prose", content_hash=f"c{i}-{t}", units=((t, f"u{i}-{t}"),)) for i, t in enumerate(texts)]
+    return [
+        ChunkRecord(
+            ordinal=i,
+            symbol="H",
+            text=t,
+            line_start=1,
+            line_end=2,
+            page=None,
+            token_count=3,
+            kind="prose",
+            content_hash=f"c{i}-{t}",
+            units=((t, f"u{i}-{t}"),),
+        )
+        for i, t in enumerate(texts)
+    ]
 
 
 def _counts(store):
     c = store.conn
-    return {t: c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-            for t in ("notes", "chunks", "note_tags", "links", "chunk_vectors", "chunk_units", "unit_vectors")} | {
-        "fts": c.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'alpha OR beta'").fetchone()[0]}
+    return {
+        t: c.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("notes", "chunks", "note_tags", "links", "chunk_vectors", "chunk_units", "unit_vectors")
+    } | {"fts": c.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'alpha OR beta'").fetchone()[0]}
 
 
 def test_new_store_is_at_the_current_schema_version(tmp_path):
@@ -47,7 +69,9 @@ def test_an_index_of_schema_version_1_is_migrated_and_keeps_its_cached_vectors(t
     store = Store(path)
     assert store.schema_version == SCHEMA_VERSION == 3
     assert list(store.cached_vectors(["h1"], "m")) == ["h1"]
-    plan = store.conn.execute("EXPLAIN QUERY PLAN SELECT content_hash FROM embedding_cache WHERE created_at < 1").fetchall()
+    plan = store.conn.execute(
+        "EXPLAIN QUERY PLAN SELECT content_hash FROM embedding_cache WHERE created_at < 1"
+    ).fetchall()
     assert any("embedding_cache_by_age" in str(row) for row in plan)
 
 
@@ -70,13 +94,25 @@ def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path):
 
 def test_deleting_a_note_leaves_no_rows(tmp_path):
     store = Store(tmp_path / "i.db")
-    store.write_note(_note(), _chunks("alpha text", "beta text"), ["t1", "t2/sub"],
-                     [LinkRecord("b", "b.md", None, None, None, False, 3)])
+    store.write_note(
+        _note(),
+        _chunks("alpha text", "beta text"),
+        ["t1", "t2/sub"],
+        [LinkRecord("b", "b.md", None, None, None, False, 3)],
+    )
     vec = np.ones(384, np.float32) / np.sqrt(384)
     pending = store.pending_chunks(10)
     store.set_vectors([(cid, h, vec, [(uid, vec) for uid, _, _ in units]) for cid, h, _title, units in pending])
-    assert _counts(store) == {"notes": 1, "chunks": 2, "note_tags": 2, "links": 1, "chunk_vectors": 2, "chunk_units": 2,
-                              "unit_vectors": 2, "fts": 2}
+    assert _counts(store) == {
+        "notes": 1,
+        "chunks": 2,
+        "note_tags": 2,
+        "links": 1,
+        "chunk_vectors": 2,
+        "chunk_units": 2,
+        "unit_vectors": 2,
+        "fts": 2,
+    }
     assert store.delete_note("a.md")
     assert set(_counts(store).values()) == {0}
 
@@ -93,8 +129,19 @@ def test_rewriting_a_note_replaces_its_rows_and_keeps_its_id(tmp_path):
 def test_a_failed_write_leaves_the_previous_version_intact(tmp_path):
     store = Store(tmp_path / "i.db")
     store.write_note(_note(), _chunks("alpha"), ["x"], [])
-    bad = _chunks("beta") + [ChunkRecord(ordinal=1, symbol="H", text=None, line_start=1, line_end=1, page=None,  # type: ignore[arg-type]
-                                         token_count=1, kind="prose", content_hash="z")]
+    bad = _chunks("beta") + [
+        ChunkRecord(
+            ordinal=1,
+            symbol="H",
+            text=None,
+            line_start=1,
+            line_end=1,
+            page=None,  # type: ignore[arg-type]
+            token_count=1,
+            kind="prose",
+            content_hash="z",
+        )
+    ]
     with pytest.raises(apsw.ConstraintError):
         store.write_note(_note(hash_="h2"), bad, ["y"], [])
     assert store.chunks_of_note("a.md")[0][2] == "alpha"

@@ -43,8 +43,15 @@ NOTES = {
     "Home/Boiler.md": "# Boiler\n\nThe boiler pressure should sit at 1.3 bar when the system is cold.\n",
     "Bikes/Touring.md": "# Touring bike\n\nTyre pressure for the touring bike: 65 psi front, 75 psi rear.\n",
 }
-MENU = ["Reindex now", "Pause watching", "Open vault folder", "Open logs folder", "Copy API token",
-        "Start at login", "Quit"]
+MENU = [
+    "Reindex now",
+    "Pause watching",
+    "Open vault folder",
+    "Open logs folder",
+    "Copy API token",
+    "Start at login",
+    "Quit",
+]
 
 #: The daemon with its tray, driven through pystray's API from stdin (one JSON command per line,
 #: one JSON answer per line on stdout). argv: vault.
@@ -98,8 +105,13 @@ def xvfb(tmp_path_factory):
     log = tmp_path_factory.mktemp("xvfb") / "xvfb.log"
     read_fd, write_fd = os.pipe()
     with open(log, "wb") as err:
-        proc = subprocess.Popen([exe, "-displayfd", str(write_fd), "-screen", "0", "640x200x24", "-nolisten", "tcp"],
-                                pass_fds=(write_fd,), stdout=err, stderr=err, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [exe, "-displayfd", str(write_fd), "-screen", "0", "640x200x24", "-nolisten", "tcp"],
+            pass_fds=(write_fd,),
+            stdout=err,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
     os.close(write_fd)
     number = b""
     with os.fdopen(read_fd, "rb") as pipe:
@@ -127,16 +139,27 @@ class TrayHost:
         self.d = xdisplay.Display(display)
         self.q = xdisplay.Display(display)  # a second connection for the test thread's queries
         screen = self.d.screen()
-        self.win = screen.root.create_window(0, 0, 640, 48, 0, screen.root_depth, background_pixel=screen.white_pixel,
-                                             event_mask=X.StructureNotifyMask | X.SubstructureNotifyMask)
+        self.win = screen.root.create_window(
+            0,
+            0,
+            640,
+            48,
+            0,
+            screen.root_depth,
+            background_pixel=screen.white_pixel,
+            event_mask=X.StructureNotifyMask | X.SubstructureNotifyMask,
+        )
         self.win.map()
         self.selection = self.d.intern_atom(f"_NET_SYSTEM_TRAY_S{self.d.get_default_screen()}")
         self.opcode = self.d.intern_atom("_NET_SYSTEM_TRAY_OPCODE")
         self.win.set_selection_owner(self.selection, X.CurrentTime)
         manager = self.d.intern_atom("MANAGER")
-        screen.root.send_event(event.ClientMessage(window=screen.root, client_type=manager,
-                                                   data=(32, [X.CurrentTime, self.selection, self.win.id, 0, 0])),
-                               event_mask=X.StructureNotifyMask)
+        screen.root.send_event(
+            event.ClientMessage(
+                window=screen.root, client_type=manager, data=(32, [X.CurrentTime, self.selection, self.win.id, 0, 0])
+            ),
+            event_mask=X.StructureNotifyMask,
+        )
         self.d.flush()
         self.docked: list[int] = []  # every docking, in order (ids may repeat across clients)
         self.current: set[int] = set()
@@ -224,6 +247,7 @@ def _reference(state: str):
 
 def closest_state(image) -> str:
     """The shipped icon the docked window's pixels are nearest to (mean absolute difference)."""
+
     def distance(a, b) -> float:
         pa, pb = a.tobytes(), b.tobytes()
         return sum(abs(x - y) for x, y in zip(pa, pb)) / len(pa)
@@ -246,7 +270,7 @@ class TrayDaemon:
 
     def start_reading(self) -> None:
         """Read the driver's stdout on a thread, so a silent driver fails a test instead of hanging it."""
-        self.lines: "queue.Queue[str]" = queue.Queue()
+        self.lines: queue.Queue[str] = queue.Queue()
 
         def pump() -> None:
             for line in self.proc.stdout:  # type: ignore[union-attr]
@@ -296,8 +320,10 @@ class TrayDaemon:
             if value:
                 return value
             if self.proc.poll() is not None:
-                pytest.fail(f"the tray daemon exited with {self.proc.returncode} while waiting for {what}:\n"
-                            f"{self.stderr[-3000:]}")
+                pytest.fail(
+                    f"the tray daemon exited with {self.proc.returncode} while waiting for {what}:\n"
+                    f"{self.stderr[-3000:]}"
+                )
             if time.monotonic() > end:
                 pytest.fail(f"timed out after {deadline} s waiting for {what}:\n{self.stderr[-3000:]}")
             time.sleep(POLL_S)
@@ -308,9 +334,17 @@ def daemon_env(home: Path, display: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "PYSTRAY_", "XDG_"))}
     env.pop("DISPLAY", None)
     env.pop("WAYLAND_DISPLAY", None)
-    env.update({"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "CAIRN_DATA_DIR": str(home / "data"),
-                "CAIRN_CONFIG_DIR": str(home / "config"), "CAIRN_LOG_DIR": str(home / "log"),
-                "CAIRN_KEYRING": "file", "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "CAIRN_DATA_DIR": str(home / "data"),
+            "CAIRN_CONFIG_DIR": str(home / "config"),
+            "CAIRN_LOG_DIR": str(home / "log"),
+            "CAIRN_KEYRING": "file",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     if display is not None:
         env.update({"DISPLAY": display, "PYSTRAY_BACKEND": "xorg"})
     (home / "config").mkdir(parents=True, exist_ok=True)
@@ -351,8 +385,15 @@ def tray_daemon(tmp_path_factory, xvfb, host):
     opener.chmod(0o755)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     with open(home / "serve.stderr", "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(vault)], env=env, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", DRIVER, str(vault)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            bufsize=1,
+        )
     d = TrayDaemon(proc, home, vault, env)
     try:
         d.start_reading()
@@ -360,8 +401,9 @@ def tray_daemon(tmp_path_factory, xvfb, host):
         assert hello and hello["ready"], f"the tray did not start: {hello}\n{d.stderr[-3000:]}"
         assert hello["backend"] == "pystray._xorg"
         d.url = d.until("service.json", lambda: (read_service(home, proc.pid) or {}).get("url"), START_DEADLINE_S)
-        d.token = subprocess.run([cairn_exe(), "token"], env=env, capture_output=True, text=True, timeout=60,
-                                 check=True).stdout.strip()
+        d.token = subprocess.run(
+            [cairn_exe(), "token"], env=env, capture_output=True, text=True, timeout=60, check=True
+        ).stdout.strip()
         yield d
     finally:
         if proc.poll() is None:
@@ -372,25 +414,31 @@ def tray_daemon(tmp_path_factory, xvfb, host):
 @pytest.fixture(scope="module")
 def indexed(tray_daemon):
     d = tray_daemon
-    return d.until("the first index", lambda: (s := d.stats())["notes"] == len(NOTES) and s["pending"] == 0
-                   and not s["indexing"] and s)
+    return d.until(
+        "the first index",
+        lambda: (s := d.stats())["notes"] == len(NOTES) and s["pending"] == 0 and not s["indexing"] and s,
+    )
 
 
 # -- what the tray shows -----------------------------------------------------------------------
 
 
 def test_the_real_xorg_backend_docks_the_icon_which_shows_idle_and_the_note_count_in_its_tooltip(
-        tray_daemon, indexed, host):
+    tray_daemon, indexed, host
+):
     wid = host.wait("one docked icon", lambda: host.docked and host.docked[0])
     tray_daemon.until("the idle status", lambda: tray_daemon.send("status")["state"] == "idle")
-    title = tray_daemon.until("the tooltip", lambda: host.title(wid) == "Cairn - 3 notes · up to date"
-                              and host.title(wid))
+    title = tray_daemon.until(
+        "the tooltip", lambda: host.title(wid) == "Cairn - 3 notes · up to date" and host.title(wid)
+    )
     assert title == "Cairn - 3 notes · up to date"
     tray_daemon.until("the idle icon on screen", lambda: closest_state(host.image(wid)) == "idle")
 
 
 def test_the_menu_lists_status_warning_and_every_action_in_order(tray_daemon, indexed):
-    items = tray_daemon.until("the idle menu", lambda: (m := tray_daemon.menu())[0]["text"].endswith("up to date") and m)
+    items = tray_daemon.until(
+        "the idle menu", lambda: (m := tray_daemon.menu())[0]["text"].endswith("up to date") and m
+    )
     visible = [i for i in items if i["visible"]]
     assert visible[0] == {"text": "3 notes · up to date", "enabled": False, "checked": None, "visible": True}
     # CAIRN_KEYRING=file: the token lives in a 0600 file, and the menu says so (as does the log).
@@ -404,8 +452,15 @@ def test_the_menu_lists_status_warning_and_every_action_in_order(tray_daemon, in
 def test_reindex_now_rereads_every_note_as_index_stats_shows(tray_daemon, indexed):
     before = tray_daemon.stats()
     tray_daemon.click("Reindex now")
-    after = tray_daemon.until("a re-index", lambda: (s := tray_daemon.stats())["lastIngestedAt"] is not None
-                              and s["lastIngestedAt"] > before["lastIngestedAt"] and not s["indexing"] and s)
+    after = tray_daemon.until(
+        "a re-index",
+        lambda: (
+            (s := tray_daemon.stats())["lastIngestedAt"] is not None
+            and s["lastIngestedAt"] > before["lastIngestedAt"]
+            and not s["indexing"]
+            and s
+        ),
+    )
     assert after["notes"] == before["notes"] == len(NOTES)
     assert after["chunks"] == before["chunks"] and after["pending"] == 0
 
@@ -428,8 +483,9 @@ def test_pause_stops_following_changes_and_resume_picks_up_what_changed_meanwhil
         time.sleep(0.1)
 
     d.click("Resume watching")
-    stats = d.until("the note written while paused", lambda: (s := d.stats())["notes"] == len(NOTES) + 1
-                    and not s["paused"] and s)
+    stats = d.until(
+        "the note written while paused", lambda: (s := d.stats())["notes"] == len(NOTES) + 1 and not s["paused"] and s
+    )
     assert stats["watching"] is True
     d.until("the idle status again", lambda: d.send("status")["text"] == "4 notes · up to date")
     assert any(i["text"] == "Pause watching" for i in d.menu())
@@ -439,8 +495,10 @@ def test_open_vault_and_logs_folders_hand_the_folders_to_the_desktop_opener(tray
     d = tray_daemon
     d.click("Open vault folder")
     d.click("Open logs folder")
-    opened = d.until("two folders opened", lambda: (p := d.home / "opened.txt").exists()
-                     and len(lines := p.read_text().splitlines()) == 2 and lines)
+    opened = d.until(
+        "two folders opened",
+        lambda: (p := d.home / "opened.txt").exists() and len(lines := p.read_text().splitlines()) == 2 and lines,
+    )
     # Each click starts its own opener process, so the two lines may land in either order.
     assert sorted(opened) == sorted([str(d.vault), str(d.home / "log")])
 
@@ -449,13 +507,14 @@ def test_a_left_click_on_the_icon_opens_the_vault_folder(tray_daemon, indexed, h
     """pystray's X11 backend has no menu; a click runs the default item, Open vault folder."""
     d = tray_daemon
     opened = d.home / "opened.txt"
+
     def lines() -> list[str]:
         return opened.read_text().splitlines() if opened.exists() else []
 
     before = lines()
     host.click(host.docked[0])
     after = d.until("the click handled", lambda: len(ln := lines()) > len(before) and ln)
-    assert after[len(before):] == [str(d.vault)]
+    assert after[len(before) :] == [str(d.vault)]
 
 
 def test_copy_api_token_puts_the_token_on_the_clipboard_and_never_in_the_log(tray_daemon, indexed, xvfb):
@@ -465,8 +524,13 @@ def test_copy_api_token_puts_the_token_on_the_clipboard_and_never_in_the_log(tra
     d = tray_daemon
     d.click("Copy API token")
     d.until("the copied notice", lambda: d.send("status")["notice"] == "API token copied to the clipboard")
-    pasted = subprocess.run([xclip, "-o", "-selection", "clipboard"], env={**d.env, "DISPLAY": xvfb},
-                            capture_output=True, text=True, timeout=10).stdout
+    pasted = subprocess.run(
+        [xclip, "-o", "-selection", "clipboard"],
+        env={**d.env, "DISPLAY": xvfb},
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout
     assert pasted == d.token
     logs = d.stderr + "".join(p.read_text(errors="replace") for p in (d.home / "log").glob("*.log*"))
     assert d.token not in logs
@@ -489,14 +553,21 @@ def test_a_second_daemon_on_the_same_vault_and_data_folder_exits_1_naming_the_fi
     d = tray_daemon
     docked = len(host.docked)
     with open(d.home / "second.stderr", "wb") as err:
-        second = subprocess.Popen([cairn_exe(), "serve", "--vault", str(d.vault), "--port", "0"], env=d.env,
-                                  stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+        second = subprocess.Popen(
+            [cairn_exe(), "serve", "--vault", str(d.vault), "--port", "0"],
+            env=d.env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
     try:
         code = second.wait(timeout=START_DEADLINE_S)
     except subprocess.TimeoutExpired:
         second.kill()
-        pytest.fail("a second `cairn serve` with a tray kept running beside the first:\n"
-                    + (d.home / "second.stderr").read_text(errors="replace")[-3000:])
+        pytest.fail(
+            "a second `cairn serve` with a tray kept running beside the first:\n"
+            + (d.home / "second.stderr").read_text(errors="replace")[-3000:]
+        )
     err_text = (d.home / "second.stderr").read_text(errors="replace")
     assert code == 1, err_text
     assert f"{d.proc.pid}" in err_text and "Error:" in err_text
@@ -568,8 +639,13 @@ def tray_lines(stderr: str) -> list[str]:
 def _serve(home: Path, env: dict[str, str], vault: Path) -> subprocess.Popen:
     err = open(home / "serve.stderr", "wb")
     try:
-        return subprocess.Popen([cairn_exe(), "serve", "--vault", str(vault), "--port", "0"], env=env,
-                                stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+        return subprocess.Popen(
+            [cairn_exe(), "serve", "--vault", str(vault), "--port", "0"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
     finally:
         err.close()
 
@@ -578,8 +654,10 @@ def _wait_service(proc: subprocess.Popen, home: Path) -> dict:
     end = time.monotonic() + START_DEADLINE_S
     while (info := read_service(home, proc.pid)) is None:
         if proc.poll() is not None or time.monotonic() > end:
-            pytest.fail(f"cairn serve did not start ({proc.poll()}):\n"
-                        + (home / "serve.stderr").read_text(errors="replace")[-3000:])
+            pytest.fail(
+                f"cairn serve did not start ({proc.poll()}):\n"
+                + (home / "serve.stderr").read_text(errors="replace")[-3000:]
+            )
         time.sleep(POLL_S)
     return info
 
@@ -603,10 +681,14 @@ def _stop(proc: subprocess.Popen, sig: int) -> int:
         pytest.fail(f"cairn serve did not stop within {QUIT_DEADLINE_S} s of {signal.Signals(sig).name}")
 
 
-@pytest.mark.parametrize("display, reason", [
-    (None, "no display (DISPLAY and WAYLAND_DISPLAY are not set)"),
-    (":97", "no tray backend"),  # a display that no server answers
-], ids=["DISPLAY unset", "no X server at DISPLAY"])
+@pytest.mark.parametrize(
+    "display, reason",
+    [
+        (None, "no display (DISPLAY and WAYLAND_DISPLAY are not set)"),
+        (":97", "no tray backend"),  # a display that no server answers
+    ],
+    ids=["DISPLAY unset", "no X server at DISPLAY"],
+)
 def test_cairn_serve_without_a_usable_display_runs_headless_saying_so_in_one_log_line(tmp_path, display, reason):
     env = daemon_env(tmp_path, None)
     if display is not None:
@@ -630,8 +712,13 @@ def test_cairn_serve_no_tray_flag_starts_no_icon_even_with_a_display(tmp_path, x
     env = daemon_env(tmp_path, xvfb)
     docked = len(host.docked)
     err = open(tmp_path / "serve.stderr", "wb")
-    proc = subprocess.Popen([cairn_exe(), "serve", "--vault", str(write_vault(tmp_path / "vault")), "--port", "0",
-                             "--no-tray"], env=env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [cairn_exe(), "serve", "--vault", str(write_vault(tmp_path / "vault")), "--port", "0", "--no-tray"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        stdin=subprocess.DEVNULL,
+    )
     err.close()
     try:
         _wait_service(proc, tmp_path)
@@ -695,7 +782,9 @@ def test_each_state_has_its_own_shipped_icon_as_the_packaging_script_draws_it():
     for state in STATES:
         shipped = Image.open(icon_path(state))
         assert shipped.size == (64, 64) and shipped.mode == "RGBA"
-        assert shipped.tobytes() == make_icons.draw(state).tobytes(), f"{state}.png is stale: run packaging/make_icons.py"
+        assert shipped.tobytes() == make_icons.draw(state).tobytes(), (
+            f"{state}.png is stale: run packaging/make_icons.py"
+        )
         images[state] = shipped.tobytes()
     assert len(set(images.values())) == len(STATES)
     assert {closest_state(_reference(s)) for s in STATES} == set(STATES)

@@ -85,24 +85,66 @@ def test_scan_skips_obsidian_trash_git_and_any_hidden_file_or_folder(tmp_path):
 @pytest.mark.parametrize(
     ("patterns", "expected"),
     [
-        ([], ["Notes/a.md", "Templates/t.md", "archive/2020/old.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (
+            [],
+            [
+                "Notes/a.md",
+                "Templates/t.md",
+                "archive/2020/old.md",
+                "archive/top.md",
+                "d.excalidraw.md",
+                "x/Templates/n.md",
+            ],
+        ),
         (["Templates/"], ["Notes/a.md", "archive/2020/old.md", "archive/top.md", "d.excalidraw.md"]),
-        (["/Templates/"], ["Notes/a.md", "archive/2020/old.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"]),
-        (["*.excalidraw.md"], ["Notes/a.md", "Templates/t.md", "archive/2020/old.md", "archive/top.md", "x/Templates/n.md"]),
+        (
+            ["/Templates/"],
+            ["Notes/a.md", "archive/2020/old.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"],
+        ),
+        (
+            ["*.excalidraw.md"],
+            ["Notes/a.md", "Templates/t.md", "archive/2020/old.md", "archive/top.md", "x/Templates/n.md"],
+        ),
         (["archive/**"], ["Notes/a.md", "Templates/t.md", "d.excalidraw.md", "x/Templates/n.md"]),
         (["archive/*"], ["Notes/a.md", "Templates/t.md", "d.excalidraw.md", "x/Templates/n.md"]),
-        (["archive/*.md"], ["Notes/a.md", "Templates/t.md", "archive/2020/old.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (
+            ["archive/*.md"],
+            ["Notes/a.md", "Templates/t.md", "archive/2020/old.md", "d.excalidraw.md", "x/Templates/n.md"],
+        ),
         (["**/old.md"], ["Notes/a.md", "Templates/t.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"]),
-        (["archive/**/old.md"], ["Notes/a.md", "Templates/t.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (
+            ["archive/**/old.md"],
+            ["Notes/a.md", "Templates/t.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"],
+        ),
         (["archive", "!archive/top.md"], ["Notes/a.md", "Templates/t.md", "d.excalidraw.md", "x/Templates/n.md"]),
         (["*.md", "!Notes/a.md"], ["Notes/a.md"]),
-        (["# a comment", "", "?otes/"], ["Templates/t.md", "archive/2020/old.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (
+            ["# a comment", "", "?otes/"],
+            ["Templates/t.md", "archive/2020/old.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"],
+        ),
         (["[NT]*/"], ["archive/2020/old.md", "archive/top.md", "d.excalidraw.md"]),
-        (["notes/"], ["Notes/a.md", "Templates/t.md", "archive/2020/old.md", "archive/top.md", "d.excalidraw.md", "x/Templates/n.md"]),
+        (
+            ["notes/"],
+            [
+                "Notes/a.md",
+                "Templates/t.md",
+                "archive/2020/old.md",
+                "archive/top.md",
+                "d.excalidraw.md",
+                "x/Templates/n.md",
+            ],
+        ),
     ],
 )
 def test_ignore_globs_are_gitignore_style(tmp_path, patterns, expected):
-    for rel in ["Notes/a.md", "Templates/t.md", "x/Templates/n.md", "archive/top.md", "archive/2020/old.md", "d.excalidraw.md"]:
+    for rel in [
+        "Notes/a.md",
+        "Templates/t.md",
+        "x/Templates/n.md",
+        "archive/top.md",
+        "archive/2020/old.md",
+        "d.excalidraw.md",
+    ]:
         write(tmp_path, rel)
     assert paths(tmp_path, patterns) == expected
 
@@ -254,8 +296,11 @@ def test_a_hinted_path_yields_exactly_what_the_full_scan_yields_at_or_under_it(t
     rels = every_rel_path(vault) | {"Projects.md/deep/up/inside.md", "ext/secret.md", "Attic/salary.md", "gone.md"}
     assert {"ext", "Attic", "Projects.md", "Case/again"} <= rels
     for rel in sorted(rels):
-        expected = [f for f in scanned if unicodedata.normalize("NFC", f.path) == rel
-                    or unicodedata.normalize("NFC", f.path).startswith(rel + "/")]
+        expected = [
+            f
+            for f in scanned
+            if unicodedata.normalize("NFC", f.path) == rel or unicodedata.normalize("NFC", f.path).startswith(rel + "/")
+        ]
         assert stat_hint(vault, rel, rules, extensions=extensions) == expected, rel
 
 
@@ -264,12 +309,16 @@ def test_the_scan_of_the_tricky_vault_reads_each_real_file_once_under_its_real_p
     got = [(f.path, f.duplicate_of) for f in scan_vault(vault, ["Templates/"])]
     cafe_a = unicodedata.normalize("NFC", "Café/a.md")
     assert got == [
-        (cafe_a, None), (unicodedata.normalize("NFD", "Café/a.md"), cafe_a),
+        (cafe_a, None),
+        (unicodedata.normalize("NFD", "Café/a.md"), cafe_a),
         (unicodedata.normalize("NFC", "Café/b.md"), None),
-        ("Case/Note.md", None), ("Case/note.md", None),
+        ("Case/Note.md", None),
+        ("Case/note.md", None),
         ("Private/salary.md", None),
-        ("Projects.md/deep/b.md", None), ("Projects.md/plan.md", None),
-        (NFC_NAME, None), (NFD_NAME, NFC_NAME),
+        ("Projects.md/deep/b.md", None),
+        ("Projects.md/plan.md", None),
+        (NFC_NAME, None),
+        (NFD_NAME, NFC_NAME),
         ("inside.md", None),
     ]
     assert [f.path for f in scan_vault(vault, extensions=(".pdf",))] == ["Projects.md/deep/slides.pdf"]
@@ -278,7 +327,9 @@ def test_the_scan_of_the_tricky_vault_reads_each_real_file_once_under_its_real_p
 def test_a_hint_for_a_folder_named_like_a_note_yields_the_notes_under_it(tmp_path):
     vault = tricky_vault(tmp_path)
     assert [f.path for f in stat_hint(vault, "Projects.md", IgnoreRules())] == [
-        "Projects.md/deep/b.md", "Projects.md/plan.md"]
+        "Projects.md/deep/b.md",
+        "Projects.md/plan.md",
+    ]
 
 
 @pytest.mark.parametrize("order", ["nfc first", "nfd first"])
@@ -307,8 +358,17 @@ def test_two_non_nfc_spellings_of_one_name_give_the_one_sorting_first_and_stay_s
 
 
 def test_paths_under_finds_the_indexed_paths_at_or_under_a_hint_in_nfc(tmp_path):
-    known = ["Projects.md", "Projects.md/plan.md", "Projects.md/deep/b.md", "Projects.mdx", "Projects.md-old/c.md",
-             "Projects", NFC_NAME, NFD_NAME, "other.md"]
+    known = [
+        "Projects.md",
+        "Projects.md/plan.md",
+        "Projects.md/deep/b.md",
+        "Projects.mdx",
+        "Projects.md-old/c.md",
+        "Projects",
+        NFC_NAME,
+        NFD_NAME,
+        "other.md",
+    ]
     assert paths_under(known, ["Projects.md"]) == {"Projects.md", "Projects.md/plan.md", "Projects.md/deep/b.md"}
     assert paths_under(known, [NFC_NAME]) == {NFC_NAME, NFD_NAME}
     assert paths_under(known, ["nothing", "other.md"]) == {"other.md"}
@@ -319,7 +379,7 @@ def test_paths_under_finds_the_indexed_paths_at_or_under_a_hint_in_nfc(tmp_path)
 
 
 def test_read_returns_text_and_sha256_of_raw_bytes(tmp_path):
-    raw = "# Title\nCafé ☕\n".encode("utf-8")
+    raw = "# Title\nCafé ☕\n".encode()
     p = write(tmp_path, "n.md", raw)
     text, digest = read_note_text(p, max_bytes=MB)
     assert text == "# Title\nCafé ☕\n"

@@ -11,7 +11,6 @@ import pytest
 
 from cairn.query import QueryService, _VectorSnapshot
 from cairn.store import Store
-
 from conftest import HELP_VAULT, make_config
 
 QUESTIONS = [
@@ -48,15 +47,22 @@ def _edit_some_notes(vault, *, rewrite: int = 2) -> None:
     """Rewrite ``rewrite`` notes (a new paragraph, and one sentence repeated from another note), delete one, rename
     one, and add a new note holding new text and a sentence that other notes have too."""
     notes = _notes(vault)
-    borrowed = next(line for line in notes[0].read_text(encoding="utf-8").splitlines()
-                    if len(line.split()) > 6 and not line.startswith(("#", "-", "|", ">", "!")))
-    for i, path in enumerate(notes[1:1 + rewrite]):
-        path.write_text(path.read_text(encoding="utf-8") + f"\n\n## Added {i}\n\nA fresh paragraph about quokka "
-                        f"migrations number {i}, written during the test.\n\n{borrowed}\n", encoding="utf-8")
+    borrowed = next(
+        line
+        for line in notes[0].read_text(encoding="utf-8").splitlines()
+        if len(line.split()) > 6 and not line.startswith(("#", "-", "|", ">", "!"))
+    )
+    for i, path in enumerate(notes[1 : 1 + rewrite]):
+        path.write_text(
+            path.read_text(encoding="utf-8") + f"\n\n## Added {i}\n\nA fresh paragraph about quokka "
+            f"migrations number {i}, written during the test.\n\n{borrowed}\n",
+            encoding="utf-8",
+        )
     notes[rewrite + 1].unlink()
     notes[rewrite + 2].rename(notes[rewrite + 2].with_name("Renamed during the test.md"))
-    (vault / "A new note.md").write_text(f"# A new note\n\nSourdough starters like rye flour and warm water.\n\n"
-                                         f"{borrowed}\n", encoding="utf-8")
+    (vault / "A new note.md").write_text(
+        f"# A new note\n\nSourdough starters like rye flour and warm water.\n\n{borrowed}\n", encoding="utf-8"
+    )
 
 
 def _by_id(snap: _VectorSnapshot, values: np.ndarray) -> dict[int, float]:
@@ -75,8 +81,8 @@ def _assert_same_as_full_load(inc: _VectorSnapshot, full: _VectorSnapshot, embed
     for cid in full.chunk_ids.tolist()[:: max(1, len(full.chunk_ids) // 200)]:
         a, b = inc.row_of[cid], full.row_of[cid]
         assert np.array_equal(inc.chunks[a], full.chunks[b])
-        ua = inc.units[inc.unit_order[inc.dense.unit_start[a]:inc.dense.unit_end[a]]]
-        ub = full.units[full.unit_order[full.dense.unit_start[b]:full.dense.unit_end[b]]]
+        ua = inc.units[inc.unit_order[inc.dense.unit_start[a] : inc.dense.unit_end[a]]]
+        ub = full.units[full.unit_order[full.dense.unit_start[b] : full.dense.unit_end[b]]]
         assert sorted(map(bytes, ua)) == sorted(map(bytes, ub))
     for question in QUESTIONS:
         qvec = embedder.embed_query(question)
@@ -94,7 +100,8 @@ def _assert_same_as_full_load(inc: _VectorSnapshot, full: _VectorSnapshot, embed
 
 
 def test_a_reload_after_edits_deletes_renames_and_new_notes_scores_every_chunk_as_a_full_load_does(
-        help_copy, embedder, monkeypatch):
+    help_copy, embedder, monkeypatch
+):
     store = help_copy.store
     old = _VectorSnapshot.load(store)
     _edit_some_notes(help_copy.config.vault)
@@ -118,7 +125,8 @@ def test_a_reload_after_edits_deletes_renames_and_new_notes_scores_every_chunk_a
     _assert_same_as_full_load(inc, full, embedder)
     # Sentences repeated in the new notes reuse a unit row already held.
     assert len(inc.units) < len(old.units) + sum(
-        int(inc.dense.unit_end[inc.row_of[c]] - inc.dense.unit_start[inc.row_of[c]]) for c in added)
+        int(inc.dense.unit_end[inc.row_of[c]] - inc.dense.unit_start[inc.row_of[c]]) for c in added
+    )
 
 
 def test_search_results_after_an_incremental_reload_are_those_of_a_full_load(help_copy, embedder, monkeypatch):
@@ -221,8 +229,9 @@ def test_a_failed_incremental_read_falls_back_to_loading_everything(fresh_cairn,
     fresh_cairn.index()
     service = QueryService(fresh_cairn.store, embedder)
     old = service._vectors()
-    (fresh_cairn.config.vault / "Garden" / "A bed of leeks.md").write_text("# Leeks\n\nLeeks like deep holes.\n",
-                                                                           encoding="utf-8")
+    (fresh_cairn.config.vault / "Garden" / "A bed of leeks.md").write_text(
+        "# Leeks\n\nLeeks like deep holes.\n", encoding="utf-8"
+    )
     fresh_cairn.index()
 
     def failing(self, ids):

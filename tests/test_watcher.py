@@ -16,11 +16,11 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from tests import pdfgen
+from tests.conftest import HELP_VAULT, make_config
 
 from cairn.app import Cairn
 from cairn.watcher import VaultWatcher
-from tests import pdfgen
-from tests.conftest import HELP_VAULT, make_config
 
 #: The slice copied: every note of one folder, three of another.
 FOLDERS = {"User interface": "*.md", "Editing and formatting": "[CFT][ao][lg]*.md"}
@@ -69,8 +69,9 @@ def make_watcher(cairn: Cairn, **kw) -> VaultWatcher:
         cairn.indexer.index_paths(paths)
         cairn.indexer.embed_pending()
 
-    return VaultWatcher(cairn.config.vault, apply_hints=apply_hints, reconcile=cairn.index,
-                        ignore=cairn.config.ignore, **kw)
+    return VaultWatcher(
+        cairn.config.vault, apply_hints=apply_hints, reconcile=cairn.index, ignore=cairn.config.ignore, **kw
+    )
 
 
 EMPTY = {"added": [], "changed": [], "deleted": []}
@@ -130,7 +131,9 @@ def test_an_atomic_save_gives_one_update_with_the_same_note_identity(cairn):
         text = (vault / note).read_text(encoding="utf-8")
         tmp.write_text(text + "\n\nThe Zanzibar layout stacks pinned tabs into labelled groups.\n", encoding="utf-8")
         os.replace(tmp, vault / note)
-        await converge(cairn, watcher, lambda: "Zanzibar" in " ".join(t for _o, _s, t, *_ in cairn.store.chunks_of_note(note)))
+        await converge(
+            cairn, watcher, lambda: "Zanzibar" in " ".join(t for _o, _s, t, *_ in cairn.store.chunks_of_note(note))
+        )
         assert watcher.reconciles == 0 and watcher.batches >= 1
 
     run(cairn, scenario)
@@ -257,8 +260,14 @@ def test_ignored_and_hidden_places_cause_no_work(cairn):
     vault = cairn.config.vault
 
     async def scenario(watcher):
-        for rel in (".obsidian/workspace.json", ".trash/Old.md", ".git/HEAD", "Templates/Daily.md",
-                    "Editing and formatting/Drawing.excalidraw.md", "User interface/.hidden.md"):
+        for rel in (
+            ".obsidian/workspace.json",
+            ".trash/Old.md",
+            ".git/HEAD",
+            "Templates/Daily.md",
+            "Editing and formatting/Drawing.excalidraw.md",
+            "User interface/.hidden.md",
+        ):
             (vault / rel).parent.mkdir(parents=True, exist_ok=True)
             (vault / rel).write_text("ignored content about wombats", encoding="utf-8")
         (vault / "Real.md").write_text("A real note about wombats.\n", encoding="utf-8")
@@ -329,8 +338,9 @@ NFD_NAME = unicodedata.normalize("NFD", "Résumé.md")
 
 def app_watcher(cairn: Cairn) -> VaultWatcher:
     """The daemon's own hint handling (:meth:`Cairn.index_paths`: notes, then the PDFs among the hints)."""
-    return VaultWatcher(cairn.config.vault, apply_hints=cairn.index_paths, reconcile=cairn.index,
-                        ignore=cairn.config.ignore)
+    return VaultWatcher(
+        cairn.config.vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=cairn.config.ignore
+    )
 
 
 async def after_marker(cairn: Cairn, watcher: VaultWatcher, name: str) -> None:
@@ -375,8 +385,9 @@ def test_a_folder_symlink_leading_outside_the_vault_made_while_watching_indexes_
 
 def test_a_symlink_loop_made_while_watching_indexes_no_note_twice(cairn):
     async def scenario(watcher):
-        await note_then_symlinks(cairn, watcher, "Loop/l.md", "zqloopword in a loop\n",
-                                 {"Loop/again": "../Loop", "Alias": "Loop"})
+        await note_then_symlinks(
+            cairn, watcher, "Loop/l.md", "zqloopword in a loop\n", {"Loop/again": "../Loop", "Alias": "Loop"}
+        )
         assert watcher.reconciles == 0
 
     run(cairn, scenario)
@@ -387,8 +398,13 @@ def test_a_symlink_to_a_withheld_folder_made_while_watching_leaves_its_notes_wit
     from cairn.policy import Withhold
 
     async def scenario(watcher):
-        await note_then_symlinks(cairn, watcher, "Private/salary.md", "zqprivword salary negotiation\n",
-                                 {"Attic": "Private", "zz-alias.md": "Private/salary.md"})
+        await note_then_symlinks(
+            cairn,
+            watcher,
+            "Private/salary.md",
+            "zqprivword salary negotiation\n",
+            {"Attic": "Private", "zz-alias.md": "Private/salary.md"},
+        )
 
     run(cairn, scenario)
     assert hit_paths(cairn, "zqprivword", mode="bm25") == ["Private/salary.md"]

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Sequence
 from pathlib import PurePosixPath
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
 
 import pytest
 
 from cairn.answer import AnswerService
 from cairn.errors import NotFoundError
-from cairn.policy import WITHHELD_LINK, Policy, Withhold, WithheldTally, default_policy_text, parse_policy
+from cairn.policy import WITHHELD_LINK, Policy, WithheldTally, Withhold, default_policy_text, parse_policy
 from conftest import CANARY, CANARY_TAGGED, CANARY_WITHHELD
 
 #: A query that matches each withheld note (its distinctive topic).
@@ -31,8 +32,15 @@ MATCHING = {
     "Notes/Mood tracker.md": "mood tracker low energy winter",
 }
 QUERIES = [*MATCHING.values(), CANARY, "personal", "health", "journal", "private salary"]
-ALLOWED = ("Projects/Budget.md", "Projects/Garden plan.md", "Reading list.md", "Recipes/Bread.md",
-           "Recipes/Lentil soup.md", "Travel/Lighthouse trip.md", "Work/Meeting notes.md")
+ALLOWED = (
+    "Projects/Budget.md",
+    "Projects/Garden plan.md",
+    "Reading list.md",
+    "Recipes/Bread.md",
+    "Recipes/Lentil soup.md",
+    "Travel/Lighthouse trip.md",
+    "Work/Meeting notes.md",
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +58,7 @@ def withhold(policy) -> Withhold:
 
 def leaks(result: Any) -> list[str]:
     """The canary and withheld paths (with or without ``.md``) found anywhere in ``result``'s JSON."""
-    text = json.dumps(result, default=lambda o: o.to_json() if hasattr(o, "to_json") else repr(o),
-                      ensure_ascii=False)
+    text = json.dumps(result, default=lambda o: o.to_json() if hasattr(o, "to_json") else repr(o), ensure_ascii=False)
     found = [CANARY] if CANARY in text else []
     for path in CANARY_WITHHELD:
         stem = str(PurePosixPath(path).with_suffix(""))
@@ -108,13 +115,17 @@ def test_search_scoped_to_a_withheld_tag_or_folder_finds_nothing(canary_cairn, w
         assert result.hits == [], (tags, folders)
 
 
-@pytest.mark.parametrize("query, withheld_top, allowed_top", [
-    ("salary", "Private/Salary.md", "Projects/Budget.md"),
-    ("lighthouse dream stairs", "Notes/Dream log.md", "Travel/Lighthouse trip.md"),
-    ("anxiety before presentations at work", "Journal/Therapy.md", "Work/Meeting notes.md"),
-])
-def test_top_k_is_filled_with_allowed_notes_when_the_best_match_is_withheld(canary_cairn, withhold, query,
-                                                                             withheld_top, allowed_top):
+@pytest.mark.parametrize(
+    "query, withheld_top, allowed_top",
+    [
+        ("salary", "Private/Salary.md", "Projects/Budget.md"),
+        ("lighthouse dream stairs", "Notes/Dream log.md", "Travel/Lighthouse trip.md"),
+        ("anxiety before presentations at work", "Journal/Therapy.md", "Work/Meeting notes.md"),
+    ],
+)
+def test_top_k_is_filled_with_allowed_notes_when_the_best_match_is_withheld(
+    canary_cairn, withhold, query, withheld_top, allowed_top
+):
     owner = canary_cairn.query.search(query, top_k=1).hits
     assert [h.file_path for h in owner] == [withheld_top]
     tally = WithheldTally()
@@ -127,7 +138,9 @@ def test_a_snippet_of_an_allowed_note_shows_its_embed_of_a_withheld_note_as_a_wi
     hit = canary_cairn.query.search("salary", top_k=1, withhold=withhold).hits[0]
     assert hit.file_path == "Projects/Budget.md"
     assert WITHHELD_LINK in hit.text and "[[Salary]]" not in hit.text
-    owner_hit = next(h for h in canary_cairn.query.search("salary", top_k=3).hits if h.file_path == "Projects/Budget.md")
+    owner_hit = next(
+        h for h in canary_cairn.query.search("salary", top_k=3).hits if h.file_path == "Projects/Budget.md"
+    )
     assert "![[Salary]]" in owner_hit.text
 
 
@@ -211,7 +224,9 @@ def test_an_allowed_note_and_its_related_notes_never_name_a_withheld_note(canary
 def test_links_to_withheld_notes_are_dropped_and_replaced_in_the_content(canary_cairn, withhold):
     tally = WithheldTally()
     garden = canary_cairn.library.note("Projects/Garden plan.md", withhold=withhold, tally=tally)
-    assert garden["content"].count(WITHHELD_LINK) == 2  # [[Blood pressure]] and [my allergy list](../Notes/Allergies.md)
+    assert (
+        garden["content"].count(WITHHELD_LINK) == 2
+    )  # [[Blood pressure]] and [my allergy list](../Notes/Allergies.md)
     assert garden["links"] == []
     assert tally.paths == {"Health/Blood pressure.md", "Notes/Allergies.md"}
     reading = canary_cairn.library.note("Reading list.md", withhold=withhold)
@@ -241,9 +256,21 @@ def test_similar_notes_still_fill_the_limit_with_allowed_notes(canary_cairn, wit
     assert len(canary_cairn.library.related("Recipes/Bread.md", limit=limit, withhold=withhold)["similar"]) == limit
 
 
-@pytest.mark.parametrize("tag, folder", [(None, None), ("personal", None), ("PERSONAL", None), ("#Personal/Health", None),
-                                         ("personal/sleep", None), ("work", None), (None, "Private"), (None, "Health"),
-                                         (None, "Journal"), (None, "Notes")])
+@pytest.mark.parametrize(
+    "tag, folder",
+    [
+        (None, None),
+        ("personal", None),
+        ("PERSONAL", None),
+        ("#Personal/Health", None),
+        ("personal/sleep", None),
+        ("work", None),
+        (None, "Private"),
+        (None, "Health"),
+        (None, "Journal"),
+        (None, "Notes"),
+    ],
+)
 def test_listing_never_shows_or_counts_a_withheld_note(canary_cairn, withhold, tag, folder):
     result = canary_cairn.library.list_notes(tag=tag, folder=folder, limit=50, withhold=withhold)
     assert not leaks(result)

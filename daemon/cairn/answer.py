@@ -36,12 +36,13 @@ import asyncio
 import logging
 import re
 import time
-from typing import Any, AsyncIterator, Callable, Protocol, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Protocol
 
 from cairn.config import NOT_FOUND_ANSWER
 from cairn.errors import CairnError
 from cairn.notes import normalise_tag
-from cairn.policy import NOTHING_WITHHELD, Withhold, WithheldTally
+from cairn.policy import NOTHING_WITHHELD, WithheldTally, Withhold
 from cairn.prompt import ContextBlock, build_messages
 from cairn.query import Answer, QueryService, Source, WithheldSet
 
@@ -127,8 +128,13 @@ class CitationFilter:
 class AnswerService:
     """Streams answers for the HTTP edge (and collects them for the CLI). ``model`` may be ``None``."""
 
-    def __init__(self, query: QueryService, model: ChatModel | None = None, *,
-                 withhold_tags: Sequence[str] | Withhold | Callable[[], Withhold | None] = ("personal",)) -> None:
+    def __init__(
+        self,
+        query: QueryService,
+        model: ChatModel | None = None,
+        *,
+        withhold_tags: Sequence[str] | Withhold | Callable[[], Withhold | None] = ("personal",),
+    ) -> None:
         """``withhold_tags``: what a REMOTE model never sees — tags (``config.llm.withhold_tags``), a
         :class:`~cairn.policy.Withhold` (tags and folders), or a function returning the one in force now
         (the daemon's: the governance policy's, read live, see :func:`cairn.app.remote_model_withhold`),
@@ -172,20 +178,35 @@ class AnswerService:
             # The index's withheld set too: it also holds what a passage's own tags cannot show (a PDF that a
             # withheld note links to or embeds; a note whose front-matter cannot be read).
             hidden = WithheldSet.load(self.query.store, withhold)
-            kept = [s for s in kept if not (withhold.note_withheld(s.hit.file_path, s.hit.tags)
-                                            or hidden.hides_path(s.hit.file_path))]
+            kept = [
+                s
+                for s in kept
+                if not (withhold.note_withheld(s.hit.file_path, s.hit.tags) or hidden.hides_path(s.hit.file_path))
+            ]
             if hidden.redactor:  # titles of withheld notes reach the prompt through the kept notes' links
                 mask = hidden.symbol_masker(self.query.store)
                 text_of = lambda s: hidden.redact(s.hit.text)  # noqa: E731
                 symbol_of = lambda s: s.hit.symbol if s.hit.kind == "pdf" else mask(s.hit.file_path, s.hit.symbol)  # noqa: E731
         numbered = [Source(n=i, hit=s.hit) for i, s in enumerate(kept, start=1)]
-        blocks = [ContextBlock(n=s.n, file_path=s.hit.file_path, symbol=symbol_of(s), text=text_of(s),
-                               score=s.hit.score, tokens=0) for s in numbered]
+        blocks = [
+            ContextBlock(
+                n=s.n, file_path=s.hit.file_path, symbol=symbol_of(s), text=text_of(s), score=s.hit.score, tokens=0
+            )
+            for s in numbered
+        ]
         return numbered, blocks
 
-    async def stream(self, question: str, *, top_k: int, tags: Sequence[str] = (),
-                     folders: Sequence[str] = (), chosen: list[Source] | None = None,
-                     withhold: Withhold | None = None, tally: WithheldTally | None = None) -> AsyncIterator[Event]:
+    async def stream(
+        self,
+        question: str,
+        *,
+        top_k: int,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        chosen: list[Source] | None = None,
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> AsyncIterator[Event]:
         """The answer's events. Raises :class:`~cairn.errors.CairnError` (e.g. BadRequest) before the first event.
         ``chosen``, when given, receives the :class:`Source` objects of the ``sources`` event.
         ``withhold``: notes removed before retrieval for this caller; ``tally`` receives the withheld
@@ -194,11 +215,16 @@ class AnswerService:
         chosen = chosen if chosen is not None else []
 
         def done(grounded: bool, not_found: bool = False, removed: int = 0) -> Event:
-            return "done", {"grounded": grounded, "notFound": not_found,
-                            "elapsedMs": round((time.monotonic() - started) * 1000, 1), "removedCitations": removed}
+            return "done", {
+                "grounded": grounded,
+                "notFound": not_found,
+                "elapsedMs": round((time.monotonic() - started) * 1000, 1),
+                "removedCitations": removed,
+            }
 
-        sources = await asyncio.to_thread(self.query.context, question, top_k=top_k, tags=tags, folders=folders,
-                                          withhold=withhold, tally=tally)
+        sources = await asyncio.to_thread(
+            self.query.context, question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally
+        )
         if not sources:
             for piece in split_pieces(NOT_FOUND_ANSWER):
                 yield "token", {"text": piece}
@@ -233,8 +259,13 @@ class AnswerService:
             if sent:
                 log.warning("the language model failed mid-answer: %s", _describe(failure))
                 code = failure.code if isinstance(failure, CairnError) else "llm_error"
-                yield "error", {"code": code, "message": "The language model stopped before the answer was complete: "
-                                + _describe(failure)}
+                yield (
+                    "error",
+                    {
+                        "code": code,
+                        "message": "The language model stopped before the answer was complete: " + _describe(failure),
+                    },
+                )
                 yield "sources", [s.to_json() for s in in_prompt]
                 yield done(False, removed=filt.removed)
                 return
@@ -250,23 +281,37 @@ class AnswerService:
         yield "sources", [s.to_json() for s in sources]
         yield done(False)
 
-    async def answer(self, question: str, *, top_k: int, tags: Sequence[str] = (),
-                     folders: Sequence[str] = (), withhold: Withhold | None = None,
-                     tally: WithheldTally | None = None) -> Answer:
+    async def answer(
+        self,
+        question: str,
+        *,
+        top_k: int,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> Answer:
         """The whole answer at once (for the CLI and MCP): the same events, collected.
         ``Answer.withheld`` is the number of withheld notes removed from the candidates."""
         parts: list[str] = []
         chosen: list[Source] = []
         final: dict = {}
         tally = tally if tally is not None else WithheldTally()
-        async for name, data in self.stream(question, top_k=top_k, tags=tags, folders=folders, chosen=chosen,
-                                            withhold=withhold, tally=tally):
+        async for name, data in self.stream(
+            question, top_k=top_k, tags=tags, folders=folders, chosen=chosen, withhold=withhold, tally=tally
+        ):
             if name == "token":
                 parts.append(data["text"])
             elif name == "done":
                 final = data
-        return Answer(text="".join(parts), grounded=bool(final.get("grounded")), not_found=bool(final.get("notFound")),
-                      sources=list(chosen), elapsed_ms=float(final.get("elapsedMs", 0.0)), withheld=tally.count)
+        return Answer(
+            text="".join(parts),
+            grounded=bool(final.get("grounded")),
+            not_found=bool(final.get("notFound")),
+            sources=list(chosen),
+            elapsed_ms=float(final.get("elapsedMs", 0.0)),
+            withheld=tally.count,
+        )
 
 
 def _describe(exc: BaseException | None) -> str:

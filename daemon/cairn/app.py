@@ -18,8 +18,9 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from cairn import __version__
 from cairn.answer import AnswerService
@@ -50,8 +51,9 @@ class Cairn:
     / ``SchemaTooNew`` (index unusable), :class:`~cairn.errors.ModelError` (model files).
     """
 
-    def __init__(self, config: Config, *, embedder: Embedder | None = None, verify: bool = False,
-                 readonly: bool = False) -> None:
+    def __init__(
+        self, config: Config, *, embedder: Embedder | None = None, verify: bool = False, readonly: bool = False
+    ) -> None:
         self.config = config
         config.require_vault()
         self.embedder = embedder or Embedder(threads=config.embed_threads)
@@ -79,7 +81,9 @@ class Cairn:
         self.stop_requested = threading.Event()
         self.last_report: IndexReport | None = None
         self.index_error: str | None = None
-        self._recovery_queued = False  # no reconcile to queue when the vault is back (see _recover_when_the_vault_is_back)
+        self._recovery_queued = (
+            False  # no reconcile to queue when the vault is back (see _recover_when_the_vault_is_back)
+        )
         self.watcher: VaultWatcher | None = None  # set by run_daemon while it watches the vault
         self._paused = False
         self._full_requested = threading.Event()  # the tray's "Reindex now": the next run re-reads every note
@@ -102,8 +106,9 @@ class Cairn:
                 progress(phase, done, total)
 
         try:
-            report = self.indexer.index(full=full, progress=both, should_stop=self.stop_requested.is_set,
-                                        pdf_vectors=self.pdf_queue is None)
+            report = self.indexer.index(
+                full=full, progress=both, should_stop=self.stop_requested.is_set, pdf_vectors=self.pdf_queue is None
+            )
             if self.pdf_queue is not None:
                 self.pdf_queue.request(None, full=full)
             elif not report.stopped:
@@ -125,19 +130,33 @@ class Cairn:
         """Index PDFs from now on in :attr:`pdf_queue`, on its own low-priority thread (the daemon). The queue
         waits while the notes' indexing runs or ``watcher`` holds file events not yet applied (issue 8: PDFs
         never delay notes), and while indexing is paused (tray, ``POST /index/pause``). Stopped by :meth:`close`."""
+
         def busy() -> bool:
             return self._paused or self.indexing.is_set() or (watcher is not None and watcher.pending_count() > 0)
 
-        self.pdf_queue = PdfQueue(self.pdfs, busy=busy, should_stop=self.stop_requested.is_set,
-                                  on_report=self._publish_indexed, thread_init=lower_thread_priority,
-                                  progress=self.events.progress_callback())
+        self.pdf_queue = PdfQueue(
+            self.pdfs,
+            busy=busy,
+            should_stop=self.stop_requested.is_set,
+            on_report=self._publish_indexed,
+            thread_init=lower_thread_priority,
+            progress=self.events.progress_callback(),
+        )
         self.pdf_queue.start()
         return self.pdf_queue
 
     def _publish_indexed(self, report: IndexReport) -> None:
-        self.events.publish("indexed", {"added": report.added, "updated": report.updated, "removed": report.deleted,
-                                        "skipped": len(report.skipped), "elapsedS": round(report.elapsed_s, 2),
-                                        "stoppedEarly": self.stop_requested.is_set()})
+        self.events.publish(
+            "indexed",
+            {
+                "added": report.added,
+                "updated": report.updated,
+                "removed": report.deleted,
+                "skipped": len(report.skipped),
+                "elapsedS": round(report.elapsed_s, 2),
+                "stoppedEarly": self.stop_requested.is_set(),
+            },
+        )
 
     def request_reindex(self, path: str | None = None) -> dict[str, Any]:
         """``POST /index/reindex``: queue work and return at once. ``path`` (checked to be inside the vault)
@@ -190,8 +209,10 @@ class Cairn:
             report = self.indexer.index_paths(paths, should_stop=stop)
             if not report.stopped:
                 report.vectors_written, report.texts_embedded = self.indexer.embed_pending(
-                    should_stop=self._yield_to_new_changes(stop), batch_size=WATCH_EMBED_BATCH,
-                    pdf=False if self.pdf_queue is not None else None)
+                    should_stop=self._yield_to_new_changes(stop),
+                    batch_size=WATCH_EMBED_BATCH,
+                    pdf=False if self.pdf_queue is not None else None,
+                )
             pdf_hints = self.pdfs.hints(paths)  # PDFs, folders holding some (named Projects.md too), gone paths
             if pdf_hints and self.pdf_queue is not None:
                 self.pdf_queue.request(pdf_hints)
@@ -199,8 +220,14 @@ class Cairn:
                 report.merge(self.pdfs.sync(pdf_hints, should_stop=stop))
             if report.added or report.updated or report.deleted or report.skipped:
                 self._publish_indexed(report)
-                log.info("changes indexed: %d added, %d updated, %d removed, %d skipped; %d texts embedded",
-                         report.added, report.updated, report.deleted, len(report.skipped), report.texts_embedded)
+                log.info(
+                    "changes indexed: %d added, %d updated, %d removed, %d skipped; %d texts embedded",
+                    report.added,
+                    report.updated,
+                    report.deleted,
+                    len(report.skipped),
+                    report.texts_embedded,
+                )
             return report
         finally:
             self.indexing.clear()
@@ -220,6 +247,7 @@ class Cairn:
                 first = False
                 return False
             return self.watcher is not None and self.watcher.pending_count() > 0
+
         return should_stop
 
     def pause(self) -> None:
@@ -252,14 +280,22 @@ class Cairn:
         vault_there = self._recover_when_the_vault_is_back()
         index_error = self.index_error
         if not vault_there:
-            index_error = (f"the vault folder {str(self.config.vault)!r} is missing or not a folder (moved, renamed or "
-                           "on a drive not mounted); searches answer from the index as it was")
-        out.update({"indexing": self.indexing.is_set() or pdf_busy,
-                    "watching": bool(watch.get("watching", False)) and vault_there,
-                    "paused": bool(watch.get("paused", self._paused)),
-                    "vault": str(self.config.vault), "schemaVersion": self.store.schema_version,
-                    "model": self.embedder.model_id, "indexError": index_error,
-                    "pdf": self.pdf_queue.stats() if self.pdf_queue is not None else None})
+            index_error = (
+                f"the vault folder {str(self.config.vault)!r} is missing or not a folder (moved, renamed or "
+                "on a drive not mounted); searches answer from the index as it was"
+            )
+        out.update(
+            {
+                "indexing": self.indexing.is_set() or pdf_busy,
+                "watching": bool(watch.get("watching", False)) and vault_there,
+                "paused": bool(watch.get("paused", self._paused)),
+                "vault": str(self.config.vault),
+                "schemaVersion": self.store.schema_version,
+                "model": self.embedder.model_id,
+                "indexError": index_error,
+                "pdf": self.pdf_queue.stats() if self.pdf_queue is not None else None,
+            }
+        )
         return out
 
     def _recover_when_the_vault_is_back(self) -> bool:
@@ -290,10 +326,13 @@ class Cairn:
         except Exception as exc:
             embedder_ok = False
             log.warning("health: embedder check failed: %s", exc)
-        return {"status": "ok" if store_ok and embedder_ok else "degraded", "version": __version__,
-                "store": {"ok": store_ok}, "embedder": {"ok": embedder_ok, "model": self.embedder.model_id},
-                "llm": {"configured": self.config.llm.configured, "reachable": False,
-                        "remote": self.config.llm.remote}}
+        return {
+            "status": "ok" if store_ok and embedder_ok else "degraded",
+            "version": __version__,
+            "store": {"ok": store_ok},
+            "embedder": {"ok": embedder_ok, "model": self.embedder.model_id},
+            "llm": {"configured": self.config.llm.configured, "reachable": False, "remote": self.config.llm.remote},
+        }
 
     def close(self) -> None:
         self.stop_requested.set()
@@ -321,8 +360,12 @@ class LLMProbe:
             if time.monotonic() - self._at > self.ttl_s:
                 self._reachable = await self.model.probe()
                 self._at = time.monotonic()
-        return {"configured": True, "reachable": self._reachable, "remote": self.model.remote,
-                "model": self.model.model}
+        return {
+            "configured": True,
+            "reachable": self._reachable,
+            "remote": self.model.remote,
+            "model": self.model.model,
+        }
 
 
 def setup_logging(config: Config, *, to_file: bool = True) -> None:
@@ -339,8 +382,9 @@ def setup_logging(config: Config, *, to_file: bool = True) -> None:
         if to_file:
             try:
                 config.log_dir.mkdir(parents=True, exist_ok=True)
-                fh = logging.handlers.RotatingFileHandler(config.log_dir / "cairn.log", maxBytes=5_000_000, backupCount=3,
-                                                          encoding="utf-8")
+                fh = logging.handlers.RotatingFileHandler(
+                    config.log_dir / "cairn.log", maxBytes=5_000_000, backupCount=3, encoding="utf-8"
+                )
                 fh.setFormatter(fmt)
                 fh._cairn = True  # type: ignore[attr-defined]
                 root.addHandler(fh)
@@ -356,8 +400,15 @@ def write_service_file(config: Config, url: str, port: int, mcp_url: str | None 
     ``cairn status --vault`` and the plugin read) and ``service.json`` (``config.shared_service_file``: the
     daemon started last, for readers that know no vault). ``vault`` is the resolved vault path."""
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    info = {"port": port, "pid": os.getpid(), "version": __version__, "startedAt": time.time(), "url": url,
-            "vault": str(config.vault), "index": config.index_id}
+    info = {
+        "port": port,
+        "pid": os.getpid(),
+        "version": __version__,
+        "startedAt": time.time(),
+        "url": url,
+        "vault": str(config.vault),
+        "index": config.index_id,
+    }
     if mcp_url:
         info["mcpUrl"] = mcp_url
     data = json.dumps(info)
@@ -386,8 +437,11 @@ class McpHttp:
     def health(self) -> dict[str, Any]:
         """``/health``'s ``mcp`` entry: ``{http, policy: "ok"|"fail-closed", failClosedReason}``."""
         policy = self.policy.current()
-        return {"http": self.url, "policy": "fail-closed" if policy.fail_closed_reason else "ok",
-                "failClosedReason": policy.fail_closed_reason}
+        return {
+            "http": self.url,
+            "policy": "fail-closed" if policy.fail_closed_reason else "ok",
+            "failClosedReason": policy.fail_closed_reason,
+        }
 
     async def close(self) -> None:
         await self.server.close()
@@ -429,18 +483,24 @@ def remote_model_withhold(config: Config, policy: Any = None) -> Callable[[], An
         if now.fail_closed_reason:
             return None
         return Withhold.of(tags=(*now.withhold.tags, *config.llm.withhold_tags), folders=now.withhold.folders)
+
     return current
 
 
-def mcp_service(config: Config, cairn: "Cairn", policy: Any, transport: str) -> Any:
+def mcp_service(config: Config, cairn: Cairn, policy: Any, transport: str) -> Any:
     from cairn.audit import AuditLog, audit_path
     from cairn.mcp_server import McpService
 
-    return McpService(query=cairn.query, library=cairn.library, policy=policy.current,
-                      audit=AuditLog(audit_path(config.data_dir)), transport=transport)
+    return McpService(
+        query=cairn.query,
+        library=cairn.library,
+        policy=policy.current,
+        audit=AuditLog(audit_path(config.data_dir)),
+        transport=transport,
+    )
 
 
-async def start_mcp_http(config: Config, cairn: "Cairn", policy: Any = None) -> McpHttp:
+async def start_mcp_http(config: Config, cairn: Cairn, policy: Any = None) -> McpHttp:
     """Serve MCP over streamable HTTP on ``config.host``:``config.mcp_http_port`` (see cairn.mcp_server for
     why a second port) under ``policy`` (:func:`daemon_policy`, made when not given): it fails closed when
     missing or invalid (logged, and said in ``/health``)."""
@@ -475,8 +535,12 @@ async def run_mcp_stdio(config: Config, *, client: str | None, tools: list[str])
     try:
         service = mcp_service(config, cairn, policy, "stdio")
         served = service.served(client, tools)
-        log.info("MCP over stdio for client %s (%s): tools %s", policy.current().client(client).name,
-                 "local" if policy.current().is_local(client) else "not local", ", ".join(served))
+        log.info(
+            "MCP over stdio for client %s (%s): tools %s",
+            policy.current().client(client).name,
+            "local" if policy.current().is_local(client) else "not local",
+            ", ".join(served),
+        )
         await serve_stdio(service, client, tools)
     finally:
         cairn.close()
@@ -495,8 +559,9 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
             pass
 
 
-async def run_mcp_http(config: Config, *, ready: Callable[[str], None] | None = None,
-                       stop: asyncio.Event | None = None) -> int:
+async def run_mcp_http(
+    config: Config, *, ready: Callable[[str], None] | None = None, stop: asyncio.Event | None = None
+) -> int:
     """``cairn mcp --http``: the daemon's MCP endpoint alone, in the foreground, from the existing index (read-only:
     no indexing, no watcher, no plugin API), until SIGINT/SIGTERM or ``stop``. The policy is loaded strictly at
     start (as for stdio); a later invalid edit fails closed. Raises as :func:`run_mcp_stdio`."""
@@ -511,8 +576,9 @@ async def run_mcp_http(config: Config, *, ready: Callable[[str], None] | None = 
     cairn = await asyncio.to_thread(lambda: Cairn(config, readonly=True))
     cairn.query.start_keyword_index()
     try:
-        server = McpHttpServer(mcp_service(config, cairn, policy, "http"), McpTokens(config).current, config.host,
-                               config.mcp_http_port)
+        server = McpHttpServer(
+            mcp_service(config, cairn, policy, "http"), McpTokens(config).current, config.host, config.mcp_http_port
+        )
         await server.start()
         log.info("MCP (streamable HTTP) for %s at %s", config.vault, server.url)
         if ready:
@@ -539,8 +605,10 @@ def _require_index(config: Config) -> None:
         finally:
             probe.close()
     if empty:
-        raise ConfigError(f"The vault {str(vault)!r} has no index yet; run `cairn index --vault {vault}` "
-                          "(or start `cairn serve`) first, then start `cairn mcp` again.")
+        raise ConfigError(
+            f"The vault {str(vault)!r} has no index yet; run `cairn index --vault {vault}` "
+            "(or start `cairn serve`) first, then start `cairn mcp` again."
+        )
 
 
 def remove_service_file(config: Config) -> None:
@@ -555,8 +623,13 @@ def remove_service_file(config: Config) -> None:
             pass
 
 
-async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = None,
-                     stop: asyncio.Event | None = None, started: Callable[[Cairn], Any] | None = None) -> int:
+async def run_daemon(
+    config: Config,
+    *,
+    ready: Callable[[str], None] | None = None,
+    stop: asyncio.Event | None = None,
+    started: Callable[[Cairn], Any] | None = None,
+) -> int:
     """Run the daemon until ``stop`` is set or SIGINT/SIGTERM. ``ready(url)`` is called once the
     API is listening, then ``started(cairn)`` on the loop (the tray binds its menu there). Returns the exit code."""
     from cairn.http_api import create_app, serve  # adapters are wired here, in the composition root
@@ -566,8 +639,11 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
     stop = stop or asyncio.Event()
     _stop_on_signals(stop)
     # One daemon per data folder and vault (released by the OS even on kill -9), then a checked database.
-    lock = InstanceLock(instance_lock_path(config.db_path), service_file=config.service_file,
-                        what=f"the vault {str(config.vault)!r} with the data folder {str(config.data_dir)!r}").acquire()
+    lock = InstanceLock(
+        instance_lock_path(config.db_path),
+        service_file=config.service_file,
+        what=f"the vault {str(config.vault)!r} with the data folder {str(config.data_dir)!r}",
+    ).acquire()
     try:
         cairn = await asyncio.to_thread(lambda: Cairn(config, verify=True))
     except BaseException:
@@ -578,14 +654,22 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
     if config.llm.configured:
         api_key = await asyncio.to_thread(get_secret, config, LLM_API_KEY)
         model = OpenAIChatModel(config.llm, api_key=api_key)
-        log.info("answers are written by %s at %s (%s)", config.llm.model or "the default model", config.llm.base_url,
-                 "remote: what the MCP policy withholds and notes tagged " + ", ".join(config.llm.withhold_tags)
-                 + " are withheld from it" if model.remote else "local")
+        log.info(
+            "answers are written by %s at %s (%s)",
+            config.llm.model or "the default model",
+            config.llm.base_url,
+            "remote: what the MCP policy withholds and notes tagged "
+            + ", ".join(config.llm.withhold_tags)
+            + " are withheld from it"
+            if model.remote
+            else "local",
+        )
     remote = model is not None and model.remote
     # One live policy for what MCP clients and a remote model may see.
     policy = await asyncio.to_thread(daemon_policy, config) if config.mcp_http or remote else None
-    answers = AnswerService(cairn.query, model, withhold_tags=remote_model_withhold(config, policy) if remote
-                            else config.llm.withhold_tags)
+    answers = AnswerService(
+        cairn.query, model, withhold_tags=remote_model_withhold(config, policy) if remote else config.llm.withhold_tags
+    )
     probe = LLMProbe(model)
 
     mcp: McpHttp | None = None
@@ -603,9 +687,18 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
         out["mcp"] = await asyncio.to_thread(mcp.health) if mcp is not None else {"http": None, "off": mcp_off}
         return out
 
-    app = create_app(config=config, query=cairn.query, token=token, stats=cairn.stats, health=health,
-                     answers=answers, library=cairn.library, reindex=cairn.request_reindex, events=cairn.events,
-                     set_paused=cairn.set_paused)
+    app = create_app(
+        config=config,
+        query=cairn.query,
+        token=token,
+        stats=cairn.stats,
+        health=health,
+        answers=answers,
+        library=cairn.library,
+        reindex=cairn.request_reindex,
+        events=cairn.events,
+        set_paused=cairn.set_paused,
+    )
     # Watch before the start-up index scans, so no change falls between the two.
     watcher = VaultWatcher(config.vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=config.ignore)
     cairn.watcher = watcher
@@ -631,16 +724,28 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
                 if not cairn.stop_requested.is_set():
                     cairn.query.start_keyword_index()
             if cairn.stop_requested.is_set():
-                log.info("indexing stopped early for shutdown (%d notes added or updated so far)",
-                         report.added + report.updated)
+                log.info(
+                    "indexing stopped early for shutdown (%d notes added or updated so far)",
+                    report.added + report.updated,
+                )
                 return
-            log.info("index up to date: %d notes scanned, %d added, %d updated, %d deleted, %d skipped; "
-                     "%d texts embedded in %.1f s", report.scanned, report.added, report.updated, report.deleted,
-                     len(report.skipped), report.texts_embedded, report.elapsed_s)
+            log.info(
+                "index up to date: %d notes scanned, %d added, %d updated, %d deleted, %d skipped; "
+                "%d texts embedded in %.1f s",
+                report.scanned,
+                report.added,
+                report.updated,
+                report.deleted,
+                len(report.skipped),
+                report.texts_embedded,
+                report.elapsed_s,
+            )
         except Exception:
             log.exception("indexing failed; the daemon keeps serving what is indexed")
 
-    indexing = asyncio.get_running_loop().run_in_executor(watcher.executor, index_in_background)  # the low-priority indexing thread
+    indexing = asyncio.get_running_loop().run_in_executor(
+        watcher.executor, index_in_background
+    )  # the low-priority indexing thread
     try:
         await stop.wait()
     finally:
@@ -653,7 +758,7 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
         await asyncio.to_thread(cairn.pdf_queue.stop)
         try:
             await asyncio.wait_for(asyncio.shield(indexing), timeout=30)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("indexing did not stop within 30 s")
         cairn.close()
         remove_service_file(config)
@@ -661,8 +766,13 @@ async def run_daemon(config: Config, *, ready: Callable[[str], None] | None = No
     return 0
 
 
-def serve(config: Config, *, tray: bool = True, ready: Callable[[str], None] | None = None,
-          on_tray: Callable[[Any], None] | None = None) -> int:
+def serve(
+    config: Config,
+    *,
+    tray: bool = True,
+    ready: Callable[[str], None] | None = None,
+    on_tray: Callable[[Any], None] | None = None,
+) -> int:
     """``cairn serve``: the daemon with a tray icon when ``tray`` and the desktop allows one, else headless.
 
     No display or no tray backend → exactly one log line saying so, and the daemon runs the same
@@ -682,8 +792,9 @@ def serve(config: Config, *, tray: bool = True, ready: Callable[[str], None] | N
     return _serve_with_tray(config, ready=ready, on_tray=on_tray)
 
 
-def _serve_with_tray(config: Config, *, ready: Callable[[str], None] | None,
-                     on_tray: Callable[[Any], None] | None) -> int:
+def _serve_with_tray(
+    config: Config, *, ready: Callable[[str], None] | None, on_tray: Callable[[Any], None] | None
+) -> int:
     from cairn import autostart
     from cairn.secrets import get_or_create_token, token_file
     from cairn.tray import Tray, TrayActions
@@ -700,14 +811,20 @@ def _serve_with_tray(config: Config, *, ready: Callable[[str], None] | None,
     def set_autostart(enable: bool) -> None:
         autostart.enable(config) if enable else autostart.disable()
 
-    actions = TrayActions(vault=config.require_vault(), log_dir=config.log_dir, quit=request_stop,
-                          token=lambda: get_or_create_token(config),
-                          autostart_enabled=lambda: autostart.status(config)["enabled"], set_autostart=set_autostart)
+    actions = TrayActions(
+        vault=config.require_vault(),
+        log_dir=config.log_dir,
+        quit=request_stop,
+        token=lambda: get_or_create_token(config),
+        autostart_enabled=lambda: autostart.status(config)["enabled"],
+        set_autostart=set_autostart,
+    )
     try:
         tray = Tray(actions)
     except Exception as exc:  # the backend imported but cannot make an icon
-        log.info("no tray icon: %s: %s; running headless (the HTTP API and the CLI work the same)",
-                 type(exc).__name__, exc)
+        log.info(
+            "no tray icon: %s: %s; running headless (the HTTP API and the CLI work the same)", type(exc).__name__, exc
+        )
         loop.close()
         return asyncio.run(run_daemon(config, ready=ready))
     outcome: dict[str, Any] = {}
@@ -747,8 +864,11 @@ def _serve_with_tray(config: Config, *, ready: Callable[[str], None] | None,
         if on_tray is not None:
             on_tray(tray)
         # The GTK backends reset SIGINT to the default (kill) when their loop starts: put ours back there.
-        threading.Thread(target=lambda: tray.wait_ready(60) and tray.call_on_main(install_signal_handlers),
-                         name="cairn-tray-signals", daemon=True).start()
+        threading.Thread(
+            target=lambda: tray.wait_ready(60) and tray.call_on_main(install_signal_handlers),
+            name="cairn-tray-signals",
+            daemon=True,
+        ).start()
         try:
             tray.run()
         except Exception as exc:  # the icon failed; the daemon goes on without it

@@ -26,8 +26,9 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 try:  # POSIX; on Windows the in-process lock alone serialises writes
     import fcntl
@@ -56,7 +57,7 @@ def args_digest(arguments: Mapping[str, Any]) -> str:
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class AuditLog:
@@ -75,8 +76,17 @@ class AuditLog:
         self.backups = backups
         self._lock = threading.Lock()
 
-    def record(self, *, client: str, transport: str, tool: str, arguments: Mapping[str, Any],
-               paths: Sequence[str], withheld: int, decision: str) -> None:
+    def record(
+        self,
+        *,
+        client: str,
+        transport: str,
+        tool: str,
+        arguments: Mapping[str, Any],
+        paths: Sequence[str],
+        withheld: int,
+        decision: str,
+    ) -> None:
         """Append one line for a tool call. ``transport``: ``"stdio"`` | ``"http"``; ``decision``:
         ``"allowed"`` | ``"denied"`` | ``"error"``; ``withheld``: withheld notes the call would otherwise
         have touched (a :class:`~cairn.policy.WithheldTally` count). Raises :class:`ValueError` for another
@@ -89,9 +99,16 @@ class AuditLog:
             raise ValueError(f"decision must be one of {', '.join(DECISIONS)}, got {decision!r}")
         if not isinstance(withheld, int) or isinstance(withheld, bool) or withheld < 0:
             raise ValueError(f"withheld must be a count (an integer ≥ 0), got {withheld!r}")
-        entry = {"time": _now(), "client": str(client), "transport": transport, "tool": str(tool),
-                 "argsDigest": args_digest(arguments), "paths": list(dict.fromkeys(str(p) for p in paths)),
-                 "withheld": withheld, "decision": decision}
+        entry = {
+            "time": _now(),
+            "client": str(client),
+            "transport": transport,
+            "tool": str(tool),
+            "argsDigest": args_digest(arguments),
+            "paths": list(dict.fromkeys(str(p) for p in paths)),
+            "withheld": withheld,
+            "decision": decision,
+        }
         line = (json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
         with self._lock, self._file_lock():
             self._rotate_if_needed(len(line))
@@ -136,7 +153,7 @@ def _files_oldest_first(path: Path) -> list[Path]:
     path = Path(path)
     rotated = []
     for candidate in path.parent.glob(path.name + ".*"):
-        suffix = candidate.name[len(path.name) + 1:]
+        suffix = candidate.name[len(path.name) + 1 :]
         if suffix.isdigit():
             rotated.append((int(suffix), candidate))
     return [p for _, p in sorted(rotated, reverse=True)] + ([path] if path.exists() else [])

@@ -31,10 +31,10 @@ from __future__ import annotations
 import os
 import string
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Mapping, Sequence
 from xml.sax.saxutils import escape as xml_escape
 
 from cairn.config import Config
@@ -130,12 +130,20 @@ def _systemd_env(key: str, value: str) -> str:
 def _cmd_quote(value: str) -> str:
     """A ``cmd.exe`` argument in double quotes; ``%`` doubled (batch-file expansion)."""
     if '"' in value:
-        raise ConfigError(f"Cannot write a Windows Startup entry for {value!r}: a double quote cannot be quoted for cmd.")
+        raise ConfigError(
+            f"Cannot write a Windows Startup entry for {value!r}: a double quote cannot be quoted for cmd."
+        )
     return '"' + value.replace("%", "%%") + '"'
 
 
-def render(platform: str, config: Config, *, argv: Sequence[str] | None = None,
-           env: Mapping[str, str] | None = None, entry_env: Mapping[str, str] | None = None) -> Entry:
+def render(
+    platform: str,
+    config: Config,
+    *,
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    entry_env: Mapping[str, str] | None = None,
+) -> Entry:
     """The entry for ``platform`` that runs ``argv`` (default :func:`launch_command`) with ``entry_env``
     (default :func:`carried_env`) set, placed by :func:`entry_path` under ``env``'s home folders."""
     argv = list(argv) if argv is not None else launch_command(config, platform)
@@ -143,23 +151,31 @@ def render(platform: str, config: Config, *, argv: Sequence[str] | None = None,
     path, link = entry_path(platform, env)
     vault = config.require_vault()
     if platform == "linux":
-        values = {"vault_name": vault.name.replace("%", "%%").replace("\n", " "),
-                  "exec_start": " ".join(_systemd_quote(a) for a in argv),
-                  "environment": "".join(_systemd_env(k, v) for k, v in extra.items())}
+        values = {
+            "vault_name": vault.name.replace("%", "%%").replace("\n", " "),
+            "exec_start": " ".join(_systemd_quote(a) for a in argv),
+            "environment": "".join(_systemd_env(k, v) for k, v in extra.items()),
+        }
         content = string.Template(template(platform)).substitute(values)
     elif platform == "macos":
         args = "".join(f"    <string>{xml_escape(a)}</string>\n" for a in argv)
         env_xml = ""
         if extra:
-            env_xml = "  <key>EnvironmentVariables</key>\n  <dict>\n" + "".join(
-                f"    <key>{xml_escape(k)}</key>\n    <string>{xml_escape(v)}</string>\n" for k, v in extra.items()
-            ) + "  </dict>\n"
+            env_xml = (
+                "  <key>EnvironmentVariables</key>\n  <dict>\n"
+                + "".join(
+                    f"    <key>{xml_escape(k)}</key>\n    <string>{xml_escape(v)}</string>\n" for k, v in extra.items()
+                )
+                + "  </dict>\n"
+            )
         content = string.Template(template(platform)).substitute(
-            {"label": LAUNCHD_LABEL, "program_arguments": args, "environment": env_xml})
+            {"label": LAUNCHD_LABEL, "program_arguments": args, "environment": env_xml}
+        )
     elif platform == "windows":
         env_cmd = "".join(f'set "{k}={v.replace("%", "%%")}"\n' for k, v in extra.items())
         content = string.Template(template(platform)).substitute(
-            {"environment": env_cmd, "command": " ".join(_cmd_quote(a) for a in argv)})
+            {"environment": env_cmd, "command": " ".join(_cmd_quote(a) for a in argv)}
+        )
         content = content.replace("\r\n", "\n").replace("\n", "\r\n")
     else:
         raise ConfigError(f"Unknown platform {platform!r} for start at login; expected one of {', '.join(PLATFORMS)}.")
@@ -178,8 +194,9 @@ def _write(path: Path, content: str) -> None:
         os.chmod(tmp, 0o644)  # launchd refuses group/other-writable agents
         os.replace(tmp, path)
     except OSError as exc:
-        raise ConfigError(f"Cannot write the start-at-login entry {str(path)!r}: {exc.strerror}; "
-                          "check that the folder is writable.") from None
+        raise ConfigError(
+            f"Cannot write the start-at-login entry {str(path)!r}: {exc.strerror}; check that the folder is writable."
+        ) from None
 
 
 def enable(config: Config, *, platform: str | None = None, env: Mapping[str, str] | None = None) -> Entry:
@@ -222,17 +239,16 @@ def command_in(platform: str, content: str) -> list[str] | None:
             return [str(a) for a in plistlib.loads(content.encode("utf-8"))["ProgramArguments"]]
         for line in content.splitlines():
             if platform == "linux" and line.startswith("ExecStart="):
-                return [a.replace("%%", "%").replace("$$", "$") for a in shlex.split(line[len("ExecStart="):])]
+                return [a.replace("%%", "%").replace("$$", "$") for a in shlex.split(line[len("ExecStart=") :])]
             if platform == "windows" and line.startswith('start "Cairn" '):  # cmd: no escapes inside "..."
-                words = shlex.split(line[len('start "Cairn" '):], posix=False)
+                words = shlex.split(line[len('start "Cairn" ') :], posix=False)
                 return [(w[1:-1] if len(w) > 1 and w[0] == w[-1] == '"' else w).replace("%%", "%") for w in words]
     except (ValueError, KeyError, plistlib.InvalidFileException):
         return None
     return None
 
 
-def status(config: Config | None = None, *, platform: str | None = None,
-           env: Mapping[str, str] | None = None) -> dict:
+def status(config: Config | None = None, *, platform: str | None = None, env: Mapping[str, str] | None = None) -> dict:
     """``{platform, path, installed, enabled, current, command, vault}``: ``enabled`` — the entry will run at
     login (Linux: unit file and enabling link both present); ``current`` — the file is what ``enable``
     would write now for ``config`` (same vault, program and folders; ``None`` without a config);
@@ -249,5 +265,12 @@ def status(config: Config | None = None, *, platform: str | None = None,
             current = path.read_text(encoding="utf-8") == render(platform, config, env=env).content
         except (OSError, ConfigError):
             current = False
-    return {"platform": platform, "path": str(path), "installed": installed, "enabled": enabled, "current": current,
-            "command": command, "vault": vault}
+    return {
+        "platform": platform,
+        "path": str(path),
+        "installed": installed,
+        "enabled": enabled,
+        "current": current,
+        "command": command,
+        "vault": vault,
+    }

@@ -56,7 +56,7 @@ class _Postings:
     terms: dict[str, tuple[np.ndarray, np.ndarray]]
 
     @classmethod
-    def of(cls, docs: list[tuple[int, list[str]]]) -> "_Postings":
+    def of(cls, docs: list[tuple[int, list[str]]]) -> _Postings:
         vocab: dict[str, int] = {}
         term_ids: list[int] = []
         doc_ids: list[np.ndarray] = []
@@ -66,8 +66,9 @@ class _Postings:
         if not term_ids:
             return cls({})
         span = int(max(cid for cid, _ in docs)) + 1
-        keys, counts = np.unique(np.asarray(term_ids, dtype=np.int64) * span + np.concatenate(doc_ids),
-                                 return_counts=True)  # sorted by term, then chunk id
+        keys, counts = np.unique(
+            np.asarray(term_ids, dtype=np.int64) * span + np.concatenate(doc_ids), return_counts=True
+        )  # sorted by term, then chunk id
         term_of, ids = np.divmod(keys, span)
         starts = np.flatnonzero(np.r_[True, term_of[1:] != term_of[:-1]])
         ends = np.r_[starts[1:], len(keys)]
@@ -98,7 +99,7 @@ class Bm25Index:
         self._extra_rows = 0
         self._last_id = 0
         self._deletion_seq: int | None = None  # the store's deletion log entry applied last (None: scan)
-        self._alive = np.zeros(0, dtype=bool)       # by chunk id: the row is in FTS5
+        self._alive = np.zeros(0, dtype=bool)  # by chunk id: the row is in FTS5
         self._length = np.zeros(0, dtype=np.int64)  # by chunk id: the row's size in tokens, -1 when not read
         self._n_rows = 0
         self._n_tokens = 0
@@ -166,12 +167,12 @@ class Bm25Index:
             alive[snap.live] = True
         else:  # the deletion log: the rows held, minus the deleted, plus the added
             alive = np.zeros(top, dtype=bool)
-            alive[:len(self._alive)] = self._alive
+            alive[: len(self._alive)] = self._alive
             alive[[cid for cid, _ in snap.docs]] = True
             gone = snap.deleted[snap.deleted < top]  # ids above: added and deleted again since the last refresh
             alive[gone] = False
         length = np.full(top, -1, dtype=np.int64)
-        length[:len(self._length)] = self._length
+        length[: len(self._length)] = self._length
         for cid, tokens in snap.docs:
             length[cid] = len(tokens)
         extra = self._extra
@@ -181,8 +182,11 @@ class Bm25Index:
             merged = dict(extra.terms)
             for term, (new_ids, new_tf) in _Postings.of(snap.docs).terms.items():
                 held = merged.get(term)
-                merged[term] = ((new_ids, new_tf) if held is None
-                                else (np.concatenate([held[0], new_ids]), np.concatenate([held[1], new_tf])))
+                merged[term] = (
+                    (new_ids, new_tf)
+                    if held is None
+                    else (np.concatenate([held[0], new_ids]), np.concatenate([held[1], new_tf]))
+                )
             extra = _Postings(merged)
         if not self._consistent(snap, alive, length):
             self._drop()
@@ -198,8 +202,11 @@ class Bm25Index:
     def _consistent(self, snap: FtsSnapshot, alive: np.ndarray, length: np.ndarray) -> bool:
         """We have read every live row, and FTS5's row and token counts are those of these rows."""
         live_lengths = length[alive]
-        return (bool(np.all(live_lengths >= 0)) and len(live_lengths) == snap.n_rows
-                and int(live_lengths.sum()) == snap.n_tokens)
+        return (
+            bool(np.all(live_lengths >= 0))
+            and len(live_lengths) == snap.n_rows
+            and int(live_lengths.sum()) == snap.n_tokens
+        )
 
     def _drop(self) -> None:
         self._base, self._extra, self._extra_rows, self._marker = None, _Postings({}), 0, None

@@ -28,12 +28,11 @@ import numpy as np
 from cairn.config import COSINE_FLOOR, Config
 from cairn.errors import BadRequest, NotFoundError, PathOutsideVault
 from cairn.notes import normalise_tag, parse_note
-from cairn.policy import Withhold, WithheldTally
+from cairn.policy import WithheldTally, Withhold
 from cairn.query import WithheldSet
 from cairn.store import Store
-from cairn.store.reads import chunk_ids_of_note
+from cairn.store.reads import chunk_ids_of_note, page_chunks
 from cairn.store.reads import list_notes as _list_notes
-from cairn.store.reads import page_chunks
 from cairn.store.reads import tag_counts as _tag_counts
 from cairn.vault import normalise_rel_path, read_note_text, resolve_in_vault
 
@@ -69,8 +68,9 @@ class Library:
         self.config = config
         self.store = store
 
-    def _indexed(self, raw: Any, hidden: WithheldSet | None = None,
-                 tally: WithheldTally | None = None) -> tuple[str, dict]:
+    def _indexed(
+        self, raw: Any, hidden: WithheldSet | None = None, tally: WithheldTally | None = None
+    ) -> tuple[str, dict]:
         rel = checked_rel_path(raw)
         resolve_in_vault(self.config.require_vault(), rel)  # symlinks out of the vault → PathOutsideVault
         note = self.store.note_by_path(rel)
@@ -81,16 +81,23 @@ class Library:
             raise NotFoundError(f"{rel!r} is in the vault but not indexed: {note.get('error') or 'skipped'}.")
         if note is None or note.get("status") != "ok" or withheld:
             # A withheld note gets exactly the answer a missing one gets.
-            raise NotFoundError(f"No indexed note {rel!r} in the vault; paths are vault-relative, e.g. 'folder/note.md'.")
+            raise NotFoundError(
+                f"No indexed note {rel!r} in the vault; paths are vault-relative, e.g. 'folder/note.md'."
+            )
         return rel, note
 
     @staticmethod
     def _drop_links(links: list[dict], hidden: WithheldSet, tally: WithheldTally | None) -> list[dict]:
         # A link whose target names a withheld note is dropped even when it did not resolve to it (a link
         # to its alias, or one left unresolved): its ``target`` would name the note, as in the content.
-        kept = [link for link in links if not (
-            (link.get("targetPath") and hidden.hides_path(link["targetPath"]))
-            or (hidden.redactor and hidden.redactor.matches(link.get("target") or "")))]
+        kept = [
+            link
+            for link in links
+            if not (
+                (link.get("targetPath") and hidden.hides_path(link["targetPath"]))
+                or (hidden.redactor and hidden.redactor.matches(link.get("target") or ""))
+            )
+        ]
         if tally is not None:
             tally.add(link["targetPath"] for link in links if link not in kept and link.get("targetPath"))
         return kept
@@ -117,20 +124,33 @@ class Library:
         try:
             content, _ = read_note_text(path, max_bytes=self.config.max_note_bytes)
         except Exception as exc:
-            raise NotFoundError(f"Note {rel!r} is indexed but cannot be read now ({getattr(exc, 'message', exc)}); "
-                                "it may have been moved or deleted.") from None
-        out = {"filePath": rel, "title": note["title"], "tags": self.store.note_tags(rel), "aliases": note["aliases"],
-               "frontmatter": note["frontmatter"], "content": content, "links": self.store.links_of_note(rel),
-               "backlinks": self.store.backlinks(rel), "indexedAt": note["indexedAt"]}
+            raise NotFoundError(
+                f"Note {rel!r} is indexed but cannot be read now ({getattr(exc, 'message', exc)}); "
+                "it may have been moved or deleted."
+            ) from None
+        out = {
+            "filePath": rel,
+            "title": note["title"],
+            "tags": self.store.note_tags(rel),
+            "aliases": note["aliases"],
+            "frontmatter": note["frontmatter"],
+            "content": content,
+            "links": self.store.links_of_note(rel),
+            "backlinks": self.store.backlinks(rel),
+            "indexedAt": note["indexedAt"],
+        }
         if hidden:
             # The file is read now, the tags were read at indexing: a tag added since (not indexed yet)
             # withholds the note too, and so does front-matter that cannot be read (its tags are unknown).
             parsed = parse_note(content, rel)
             if hidden.withhold.tag_withheld(list(out["tags"]) + list(parsed.tags)) or (
-                    hidden.withhold.tags and parsed.frontmatter_error):
+                hidden.withhold.tags and parsed.frontmatter_error
+            ):
                 if tally is not None:
                     tally.add([rel])
-                raise NotFoundError(f"No indexed note {rel!r} in the vault; paths are vault-relative, e.g. 'folder/note.md'.")
+                raise NotFoundError(
+                    f"No indexed note {rel!r} in the vault; paths are vault-relative, e.g. 'folder/note.md'."
+                )
             out["links"] = self._drop_links(out["links"], hidden, tally)
             out["backlinks"] = self._drop_backlinks(out["backlinks"], hidden, tally)
             if hidden.redactor:
@@ -146,13 +166,24 @@ class Library:
         for page, text in page_chunks(self.store, rel):
             pages.setdefault(page, []).append(text)
         content = "\n\n".join(f"[page {n}]\n{join_overlapping(texts)}" for n, texts in pages.items())
-        return {"filePath": rel, "title": note["title"], "kind": "pdf", "tags": [], "aliases": [],
-                "frontmatter": note["frontmatter"], "pages": note["frontmatter"].get("pages"),
-                "problems": note["error"], "content": content, "links": [],
-                "backlinks": self.store.backlinks(rel), "indexedAt": note["indexedAt"]}
+        return {
+            "filePath": rel,
+            "title": note["title"],
+            "kind": "pdf",
+            "tags": [],
+            "aliases": [],
+            "frontmatter": note["frontmatter"],
+            "pages": note["frontmatter"].get("pages"),
+            "problems": note["error"],
+            "content": content,
+            "links": [],
+            "backlinks": self.store.backlinks(rel),
+            "indexedAt": note["indexedAt"],
+        }
 
-    def related(self, raw: Any, limit: int = 10, withhold: Withhold | None = None,
-                tally: WithheldTally | None = None) -> dict[str, Any]:
+    def related(
+        self, raw: Any, limit: int = 10, withhold: Withhold | None = None, tally: WithheldTally | None = None
+    ) -> dict[str, Any]:
         """``{filePath, links, backlinks, similar: [{filePath, title, score}]}``; ``similar`` are the
         notes whose chunks are nearest (cosine ≥ the floor) to the mean of this note's chunk vectors.
         ``withhold``: withheld notes are left out of all three (``similar`` still holds up to ``limit``)."""
@@ -163,11 +194,16 @@ class Library:
         if hidden:
             links = self._drop_links(links, hidden, tally)
             backlinks = self._drop_backlinks(backlinks, hidden, tally)
-        return {"filePath": rel, "links": links, "backlinks": backlinks,
-                "similar": self._similar(rel, limit, hidden, tally)}
+        return {
+            "filePath": rel,
+            "links": links,
+            "backlinks": backlinks,
+            "similar": self._similar(rel, limit, hidden, tally),
+        }
 
-    def _similar(self, rel: str, limit: int, hidden: WithheldSet | None = None,
-                 tally: WithheldTally | None = None) -> list[dict[str, Any]]:
+    def _similar(
+        self, rel: str, limit: int, hidden: WithheldSet | None = None, tally: WithheldTally | None = None
+    ) -> list[dict[str, Any]]:
         ids = chunk_ids_of_note(self.store, rel)
         vectors = self.store.vectors(ids)
         if not vectors:
@@ -203,11 +239,22 @@ class Library:
         hidden = WithheldSet.load(self.store, withhold)
         if tally is not None:
             tally.add(hidden.paths)
-        return {"tags": [{"tag": tag, "count": count} for tag, count in _tag_counts(self.store, hidden.notes)
-                         if not withhold.tag_withheld([tag])]}
+        return {
+            "tags": [
+                {"tag": tag, "count": count}
+                for tag, count in _tag_counts(self.store, hidden.notes)
+                if not withhold.tag_withheld([tag])
+            ]
+        }
 
-    def list_notes(self, tag: str | None = None, folder: str | None = None, limit: int = 50,
-                   withhold: Withhold | None = None, tally: WithheldTally | None = None) -> dict[str, Any]:
+    def list_notes(
+        self,
+        tag: str | None = None,
+        folder: str | None = None,
+        limit: int = 50,
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> dict[str, Any]:
         """``{notes: [{filePath, title, tags, indexedAt}], total}``: indexed notes sorted by path, at most
         ``limit`` (1..500), optionally only those carrying ``tag`` (nested tags below it count) and under
         ``folder`` (vault-relative). ``total`` counts every matching allowed note. Withheld notes are never
@@ -233,9 +280,12 @@ class Library:
             notes = kept
             if tally is not None and exclude:  # the withheld notes matching this listing's filters
                 tags_of = self.store.tags_of_notes(exclude)
-                tally.add(path for nid, path in exclude.items()
-                          if (scope is None or path.startswith(scope + "/"))
-                          and (not tags or any(t == tags[0] or t.startswith(tags[0] + "/") for t in tags_of[nid])))
+                tally.add(
+                    path
+                    for nid, path in exclude.items()
+                    if (scope is None or path.startswith(scope + "/"))
+                    and (not tags or any(t == tags[0] or t.startswith(tags[0] + "/") for t in tags_of[nid]))
+                )
         return {"notes": notes, "total": total}
 
 

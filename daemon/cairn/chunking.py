@@ -743,10 +743,15 @@ class _Chunker:
         # it goes straight to the split path, which yields the same single chunk if it does fit.
         near = self.max_tokens * 85 // 100
         maybe = [not self._surely_over(start, end, near) for _, start, end, _, _ in sections]
-        counts = iter(self._count_many([
-            embed_text(self.title, path, self.body[start:end])
-            for (path, start, end, _, _), m in zip(sections, maybe) if m
-        ]))
+        counts = iter(
+            self._count_many(
+                [
+                    embed_text(self.title, path, self.body[start:end])
+                    for (path, start, end, _, _), m in zip(sections, maybe)
+                    if m
+                ]
+            )
+        )
         for (path, start, end, blocks, glue), m in zip(sections, maybe):
             t = next(counts) if m else self.max_tokens + 1
             if t <= self.max_tokens:
@@ -759,8 +764,7 @@ class _Chunker:
             atoms = [a for n in nodes for a in self._atomize(n, budget, glue)]
             pieces = self.pack(atoms, budget)
             texts = [
-                (self.body[h[0] : h[1]] + "\n" if h is not None else "") + self.body[ts:e]
-                for ts, _, e, h in pieces
+                (self.body[h[0] : h[1]] + "\n" if h is not None else "") + self.body[ts:e] for ts, _, e, h in pieces
             ]
             finals = self._count_many([embed_text(self.title, path, t) for t in texts])
             for (text_start, content_start, p_end, header), text, t in zip(pieces, texts, finals):

@@ -15,8 +15,9 @@ import shutil
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from cairn import __version__
 from cairn.config import Config, load_config
@@ -45,7 +46,9 @@ def _top_k_arg(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cairn", description="Local search and cited answers over your Obsidian vault.")
+    parser = argparse.ArgumentParser(
+        prog="cairn", description="Local search and cited answers over your Obsidian vault."
+    )
     parser.add_argument("--version", action="version", version=f"cairn {__version__}")
     _global_options(parser, suppress=False)
     common = argparse.ArgumentParser(add_help=False)
@@ -54,8 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("serve", parents=[common], help="run the daemon: index, watch, HTTP API on 127.0.0.1, tray icon")
     p.add_argument("--port", type=int, help="HTTP port (env CAIRN_PORT; 0 picks a free one)")
-    p.add_argument("--no-tray", action="store_true",
-                   help="run without a tray icon (also automatic when there is no display or tray backend)")
+    p.add_argument(
+        "--no-tray",
+        action="store_true",
+        help="run without a tray icon (also automatic when there is no display or tray backend)",
+    )
 
     p = sub.add_parser("index", parents=[common], help="index the vault incrementally, then exit")
     p.add_argument("--full", action="store_true", help="re-read every note (unchanged text still comes from the cache)")
@@ -64,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, helptext in (("search", "ranked chunks for a query"), ("ask", "an answer with [n] citations")):
         p = sub.add_parser(name, parents=[common], help=helptext)
         p.add_argument("text", metavar="QUERY" if name == "search" else "QUESTION")
-        p.add_argument("--tag", action="append", default=[], help="only notes with this tag (any of; nested tags match)")
+        p.add_argument(
+            "--tag", action="append", default=[], help="only notes with this tag (any of; nested tags match)"
+        )
         if name == "search":
             p.add_argument("--folder", action="append", default=[], help="only notes under this folder")
         p.add_argument("--top-k", type=_top_k_arg, default=None, help="number of results, 1..50 (default 8)")
@@ -76,15 +84,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("token", parents=[common], help="print the API token the Obsidian plugin uses")
     p.add_argument("--rotate", action="store_true", help="make a new token (the old one stops working)")
 
-    p = sub.add_parser("mcp", parents=[common], help="governed MCP server for AI agents (stdio by default)",
-                       description="Serve the vault to an AI agent over MCP, under the governance policy. Over stdio "
-                       "(the default) the agent launches `cairn mcp --client NAME`; over HTTP the daemon serves "
-                       "/mcp and each client presents its own token (`cairn mcp token NAME`).")
-    p.add_argument("--client", metavar="NAME", help="who this agent is, as named in the policy (never taken from the agent)")
-    p.add_argument("--tool", action="append", default=[], metavar="NAME",
-                   help="serve this tool too, if the client's policy allows it (repeatable)")
-    p.add_argument("--http", action="store_true",
-                   help="serve streamable HTTP on loopback in the foreground instead of stdio (as `cairn serve` does)")
+    p = sub.add_parser(
+        "mcp",
+        parents=[common],
+        help="governed MCP server for AI agents (stdio by default)",
+        description="Serve the vault to an AI agent over MCP, under the governance policy. Over stdio "
+        "(the default) the agent launches `cairn mcp --client NAME`; over HTTP the daemon serves "
+        "/mcp and each client presents its own token (`cairn mcp token NAME`).",
+    )
+    p.add_argument(
+        "--client", metavar="NAME", help="who this agent is, as named in the policy (never taken from the agent)"
+    )
+    p.add_argument(
+        "--tool",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="serve this tool too, if the client's policy allows it (repeatable)",
+    )
+    p.add_argument(
+        "--http",
+        action="store_true",
+        help="serve streamable HTTP on loopback in the foreground instead of stdio (as `cairn serve` does)",
+    )
     mcp_sub = p.add_subparsers(dest="mcp_command", metavar="ACTION")
     q = mcp_sub.add_parser("token", parents=[common], help="print (or rotate) the HTTP bearer token of one MCP client")
     q.add_argument("name", metavar="NAME", help="the client's name in the policy, e.g. claude-desktop")
@@ -95,14 +117,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("policy", parents=[common], help="the MCP governance policy")
     policy_sub = p.add_subparsers(dest="policy_command", required=True, metavar="check")
-    q = policy_sub.add_parser("check", parents=[common], help="validate a policy; exit 1 with FILE:LINE: reason if invalid")
-    q.add_argument("file", nargs="?", metavar="FILE",
-                   help="the policy to check (default: your copy in the config folder, created from the default)")
+    q = policy_sub.add_parser(
+        "check", parents=[common], help="validate a policy; exit 1 with FILE:LINE: reason if invalid"
+    )
+    q.add_argument(
+        "file",
+        nargs="?",
+        metavar="FILE",
+        help="the policy to check (default: your copy in the config folder, created from the default)",
+    )
 
-    p = sub.add_parser("autostart", parents=[common], help="start `cairn serve` at login (systemd user unit, "
-                       "macOS LaunchAgent, Windows Startup entry)")
-    p.add_argument("autostart_action", choices=["enable", "disable", "status"], metavar="ACTION",
-                   help="enable (for the vault given), disable or status")
+    p = sub.add_parser(
+        "autostart",
+        parents=[common],
+        help="start `cairn serve` at login (systemd user unit, macOS LaunchAgent, Windows Startup entry)",
+    )
+    p.add_argument(
+        "autostart_action",
+        choices=["enable", "disable", "status"],
+        metavar="ACTION",
+        help="enable (for the vault given), disable or status",
+    )
     p.add_argument("--json", action="store_true", help="print the status as JSON")
 
     p = sub.add_parser("paths", parents=[common], help="print the config, data, log and cache folders")
@@ -110,10 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plugin", parents=[common], help="the Obsidian plugin")
     plugin_sub = p.add_subparsers(dest="plugin_command", required=True, metavar="ACTION")
-    q = plugin_sub.add_parser("install", parents=[common],
-                              help="copy the plugin into <vault>/.obsidian/plugins/cairn/ (never touches notes)")
-    q.add_argument("--from", dest="plugin_source", metavar="DIR",
-                   help="a folder with a fresh build (main.js, manifest.json, styles.css) instead of the shipped one")
+    q = plugin_sub.add_parser(
+        "install", parents=[common], help="copy the plugin into <vault>/.obsidian/plugins/cairn/ (never touches notes)"
+    )
+    q.add_argument(
+        "--from",
+        dest="plugin_source",
+        metavar="DIR",
+        help="a folder with a fresh build (main.js, manifest.json, styles.css) instead of the shipped one",
+    )
 
     p = sub.add_parser("secret", parents=[common], help="store a secret (the LLM API key) in the OS keyring")
     secret_sub = p.add_subparsers(dest="secret_command", required=True, metavar="ACTION")
@@ -123,8 +163,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(args: argparse.Namespace) -> Config:
-    overrides = {"vault": getattr(args, "vault", None), "data_dir": getattr(args, "data_dir", None),
-                 "debug": True if getattr(args, "debug", None) else None, "port": getattr(args, "port", None)}
+    overrides = {
+        "vault": getattr(args, "vault", None),
+        "data_dir": getattr(args, "data_dir", None),
+        "debug": True if getattr(args, "debug", None) else None,
+        "port": getattr(args, "port", None),
+    }
     config_file = Path(args.config) if getattr(args, "config", None) else None
     return load_config(overrides, config_file=config_file)
 
@@ -151,8 +195,9 @@ def _progress_bar():
         if bar is None:
             label = {"scan": "scanning", "index": "indexing", "embed": "embedding", "pdf": "PDFs"}.get(phase, phase)
             unit = {"embed": "chunk", "pdf": "file"}.get(phase, "note")
-            bar = bars[phase] = tqdm(total=total, desc=label, unit=unit,
-                                     file=sys.stderr, leave=True, dynamic_ncols=True)
+            bar = bars[phase] = tqdm(
+                total=total, desc=label, unit=unit, file=sys.stderr, leave=True, dynamic_ncols=True
+            )
         bar.total = total
         bar.n = done
         bar.refresh()
@@ -168,8 +213,12 @@ def _writer_lock(config: Config):
     """The index's single-writer lock (the one ``cairn serve`` holds), for a one-shot writer (role ``index``)."""
     from cairn.store.recovery import InstanceLock, instance_lock_path
 
-    return InstanceLock(instance_lock_path(config.db_path), role="index", service_file=config.service_file,
-                        what=f"the vault {str(config.vault)!r} with the data folder {str(config.data_dir)!r}")
+    return InstanceLock(
+        instance_lock_path(config.db_path),
+        role="index",
+        service_file=config.service_file,
+        what=f"the vault {str(config.vault)!r} with the data folder {str(config.data_dir)!r}",
+    )
 
 
 def cmd_index(args: argparse.Namespace, config: Config) -> int:
@@ -193,12 +242,16 @@ def cmd_index(args: argparse.Namespace, config: Config) -> int:
     if args.json:
         _print_json({**report.to_json(), "stats": {k: stats[k] for k in ("notes", "chunks", "vectors", "pending")}})
         return 0
-    print(f"Indexed {config.vault}: {report.scanned} files scanned — {report.added} added, {report.updated} updated, "
-          f"{report.unchanged} unchanged, {report.deleted} removed, {len(report.skipped)} skipped.")
+    print(
+        f"Indexed {config.vault}: {report.scanned} files scanned — {report.added} added, {report.updated} updated, "
+        f"{report.unchanged} unchanged, {report.deleted} removed, {len(report.skipped)} skipped."
+    )
     pdfs = f" (of them {stats['pdfs']} PDFs)" if stats.get("pdfs") else ""
-    print(f"{stats['notes']} notes{pdfs}, {stats['chunks']} chunks, {stats['vectors']} vectors; "
-          f"{report.texts_embedded} texts embedded; keyword-ready in {report.keyword_ready_s:.1f} s, "
-          f"done in {report.elapsed_s:.1f} s.")
+    print(
+        f"{stats['notes']} notes{pdfs}, {stats['chunks']} chunks, {stats['vectors']} vectors; "
+        f"{report.texts_embedded} texts embedded; keyword-ready in {report.keyword_ready_s:.1f} s, "
+        f"done in {report.elapsed_s:.1f} s."
+    )
     if report.cache_pruned:
         print(f"Dropped {report.cache_pruned} cached vectors of text no note uses any more (cached over 30 days ago).")
     for path, reason in report.skipped:
@@ -247,7 +300,11 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
         print("No results above the similarity floor.")
     for i, h in enumerate(result.hits, 1):
         where = f"p.{h.page}" if h.page else (f"lines {h.lines[0]}–{h.lines[1]}" if h.lines else "")
-        print(f"{i}. {h.file_path}" + (f" › {h.symbol}" if h.symbol else "") + f"  ({where}, score {h.score:.4f}, cos {h.cosine:.2f})")
+        print(
+            f"{i}. {h.file_path}"
+            + (f" › {h.symbol}" if h.symbol else "")
+            + f"  ({where}, score {h.score:.4f}, cos {h.cosine:.2f})"
+        )
         print(f"   {h.snippet}")
     return 0
 
@@ -257,14 +314,16 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     try:
         if config.llm.configured:
             from cairn.answer import AnswerService
+            from cairn.app import remote_model_withhold
             from cairn.llm import OpenAIChatModel
             from cairn.secrets import LLM_API_KEY, get_secret
 
-            from cairn.app import remote_model_withhold
-
             model = OpenAIChatModel(config.llm, api_key=get_secret(config, LLM_API_KEY))
-            service = AnswerService(cairn.query, model, withhold_tags=remote_model_withhold(config) if model.remote
-                                    else config.llm.withhold_tags)
+            service = AnswerService(
+                cairn.query,
+                model,
+                withhold_tags=remote_model_withhold(config) if model.remote else config.llm.withhold_tags,
+            )
             answer = asyncio.run(service.answer(args.text, top_k=args.top_k or config.top_k, tags=args.tag))
         else:
             answer = cairn.query.ask(args.text, top_k=args.top_k or config.top_k, tags=args.tag)
@@ -280,8 +339,10 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
         return 0
     print(answer.text)
     if not answer.not_found and not answer.grounded:
-        print("\n(Built from your notes' own sentences: " + ("the language model did not answer.)"
-                                                           if config.llm.configured else "no language model is configured.)"))
+        print(
+            "\n(Built from your notes' own sentences: "
+            + ("the language model did not answer.)" if config.llm.configured else "no language model is configured.)")
+        )
     return 0
 
 
@@ -312,8 +373,18 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         finally:
             store.close()
     else:
-        out.update({"notes": 0, "pdfs": 0, "skipped": 0, "chunks": 0, "vectors": 0, "pending": 0,
-                    "lastIngestedAt": None, "errors": []})  # the keys of Store.stats()
+        out.update(
+            {
+                "notes": 0,
+                "pdfs": 0,
+                "skipped": 0,
+                "chunks": 0,
+                "vectors": 0,
+                "pending": 0,
+                "lastIngestedAt": None,
+                "errors": [],
+            }
+        )  # the keys of Store.stats()
     daemon = _daemon_probe(config)
     out["daemon"] = {"running": daemon is not None, **({"url": daemon["url"], "pid": daemon["pid"]} if daemon else {})}
     if args.json:
@@ -327,8 +398,13 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     print(f"Index:    {out['notes']} notes, {out['chunks']} chunks, {out['vectors']} vectors, {out['pending']} pending")
     print(f"Updated:  {last_s}")
     partial = len(out["errors"]) - out["skipped"]
-    print(f"Skipped:  {out['skipped']} file(s)" + (f"; {partial} more indexed in part or with a warning" if partial else "")
-          + " (cairn status --json lists them)" if out["errors"] else "Skipped:  none")
+    print(
+        f"Skipped:  {out['skipped']} file(s)"
+        + (f"; {partial} more indexed in part or with a warning" if partial else "")
+        + " (cairn status --json lists them)"
+        if out["errors"]
+        else "Skipped:  none"
+    )
     print(f"Daemon:   running at {daemon['url']}" if daemon else "Daemon:   not running (start it with `cairn serve`)")
     return 0
 
@@ -339,8 +415,11 @@ def cmd_token(args: argparse.Namespace, config: Config) -> int:
     token = rotate_token(config) if args.rotate else get_or_create_token(config)
     print(token)
     if args.rotate:
-        print("New token made; a running daemon refuses the old one from now on. Paste the new one into the "
-              "plugin settings.", file=sys.stderr)
+        print(
+            "New token made; a running daemon refuses the old one from now on. Paste the new one into the "
+            "plugin settings.",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -356,8 +435,11 @@ def cmd_secret(args: argparse.Namespace, config: Config) -> int:
     else:
         value = sys.stdin.readline()
     where = set_secret(config, args.name, value)
-    print(f"Stored {args.name} in {'the OS keyring' if where == 'keyring' else where + ' (mode 0600)'}; "
-          "restart `cairn serve` to use it.", file=sys.stderr)
+    print(
+        f"Stored {args.name} in {'the OS keyring' if where == 'keyring' else where + ' (mode 0600)'}; "
+        "restart `cairn serve` to use it.",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -382,8 +464,10 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
                 sys.stdout.write(json.dumps(entry, ensure_ascii=False) + "\n")
             else:
                 paths = ", ".join(entry.get("paths") or []) or "-"
-                print(f"{entry.get('time')}  {entry.get('client')}  {entry.get('transport')}  {entry.get('tool')}  "
-                      f"{entry.get('decision')}  withheld={entry.get('withheld')}  {paths}")
+                print(
+                    f"{entry.get('time')}  {entry.get('client')}  {entry.get('transport')}  {entry.get('tool')}  "
+                    f"{entry.get('decision')}  withheld={entry.get('withheld')}  {paths}"
+                )
         if not seen:
             who = f" by {args.audit_client}" if args.audit_client else ""
             print(f"No MCP tool calls{who} are recorded in {path}.", file=sys.stderr)
@@ -392,14 +476,20 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
 
     if args.http:
         if args.client or args.tool:
-            print("Error: with --http the client is the owner of the bearer token (`cairn mcp token NAME`) and extra "
-                  "tools are asked for in the URL (/mcp?tool=NAME); drop --client/--tool.", file=sys.stderr)
+            print(
+                "Error: with --http the client is the owner of the bearer token (`cairn mcp token NAME`) and extra "
+                "tools are asked for in the URL (/mcp?tool=NAME); drop --client/--tool.",
+                file=sys.stderr,
+            )
             return 2
         setup_logging(config)
 
         def ready(url: str) -> None:
-            print(f"Cairn serves MCP (streamable HTTP) for {config.vault} at {url}; each client sends "
-                  "'Authorization: Bearer <token>' from `cairn mcp token NAME`. Stop with Ctrl-C.", file=sys.stderr)
+            print(
+                f"Cairn serves MCP (streamable HTTP) for {config.vault} at {url}; each client sends "
+                "'Authorization: Bearer <token>' from `cairn mcp token NAME`. Stop with Ctrl-C.",
+                file=sys.stderr,
+            )
 
         return asyncio.run(run_mcp_http(config, ready=ready))
     setup_logging(config)  # stderr and the log file; stdout carries only the protocol
@@ -427,28 +517,37 @@ def cmd_autostart(args: argparse.Namespace, config: Config) -> int:
         entry = autostart.enable(config)
         print(f"Start at login enabled: {entry.path} runs `cairn serve --vault {config.vault}`.")
         if entry.platform == "linux":
-            print("It starts at your next login; to start it now: systemctl --user daemon-reload && "
-                  "systemctl --user start cairn")
+            print(
+                "It starts at your next login; to start it now: systemctl --user daemon-reload && "
+                "systemctl --user start cairn"
+            )
         return 0
     if args.autostart_action == "disable":
         removed = autostart.disable()
-        print("Start at login disabled: removed " + ", ".join(str(p) for p in removed) if removed
-              else "Start at login was not enabled; nothing to remove.")
+        print(
+            "Start at login disabled: removed " + ", ".join(str(p) for p in removed)
+            if removed
+            else "Start at login was not enabled; nothing to remove."
+        )
         return 0
     out = autostart.status(config if config.vault is not None else None)
     if args.json:
         _print_json(out)
         return 0
     if not out["installed"]:
-        print(f"Start at login: disabled (no entry at {out['path']}). Enable it with: cairn autostart enable --vault PATH")
+        print(
+            f"Start at login: disabled (no entry at {out['path']}). Enable it with: cairn autostart enable --vault PATH"
+        )
     else:
         state = "enabled" if out["enabled"] else "installed but not enabled"
         print(f"Start at login: {state} ({out['path']})")
         if out["vault"]:
             print(f"Runs:           cairn serve --vault {out['vault']}")
         if out["current"] is False:
-            print("The entry was written for another vault, program or folders; run `cairn autostart enable` again "
-                  "to update it.")
+            print(
+                "The entry was written for another vault, program or folders; run `cairn autostart enable` again "
+                "to update it."
+            )
     return 0
 
 
@@ -456,8 +555,12 @@ def cmd_paths(args: argparse.Namespace, config: Config) -> int:
     """``cairn paths``: where Cairn keeps its config, data (indexes, service.json), log and cache files."""
     import platformdirs
 
-    out = {"config": str(config.config_dir), "data": str(config.data_dir), "log": str(config.log_dir),
-           "cache": platformdirs.user_cache_dir("cairn")}
+    out = {
+        "config": str(config.config_dir),
+        "data": str(config.data_dir),
+        "log": str(config.log_dir),
+        "cache": platformdirs.user_cache_dir("cairn"),
+    }
     if args.json:
         _print_json(out)
         return 0
@@ -497,18 +600,25 @@ def cmd_plugin(args: argparse.Namespace, config: Config) -> int:
     vault = config.require_vault()
     obsidian = vault / ".obsidian"
     if not obsidian.is_dir():
-        raise ConfigError(f"{str(vault)!r} has no .obsidian folder, so it is not an Obsidian vault (or was never "
-                          "opened in Obsidian); open it in Obsidian once, or pass the right --vault.")
+        raise ConfigError(
+            f"{str(vault)!r} has no .obsidian folder, so it is not an Obsidian vault (or was never "
+            "opened in Obsidian); open it in Obsidian once, or pass the right --vault."
+        )
     source = Path(args.plugin_source) if args.plugin_source else resources.files("cairn").joinpath("obsidian_plugin")
     missing = [name for name in PLUGIN_FILES if not source.joinpath(name).is_file()]
     if missing:
-        raise ConfigError(f"{', '.join(missing)} missing from {source}; build the plugin with `npm ci && npm run build` "
-                          "in packaging/obsidian-plugin and pass --from that folder.")
+        raise ConfigError(
+            f"{', '.join(missing)} missing from {source}; build the plugin with `npm ci && npm run build` "
+            "in packaging/obsidian-plugin and pass --from that folder."
+        )
     dest = obsidian / "plugins" / "cairn"
-    if any(p.is_symlink() for p in (obsidian / "plugins", dest, *(dest / n for n in PLUGIN_FILES))) or \
-            not dest.resolve().is_relative_to(vault.resolve()):
-        raise ConfigError(f"{dest} (or a file in it) is a symbolic link; Cairn does not write through links. "
-                          "Remove the link, or copy the plugin files there yourself.")
+    if any(
+        p.is_symlink() for p in (obsidian / "plugins", dest, *(dest / n for n in PLUGIN_FILES))
+    ) or not dest.resolve().is_relative_to(vault.resolve()):
+        raise ConfigError(
+            f"{dest} (or a file in it) is a symbolic link; Cairn does not write through links. "
+            "Remove the link, or copy the plugin files there yourself."
+        )
     dest.mkdir(parents=True, exist_ok=True)
     for name in PLUGIN_FILES:
         tmp = dest / f".{name}.cairn-tmp"
@@ -516,14 +626,27 @@ def cmd_plugin(args: argparse.Namespace, config: Config) -> int:
         os.replace(tmp, dest / name)
     version = json.loads((dest / "manifest.json").read_text(encoding="utf-8")).get("version", "?")
     print(f"Installed the Cairn plugin {version} into {dest}")
-    print("In Obsidian: Settings → Community plugins → turn on Cairn (reload the list if Obsidian was open), "
-          "then paste the output of `cairn token` into Settings → Cairn.")
+    print(
+        "In Obsidian: Settings → Community plugins → turn on Cairn (reload the list if Obsidian was open), "
+        "then paste the output of `cairn token` into Settings → Cairn."
+    )
     return 0
 
 
-COMMANDS = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "ask": cmd_ask, "status": cmd_status,
-            "token": cmd_token, "secret": cmd_secret, "mcp": cmd_mcp, "policy": cmd_policy,
-            "autostart": cmd_autostart, "paths": cmd_paths, "plugin": cmd_plugin}
+COMMANDS = {
+    "serve": cmd_serve,
+    "index": cmd_index,
+    "search": cmd_search,
+    "ask": cmd_ask,
+    "status": cmd_status,
+    "token": cmd_token,
+    "secret": cmd_secret,
+    "mcp": cmd_mcp,
+    "policy": cmd_policy,
+    "autostart": cmd_autostart,
+    "paths": cmd_paths,
+    "plugin": cmd_plugin,
+}
 
 
 def _cairn_command() -> str:
@@ -543,8 +666,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = _config(args)
         if args.command not in ("serve", "mcp") or getattr(args, "mcp_command", None):
-            logging.basicConfig(level=logging.DEBUG if config.debug else logging.WARNING, stream=sys.stderr,
-                                format="%(levelname)s %(name)s: %(message)s")
+            logging.basicConfig(
+                level=logging.DEBUG if config.debug else logging.WARNING,
+                stream=sys.stderr,
+                format="%(levelname)s %(name)s: %(message)s",
+            )
         code = COMMANDS[args.command](args, config)
         sys.stdout.flush()  # a closed pipe shows up here, inside the try, not at interpreter exit
         return code
@@ -561,8 +687,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug, but still one `Error: …` line and exit 1 (the traceback with --debug)
         if getattr(args, "debug", None):
             raise
-        print(f"Error: unexpected {type(exc).__name__}: {exc} (run again with --debug for the traceback)",
-              file=sys.stderr)
+        print(
+            f"Error: unexpected {type(exc).__name__}: {exc} (run again with --debug for the traceback)", file=sys.stderr
+        )
         return 1
 
 

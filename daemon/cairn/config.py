@@ -15,9 +15,10 @@ import hashlib
 import os
 import tomllib
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import platformdirs
 
@@ -163,15 +164,23 @@ class Config:
             return self.mcp_port
         return self.port + 1 if 0 < self.port < 65535 else 0
 
-    def replace(self, **changes: Any) -> "Config":
+    def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 _PATH_KEYS = {"vault", "config_dir", "data_dir", "log_dir", "mcp_policy"}
 _TUPLE_KEYS = {"ignore", "cors_origins"}
-_INT_KEYS = {"port", "top_k", "max_note_bytes", "embed_threads", "max_ask_streams", "mcp_port", "pdf_max_pages",
-             "pdf_max_bytes"}
+_INT_KEYS = {
+    "port",
+    "top_k",
+    "max_note_bytes",
+    "embed_threads",
+    "max_ask_streams",
+    "mcp_port",
+    "pdf_max_pages",
+    "pdf_max_bytes",
+}
 _LLM_FIELDS = {f.name: f for f in dataclasses.fields(LLMConfig)}
 _ENV = {
     "CAIRN_LLM_BASE_URL": "llm.base_url",
@@ -188,8 +197,10 @@ _ENV = {
 def _coerce_llm(key: str, value: Any, origin: str) -> Any:
     """One ``llm.<key>`` value."""
     if key not in _LLM_FIELDS:
-        raise ConfigError(f"{origin}: unknown configuration key {'llm.' + key!r}; known keys in [llm]: "
-                          f"{', '.join(sorted(_LLM_FIELDS))}.")
+        raise ConfigError(
+            f"{origin}: unknown configuration key {'llm.' + key!r}; known keys in [llm]: "
+            f"{', '.join(sorted(_LLM_FIELDS))}."
+        )
     try:
         if key == "base_url":
             from urllib.parse import urlsplit
@@ -294,8 +305,12 @@ def load_config(
     """
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
-    env_values = {key: _coerce(key, env[name], f"environment variable {name}") for name, key in _ENV.items() if env.get(name)}
-    cli_values = {k: _coerce(k, v, f"option --{k.replace('_', '-')}") for k, v in (overrides or {}).items() if v is not None}
+    env_values = {
+        key: _coerce(key, env[name], f"environment variable {name}") for name, key in _ENV.items() if env.get(name)
+    }
+    cli_values = {
+        k: _coerce(k, v, f"option --{k.replace('_', '-')}") for k, v in (overrides or {}).items() if v is not None
+    }
     config_dir = cli_values.get("config_dir") or env_values.get("config_dir") or Config().config_dir
     path = config_file or (config_dir / "config.toml")
     if config_file is not None or path.exists():

@@ -53,14 +53,14 @@ def quantize_rows(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     values = np.empty(mat.shape, dtype=np.int8)
     scale, resid, norm = np.empty(n), np.empty(n), np.empty(n)
     for start in range(0, n, _BLOCK):
-        block = mat[start:start + _BLOCK].astype(np.float64)
+        block = mat[start : start + _BLOCK].astype(np.float64)
         amax = np.abs(block).max(axis=1)
         s = np.where(amax > 0, amax / 127.0, 1.0)
         v = np.rint(block / s[:, None])
-        values[start:start + _BLOCK] = v
-        scale[start:start + _BLOCK] = s
-        resid[start:start + _BLOCK] = np.linalg.norm(block - s[:, None] * v, axis=1)
-        norm[start:start + _BLOCK] = np.linalg.norm(block, axis=1)
+        values[start : start + _BLOCK] = v
+        scale[start : start + _BLOCK] = s
+        resid[start : start + _BLOCK] = np.linalg.norm(block - s[:, None] * v, axis=1)
+        norm[start : start + _BLOCK] = np.linalg.norm(block, axis=1)
     return values, scale, resid, norm
 
 
@@ -96,9 +96,17 @@ class DenseIndex:
     quantises only new rows: :meth:`derived`). ``dot_factory`` makes the integer kernel (tests pass a failing one to
     get the float32 path); ``quantized`` is :func:`quantize_rows` of ``[chunks; units]`` when already known."""
 
-    def __init__(self, chunks: np.ndarray, units: np.ndarray, unit_order: np.ndarray, unit_start: np.ndarray,
-                 unit_end: np.ndarray, *, dot_factory: Callable[[np.ndarray], Int8Dot] | None = Int8Dot,
-                 quantized: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+    def __init__(
+        self,
+        chunks: np.ndarray,
+        units: np.ndarray,
+        unit_order: np.ndarray,
+        unit_start: np.ndarray,
+        unit_end: np.ndarray,
+        *,
+        dot_factory: Callable[[np.ndarray], Int8Dot] | None = Int8Dot,
+        quantized: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         self.chunks, self.units = chunks, units
         self.unit_order, self.unit_start, self.unit_end = unit_order, unit_start, unit_end
         self.n, self.d = len(chunks), len(units)
@@ -126,15 +134,23 @@ class DenseIndex:
         # float32 from here: every product below is within 2^-24 relatively of its float64 value (int32 sums
         # up to 384 · 127 · 63 < 2^24 are exact in float32), far inside SLACK.
         self._scale = scale.astype(np.float32)
-        self._resid, self._norm = resid[:self.n].astype(np.float32), norm[:self.n].astype(np.float32)
+        self._resid, self._norm = resid[: self.n].astype(np.float32), norm[: self.n].astype(np.float32)
         if self.d:
             # A chunk's units' worst residual and largest norm: max over units of (a_u ± b_u) lies within
             # max a_u ± max b_u, and b_u grows with both, so one maximum per query bounds the best unit cosine.
-            self._unit_resid = self._unit_best(resid[self.n:]).astype(np.float32)
-            self._unit_norm = self._unit_best(norm[self.n:]).astype(np.float32)
+            self._unit_resid = self._unit_best(resid[self.n :]).astype(np.float32)
+            self._unit_norm = self._unit_best(norm[self.n :]).astype(np.float32)
 
-    def derived(self, chunks: np.ndarray, units: np.ndarray, unit_order: np.ndarray, unit_start: np.ndarray,
-                unit_end: np.ndarray, chunk_from: np.ndarray, unit_from: np.ndarray) -> "DenseIndex":
+    def derived(
+        self,
+        chunks: np.ndarray,
+        units: np.ndarray,
+        unit_order: np.ndarray,
+        unit_start: np.ndarray,
+        unit_end: np.ndarray,
+        chunk_from: np.ndarray,
+        unit_from: np.ndarray,
+    ) -> DenseIndex:
         """A DenseIndex for new matrices (same arguments as the constructor) whose rows are partly this one's:
         ``chunk_from`` (n',) int64 gives each new chunk row's row in this index, ``unit_from`` (d',) int64 each new
         unit row's row in this index's ``units``; -1 marks a row not held here, the only ones quantised now. The
@@ -145,8 +161,10 @@ class DenseIndex:
         chunk_from = np.asarray(chunk_from, dtype=np.int64)
         unit_from = np.asarray(unit_from, dtype=np.int64)
         if len(chunk_from) != len(chunks) or len(unit_from) != len(units):
-            raise ValueError(f"derived() needs one source row per row: {len(chunk_from)} for {len(chunks)} chunks, "
-                             f"{len(unit_from)} for {len(units)} units")
+            raise ValueError(
+                f"derived() needs one source row per row: {len(chunk_from)} for {len(chunks)} chunks, "
+                f"{len(unit_from)} for {len(units)} units"
+            )
         old = self._quantized
         if old is None or not len(chunks):  # float32 only, or nothing held: nothing to reuse
             return DenseIndex(chunks, units, unit_order, unit_start, unit_end, dot_factory=self._dot_factory)
@@ -162,18 +180,27 @@ class DenseIndex:
         for target, source in zip((values, scale, resid, norm), old):
             target[kept] = source[src[kept]]
         if len(fresh):
-            mat = np.concatenate([chunks[fresh_chunks], units[fresh_units]]) if len(fresh_units) else chunks[fresh_chunks]
+            mat = (
+                np.concatenate([chunks[fresh_chunks], units[fresh_units]]) if len(fresh_units) else chunks[fresh_chunks]
+            )
             for target, source in zip((values, scale, resid, norm), quantize_rows(mat)):
                 target[fresh] = source
-        return DenseIndex(chunks, units, unit_order, unit_start, unit_end, dot_factory=self._dot_factory,
-                          quantized=(values, scale, resid, norm))
+        return DenseIndex(
+            chunks,
+            units,
+            unit_order,
+            unit_start,
+            unit_end,
+            dot_factory=self._dot_factory,
+            quantized=(values, scale, resid, norm),
+        )
 
     @property
     def exact_only(self) -> bool:
         """True when every query scores all vectors in float32 (no int8 kernel)."""
         return self._dot is None
 
-    def query(self, qvec: np.ndarray) -> "DenseQuery":
+    def query(self, qvec: np.ndarray) -> DenseQuery:
         """Bounds on every chunk's cosines to ``qvec`` (384,) float32 L2-normalised: ~1.9 ms on obsidian-hub, then
         ~0.5 ms for :meth:`top` (float32 only: the exact values, 4-7 ms)."""
         return DenseQuery(self, np.asarray(qvec, dtype=np.float32))
@@ -250,8 +277,10 @@ class DenseQuery:
                 best[with_units] = np.maximum.reduceat(values, offsets)
             for r, c, u in zip(todo.tolist(), cos.tolist(), best.tolist()):
                 self._cos[r], self._unit[r] = c, u
-        return (np.asarray([self._cos[r] for r in rows.tolist()], dtype=np.float32),
-                np.asarray([self._unit[r] for r in rows.tolist()], dtype=np.float32))
+        return (
+            np.asarray([self._cos[r] for r in rows.tolist()], dtype=np.float32),
+            np.asarray([self._unit[r] for r in rows.tolist()], dtype=np.float32),
+        )
 
     def top(self, k: int, weight: float, chunk_ids: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
         """Rows of the ``k`` best chunks by ``max(cos, weight · best unit cos)`` (``weight`` > 0), exact, best first,

@@ -74,9 +74,11 @@ def resolve_model_dir(model_dir: Path | str | None = None) -> Path:
 
 
 def _fix_hint(model_dir: Path) -> str:
-    return (f"Expected the shipped model in {model_dir} (set {MODEL_DIR_ENV} or pass model_dir to "
-            "point elsewhere); rebuild it with `make model` (packaging/build_model.py) or restore "
-            "onnx_models/ from git.")
+    return (
+        f"Expected the shipped model in {model_dir} (set {MODEL_DIR_ENV} or pass model_dir to "
+        "point elsewhere); rebuild it with `make model` (packaging/build_model.py) or restore "
+        "onnx_models/ from git."
+    )
 
 
 def _read_manifest(model_dir: Path) -> dict[str, Any]:
@@ -91,11 +93,12 @@ def _read_manifest(model_dir: Path) -> dict[str, Any]:
         raise ModelError(f"Embedding model manifest unreadable: {path}: {exc}. {_fix_hint(model_dir)}") from exc
     if not isinstance(manifest, dict):
         raise ModelError(f"Embedding model manifest {path} is not a JSON object. {_fix_hint(model_dir)}")
-    for key, expected in (("dim", DIM), ("max_tokens", MAX_TOKENS), ("pooling", "mean"),
-                          ("normalisation", "L2")):
+    for key, expected in (("dim", DIM), ("max_tokens", MAX_TOKENS), ("pooling", "mean"), ("normalisation", "L2")):
         if manifest.get(key) != expected:
-            raise ModelError(f"Embedding model manifest {path}: {key} is {manifest.get(key)!r}, "
-                             f"this Cairn expects {expected!r}. {_fix_hint(model_dir)}")
+            raise ModelError(
+                f"Embedding model manifest {path}: {key} is {manifest.get(key)!r}, "
+                f"this Cairn expects {expected!r}. {_fix_hint(model_dir)}"
+            )
     return manifest
 
 
@@ -132,8 +135,7 @@ class TokenCounter:
         try:
             tok = Tokenizer.from_file(str(path))
         except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
-            raise ModelError(f"Embedding tokenizer unreadable: {path}: {exc}. "
-                             f"{_fix_hint(self.model_dir)}") from exc
+            raise ModelError(f"Embedding tokenizer unreadable: {path}: {exc}. {_fix_hint(self.model_dir)}") from exc
         # The shipped tokenizer.json pads and truncates to 128; we do neither here:
         # counting must see every token, and Embedder truncates to 256 itself.
         tok.no_padding()
@@ -168,8 +170,10 @@ class TokenCounter:
         on a single sequence keeps the leading tokens).
         """
         keep = self.max_tokens - 2
-        return [[self.cls_id, *e.ids[:keep], self.sep_id]
-                for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+        return [
+            [self.cls_id, *e.ids[:keep], self.sep_id]
+            for e in self._tok.encode_batch(list(texts), add_special_tokens=False)
+        ]
 
 
 def load_tokenizer(model_dir: Path | str | None = None) -> TokenCounter:
@@ -221,8 +225,9 @@ class Embedder:
     dim: int = DIM
     max_tokens: int = MAX_TOKENS
 
-    def __init__(self, model_dir: Path | str | None = None, *, variant: str | None = None,
-                 threads: int | None = None) -> None:
+    def __init__(
+        self, model_dir: Path | str | None = None, *, variant: str | None = None, threads: int | None = None
+    ) -> None:
         self.model_dir = resolve_model_dir(model_dir)
         manifest = _read_manifest(self.model_dir)
         self.manifest = manifest
@@ -231,11 +236,13 @@ class Embedder:
             variant = manifest.get("default")
         if variant not in VARIANTS or variant not in files:
             available = sorted(k for k in files if k in VARIANTS)
-            raise ModelError(f"Unknown embedding model variant {variant!r} in {self.model_dir}; "
-                             f"expected one of {available}.")
+            raise ModelError(
+                f"Unknown embedding model variant {variant!r} in {self.model_dir}; expected one of {available}."
+            )
         if threads is not None and (not isinstance(threads, int) or threads < 1):
-            raise ConfigError(f"embed_threads must be a positive integer, got {threads!r}; "
-                              "leave it unset to use every core.")
+            raise ConfigError(
+                f"embed_threads must be a positive integer, got {threads!r}; leave it unset to use every core."
+            )
         self.variant: str = variant
         self.threads: int = threads or os.cpu_count() or 1
         self._tokens = TokenCounter(self.model_dir)
@@ -244,13 +251,16 @@ class Embedder:
         onnx_path = self.model_dir / str(entry.get("file", ""))
         expected_sha = str(entry.get("sha256", ""))
         if not onnx_path.is_file():
-            raise ModelError(f"Embedding model file missing: {onnx_path} (variant {variant}). "
-                             f"{_fix_hint(self.model_dir)}")
+            raise ModelError(
+                f"Embedding model file missing: {onnx_path} (variant {variant}). {_fix_hint(self.model_dir)}"
+            )
         actual_sha = _sha256(onnx_path)
         if actual_sha != expected_sha:
-            raise ModelError(f"Embedding model file {onnx_path} is corrupt or not the one in the manifest: "
-                             f"sha256 {actual_sha[:12]}…, manifest says {expected_sha[:12]}…. "
-                             f"{_fix_hint(self.model_dir)}")
+            raise ModelError(
+                f"Embedding model file {onnx_path} is corrupt or not the one in the manifest: "
+                f"sha256 {actual_sha[:12]}…, manifest says {expected_sha[:12]}…. "
+                f"{_fix_hint(self.model_dir)}"
+            )
         self.model_id: str = f"{manifest.get('name', MODEL_NAME)}/{variant}@{actual_sha[:12]}"
         self._session = self._load_session(onnx_path)
         self._lock = threading.Lock()
@@ -274,11 +284,11 @@ class Embedder:
         # work needs) and it burns CPU while the daemon idles.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
-            sess = ort.InferenceSession(str(onnx_path), sess_options=opts,
-                                        providers=["CPUExecutionProvider"])
+            sess = ort.InferenceSession(str(onnx_path), sess_options=opts, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
-            raise ModelError(f"Embedding model {onnx_path} failed to load in onnxruntime: {exc}. "
-                             f"{_fix_hint(self.model_dir)}") from exc
+            raise ModelError(
+                f"Embedding model {onnx_path} failed to load in onnxruntime: {exc}. {_fix_hint(self.model_dir)}"
+            ) from exc
         names = tuple(i.name for i in sess.get_inputs())
         if sorted(names) != sorted(INPUT_NAMES):
             raise ModelError(f"Embedding model {onnx_path} has inputs {names}, expected {INPUT_NAMES}.")
@@ -341,15 +351,16 @@ class Embedder:
             mask = np.zeros((len(idx), width), dtype=np.int64)
             for row, i in enumerate(idx):
                 seq = ids[i]
-                input_ids[row, :len(seq)] = seq
-                mask[row, :len(seq)] = 1
-            feeds = {"input_ids": input_ids, "attention_mask": mask,
-                     "token_type_ids": np.zeros_like(input_ids)}
+                input_ids[row, : len(seq)] = seq
+                mask[row, : len(seq)] = 1
+            feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
             try:
                 hidden = self._session.run([self._output_name], feeds)[0]
             except Exception as exc:
-                raise ModelError(f"Embedding model {self.model_id} failed on a batch of {len(idx)} "
-                                 f"texts of up to {width} tokens: {exc}") from exc
+                raise ModelError(
+                    f"Embedding model {self.model_id} failed on a batch of {len(idx)} "
+                    f"texts of up to {width} tokens: {exc}"
+                ) from exc
             out[idx] = _mean_pool_l2(hidden, mask)
 
         if len(batches) == 1 or self.threads == 1:
@@ -358,7 +369,9 @@ class Embedder:
         else:  # the caller runs every threads-th batch, the pool the rest
             pool = self._batch_pool()
             lanes = min(self.threads, len(batches))
-            futures = [pool.submit(lambda lane=lane: [run(b) for b in batches[lane::lanes]]) for lane in range(1, lanes)]
+            futures = [
+                pool.submit(lambda lane=lane: [run(b) for b in batches[lane::lanes]]) for lane in range(1, lanes)
+            ]
             try:
                 for idx in batches[0::lanes]:
                     run(idx)
@@ -437,8 +450,9 @@ class Int8Dot:
             opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
             self._matrix = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(rows.T))  # (384, n): kept alive
             opts.add_initializer("B", self._matrix)
-            self._session = ort.InferenceSession(path.read_bytes(), sess_options=opts,
-                                                 providers=["CPUExecutionProvider"])
+            self._session = ort.InferenceSession(
+                path.read_bytes(), sess_options=opts, providers=["CPUExecutionProvider"]
+            )
         except Exception as exc:  # onnxruntime raises its own types; a missing file is OSError
             raise ModelError(f"The int8 dot-product graph {path} could not be loaded: {exc}.") from exc
         probe = np.resize(np.arange(-INT8_QUERY_LIMIT, INT8_QUERY_LIMIT + 1, dtype=np.int32), (1, DIM))

@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Event = tuple[str, Any]
 
@@ -22,7 +23,7 @@ Event = tuple[str, Any]
 class Subscription:
     """One subscriber's queue. ``await get()`` → the next ``(name, data)``. Close with :meth:`close`."""
 
-    def __init__(self, bus: "EventBus", loop: asyncio.AbstractEventLoop, maxsize: int) -> None:
+    def __init__(self, bus: EventBus, loop: asyncio.AbstractEventLoop, maxsize: int) -> None:
         self._bus = bus
         self._loop = loop
         self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=maxsize)

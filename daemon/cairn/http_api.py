@@ -52,16 +52,24 @@ import os
 import re
 import time
 import weakref
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
 from cairn.config import Config
 from cairn.errors import (
-    BadRequest, Busy, CairnError, ConfigError, Forbidden, MisdirectedRequest, TooManyRequests, Unauthorized,
+    BadRequest,
+    Busy,
+    CairnError,
+    ConfigError,
+    Forbidden,
+    MisdirectedRequest,
+    TooManyRequests,
+    Unauthorized,
 )
 
 if TYPE_CHECKING:  # result types only; the query service itself is injected
@@ -146,8 +154,12 @@ class BadTokenThrottle:
     guessing — the token has 256 bits of entropy. Only requests that present an ``Authorization`` header
     count; a browser cannot send one cross-origin without a preflight, which the Origin check refuses."""
 
-    def __init__(self, burst: int = BAD_TOKEN_BURST, refill_s: float = BAD_TOKEN_REFILL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        burst: int = BAD_TOKEN_BURST,
+        refill_s: float = BAD_TOKEN_REFILL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.burst, self.refill_s, self.clock = burst, refill_s, clock
         self._level = float(burst)
         self._at = clock()
@@ -307,7 +319,7 @@ class RunningServer:
 
 
 #: Loops whose default executor :func:`serve` has already bounded (once per loop).
-_BOUNDED_LOOPS: "weakref.WeakSet[asyncio.AbstractEventLoop]" = weakref.WeakSet()
+_BOUNDED_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
 def default_workers() -> int:
@@ -330,8 +342,9 @@ def _bound_default_executor(workers: int) -> None:
     _BOUNDED_LOOPS.add(loop)
 
 
-async def serve(app: web.Application, host: str = "127.0.0.1", port: int = 0, *,
-                workers: int | None = None) -> RunningServer:
+async def serve(
+    app: web.Application, host: str = "127.0.0.1", port: int = 0, *, workers: int | None = None
+) -> RunningServer:
     """Start ``app`` on ``host:port`` (loopback only; port 0 picks a free port).
 
     Blocking work then runs on at most ``workers`` threads (default :func:`default_workers`): the
@@ -342,10 +355,16 @@ async def serve(app: web.Application, host: str = "127.0.0.1", port: int = 0, *,
     and for a port that cannot be bound.
     """
     if not _is_loopback(host):
-        raise ConfigError(f"HTTP host {host!r} is not a loopback address; Cairn serves on 127.0.0.1, ::1 or localhost only.")
+        raise ConfigError(
+            f"HTTP host {host!r} is not a loopback address; Cairn serves on 127.0.0.1, ::1 or localhost only."
+        )
     _bound_default_executor(workers or default_workers())
     runner = web.AppRunner(
-        app, access_log_class=_AccessLogger, access_log=access_log, handle_signals=False, shutdown_timeout=2.0,
+        app,
+        access_log_class=_AccessLogger,
+        access_log=access_log,
+        handle_signals=False,
+        shutdown_timeout=2.0,
         handler_cancellation=True,  # a client that leaves cancels its handler, and so its LLM request
     )
     await runner.setup()
@@ -354,7 +373,9 @@ async def serve(app: web.Application, host: str = "127.0.0.1", port: int = 0, *,
         await site.start()
     except OSError as exc:
         await runner.cleanup()
-        raise ConfigError(f"Cannot listen on {host}:{port}: {exc.strerror}; pick another port with --port or CAIRN_PORT.") from None
+        raise ConfigError(
+            f"Cannot listen on {host}:{port}: {exc.strerror}; pick another port with --port or CAIRN_PORT."
+        ) from None
     bound = port
     for address in runner.addresses:
         bound = address[1]
@@ -412,8 +433,10 @@ async def _errors_middleware(request: web.Request, handler) -> web.StreamRespons
 def _http_exception_response(request: web.Request, exc: web.HTTPException) -> web.Response:
     headers: dict[str, str] = {}
     if exc.status == 404:
-        message = (f"No route {request.method} {request.path}; GET /openapi.json (with the token) lists every route, "
-                   "and the README has the HTTP table.")
+        message = (
+            f"No route {request.method} {request.path}; GET /openapi.json (with the token) lists every route, "
+            "and the README has the HTTP table."
+        )
     elif exc.status == 405:
         allowed = exc.headers.get("Allow", "")
         headers["Allow"] = allowed
@@ -487,9 +510,7 @@ async def _auth_middleware(request: web.Request, handler) -> web.StreamResponse:
     header = request.headers.get("Authorization")
     scheme, _, presented = (header or "").strip().partition(" ")
     expected = request.app[_TOKEN_KEY].current().encode("utf-8")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        presented.strip().encode("utf-8", "replace"), expected
-    ):
+    if scheme.lower() != "bearer" or not hmac.compare_digest(presented.strip().encode("utf-8", "replace"), expected):
         if header is not None:
             throttle: BadTokenThrottle = request.app[_STATE_KEY].throttle
             wait = throttle.retry_after()
@@ -557,13 +578,15 @@ def _scope(value: Any, name: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise BadRequest(f"{name} must be a list of strings, e.g. [\"project\"].")
+        raise BadRequest(f'{name} must be a list of strings, e.g. ["project"].')
     if len(value) > MAX_SCOPE_ITEMS:
         raise BadRequest(f"{name} has {len(value)} entries; the limit is {MAX_SCOPE_ITEMS}.")
     out = []
     for item in value:
         if not item.strip() or len(item) > MAX_SCOPE_CHARS:
-            raise BadRequest(f"{name} entries must be non-empty strings of at most {MAX_SCOPE_CHARS} characters, got {item[:40]!r}.")
+            raise BadRequest(
+                f"{name} entries must be non-empty strings of at most {MAX_SCOPE_CHARS} characters, got {item[:40]!r}."
+            )
         out.append(item)
     return tuple(out)
 
@@ -576,17 +599,22 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
         body = json.loads(raw.decode("utf-8")) if raw else None
     except (UnicodeDecodeError, ValueError):
-        raise BadRequest("The request body is not valid UTF-8 JSON; send a JSON object like {\"question\": \"...\"}.") from None
+        raise BadRequest(
+            'The request body is not valid UTF-8 JSON; send a JSON object like {"question": "..."}.'
+        ) from None
     except RecursionError:  # e.g. 20,000 nested '[': the parser recurses once per level
-        raise BadRequest("The request body nests arrays or objects too deeply; send a flat JSON object like "
-                         "{\"question\": \"...\"}.") from None
+        raise BadRequest(
+            'The request body nests arrays or objects too deeply; send a flat JSON object like {"question": "..."}.'
+        ) from None
     if not isinstance(body, dict):
-        raise BadRequest("The request body must be a JSON object like {\"question\": \"...\"}.")
+        raise BadRequest('The request body must be a JSON object like {"question": "..."}.')
     try:  # a lone "\ud800" escape is valid JSON but not a character: nothing past here could encode it
         json.dumps(body, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise BadRequest(f"The request body holds a lone UTF-16 surrogate escape (U+{ord(exc.object[exc.start]):04X}), "
-                         "which is not a character; send the text as UTF-8.") from None
+        raise BadRequest(
+            f"The request body holds a lone UTF-16 surrogate escape (U+{ord(exc.object[exc.start]):04X}), "
+            "which is not a character; send the text as UTF-8."
+        ) from None
     except RecursionError:
         raise BadRequest("The request body nests arrays or objects too deeply; send a flat JSON object.") from None
     return body
@@ -638,7 +666,7 @@ def split_pieces(text: str) -> list[str]:
 def sse_event(name: str, data: Any) -> bytes:
     """One SSE frame: ``event: NAME\\ndata: <json on one line>\\n\\n`` (UTF-8)."""
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {name}\ndata: {payload}\n\n".encode("utf-8")
+    return f"event: {name}\ndata: {payload}\n\n".encode()
 
 
 def _need(request: web.Request, key: web.AppKey, what: str) -> Any:
@@ -659,8 +687,9 @@ def _sse_response() -> web.StreamResponse:
     )
 
 
-async def _legacy_events(query: QueryServiceLike, question: str, top_k: int, tags: Sequence[str],
-                         folders: Sequence[str]):
+async def _legacy_events(
+    query: QueryServiceLike, question: str, top_k: int, tags: Sequence[str], folders: Sequence[str]
+):
     """``/ask`` events from a query service alone (``query.ask`` in a worker thread, streamed as word pieces)."""
     answer = await asyncio.to_thread(query.ask, question, top_k=top_k, tags=tags, folders=folders)
     for piece in split_pieces(answer.text):
@@ -698,8 +727,9 @@ async def _produce(agen, queue: asyncio.Queue) -> None:
     await queue.put(end)
 
 
-async def _pump(request: web.Request, response: web.StreamResponse, agen, on_failure, on_closing, *,
-                backlog: int = _PUMP_BACKLOG) -> None:
+async def _pump(
+    request: web.Request, response: web.StreamResponse, agen, on_failure, on_closing, *, backlog: int = _PUMP_BACKLOG
+) -> None:
     """Write ``agen``'s ``(event, data)`` items as SSE frames, a ``: ping`` comment every heartbeat while
     waiting, until it ends. Server shutdown → ``on_closing()`` then EOF. ``agen`` raising →
     what was ready is written, then ``on_failure(exc)``, then EOF. If the handler is cancelled (the client
@@ -729,8 +759,7 @@ async def _pump(request: web.Request, response: web.StreamResponse, agen, on_fai
         getter = asyncio.ensure_future(queue.get())
         try:
             while True:
-                done, _ = await asyncio.wait({getter, closing}, timeout=heartbeat,
-                                             return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait({getter, closing}, timeout=heartbeat, return_when=asyncio.FIRST_COMPLETED)
                 if getter in done:
                     return getter.result()
                 if closing in done:
@@ -814,8 +843,9 @@ async def _ask(request: web.Request) -> web.StreamResponse:
     async def closing() -> None:
         await response.write(sse_event("error", {"code": "shutting_down", "message": "The Cairn daemon is stopping."}))
         await response.write(sse_event("sources", []))
-        await response.write(sse_event("done", {"grounded": False, "notFound": False, "elapsedMs": elapsed_ms(),
-                                                "removedCitations": 0}))
+        await response.write(
+            sse_event("done", {"grounded": False, "notFound": False, "elapsedMs": elapsed_ms(), "removedCitations": 0})
+        )
 
     state.ask_streams += 1
     try:
@@ -837,11 +867,14 @@ async def _ask(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _stream_failure(response: web.StreamResponse, code: str, message: str, elapsed_ms: Callable[[], float]) -> None:
+async def _stream_failure(
+    response: web.StreamResponse, code: str, message: str, elapsed_ms: Callable[[], float]
+) -> None:
     await response.write(sse_event("error", {"code": code, "message": message}))
     await response.write(sse_event("sources", []))
-    await response.write(sse_event("done", {"grounded": False, "notFound": False, "elapsedMs": elapsed_ms(),
-                                            "removedCitations": 0}))
+    await response.write(
+        sse_event("done", {"grounded": False, "notFound": False, "elapsedMs": elapsed_ms(), "removedCitations": 0})
+    )
 
 
 def _only_params(request: web.Request, allowed: Sequence[str]) -> None:
@@ -939,8 +972,13 @@ async def _events(request: web.Request) -> web.StreamResponse:
             item = await sub.get()
             if not hmac.compare_digest(tokens.current().encode("utf-8"), opened_with):
                 # `cairn token --rotate`: a stream opened with the old token gets nothing more (README).
-                yield "error", {"code": "unauthorized",
-                                "message": "The API token was rotated; reconnect with the new one (`cairn token`)."}
+                yield (
+                    "error",
+                    {
+                        "code": "unauthorized",
+                        "message": "The API token was rotated; reconnect with the new one (`cairn token`).",
+                    },
+                )
                 return
             yield item
 

@@ -33,10 +33,10 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -47,8 +47,17 @@ from cairn.errors import NoteReadError
 from cairn.notes import PARSER_VERSION, LinkResolver, ParsedNote, parse_note
 from cairn.prompt import candidate_sentences
 from cairn.store import ChunkRecord, LinkRecord, NoteRecord, NoteState, Store
-from cairn.vault import (IgnoreRules, VaultFile, duplicate_reason, file_digest, hinted_changes, hints_change_files,
-                         list_all_files, read_note_text, scan_vault)
+from cairn.vault import (
+    IgnoreRules,
+    VaultFile,
+    duplicate_reason,
+    file_digest,
+    hinted_changes,
+    hints_change_files,
+    list_all_files,
+    read_note_text,
+    scan_vault,
+)
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +89,9 @@ def embedding_units(symbol: str, text: str, kind: str) -> list[str]:
     return list(dict.fromkeys(u for u in units if u.strip()))
 
 
-def chunk_vector(unit_vectors: Sequence[np.ndarray] | np.ndarray, title_vector: np.ndarray,
-                 title_weight: float = TITLE_WEIGHT) -> np.ndarray:
+def chunk_vector(
+    unit_vectors: Sequence[np.ndarray] | np.ndarray, title_vector: np.ndarray, title_weight: float = TITLE_WEIGHT
+) -> np.ndarray:
     """A chunk's vector from its units' and its note title's (each (384,) float32):
     ``normalise(mean(unit vectors) + title_weight · title vector)``, (384,) float32, L2-normalised."""
     vec = np.mean(unit_vectors, axis=0) if len(unit_vectors) else np.zeros_like(title_vector)
@@ -123,18 +133,38 @@ class PreparedNote:
     chunks: list[ChunkRecord]
 
 
-def prepare_note(text: str, path: str, count_tokens: Callable[[str], int],
-                 count_tokens_batch: Callable[[list[str]], Sequence[int]] | None = None) -> PreparedNote:
+def prepare_note(
+    text: str,
+    path: str,
+    count_tokens: Callable[[str], int],
+    count_tokens_batch: Callable[[list[str]], Sequence[int]] | None = None,
+) -> PreparedNote:
     """Parse a note and chunk it (CPU only, no I/O). Raises whatever the parser or chunker raises."""
     note = parse_note(text, path)
-    pieces = chunk_note(note.body, title=note.title, body_line=note.body_line, count_tokens=count_tokens,
-                        count_tokens_batch=count_tokens_batch, max_tokens=CHUNK_MAX_TOKENS,
-                        overlap_tokens=CHUNK_OVERLAP_TOKENS)
-    chunks = [ChunkRecord(ordinal=c.ordinal, symbol=c.symbol, text=c.text, line_start=c.line_start,
-                          line_end=c.line_end, page=None, token_count=c.token_count, kind=c.kind,
-                          content_hash=content_hash(chunk_embed_text(c.symbol, c.text)),
-                          units=tuple((u, content_hash(u)) for u in embedding_units(c.symbol, c.text, c.kind)))
-              for c in pieces]
+    pieces = chunk_note(
+        note.body,
+        title=note.title,
+        body_line=note.body_line,
+        count_tokens=count_tokens,
+        count_tokens_batch=count_tokens_batch,
+        max_tokens=CHUNK_MAX_TOKENS,
+        overlap_tokens=CHUNK_OVERLAP_TOKENS,
+    )
+    chunks = [
+        ChunkRecord(
+            ordinal=c.ordinal,
+            symbol=c.symbol,
+            text=c.text,
+            line_start=c.line_start,
+            line_end=c.line_end,
+            page=None,
+            token_count=c.token_count,
+            kind=c.kind,
+            content_hash=content_hash(chunk_embed_text(c.symbol, c.text)),
+            units=tuple((u, content_hash(u)) for u in embedding_units(c.symbol, c.text, c.kind)),
+        )
+        for c in pieces
+    ]
     return PreparedNote(note, chunks)
 
 
@@ -174,10 +204,20 @@ class IndexReport:
     keyword_ready_s: float = 0.0
     elapsed_s: float = 0.0
 
-    def merge(self, other: "IndexReport") -> "IndexReport":
+    def merge(self, other: IndexReport) -> IndexReport:
         """Add ``other``'s counts, lists and time to this report (e.g. the PDF phase's to the notes'); returns self."""
-        for name in ("scanned", "added", "updated", "unchanged", "deleted", "chunks_written", "vectors_written",
-                     "texts_embedded", "cache_pruned", "elapsed_s"):
+        for name in (
+            "scanned",
+            "added",
+            "updated",
+            "unchanged",
+            "deleted",
+            "chunks_written",
+            "vectors_written",
+            "texts_embedded",
+            "cache_pruned",
+            "elapsed_s",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.extend(other.skipped)
         self.warnings.extend(other.warnings)
@@ -186,11 +226,17 @@ class IndexReport:
 
     def to_json(self) -> dict:
         return {
-            "scanned": self.scanned, "added": self.added, "updated": self.updated, "unchanged": self.unchanged,
-            "deleted": self.deleted, "skipped": [{"filePath": p, "reason": r} for p, r in self.skipped],
+            "scanned": self.scanned,
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "deleted": self.deleted,
+            "skipped": [{"filePath": p, "reason": r} for p, r in self.skipped],
             "warnings": [{"filePath": p, "reason": r} for p, r in self.warnings],
-            "chunksWritten": self.chunks_written, "vectorsWritten": self.vectors_written,
-            "textsEmbedded": self.texts_embedded, "cachePruned": self.cache_pruned,
+            "chunksWritten": self.chunks_written,
+            "vectorsWritten": self.vectors_written,
+            "textsEmbedded": self.texts_embedded,
+            "cachePruned": self.cache_pruned,
             "keywordReadySeconds": round(self.keyword_ready_s, 2),
             "elapsedSeconds": round(self.elapsed_s, 2),
         }
@@ -201,8 +247,15 @@ class Indexer:
     (the start-up index, file-watch batches and reindex requests may come from different threads);
     the vector phase takes it per batch, so a file-watch batch can slip in between."""
 
-    def __init__(self, config: Config, store: Store, embedder: Embedder, *, title_weight: float = TITLE_WEIGHT,
-                 on_removed: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        embedder: Embedder,
+        *,
+        title_weight: float = TITLE_WEIGHT,
+        on_removed: Callable[[str], None] | None = None,
+    ) -> None:
         self.config = config
         self.root = config.require_vault()
         self.store = store
@@ -227,13 +280,16 @@ class Indexer:
         stored = self.store.get_meta("vector_recipe")
         if stored != self.vector_recipe:
             if stored is not None:
-                log.info("vector recipe changed (%s -> %s): rebuilding vectors from the cache", stored, self.vector_recipe)
+                log.info(
+                    "vector recipe changed (%s -> %s): rebuilding vectors from the cache", stored, self.vector_recipe
+                )
                 self.store.reset_vectors()
             self.store.set_meta("vector_recipe", self.vector_recipe)
 
     # ------------------------------------------------------------------ phase 1: text
-    def sync_text(self, *, full: bool = False, progress: Progress | None = None,
-                  should_stop: Callable[[], bool] | None = None) -> IndexReport:
+    def sync_text(
+        self, *, full: bool = False, progress: Progress | None = None, should_stop: Callable[[], bool] | None = None
+    ) -> IndexReport:
         """Scan the vault and write every new or changed note; delete notes gone from disk.
         ``full`` re-parses every note even if unchanged (vectors still come from the cache).
         When ``should_stop()`` turns true the run ends between notes (``report.stopped``); every
@@ -244,8 +300,9 @@ class Indexer:
             known = self.markdown_states()
             on_disk = {f.path for f in files}
             self._links = None
-            return self._sync(files, sorted(set(known) - on_disk), known, full=full, progress=progress,
-                              should_stop=should_stop)
+            return self._sync(
+                files, sorted(set(known) - on_disk), known, full=full, progress=progress, should_stop=should_stop
+            )
 
     def markdown_states(self) -> dict[str, NoteState]:
         """The store's states of every file but PDFs (those are the PDF queue's, see :mod:`cairn.pdf_index`)."""
@@ -258,21 +315,25 @@ class Indexer:
         new mtime with the same hash is not a change). All three empty means the store matches the vault (the
         source of truth for tests)."""
         with self.lock:
-            files = list(scan_vault(self.root, self.config.ignore,
-                                    extensions=(".md", ".pdf") if self.config.pdf else (".md",)))
+            files = list(
+                scan_vault(self.root, self.config.ignore, extensions=(".md", ".pdf") if self.config.pdf else (".md",))
+            )
             known = self.store.note_states() if self.config.pdf else self.markdown_states()
         added, changed = [], []
         for vf in files:
             state = known.get(vf.path)
             if state is None:
                 added.append(vf.path)
-            elif (state.mtime_ns, state.size) != (vf.mtime_ns, vf.size) and file_digest(vf.abs_path) != state.content_hash:
+            elif (state.mtime_ns, state.size) != (vf.mtime_ns, vf.size) and file_digest(
+                vf.abs_path
+            ) != state.content_hash:
                 changed.append(vf.path)
         on_disk = {f.path for f in files}
         return {"added": added, "changed": changed, "deleted": sorted(set(known) - on_disk)}
 
-    def index_paths(self, paths: Iterable[str], *, progress: Progress | None = None,
-                    should_stop: Callable[[], bool] | None = None) -> IndexReport:
+    def index_paths(
+        self, paths: Iterable[str], *, progress: Progress | None = None, should_stop: Callable[[], bool] | None = None
+    ) -> IndexReport:
         """Bring the store in line with the vault for a batch of hinted vault-relative paths (files or
         folders, existing or gone), e.g. from file events. Each path is re-stat'ed: a file is indexed when
         its (mtime, size, hash) differ from the store's; a folder is scanned; a path gone from disk removes
@@ -283,8 +344,9 @@ class Indexer:
         with self.lock:
             return self._index_paths(paths, progress=progress, should_stop=should_stop)
 
-    def _index_paths(self, paths: Iterable[str], *, progress: Progress | None,
-                     should_stop: Callable[[], bool] | None) -> IndexReport:
+    def _index_paths(
+        self, paths: Iterable[str], *, progress: Progress | None, should_stop: Callable[[], bool] | None
+    ) -> IndexReport:
         paths = list(paths)
         known = self.markdown_states()
         rules = IgnoreRules(self.config.ignore)
@@ -295,13 +357,31 @@ class Indexer:
         if links is not None and hints_change_files(self.root, paths, rules, links.file_set):
             links = None
         # Without the file list from before (a stopped run), assume the files changed: links are re-resolved.
-        return self._sync(files, gone, known, full=False, progress=progress, should_stop=should_stop,
-                          whole_vault=False, links=links, files_changed=links is None)
+        return self._sync(
+            files,
+            gone,
+            known,
+            full=False,
+            progress=progress,
+            should_stop=should_stop,
+            whole_vault=False,
+            links=links,
+            files_changed=links is None,
+        )
 
-    def _sync(self, files: list[VaultFile], gone: Sequence[str], known: dict[str, NoteState], *, full: bool,
-              progress: Progress | None, should_stop: Callable[[], bool] | None,
-              whole_vault: bool = True, links: "_LinkCache | None" = None,
-              files_changed: bool = False) -> IndexReport:
+    def _sync(
+        self,
+        files: list[VaultFile],
+        gone: Sequence[str],
+        known: dict[str, NoteState],
+        *,
+        full: bool,
+        progress: Progress | None,
+        should_stop: Callable[[], bool] | None,
+        whole_vault: bool = True,
+        links: _LinkCache | None = None,
+        files_changed: bool = False,
+    ) -> IndexReport:
         """Write the new or changed notes among ``files`` and delete the notes at ``gone``. Links elsewhere
         are re-resolved after a whole-vault run with changes (attachments may have come or gone), and after
         a hinted batch when a note was added or removed, its aliases changed (a skipped note loses them), or
@@ -373,8 +453,9 @@ class Indexer:
         report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
         return report
 
-    def _read_changed(self, vf: VaultFile, state: NoteState | None, full: bool,
-                      report: IndexReport) -> tuple[VaultFile, str, str] | None:
+    def _read_changed(
+        self, vf: VaultFile, state: NoteState | None, full: bool, report: IndexReport
+    ) -> tuple[VaultFile, str, str] | None:
         """(file, text, sha256) of a note whose bytes need indexing; None when it cannot be read (recorded as
         skipped) or its bytes are the ones indexed (only its mtime moved: the new stat is remembered). A file whose
         name equals an indexed one's in Unicode NFC (``vf.duplicate_of``) is recorded as skipped, naming that one."""
@@ -395,24 +476,56 @@ class Indexer:
             return None
         return vf, text, digest
 
-    def record_skipped(self, vf: VaultFile, digest: str, reason: str, report: IndexReport, *, title: str | None = None,
-                       state: NoteState | None = None) -> None:
+    def record_skipped(
+        self,
+        vf: VaultFile,
+        digest: str,
+        reason: str,
+        report: IndexReport,
+        *,
+        title: str | None = None,
+        state: NoteState | None = None,
+    ) -> None:
         """Record ``vf`` as a file that could not be indexed, with ``reason`` (shown in ``/index/stats``), and add
         it to ``report.skipped``. Nothing is written when ``state`` says these bytes were skipped already."""
         if not (state and state.status == "skipped" and state.content_hash == digest):
             with self.lock:
-                self.store.write_skipped(vf.path, kind=vf.kind, title=title or Path(vf.path).stem,
-                                         mtime_ns=vf.mtime_ns, size=vf.size, content_hash=digest, reason=reason)
+                self.store.write_skipped(
+                    vf.path,
+                    kind=vf.kind,
+                    title=title or Path(vf.path).stem,
+                    mtime_ns=vf.mtime_ns,
+                    size=vf.size,
+                    content_hash=digest,
+                    reason=reason,
+                )
         report.skipped.append((vf.path, reason))
 
     def _write(self, vf: VaultFile, digest: str, prepared: PreparedNote, resolver: LinkResolver) -> int:
         note, chunks = prepared.note, prepared.chunks
-        links = [LinkRecord(raw_target=l.target, target_path=resolver.resolve(l.target, vf.path) if l.target else vf.path,
-                            heading=l.heading, block_id=l.block_id, alias=l.alias, is_embed=l.is_embed, line=l.line)
-                 for l in note.links]
-        record = NoteRecord(path=vf.path, kind=vf.kind, title=note.title, aliases=note.aliases,
-                            frontmatter=note.frontmatter, mtime_ns=vf.mtime_ns, size=vf.size, content_hash=digest,
-                            error=note.frontmatter_error)
+        links = [
+            LinkRecord(
+                raw_target=l.target,
+                target_path=resolver.resolve(l.target, vf.path) if l.target else vf.path,
+                heading=l.heading,
+                block_id=l.block_id,
+                alias=l.alias,
+                is_embed=l.is_embed,
+                line=l.line,
+            )
+            for l in note.links
+        ]
+        record = NoteRecord(
+            path=vf.path,
+            kind=vf.kind,
+            title=note.title,
+            aliases=note.aliases,
+            frontmatter=note.frontmatter,
+            mtime_ns=vf.mtime_ns,
+            size=vf.size,
+            content_hash=digest,
+            error=note.frontmatter_error,
+        )
         self.store.write_note(record, chunks, note.tags, links)
         return len(chunks)
 
@@ -420,8 +533,9 @@ class Indexer:
         """Resolve every stored link again against the files on disk now and the stored aliases (an attachment
         came, went or moved: a link to it written before may now point elsewhere). Call with :attr:`lock` held."""
         aliases = self.store.note_aliases()
-        self._reresolve_links(LinkResolver([(p, aliases.get(p, ())) for p in
-                                            list_all_files(self.root, self.config.ignore)]))
+        self._reresolve_links(
+            LinkResolver([(p, aliases.get(p, ())) for p in list_all_files(self.root, self.config.ignore)])
+        )
 
     def _reresolve_links(self, resolver: LinkResolver) -> None:
         """Links elsewhere may now resolve differently (a note was added, removed or renamed)."""
@@ -433,8 +547,14 @@ class Indexer:
         self.store.update_link_targets(changes)
 
     # ------------------------------------------------------------------ phase 2: vectors
-    def embed_pending(self, *, batch_size: int = 256, progress: Progress | None = None,
-                      should_stop: Callable[[], bool] | None = None, pdf: bool | None = None) -> tuple[int, int]:
+    def embed_pending(
+        self,
+        *,
+        batch_size: int = 256,
+        progress: Progress | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        pdf: bool | None = None,
+    ) -> tuple[int, int]:
         """Fill vectors for every chunk that has none (``pdf``: only PDF chunks, only the others, or all when None).
         Returns (vectors written, texts embedded by the model). Stops early (between batches) when
         ``should_stop()`` returns True."""
@@ -455,8 +575,14 @@ class Indexer:
         self.store.wal_checkpoint()
         return written, embedded
 
-    def embed_batch(self, batch_size: int, *, pdf: bool | None = None, note_path: str | None = None,
-                    pause: Callable[[], None] | None = None) -> tuple[int, int, int]:
+    def embed_batch(
+        self,
+        batch_size: int,
+        *,
+        pdf: bool | None = None,
+        note_path: str | None = None,
+        pause: Callable[[], None] | None = None,
+    ) -> tuple[int, int, int]:
         """Vectors for up to ``batch_size`` pending chunks (filters as in :meth:`Store.pending_chunks`):
         (vectors written, texts embedded, chunks taken). Needs no lock: a chunk deleted or changed while its
         vectors were computed is skipped when they are stored (:meth:`Store.set_vectors`). ``pause()``, when
@@ -482,7 +608,7 @@ class Indexer:
                 vecs = []
                 for start in range(0, len(texts), PAUSE_SLICE):
                     pause()
-                    vecs.extend(self.embedder.embed(texts[start:start + PAUSE_SLICE]))
+                    vecs.extend(self.embedder.embed(texts[start : start + PAUSE_SLICE]))
             fresh = dict(zip(missing, vecs))
             self.store.put_cached_vectors(fresh, model_id)
             cache.update(fresh)
@@ -490,16 +616,23 @@ class Indexer:
         items = []
         for cid, chash, title, units in rows:
             unit_vecs = [(uid, cache[uhash]) for uid, _text, uhash in units]
-            items.append((cid, chash, self.chunk_vector([v for _, v in unit_vecs], cache[title_hash(title)]),
-                          unit_vecs))
+            items.append(
+                (cid, chash, self.chunk_vector([v for _, v in unit_vecs], cache[title_hash(title)]), unit_vecs)
+            )
         w = self.store.set_vectors(items)
         return w, embedded, len(rows)
 
     def chunk_vector(self, unit_vectors: Sequence[np.ndarray], title_vector: np.ndarray) -> np.ndarray:
         return chunk_vector(unit_vectors, title_vector, self.title_weight)
 
-    def index(self, *, full: bool = False, progress: Progress | None = None,
-              should_stop: Callable[[], bool] | None = None, pdf_vectors: bool = True) -> IndexReport:
+    def index(
+        self,
+        *,
+        full: bool = False,
+        progress: Progress | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        pdf_vectors: bool = True,
+    ) -> IndexReport:
         """Both phases for the vault's notes: text then vectors (of PDF chunks too unless ``pdf_vectors`` is
         False: the daemon's PDF queue fills those). Returns the report with keyword-ready and total times."""
         started = time.perf_counter()
@@ -526,7 +659,8 @@ class Indexer:
                 self.store.set_meta("note_limits", note_limits)
         if not report.stopped:
             report.vectors_written, report.texts_embedded = self.embed_pending(
-                progress=progress, should_stop=should_stop, pdf=None if pdf_vectors else False)
+                progress=progress, should_stop=should_stop, pdf=None if pdf_vectors else False
+            )
         if not report.stopped and not (should_stop and should_stop()):
             report.cache_pruned = self.prune_embedding_cache()
         report.elapsed_s = time.perf_counter() - started
@@ -573,9 +707,16 @@ class _Run:
     kept for the rest), the vault's file list and alias lists for link resolution (from ``links``, the last run's,
     when still valid), and counters."""
 
-    def __init__(self, indexer: "Indexer", report: IndexReport, known: dict[str, NoteState],
-                 stop: Callable[[], bool], progress: Progress | None, todo: int,
-                 links: _LinkCache | None = None) -> None:
+    def __init__(
+        self,
+        indexer: Indexer,
+        report: IndexReport,
+        known: dict[str, NoteState],
+        stop: Callable[[], bool],
+        progress: Progress | None,
+        todo: int,
+        links: _LinkCache | None = None,
+    ) -> None:
         self.indexer = indexer
         self.report = report
         self.known = known
@@ -645,8 +786,12 @@ class _Run:
         workers = min(os.cpu_count() or 1, 4)
         if self._pool is None and len(items) >= PARALLEL_MIN_NOTES and workers > 1:
             ctx = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                                             initargs=(str(self.indexer.embedder.model_dir),))
+            self._pool = ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=ctx,
+                initializer=_worker_init,
+                initargs=(str(self.indexer.embedder.model_dir),),
+            )
         if self._pool is not None:
             return self._pool.map(_worker_prepare, items, chunksize=max(1, min(16, len(items) // (4 * workers))))
         return self._prepare_here(items)

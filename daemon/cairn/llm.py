@@ -23,7 +23,8 @@ import asyncio
 import json
 import logging
 import time
-from typing import Any, AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import aiohttp
 
@@ -53,14 +54,20 @@ class OpenAIChatModel:
         return headers
 
     def _session(self, total: float | None) -> aiohttp.ClientSession:
-        timeout = aiohttp.ClientTimeout(total=total, sock_connect=self.config.connect_timeout_s,
-                                        connect=self.config.connect_timeout_s)
+        timeout = aiohttp.ClientTimeout(
+            total=total, sock_connect=self.config.connect_timeout_s, connect=self.config.connect_timeout_s
+        )
         return aiohttp.ClientSession(timeout=timeout, trust_env=False)
 
     async def stream(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]:
         """Yield the answer's text pieces as the model streams them. Raises :class:`LLMError`."""
-        body: dict[str, Any] = {"model": self.model, "messages": list(messages), "stream": True,
-                                "temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(messages),
+            "stream": True,
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+        }
         url = self.base_url + "/chat/completions"
         deadline = time.monotonic() + self.config.total_timeout_s
         first = True
@@ -71,17 +78,22 @@ class OpenAIChatModel:
                     answered = True
                     if resp.status >= 400:
                         detail = (await resp.content.read(300)).decode("utf-8", "replace").strip()
-                        raise LLMError(f"The language model at {self.base_url} answered HTTP {resp.status}"
-                                       + (f": {detail[:200]}" if detail else "") + "; check llm.base_url and llm.model.")
+                        raise LLMError(
+                            f"The language model at {self.base_url} answered HTTP {resp.status}"
+                            + (f": {detail[:200]}" if detail else "")
+                            + "; check llm.base_url and llm.model."
+                        )
                     while True:
                         wait = self.config.first_token_timeout_s if first else self.config.idle_timeout_s
                         wait = min(wait, max(0.0, deadline - time.monotonic()))
                         try:
                             raw = await asyncio.wait_for(resp.content.readline(), timeout=wait)
-                        except asyncio.TimeoutError:
+                        except TimeoutError:
                             what = "the first token" if first else "the next token"
-                            raise LLMError(f"The language model at {self.base_url} sent nothing for {wait:.0f} s "
-                                           f"while waiting for {what}; raise llm.*_timeout_s or use a faster model.") from None
+                            raise LLMError(
+                                f"The language model at {self.base_url} sent nothing for {wait:.0f} s "
+                                f"while waiting for {what}; raise llm.*_timeout_s or use a faster model."
+                            ) from None
                         if not raw:
                             return  # end of the body without [DONE]: what came is the answer
                         line = raw.decode("utf-8", "replace").strip()
@@ -96,15 +108,21 @@ class OpenAIChatModel:
                             yield piece
         except LLMError:
             raise
-        except asyncio.TimeoutError:
-            raise LLMError(f"The language model at {self.base_url} did not answer within the time limits "
-                           "(llm.connect_timeout_s / llm.total_timeout_s).") from None
+        except TimeoutError:
+            raise LLMError(
+                f"The language model at {self.base_url} did not answer within the time limits "
+                "(llm.connect_timeout_s / llm.total_timeout_s)."
+            ) from None
         except (aiohttp.ClientError, OSError) as exc:
             if answered:
-                raise LLMError(f"The language model at {self.base_url} broke off its answer ({type(exc).__name__}); "
-                               "it may have crashed or run out of memory: see its own log.") from None
-            raise LLMError(f"Cannot reach the language model at {self.base_url}: {type(exc).__name__}; "
-                           "is it running? Check llm.base_url.") from None
+                raise LLMError(
+                    f"The language model at {self.base_url} broke off its answer ({type(exc).__name__}); "
+                    "it may have crashed or run out of memory: see its own log."
+                ) from None
+            raise LLMError(
+                f"Cannot reach the language model at {self.base_url}: {type(exc).__name__}; "
+                "is it running? Check llm.base_url."
+            ) from None
 
     async def probe(self, timeout: float = 2.0) -> bool:
         """True when the endpoint answers HTTP at all (``GET {base_url}/models``), within ``timeout`` seconds."""
@@ -112,7 +130,7 @@ class OpenAIChatModel:
             async with self._session(timeout) as session:
                 async with session.get(self.base_url + "/models", headers=self._headers()) as resp:
                     return resp.status < 500
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             return False
 
 
@@ -121,8 +139,10 @@ def _delta_text(payload: str, base_url: str) -> str:
     try:
         data = json.loads(payload)
     except ValueError:
-        raise LLMError(f"The language model at {base_url} streamed a line that is not JSON; "
-                       "is llm.base_url an OpenAI-compatible /v1 endpoint?") from None
+        raise LLMError(
+            f"The language model at {base_url} streamed a line that is not JSON; "
+            "is llm.base_url an OpenAI-compatible /v1 endpoint?"
+        ) from None
     if not isinstance(data, dict):
         raise LLMError(f"The language model at {base_url} streamed an unexpected JSON value.")
     if "error" in data:

@@ -33,8 +33,9 @@ import re
 import string
 import unicodedata
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 from urllib.parse import unquote
 
 import yaml
@@ -391,8 +392,11 @@ def _duplicates_warning(duplicates: list[tuple[str, int, int, bool]], first_line
     for key, first, again, merged in duplicates:
         effect = "the values of both were merged" if merged else "only the last value is used"
         parts.append(f"{key!r} at line {first_line + again} (first at line {first_line + first}): {effect}")
-    return ("front-matter repeats a property: " + "; ".join(parts)
-            + ". Write each property once (Obsidian refuses repeated properties)")
+    return (
+        "front-matter repeats a property: "
+        + "; ".join(parts)
+        + ". Write each property once (Obsidian refuses repeated properties)"
+    )
 
 
 def _load_frontmatter(yaml_text: str, first_line: int) -> tuple[dict, str | None]:
@@ -618,6 +622,7 @@ def _parse_wikilink(inner: str) -> tuple[str, str | None, str | None, str | None
 
 # -------------------------------------------------------------------------- parse
 
+
 def parse_note(text: str, path: str) -> ParsedNote:
     """Parse one note. ``path`` is vault-relative POSIX (used for the title only).
 
@@ -701,6 +706,7 @@ def parse_note(text: str, path: str) -> ParsedNote:
 
 # ---------------------------------------------------------------- link resolution
 
+
 def _fold(s: str) -> str:
     return unicodedata.normalize("NFC", s).casefold()
 
@@ -782,7 +788,8 @@ class LinkResolver:
             name = key.rsplit("/", 1)[-1]
             suffix = "/" + key
             candidates = [
-                p for p in self._by_name.get(name, ())
+                p
+                for p in self._by_name.get(name, ())
                 if _fold(p).endswith(suffix) or _fold(_strip_md(p)).endswith(suffix)
             ]
             return self._prefer(candidates, source_path) if candidates else None

@@ -27,16 +27,32 @@ import logging
 import re
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from cairn.chunking import chunk_note
 from cairn.errors import NoteReadError
-from cairn.indexer import (CHUNK_MAX_TOKENS, CHUNK_OVERLAP_TOKENS, Indexer, IndexReport, Progress,
-                           chunk_embed_text, content_hash, embedding_units)
+from cairn.indexer import (
+    CHUNK_MAX_TOKENS,
+    CHUNK_OVERLAP_TOKENS,
+    Indexer,
+    IndexReport,
+    Progress,
+    chunk_embed_text,
+    content_hash,
+    embedding_units,
+)
 from cairn.store import ChunkRecord, NoteRecord, NoteState
-from cairn.vault import (IgnoreRules, VaultFile, duplicate_reason, file_digest, hinted_changes, normalise_rel_path,
-                         scan_vault)
+from cairn.vault import (
+    IgnoreRules,
+    VaultFile,
+    duplicate_reason,
+    file_digest,
+    hinted_changes,
+    normalise_rel_path,
+    scan_vault,
+)
 
 if TYPE_CHECKING:  # imported when the first PDF is read: a vault without PDFs never loads the PDF library
     from cairn.vault.pdf import PdfExtractor, PdfText
@@ -68,9 +84,12 @@ def reflow(text: str) -> str:
         out: list[str] = []
         last = ""  # the previous line as it was on the page
         for line in lines:
-            alone = (len(last.split()) <= SHORT_LINE_WORDS and len(last) < width / 2
-                     and last[-1:] not in (".", ",", ";", ":", "!", "?", ")", '"', "'", "’", "”")
-                     and line[:1].isupper())
+            alone = (
+                len(last.split()) <= SHORT_LINE_WORDS
+                and len(last) < width / 2
+                and last[-1:] not in (".", ",", ";", ":", "!", "?", ")", '"', "'", "’", "”")
+                and line[:1].isupper()
+            )
             if out and not alone:
                 out[-1] = f"{out[-1]} {line}"
             else:
@@ -86,8 +105,12 @@ def page_symbol(number: int, heading: str | None) -> str:
     return f"page {number} › {heading}" if heading else f"page {number}"
 
 
-def prepare_pdf(extracted: "PdfText", path: str, count_tokens: Callable[[str], int],
-                count_tokens_batch: Callable[[list[str]], Sequence[int]] | None = None) -> tuple[str, list[ChunkRecord]]:
+def prepare_pdf(
+    extracted: PdfText,
+    path: str,
+    count_tokens: Callable[[str], int],
+    count_tokens_batch: Callable[[list[str]], Sequence[int]] | None = None,
+) -> tuple[str, list[ChunkRecord]]:
     """(title, chunk records) of an extracted PDF (pure). Pages without text yield no chunk. Each chunk:
     kind ``pdf``, ``page`` set, ``symbol`` from :func:`page_symbol`, no line range, at most
     :data:`~cairn.indexer.CHUNK_MAX_TOKENS` tokens with the title and symbol; units as for a note's prose."""
@@ -103,15 +126,29 @@ def prepare_pdf(extracted: "PdfText", path: str, count_tokens: Callable[[str], i
         symbol = page_symbol(page.number, page.heading)
         # The chunker sees the page as plain paragraphs; its title slot carries "title › page N › heading" so
         # the token cap holds with what is embedded beside the text.
-        pieces = chunk_note(text, title=f"{title} › {symbol}", count_tokens=count_tokens,
-                            count_tokens_batch=count_tokens_batch, max_tokens=CHUNK_MAX_TOKENS,
-                            overlap_tokens=CHUNK_OVERLAP_TOKENS)
+        pieces = chunk_note(
+            text,
+            title=f"{title} › {symbol}",
+            count_tokens=count_tokens,
+            count_tokens_batch=count_tokens_batch,
+            max_tokens=CHUNK_MAX_TOKENS,
+            overlap_tokens=CHUNK_OVERLAP_TOKENS,
+        )
         for piece in pieces:
-            chunks.append(ChunkRecord(
-                ordinal=len(chunks), symbol=symbol, text=piece.text, line_start=None, line_end=None,
-                page=page.number, token_count=piece.token_count, kind="pdf",
-                content_hash=content_hash(chunk_embed_text(symbol, piece.text)),
-                units=tuple((u, content_hash(u)) for u in embedding_units(symbol, piece.text, "prose"))))
+            chunks.append(
+                ChunkRecord(
+                    ordinal=len(chunks),
+                    symbol=symbol,
+                    text=piece.text,
+                    line_start=None,
+                    line_end=None,
+                    page=page.number,
+                    token_count=piece.token_count,
+                    kind="pdf",
+                    content_hash=content_hash(chunk_embed_text(symbol, piece.text)),
+                    units=tuple((u, content_hash(u)) for u in embedding_units(symbol, piece.text, "prose")),
+                )
+            )
     return title, chunks
 
 
@@ -122,7 +159,7 @@ class PdfIndexer:
     ``pdf_max_bytes``, ``pdf_timeout_s``, ``ignore``) and the lock that serialises writes. The extraction
     worker starts with the first PDF and lives until :meth:`close`. Thread-safe for one caller at a time."""
 
-    def __init__(self, indexer: Indexer, *, extractor: "PdfExtractor | None" = None) -> None:
+    def __init__(self, indexer: Indexer, *, extractor: PdfExtractor | None = None) -> None:
         self.indexer = indexer
         self.config = indexer.config
         self.store = indexer.store
@@ -132,15 +169,18 @@ class PdfIndexer:
         #: The vault-relative path being worked on, or None (``/index/stats``).
         self.current: str | None = None
 
-    def _extract(self, path: Path) -> "PdfText":
+    def _extract(self, path: Path) -> PdfText:
         with self._extractor_lock:
             if self._closed:
                 raise NoteReadError("Cairn is stopping; the PDF was not read.")
             if self._extractor is None:
                 from cairn.vault.pdf import PdfExtractor
 
-                self._extractor = PdfExtractor(max_pages=self.config.pdf_max_pages,
-                                               max_bytes=self.config.pdf_max_bytes, timeout_s=self.config.pdf_timeout_s)
+                self._extractor = PdfExtractor(
+                    max_pages=self.config.pdf_max_pages,
+                    max_bytes=self.config.pdf_max_bytes,
+                    timeout_s=self.config.pdf_timeout_s,
+                )
             extractor = self._extractor
         return extractor.extract(path)
 
@@ -177,9 +217,15 @@ class PdfIndexer:
         root = self.indexer.root
         return {p for p in paths if not (str(p).lower().endswith(".md") and (root / str(p)).is_file())}
 
-    def sync(self, paths: Iterable[str] | None = None, *, full: bool = False, progress: Progress | None = None,
-             should_stop: Callable[[], bool] | None = None,
-             wait_turn: Callable[[], None] | None = None) -> IndexReport:
+    def sync(
+        self,
+        paths: Iterable[str] | None = None,
+        *,
+        full: bool = False,
+        progress: Progress | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        wait_turn: Callable[[], None] | None = None,
+    ) -> IndexReport:
         """Index the new and changed PDFs among ``paths`` (None: the whole vault), delete the gone ones, and
         fill their vectors. ``full`` re-extracts unchanged files too. ``wait_turn()`` is called before each
         step and returns when the PDF work may go on (the daemon: when the notes' indexing is idle).
@@ -217,8 +263,15 @@ class PdfIndexer:
             if progress:
                 progress("pdf", i, len(files))
             try:
-                self._index_file(vf, known.get(vf.path), report, full=full or vf.path in retry, stop=stop, turn=turn,
-                                 progress=progress)
+                self._index_file(
+                    vf,
+                    known.get(vf.path),
+                    report,
+                    full=full or vf.path in retry,
+                    stop=stop,
+                    turn=turn,
+                    progress=progress,
+                )
             finally:
                 self.current = None
             if progress:
@@ -228,8 +281,17 @@ class PdfIndexer:
         report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
         return report
 
-    def _index_file(self, vf: VaultFile, state: NoteState | None, report: IndexReport, *, full: bool,
-                    stop: Callable[[], bool], turn: Callable[[], None], progress: Progress | None = None) -> None:
+    def _index_file(
+        self,
+        vf: VaultFile,
+        state: NoteState | None,
+        report: IndexReport,
+        *,
+        full: bool,
+        stop: Callable[[], bool],
+        turn: Callable[[], None],
+        progress: Progress | None = None,
+    ) -> None:
         if state and not full and (state.mtime_ns, state.size) == (vf.mtime_ns, vf.size):
             report.unchanged += 1
             if state.status == "ok":
@@ -240,8 +302,15 @@ class PdfIndexer:
             self._skip(vf, state, file_digest(vf.abs_path), report, duplicate_reason(vf), title)
             return
         if vf.size > self.config.pdf_max_bytes:  # refused before reading a byte
-            self._skip(vf, state, f"size:{vf.size}", report, f"too big: {_mb(vf.size)}, over pdf_max_bytes "
-                       f"{_mb(self.config.pdf_max_bytes)}; raise pdf_max_bytes in the config to index it", title)
+            self._skip(
+                vf,
+                state,
+                f"size:{vf.size}",
+                report,
+                f"too big: {_mb(vf.size)}, over pdf_max_bytes "
+                f"{_mb(self.config.pdf_max_bytes)}; raise pdf_max_bytes in the config to index it",
+                title,
+            )
             return
         digest = file_digest(vf.abs_path)
         if state and not full and state.content_hash == digest:
@@ -266,9 +335,17 @@ class PdfIndexer:
             self._skip(vf, state, digest, report, f"cannot index: {type(exc).__name__}: {exc}", title)
             return
         problems = "; ".join(extracted.problems) or None
-        record = NoteRecord(path=vf.path, kind="pdf", title=title, aliases=[],
-                            frontmatter={"pages": extracted.page_count}, mtime_ns=vf.mtime_ns, size=vf.size,
-                            content_hash=digest, error=problems)
+        record = NoteRecord(
+            path=vf.path,
+            kind="pdf",
+            title=title,
+            aliases=[],
+            frontmatter={"pages": extracted.page_count},
+            mtime_ns=vf.mtime_ns,
+            size=vf.size,
+            content_hash=digest,
+            error=problems,
+        )
         if stop():
             report.stopped = True
             return
@@ -284,13 +361,27 @@ class PdfIndexer:
             report.added += 1
         else:
             report.updated += 1
-        log.info("PDF %s: %d of %d pages with text, %d chunks, extracted in %.1f s%s", vf.path,
-                 sum(1 for p in extracted.pages if p.text.strip()), extracted.page_count, len(chunks),
-                 time.perf_counter() - started, f" ({problems})" if problems else "")
+        log.info(
+            "PDF %s: %d of %d pages with text, %d chunks, extracted in %.1f s%s",
+            vf.path,
+            sum(1 for p in extracted.pages if p.text.strip()),
+            extracted.page_count,
+            len(chunks),
+            time.perf_counter() - started,
+            f" ({problems})" if problems else "",
+        )
         self._embed(vf, report, stop, turn, progress=progress, total=len(chunks))
 
-    def _embed(self, vf: VaultFile, report: IndexReport, stop: Callable[[], bool], turn: Callable[[], None], *,
-               progress: Progress | None = None, total: int = 0) -> None:
+    def _embed(
+        self,
+        vf: VaultFile,
+        report: IndexReport,
+        stop: Callable[[], bool],
+        turn: Callable[[], None],
+        *,
+        progress: Progress | None = None,
+        total: int = 0,
+    ) -> None:
         """Fill the vectors of ``vf``'s chunks, :data:`PDF_EMBED_BATCH` at a time, yielding between batches. A file
         deleted meanwhile is removed from the index at once (its text must not stay searchable for the minutes a
         long PDF takes); one changed meanwhile is left to the queued file event, which reads it again."""
@@ -307,8 +398,9 @@ class PdfIndexer:
                 return
             if moved:
                 return
-            written, embedded, taken = self.indexer.embed_batch(PDF_EMBED_BATCH, pdf=True, note_path=vf.path,
-                                                                pause=turn)
+            written, embedded, taken = self.indexer.embed_batch(
+                PDF_EMBED_BATCH, pdf=True, note_path=vf.path, pause=turn
+            )
             report.vectors_written += written
             report.texts_embedded += embedded
             done += taken
@@ -318,8 +410,9 @@ class PdfIndexer:
                 return
         report.stopped = True
 
-    def _skip(self, vf: VaultFile, state: NoteState | None, digest: str, report: IndexReport, reason: str,
-              title: str) -> None:
+    def _skip(
+        self, vf: VaultFile, state: NoteState | None, digest: str, report: IndexReport, reason: str, title: str
+    ) -> None:
         self.indexer.record_skipped(vf, digest, reason, report, title=title, state=state)
         log.warning("skipped %s: %s", vf.path, reason)
 
@@ -346,9 +439,16 @@ class PdfQueue:
     gets ``pdf`` (files) and ``embed`` (the current PDF's chunks). ``thread_init`` runs first on
     the worker thread (the daemon lowers its CPU priority)."""
 
-    def __init__(self, pdfs: PdfIndexer, *, busy: Callable[[], bool], should_stop: Callable[[], bool],
-                 on_report: Callable[[IndexReport], None] | None = None,
-                 thread_init: Callable[[], None] | None = None, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        pdfs: PdfIndexer,
+        *,
+        busy: Callable[[], bool],
+        should_stop: Callable[[], bool],
+        on_report: Callable[[IndexReport], None] | None = None,
+        thread_init: Callable[[], None] | None = None,
+        progress: Progress | None = None,
+    ) -> None:
         self.pdfs = pdfs
         self._progress = progress
         self._busy = busy
@@ -434,8 +534,13 @@ class PdfQueue:
                 self._scan, self._full, self._paths = False, False, set()
                 self._running = True
             try:
-                report = self.pdfs.sync(None if scan else sorted(paths), full=full, should_stop=self._stopped,
-                                        wait_turn=self._wait_turn, progress=self._progress)
+                report = self.pdfs.sync(
+                    None if scan else sorted(paths),
+                    full=full,
+                    should_stop=self._stopped,
+                    wait_turn=self._wait_turn,
+                    progress=self._progress,
+                )
                 self.last_report = report
                 if self._on_report is not None and (report.added or report.updated or report.deleted or report.skipped):
                     self._on_report(report)

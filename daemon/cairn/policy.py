@@ -25,11 +25,12 @@ import re
 import threading
 import time
 import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import yaml
 
@@ -39,10 +40,27 @@ from cairn.notes import normalise_tag
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "ALL_TOOLS", "CONTAINED_READS", "POLICY_VERSION", "DEFAULT_POLICY_NAME", "SCHEMA_NAME",
-    "PolicyError", "Withhold", "WithheldTally", "LinkRedactor", "WITHHELD_LINK", "NOTHING_WITHHELD", "ClientPolicy", "Policy", "PolicyHolder",
-    "parse_policy", "load_policy", "fail_closed_policy", "default_policy_text", "policy_schema",
-    "owner_policy_path", "ensure_owner_policy",
+    "ALL_TOOLS",
+    "CONTAINED_READS",
+    "POLICY_VERSION",
+    "DEFAULT_POLICY_NAME",
+    "SCHEMA_NAME",
+    "PolicyError",
+    "Withhold",
+    "WithheldTally",
+    "LinkRedactor",
+    "WITHHELD_LINK",
+    "NOTHING_WITHHELD",
+    "ClientPolicy",
+    "Policy",
+    "PolicyHolder",
+    "parse_policy",
+    "load_policy",
+    "fail_closed_policy",
+    "default_policy_text",
+    "policy_schema",
+    "owner_policy_path",
+    "ensure_owner_policy",
 ]
 
 #: Every MCP tool Cairn has (DESIGN.md, MCP tools), in the order ``tools/list`` shows them.
@@ -88,7 +106,7 @@ class Withhold:
     folders: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, tags: Iterable[str] = (), folders: Iterable[str] = ()) -> "Withhold":
+    def of(cls, tags: Iterable[str] = (), folders: Iterable[str] = ()) -> Withhold:
         """A Withhold from raw tags (``#Personal`` → ``personal``) and folders (``/Private/`` → ``Private``).
         Raises :class:`ValueError` for a string that is not a tag, or a folder that is absolute or holds ``..``."""
         norm_tags = []
@@ -173,10 +191,11 @@ class LinkRedactor:
             written = unicodedata.normalize("NFC", path)
             stem = written[:-3] if written.lower().endswith(".md") else written
             self.phrases.update({stem, stem.rsplit("/", 1)[-1]})
-            self.phrases.update(unicodedata.normalize("NFC", a).strip() for a in aliases or ()
-                                if isinstance(a, str) and a.strip())
+            self.phrases.update(
+                unicodedata.normalize("NFC", a).strip() for a in aliases or () if isinstance(a, str) and a.strip()
+            )
         self.phrases.discard("")
-        self._phrase_re: "re.Pattern[str] | None | bool" = False  # built on first use
+        self._phrase_re: re.Pattern[str] | None | bool = False  # built on first use
 
     def __bool__(self) -> bool:
         return bool(self.names)
@@ -202,11 +221,11 @@ class LinkRedactor:
 
         from cairn.notes import _MDLINK_RE, _URL_SCHEME_RE, _WIKILINK_RE, _parse_wikilink, _split_fragment
 
-        def wiki(m: "re.Match[str]") -> str:
+        def wiki(m: re.Match[str]) -> str:
             target = _parse_wikilink(m.group(2))[0]
             return WITHHELD_LINK if target and self.matches(target) else m.group(0)
 
-        def md(m: "re.Match[str]") -> str:
+        def md(m: re.Match[str]) -> str:
             dest = m.group(3)
             if dest.startswith("<") and dest.endswith(">"):
                 dest = dest[1:-1]
@@ -231,15 +250,25 @@ class LinkRedactor:
         if not symbol or not (self.phrases or displays):
             return symbol
         text = self.redact(unicodedata.normalize("NFC", symbol))
-        extra = sorted({unicodedata.normalize("NFC", d).strip() for d in displays if d and d.strip()}, key=len, reverse=True)
+        extra = sorted(
+            {unicodedata.normalize("NFC", d).strip() for d in displays if d and d.strip()}, key=len, reverse=True
+        )
         if extra:
             text = re.compile(r"(?<!\w)(?:" + "|".join(map(_phrase, extra)) + r")(?!\w)", re.IGNORECASE).sub(
-                WITHHELD_LINK, text)
+                WITHHELD_LINK, text
+            )
         if self._phrase_re is False:
             names = sorted(self.phrases, key=len, reverse=True)
-            self._phrase_re = re.compile(
-                r"(?<!\w)(?:[^\s›/]+/)*(?:" + "|".join(map(_phrase, names)) + r")(?:\.md)?(?:\s+>\s+[^›]*[^\s›])?(?!\w)",
-                re.IGNORECASE) if names else None
+            self._phrase_re = (
+                re.compile(
+                    r"(?<!\w)(?:[^\s›/]+/)*(?:"
+                    + "|".join(map(_phrase, names))
+                    + r")(?:\.md)?(?:\s+>\s+[^›]*[^\s›])?(?!\w)",
+                    re.IGNORECASE,
+                )
+                if names
+                else None
+            )
         if self._phrase_re is not None:
             text = self._phrase_re.sub(WITHHELD_LINK, text)  # type: ignore[union-attr]
         return text
@@ -253,12 +282,15 @@ def _phrase(text: str) -> str:
 def _norm_folder(raw: str) -> str:
     folder = unicodedata.normalize("NFC", str(raw).strip()).strip("/")
     if not folder or "\\" in folder or "\x00" in folder:
-        raise ValueError(f"{raw!r} is not a vault folder; expected a vault-relative path such as 'Private' "
-                         "or 'Journal/2024'")
+        raise ValueError(
+            f"{raw!r} is not a vault folder; expected a vault-relative path such as 'Private' or 'Journal/2024'"
+        )
     parts = folder.split("/")
     if any(p in ("", ".", "..") for p in parts) or (len(folder) > 1 and folder[1] == ":"):
-        raise ValueError(f"{raw!r} is not a vault folder; expected a vault-relative path without '..' such as "
-                         "'Private' or 'Journal/2024'")
+        raise ValueError(
+            f"{raw!r} is not a vault folder; expected a vault-relative path without '..' such as "
+            "'Private' or 'Journal/2024'"
+        )
     return posixpath.normpath(folder)
 
 
@@ -310,8 +342,15 @@ class Policy:
 def fail_closed_policy(reason: str) -> Policy:
     """The stand-in used when the owner's policy cannot be used: ``personal`` withheld from everyone
     (no client is declared, so none is local), contained reads only, audit on."""
-    return Policy(version=POLICY_VERSION, withhold=Withhold(("personal",), ()), default_tools=CONTAINED_READS,
-                  clients={}, audit_enabled=True, source="<fail-closed>", fail_closed_reason=reason)
+    return Policy(
+        version=POLICY_VERSION,
+        withhold=Withhold(("personal",), ()),
+        default_tools=CONTAINED_READS,
+        clients={},
+        audit_enabled=True,
+        source="<fail-closed>",
+        fail_closed_reason=reason,
+    )
 
 
 # ------------------------------------------------------------------------------------ files
@@ -357,8 +396,11 @@ def ensure_owner_policy(config_dir: Path) -> Path:
     except FileExistsError:
         return path
     except OSError as exc:
-        raise PolicyError(str(path), None, f"cannot create the policy from the default ({exc.strerror or exc}); "
-                                           "check the config folder's permissions") from None
+        raise PolicyError(
+            str(path),
+            None,
+            f"cannot create the policy from the default ({exc.strerror or exc}); check the config folder's permissions",
+        ) from None
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(default_policy_text())
     log.info("created the MCP policy %s from the shipped default", path)
@@ -380,11 +422,17 @@ class _Nodes:
             for k, v in node.value:
                 key = k.value if isinstance(k, yaml.ScalarNode) else None
                 if key == "<<":
-                    raise PolicyError(self.source, k.start_mark.line + 1,
-                                      "YAML merge keys ('<<') are not allowed in a policy; write the keys out")
+                    raise PolicyError(
+                        self.source,
+                        k.start_mark.line + 1,
+                        "YAML merge keys ('<<') are not allowed in a policy; write the keys out",
+                    )
                 if key in seen:
-                    raise PolicyError(self.source, k.start_mark.line + 1,
-                                      f"duplicate key {key!r} (first at line {seen[key]}); each key may appear once")
+                    raise PolicyError(
+                        self.source,
+                        k.start_mark.line + 1,
+                        f"duplicate key {key!r} (first at line {seen[key]}); each key may appear once",
+                    )
                 seen[key] = k.start_mark.line + 1
                 self.walk(v, path + (key,), k)
         elif isinstance(node, yaml.SequenceNode):
@@ -425,8 +473,14 @@ def _schema_reason(err: Any) -> tuple[tuple, str, bool]:
         return path, f"{where} is missing the required key {missing[0]!r}{hint}", False
     if v in ("propertyNames", "pattern") and path == ("clients",):
         bad = inst if isinstance(inst, str) else "?"
-        return path + (bad,), (f"client name {bad!r} is not allowed; expected letters, digits, '.', '_' or '-' "
-                               "(starting with a letter or digit), at most 64 characters"), True
+        return (
+            path + (bad,),
+            (
+                f"client name {bad!r} is not allowed; expected letters, digits, '.', '_' or '-' "
+                "(starting with a letter or digit), at most 64 characters"
+            ),
+            True,
+        )
     if v == "enum" and err.schema.get("enum") and set(err.schema["enum"]) == set(ALL_TOOLS):
         return path, f"{where}: unknown tool {inst!r}; expected one of: {', '.join(ALL_TOOLS)}", False
     if v == "anyOf" and path and path[-1] == "tools":
@@ -434,8 +488,12 @@ def _schema_reason(err: Any) -> tuple[tuple, str, bool]:
             deeper = [e for e in err.context if e.validator == "enum" and e.relative_path]
             if deeper:
                 i = deeper[0].relative_path[-1]
-                return path + (i,), f"{where}[{i}]: unknown tool {inst[i]!r}; expected one of: {', '.join(ALL_TOOLS)}", False
-        return path, f"{where} must be a list of tool names or \"all\", got {inst!r}", False
+                return (
+                    path + (i,),
+                    f"{where}[{i}]: unknown tool {inst[i]!r}; expected one of: {', '.join(ALL_TOOLS)}",
+                    False,
+                )
+        return path, f'{where} must be a list of tool names or "all", got {inst!r}', False
     if v == "type":
         expected = err.validator_value
         return path, f"{where} must be {_a(expected)}, got {_describe(inst)}", False
@@ -447,8 +505,14 @@ def _schema_reason(err: Any) -> tuple[tuple, str, bool]:
 
 
 def _a(expected: Any) -> str:
-    names = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
-             "boolean": "true or false", "number": "a number"}
+    names = {
+        "object": "a mapping",
+        "array": "a list",
+        "string": "a string",
+        "integer": "an integer",
+        "boolean": "true or false",
+        "number": "a number",
+    }
     if isinstance(expected, list):
         return " or ".join(names.get(e, e) for e in expected)
     return names.get(expected, str(expected))
@@ -486,16 +550,27 @@ def parse_policy(text: str, source: str) -> Policy:
     except yaml.YAMLError as exc:
         raise PolicyError(source, None, f"invalid YAML: {exc}") from None
     if data is None:
-        raise PolicyError(source, 1, "the policy is empty; expected a mapping starting with 'version: 1' "
-                                     "(see the shipped governance/mcp-serve.yaml)")
+        raise PolicyError(
+            source,
+            1,
+            "the policy is empty; expected a mapping starting with 'version: 1' "
+            "(see the shipped governance/mcp-serve.yaml)",
+        )
     if not isinstance(data, dict):
-        raise PolicyError(source, 1, f"the policy must be a mapping of keys (version, withhold, default_tools, "
-                                     f"clients, audit), got {_describe(data)}")
+        raise PolicyError(
+            source,
+            1,
+            f"the policy must be a mapping of keys (version, withhold, default_tools, "
+            f"clients, audit), got {_describe(data)}",
+        )
     version = data.get("version")
     if isinstance(version, int) and not isinstance(version, bool) and version > POLICY_VERSION:
-        raise PolicyError(source, nodes.line(("version",)),
-                          f"policy version {version} is newer than this Cairn understands (up to {POLICY_VERSION}); "
-                          "upgrade Cairn or write a version 1 policy")
+        raise PolicyError(
+            source,
+            nodes.line(("version",)),
+            f"policy version {version} is newer than this Cairn understands (up to {POLICY_VERSION}); "
+            "upgrade Cairn or write a version 1 policy",
+        )
     errors = list(_validator().iter_errors(data))
     if errors:
         found = []
@@ -510,8 +585,11 @@ def parse_policy(text: str, source: str) -> Policy:
     for i, raw in enumerate(withhold.get("tags") or []):
         tag = normalise_tag(raw)
         if tag is None:
-            raise PolicyError(source, nodes.line(("withhold", "tags", i)),
-                              f"withhold.tags[{i}]: {raw!r} is not a tag; expected e.g. 'personal' or 'personal/health'")
+            raise PolicyError(
+                source,
+                nodes.line(("withhold", "tags", i)),
+                f"withhold.tags[{i}]: {raw!r} is not a tag; expected e.g. 'personal' or 'personal/health'",
+            )
         tags.append(tag)
     folders: list[str] = []
     for i, raw in enumerate(withhold.get("folders") or []):
@@ -522,8 +600,9 @@ def parse_policy(text: str, source: str) -> Policy:
     clients = {}
     for name, spec in (data.get("clients") or {}).items():
         tools = spec.get("tools", [])
-        clients[name] = ClientPolicy(name=name, local=bool(spec["local"]),
-                                     tools=frozenset(ALL_TOOLS) if tools == "all" else frozenset(tools))
+        clients[name] = ClientPolicy(
+            name=name, local=bool(spec["local"]), tools=frozenset(ALL_TOOLS) if tools == "all" else frozenset(tools)
+        )
     default_tools = data.get("default_tools")
     return Policy(
         version=int(data["version"]),
@@ -544,14 +623,20 @@ def load_policy(path: Path) -> Policy:
         with open(path, "rb") as fh:
             raw = fh.read(MAX_POLICY_BYTES + 1)
     except FileNotFoundError:
-        raise PolicyError(source, None, "no policy file here; check the path (`cairn policy check` without FILE "
-                                        "creates your copy in the config folder from the shipped default)") from None
+        raise PolicyError(
+            source,
+            None,
+            "no policy file here; check the path (`cairn policy check` without FILE "
+            "creates your copy in the config folder from the shipped default)",
+        ) from None
     except IsADirectoryError:
         raise PolicyError(source, None, "this is a folder, not a policy file") from None
     except OSError as exc:
         raise PolicyError(source, None, f"cannot read the policy ({exc.strerror or exc})") from None
     if len(raw) > MAX_POLICY_BYTES:
-        raise PolicyError(source, None, f"the policy is larger than {MAX_POLICY_BYTES:,} bytes; expected a short YAML file")
+        raise PolicyError(
+            source, None, f"the policy is larger than {MAX_POLICY_BYTES:,} bytes; expected a short YAML file"
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -587,8 +672,11 @@ class PolicyHolder:
         except PolicyError as exc:
             if strict:
                 raise
-            log.error("MCP policy unusable, failing closed (no note goes to an MCP client or a remote model until "
-                      "it is fixed): %s", exc)
+            log.error(
+                "MCP policy unusable, failing closed (no note goes to an MCP client or a remote model until "
+                "it is fixed): %s",
+                exc,
+            )
             policy = fail_closed_policy(str(exc))
         self._loaded = _Loaded(policy, stamp, time.monotonic())
 

@@ -12,8 +12,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from cairn.config import CONTEXT_TOKEN_BUDGET, NOT_FOUND_ANSWER
 
@@ -42,7 +42,9 @@ class ContextBlock:
         return f"{head}\n{self.text.strip()}"
 
 
-def select_within_budget(scores: Sequence[float], tokens: Sequence[int], budget: int = CONTEXT_TOKEN_BUDGET) -> list[int]:
+def select_within_budget(
+    scores: Sequence[float], tokens: Sequence[int], budget: int = CONTEXT_TOKEN_BUDGET
+) -> list[int]:
     """Indices of the items kept within ``budget`` tokens: drop the lowest-scored items first
     until the rest fit. Kept indices are returned in their original (rank) order."""
     order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
@@ -88,8 +90,9 @@ def clean_markdown_line(line: str) -> str:
     return line.strip()
 
 
-def candidate_sentences(text: str, *, min_words: int = 4, max_chars: int = 400,
-                        attach_code: bool = False, max_code_chars: int = 160) -> list[str]:
+def candidate_sentences(
+    text: str, *, min_words: int = 4, max_chars: int = 400, attach_code: bool = False, max_code_chars: int = 160
+) -> list[str]:
     """Sentences of a chunk worth quoting: prose only (code fences, table rules and headings
     skipped), markdown cleaned, split at sentence ends; list items and table rows are sentences of
     their own. With ``attach_code``, a sentence ending in ``:`` right before a short code block
@@ -155,9 +158,16 @@ class Sentence:
     score: float
 
 
-def pick_sentences(sentences: Sequence[Sentence], *, max_sentences: int = 4, per_source: int = 2,
-                   relative_floor: float = 0.8, extend_ratio: float = 0.6, max_window: int = 3,
-                   max_total: int = 6) -> list[Sentence]:
+def pick_sentences(
+    sentences: Sequence[Sentence],
+    *,
+    max_sentences: int = 4,
+    per_source: int = 2,
+    relative_floor: float = 0.8,
+    extend_ratio: float = 0.6,
+    max_window: int = 3,
+    max_total: int = 6,
+) -> list[Sentence]:
     """The best sentences: highest score first, at most ``per_source`` seeds per source, none
     scoring below ``relative_floor`` × the best. Each seed is then extended with the sentences that
     follow it in its source (up to ``max_window`` in a row) while they score at least

@@ -22,22 +22,28 @@ import re
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from cairn.bm25 import Bm25Index
-from cairn.config import COSINE_FLOOR, CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER
+from cairn.config import CONTEXT_TOKEN_BUDGET, COSINE_FLOOR, DEFAULT_TOP_K, NOT_FOUND_ANSWER
 from cairn.dense import DenseIndex, DenseQuery
 from cairn.embedder import Embedder
 from cairn.errors import BadRequest
 from cairn.indexer import TITLE_WEIGHT, chunk_vector, content_hash, embedding_units, title_hash
 from cairn.notes import normalise_tag
-from cairn.policy import LinkRedactor, Withhold, WithheldTally
+from cairn.policy import LinkRedactor, WithheldTally, Withhold
 from cairn.prompt import (
-    Sentence, candidate_sentences, compose_extractive_answer, pick_sentences, select_within_budget, source_line,
+    Sentence,
+    candidate_sentences,
+    compose_extractive_answer,
+    pick_sentences,
+    select_within_budget,
+    source_line,
     token_overlap,
 )
 from cairn.ranking import FusionWeights, QueryClassifier, fts_phrase, limit_per_group, query_terms, rrf_fuse
@@ -154,12 +160,16 @@ class WithheldSet:
     redactor: LinkRedactor
 
     @classmethod
-    def load(cls, store: Store, withhold: Withhold | None) -> "WithheldSet":
+    def load(cls, store: Store, withhold: Withhold | None) -> WithheldSet:
         if not withhold:
             return cls(Withhold(), {}, {}, LinkRedactor(()))
         found = withheld_notes(store, withhold.tags, withhold.path_withheld if withhold.folders else None)
-        return cls(withhold, {nid: path for nid, (path, _) in found.items()}, chunk_notes(store, found),
-                   LinkRedactor(found.values()))
+        return cls(
+            withhold,
+            {nid: path for nid, (path, _) in found.items()},
+            chunk_notes(store, found),
+            LinkRedactor(found.values()),
+        )
 
     def __bool__(self) -> bool:
         return bool(self.withhold)
@@ -191,12 +201,14 @@ class WithheldSet:
             if path not in displays:  # how a heading shows those links: "alias", or "target > heading"
                 shown: list[str] = []
                 for link in store.links_of_note(path):
-                    if (link.get("targetPath") and self.hides_path(link["targetPath"])) or \
-                            self.redactor.matches(link.get("target") or ""):
+                    if (link.get("targetPath") and self.hides_path(link["targetPath"])) or self.redactor.matches(
+                        link.get("target") or ""
+                    ):
                         sub = link.get("heading") or link.get("blockId")
                         shown += [link.get("alias") or "", f"{link.get('target') or ''} > {sub}" if sub else ""]
                 displays[path] = tuple(d for d in shown if d.strip())
             return self.redactor.redact_symbol(symbol, displays[path])
+
         return mask
 
 
@@ -207,8 +219,9 @@ MAX_QUESTION_CHARS = 2000
 
 
 #: Odd 64-bit multipliers of the unit vectors' compact keys (:func:`_unit_keys`); fixed, so keys agree across loads.
-_KEY_MULT = (np.random.default_rng(0x5EED_CA1E).integers(0, 2**63, size=192, dtype=np.uint64) << np.uint64(1)) \
-    | np.uint64(1)
+_KEY_MULT = (
+    np.random.default_rng(0x5EED_CA1E).integers(0, 2**63, size=192, dtype=np.uint64) << np.uint64(1)
+) | np.uint64(1)
 
 
 def _unit_keys(mat: np.ndarray) -> np.ndarray:
@@ -219,7 +232,7 @@ def _unit_keys(mat: np.ndarray) -> np.ndarray:
     out = np.empty(len(mat), dtype=np.uint64)
     words = np.ascontiguousarray(mat, dtype=np.float32).view(np.uint64)
     for start in range(0, len(mat), 4096):
-        out[start:start + 4096] = (words[start:start + 4096] * _KEY_MULT).sum(axis=1, dtype=np.uint64)
+        out[start : start + 4096] = (words[start : start + 4096] * _KEY_MULT).sum(axis=1, dtype=np.uint64)
     return out
 
 
@@ -233,7 +246,9 @@ def _distinct_units(units: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     rank = np.empty(len(first), dtype=np.int64)
     rank[by_first] = np.arange(len(first))
     firsts, index = first[by_first], rank[inverse.reshape(-1)]
-    same = all(np.array_equal(units[s:s + 4096], units[firsts[index[s:s + 4096]]]) for s in range(0, len(units), 4096))
+    same = all(
+        np.array_equal(units[s : s + 4096], units[firsts[index[s : s + 4096]]]) for s in range(0, len(units), 4096)
+    )
     if not same:  # two different vectors with one key (never seen): by bytes, as before
         distinct: dict[bytes, int] = {}
         first_list: list[int] = []
@@ -276,20 +291,20 @@ class _VectorSnapshot:
 
     generation: int
     loaded_at: float
-    chunk_ids: np.ndarray      # (n,) int64
-    chunks: np.ndarray         # (n, 384) float32
-    row_of: dict[int, int]     # chunk id → row
-    unit_order: np.ndarray     # (m,) row in ``units`` of each unit, units sorted by owning chunk row
-    group_starts: np.ndarray   # (g,) start of each owning chunk's run in unit_order
-    group_rows: np.ndarray     # (g,) the owning chunk row of each run
-    units: np.ndarray          # (d, 384) float32: the distinct unit vectors (and, after refresh(), unreferenced ones)
-    dense: DenseIndex          # the same vectors with their int8 copies, for a question's exact top chunks
-    unit_keys: np.ndarray      # (d,) uint64: _unit_keys(units), to match a new unit with a row held
-    recipe: str | None         # the store's vector recipe the vectors were made with (Store.embedded_chunk_ids)
-    file_id: tuple[int, int]   # Store.file_identity() at load: a replaced file is loaded in full
+    chunk_ids: np.ndarray  # (n,) int64
+    chunks: np.ndarray  # (n, 384) float32
+    row_of: dict[int, int]  # chunk id → row
+    unit_order: np.ndarray  # (m,) row in ``units`` of each unit, units sorted by owning chunk row
+    group_starts: np.ndarray  # (g,) start of each owning chunk's run in unit_order
+    group_rows: np.ndarray  # (g,) the owning chunk row of each run
+    units: np.ndarray  # (d, 384) float32: the distinct unit vectors (and, after refresh(), unreferenced ones)
+    dense: DenseIndex  # the same vectors with their int8 copies, for a question's exact top chunks
+    unit_keys: np.ndarray  # (d,) uint64: _unit_keys(units), to match a new unit with a row held
+    recipe: str | None  # the store's vector recipe the vectors were made with (Store.embedded_chunk_ids)
+    file_id: tuple[int, int]  # Store.file_identity() at load: a replaced file is loaded in full
 
     @classmethod
-    def load(cls, store: Store) -> "_VectorSnapshot":
+    def load(cls, store: Store) -> _VectorSnapshot:
         """Everything, read in one transaction (:meth:`Store.load_vector_matrices_and_recipe`)."""
         file_id = store.file_identity()
         (gen, chunk_ids, chunks, unit_owner, units), recipe = store.load_vector_matrices_and_recipe()
@@ -301,13 +316,24 @@ class _VectorSnapshot:
         unit_order = index[order]
         distinct_units = units[firsts]
         starts, group_rows, unit_start, unit_end = _unit_runs(owner_rows[order], len(chunk_ids))
-        return cls(generation=gen, loaded_at=time.monotonic(), chunk_ids=chunk_ids, chunks=chunks, row_of=row_of,
-                   unit_order=unit_order, group_starts=starts, group_rows=group_rows, units=distinct_units,
-                   dense=DenseIndex(chunks, distinct_units, unit_order, unit_start, unit_end), unit_keys=keys,
-                   recipe=recipe, file_id=file_id)
+        return cls(
+            generation=gen,
+            loaded_at=time.monotonic(),
+            chunk_ids=chunk_ids,
+            chunks=chunks,
+            row_of=row_of,
+            unit_order=unit_order,
+            group_starts=starts,
+            group_rows=group_rows,
+            units=distinct_units,
+            dense=DenseIndex(chunks, distinct_units, unit_order, unit_start, unit_end),
+            unit_keys=keys,
+            recipe=recipe,
+            file_id=file_id,
+        )
 
     @classmethod
-    def refresh(cls, old: "_VectorSnapshot", store: Store, *, max_changed: float) -> "_VectorSnapshot | None":
+    def refresh(cls, old: _VectorSnapshot, store: Store, *, max_changed: float) -> _VectorSnapshot | None:
         """A snapshot of the store now, made from ``old`` by reading only what changed: the ids of every chunk with a
         vector (:meth:`Store.embedded_chunk_ids`), then the vectors of the chunks added since ``old``
         (:meth:`Store.vector_matrices_of`); a chunk id keeps its vector while the vector recipe stays (see there). Removed chunks' rows and units are dropped, the others'
@@ -336,9 +362,21 @@ class _VectorSnapshot:
             return None
         now = time.monotonic()
         if not changed:
-            return cls(generation=gen, loaded_at=now, chunk_ids=old.chunk_ids, chunks=old.chunks, row_of=old.row_of,
-                       unit_order=old.unit_order, group_starts=old.group_starts, group_rows=old.group_rows,
-                       units=old.units, dense=old.dense, unit_keys=old.unit_keys, recipe=recipe, file_id=old.file_id)
+            return cls(
+                generation=gen,
+                loaded_at=now,
+                chunk_ids=old.chunk_ids,
+                chunks=old.chunks,
+                row_of=old.row_of,
+                unit_order=old.unit_order,
+                group_starts=old.group_starts,
+                group_rows=old.group_rows,
+                units=old.units,
+                dense=old.dense,
+                unit_keys=old.unit_keys,
+                recipe=recipe,
+                file_id=old.file_id,
+            )
         _, a_ids, a_chunks, a_owner, a_units = store.vector_matrices_of(added)
         n_keep = len(keep_rows)
 
@@ -383,15 +421,33 @@ class _VectorSnapshot:
             return None  # too many unit rows nothing refers to: a full load compacts them
         chunk_ids = np.concatenate([old.chunk_ids[keep_rows], a_ids])
         chunks = np.concatenate([old.chunks[keep_rows], a_chunks])
-        starts, group_rows, unit_start, unit_end = _unit_runs(np.concatenate([owner_kept[kept_pos], a_rows]),
-                                                              len(chunk_ids))
-        dense = old.dense.derived(chunks, units, unit_order, unit_start, unit_end,
-                                  chunk_from=np.r_[keep_rows, np.full(len(a_ids), -1, dtype=np.int64)],
-                                  unit_from=np.r_[np.arange(d_old), np.full(len(new_rows), -1, dtype=np.int64)])
-        return cls(generation=gen, loaded_at=now, chunk_ids=chunk_ids, chunks=chunks,
-                   row_of=dict(zip(chunk_ids.tolist(), range(len(chunk_ids)))), unit_order=unit_order,
-                   group_starts=starts, group_rows=group_rows, units=units, dense=dense, unit_keys=unit_keys,
-                   recipe=recipe, file_id=old.file_id)
+        starts, group_rows, unit_start, unit_end = _unit_runs(
+            np.concatenate([owner_kept[kept_pos], a_rows]), len(chunk_ids)
+        )
+        dense = old.dense.derived(
+            chunks,
+            units,
+            unit_order,
+            unit_start,
+            unit_end,
+            chunk_from=np.r_[keep_rows, np.full(len(a_ids), -1, dtype=np.int64)],
+            unit_from=np.r_[np.arange(d_old), np.full(len(new_rows), -1, dtype=np.int64)],
+        )
+        return cls(
+            generation=gen,
+            loaded_at=now,
+            chunk_ids=chunk_ids,
+            chunks=chunks,
+            row_of=dict(zip(chunk_ids.tolist(), range(len(chunk_ids)))),
+            unit_order=unit_order,
+            group_starts=starts,
+            group_rows=group_rows,
+            units=units,
+            dense=dense,
+            unit_keys=unit_keys,
+            recipe=recipe,
+            file_id=old.file_id,
+        )
 
     def scores(self, qvec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(cosine of every chunk vector to ``qvec``, best cosine among each chunk's unit vectors
@@ -464,9 +520,16 @@ class QueryService:
     #: one per core (37 ms with 4 threads scoring), and no slower alone (9.7 ms against 18 ms wall).
     BLAS_THREADS = 1
 
-    def __init__(self, store: Store, embedder: Embedder, *, floor: float = COSINE_FLOOR,
-                 weights: FusionWeights = FusionWeights(), title_weight: float = TITLE_WEIGHT,
-                 classifier: QueryClassifier | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        *,
+        floor: float = COSINE_FLOOR,
+        weights: FusionWeights = FusionWeights(),
+        title_weight: float = TITLE_WEIGHT,
+        classifier: QueryClassifier | None = None,
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.floor = floor
@@ -475,9 +538,9 @@ class QueryService:
         self.unit_weight = self.UNIT_WEIGHT
         self._snapshot: _VectorSnapshot | None = None
         self._snapshot_lock = threading.Lock()
-        self._full_loaded_at = 0.0   # time.monotonic() of the last full load of the vectors
+        self._full_loaded_at = 0.0  # time.monotonic() of the last full load of the vectors
         self._reload_tried_at = 0.0  # of the last reload started (one that waited for a full load included)
-        self._bulk_waiting = False   # a query found more new chunks than it scores: the next load may be full
+        self._bulk_waiting = False  # a query found more new chunks than it scores: the next load may be full
         self._snapshot_loading: threading.Thread | None = None
         self._vec_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._vec_cache_lock = threading.Lock()
@@ -524,9 +587,18 @@ class QueryService:
         return out
 
     # ------------------------------------------------------------------ retrieval
-    def retrieve(self, query: str, *, top_k: int = DEFAULT_TOP_K, tags: Sequence[str] = (),
-                 folders: Sequence[str] = (), mode: str = "hybrid", per_note: int | None = None,
-                 withhold: Withhold | None = None, tally: WithheldTally | None = None) -> tuple[list[Hit], str | None]:
+    def retrieve(
+        self,
+        query: str,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        mode: str = "hybrid",
+        per_note: int | None = None,
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> tuple[list[Hit], str | None]:
         """Ranked hits for ``query`` (at most ``top_k``, at most ``per_note`` chunks per note),
         each with cosine similarity ≥ the floor. ``mode`` picks the ranked lists fused:
         ``hybrid`` (BM25 + dense), ``bm25`` or ``dense`` (for evaluation). Returns (hits, preference).
@@ -540,8 +612,15 @@ class QueryService:
         for f in folders or ():
             check_chars(str(f), f"The folder {f!r}")
         scope_folders = [str(f).strip().strip("/") for f in folders or () if str(f).strip().strip("/")]
-        key = (query, top_k, tuple(scope_tags), tuple(scope_folders), mode, per_note,
-               (withhold.tags, withhold.folders) if withhold else None)
+        key = (
+            query,
+            top_k,
+            tuple(scope_tags),
+            tuple(scope_folders),
+            mode,
+            per_note,
+            (withhold.tags, withhold.folders) if withhold else None,
+        )
         epoch = self._store_epoch()
         with self._results_lock:
             cached = self._results.get(key)
@@ -658,8 +737,9 @@ class QueryService:
         self._store_epoch()
         return self._bm25(query, limit)
 
-    def _bm25(self, query: str, limit: int, *, within: Sequence[int] | None = None,
-              excluding: Sequence[int] = ()) -> list[int]:
+    def _bm25(
+        self, query: str, limit: int, *, within: Sequence[int] | None = None, excluding: Sequence[int] = ()
+    ) -> list[int]:
         """The ``limit`` chunks with the best FTS5 BM25 for the OR of ``query``'s terms (what
         :meth:`Store.fts_search` returns for :func:`cairn.ranking.fts_match_expression`), best first, ties by chunk id;
         ``within`` restricts to chunk ids, ``excluding`` leaves chunk ids out before the top is taken."""
@@ -669,8 +749,11 @@ class QueryService:
         if self._terms_auto:
             self.terms.refresh(self._epoch)
             now = time.monotonic()
-            if self.terms.wants_rebuild and now - self._terms_started_at >= self.TERMS_REBUILD_S \
-                    and now - self._epoch_changed_at >= self.TERMS_QUIET_S:
+            if (
+                self.terms.wants_rebuild
+                and now - self._terms_started_at >= self.TERMS_REBUILD_S
+                and now - self._epoch_changed_at >= self.TERMS_QUIET_S
+            ):
                 self.start_keyword_index()
         parts = [self._term_scores(t) for t in terms]
         top = max((int(ids.max()) for ids, _ in parts if len(ids)), default=-1)
@@ -715,8 +798,17 @@ class QueryService:
                 self._scores.popitem(last=False)
         return scores
 
-    def _rank(self, query: str, top_k: int, scope_tags: list[str], scope_folders: list[str], mode: str,
-              per_note: int, withhold: Withhold | None, tally: WithheldTally) -> tuple[list[Hit], str | None]:
+    def _rank(
+        self,
+        query: str,
+        top_k: int,
+        scope_tags: list[str],
+        scope_folders: list[str],
+        mode: str,
+        per_note: int,
+        withhold: Withhold | None,
+        tally: WithheldTally,
+    ) -> tuple[list[Hit], str | None]:
         """:meth:`retrieve` on validated arguments, without the result cache."""
         within = self.store.scoped_chunk_ids(scope_tags, scope_folders) if (scope_tags or scope_folders) else None
         if within is not None and not within:
@@ -738,7 +830,7 @@ class QueryService:
         newer = self._embedded_since(snap)
         if len(newer) > self.SNAPSHOT_MAX_NEWER:  # a bulk (re-)index: the rest join when the reload lands
             self._reload_vectors(bulk=True)
-            newer = newer[:self.SNAPSHOT_MAX_NEWER]
+            newer = newer[: self.SNAPSHOT_MAX_NEWER]
         if within is not None and newer:
             scope = set(within)
             newer = [c for c in newer if c in scope]
@@ -778,10 +870,17 @@ class QueryService:
         floor_score = {c: max(cos, self.FLOOR_UNIT_WEIGHT * unit_cos[c]) for c, cos in chunk_cos.items()}
         if mode in ("hybrid", "dense"):
             rankings["dense"] = sorted((c for c in pool if c in dense), key=lambda c: (-dense[c], c))[: self.CANDIDATES]
-        passing = {cid for cid in candidates if cid in rows and floor_score.get(cid, -1.0) >= self.floor
-                   and not (hidden and hidden.hides(rows[cid].note_id, rows[cid].path))}
-        fused = rrf_fuse({name: [c for c in ranked if c in passing] for name, ranked in rankings.items()},
-                         {"dense": self.weights.dense, "bm25": self.weights.bm25})
+        passing = {
+            cid
+            for cid in candidates
+            if cid in rows
+            and floor_score.get(cid, -1.0) >= self.floor
+            and not (hidden and hidden.hides(rows[cid].note_id, rows[cid].path))
+        }
+        fused = rrf_fuse(
+            {name: [c for c in ranked if c in passing] for name, ranked in rankings.items()},
+            {"dense": self.weights.dense, "bm25": self.weights.bm25},
+        )
         for cid in fused:
             fused[cid] *= self.classifier.boost(preference, rows[cid].kind)
         order = sorted(fused, key=lambda c: (-fused[c], -cosines[c], c))
@@ -799,10 +898,21 @@ class QueryService:
                         return True
                     c, u = dq.exact(np.asarray([r], dtype=np.int64))
                     return max(float(c[0]), self.FLOOR_UNIT_WEIGHT * float(u[0])) >= self.floor
+
                 tally.add(hidden.notes[hidden.chunks[c]] for c in touched if would_pass(c))
         mask = hidden.symbol_masker(self.store) if hidden.redactor else None
-        hits = [self._hit(rows[c], fused[c], cosines[c], tags_by_note.get(rows[c].note_id, []), terms,
-                          hidden.redact if hidden.redactor else None, mask) for c in chosen]
+        hits = [
+            self._hit(
+                rows[c],
+                fused[c],
+                cosines[c],
+                tags_by_note.get(rows[c].note_id, []),
+                terms,
+                hidden.redact if hidden.redactor else None,
+                mask,
+            )
+            for c in chosen
+        ]
         return hits, preference
 
     #: Texts whose embeddings are kept in memory (LRU): questions, and the sentences and titles the
@@ -850,8 +960,10 @@ class QueryService:
                     self._snapshot = _VectorSnapshot.load(self.store)
                     self._full_loaded_at = time.monotonic()
                 return self._snapshot
-        if snap.generation != self.store.vectors_generation() and \
-                time.monotonic() - max(snap.loaded_at, self._reload_tried_at) >= self.SNAPSHOT_REFRESH_S:
+        if (
+            snap.generation != self.store.vectors_generation()
+            and time.monotonic() - max(snap.loaded_at, self._reload_tried_at) >= self.SNAPSHOT_REFRESH_S
+        ):
             self._reload_vectors()
         return snap
 
@@ -863,8 +975,9 @@ class QueryService:
                 self._bulk_waiting = True  # seen by a load already running, before it decides to wait
             if self._snapshot_loading is not None and self._snapshot_loading.is_alive():
                 return
-            self._snapshot_loading = threading.Thread(target=self._load_vectors, kwargs={"bulk": bulk},
-                                                      name="cairn-vectors", daemon=True)
+            self._snapshot_loading = threading.Thread(
+                target=self._load_vectors, kwargs={"bulk": bulk}, name="cairn-vectors", daemon=True
+            )
             self._snapshot_loading.start()
 
     def _load_vectors(self, *, bulk: bool = True) -> None:
@@ -918,8 +1031,9 @@ class QueryService:
     #: yet (~0.1-0.2 s of CPU); texts the embedding cache holds cost nothing.
     SIMILARITY_EMBED_TEXTS = 64
 
-    def _similarities(self, qvec: np.ndarray, ids: Sequence[int], rows: dict[int, ChunkRow], *,
-                      compute_missing: set[int]) -> tuple[dict[int, float], dict[int, float]]:
+    def _similarities(
+        self, qvec: np.ndarray, ids: Sequence[int], rows: dict[int, ChunkRow], *, compute_missing: set[int]
+    ) -> tuple[dict[int, float], dict[int, float]]:
         """For every candidate read from the store: (cosine of its chunk vector, best cosine among its
         unit vectors or -1). Chunks not
         embedded yet (keyword-ready index, or rewritten by a re-index) get vectors computed now, the same way the
@@ -941,8 +1055,11 @@ class QueryService:
             found = self.store.cached_vectors(wanted, self.embedder.model_id)
             budget = self.SIMILARITY_EMBED_TEXTS
             for c in missing:  # in the caller's order: the best keyword candidates first
-                need = [h for h in dict.fromkeys([*map(content_hash, units[c]), title_hash(rows[c].title)])
-                        if h not in found]
+                need = [
+                    h
+                    for h in dict.fromkeys([*map(content_hash, units[c]), title_hash(rows[c].title)])
+                    if h not in found
+                ]
                 if len(need) > budget:
                     continue
                 if need:
@@ -958,47 +1075,90 @@ class QueryService:
         return cosines, best_unit
 
     @staticmethod
-    def _hit(row: ChunkRow, score: float, cosine: float, tags: Sequence[str], terms: Sequence[str],
-             redact: "Callable[[str], str] | None" = None,
-             mask_symbol: "Callable[[str, str], str] | None" = None) -> Hit:
+    def _hit(
+        row: ChunkRow,
+        score: float,
+        cosine: float,
+        tags: Sequence[str],
+        terms: Sequence[str],
+        redact: Callable[[str], str] | None = None,
+        mask_symbol: Callable[[str, str], str] | None = None,
+    ) -> Hit:
         text, symbol = (redact(row.text), redact(row.symbol)) if redact else (row.text, row.symbol)
         if mask_symbol is not None and row.kind != "pdf":  # a PDF's symbol is "page N"
             symbol = mask_symbol(row.path, row.symbol)
-        return Hit(chunk_id=row.chunk_id, file_path=row.path, title=row.title, symbol=symbol, score=score,
-                   cosine=cosine, snippet=make_snippet(text, terms), text=text, tags=tuple(tags),
-                   lines=(row.line_start, row.line_end) if row.line_start is not None else None,
-                   page=row.page, kind=row.kind, indexed_at=row.indexed_at,
-                   token_bound=row.token_count if text == row.text else 0)
+        return Hit(
+            chunk_id=row.chunk_id,
+            file_path=row.path,
+            title=row.title,
+            symbol=symbol,
+            score=score,
+            cosine=cosine,
+            snippet=make_snippet(text, terms),
+            text=text,
+            tags=tuple(tags),
+            lines=(row.line_start, row.line_end) if row.line_start is not None else None,
+            page=row.page,
+            kind=row.kind,
+            indexed_at=row.indexed_at,
+            token_bound=row.token_count if text == row.text else 0,
+        )
 
-    def search(self, query: str, *, top_k: int = DEFAULT_TOP_K, tags: Sequence[str] = (),
-               folders: Sequence[str] = (), mode: str = "hybrid", withhold: Withhold | None = None,
-               tally: WithheldTally | None = None) -> SearchResult:
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        mode: str = "hybrid",
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> SearchResult:
         """Ranked chunks for a query. Raises :class:`BadRequest` for an empty or over-long query,
         a bad top_k or tag. ``withhold``/``tally``: see :meth:`retrieve`; ``SearchResult.withheld``
         is the number of withheld notes removed from the candidates."""
         started = time.perf_counter()
         tally = tally if tally is not None else WithheldTally()
-        hits, preference = self.retrieve(query, top_k=top_k, tags=tags, folders=folders, mode=mode,
-                                         withhold=withhold, tally=tally)
-        return SearchResult(hits=hits, elapsed_ms=(time.perf_counter() - started) * 1000, preference=preference,
-                            withheld=tally.count)
+        hits, preference = self.retrieve(
+            query, top_k=top_k, tags=tags, folders=folders, mode=mode, withhold=withhold, tally=tally
+        )
+        return SearchResult(
+            hits=hits, elapsed_ms=(time.perf_counter() - started) * 1000, preference=preference, withheld=tally.count
+        )
 
     # ------------------------------------------------------------------ answers
-    def context(self, question: str, *, top_k: int = DEFAULT_TOP_K, tags: Sequence[str] = (),
-                folders: Sequence[str] = (), withhold: Withhold | None = None,
-                tally: WithheldTally | None = None) -> list[Source]:
+    def context(
+        self,
+        question: str,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> list[Source]:
         """The numbered sources of an answer: retrieved chunks that fit the 6,000-token context
         budget (lowest-scored dropped first), numbered 1..n in rank order. [] → not found.
         ``withhold``/``tally``: see :meth:`retrieve` (withheld notes never become sources)."""
-        hits, _ = self.retrieve(question, top_k=top_k, tags=tags, folders=folders, per_note=self.PER_NOTE_ASK,
-                                withhold=withhold, tally=tally)
+        hits, _ = self.retrieve(
+            question,
+            top_k=top_k,
+            tags=tags,
+            folders=folders,
+            per_note=self.PER_NOTE_ASK,
+            withhold=withhold,
+            tally=tally,
+        )
         if not hits:
             return []
         # Upper bounds first: a block's tokens are its header's plus its text's (WordPiece never joins across the
         # newline), and the text has at most the chunk's indexed token_count. When the bounds fit, every block
         # does, and nothing is counted: tokenizing the sources' text was ~5.5 ms of a new question's ~14 ms of
         # /ask CPU on obsidian-hub. Otherwise each block is counted exactly.
-        bounds = [self._count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n") + h.token_bound for i, h in enumerate(hits, 1)]
+        bounds = [
+            self._count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n") + h.token_bound for i, h in enumerate(hits, 1)
+        ]
         if all(h.token_bound for h in hits) and sum(bounds) <= CONTEXT_TOKEN_BUDGET:
             tokens = bounds
         else:
@@ -1006,9 +1166,16 @@ class QueryService:
         kept = select_within_budget([h.score for h in hits], tokens, CONTEXT_TOKEN_BUDGET)
         return [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)]
 
-    def ask(self, question: str, *, top_k: int = DEFAULT_TOP_K, tags: Sequence[str] = (),
-            folders: Sequence[str] = (), withhold: Withhold | None = None,
-            tally: WithheldTally | None = None) -> Answer:
+    def ask(
+        self,
+        question: str,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> Answer:
         """An attributable answer. Nothing above the floor → the fixed not-found answer. Otherwise
         (no model yet) the extractive answer: the sentences of the sources that best answer the
         question, each followed by its ``[n]``, then a ``Sources:`` list; ``grounded: false``."""
@@ -1017,11 +1184,23 @@ class QueryService:
         tally = tally if tally is not None else WithheldTally()
         sources = self.context(question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally)
         if not sources:
-            return Answer(text=NOT_FOUND_ANSWER, grounded=False, not_found=True, sources=[],
-                          elapsed_ms=(time.perf_counter() - started) * 1000, withheld=tally.count)
+            return Answer(
+                text=NOT_FOUND_ANSWER,
+                grounded=False,
+                not_found=True,
+                sources=[],
+                elapsed_ms=(time.perf_counter() - started) * 1000,
+                withheld=tally.count,
+            )
         text = self.extractive_answer(question, sources)
-        return Answer(text=text, grounded=False, not_found=False, sources=sources,
-                      elapsed_ms=(time.perf_counter() - started) * 1000, withheld=tally.count)
+        return Answer(
+            text=text,
+            grounded=False,
+            not_found=False,
+            sources=sources,
+            elapsed_ms=(time.perf_counter() - started) * 1000,
+            withheld=tally.count,
+        )
 
     #: Weight of the source note's title cosine added to each sentence's own cosine in the extractive
     #: answer: the title carries the subject a sentence often leaves out ("Garlic" for "Plant cloves in
@@ -1041,8 +1220,12 @@ class QueryService:
         read from the store's embedding cache, so an answer over indexed notes embeds nothing but the
         question. Only a sentence changed since (a redacted link, a chunk not embedded yet) is embedded.
         The text is kept in memory (LRU) by question and sources: it depends on nothing else."""
-        key = (question, tuple((s.n, s.hit.title, s.hit.file_path, s.hit.symbol, s.hit.text, s.hit.lines, s.hit.page)
-                               for s in sources))
+        key = (
+            question,
+            tuple(
+                (s.n, s.hit.title, s.hit.file_path, s.hit.symbol, s.hit.text, s.hit.lines, s.hit.page) for s in sources
+            ),
+        )
         with self._results_lock:
             text = self._answers.get(key)
             if text is not None:
@@ -1071,14 +1254,21 @@ class QueryService:
             qvec = self._embed_cached([question])[0]
             units = list(dict.fromkeys(c[4] for c in cands))
             titles = list(dict.fromkeys(c[5] for c in cands))
-            vecs = self._stored_or_embedded([*units, *titles],
-                                            [*map(content_hash, units), *map(title_hash, titles)])
+            vecs = self._stored_or_embedded([*units, *titles], [*map(content_hash, units), *map(title_hash, titles)])
             sim = dict(zip([*units, *(("\x1ftitle", t) for t in titles)], (vecs @ qvec).tolist()))
             terms = query_terms(question)
-            scored = [Sentence(n=n, position=pos, text=text,
-                               score=sim[unit] + self.TITLE_PRIOR * sim[("\x1ftitle", title)]
-                               + 0.15 * token_overlap(terms, in_context) - 0.01 * (n - 1))
-                      for n, pos, text, in_context, unit, title in cands]
+            scored = [
+                Sentence(
+                    n=n,
+                    position=pos,
+                    text=text,
+                    score=sim[unit]
+                    + self.TITLE_PRIOR * sim[("\x1ftitle", title)]
+                    + 0.15 * token_overlap(terms, in_context)
+                    - 0.01 * (n - 1),
+                )
+                for n, pos, text, in_context, unit, title in cands
+            ]
             picked = pick_sentences(scored)
         lines = [source_line(s.n, s.hit.file_path, s.hit.symbol, s.hit.lines, s.hit.page) for s in sources]
         return compose_extractive_answer(picked, lines)
@@ -1158,7 +1348,7 @@ def make_snippet(text: str, terms: Sequence[str], width: int = 220) -> str:
     start = max(0, best - width // 4)
     if start:
         start = flat.find(" ", start) + 1 or start
-    piece = flat[start:start + width]
+    piece = flat[start : start + width]
     if start + width < len(flat):
         piece = piece.rsplit(" ", 1)[0] + "…"
     return ("…" if start else "") + piece

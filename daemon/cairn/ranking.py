@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Mapping, Sequence, TypeVar
+from typing import TypeVar
 
 from cairn.config import RRF_K
 
 K = TypeVar("K", bound=Hashable)
 
 #: Function words dropped from keyword queries: they carry no topic and only add BM25 noise.
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all am an and any are aren't as at be because been before being below between
 both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during each few for from
 further had hadn't has hasn't have haven't having he her here hers herself him himself his how i i'm if in into is
@@ -28,7 +30,8 @@ ourselves out over own same she should shouldn't so some such than that that's t
 there there's these they they're this those through to too under until up very was wasn't we we're were weren't what
 what's when where which while who whom why will with won't would wouldn't you you're your yours yourself yourselves
 get got use using want way ways make makes thing things something anything also whether possible able
-""".split())
+""".split()
+)
 
 _WORD = re.compile(r"[\w][\w'’-]*", re.UNICODE)
 
@@ -92,8 +95,14 @@ class QueryClassifier:
 
     PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ("pdf", re.compile(r"\b(pdfs?|page \d+|on page|in the (paper|manual|pdf|document)|pages?)\b", re.I)),
-        ("code", re.compile(r"\b(code|snippets?|scripts?|commands?|functions?|regex|syntax example|"
-                            r"python|javascript|js|css|bash|shell|sql|json|yaml|dataviewjs)\b", re.I)),
+        (
+            "code",
+            re.compile(
+                r"\b(code|snippets?|scripts?|commands?|functions?|regex|syntax example|"
+                r"python|javascript|js|css|bash|shell|sql|json|yaml|dataviewjs)\b",
+                re.I,
+            ),
+        ),
         ("table", re.compile(r"\b(tables?|columns?|rows?)\b", re.I)),
     )
     #: Multiplier applied to the fused score of a chunk of the preferred kind.

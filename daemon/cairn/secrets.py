@@ -370,7 +370,9 @@ def _read_file(config: Config, path: Path | None = None, pattern: re.Pattern = _
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"The token file {str(path)!r} is not a regular file; delete it and run `cairn token --rotate`.")
+            raise ConfigError(
+                f"The token file {str(path)!r} is not a regular file; delete it and run `cairn token --rotate`."
+            )
         if os.name == "posix":
             if info.st_uid != os.getuid():
                 raise ConfigError(
@@ -418,8 +420,10 @@ def check_mcp_client_name(name: str) -> str:
     """``name`` if it is a valid client name (letters, digits, ``.``, ``_``, ``-``; 1-64 characters, starting
     with a letter or digit), else :class:`ConfigError` saying so."""
     if not isinstance(name, str) or not MCP_CLIENT_RE.match(name) or name == MCP_CLIENTS_FILE:
-        raise ConfigError(f"{str(name)[:80]!r} is not a valid MCP client name; use 1-64 letters, digits, '.', '_' "
-                          "or '-', starting with a letter or digit (e.g. 'claude-desktop').")
+        raise ConfigError(
+            f"{str(name)[:80]!r} is not a valid MCP client name; use 1-64 letters, digits, '.', '_' "
+            "or '-', starting with a letter or digit (e.g. 'claude-desktop')."
+        )
     return name
 
 

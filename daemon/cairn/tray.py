@@ -36,11 +36,12 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from cairn.events import EventBus
 
@@ -156,8 +157,13 @@ def open_folder(path: Path) -> None:
         os.startfile(str(path))  # type: ignore[attr-defined]
         return
     opener = "open" if sys.platform == "darwin" else "xdg-open"
-    subprocess.Popen([opener, str(path)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True)
+    subprocess.Popen(
+        [opener, str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 def copy_to_clipboard(text: str) -> None:
@@ -201,31 +207,43 @@ class Tray:
         #: waits on ONE shared result queue, so two threads calling at once could take each other's result.
         self._icon_lock = threading.Lock()
         self._icon_stopped = False
-        self._updates: "queue.Queue[TrayStatus | None]" = queue.Queue()
+        self._updates: queue.Queue[TrayStatus | None] = queue.Queue()
         #: Futures of actions sent to the loop (the last few), for callers that want to wait.
         self.pending: list[Future] = []
         item, sep = pystray.MenuItem, pystray.Menu.SEPARATOR
         self.menu = pystray.Menu(
             item(lambda _i: self._status.text, None, enabled=False),
-            item(lambda _i: f"⚠ {self.actions.warning}", None, enabled=False,
-                 visible=lambda _i: bool(self.actions.warning)),
+            item(
+                lambda _i: f"⚠ {self.actions.warning}",
+                None,
+                enabled=False,
+                visible=lambda _i: bool(self.actions.warning),
+            ),
             item(lambda _i: self._notice or "", None, enabled=False, visible=lambda _i: bool(self._notice)),
             sep,
             item("Reindex now", self._on_reindex, enabled=lambda _i: self._can_act()),
-            item(lambda _i: "Resume watching" if self.paused else "Pause watching", self._on_pause,
-                 enabled=lambda _i: self._can_act()),
+            item(
+                lambda _i: "Resume watching" if self.paused else "Pause watching",
+                self._on_pause,
+                enabled=lambda _i: self._can_act(),
+            ),
             sep,
             item("Open vault folder", self._on_open_vault, default=True),
             item("Open logs folder", self._on_open_logs),
             item("Copy API token", self._on_copy_token, enabled=lambda _i: self.actions.token is not None),
             sep,
-            item("Start at login", self._on_autostart, checked=lambda _i: self._autostart_checked(),
-                 enabled=lambda _i: self.actions.set_autostart is not None),
+            item(
+                "Start at login",
+                self._on_autostart,
+                checked=lambda _i: self._autostart_checked(),
+                enabled=lambda _i: self.actions.set_autostart is not None,
+            ),
             sep,
             item("Quit", self._on_quit),
         )
-        self.icon = pystray.Icon(name, icon=self._images[self._status.state], title=self._status.tooltip,
-                                 menu=self.menu)
+        self.icon = pystray.Icon(
+            name, icon=self._images[self._status.state], title=self._status.tooltip, menu=self.menu
+        )
         self._updater = threading.Thread(target=self._apply_updates, name="cairn-tray-update", daemon=True)
         #: pystray's plain X11 backend: shown and updated through :class:`_XorgBridge`.
         self._xorg = type(self.icon).__module__ == "pystray._xorg"
@@ -350,7 +368,7 @@ class Tray:
             while True:
                 try:
                     name, data = await asyncio.wait_for(sub.get(), timeout=self.poll_s)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     await self.refresh()
                     continue
                 if name == "progress" and isinstance(data, Mapping):
@@ -454,8 +472,9 @@ class Tray:
         self._push()
 
     # ------------------------------------------------------------------ actions (tray thread)
-    def _submit(self, fn: Callable[..., Any], *args: Any, done: Callable[[Any], None] | None = None,
-                what: str = "action") -> Future | None:
+    def _submit(
+        self, fn: Callable[..., Any], *args: Any, done: Callable[[Any], None] | None = None, what: str = "action"
+    ) -> Future | None:
         """Run blocking ``fn(*args)`` in the daemon loop's thread pool; ``done(result)`` afterwards; errors are
         logged and shown in the menu. Returns the future (``None`` when the daemon is not running)."""
         loop = self._loop
@@ -582,9 +601,14 @@ class _XorgBridge:
             return False
         if owner.id == self.docked_to:
             return True
-        owner.send_event(event.ClientMessage(window=owner, client_type=self.opcode,
-                                             data=(32, [X.CurrentTime, self._REQUEST_DOCK, self.window.id, 0, 0])),
-                         event_mask=X.NoEventMask)
+        owner.send_event(
+            event.ClientMessage(
+                window=owner,
+                client_type=self.opcode,
+                data=(32, [X.CurrentTime, self._REQUEST_DOCK, self.window.id, 0, 0]),
+            ),
+            event_mask=X.NoEventMask,
+        )
         self.conn.flush()
         self.docked_to = owner.id
         self.icon._systray_manager = self.icon._display.create_resource_object("window", owner.id)  # no request

@@ -22,9 +22,10 @@ import os
 import threading
 import time
 import unicodedata
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from cairn.vault import IgnoreRules
 
@@ -54,11 +55,21 @@ class VaultWatcher:
     arrive meanwhile are kept and applied after it.
     """
 
-    def __init__(self, root: Path, *, apply_hints: Callable[[set[str]], Any], reconcile: Callable[[], Any],
-                 ignore: Sequence[str] = (), debounce_ms: int = DEFAULT_DEBOUNCE_MS, max_wait_ms: int | None = None,
-                 reconcile_interval_s: float = DEFAULT_RECONCILE_INTERVAL_S, max_hints: int = DEFAULT_MAX_HINTS,
-                 initial: Callable[[], Any] | None = None, executor: ThreadPoolExecutor | None = None,
-                 force_polling: bool | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        apply_hints: Callable[[set[str]], Any],
+        reconcile: Callable[[], Any],
+        ignore: Sequence[str] = (),
+        debounce_ms: int = DEFAULT_DEBOUNCE_MS,
+        max_wait_ms: int | None = None,
+        reconcile_interval_s: float = DEFAULT_RECONCILE_INTERVAL_S,
+        max_hints: int = DEFAULT_MAX_HINTS,
+        initial: Callable[[], Any] | None = None,
+        executor: ThreadPoolExecutor | None = None,
+        force_polling: bool | None = None,
+    ) -> None:
         self.root = Path(root)
         self._root_str = str(self.root)
         self._apply_hints = apply_hints
@@ -71,8 +82,9 @@ class VaultWatcher:
         self.max_hints = max_hints
         self.force_polling = force_polling
         self._own_executor = executor is None
-        self._executor = executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-index",
-                                                        initializer=lower_thread_priority)
+        self._executor = executor or ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="cairn-index", initializer=lower_thread_priority
+        )
         self._lock = threading.Lock()
         self._pending: set[str] = set()
         self._first_hint_at = 0.0
@@ -99,7 +111,7 @@ class VaultWatcher:
             return None
         if not abs_path.startswith(self._root_str + os.sep):
             return None
-        rel = unicodedata.normalize("NFC", abs_path[len(self._root_str) + 1:].replace(os.sep, "/"))
+        rel = unicodedata.normalize("NFC", abs_path[len(self._root_str) + 1 :].replace(os.sep, "/"))
         parts = rel.split("/")
         if any(not p or p.startswith(".") for p in parts):
             return None
@@ -186,8 +198,14 @@ class VaultWatcher:
             return not self._pending and not self._reconcile_wanted and not self.busy
 
     def stats(self) -> dict[str, Any]:
-        return {"watching": self.watching, "paused": self._paused, "pendingPaths": self.pending_count(),
-                "batches": self.batches, "reconciles": self.reconciles, "watchError": self.last_error}
+        return {
+            "watching": self.watching,
+            "paused": self._paused,
+            "pendingPaths": self.pending_count(),
+            "batches": self.batches,
+            "reconciles": self.reconciles,
+            "watchError": self.last_error,
+        }
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -195,11 +213,13 @@ class VaultWatcher:
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         ready = asyncio.Event()
-        self._tasks = [asyncio.create_task(self._watch_loop(ready), name="cairn-watch"),
-                       asyncio.create_task(self._work_loop(), name="cairn-index-worker")]
+        self._tasks = [
+            asyncio.create_task(self._watch_loop(ready), name="cairn-watch"),
+            asyncio.create_task(self._work_loop(), name="cairn-index-worker"),
+        ]
         try:
             await asyncio.wait_for(ready.wait(), timeout=30)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("the file watcher took over 30 s to start")
 
     async def stop(self, timeout: float = 30.0) -> None:
@@ -225,8 +245,16 @@ class VaultWatcher:
         backoff = 0.5
         while not self._stop.is_set():
             try:
-                watcher = awatch(self.root, watch_filter=self._filter, debounce=50, step=50, stop_event=self._stop,
-                                 rust_timeout=5000, force_polling=self.force_polling, recursive=True)
+                watcher = awatch(
+                    self.root,
+                    watch_filter=self._filter,
+                    debounce=50,
+                    step=50,
+                    stop_event=self._stop,
+                    rust_timeout=5000,
+                    force_polling=self.force_polling,
+                    recursive=True,
+                )
                 it = watcher.__aiter__()
                 nxt = asyncio.ensure_future(it.__anext__())
                 # The generator's first step sets up the Rust watcher (inotify watches on every folder)
@@ -256,7 +284,7 @@ class VaultWatcher:
                 ready.set()
                 try:
                     await asyncio.wait_for(self._stop.wait(), timeout=backoff)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
                 backoff = min(backoff * 2, 30)
         self._watching = False
@@ -312,5 +340,5 @@ class VaultWatcher:
                 timeout = self.reconcile_interval_s
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass

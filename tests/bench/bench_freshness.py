@@ -24,7 +24,6 @@ import itertools
 import os
 import random
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -34,15 +33,24 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "daemon"))
 
+from bench_index import QUESTIONS  # noqa: E402  (the same questions as the index bench's latency figure)
+
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.watcher import VaultWatcher  # noqa: E402
 
-from bench_index import QUESTIONS  # noqa: E402  (the same questions as the index bench's latency figure)
 ANIMALS = ["heron", "otter", "lynx", "badger", "kestrel", "salamander", "marmot", "ibis", "okapi", "tapir"]
 PLACES = ["lighthouse", "orchard", "observatory", "boathouse", "greenhouse", "quarry", "monastery", "harbour"]
-ACTS = ["repair the weather vane", "count the apricots", "polish the telescope lens", "mend the fishing nets",
-        "sort the seed packets", "tune the old organ", "sweep the chimney", "paint the shutters blue"]
+ACTS = [
+    "repair the weather vane",
+    "count the apricots",
+    "polish the telescope lens",
+    "mend the fishing nets",
+    "sort the seed packets",
+    "tune the old organ",
+    "sweep the chimney",
+    "paint the shutters blue",
+]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -78,13 +86,16 @@ def main() -> int:
     if vault.exists():
         shutil.rmtree(vault)
     shutil.copytree(args.vault, vault, copy_function=shutil.copy2, symlinks=True)
-    config = load_config({"vault": str(vault), "data_dir": str(work / "data"), "config_dir": str(work / "config")},
-                         env={})
+    config = load_config(
+        {"vault": str(vault), "data_dir": str(work / "data"), "config_dir": str(work / "config")}, env={}
+    )
     cairn = Cairn(config)
     started = time.perf_counter()
     report = cairn.index()
-    print(f"vault {args.vault} → {vault}: {cairn.stats()['notes']} notes indexed "
-          f"({report.added} added, {report.texts_embedded} texts embedded) in {time.perf_counter() - started:.1f} s")
+    print(
+        f"vault {args.vault} → {vault}: {cairn.stats()['notes']} notes indexed "
+        f"({report.added} added, {report.texts_embedded} texts embedded) in {time.perf_counter() - started:.1f} s"
+    )
     cairn.query.start_keyword_index().join()  # as the daemon does after its start-up run: BM25 from memory
     rng = random.Random(args.seed)
     results: dict[str, list[float]] = {"keyword": [], "semantic": []}
@@ -93,8 +104,13 @@ def main() -> int:
     burst_times: dict[str, float | None] = {}
 
     async def scenario() -> None:
-        watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=config.ignore,
-                               debounce_ms=args.debounce_ms)
+        watcher = VaultWatcher(
+            vault,
+            apply_hints=cairn.index_paths,
+            reconcile=cairn.index,
+            ignore=config.ignore,
+            debounce_ms=args.debounce_ms,
+        )
         cairn.watcher = watcher
         await watcher.start()
         try:
@@ -108,8 +124,10 @@ def main() -> int:
         for i in range(args.edits):
             rel = rng.choice(notes)
             word = f"zq{rng.randrange(16**8):08x}"
-            sentence = (f"The {rng.choice(ANIMALS)} went to the {rng.choice(PLACES)} to {rng.choice(ACTS)} "
-                        f"on day {i} of the {rng.choice(['spring', 'autumn', 'winter'])} festival.")
+            sentence = (
+                f"The {rng.choice(ANIMALS)} went to the {rng.choice(PLACES)} to {rng.choice(ACTS)} "
+                f"on day {i} of the {rng.choice(['spring', 'autumn', 'winter'])} festival."
+            )
             qvec = cairn.embedder.embed_query(sentence)  # before the save: not part of the latency
             path = vault / rel
             tmp = path.with_name(path.name + f".tmp-{i}")
@@ -138,11 +156,14 @@ def main() -> int:
         folder.mkdir()
         t0 = time.perf_counter()
         for i in range(args.burst):
-            (folder / f"Branch note {i:04d}.md").write_text(f"# Branch note {i}\n\nFile {i} of a checkout about "
-                                                           f"{rng.choice(PLACES)} maintenance.\n", encoding="utf-8")
+            (folder / f"Branch note {i:04d}.md").write_text(
+                f"# Branch note {i}\n\nFile {i} of a checkout about {rng.choice(PLACES)} maintenance.\n",
+                encoding="utf-8",
+            )
         empty = {"added": [], "changed": [], "deleted": []}
-        done = wait_until(lambda: cairn.indexer.reconcile_diff() == empty and cairn.store.count_pending() == 0,
-                          600, 0.1)
+        done = wait_until(
+            lambda: cairn.indexer.reconcile_diff() == empty and cairn.store.count_pending() == 0, 600, 0.1
+        )
         burst_times["create"] = None if done is None else time.perf_counter() - t0
         t0 = time.perf_counter()
         shutil.rmtree(folder)
@@ -181,13 +202,20 @@ def main() -> int:
         vals = results[kind]
         if vals:
             after = [max(0.0, v - deb) for v in vals]
-            print(f"  {kind:8s} {fmt(vals)};   after the debounce: p50 {pct(after, .5) * 1000:.0f} ms, "
-                  f"p95 {pct(after, .95) * 1000:.0f} ms" + (f"; {missed[kind]} not found in 10 s" if missed[kind] else ""))
-    print(f"  the full query service (hybrid, cosine floor) returned the edited note for its new sentence in "
-          f"{sum(service_found)} of {len(service_found)} edits")
+            print(
+                f"  {kind:8s} {fmt(vals)};   after the debounce: p50 {pct(after, 0.5) * 1000:.0f} ms, "
+                f"p95 {pct(after, 0.95) * 1000:.0f} ms"
+                + (f"; {missed[kind]} not found in 10 s" if missed[kind] else "")
+            )
+    print(
+        f"  the full query service (hybrid, cosine floor) returned the edited note for its new sentence in "
+        f"{sum(service_found)} of {len(service_found)} edits"
+    )
     for k, v in burst_times.items():
-        print(f"  burst of {args.burst} files, {k}: reconcile diff = 0 after "
-              + (f"{v:.1f} s" if v is not None else "NOT within 600 s"))
+        print(
+            f"  burst of {args.burst} files, {k}: reconcile diff = 0 after "
+            + (f"{v:.1f} s" if v is not None else "NOT within 600 s")
+        )
     print(f"  search idle:                   {fmt(idle)}")
     print(f"  search during a full re-index: {fmt(busy)}")
     cairn.close()

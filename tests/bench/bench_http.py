@@ -43,10 +43,10 @@ import aiohttp
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "daemon"))
 
+from bench_index import QUESTIONS  # noqa: E402  (the index bench's latency questions)
+
 from cairn.config import load_config  # noqa: E402
 from cairn.secrets import get_or_create_token  # noqa: E402
-
-from bench_index import QUESTIONS  # noqa: E402  (the index bench's latency questions)
 
 START_DEADLINE_S = 120
 INDEX_DEADLINE_S = 1800
@@ -77,10 +77,18 @@ class Daemon:
         (self.home / "config").mkdir()
         extra = f"embed_threads = {embed_threads}\n" if embed_threads else ""
         (self.home / "config" / "config.toml").write_text(
-            f"mcp_http = false\nmax_ask_streams = {clients}\n{extra}", encoding="utf-8")
+            f"mcp_http = false\nmax_ask_streams = {clients}\n{extra}", encoding="utf-8"
+        )
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
-        self.env.update({"CAIRN_CONFIG_DIR": str(self.home / "config"), "CAIRN_DATA_DIR": str(data_dir),
-                         "CAIRN_LOG_DIR": str(self.home / "log"), "CAIRN_KEYRING": "file", "CAIRN_PORT": "0"})
+        self.env.update(
+            {
+                "CAIRN_CONFIG_DIR": str(self.home / "config"),
+                "CAIRN_DATA_DIR": str(data_dir),
+                "CAIRN_LOG_DIR": str(self.home / "log"),
+                "CAIRN_KEYRING": "file",
+                "CAIRN_PORT": "0",
+            }
+        )
         self.config = load_config({"vault": str(vault)}, env=self.env)
         os.environ["CAIRN_KEYRING"] = "file"  # the token file the daemon reads (never the user's keyring)
         self.token = get_or_create_token(self.config)
@@ -91,8 +99,13 @@ class Daemon:
     def start(self) -> None:
         exe = Path(sys.executable).parent / "cairn"
         self.stderr = open(self.home / "serve.stderr", "wb")
-        self.proc = subprocess.Popen([str(exe), "serve", "--vault", str(self.vault), "--no-tray"], env=self.env,
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.stderr)
+        self.proc = subprocess.Popen(
+            [str(exe), "serve", "--vault", str(self.vault), "--no-tray"],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self.stderr,
+        )
         deadline = time.monotonic() + START_DEADLINE_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -131,8 +144,10 @@ async def wait_indexed(session: aiohttp.ClientSession, url: str, auth: dict[str,
         if not stats.get("indexing") and stats.get("pending") == 0:
             return stats
         if time.monotonic() - last > 15:
-            print(f"  waiting for the start-up index: {stats.get('notes')} notes, {stats.get('pending')} pending",
-                  file=sys.stderr)
+            print(
+                f"  waiting for the start-up index: {stats.get('notes')} notes, {stats.get('pending')} pending",
+                file=sys.stderr,
+            )
             last = time.monotonic()
         await asyncio.sleep(0.5)
     raise SystemExit(f"the index was not ready within {INDEX_DEADLINE_S} s")
@@ -203,8 +218,9 @@ async def load(url: str, auth: dict[str, str], queries: list[str], clients: int,
     return results, time.perf_counter() - t
 
 
-async def bench(daemon: Daemon, questions: list[str], n: int, clients: int, rounds: int,
-                routes: set[str]) -> list[tuple[str, str, str]]:
+async def bench(
+    daemon: Daemon, questions: list[str], n: int, clients: int, rounds: int, routes: set[str]
+) -> list[tuple[str, str, str]]:
     auth = {"Authorization": f"Bearer {daemon.token}"}
     url = daemon.url
     async with aiohttp.ClientSession() as session:
@@ -224,23 +240,47 @@ async def bench(daemon: Daemon, questions: list[str], n: int, clients: int, roun
                 out.append(r)
         return out
 
-    rows = [(f"{daemon.vault.name}: notes / chunks / vectors",
-             f"{stats['notes']} / {stats['chunks']} / {stats['vectors']}", ""),
-            ("queries / concurrent clients / distinct questions", f"{n} / {clients} / {len(questions)}", "")]
-    def measured(label: str, route: str, latencies: list[float], new: list[float], target_ms: float,
-                 wall: float, cpu0: float | None, cpu: float | None, tag: str,
-                 middle: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    rows = [
+        (
+            f"{daemon.vault.name}: notes / chunks / vectors",
+            f"{stats['notes']} / {stats['chunks']} / {stats['vectors']}",
+            "",
+        ),
+        ("queries / concurrent clients / distinct questions", f"{n} / {clients} / {len(questions)}", ""),
+    ]
+
+    def measured(
+        label: str,
+        route: str,
+        latencies: list[float],
+        new: list[float],
+        target_ms: float,
+        wall: float,
+        cpu0: float | None,
+        cpu: float | None,
+        tag: str,
+        middle: list[tuple[str, str, str]],
+    ) -> list[tuple[str, str, str]]:
         """The rows of one route: p50 / p95 against the target, the first-time questions, ``middle``,
         throughput and the daemon's CPU per request."""
         return [
-            (f"{label} p50 / p95 (ms){tag}", f"{pct(latencies, .5):.0f} / {pct(latencies, .95):.0f}",
-             f"p95 < {target_ms:.0f}"),
-            (f"{label} p50 / max (ms), questions not asked before (n = {len(new)}){tag}",
-             f"{pct(new, .5):.0f} / {max(new):.0f}" if new else "n/a", ""),
+            (
+                f"{label} p50 / p95 (ms){tag}",
+                f"{pct(latencies, 0.5):.0f} / {pct(latencies, 0.95):.0f}",
+                f"p95 < {target_ms:.0f}",
+            ),
+            (
+                f"{label} p50 / max (ms), questions not asked before (n = {len(new)}){tag}",
+                f"{pct(new, 0.5):.0f} / {max(new):.0f}" if new else "n/a",
+                "",
+            ),
             *middle,
             (f"{route} throughput (req/s){tag}", f"{n / wall:.1f}", ""),
-            (f"{route} daemon CPU per request (ms, all threads){tag}",
-             f"{(cpu - cpu0) * 1000 / n:.0f}" if cpu0 is not None and cpu is not None else "n/a", ""),
+            (
+                f"{route} daemon CPU per request (ms, all threads){tag}",
+                f"{(cpu - cpu0) * 1000 / n:.0f}" if cpu0 is not None and cpu is not None else "n/a",
+                "",
+            ),
         ]
 
     for r in range(1, rounds + 1):
@@ -249,8 +289,18 @@ async def bench(daemon: Daemon, questions: list[str], n: int, clients: int, roun
             cpu0 = cpu_seconds(daemon.proc.pid)
             results, wall = await load(url, auth, batch, clients, one_search)
             cpu = cpu_seconds(daemon.proc.pid)
-            rows += measured("/search", "/search", [r for _, r in results], first_asked("search", results),
-                             SEARCH_TARGET_MS, wall, cpu0, cpu, tag, [])
+            rows += measured(
+                "/search",
+                "/search",
+                [r for _, r in results],
+                first_asked("search", results),
+                SEARCH_TARGET_MS,
+                wall,
+                cpu0,
+                cpu,
+                tag,
+                [],
+            )
         if "ask" in routes:
             cpu0 = cpu_seconds(daemon.proc.pid)
             results, wall = await load(url, auth, batch, clients, one_ask)
@@ -259,12 +309,25 @@ async def bench(daemon: Daemon, questions: list[str], n: int, clients: int, roun
             to_done = [a[1] for a in asks]
             grounded = sum(1 for a in asks if a[2].get("grounded"))
             not_found = sum(1 for a in asks if a[2].get("notFound"))
-            rows += measured("/ask → sources", "/ask", [a[0] for a in asks],
-                             [a[0] for a in first_asked("ask", results)], ASK_TARGET_MS, wall, cpu0, cpu, tag, [
-                                 (f"/ask → done p50 / p95 (ms){tag}",
-                                  f"{pct(to_done, .5):.0f} / {pct(to_done, .95):.0f}", ""),
-                                 (f"/ask answers: grounded / not found / total{tag}",
-                                  f"{grounded} / {not_found} / {len(asks)}", "0 grounded (no LLM)")])
+            rows += measured(
+                "/ask → sources",
+                "/ask",
+                [a[0] for a in asks],
+                [a[0] for a in first_asked("ask", results)],
+                ASK_TARGET_MS,
+                wall,
+                cpu0,
+                cpu,
+                tag,
+                [
+                    (f"/ask → done p50 / p95 (ms){tag}", f"{pct(to_done, 0.5):.0f} / {pct(to_done, 0.95):.0f}", ""),
+                    (
+                        f"/ask answers: grounded / not found / total{tag}",
+                        f"{grounded} / {not_found} / {len(asks)}",
+                        "0 grounded (no LLM)",
+                    ),
+                ],
+            )
     return rows
 
 
@@ -273,8 +336,12 @@ def main() -> int:
     ap.add_argument("vault", type=Path, nargs="?", default=REPO.parent / "shared" / "vaults" / "obsidian-hub")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--data-dir", type=Path, default=REPO / ".eval-cache",
-                    help="where the index lives (default: the eval cache, kept between runs)")
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        default=REPO / ".eval-cache",
+        help="where the index lives (default: the eval cache, kept between runs)",
+    )
     ap.add_argument("--eval", type=Path, default=REPO.parent / "shared" / "eval" / "dev.jsonl")
     ap.add_argument("--rounds", type=int, default=1, help="repeat the measurement (a shared machine is noisy)")
     ap.add_argument("--routes", default="search,ask", help="which routes to measure (default: search,ask)")
@@ -285,8 +352,11 @@ def main() -> int:
     daemon = Daemon(vault, args.data_dir.resolve(), args.clients, args.embed_threads)
     try:
         daemon.start()
-        rows = asyncio.run(bench(daemon, questions, args.queries, args.clients, args.rounds,
-                                 {r.strip() for r in args.routes.split(",")}))
+        rows = asyncio.run(
+            bench(
+                daemon, questions, args.queries, args.clients, args.rounds, {r.strip() for r in args.routes.split(",")}
+            )
+        )
     except BaseException:
         if daemon.proc is not None:
             print(daemon.log_tail(), file=sys.stderr)

@@ -43,9 +43,15 @@ from cairn.store import Store  # noqa: E402
 from cairn.vault import read_note_text, scan_vault  # noqa: E402
 
 QUESTIONS = [
-    "How do I make a callout?", "how do I embed a note in another note", "What is a vault?",
-    "keyboard shortcut for the command palette", "How do I sync between devices?", "dataview query examples",
-    "How can I publish my notes as a website?", "templates with dates", "graph view filters",
+    "How do I make a callout?",
+    "how do I embed a note in another note",
+    "What is a vault?",
+    "keyboard shortcut for the command palette",
+    "How do I sync between devices?",
+    "dataview query examples",
+    "How can I publish my notes as a website?",
+    "templates with dates",
+    "graph view filters",
     "What is the capital of France?",
 ]
 
@@ -58,8 +64,13 @@ def sample_chunks(vault: Path, embedder: Embedder, limit: int) -> list[str]:
         except Exception:
             continue
         note = parse_note(text, vf.path)
-        for c in chunk_note(note.body, title=note.title, body_line=note.body_line, count_tokens=embedder.count_tokens,
-                            max_tokens=CHUNK_MAX_TOKENS):
+        for c in chunk_note(
+            note.body,
+            title=note.title,
+            body_line=note.body_line,
+            count_tokens=embedder.count_tokens,
+            max_tokens=CHUNK_MAX_TOKENS,
+        ):
             texts.append(chunk_embed_text(c.symbol, c.text))
         if len(texts) >= limit:
             break
@@ -101,12 +112,23 @@ def index_in_child(vault: Path, home: Path) -> tuple[dict, float, float | None]:
     Returns (its JSON report, peak RSS of the child in MB from wait4, peak RSS of the child and its parse
     workers together in MB sampled every 0.1 s from /proc, or None off Linux)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
-    env.update({"CAIRN_DATA_DIR": str(home / "data"), "CAIRN_CONFIG_DIR": str(home / "config"),
-                "CAIRN_LOG_DIR": str(home / "log"), "CAIRN_KEYRING": "file",
-                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "daemon"), env.get("PYTHONPATH")]))})
+    env.update(
+        {
+            "CAIRN_DATA_DIR": str(home / "data"),
+            "CAIRN_CONFIG_DIR": str(home / "config"),
+            "CAIRN_LOG_DIR": str(home / "log"),
+            "CAIRN_KEYRING": "file",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "daemon"), env.get("PYTHONPATH")])),
+        }
+    )
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "cairn", "index", "--vault", str(vault), "--json"], env=env,
-                                stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cairn", "index", "--vault", str(vault), "--json"],
+            env=env,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+        )
         peak_tree = [0]
         done = threading.Event()
 
@@ -138,9 +160,14 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=1500, help="chunks embedded for the throughput figure")
     ap.add_argument("--variants", default="int8,fp32", help="model variants compared for throughput")
     ap.add_argument("--skip-index", action="store_true")
-    ap.add_argument("--rss-compare", type=Path, default=None, metavar="SMALL_VAULT",
-                    help="a small vault whose full-index peak RSS is set beside VAULT's "
-                         "(default: obsidian-help next to VAULT, when there)")
+    ap.add_argument(
+        "--rss-compare",
+        type=Path,
+        default=None,
+        metavar="SMALL_VAULT",
+        help="a small vault whose full-index peak RSS is set beside VAULT's "
+        "(default: obsidian-help next to VAULT, when there)",
+    )
     args = ap.parse_args()
     rows: list[tuple[str, str, str]] = []
     cores = os.cpu_count()
@@ -155,8 +182,9 @@ def main() -> int:
         emb.embed(texts)
         dt = time.perf_counter() - t
         mark = " (shipped default)" if emb is default else ""
-        rows.append((f"embed {variant}{mark}: tokens/s ({len(texts)} chunks, {cores} cores)", f"{tokens / dt:,.0f}",
-                     "≥ 10,000"))
+        rows.append(
+            (f"embed {variant}{mark}: tokens/s ({len(texts)} chunks, {cores} cores)", f"{tokens / dt:,.0f}", "≥ 10,000")
+        )
         rows.append((f"embed {variant}{mark}: chunks/s", f"{len(texts) / dt:,.1f}", ""))
 
     if not args.skip_index:
@@ -168,13 +196,22 @@ def main() -> int:
                 peaks[small.name] = (main_mb, tree_mb)
             report, main_mb, tree_mb = index_in_child(args.vault, Path(tmp))
             peaks[args.vault.name] = (main_mb, tree_mb)
-            keyword_ready, full, embedded = report["keywordReadySeconds"], report["elapsedSeconds"], report["textsEmbedded"]
+            keyword_ready, full, embedded = (
+                report["keywordReadySeconds"],
+                report["elapsedSeconds"],
+                report["textsEmbedded"],
+            )
             config = load_config({"vault": str(args.vault), "data_dir": str(Path(tmp) / "data")}, env={})
             store = Store(config.db_path)
             indexer = Indexer(config, store, default)
             stats = store.stats()
-            rows.append((f"index {args.vault.name}: notes / chunks / skipped",
-                         f"{stats['notes']} / {stats['chunks']} / {stats['skipped']}", ""))
+            rows.append(
+                (
+                    f"index {args.vault.name}: notes / chunks / skipped",
+                    f"{stats['notes']} / {stats['chunks']} / {stats['skipped']}",
+                    "",
+                )
+            )
             rows.append((f"index {args.vault.name}: keyword-ready (s)", f"{keyword_ready:.1f}", "< 30"))
             rows.append((f"index {args.vault.name}: fully embedded (s)", f"{full:.1f}", "< 300"))
             rows.append((f"index {args.vault.name}: texts embedded (chunks + titles)", f"{embedded}", ""))
@@ -185,13 +222,19 @@ def main() -> int:
                     rows.append((f"index {name}: peak RSS with parse workers (MB)", f"{tree_mb:,.0f}", ""))
             if len(peaks) == 2:
                 (small_mb, _), (big_mb, _) = peaks[small.name], peaks[args.vault.name]
-                rows.append((f"peak RSS {args.vault.name} ÷ {small.name}", f"{big_mb / small_mb:.2f}",
-                             f"≤ {RSS_GROWTH_TARGET}"))
+                rows.append(
+                    (f"peak RSS {args.vault.name} ÷ {small.name}", f"{big_mb / small_mb:.2f}", f"≤ {RSS_GROWTH_TARGET}")
+                )
             t = time.perf_counter()
             again = indexer.sync_text()
             _, embedded2 = indexer.embed_pending()
-            rows.append((f"re-index unchanged: texts embedded / seconds", f"{embedded2} / {time.perf_counter() - t:.1f}",
-                         "0 embedded"))
+            rows.append(
+                (
+                    "re-index unchanged: texts embedded / seconds",
+                    f"{embedded2} / {time.perf_counter() - t:.1f}",
+                    "0 embedded",
+                )
+            )
             query = QueryService(store, default)
             query.start_keyword_index().join()  # as the daemon: BM25 from memory once built
             lat = []
@@ -200,8 +243,13 @@ def main() -> int:
                 query.search(f"{q} (question {i})")
                 lat.append((time.perf_counter() - t) * 1000)
             lat.sort()
-            rows.append(("search latency, one client, questions not asked before: p50 / p95 (ms)",
-                         f"{statistics.median(lat):.0f} / {lat[int(len(lat) * 0.95) - 1]:.0f}", ""))
+            rows.append(
+                (
+                    "search latency, one client, questions not asked before: p50 / p95 (ms)",
+                    f"{statistics.median(lat):.0f} / {lat[int(len(lat) * 0.95) - 1]:.0f}",
+                    "",
+                )
+            )
             db_mb = sum(p.stat().st_size for p in config.db_path.parent.glob("*")) / 1e6
             rows.append(("index size on disk (MB)", f"{db_mb:.0f}", ""))
             store.close()

@@ -38,6 +38,7 @@ sys.path.insert(0, str(REPO / "daemon"))
 sys.path.insert(0, str(REPO))
 
 from bench_freshness import ACTS, ANIMALS, PLACES, fmt, pct, wait_until  # noqa: E402
+
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.vault.pdf import PdfExtractor  # noqa: E402
@@ -102,8 +103,10 @@ def main() -> int:
     pdf_src = work / "handbook.pdf"
     t0 = time.perf_counter()
     write_pdf(pdf_src, vault_prose(args.vault), args.pages)
-    print(f"{args.pages}-page PDF of {args.vault.name}'s text written in {time.perf_counter() - t0:.1f} s "
-          f"({pdf_src.stat().st_size / 1e6:.1f} MB)")
+    print(
+        f"{args.pages}-page PDF of {args.vault.name}'s text written in {time.perf_counter() - t0:.1f} s "
+        f"({pdf_src.stat().st_size / 1e6:.1f} MB)"
+    )
 
     # Extraction alone: worker start-up (a 1-page PDF), then the whole file.
     one = work / "one.pdf"
@@ -120,24 +123,29 @@ def main() -> int:
     extract_s = min(runs)
     pages_with_text = sum(1 for p in got.pages if p.text.strip())
 
-    config = load_config({"vault": str(vault), "data_dir": str(work / "data"), "config_dir": str(work / "config")},
-                         env={})
+    config = load_config(
+        {"vault": str(vault), "data_dir": str(work / "data"), "config_dir": str(work / "config")}, env={}
+    )
     cairn = Cairn(config)
     t0 = time.perf_counter()
     cairn.index()
     print(f"vault indexed: {cairn.stats()['notes']} notes in {time.perf_counter() - t0:.1f} s")
     rng = random.Random(args.seed)
     notes = sorted(p for p in cairn.store.iter_note_paths() if p.endswith(".md"))
-    results: dict[str, dict[str, list[float]]] = {"idle": {"keyword": [], "semantic": []},
-                                                  "during PDF": {"keyword": [], "semantic": []}}
+    results: dict[str, dict[str, list[float]]] = {
+        "idle": {"keyword": [], "semantic": []},
+        "during PDF": {"keyword": [], "semantic": []},
+    }
     during_ok: list[bool] = []
     timing: dict[str, float] = {}
 
     def edit(i: int, phase: str) -> None:
         rel = rng.choice(notes)
         word = f"zq{rng.randrange(16**8):08x}"
-        sentence = (f"The {rng.choice(ANIMALS)} went to the {rng.choice(PLACES)} to {rng.choice(ACTS)} "
-                    f"on day {i} of the {rng.choice(['spring', 'autumn', 'winter'])} festival.")
+        sentence = (
+            f"The {rng.choice(ANIMALS)} went to the {rng.choice(PLACES)} to {rng.choice(ACTS)} "
+            f"on day {i} of the {rng.choice(['spring', 'autumn', 'winter'])} festival."
+        )
         qvec = cairn.embedder.embed_query(sentence)
         path = vault / rel
         tmp = path.with_name(path.name + f".tmp-{i}")
@@ -158,8 +166,13 @@ def main() -> int:
                 results[phase][kind].append(time.perf_counter() - saved)
 
     async def scenario() -> None:
-        watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=config.ignore,
-                               debounce_ms=args.debounce_ms)
+        watcher = VaultWatcher(
+            vault,
+            apply_hints=cairn.index_paths,
+            reconcile=cairn.index,
+            ignore=config.ignore,
+            debounce_ms=args.debounce_ms,
+        )
         cairn.watcher = watcher
         queue = cairn.start_pdf_queue(watcher)
         await watcher.start()
@@ -169,8 +182,7 @@ def main() -> int:
             await watcher.stop()
 
     def pdf_vectors() -> int:
-        return cairn.store.conn.execute(
-            "SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded=1").fetchone()[0]
+        return cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded=1").fetchone()[0]
 
     def run(queue) -> None:
         for i in range(args.edits):
@@ -197,12 +209,16 @@ def main() -> int:
     deb = args.debounce_ms / 1000
     print(f"\n{'figure':58s} {'measured':>22s}   target")
     print(f"{'extraction worker start-up':58s} {start_s * 1000:19.0f} ms   -")
-    print(f"{f'extraction, {args.pages} pages ({pages_with_text} with text)':58s} "
-          f"{args.pages / extract_s:15.0f} pages/s   -")
+    print(
+        f"{f'extraction, {args.pages} pages ({pages_with_text} with text)':58s} "
+        f"{args.pages / extract_s:15.0f} pages/s   -"
+    )
     e2e = timing.get("end_to_end")
     if e2e:
-        print(f"{f'end to end: drop → all {chunks} chunks embedded':58s} {e2e / args.pages:17.3f} s/page   "
-              f"- ({e2e:.0f} s in all; status {note.get('status')}, {note.get('error') or 'no problems'})")
+        print(
+            f"{f'end to end: drop → all {chunks} chunks embedded':58s} {e2e / args.pages:17.3f} s/page   "
+            f"- ({e2e:.0f} s in all; status {note.get('status')}, {note.get('error') or 'no problems'})"
+        )
     for phase in ("idle", "during PDF"):
         for kind, target in (("keyword", 0.3), ("semantic", 1.0)):
             vals = results[phase][kind]
@@ -212,11 +228,15 @@ def main() -> int:
             after = [max(0.0, v - deb) for v in vals]
             p95 = pct(after, 0.95)
             verdict = "ok" if p95 < target else "MISSED"
-            print(f"{f'{kind} save → found, {phase}, p95 after debounce (n={len(vals)})':58s} {p95 * 1000:19.0f} ms   "
-                  f"< {target * 1000:.0f} ms  {verdict}   ({fmt(vals)} raw)")
+            print(
+                f"{f'{kind} save → found, {phase}, p95 after debounce (n={len(vals)})':58s} {p95 * 1000:19.0f} ms   "
+                f"< {target * 1000:.0f} ms  {verdict}   ({fmt(vals)} raw)"
+            )
     if during_ok:
-        print(f"  {sum(during_ok)} of {len(during_ok)} edits during the PDF were found while the PDF was still "
-              "being indexed (the notes did not wait for it)")
+        print(
+            f"  {sum(during_ok)} of {len(during_ok)} edits during the PDF were found while the PDF was still "
+            "being indexed (the notes did not wait for it)"
+        )
     return 0
 
 

@@ -31,15 +31,17 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "daemon"))
 sys.path.insert(0, str(REPO / "tests"))
 
-import pdfgen  # noqa: E402
 import pypdf  # noqa: E402
 import pypdfium2 as pdfium  # noqa: E402
 import pypdfium2.raw as pdfium_c  # noqa: E402
 
+import pdfgen  # noqa: E402
 from cairn.vault.pdf import PdfExtractor, _read_page  # noqa: E402
 
-DEFAULT_PDFS = [Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf"),
-                Path("/usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf")]
+DEFAULT_PDFS = [
+    Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf"),
+    Path("/usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf"),
+]
 LIGATURES = "ﬀﬁﬂﬃﬄﬅﬆ"
 WORD = re.compile(r"^[^\W\d_]+(?:['’][^\W\d_]+)?[.,;:!?)\]\"”’]*$")
 
@@ -96,7 +98,7 @@ def quality(texts: list[str]) -> dict:
 
 
 def sample(texts: list[str]) -> str:
-    for text in texts[len(texts) // 2:] + texts:
+    for text in texts[len(texts) // 2 :] + texts:
         for line in text.splitlines():
             if len(line.split()) >= 8:
                 return line.strip()[:100]
@@ -120,8 +122,10 @@ def main() -> int:
         print(f"generated 300-page PDF in {time.perf_counter() - start:.2f} s")
 
     print(f"\npypdfium2 {pdfium.PDFIUM_INFO} / pypdf {pypdf.__version__}; best of {args.repeat}\n")
-    header = (f"{'PDF':34} {'pages':>5}  {'pdfium p/s':>10} {'+geom p/s':>9} {'pypdf p/s':>9} {'speed-up':>8}  "
-              f"{'Cairn p/s':>9}")
+    header = (
+        f"{'PDF':34} {'pages':>5}  {'pdfium p/s':>10} {'+geom p/s':>9} {'pypdf p/s':>9} {'speed-up':>8}  "
+        f"{'Cairn p/s':>9}"
+    )
     print(header)
     print("-" * len(header))
     rows = []
@@ -132,8 +136,10 @@ def main() -> int:
             t_pypdf, texts_pypdf = best_time(lambda: pypdf_texts(path), args.repeat)
             t_cairn, result = best_time(lambda: extractor.extract(path), args.repeat)
             n = len(texts_pdfium)
-            print(f"{path.name[:34]:34} {n:5d}  {n / t_pdfium:10.0f} {n / t_geom:9.0f} {n / t_pypdf:9.0f} "
-                  f"{t_pypdf / t_pdfium:7.1f}x  {n / t_cairn:9.0f}")
+            print(
+                f"{path.name[:34]:34} {n:5d}  {n / t_pdfium:10.0f} {n / t_geom:9.0f} {n / t_pypdf:9.0f} "
+                f"{t_pypdf / t_pdfium:7.1f}x  {n / t_cairn:9.0f}"
+            )
             rows.append((path, texts_pdfium, texts_pypdf, result))
         start_ms = extractor.last_start_ms
 
@@ -141,17 +147,26 @@ def main() -> int:
     with PdfExtractor() as cold:
         first = time.perf_counter()
         cold.extract(pdfs[0])
-        print(f"first extract on a cold extractor ({pdfs[0].name}): {(time.perf_counter() - first) * 1000:.0f} ms "
-              f"(of which worker start {cold.last_start_ms:.0f} ms)")
+        print(
+            f"first extract on a cold extractor ({pdfs[0].name}): {(time.perf_counter() - first) * 1000:.0f} ms "
+            f"(of which worker start {cold.last_start_ms:.0f} ms)"
+        )
 
-    print("\nquality (tokens | alphabetic-word share | tokens with ligatures | words split by '-\\n' | "
-          "U+FFFE hyphen marks)")
+    print(
+        "\nquality (tokens | alphabetic-word share | tokens with ligatures | words split by '-\\n' | "
+        "U+FFFE hyphen marks)"
+    )
     for path, texts_pdfium, texts_pypdf, result in rows:
-        for name, texts in (("pypdfium2", texts_pdfium), ("pypdf", texts_pypdf),
-                            ("Cairn (tidied)", [p.text for p in result.pages])):
+        for name, texts in (
+            ("pypdfium2", texts_pdfium),
+            ("pypdf", texts_pypdf),
+            ("Cairn (tidied)", [p.text for p in result.pages]),
+        ):
             q = quality(texts)
-            print(f"  {path.name[:30]:30} {name:15} {q['tokens']:7d} | {q['alpha_share']:6.1%} | "
-                  f"{q['ligatures']:4d} | {q['split_hyphens']:4d} | {q['fffe_marks']:4d}")
+            print(
+                f"  {path.name[:30]:30} {name:15} {q['tokens']:7d} | {q['alpha_share']:6.1%} | "
+                f"{q['ligatures']:4d} | {q['split_hyphens']:4d} | {q['fffe_marks']:4d}"
+            )
         print(f"    sample pypdfium2: {sample(texts_pdfium)!r}")
         print(f"    sample pypdf:     {sample(texts_pypdf)!r}")
         headings = [p.heading for p in result.pages if p.heading][:6]

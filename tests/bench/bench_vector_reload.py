@@ -32,8 +32,11 @@ from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.query import QueryService, _VectorSnapshot  # noqa: E402
 
-QUESTIONS = ["how do I sync my vault between devices", "plugin for spaced repetition flashcards",
-             "keyboard shortcut to open the command palette"]
+QUESTIONS = [
+    "how do I sync my vault between devices",
+    "plugin for spaced repetition flashcards",
+    "keyboard shortcut to open the command palette",
+]
 
 
 def measure(fn, repeat: int) -> tuple[float, float, object]:
@@ -59,9 +62,11 @@ def check_same(inc: _VectorSnapshot, full: _VectorSnapshot, embedder) -> None:
 
 
 def rewrite(notes: list[Path], start: int, count: int) -> None:
-    for i, path in enumerate(notes[start:start + count]):
-        path.write_text(path.read_text(encoding="utf-8") + f"\n\nA paragraph added by the reload benchmark ({i}).\n",
-                        encoding="utf-8")
+    for i, path in enumerate(notes[start : start + count]):
+        path.write_text(
+            path.read_text(encoding="utf-8") + f"\n\nA paragraph added by the reload benchmark ({i}).\n",
+            encoding="utf-8",
+        )
 
 
 def main() -> None:
@@ -73,8 +78,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cairn-reload-") as tmp:
         vault = Path(tmp) / "vault"
         shutil.copytree(args.vault, vault)
-        config = load_config({"vault": str(vault), "data_dir": str(Path(tmp) / "data"),
-                              "config_dir": str(Path(tmp) / "config")}, env={})
+        config = load_config(
+            {"vault": str(vault), "data_dir": str(Path(tmp) / "data"), "config_dir": str(Path(tmp) / "config")}, env={}
+        )
         if args.index:
             config.db_path.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(args.index, config.db_path)
@@ -85,12 +91,15 @@ def main() -> None:
             print(f"index before: {time.perf_counter() - t0:.1f} s ({report.to_json()})")
             store, embedder = cairn.store, cairn.embedder
             cpu, wall, old = measure(lambda: _VectorSnapshot.load(store), args.repeat)
-            print(f"full load: {len(old.chunk_ids)} chunks, {len(old.unit_order)} units ({len(old.units)} distinct): "
-                  f"CPU {cpu:.0f} ms, wall {wall:.0f} ms (median of {args.repeat})")
+            print(
+                f"full load: {len(old.chunk_ids)} chunks, {len(old.unit_order)} units ({len(old.units)} distinct): "
+                f"CPU {cpu:.0f} ms, wall {wall:.0f} ms (median of {args.repeat})"
+            )
             notes = sorted(p for p in vault.rglob("*.md") if ".obsidian" not in p.parts)
             cpu0, wall0, same = measure(
                 lambda: _VectorSnapshot.refresh(old, store, max_changed=QueryService.SNAPSHOT_INCREMENTAL_MAX),
-                args.repeat)
+                args.repeat,
+            )
             print(f"reload, nothing changed: CPU {cpu0:.1f} ms, wall {wall0:.1f} ms")
             for count, start in ((1, 100), (50, 200)):
                 rewrite(notes, start, count)
@@ -98,15 +107,18 @@ def main() -> None:
                 cpu_f, wall_f, full = measure(lambda: _VectorSnapshot.load(store), args.repeat)
                 cpu_i, wall_i, inc = measure(
                     lambda: _VectorSnapshot.refresh(old, store, max_changed=QueryService.SNAPSHOT_INCREMENTAL_MAX),
-                    args.repeat)
+                    args.repeat,
+                )
                 assert inc is not None, "the incremental reload declined"
                 added = len(set(full.chunk_ids.tolist()) - set(old.chunk_ids.tolist()))
                 removed = len(set(old.chunk_ids.tolist()) - set(full.chunk_ids.tolist()))
                 check_same(inc, full, embedder)
-                print(f"{count} note(s) rewritten (+{added} / -{removed} chunks since the snapshot): incremental CPU "
-                      f"{cpu_i:.0f} ms, wall {wall_i:.0f} ms; full load CPU {cpu_f:.0f} ms, wall {wall_f:.0f} ms "
-                      f"({100 * cpu_i / cpu_f:.1f} % of a full load's CPU; target < 10 % after one note); "
-                      f"same scores and dense top 60: yes")
+                print(
+                    f"{count} note(s) rewritten (+{added} / -{removed} chunks since the snapshot): incremental CPU "
+                    f"{cpu_i:.0f} ms, wall {wall_i:.0f} ms; full load CPU {cpu_f:.0f} ms, wall {wall_f:.0f} ms "
+                    f"({100 * cpu_i / cpu_f:.1f} % of a full load's CPU; target < 10 % after one note); "
+                    f"same scores and dense top 60: yes"
+                )
                 old = inc
         finally:
             cairn.close()

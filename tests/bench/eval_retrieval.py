@@ -60,8 +60,13 @@ def evaluate(rows: list[dict], query) -> dict:
             if not rel & set(top5):
                 misses.append((r["id"], r["question"][:70], r["relevant"][0], ranked[:3]))
         n = max(len(in_corpus), 1)
-        out[mode] = {"recall@5": recall / n, "hit@5": hit / n, "mrr@10": mrr / n, "wrongly_not_found": empty / n,
-                     "misses": misses}
+        out[mode] = {
+            "recall@5": recall / n,
+            "hit@5": hit / n,
+            "mrr@10": mrr / n,
+            "wrongly_not_found": empty / n,
+            "misses": misses,
+        }
     nf = sum(1 for r in off_corpus if not note_ranking(query, r["question"], "hybrid", limit=8))
     out["offcorpus_not_found"] = nf / len(off_corpus) if off_corpus else None
     out["n_in"] = len(in_corpus)
@@ -95,8 +100,11 @@ def main() -> int:
             t = time.perf_counter()
             cairn = Cairn(config, embedder=embedder)
             report = cairn.index()
-            print(f"# {vault} [{embedder.model_id}]: index up to date in {time.perf_counter() - t:.1f} s "
-                  f"({report.texts_embedded} texts embedded)", file=sys.stderr)
+            print(
+                f"# {vault} [{embedder.model_id}]: index up to date in {time.perf_counter() - t:.1f} s "
+                f"({report.texts_embedded} texts embedded)",
+                file=sys.stderr,
+            )
             for w in args.bm25_weight or [None]:
                 if w is not None:
                     cairn.query.weights = FusionWeights(dense=1.0, bm25=w)
@@ -111,11 +119,15 @@ def main() -> int:
     for key, res in results.items():
         for mode in MODES:
             m = res[mode]
-            print(f"{key:<34} {mode:<7} {m['recall@5']:>9.3f} {m['hit@5']:>7.3f} {m['mrr@10']:>7.3f} "
-                  f"{m['wrongly_not_found']:>9.1%}")
+            print(
+                f"{key:<34} {mode:<7} {m['recall@5']:>9.3f} {m['hit@5']:>7.3f} {m['mrr@10']:>7.3f} "
+                f"{m['wrongly_not_found']:>9.1%}"
+            )
         off = res["offcorpus_not_found"]
-        print(f"{key:<34} off-corpus not-found: {'n/a' if off is None else f'{off:.0%}'} of {res['n_off']}; "
-              f"in-corpus questions: {res['n_in']}")
+        print(
+            f"{key:<34} off-corpus not-found: {'n/a' if off is None else f'{off:.0%}'} of {res['n_off']}; "
+            f"in-corpus questions: {res['n_in']}"
+        )
         if args.verbose:
             for mode in MODES:
                 for miss in res[mode]["misses"]:

@@ -14,9 +14,10 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 import apsw
 import numpy as np
@@ -159,11 +160,15 @@ def _open_error(path: Path, exc: apsw.Error) -> StoreError:
         try:
             os.close(os.open(path, os.O_RDONLY))
         except OSError as os_exc:
-            hint = (" This process has too many files open: raise its limit (ulimit -n) and restart Cairn."
-                    if os_exc.errno == errno.EMFILE else "")
+            hint = (
+                " This process has too many files open: raise its limit (ulimit -n) and restart Cairn."
+                if os_exc.errno == errno.EMFILE
+                else ""
+            )
             return StoreUnavailable(f"Cannot open the index database {str(path)!r}: {os_exc.strerror}.{hint}")
-    return StoreError(f"Cannot open the index database {str(path)!r}: {exc}. "
-                      "Delete it to rebuild the index from the vault.")
+    return StoreError(
+        f"Cannot open the index database {str(path)!r}: {exc}. Delete it to rebuild the index from the vault."
+    )
 
 
 class Store:
@@ -263,7 +268,8 @@ class Store:
         if version > SCHEMA_VERSION:
             raise SchemaTooNew(
                 f"The index {str(self.path)!r} has schema version {version}, but this Cairn knows up to "
-                f"{SCHEMA_VERSION}: it was written by a newer Cairn. Upgrade Cairn, or use another --data-dir.")
+                f"{SCHEMA_VERSION}: it was written by a newer Cairn. Upgrade Cairn, or use another --data-dir."
+            )
         return version
 
     def _migrate(self, conn: apsw.Connection) -> None:
@@ -285,8 +291,10 @@ class Store:
 
     def set_meta(self, key: str, value: str) -> None:
         with self._write_lock, self.conn as c:
-            c.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                      (key, value))
+            c.execute(
+                "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (key, value),
+            )
 
     # ------------------------------------------------------------------ notes (writes)
     def note_states(self) -> dict[str, NoteState]:
@@ -294,8 +302,9 @@ class Store:
         rows = self.conn.execute("SELECT id, path, mtime_ns, size, content_hash, status, kind FROM notes")
         return {r[1]: NoteState(*r) for r in rows}
 
-    def write_note(self, note: NoteRecord, chunks: Sequence[ChunkRecord], tags: Iterable[str],
-                   links: Sequence[LinkRecord]) -> int:
+    def write_note(
+        self, note: NoteRecord, chunks: Sequence[ChunkRecord], tags: Iterable[str], links: Sequence[LinkRecord]
+    ) -> int:
         """Replace everything stored for ``note.path`` in ONE transaction: the note row, its tags,
         links, chunks and FTS rows. Vectors of the old chunks are removed; new chunks start
         un-embedded (``embedded = 0``) and are filled later by :meth:`set_vectors`.
@@ -303,39 +312,74 @@ class Store:
         now = time.time()
         with self._write_lock, self.conn as c:
             row = c.execute("SELECT id FROM notes WHERE path=?", (note.path,)).fetchone()
-            values = (note.kind, note.title, json.dumps(list(note.aliases), ensure_ascii=False),
-                      json.dumps(note.frontmatter, ensure_ascii=False, default=str), note.mtime_ns, note.size,
-                      note.content_hash, now, note.error)
+            values = (
+                note.kind,
+                note.title,
+                json.dumps(list(note.aliases), ensure_ascii=False),
+                json.dumps(note.frontmatter, ensure_ascii=False, default=str),
+                note.mtime_ns,
+                note.size,
+                note.content_hash,
+                now,
+                note.error,
+            )
             if row:
                 note_id = row[0]
                 self._delete_note_contents(c, note_id)
-                c.execute("UPDATE notes SET kind=?, title=?, aliases=?, frontmatter=?, mtime_ns=?, size=?, "
-                          "content_hash=?, indexed_at=?, status='ok', error=? WHERE id=?", (*values, note_id))
+                c.execute(
+                    "UPDATE notes SET kind=?, title=?, aliases=?, frontmatter=?, mtime_ns=?, size=?, "
+                    "content_hash=?, indexed_at=?, status='ok', error=? WHERE id=?",
+                    (*values, note_id),
+                )
             else:
-                c.execute("INSERT INTO notes(kind, title, aliases, frontmatter, mtime_ns, size, content_hash, "
-                          "indexed_at, status, error, path) VALUES(?,?,?,?,?,?,?,?,'ok',?,?)", (*values, note.path))
+                c.execute(
+                    "INSERT INTO notes(kind, title, aliases, frontmatter, mtime_ns, size, content_hash, "
+                    "indexed_at, status, error, path) VALUES(?,?,?,?,?,?,?,?,'ok',?,?)",
+                    (*values, note.path),
+                )
                 note_id = c.last_insert_rowid()
-            c.executemany("INSERT OR IGNORE INTO note_tags(note_id, tag) VALUES(?, ?)",
-                          [(note_id, t) for t in set(tags)])
+            c.executemany(
+                "INSERT OR IGNORE INTO note_tags(note_id, tag) VALUES(?, ?)", [(note_id, t) for t in set(tags)]
+            )
             c.executemany(
                 "INSERT INTO links(note_id, ordinal, raw_target, target_path, heading, block_id, alias, is_embed, line)"
                 " VALUES(?,?,?,?,?,?,?,?,?)",
-                [(note_id, i, l.raw_target, l.target_path, l.heading, l.block_id, l.alias, int(l.is_embed), l.line)
-                 for i, l in enumerate(links)])
+                [
+                    (note_id, i, l.raw_target, l.target_path, l.heading, l.block_id, l.alias, int(l.is_embed), l.line)
+                    for i, l in enumerate(links)
+                ],
+            )
             for ch in chunks:
-                c.execute("INSERT INTO chunks(note_id, ordinal, symbol, text, line_start, line_end, page, token_count,"
-                          " kind, content_hash) VALUES(?,?,?,?,?,?,?,?,?,?)",
-                          (note_id, ch.ordinal, ch.symbol, ch.text, ch.line_start, ch.line_end, ch.page,
-                           ch.token_count, ch.kind, ch.content_hash))
+                c.execute(
+                    "INSERT INTO chunks(note_id, ordinal, symbol, text, line_start, line_end, page, token_count,"
+                    " kind, content_hash) VALUES(?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        note_id,
+                        ch.ordinal,
+                        ch.symbol,
+                        ch.text,
+                        ch.line_start,
+                        ch.line_end,
+                        ch.page,
+                        ch.token_count,
+                        ch.kind,
+                        ch.content_hash,
+                    ),
+                )
                 chunk_id = c.last_insert_rowid()
-                c.execute("INSERT INTO chunks_fts(rowid, text, symbol, title) VALUES(?,?,?,?)",
-                          (chunk_id, ch.text, ch.symbol, note.title))
-                c.executemany("INSERT INTO chunk_units(chunk_id, text, content_hash) VALUES(?,?,?)",
-                              [(chunk_id, t, h) for t, h in ch.units])
+                c.execute(
+                    "INSERT INTO chunks_fts(rowid, text, symbol, title) VALUES(?,?,?,?)",
+                    (chunk_id, ch.text, ch.symbol, note.title),
+                )
+                c.executemany(
+                    "INSERT INTO chunk_units(chunk_id, text, content_hash) VALUES(?,?,?)",
+                    [(chunk_id, t, h) for t, h in ch.units],
+                )
         return note_id
 
-    def write_skipped(self, path: str, *, kind: str, title: str, mtime_ns: int, size: int, content_hash: str,
-                      reason: str) -> None:
+    def write_skipped(
+        self, path: str, *, kind: str, title: str, mtime_ns: int, size: int, content_hash: str, reason: str
+    ) -> None:
         """Record a file that could not be indexed, with its reason (shown in ``/index/stats``).
         Any rows from an earlier good version are removed in the same transaction."""
         now = time.time()
@@ -343,12 +387,17 @@ class Store:
             row = c.execute("SELECT id FROM notes WHERE path=?", (path,)).fetchone()
             if row:
                 self._delete_note_contents(c, row[0])
-                c.execute("UPDATE notes SET kind=?, title=?, aliases='[]', frontmatter='{}', mtime_ns=?, size=?, "
-                          "content_hash=?, indexed_at=?, status='skipped', error=? WHERE id=?",
-                          (kind, title, mtime_ns, size, content_hash, now, reason, row[0]))
+                c.execute(
+                    "UPDATE notes SET kind=?, title=?, aliases='[]', frontmatter='{}', mtime_ns=?, size=?, "
+                    "content_hash=?, indexed_at=?, status='skipped', error=? WHERE id=?",
+                    (kind, title, mtime_ns, size, content_hash, now, reason, row[0]),
+                )
             else:
-                c.execute("INSERT INTO notes(path, kind, title, mtime_ns, size, content_hash, indexed_at, status, error)"
-                          " VALUES(?,?,?,?,?,?,?,'skipped',?)", (path, kind, title, mtime_ns, size, content_hash, now, reason))
+                c.execute(
+                    "INSERT INTO notes(path, kind, title, mtime_ns, size, content_hash, indexed_at, status, error)"
+                    " VALUES(?,?,?,?,?,?,?,'skipped',?)",
+                    (path, kind, title, mtime_ns, size, content_hash, now, reason),
+                )
 
     def touch_note(self, path: str, mtime_ns: int, size: int) -> None:
         """The file's bytes are unchanged (same hash) but its mtime moved: remember the new stat."""
@@ -370,8 +419,10 @@ class Store:
     def _bump_vectors_generation(c: apsw.Connection) -> None:
         # meta 'vectors_generation': bumped in every transaction that changes vectors, so readers
         # holding vectors in memory (the query service) know to reload.
-        c.execute("INSERT INTO meta(key, value) VALUES('vectors_generation', '1') "
-                  "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
+        c.execute(
+            "INSERT INTO meta(key, value) VALUES('vectors_generation', '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
 
     @classmethod
     def _delete_note_contents(cls, c: apsw.Connection, note_id: int) -> None:
@@ -380,14 +431,21 @@ class Store:
             cls._bump_vectors_generation(c)
             c.executemany("DELETE FROM chunks_fts WHERE rowid=?", [(i,) for i in ids])
             c.executemany("DELETE FROM chunk_vectors WHERE chunk_id=?", [(i,) for i in ids])
-            units = [(r[0],) for r in c.execute(
-                "SELECT id FROM chunk_units WHERE chunk_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))]
+            units = [
+                (r[0],)
+                for r in c.execute(
+                    "SELECT id FROM chunk_units WHERE chunk_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
+                )
+            ]
             c.executemany("DELETE FROM unit_vectors WHERE unit_id=?", units)
             c.execute("DELETE FROM chunk_units WHERE chunk_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
         c.execute("DELETE FROM chunks WHERE note_id=?", (note_id,))  # trigger chunks_deleted logs the ids
         if ids:
-            c.execute("DELETE FROM chunk_deletions WHERE seq <= (SELECT seq FROM sqlite_sequence WHERE "
-                      "name = 'chunk_deletions') - ?", (cls.DELETION_LOG_KEEP,))
+            c.execute(
+                "DELETE FROM chunk_deletions WHERE seq <= (SELECT seq FROM sqlite_sequence WHERE "
+                "name = 'chunk_deletions') - ?",
+                (cls.DELETION_LOG_KEEP,),
+            )
         c.execute("DELETE FROM note_tags WHERE note_id=?", (note_id,))
         c.execute("DELETE FROM links WHERE note_id=?", (note_id,))
 
@@ -404,7 +462,8 @@ class Store:
         """As :meth:`all_links`, one row at a time from a cursor (memory does not grow with the vault). Finish or
         drop the iterator before writing on this thread's connection."""
         yield from self.conn.execute(
-            "SELECT l.note_id, l.ordinal, n.path, l.raw_target, l.target_path FROM links l JOIN notes n ON n.id=l.note_id")
+            "SELECT l.note_id, l.ordinal, n.path, l.raw_target, l.target_path FROM links l JOIN notes n ON n.id=l.note_id"
+        )
 
     def update_link_targets(self, changes: Sequence[tuple[str | None, int, int]]) -> None:
         """Set ``target_path`` for (target_path, note_id, ordinal) triples, in one transaction."""
@@ -414,8 +473,9 @@ class Store:
             c.executemany("UPDATE links SET target_path=? WHERE note_id=? AND ordinal=?", changes)
 
     # ------------------------------------------------------------------ vectors
-    def pending_chunks(self, limit: int, *, pdf: bool | None = None,
-                       note_path: str | None = None) -> list[tuple[int, str, str, list[tuple[int, str, str]]]]:
+    def pending_chunks(
+        self, limit: int, *, pdf: bool | None = None, note_path: str | None = None
+    ) -> list[tuple[int, str, str, list[tuple[int, str, str]]]]:
         """Up to ``limit`` chunks without vectors: (chunk_id, content_hash, title, [(unit_id, unit text, unit hash)]).
         ``pdf``: only PDF chunks (True), only the others (False), or all (None); ``note_path``: only that file's."""
         where = "c.embedded=0"
@@ -425,14 +485,20 @@ class Store:
         if note_path is not None:
             where += " AND n.path=?"
             args.append(note_path)
-        chunks = list(self.conn.execute(
-            "SELECT c.id, c.content_hash, n.title FROM chunks c JOIN notes n ON n.id=c.note_id "
-            f"WHERE {where} ORDER BY c.id LIMIT ?", (*args, limit)))
+        chunks = list(
+            self.conn.execute(
+                "SELECT c.id, c.content_hash, n.title FROM chunks c JOIN notes n ON n.id=c.note_id "
+                f"WHERE {where} ORDER BY c.id LIMIT ?",
+                (*args, limit),
+            )
+        )
         units: dict[int, list[tuple[int, str, str]]] = {cid: [] for cid, _, _ in chunks}
         if chunks:
             for uid, cid, text, h in self.conn.execute(
-                    "SELECT id, chunk_id, text, content_hash FROM chunk_units WHERE chunk_id IN "
-                    "(SELECT value FROM json_each(?)) ORDER BY id", (json.dumps(list(units)),)):
+                "SELECT id, chunk_id, text, content_hash FROM chunk_units WHERE chunk_id IN "
+                "(SELECT value FROM json_each(?)) ORDER BY id",
+                (json.dumps(list(units)),),
+            ):
                 units[cid].append((uid, text, h))
         return [(cid, h, title, units[cid]) for cid, h, title in chunks]
 
@@ -444,19 +510,22 @@ class Store:
         out: dict[str, np.ndarray] = {}
         hashes = list(dict.fromkeys(hashes))
         for start in range(0, len(hashes), 500):
-            part = hashes[start:start + 500]
+            part = hashes[start : start + 500]
             marks = ",".join("?" * len(part))
             for h, blob in self.conn.execute(
-                    f"SELECT content_hash, vector FROM embedding_cache WHERE model_id=? AND content_hash IN ({marks})",
-                    (model_id, *part)):
+                f"SELECT content_hash, vector FROM embedding_cache WHERE model_id=? AND content_hash IN ({marks})",
+                (model_id, *part),
+            ):
                 out[h] = np.frombuffer(blob, dtype="<f4")
         return out
 
     def put_cached_vectors(self, items: dict[str, np.ndarray], model_id: str) -> None:
         now = time.time()
         with self._write_lock, self.conn as c:
-            c.executemany("INSERT OR REPLACE INTO embedding_cache(content_hash, model_id, vector, created_at) "
-                          "VALUES(?,?,?,?)", [(h, model_id, _vec_bytes(v), now) for h, v in items.items()])
+            c.executemany(
+                "INSERT OR REPLACE INTO embedding_cache(content_hash, model_id, vector, created_at) VALUES(?,?,?,?)",
+                [(h, model_id, _vec_bytes(v), now) for h, v in items.items()],
+            )
 
     def prune_embedding_cache(self, model_id: str, keep: Iterable[str], older_than: float) -> int:
         """Delete embedding-cache rows written before ``older_than`` (Unix time, s) that no current text
@@ -465,8 +534,9 @@ class Store:
         title hashes). Rows written since ``older_than`` stay, so a note moved, renamed or edited back
         within that time re-embeds nothing. One transaction. Returns the number of rows deleted."""
         with self._write_lock, self.conn as c:
-            old = c.execute("SELECT content_hash, model_id FROM embedding_cache WHERE created_at < ?",
-                            (older_than,)).fetchall()
+            old = c.execute(
+                "SELECT content_hash, model_id FROM embedding_cache WHERE created_at < ?", (older_than,)
+            ).fetchall()
             if not old:  # the usual case: no unit hashes to read (~0.2-0.6 s on obsidian-hub)
                 return 0
             used = set(keep) | {h for (h,) in c.execute("SELECT DISTINCT content_hash FROM chunk_units")}
@@ -526,7 +596,9 @@ class Store:
             rows = [r[0] for r in c.execute(f"PRAGMA {pragma}")]
             if rows != ["ok"]:
                 lines = [ln for r in rows for ln in str(r).splitlines() if ln.strip()]
-                problems.append(f"{pragma}: " + "; ".join(lines[:3]) + (f" (+{len(lines) - 3} more)" if len(lines) > 3 else ""))
+                problems.append(
+                    f"{pragma}: " + "; ".join(lines[:3]) + (f" (+{len(lines) - 3} more)" if len(lines) > 3 else "")
+                )
         except apsw.Error as exc:
             return [f"{pragma} failed: {exc}"]
         try:
@@ -550,9 +622,15 @@ class Store:
         return problems
 
     # ------------------------------------------------------------------ reads for the query service
-    def fts_search(self, match: str, limit: int, *, weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
-                   within: Sequence[int] | None = None,
-                   excluding: Sequence[int] | None = None) -> list[tuple[int, float]]:
+    def fts_search(
+        self,
+        match: str,
+        limit: int,
+        *,
+        weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
+        within: Sequence[int] | None = None,
+        excluding: Sequence[int] | None = None,
+    ) -> list[tuple[int, float]]:
         """BM25 top ``limit`` for an FTS5 MATCH expression built by the caller from quoted terms.
         Returns (chunk_id, bm25) with bm25 ≤ 0, best (most negative) first. ``within`` restricts to chunk ids;
         ``excluding`` leaves chunk ids out before the top ``limit`` is taken (withheld notes, issue 5)."""
@@ -577,8 +655,10 @@ class Store:
     def knn(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Nearest ``k`` chunk vectors to ``query`` ((384,) float32, L2-normalised) by cosine distance.
         Returns (chunk_id, cosine_similarity), best first."""
-        rows = self.conn.execute("SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?",
-                                 (_vec_bytes(query), int(k)))
+        rows = self.conn.execute(
+            "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?",
+            (_vec_bytes(query), int(k)),
+        )
         return [(r[0], 1.0 - r[1]) for r in rows]
 
     def vectors_generation(self) -> int:
@@ -607,11 +687,13 @@ class Store:
 
         with c:  # one read transaction: generation, counts and vectors agree
             gen = self.vectors_generation()
-            chunk_ids, chunk_mat = matrix("SELECT count(*) FROM chunk_vectors",
-                                          "SELECT chunk_id, embedding FROM chunk_vectors")
-            unit_owner, unit_mat = matrix("SELECT count(*) FROM unit_vectors v JOIN chunk_units u ON u.id = v.unit_id",
-                                          "SELECT u.chunk_id, v.embedding FROM unit_vectors v "
-                                          "JOIN chunk_units u ON u.id = v.unit_id")
+            chunk_ids, chunk_mat = matrix(
+                "SELECT count(*) FROM chunk_vectors", "SELECT chunk_id, embedding FROM chunk_vectors"
+            )
+            unit_owner, unit_mat = matrix(
+                "SELECT count(*) FROM unit_vectors v JOIN chunk_units u ON u.id = v.unit_id",
+                "SELECT u.chunk_id, v.embedding FROM unit_vectors v JOIN chunk_units u ON u.id = v.unit_id",
+            )
         return gen, chunk_ids, chunk_mat, unit_owner, unit_mat
 
     def embedded_chunk_ids(self) -> tuple[int, str | None, np.ndarray]:
@@ -627,19 +709,22 @@ class Store:
         with c:
             gen = self.vectors_generation()
             recipe = self.get_meta("vector_recipe")
-            ids = np.fromiter((r[0] for r in c.execute("SELECT id FROM chunks WHERE embedded = 1 ORDER BY id")),
-                              dtype=np.int64)
+            ids = np.fromiter(
+                (r[0] for r in c.execute("SELECT id FROM chunks WHERE embedded = 1 ORDER BY id")), dtype=np.int64
+            )
         return gen, recipe, ids
 
-    def load_vector_matrices_and_recipe(self) -> tuple[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-                                                       str | None]:
+    def load_vector_matrices_and_recipe(
+        self,
+    ) -> tuple[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray], str | None]:
         """:meth:`load_vector_matrices` and the vector recipe (meta ``vector_recipe``) read in one transaction, so
         the recipe is the one the vectors read were made with."""
         with self.conn:
             return self.load_vector_matrices(), self.get_meta("vector_recipe")
 
-    def vector_matrices_of(self, chunk_ids: Sequence[int] | np.ndarray
-                           ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def vector_matrices_of(
+        self, chunk_ids: Sequence[int] | np.ndarray
+    ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Like :meth:`load_vector_matrices` for just ``chunk_ids`` (chunks without a vector are absent), in one
         read transaction: (generation, chunk ids (n,) int64, chunk vectors (n, 384) float32, owning chunk id of each
         unit (m,) int64, unit vectors (m, 384) float32). Chunks in ascending id order, each one's units after it
@@ -651,10 +736,13 @@ class Store:
         held = [i for i in ids if i in chunk_vecs]
         owners = [i for i in held for _ in range(len(unit_vecs.get(i, ())))]
         units = [unit_vecs[i] for i in held if i in unit_vecs]
-        return (gen, np.asarray(held, dtype=np.int64),
-                np.stack([chunk_vecs[i] for i in held]) if held else np.zeros((0, EMBED_DIM), np.float32),
-                np.asarray(owners, dtype=np.int64),
-                np.concatenate(units) if units else np.zeros((0, EMBED_DIM), np.float32))
+        return (
+            gen,
+            np.asarray(held, dtype=np.int64),
+            np.stack([chunk_vecs[i] for i in held]) if held else np.zeros((0, EMBED_DIM), np.float32),
+            np.asarray(owners, dtype=np.int64),
+            np.concatenate(units) if units else np.zeros((0, EMBED_DIM), np.float32),
+        )
 
     def file_identity(self) -> tuple[int, int]:
         """(device, inode) of the database file now at :attr:`path` ((0, 0) when it is missing): a reader holding
@@ -668,14 +756,20 @@ class Store:
     def embedded_chunks_after(self, chunk_id: int, limit: int) -> list[int]:
         """Ids of chunks with vectors and an id above ``chunk_id`` (ids are never reused), newest first (the notes
         saved last: what a user searching during an editing session looks for), at most ``limit``."""
-        return [r[0] for r in self.conn.execute(
-            "SELECT id FROM chunks WHERE id > ? AND embedded = 1 ORDER BY id DESC LIMIT ?", (chunk_id, limit))]
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT id FROM chunks WHERE id > ? AND embedded = 1 ORDER BY id DESC LIMIT ?", (chunk_id, limit)
+            )
+        ]
 
     def knn_units(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Nearest ``k`` unit (sentence) vectors, as (chunk_id, best unit cosine similarity) per chunk, best first."""
         rows = self.conn.execute(
             "SELECT u.chunk_id, v.distance FROM (SELECT unit_id, distance FROM unit_vectors WHERE embedding MATCH ? "
-            "AND k = ?) v JOIN chunk_units u ON u.id = v.unit_id ORDER BY v.distance", (_vec_bytes(query), int(k)))
+            "AND k = ?) v JOIN chunk_units u ON u.id = v.unit_id ORDER BY v.distance",
+            (_vec_bytes(query), int(k)),
+        )
         best: dict[int, float] = {}
         for cid, dist in rows:
             best.setdefault(cid, 1.0 - dist)
@@ -686,10 +780,12 @@ class Store:
         out: dict[int, list[np.ndarray]] = {}
         ids = list(chunk_ids)
         for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
+            part = ids[start : start + 500]
             rows = self.conn.execute(
                 "SELECT u.chunk_id, v.embedding FROM chunk_units u JOIN unit_vectors v ON v.unit_id = u.id "
-                "WHERE u.chunk_id IN (SELECT value FROM json_each(?))", (json.dumps(part),))
+                "WHERE u.chunk_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(part),),
+            )
             for cid, blob in rows:
                 out.setdefault(cid, []).append(np.frombuffer(blob, dtype="<f4"))
         return {cid: np.stack(v) for cid, v in out.items()}
@@ -699,10 +795,11 @@ class Store:
         out: dict[int, np.ndarray] = {}
         ids = list(chunk_ids)
         for start in range(0, len(ids), 500):
-            part = ids[start:start + 500]
+            part = ids[start : start + 500]
             rows = self.conn.execute(
                 "SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN (SELECT value FROM json_each(?))",
-                (json.dumps(part),))
+                (json.dumps(part),),
+            )
             for cid, blob in rows:
                 out[cid] = np.frombuffer(blob, dtype="<f4")
         return out
@@ -716,7 +813,9 @@ class Store:
         rows = self.conn.execute(
             "SELECT c.id, c.note_id, n.path, n.title, c.symbol, c.text, c.line_start, c.line_end, c.page, c.kind, "
             "n.indexed_at, c.content_hash, c.embedded, c.token_count FROM chunks c JOIN notes n ON n.id=c.note_id "
-            "WHERE c.id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))
+            "WHERE c.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        )
         for r in rows:
             out[r[0]] = ChunkRow(*r[:12], embedded=bool(r[12]), token_count=r[13])
         return out
@@ -726,8 +825,9 @@ class Store:
         out: dict[int, list[str]] = {i: [] for i in ids}
         if ids:
             for nid, tag in self.conn.execute(
-                    "SELECT note_id, tag FROM note_tags WHERE note_id IN (SELECT value FROM json_each(?)) ORDER BY tag",
-                    (json.dumps(ids),)):
+                "SELECT note_id, tag FROM note_tags WHERE note_id IN (SELECT value FROM json_each(?)) ORDER BY tag",
+                (json.dumps(ids),),
+            ):
                 out[nid].append(tag)
         return out
 
@@ -754,38 +854,71 @@ class Store:
 
     # ------------------------------------------------------------------ notes (reads)
     def note_by_path(self, path: str) -> dict | None:
-        row = self.conn.execute("SELECT id, path, kind, title, aliases, frontmatter, indexed_at, status, error "
-                                "FROM notes WHERE path=?", (path,)).fetchone()
+        row = self.conn.execute(
+            "SELECT id, path, kind, title, aliases, frontmatter, indexed_at, status, error FROM notes WHERE path=?",
+            (path,),
+        ).fetchone()
         if not row:
             return None
-        return {"id": row[0], "path": row[1], "kind": row[2], "title": row[3], "aliases": json.loads(row[4]),
-                "frontmatter": json.loads(row[5]), "indexedAt": row[6], "status": row[7], "error": row[8]}
+        return {
+            "id": row[0],
+            "path": row[1],
+            "kind": row[2],
+            "title": row[3],
+            "aliases": json.loads(row[4]),
+            "frontmatter": json.loads(row[5]),
+            "indexedAt": row[6],
+            "status": row[7],
+            "error": row[8],
+        }
 
     def chunks_of_note(self, path: str) -> list[tuple[int, str, str, int | None, int | None]]:
         """(ordinal, symbol, text, line_start, line_end) of a note's chunks in order."""
-        return list(self.conn.execute(
-            "SELECT c.ordinal, c.symbol, c.text, c.line_start, c.line_end FROM chunks c JOIN notes n ON n.id=c.note_id "
-            "WHERE n.path=? ORDER BY c.ordinal", (path,)))
+        return list(
+            self.conn.execute(
+                "SELECT c.ordinal, c.symbol, c.text, c.line_start, c.line_end FROM chunks c JOIN notes n ON n.id=c.note_id "
+                "WHERE n.path=? ORDER BY c.ordinal",
+                (path,),
+            )
+        )
 
     def links_of_note(self, path: str) -> list[dict]:
         rows = self.conn.execute(
             "SELECT l.raw_target, l.target_path, l.heading, l.block_id, l.alias, l.is_embed, l.line FROM links l "
-            "JOIN notes n ON n.id=l.note_id WHERE n.path=? ORDER BY l.ordinal", (path,))
-        return [{"target": r[0], "targetPath": r[1], "heading": r[2], "blockId": r[3], "alias": r[4],
-                 "isEmbed": bool(r[5]), "line": r[6]} for r in rows]
+            "JOIN notes n ON n.id=l.note_id WHERE n.path=? ORDER BY l.ordinal",
+            (path,),
+        )
+        return [
+            {
+                "target": r[0],
+                "targetPath": r[1],
+                "heading": r[2],
+                "blockId": r[3],
+                "alias": r[4],
+                "isEmbed": bool(r[5]),
+                "line": r[6],
+            }
+            for r in rows
+        ]
 
     def backlinks(self, path: str) -> list[dict]:
         rows = self.conn.execute(
             "SELECT DISTINCT n.path, l.line FROM links l JOIN notes n ON n.id=l.note_id WHERE l.target_path=? "
-            "ORDER BY n.path, l.line", (path,))
+            "ORDER BY n.path, l.line",
+            (path,),
+        )
         return [{"filePath": r[0], "line": r[1]} for r in rows]
 
     def tag_counts(self) -> list[tuple[str, int]]:
         return list(self.conn.execute("SELECT tag, count(*) FROM note_tags GROUP BY tag ORDER BY tag"))
 
     def note_tags(self, path: str) -> list[str]:
-        return [r[0] for r in self.conn.execute(
-            "SELECT t.tag FROM note_tags t JOIN notes n ON n.id=t.note_id WHERE n.path=? ORDER BY t.tag", (path,))]
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT t.tag FROM note_tags t JOIN notes n ON n.id=t.note_id WHERE n.path=? ORDER BY t.tag", (path,)
+            )
+        ]
 
     def stats(self) -> dict:
         """Counts and freshness: {notes (PDFs included), pdfs, skipped, chunks, vectors, pending, lastIngestedAt, errors: [{filePath, reason}]}."""
@@ -796,10 +929,20 @@ class Store:
         chunks = c.execute("SELECT count(*) FROM chunks").fetchone()[0]
         pending = self.count_pending()
         last = c.execute("SELECT max(indexed_at) FROM notes").fetchone()[0]
-        errors = [{"filePath": p, "reason": e, "skipped": s == "skipped"} for p, e, s in c.execute(
-            "SELECT path, error, status FROM notes WHERE error IS NOT NULL ORDER BY path")]
-        return {"notes": notes, "pdfs": pdfs, "skipped": skipped, "chunks": chunks, "vectors": chunks - pending, "pending": pending,
-                "lastIngestedAt": last, "errors": errors}
+        errors = [
+            {"filePath": p, "reason": e, "skipped": s == "skipped"}
+            for p, e, s in c.execute("SELECT path, error, status FROM notes WHERE error IS NOT NULL ORDER BY path")
+        ]
+        return {
+            "notes": notes,
+            "pdfs": pdfs,
+            "skipped": skipped,
+            "chunks": chunks,
+            "vectors": chunks - pending,
+            "pending": pending,
+            "lastIngestedAt": last,
+            "errors": errors,
+        }
 
     def iter_note_paths(self) -> Iterator[str]:
         for (p,) in self.conn.execute("SELECT path FROM notes WHERE status='ok' ORDER BY path"):
@@ -816,10 +959,11 @@ class Store:
     def fts_tokens(self, text: str) -> list[str]:
         """``text`` as ``chunks_fts`` tokenizes a query phrase (its own tokenizer, :data:`FTS_TOKENIZER`): e.g.
         ``"Plugins"`` → ``["plugin"]``, ``"e-mail"`` → ``["e", "mail"]``."""
-        return self._fts_tokenizer()(text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None,
-                                     include_offsets=False, include_colocated=False)
+        return self._fts_tokenizer()(
+            text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False, include_colocated=False
+        )
 
-    def _fts_tokenizer(self) -> "apsw.FTS5Tokenizer":
+    def _fts_tokenizer(self) -> apsw.FTS5Tokenizer:
         """This thread's connection's instance of the ``chunks_fts`` tokenizer."""
         c = self.conn
         held = getattr(self._local, "fts_tokenizer", None)
@@ -837,8 +981,9 @@ class Store:
             top = c.execute("SELECT max(id) FROM chunks_fts_docsize").fetchone()[0]
         return None if counts is None else (counts[0], counts[1], int(top or 0))
 
-    def fts_snapshot(self, after_id: int, max_rows: int | None = None,
-                     after_seq: int | None = None) -> "FtsSnapshot | None":
+    def fts_snapshot(
+        self, after_id: int, max_rows: int | None = None, after_seq: int | None = None
+    ) -> FtsSnapshot | None:
         """What ``chunks_fts`` holds, read in one transaction, for an in-memory BM25 (cairn.bm25).
 
         ``docs`` [(chunk id, tokens)]: the rows with an id above ``after_id`` (ids are never reused:
@@ -866,8 +1011,9 @@ class Store:
             live = None
             if deleted is None:
                 # FTS5's own list of its rows (a small table: ~4-8 ms here, against ~20-45 ms for the ids of `chunks`).
-                live = np.fromiter((r[0] for r in c.execute("SELECT id FROM chunks_fts_docsize ORDER BY id")),
-                                   dtype=np.int64)
+                live = np.fromiter(
+                    (r[0] for r in c.execute("SELECT id FROM chunks_fts_docsize ORDER BY id")), dtype=np.int64
+                )
             if max_rows is not None:
                 newer = c.execute("SELECT count(*) FROM chunks WHERE id > ?", (after_id,)).fetchone()[0]
                 if newer > max_rows:
@@ -876,12 +1022,17 @@ class Store:
             flag = apsw.FTS5_TOKENIZE_DOCUMENT
             # The three columns joined by a newline, which unicode61 never makes part of a token: the same
             # tokens, in the same number, as the three columns FTS5 tokenized one by one.
-            docs = [(cid, tok(text.encode("utf-8"), flag, None, include_offsets=False, include_colocated=False))
-                    for cid, text in c.execute(
-                        "SELECT c.id, c.text || char(10) || c.symbol || char(10) || n.title FROM chunks c "
-                        "JOIN notes n ON n.id = c.note_id WHERE c.id > ? ORDER BY c.id", (after_id,))]
-        return FtsSnapshot(live=live, docs=docs, n_rows=counts[0], n_tokens=counts[1], deleted=deleted,
-                           deletion_seq=seq)
+            docs = [
+                (cid, tok(text.encode("utf-8"), flag, None, include_offsets=False, include_colocated=False))
+                for cid, text in c.execute(
+                    "SELECT c.id, c.text || char(10) || c.symbol || char(10) || n.title FROM chunks c "
+                    "JOIN notes n ON n.id = c.note_id WHERE c.id > ? ORDER BY c.id",
+                    (after_id,),
+                )
+            ]
+        return FtsSnapshot(
+            live=live, docs=docs, n_rows=counts[0], n_tokens=counts[1], deleted=deleted, deletion_seq=seq
+        )
 
     @staticmethod
     def _deletion_seq(c: apsw.Connection) -> int | None:
@@ -898,8 +1049,9 @@ class Store:
         phrases is the sum, in query order, of these per-phrase values (``fts5_aux.c``: one idf-weighted term per
         phrase), so a query can be ranked from cached phrases. Raises :class:`StoreError` for a bad phrase."""
         try:
-            rows = self.conn.execute("SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ?",
-                                     (phrase,)).fetchall()
+            rows = self.conn.execute(
+                "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
+            ).fetchall()
         except apsw.SQLError as exc:  # a MATCH expression the caller should never build
             raise StoreError(f"full-text query failed: {exc}") from exc
         pairs = np.array(rows, dtype=np.float64).reshape(-1, 2)  # chunk ids < 2**53: exact as doubles

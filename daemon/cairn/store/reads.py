@@ -4,23 +4,32 @@ search work changes): all SQL still lives in ``store/``."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cairn.store import Store
 
 
-def chunk_ids_of_note(store: "Store", path: str) -> list[int]:
+def chunk_ids_of_note(store: Store, path: str) -> list[int]:
     """Ids of the chunks of the note at vault-relative ``path``, in order ([] when none)."""
-    return [r[0] for r in store.conn.execute(
-        "SELECT c.id FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path=? ORDER BY c.ordinal", (path,))]
+    return [
+        r[0]
+        for r in store.conn.execute(
+            "SELECT c.id FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path=? ORDER BY c.ordinal", (path,)
+        )
+    ]
 
 
-def page_chunks(store: "Store", path: str) -> list[tuple[int, str]]:
+def page_chunks(store: Store, path: str) -> list[tuple[int, str]]:
     """``[(page, chunk text)]`` of the PDF at vault-relative ``path``, in chunk order ([] when none)."""
-    return [(r[0], r[1]) for r in store.conn.execute(
-        "SELECT c.page, c.text FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path=? ORDER BY c.ordinal",
-        (path,))]
+    return [
+        (r[0], r[1])
+        for r in store.conn.execute(
+            "SELECT c.page, c.text FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path=? ORDER BY c.ordinal",
+            (path,),
+        )
+    ]
 
 
 # ------------------------------------------------------------------------ withholding (issue 5)
@@ -33,8 +42,9 @@ def _tag_clause(tags: Sequence[str], column: str = "t.tag") -> tuple[str, list]:
     return " OR ".join(ors), args
 
 
-def withheld_notes(store: "Store", tags: Sequence[str],
-                   path_withheld: Callable[[str], bool] | None = None) -> dict[int, tuple[str, list[str]]]:
+def withheld_notes(
+    store: Store, tags: Sequence[str], path_withheld: Callable[[str], bool] | None = None
+) -> dict[int, tuple[str, list[str]]]:
     """``{note_id: (path, aliases)}`` of every known file carrying one of the normalised ``tags`` (or a
     tag nested below one: ``note_tags`` holds case-folded tags, nested kept as ``a/b``), or — when
     ``tags`` is not empty — whose front-matter could not be read (its tags are unknown), or whose path
@@ -47,9 +57,11 @@ def withheld_notes(store: "Store", tags: Sequence[str],
         # A note whose front-matter could not be read has unknown properties: it might carry a
         # withheld tag there, so it is withheld too (fail closed; the error is in /index/stats).
         for nid, path, aliases in store.conn.execute(
-                f"SELECT n.id, n.path, n.aliases FROM notes n WHERE n.id IN "
-                f"(SELECT t.note_id FROM note_tags t WHERE {clause}) "
-                f"OR n.error LIKE 'invalid YAML front-matter%' OR n.error LIKE 'front-matter %'", args):
+            f"SELECT n.id, n.path, n.aliases FROM notes n WHERE n.id IN "
+            f"(SELECT t.note_id FROM note_tags t WHERE {clause}) "
+            f"OR n.error LIKE 'invalid YAML front-matter%' OR n.error LIKE 'front-matter %'",
+            args,
+        ):
             out[nid] = (path, json.loads(aliases or "[]"))
     if path_withheld is not None:
         for nid, path, aliases in store.conn.execute("SELECT id, path, aliases FROM notes"):
@@ -59,24 +71,35 @@ def withheld_notes(store: "Store", tags: Sequence[str],
         # A PDF cannot carry tags: one that a withheld note links to or embeds (a scan filed with a private
         # note) is withheld with it, even when an allowed note links to it too (fail closed).
         for nid, path, aliases in store.conn.execute(
-                "SELECT n.id, n.path, n.aliases FROM notes n WHERE n.kind='pdf' AND n.path IN "
-                "(SELECT l.target_path FROM links l WHERE l.note_id IN (SELECT value FROM json_each(?)))",
-                (json.dumps(list(out)),)):
+            "SELECT n.id, n.path, n.aliases FROM notes n WHERE n.kind='pdf' AND n.path IN "
+            "(SELECT l.target_path FROM links l WHERE l.note_id IN (SELECT value FROM json_each(?)))",
+            (json.dumps(list(out)),),
+        ):
             out.setdefault(nid, (path, json.loads(aliases or "[]")))
     return out
 
 
-def chunk_notes(store: "Store", note_ids: Iterable[int]) -> dict[int, int]:
+def chunk_notes(store: Store, note_ids: Iterable[int]) -> dict[int, int]:
     """``{chunk_id: note_id}`` for every chunk of the given notes."""
     ids = list(note_ids)
     if not ids:
         return {}
-    return {cid: nid for cid, nid in store.conn.execute(
-        "SELECT id, note_id FROM chunks WHERE note_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),))}
+    return {
+        cid: nid
+        for cid, nid in store.conn.execute(
+            "SELECT id, note_id FROM chunks WHERE note_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
+        )
+    }
 
 
-def list_notes(store: "Store", *, tags: Sequence[str] = (), folder: str | None = None,
-               exclude_ids: Iterable[int] = (), limit: int = 50) -> tuple[list[dict], int]:
+def list_notes(
+    store: Store,
+    *,
+    tags: Sequence[str] = (),
+    folder: str | None = None,
+    exclude_ids: Iterable[int] = (),
+    limit: int = 50,
+) -> tuple[list[dict], int]:
     """Indexed notes sorted by path, optionally only those carrying any of the normalised ``tags``
     (nested included) and under ``folder`` (a vault-relative prefix, case-sensitive like search's
     folder scope), never those in ``exclude_ids``. Returns (at most ``limit`` notes as
@@ -95,20 +118,29 @@ def list_notes(store: "Store", *, tags: Sequence[str] = (), folder: str | None =
         args += [len(folder) + 1, folder + "/"]
     sql_where = " AND ".join(where)
     total = store.conn.execute(f"SELECT count(*) FROM notes n WHERE {sql_where}", args).fetchone()[0]
-    rows = list(store.conn.execute(
-        f"SELECT n.id, n.path, n.title, n.indexed_at FROM notes n WHERE {sql_where} ORDER BY n.path LIMIT ?",
-        [*args, int(limit)]))
+    rows = list(
+        store.conn.execute(
+            f"SELECT n.id, n.path, n.title, n.indexed_at FROM notes n WHERE {sql_where} ORDER BY n.path LIMIT ?",
+            [*args, int(limit)],
+        )
+    )
     tags_by_note = store.tags_of_notes(r[0] for r in rows)
-    notes = [{"filePath": path, "title": title, "tags": tags_by_note.get(nid, []), "indexedAt": indexed_at}
-             for nid, path, title, indexed_at in rows]
+    notes = [
+        {"filePath": path, "title": title, "tags": tags_by_note.get(nid, []), "indexedAt": indexed_at}
+        for nid, path, title, indexed_at in rows
+    ]
     return notes, int(total)
 
 
-def tag_counts(store: "Store", exclude_ids: Iterable[int] = ()) -> list[tuple[str, int]]:
+def tag_counts(store: Store, exclude_ids: Iterable[int] = ()) -> list[tuple[str, int]]:
     """(tag, number of notes) sorted by tag, not counting the notes in ``exclude_ids``."""
     excluded = list(exclude_ids)
     if not excluded:
         return store.tag_counts()
-    return list(store.conn.execute(
-        "SELECT tag, count(*) FROM note_tags WHERE note_id NOT IN (SELECT value FROM json_each(?)) "
-        "GROUP BY tag ORDER BY tag", (json.dumps(excluded),)))
+    return list(
+        store.conn.execute(
+            "SELECT tag, count(*) FROM note_tags WHERE note_id NOT IN (SELECT value FROM json_each(?)) "
+            "GROUP BY tag ORDER BY tag",
+            (json.dumps(excluded),),
+        )
+    )

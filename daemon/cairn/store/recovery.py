@@ -61,8 +61,9 @@ class InstanceLock:
     re-index (``POST /index/reindex`` or the tray) or to stop it.
     """
 
-    def __init__(self, path: Path | str, *, what: str = "this index", role: str = "serve",
-                 service_file: Path | str | None = None) -> None:
+    def __init__(
+        self, path: Path | str, *, what: str = "this index", role: str = "serve", service_file: Path | str | None = None
+    ) -> None:
         if role not in ROLES:
             raise ValueError(f"role must be one of {ROLES}, got {role!r}")
         self.path = Path(path)
@@ -71,7 +72,7 @@ class InstanceLock:
         self.service_file = Path(service_file) if service_file is not None else None
         self._fd: int | None = None
 
-    def acquire(self) -> "InstanceLock":
+    def acquire(self) -> InstanceLock:
         """Take the lock or raise :class:`AlreadyRunning` naming the running pid."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if fcntl is not None:
@@ -111,7 +112,10 @@ class InstanceLock:
         if role == "index":
             return AlreadyRunning(
                 f"A `cairn index` run ({who}) is indexing {self.what} {lock}. Only one process writes an index: "
-                f"wait for it to finish, then run `cairn {self.role}` again.", pid=pid, role=role)
+                f"wait for it to finish, then run `cairn {self.role}` again.",
+                pid=pid,
+                role=role,
+            )
         url = self._daemon_url(pid)
         daemon = f"Another Cairn daemon ({who}{', ' + url if url else ''}) is already serving {self.what} {lock}."
         if self.role == "index":
@@ -119,7 +123,9 @@ class InstanceLock:
                 f"{daemon} It keeps that index up to date itself, and only one process writes an index. Ask it to "
                 "re-index instead (`POST /index/reindex`, or 'Reindex now' in the tray menu), or stop it first (Ctrl-C where "
                 f"it runs{', or `kill ' + str(pid) + '`' if pid else ''}) and run `cairn index` again.",
-                pid=pid, role=role)
+                pid=pid,
+                role=role,
+            )
         return AlreadyRunning(f"{daemon} Stop it first, or use another --data-dir.", pid=pid, role=role)
 
     def _daemon_url(self, pid: int | None) -> str | None:
@@ -145,7 +151,7 @@ class InstanceLock:
         os.ftruncate(fd, 0)
         os.close(fd)  # closing releases the flock; the file stays (unlinking it would race a new owner)
 
-    def __enter__(self) -> "InstanceLock":
+    def __enter__(self) -> InstanceLock:
         return self.acquire()
 
     def __exit__(self, *exc: object) -> None:
@@ -193,8 +199,12 @@ def quarantine(db_path: Path | str, reason: str) -> dict:
         src = db_path.with_name(db_path.name + extra)
         if src.exists():
             os.replace(src, target.with_name(target.name + extra))
-    log.error("the index database %s was damaged (%s); moved it to %s and rebuilding the index from the vault",
-              db_path, reason, target)
+    log.error(
+        "the index database %s was damaged (%s); moved it to %s and rebuilding the index from the vault",
+        db_path,
+        reason,
+        target,
+    )
     return {"movedTo": str(target), "reason": reason, "at": at}
 
 

@@ -32,9 +32,9 @@ import os
 import re
 import stat
 import unicodedata
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterable, Iterator, Sequence
 
 from cairn.errors import NoteReadError, NotFoundError, PathOutsideVault
 
@@ -96,6 +96,7 @@ def normalise_rel_path(p: str) -> str:
 
 
 # ------------------------------------------------------------------ ignore rules
+
 
 def _glob_to_regex(glob: str) -> str:
     """Translate one gitignore glob (without leading/trailing ``/``) to a regex over a whole path."""
@@ -237,7 +238,7 @@ class _Tree:
       recorded apart. Case is significant (``Note.md`` and ``note.md`` are two files on a case-sensitive disk).
     """
 
-    def __init__(self, root: Path, ignore: "Sequence[str] | IgnoreRules" = ()) -> None:
+    def __init__(self, root: Path, ignore: Sequence[str] | IgnoreRules = ()) -> None:
         self.root = Path(root)
         try:
             self.root_real = self.root.resolve(strict=True)
@@ -261,11 +262,19 @@ class _Tree:
             log.info("Skipping %r: symlink leads outside the vault", rel)
         else:
             target = Path(real).relative_to(self.root_real).as_posix()
-            log.info("Skipping %r: symlink to %r inside the vault (indexed under its own path; Cairn follows no "
-                     "symlink)", rel, unicodedata.normalize("NFC", target))
+            log.info(
+                "Skipping %r: symlink to %r inside the vault (indexed under its own path; Cairn follows no symlink)",
+                rel,
+                unicodedata.normalize("NFC", target),
+            )
 
-    def _children(self, dirs: Sequence[str | Path], rel_dir: str, ancestors: frozenset[_Id], only: str | None = None,
-                  ) -> tuple[dict[str, list[tuple[str, os.stat_result]]], dict[str, list[tuple[str, os.stat_result]]]]:
+    def _children(
+        self,
+        dirs: Sequence[str | Path],
+        rel_dir: str,
+        ancestors: frozenset[_Id],
+        only: str | None = None,
+    ) -> tuple[dict[str, list[tuple[str, os.stat_result]]], dict[str, list[tuple[str, os.stat_result]]]]:
         """The entries of the folders ``dirs`` (one folder of the vault, at NFC path ``rel_dir``; several when
         names equal in NFC merge) that the rules let through: ({NFC name: files}, {NFC name: folders}), each
         list in preference order. ``only``: just the entries of that NFC name (a hint's next segment)."""
@@ -355,8 +364,9 @@ class _Tree:
         out = list(self._file_group(rel, files[last])) if last in files else []
         if last in folders:
             group = folders[last]
-            out.extend(self._walk([p for p, _st in group], rel,
-                                  ancestors | {(st.st_dev, st.st_ino) for _p, st in group}))
+            out.extend(
+                self._walk([p for p, _st in group], rel, ancestors | {(st.st_dev, st.st_ino) for _p, st in group})
+            )
         return out
 
 
@@ -399,8 +409,9 @@ def stat_hint(root: Path, rel: str, rules: IgnoreRules, *, extensions: Sequence[
     return list(_vault_files(_Tree(root, rules).look(rel), _norm_exts(extensions)))
 
 
-def hinted_changes(root: Path, paths: Iterable[str], rules: IgnoreRules, known: Iterable[str], *,
-                   extensions: Sequence[str] = (".md",)) -> tuple[list[VaultFile], list[str]]:
+def hinted_changes(
+    root: Path, paths: Iterable[str], rules: IgnoreRules, known: Iterable[str], *, extensions: Sequence[str] = (".md",)
+) -> tuple[list[VaultFile], list[str]]:
     """What a batch of file-event hints means for the indexed paths ``known``: (the files with one of ``extensions``
     at or under the hinted paths now, sorted by path — what :func:`stat_hint` finds for each; the known paths at
     or under them that are not found there now — deleted, moved away or no longer read, sorted). Hints that are
@@ -442,11 +453,16 @@ def hints_change_files(root: Path, paths: Iterable[str], rules: IgnoreRules, fil
 def duplicate_reason(vf: VaultFile) -> str:
     """Why a file with :attr:`VaultFile.duplicate_of` set is not indexed (shown in ``/index/stats`` and
     ``cairn index``): it names the file indexed instead and says how to fix it."""
-    form = "decomposed (NFD), as a sync from a Mac can leave it" if unicodedata.is_normalized("NFD", vf.path) \
+    form = (
+        "decomposed (NFD), as a sync from a Mac can leave it"
+        if unicodedata.is_normalized("NFD", vf.path)
         else "not in the composed form NFC"
-    return (f"not indexed: another file, {vf.duplicate_of!r}, has the same name once Unicode-normalised (NFC) — the "
-            f"two names differ only in how accented letters are encoded (this one is {form}) — and that one is "
-            "indexed; rename or delete one of the two files")
+    )
+    return (
+        f"not indexed: another file, {vf.duplicate_of!r}, has the same name once Unicode-normalised (NFC) — the "
+        f"two names differ only in how accented letters are encoded (this one is {form}) — and that one is "
+        "indexed; rename or delete one of the two files"
+    )
 
 
 def hinted_paths(paths: Iterable[str], rules: IgnoreRules) -> Iterator[str]:
@@ -499,6 +515,7 @@ def list_all_files(root: Path, ignore: Sequence[str] = ()) -> Iterator[str]:
 
 # ------------------------------------------------------------------------ reading
 
+
 def _human_size(n: int) -> str:
     for unit, factor in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
         if n >= factor:
@@ -548,6 +565,7 @@ def read_note_text(abs_path: Path, *, max_bytes: int) -> tuple[str, str]:
 
 
 # -------------------------------------------------------------------- containment
+
 
 def on_disk_path(root: Path, rel: str) -> Path:
     """``root / rel``, but each segment spelled as on disk when only its NFC form matches (NFD names on Linux)."""

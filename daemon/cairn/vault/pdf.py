@@ -52,14 +52,14 @@ import threading
 import time
 import unicodedata
 import weakref
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from cairn.errors import PdfReadError
 
-__all__ = ["PdfPage", "PdfText", "PdfExtractor", "RawLine", "RawPage", "tidy_pages", "format_pages",
-           "TEST_HOOK_ENV"]
+__all__ = ["PdfPage", "PdfText", "PdfExtractor", "RawLine", "RawPage", "tidy_pages", "format_pages", "TEST_HOOK_ENV"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,7 @@ _FILES_PER_WORKER = 200
 
 
 # ------------------------------------------------------------------------------------------------ results
+
 
 @dataclass(frozen=True, slots=True)
 class PdfPage:
@@ -149,17 +150,75 @@ _PAGE_NUMBER = re.compile(
 )
 _DIGITS = re.compile(r"\d+")
 _NUMBERED = re.compile(r"^(?:\d{1,3}(?:\.\d{1,3})*\.?|[A-Z]\.|[IVXLC]{1,6}\.)\s+\S")
-_CHAPTER = re.compile(r"^(?:chapter|section|part|appendix|annex|lesson|unit|kapitel|chapitre|teil)\s+"
-                      r"(?:\d{1,3}(?:\.\d{1,3})*|[IVXLC]{1,6}|[A-Z])\b", re.I)
+_CHAPTER = re.compile(
+    r"^(?:chapter|section|part|appendix|annex|lesson|unit|kapitel|chapitre|teil)\s+"
+    r"(?:\d{1,3}(?:\.\d{1,3})*|[IVXLC]{1,6}|[A-Z])\b",
+    re.I,
+)
 _CODE_LIKE = re.compile(r"[{}<>=;|\\@#$%^*_~`]|://")
 _ONE_WORD_HEADINGS = {
-    "abstract", "introduction", "contents", "conclusion", "conclusions", "references", "summary", "preface",
-    "foreword", "acknowledgements", "acknowledgments", "index", "glossary", "bibliography", "overview",
-    "background", "discussion", "results", "methods", "methodology", "appendix", "notes", "prologue",
-    "epilogue", "afterword", "installation", "usage", "examples", "license", "licence", "troubleshooting",
+    "abstract",
+    "introduction",
+    "contents",
+    "conclusion",
+    "conclusions",
+    "references",
+    "summary",
+    "preface",
+    "foreword",
+    "acknowledgements",
+    "acknowledgments",
+    "index",
+    "glossary",
+    "bibliography",
+    "overview",
+    "background",
+    "discussion",
+    "results",
+    "methods",
+    "methodology",
+    "appendix",
+    "notes",
+    "prologue",
+    "epilogue",
+    "afterword",
+    "installation",
+    "usage",
+    "examples",
+    "license",
+    "licence",
+    "troubleshooting",
 }
-_SMALL_WORDS = {"a", "an", "and", "as", "at", "but", "by", "for", "in", "of", "on", "or", "the", "to", "vs",
-                "via", "with", "from", "into", "over", "per", "de", "la", "le", "und", "der", "die", "das"}
+_SMALL_WORDS = {
+    "a",
+    "an",
+    "and",
+    "as",
+    "at",
+    "but",
+    "by",
+    "for",
+    "in",
+    "of",
+    "on",
+    "or",
+    "the",
+    "to",
+    "vs",
+    "via",
+    "with",
+    "from",
+    "into",
+    "over",
+    "per",
+    "de",
+    "la",
+    "le",
+    "und",
+    "der",
+    "die",
+    "das",
+}
 #: Lines peeled from each end of a page when looking for running headers/footers and page numbers.
 _EDGE_DEPTH = 3
 
@@ -179,7 +238,7 @@ def _clean_line(text: str) -> tuple[str, bool, int]:
     return _SPACES.sub(" ", stripped).strip(), hyphen_break, joined
 
 
-def _edge_key(line: "_Line") -> str:
+def _edge_key(line: _Line) -> str:
     """Key under which a top/bottom line counts as 'the same' on every page: its text with digits and case
     ignored, and its height on the page (3-point bands) when known."""
     key = _DIGITS.sub("#", " ".join(line.text.lower().split()))
@@ -281,8 +340,12 @@ def _page_number_offset(pages: list[list[_Line]], numbers: list[int]) -> tuple[s
             continue
         with_text += 1
         top, bottom = _edges(lines)
-        offsets = {(side, value - number) for i in (*top, *bottom) if len(lines[i].text.split()) <= 12
-                   for side, value in _edge_numbers(lines[i].text)}
+        offsets = {
+            (side, value - number)
+            for i in (*top, *bottom)
+            if len(lines[i].text.split()) <= 12
+            for side, value in _edge_numbers(lines[i].text)
+        }
         for offset in offsets:
             seen[offset] = seen.get(offset, 0) + 1
     if not seen:
@@ -310,10 +373,16 @@ def _strip_edges(lines: list[_Line], running: set[str], printed: tuple[str, int]
         for edge in (top[:1], bottom[:1]):
             for j in edge:
                 line = sub[j]
-                if _edge_key(line) in running or _is_page_number(line.text) or (
-                        printed is not None and len(line.text.split()) <= 12
+                if (
+                    _edge_key(line) in running
+                    or _is_page_number(line.text)
+                    or (
+                        printed is not None
+                        and len(line.text.split()) <= 12
                         and printed in _edge_numbers(line.text)
-                        and not (body_size > 0 and line.size > 1.15 * body_size)):
+                        and not (body_size > 0 and line.size > 1.15 * body_size)
+                    )
+                ):
                     drop.add(kept[j])
                     changed = True
         if not changed:
@@ -350,8 +419,12 @@ def _looks_like_heading(line: _Line, body_size: float) -> bool:
     if letters >= 4 and t.upper() == t and len(words) <= 8:
         return True
     significant = [w for w in alpha if w.lower() not in _SMALL_WORDS]
-    return 2 <= len(alpha) <= 8 and bool(significant) and all(w[:1].isupper() for w in significant) \
+    return (
+        2 <= len(alpha) <= 8
+        and bool(significant)
+        and all(w[:1].isupper() for w in significant)
         and alpha[0][:1].isupper()
+    )
 
 
 def _heading(lines: list[_Line], height: float) -> str | None:
@@ -436,7 +509,7 @@ def _looks_like_text(head: bytes) -> bool:
     except UnicodeDecodeError as exc:
         if exc.start < len(head) - 3:
             return False
-        text = head[:exc.start].decode("utf-8")
+        text = head[: exc.start].decode("utf-8")
     return not any(ord(c) < 32 and c not in "\t\r\n\f" for c in text)
 
 
@@ -455,8 +528,11 @@ def _tidy_title(title: Any) -> str | None:
         return None
     t = " ".join(unicodedata.normalize("NFC", title).split())
     t = re.sub(r"^(microsoft (word|powerpoint|excel) - )", "", t, flags=re.I)
-    if len(t) < 2 or not any(ch.isalpha() for ch in t) or t.lower() in {"untitled", "(anonymous)", "title",
-                                                                          "document", "unknown"}:
+    if (
+        len(t) < 2
+        or not any(ch.isalpha() for ch in t)
+        or t.lower() in {"untitled", "(anonymous)", "title", "document", "unknown"}
+    ):
         return None
     if re.fullmatch(r"[\w .()\[\]-]+\.(pdf|docx?|odt|tex|dvi|ps|rtf|txt|pptx?|xlsx?|indd|qxp)", t, re.I):
         return None
@@ -464,6 +540,7 @@ def _tidy_title(title: Any) -> str | None:
 
 
 # ------------------------------------------------------------------------------------------------ worker side
+
 
 def _limit_memory(limit_bytes: int) -> None:
     """Cap the worker's address space (Linux: RLIMIT_AS; other Unixes: best effort; Windows: none)."""
@@ -547,8 +624,11 @@ def _serve(request: dict, send, memory_limit: int) -> None:
         doc = pdfium.PdfDocument(request["path"])
     except pdfium.PdfiumError as exc:
         code = getattr(exc, "err_code", None)
-        kind = {pdfium_c.FPDF_ERR_PASSWORD: "password", pdfium_c.FPDF_ERR_SECURITY: "security",
-                pdfium_c.FPDF_ERR_FILE: "file"}.get(code, "damaged")
+        kind = {
+            pdfium_c.FPDF_ERR_PASSWORD: "password",
+            pdfium_c.FPDF_ERR_SECURITY: "security",
+            pdfium_c.FPDF_ERR_FILE: "file",
+        }.get(code, "damaged")
         send({"t": "error", "kind": kind, "detail": str(exc)})
         return
     except (OSError, ValueError) as exc:
@@ -616,6 +696,7 @@ def _read_page(doc, index: int, pdfium_c) -> tuple[list[list], float]:
 
 # ------------------------------------------------------------------------------------------------ parent side
 
+
 class _Worker:
     """One worker process and the thread that reads its messages into a queue (``None`` = it exited)."""
 
@@ -629,7 +710,11 @@ class _Worker:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", "from cairn.vault.pdf import _worker_main; _worker_main()"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, creationflags=flags,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=None,
+                env=env,
+                creationflags=flags,
             )
         except OSError as exc:
             raise PdfReadError(f"cannot start the PDF reader process ({sys.executable}): {exc}") from None
@@ -643,10 +728,17 @@ class _Worker:
             msg = "timeout"
         if not isinstance(msg, dict) or msg.get("t") != "ready":
             self.kill()
-            said = ("exited before it was ready" if msg is None else
-                    f"was not ready after {_START_TIMEOUT_S:g} s" if msg == "timeout" else f"said {msg!r}")
-            raise PdfReadError(f"cannot start the PDF reader: its process {said} (is pypdfium2 installed? "
-                               "its error is in Cairn's log/stderr)")
+            said = (
+                "exited before it was ready"
+                if msg is None
+                else f"was not ready after {_START_TIMEOUT_S:g} s"
+                if msg == "timeout"
+                else f"said {msg!r}"
+            )
+            raise PdfReadError(
+                f"cannot start the PDF reader: its process {said} (is pypdfium2 installed? "
+                "its error is in Cairn's log/stderr)"
+            )
         self.start_ms = (time.perf_counter() - started) * 1000
 
     def _read(self) -> None:
@@ -730,11 +822,18 @@ class PdfExtractor:
     or at interpreter exit.
     """
 
-    def __init__(self, *, max_pages: int = 2000, max_bytes: int = 200 * 1024 * 1024, timeout_s: float = 120.0,
-                 memory_limit_bytes: int = 2 * 1024 * _MB) -> None:
+    def __init__(
+        self,
+        *,
+        max_pages: int = 2000,
+        max_bytes: int = 200 * 1024 * 1024,
+        timeout_s: float = 120.0,
+        memory_limit_bytes: int = 2 * 1024 * _MB,
+    ) -> None:
         if max_pages < 1 or max_bytes < 1 or not timeout_s > 0:
-            raise ValueError(f"max_pages, max_bytes and timeout_s must be positive, got {max_pages}, {max_bytes}, "
-                             f"{timeout_s}")
+            raise ValueError(
+                f"max_pages, max_bytes and timeout_s must be positive, got {max_pages}, {max_bytes}, {timeout_s}"
+            )
         self.max_pages = int(max_pages)
         self.max_bytes = int(max_bytes)
         self.timeout_s = float(timeout_s)
@@ -750,7 +849,7 @@ class PdfExtractor:
         #: How many workers were started (1 + one per killed or crashed worker).
         self.workers_started = 0
 
-    def __enter__(self) -> "PdfExtractor":
+    def __enter__(self) -> PdfExtractor:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -825,14 +924,23 @@ class PdfExtractor:
             except OSError as exc:
                 raise PdfReadError(f"cannot read the file: {exc.strerror or exc}") from None
             if size > self.max_bytes:
-                raise PdfReadError(f"too big: {_human_bytes(size)}, over pdf_max_bytes {_human_bytes(self.max_bytes)}"
-                                   f"; raise pdf_max_bytes in the config to index it")
+                raise PdfReadError(
+                    f"too big: {_human_bytes(size)}, over pdf_max_bytes {_human_bytes(self.max_bytes)}"
+                    f"; raise pdf_max_bytes in the config to index it"
+                )
             if b"%PDF-" not in head:  # the reason goes to logs and /index/stats: never quote the file's bytes
                 kind = "text" if _looks_like_text(head) else "binary data"
-                raise PdfReadError(f"not a PDF: the file holds {kind}, not a PDF header (%PDF-); is it another kind "
-                                   "of file with a .pdf name?" if head else "not a PDF: the file is empty")
-            request = {"path": str(path.resolve()), "max_pages": self.max_pages,
-                       "hook": os.environ.get(TEST_HOOK_ENV) or None}
+                raise PdfReadError(
+                    f"not a PDF: the file holds {kind}, not a PDF header (%PDF-); is it another kind "
+                    "of file with a .pdf name?"
+                    if head
+                    else "not a PDF: the file is empty"
+                )
+            request = {
+                "path": str(path.resolve()),
+                "max_pages": self.max_pages,
+                "hook": os.environ.get(TEST_HOOK_ENV) or None,
+            }
             with self._state:
                 self._busy, self._interrupted = True, False
             try:
@@ -878,8 +986,10 @@ class PdfExtractor:
                     failed[number] = str(msg["error"])
                     raw_pages.append(RawPage(number, (), 0.0))
                 else:
-                    lines = tuple(RawLine(t, math.nan if top is None else float(top), float(size or 0))
-                                  for t, top, size in msg["lines"])
+                    lines = tuple(
+                        RawLine(t, math.nan if top is None else float(top), float(size or 0))
+                        for t, top, size in msg["lines"]
+                    )
                     raw_pages.append(RawPage(number, lines, float(msg.get("h") or 0.0)))
             elif kind == "done":
                 break
@@ -887,8 +997,9 @@ class PdfExtractor:
                 if msg.get("kind") == "memory":
                     self._discard(worker)
                     if not raw_pages:
-                        raise PdfReadError(f"the PDF reader went {msg.get('detail')} (a PDF bomb?); "
-                                           "the file is skipped")
+                        raise PdfReadError(
+                            f"the PDF reader went {msg.get('detail')} (a PDF bomb?); the file is skipped"
+                        )
                     stopped = f"memory:{msg.get('detail')}"
                     break
                 raise self._open_error(msg)
@@ -902,19 +1013,29 @@ class PdfExtractor:
         if kind == "password":
             return PdfReadError("encrypted: needs a password; Cairn cannot index it")
         if kind == "security":
-            return PdfReadError(f"encrypted with a security handler PDFium does not support ({detail}); "
-                                "Cairn cannot index it")
+            return PdfReadError(
+                f"encrypted with a security handler PDFium does not support ({detail}); Cairn cannot index it"
+            )
         if kind == "file":
             return PdfReadError(f"cannot open: the PDF reader could not read the file ({detail})")
         return PdfReadError(f"cannot open: damaged or truncated PDF ({detail})")
 
-    def _result(self, raw_pages: list[RawPage], page_count: int | None, title: Any, failed: dict[int, str],
-                stopped: str | None, elapsed_ms: float) -> PdfText:
+    def _result(
+        self,
+        raw_pages: list[RawPage],
+        page_count: int | None,
+        title: Any,
+        failed: dict[int, str],
+        stopped: str | None,
+        elapsed_ms: float,
+    ) -> PdfText:
         limit_s = f"{self.timeout_s:g} s"
         if page_count is None or not raw_pages:
             if stopped == "timeout":
-                raise PdfReadError(f"time limit {limit_s} reached before the first page was read; "
-                                   "raise pdf_timeout_s in the config to index it")
+                raise PdfReadError(
+                    f"time limit {limit_s} reached before the first page was read; "
+                    "raise pdf_timeout_s in the config to index it"
+                )
             if stopped and stopped.startswith("crash:"):
                 where = "opening the file" if page_count is None else "reading page 1"
                 raise PdfReadError(f"the PDF reader crashed while {where} (it {stopped[6:]}); the file is skipped")
@@ -928,21 +1049,28 @@ class PdfExtractor:
         if stopped and got < wanted:
             missing = format_pages(range(got + 1, wanted + 1))
             if stopped == "timeout":
-                problems.append(f"time limit {limit_s} reached: {missing} not indexed "
-                                f"(raise pdf_timeout_s in the config to index them)")
+                problems.append(
+                    f"time limit {limit_s} reached: {missing} not indexed "
+                    f"(raise pdf_timeout_s in the config to index them)"
+                )
             elif stopped.startswith("memory:"):
                 problems.append(f"the PDF reader went {stopped[7:]} on page {got + 1}: {missing} not indexed")
             else:
                 problems.append(f"the PDF reader crashed on page {got + 1} (it {stopped[6:]}): {missing} not indexed")
         if page_count > self.max_pages:
             beyond = format_pages(range(self.max_pages + 1, page_count + 1))
-            problems.append(f"page limit {self.max_pages} reached: {beyond} not indexed "
-                            f"(raise pdf_max_pages in the config to index them)")
+            problems.append(
+                f"page limit {self.max_pages} reached: {beyond} not indexed "
+                f"(raise pdf_max_pages in the config to index them)"
+            )
         if failed:
             first = next(iter(failed.values()))
             problems.append(f"{format_pages(failed)} could not be read by the PDF reader ({first})")
-        no_text = [raw.number for raw in raw_pages
-                   if raw.number not in failed and not any(_clean_line(ln.text)[0] for ln in raw.lines)]
+        no_text = [
+            raw.number
+            for raw in raw_pages
+            if raw.number not in failed and not any(_clean_line(ln.text)[0] for ln in raw.lines)
+        ]
         if raw_pages and len(no_text) + len(failed) == len(raw_pages):
             if len(no_text) == page_count:
                 reason = f"no text layer on any of the {page_count} pages (scanned images?); OCR is not supported"
@@ -954,5 +1082,10 @@ class PdfExtractor:
         if no_text:
             verb = "has" if len(no_text) == 1 else "have"
             problems.insert(0, f"{format_pages(no_text)} {verb} no text layer (scanned images?); OCR is not supported")
-        return PdfText(pages=tuple(pages), page_count=page_count, title=_tidy_title(title),
-                       problems=tuple(problems), elapsed_ms=round(elapsed_ms, 1))
+        return PdfText(
+            pages=tuple(pages),
+            page_count=page_count,
+            title=_tidy_title(title),
+            problems=tuple(problems),
+            elapsed_ms=round(elapsed_ms, 1),
+        )
