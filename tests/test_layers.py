@@ -47,7 +47,7 @@ LAYERS: dict[str, int] = {
     "dense": 2,
     "events": 2,
     "answer": 2,
-    "browse": 2,
+    "library": 2,
     "pdf_index": 2,
     # 3 adapters
     "http_api": 3,

@@ -24,7 +24,7 @@ from typing import Any
 
 from cairn import __version__
 from cairn.answer import AnswerService
-from cairn.browse import Library, checked_rel_path
+from cairn.library import NoteViews, checked_rel_path
 from cairn.config import Config
 from cairn.embedder import Embedder
 from cairn.errors import CairnError
@@ -71,7 +71,7 @@ class Cairn:
         self.pdfs = PdfIndexer(self.indexer)
         self.pdf_queue: PdfQueue | None = None
         self.query = QueryService(self.store, self.embedder)
-        self.library = Library(config, self.store)
+        self.library = NoteViews(config, self.store)
         #: Index progress for ``GET /events``: ``progress``, ``indexed``, ``removed``, ``error``.
         self.events = EventBus()
         self.indexer.on_removed = self.events.removed

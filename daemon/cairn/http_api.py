@@ -214,7 +214,7 @@ class AnswersLike(Protocol):
 
 
 class LibraryLike(Protocol):
-    """Read views (:class:`cairn.browse.Library`); blocking, called from worker threads."""
+    """Read views (:class:`cairn.library.NoteViews`); blocking, called from worker threads."""
 
     def note(self, path: str) -> Mapping[str, Any]: ...
 

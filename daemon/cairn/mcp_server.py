@@ -7,7 +7,7 @@ sees exactly the tools served to it — :meth:`Policy.served_tools`).
 Tools (DESIGN.md, Interfaces → MCP): ``search_notes(query, tags?, folder?, limit=8)``,
 ``get_note(path)``, ``get_related_notes(path, limit=10)``, ``list_notes(tag?, folder?, limit=50)``,
 ``ask(question, top_k=8, tags?)``. Every call goes through the one query path
-(:class:`~cairn.query.QueryService` / :class:`~cairn.browse.Library`) with
+(:class:`~cairn.query.QueryService` / :class:`~cairn.library.NoteViews`) with
 ``policy.withhold_for(client)``, so withheld notes are filtered before ranking and never named.
 
 Results: ``structuredContent`` (JSON) plus a text rendering. Excerpts carry ``filePath``,
@@ -79,8 +79,8 @@ from starlette.routing import Route
 
 from cairn import __version__
 from cairn.audit import AuditLog
-from cairn.browse import Library
 from cairn.errors import CairnError
+from cairn.library import NoteViews
 from cairn.policy import ALL_TOOLS, Policy, WithheldTally, Withhold
 from cairn.query import QueryService
 
@@ -221,7 +221,7 @@ class McpService:
         self,
         *,
         query: QueryService,
-        library: Library,
+        library: NoteViews,
         policy: Callable[[], Policy],
         audit: AuditLog | None,
         transport: str,

@@ -1,19 +1,19 @@
 """Read-side views of one vault's index for the API and MCP (layer 2): a note, its related notes,
-a list of notes, the tags.
+a list of notes, the tags (:class:`NoteViews`).
 
 Every client-supplied path is confined to the vault before anything is read: absolute paths,
 ``..`` segments, backslashes, NUL and symlinks leading out of the vault raise
 :class:`~cairn.errors.PathOutsideVault` (400); a path that is not an indexed note raises
 :class:`~cairn.errors.NotFoundError` (404). Only notes the index holds are read from disk.
 
-Withholding (issue 5): every view takes ``withhold`` (a :class:`~cairn.policy.Withhold`; ``None`` or
+Withholding: every view takes ``withhold`` (a :class:`~cairn.policy.Withhold`; ``None`` or
 empty for the owner, whose views are unchanged). A withheld note asked for by path raises the same
 :class:`~cairn.errors.NotFoundError` message as a missing one; withheld notes are left out of links,
 backlinks, similar notes, lists and tag counts (a withheld tag is not listed at all); links to them in
 returned content, its front-matter (keys and values) and its ``aliases`` become ``[withheld link]``; a link
-whose target names a withheld note is left out of ``links`` even when it did not resolve to it. When tags are withheld, a note whose front-matter cannot be
-read (so its tags are unknown) is withheld too. ``tally`` (a :class:`~cairn.policy.WithheldTally`)
-receives the withheld notes each call left out, for the audit log.
+whose target names a withheld note is left out of ``links`` even when it did not resolve to it. When tags are
+withheld, a note whose front-matter cannot be read (so its tags are unknown) is withheld too. ``tally``
+(a :class:`~cairn.policy.WithheldTally`) receives the withheld notes each call left out, for the audit log.
 
 Blocking (SQLite and file reads): call from a worker thread in async code.
 """
@@ -59,8 +59,10 @@ def checked_rel_path(raw: Any) -> str:
     return normalise_rel_path(raw)
 
 
-class Library:
-    """``note``, ``related`` and ``tags`` over ``store`` for the vault in ``config``."""
+class NoteViews:
+    """The JSON-ready views of indexed notes over ``store`` for the vault in ``config``: ``note``, ``related``,
+    ``list_notes`` and ``tags``. Each view confines the client's path to the vault and applies ``withhold``;
+    it reads the index (and the note's file), never the ranking: a view of notes, not a search."""
 
     SIMILAR_CANDIDATES = 60
 
@@ -74,7 +76,7 @@ class Library:
         rel = checked_rel_path(raw)
         resolve_in_vault(self.config.require_vault(), rel)  # symlinks out of the vault → PathOutsideVault
         note = self.store.note_by_path(rel)
-        withheld = bool(hidden) and note is not None and hidden.hides(note["id"], rel)
+        withheld = hidden is not None and bool(hidden) and note is not None and hidden.hides(note["id"], rel)
         if withheld and tally is not None:
             tally.add([rel])
         if note is not None and note.get("status") == "skipped" and not withheld:
