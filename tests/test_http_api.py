@@ -27,7 +27,7 @@ import aiohttp
 import pytest
 
 from cairn.config import NOT_FOUND_ANSWER, Config
-from cairn.errors import BadRequest, ConfigError, StoreError
+from cairn.errors import BadRequestError, ConfigError, StoreError
 from cairn.http_api import MAX_BODY_BYTES, create_app, serve, split_pieces
 from cairn.query import Answer, SearchResult
 
@@ -605,7 +605,10 @@ def test_an_empty_token_is_refused_at_startup():
 
 def test_ask_errors_after_the_stream_started_are_error_then_sources_then_done():
     async def scenario():
-        for error, code in [(BadRequest("question is empty"), "bad_request"), (RuntimeError("kaboom"), "internal")]:
+        for error, code in [
+            (BadRequestError("question is empty"), "bad_request"),
+            (RuntimeError("kaboom"), "internal"),
+        ]:
             async with running(RaisingQuery(error)) as client:
                 async with client.post("/ask", json={"question": "hello"}, headers=AUTH) as resp:
                     assert resp.status == 200

@@ -15,7 +15,7 @@ import subprocess
 import aiohttp
 import pytest
 
-from cairn.errors import BadRequest
+from cairn.errors import BadRequestError
 from cairn.http_api import create_app, serve
 from test_cli import TIMEOUT_S, cairn_env, cairn_executable
 from test_http_api import AUTH, TOKEN, assert_error, read_events, run
@@ -103,13 +103,13 @@ def test_a_deeply_nested_json_body_is_400_not_a_500(sample_cairn, depth):
 )
 def test_the_query_service_refuses_surrogates_with_bad_request(sample_cairn, call):
     """The one check every adapter (HTTP, MCP tools, CLI) goes through, before the tokenizer or SQLite."""
-    with pytest.raises(BadRequest) as err:
+    with pytest.raises(BadRequestError) as err:
         call(sample_cairn.query)
     assert "U+D" in err.value.message or "0xE9" in err.value.message
 
 
 def test_the_query_service_names_a_non_utf8_byte_from_the_command_line(sample_cairn):
-    with pytest.raises(BadRequest) as err:
+    with pytest.raises(BadRequestError) as err:
         sample_cairn.query.search("caf\udce9")
     assert "0xE9" in err.value.message and "UTF-8" in err.value.message and "character 4" in err.value.message
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.errors import BadRequest
+from cairn.errors import BadRequestError
 from cairn.policy import (
     ALL_TOOLS,
     CONTAINED_READS,
@@ -100,7 +100,7 @@ def test_client_names_match_exactly_so_a_lookalike_name_is_not_the_local_client(
 
 
 def test_requesting_a_tool_that_does_not_exist_is_a_bad_request_naming_it_and_the_valid_names():
-    with pytest.raises(BadRequest) as info:
+    with pytest.raises(BadRequestError) as info:
         parse_policy(GOOD, "p").served_tools("claude-desktop", ["search"])
     assert "'search'" in str(info.value) and "search_notes" in str(info.value)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cairn.config import NOT_FOUND_ANSWER
-from cairn.errors import BadRequest
+from cairn.errors import BadRequestError
 from cairn.prompt import cited_numbers
 from cairn.query import QueryService, Source
 
@@ -97,14 +97,14 @@ def test_fts5_syntax_in_user_text_is_harmless(sample_cairn, query):
 
 @pytest.mark.parametrize("bad", ["", "   ", "x" * 2001])
 def test_bad_questions_are_clear_errors(sample_cairn, bad):
-    with pytest.raises(BadRequest):
+    with pytest.raises(BadRequestError):
         sample_cairn.query.ask(bad)
 
 
 def test_bad_top_k_and_tags_are_clear_errors(sample_cairn):
-    with pytest.raises(BadRequest, match="top_k"):
+    with pytest.raises(BadRequestError, match="top_k"):
         sample_cairn.query.search("garlic", top_k=0)
-    with pytest.raises(BadRequest, match="tag"):
+    with pytest.raises(BadRequestError, match="tag"):
         sample_cairn.query.search("garlic", tags=["#"])
 
 

@@ -6,7 +6,7 @@ import apsw
 import numpy as np
 import pytest
 
-from cairn.errors import SchemaTooNew, StoreError
+from cairn.errors import SchemaTooNewError, StoreError
 from cairn.store import EMBED_DIM, SCHEMA_VERSION, ChunkRecord, LinkRecord, NoteRecord, Store
 
 
@@ -81,7 +81,7 @@ def test_a_database_from_a_newer_cairn_is_refused_with_a_clear_message(tmp_path)
     conn = apsw.Connection(str(path))
     conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
     conn.close()
-    with pytest.raises(SchemaTooNew, match="newer Cairn"):
+    with pytest.raises(SchemaTooNewError, match="newer Cairn"):
         Store(path)
 
 
@@ -179,7 +179,7 @@ def test_an_index_this_process_cannot_open_now_is_reported_as_such_and_never_mov
     Store(path).close()
     script = textwrap.dedent(f"""
         import os, resource
-        from cairn.errors import StoreUnavailable
+        from cairn.errors import StoreUnavailableError
         from cairn.store.recovery import open_verified
         n = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 64
         resource.setrlimit(resource.RLIMIT_NOFILE, (n + 2, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
@@ -191,7 +191,7 @@ def test_an_index_this_process_cannot_open_now_is_reported_as_such_and_never_mov
             pass
         try:
             open_verified({str(path)!r})
-        except StoreUnavailable as exc:
+        except StoreUnavailableError as exc:
             print("unavailable:", exc)
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.errors import NoteReadError, NotFoundError, PathOutsideVault
+from cairn.errors import NoteReadError, NotFoundError, PathOutsideVaultError
 from cairn.notes import LinkResolver, parse_note
 from cairn.vault import (
     IgnoreRules,
@@ -465,7 +465,7 @@ def test_names_with_leading_or_trailing_spaces_resolve_to_their_own_files(tmp_pa
     ["/etc/passwd", "\\\\server\\share", "C:\\Windows", "c:/x.md", "../x.md", "a/../../x.md", "..", "a\x00b.md"],
 )
 def test_resolve_in_vault_refuses_escapes(tmp_path, bad):
-    with pytest.raises(PathOutsideVault) as info:
+    with pytest.raises(PathOutsideVaultError) as info:
         resolve_in_vault(tmp_path, bad)
     assert info.value.code == "path_outside_vault"
 
@@ -477,7 +477,7 @@ def test_resolve_in_vault_refuses_symlink_leading_outside(tmp_path):
     os.symlink(tmp_path / "outside", vault / "link")
     os.symlink(tmp_path / "outside/secret.md", vault / "s.md")
     for rel in ["link/secret.md", "s.md", "link"]:
-        with pytest.raises(PathOutsideVault):
+        with pytest.raises(PathOutsideVaultError):
             resolve_in_vault(vault, rel)
 
 

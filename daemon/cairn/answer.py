@@ -207,7 +207,7 @@ class AnswerService:
         withhold: Withhold | None = None,
         tally: WithheldTally | None = None,
     ) -> AsyncIterator[Event]:
-        """The answer's events. Raises :class:`~cairn.errors.CairnError` (e.g. BadRequest) before the first event.
+        """The answer's events. Raises :class:`~cairn.errors.CairnError` (e.g. BadRequestError) before the first event.
         ``chosen``, when given, receives the :class:`Source` objects of the ``sources`` event.
         ``withhold``: notes removed before retrieval for this caller; ``tally`` receives the withheld
         notes removed from the candidates (see :meth:`QueryService.retrieve`)."""

@@ -48,7 +48,7 @@ class Cairn:
     """Everything for one vault: ``store``, ``embedder``, ``indexer``, ``query``. Close with :meth:`close`.
 
     Raises :class:`~cairn.errors.ConfigError` (no vault), :class:`~cairn.errors.StoreError`
-    / ``SchemaTooNew`` (index unusable), :class:`~cairn.errors.ModelError` (model files).
+    / ``SchemaTooNewError`` (index unusable), :class:`~cairn.errors.ModelError` (model files).
     """
 
     def __init__(
@@ -519,7 +519,7 @@ async def run_mcp_stdio(config: Config, *, client: str | None, tools: list[str])
     """``cairn mcp``: serve MCP on stdin/stdout from the existing index, read-only (no indexing, no watcher).
 
     Raises :class:`~cairn.policy.PolicyError` (``FILE:LINE: reason``) for a missing or invalid policy,
-    :class:`~cairn.errors.BadRequest` for an unknown ``--tool``, :class:`~cairn.errors.ConfigError` when the
+    :class:`~cairn.errors.BadRequestError` for an unknown ``--tool``, :class:`~cairn.errors.ConfigError` when the
     vault has no index yet. Nothing is written to stdout but the protocol."""
     from cairn.mcp_server import serve_stdio
     from cairn.policy import PolicyHolder

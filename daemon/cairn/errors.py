@@ -27,21 +27,21 @@ class ConfigError(CairnError):
     http_status = 500
 
 
-class BadRequest(CairnError):
+class BadRequestError(CairnError):
     """A client sent an invalid argument (empty question, bad top_k, ...)."""
 
     code = "bad_request"
     http_status = 400
 
 
-class Unauthorized(CairnError):
+class UnauthorizedError(CairnError):
     """Missing or wrong bearer token."""
 
     code = "unauthorized"
     http_status = 401
 
 
-class Forbidden(CairnError):
+class ForbiddenError(CairnError):
     """Request refused by the Host/Origin allowlists or policy."""
 
     code = "forbidden"
@@ -55,7 +55,7 @@ class NotFoundError(CairnError):
     http_status = 404
 
 
-class PathOutsideVault(BadRequest):
+class PathOutsideVaultError(BadRequestError):
     """A path that escapes the vault root (``..``, absolute, symlink out)."""
 
     code = "path_outside_vault"
@@ -68,12 +68,12 @@ class StoreError(CairnError):
     http_status = 503
 
 
-class StoreUnavailable(StoreError):
+class StoreUnavailableError(StoreError):
     """The index database's file cannot be opened by this process now (too many open files, no permission): the
     file itself may be fine, so it is never moved aside or rebuilt for it."""
 
 
-class SchemaTooNew(StoreError):
+class SchemaTooNewError(StoreError):
     """The database was written by a newer Cairn (``PRAGMA user_version`` above what this code knows)."""
 
     code = "schema_too_new"
@@ -99,14 +99,14 @@ class PdfReadError(NoteReadError):
     code = "pdf_unreadable"
 
 
-class MisdirectedRequest(CairnError):
+class MisdirectedRequestError(CairnError):
     """The ``Host`` header names something other than this loopback server (DNS-rebinding defence)."""
 
     code = "misdirected_request"
     http_status = 421
 
 
-class TooManyRequests(CairnError):
+class TooManyRequestsError(CairnError):
     """Throttled: too many bad tokens, or too many open streams. ``retry_after`` is in seconds."""
 
     code = "too_many_requests"
@@ -117,7 +117,7 @@ class TooManyRequests(CairnError):
         self.retry_after = max(1, int(retry_after))
 
 
-class Busy(TooManyRequests):
+class BusyError(TooManyRequestsError):
     """Every stream slot is taken; try again after ``retry_after`` seconds (HTTP 503 + Retry-After)."""
 
     code = "busy"

@@ -62,14 +62,14 @@ from aiohttp.abc import AbstractAccessLogger
 
 from cairn.config import Config
 from cairn.errors import (
-    BadRequest,
-    Busy,
+    BadRequestError,
+    BusyError,
     CairnError,
     ConfigError,
-    Forbidden,
-    MisdirectedRequest,
-    TooManyRequests,
-    Unauthorized,
+    ForbiddenError,
+    MisdirectedRequestError,
+    TooManyRequestsError,
+    UnauthorizedError,
 )
 
 if TYPE_CHECKING:  # result types only; the query service itself is injected
@@ -196,11 +196,11 @@ class QueryServiceLike(Protocol):
     """
 
     def search(self, q: str, *, top_k: int, tags: Sequence[str], folders: Sequence[str]) -> SearchResult:
-        """Ranked hits for ``q``; raises :class:`~cairn.errors.BadRequest` for bad input."""
+        """Ranked hits for ``q``; raises :class:`~cairn.errors.BadRequestError` for bad input."""
         ...
 
     def ask(self, question: str, *, top_k: int, tags: Sequence[str], folders: Sequence[str]) -> Answer:
-        """An attributable answer with its numbered sources; raises BadRequest for empty input."""
+        """An attributable answer with its numbered sources; raises BadRequestError for empty input."""
         ...
 
 
@@ -416,7 +416,7 @@ async def _errors_middleware(request: web.Request, handler) -> web.StreamRespons
         return await handler(request)
     except CairnError as exc:
         headers = {"WWW-Authenticate": 'Bearer realm="cairn"'} if exc.http_status == 401 else None
-        if isinstance(exc, TooManyRequests):
+        if isinstance(exc, TooManyRequestsError):
             headers = {"Retry-After": str(exc.retry_after)}
         if exc.http_status >= 500:
             log.error("%s %s failed: %s", request.method, request.path, exc.message)
@@ -461,7 +461,7 @@ async def _host_middleware(request: web.Request, handler) -> web.StreamResponse:
             ok = int(match.group("port")) == sockname[1]
     if not ok:
         shown = (raw or "")[:100]
-        raise MisdirectedRequest(
+        raise MisdirectedRequestError(
             f"Host header {shown!r} is not allowed; Cairn answers only requests addressed to "
             "127.0.0.1, localhost or [::1] (DNS-rebinding defence)."
         )
@@ -476,7 +476,7 @@ async def _origin_middleware(request: web.Request, handler) -> web.StreamRespons
         return await handler(request)
     allowed = request.app[_CONFIG_KEY].cors_origins
     if origin not in allowed:
-        raise Forbidden(
+        raise ForbiddenError(
             f"Origin {origin[:100]!r} is not allowed; allowed origins: {', '.join(allowed) or 'none'} "
             "(set cors_origins in config.toml)."
         )
@@ -485,7 +485,7 @@ async def _origin_middleware(request: web.Request, handler) -> web.StreamRespons
         if isinstance(request.match_info.http_exception, web.HTTPNotFound):
             raise request.match_info.http_exception
         if wanted.upper() not in ("GET", "POST"):
-            raise Forbidden(f"Method {wanted[:20]!r} is not allowed by CORS; allowed: GET, POST.")
+            raise ForbiddenError(f"Method {wanted[:20]!r} is not allowed by CORS; allowed: GET, POST.")
         return web.Response(
             status=204,
             headers={
@@ -503,7 +503,7 @@ async def _auth_middleware(request: web.Request, handler) -> web.StreamResponse:
     if (request.method, request.path) in _OPEN_ROUTES:
         return await handler(request)
     if any(name.lower() in _TOKEN_QUERY_PARAMS for name in request.query):
-        raise Unauthorized(
+        raise UnauthorizedError(
             "A token in the URL is never accepted (URLs end up in logs and history); "
             "send it as the header 'Authorization: Bearer <token>' instead, and rotate it with `cairn token --rotate`."
         )
@@ -515,12 +515,12 @@ async def _auth_middleware(request: web.Request, handler) -> web.StreamResponse:
             throttle: BadTokenThrottle = request.app[_STATE_KEY].throttle
             wait = throttle.retry_after()
             if wait > 0:
-                raise TooManyRequests(
+                raise TooManyRequestsError(
                     f"Too many wrong API tokens; try again in {wait:.0f} s. Print the right one with `cairn token`.",
                     retry_after=int(wait) + 1,
                 )
             throttle.failed()
-        raise Unauthorized(
+        raise UnauthorizedError(
             "Missing or wrong API token: send the header 'Authorization: Bearer <token>'; "
             "print the token with `cairn token`."
         )
@@ -551,25 +551,27 @@ def _top_k(value: Any, default: int, *, from_query: bool = False) -> int:
     if from_query and isinstance(value, str):
         text = value.strip()
         if not re.fullmatch(r"[0-9]{1,4}", text):
-            raise BadRequest(f"topK must be an integer from {TOP_K_MIN} to {TOP_K_MAX}, got {value[:20]!r}.")
+            raise BadRequestError(f"topK must be an integer from {TOP_K_MIN} to {TOP_K_MAX}, got {value[:20]!r}.")
         value = int(text)
     elif isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise BadRequest(f"topK must be an integer from {TOP_K_MIN} to {TOP_K_MAX}, got {json.dumps(value)[:20]}.")
+        raise BadRequestError(f"topK must be an integer from {TOP_K_MIN} to {TOP_K_MAX}, got {json.dumps(value)[:20]}.")
     if not TOP_K_MIN <= value <= TOP_K_MAX:
-        raise BadRequest(f"topK must be an integer from {TOP_K_MIN} to {TOP_K_MAX}, got {value}.")
+        raise BadRequestError(f"topK must be an integer from {TOP_K_MIN} to {TOP_K_MAX}, got {value}.")
     return value
 
 
 def _text(value: Any, name: str) -> str:
     """A non-empty string of at most 2,000 characters (``question`` / ``q``)."""
     if not isinstance(value, str):
-        raise BadRequest(f"{name} must be a string, got {type(value).__name__ if value is not None else 'nothing'}.")
+        raise BadRequestError(
+            f"{name} must be a string, got {type(value).__name__ if value is not None else 'nothing'}."
+        )
     if not value.strip():
-        raise BadRequest(f"{name} is empty; send the text to look for.")
+        raise BadRequestError(f"{name} is empty; send the text to look for.")
     if len(value) > MAX_QUESTION_CHARS:
-        raise BadRequest(f"{name} is {len(value)} characters long; the limit is {MAX_QUESTION_CHARS}.")
+        raise BadRequestError(f"{name} is {len(value)} characters long; the limit is {MAX_QUESTION_CHARS}.")
     return value
 
 
@@ -578,13 +580,13 @@ def _scope(value: Any, name: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise BadRequest(f'{name} must be a list of strings, e.g. ["project"].')
+        raise BadRequestError(f'{name} must be a list of strings, e.g. ["project"].')
     if len(value) > MAX_SCOPE_ITEMS:
-        raise BadRequest(f"{name} has {len(value)} entries; the limit is {MAX_SCOPE_ITEMS}.")
+        raise BadRequestError(f"{name} has {len(value)} entries; the limit is {MAX_SCOPE_ITEMS}.")
     out = []
     for item in value:
         if not item.strip() or len(item) > MAX_SCOPE_CHARS:
-            raise BadRequest(
+            raise BadRequestError(
                 f"{name} entries must be non-empty strings of at most {MAX_SCOPE_CHARS} characters, got {item[:40]!r}."
             )
         out.append(item)
@@ -599,24 +601,24 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
         body = json.loads(raw.decode("utf-8")) if raw else None
     except (UnicodeDecodeError, ValueError):
-        raise BadRequest(
+        raise BadRequestError(
             'The request body is not valid UTF-8 JSON; send a JSON object like {"question": "..."}.'
         ) from None
     except RecursionError:  # e.g. 20,000 nested '[': the parser recurses once per level
-        raise BadRequest(
+        raise BadRequestError(
             'The request body nests arrays or objects too deeply; send a flat JSON object like {"question": "..."}.'
         ) from None
     if not isinstance(body, dict):
-        raise BadRequest('The request body must be a JSON object like {"question": "..."}.')
+        raise BadRequestError('The request body must be a JSON object like {"question": "..."}.')
     try:  # a lone "\ud800" escape is valid JSON but not a character: nothing past here could encode it
         json.dumps(body, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise BadRequest(
+        raise BadRequestError(
             f"The request body holds a lone UTF-16 surrogate escape (U+{ord(exc.object[exc.start]):04X}), "
             "which is not a character; send the text as UTF-8."
         ) from None
     except RecursionError:
-        raise BadRequest("The request body nests arrays or objects too deeply; send a flat JSON object.") from None
+        raise BadRequestError("The request body nests arrays or objects too deeply; send a flat JSON object.") from None
     return body
 
 
@@ -627,10 +629,10 @@ async def _search(request: web.Request) -> web.Response:
     """``GET /search?q=&topK=&tag=&folder=`` → ``SearchResult.to_json()``."""
     unknown = sorted({name for name in request.query if name not in _SEARCH_PARAMS})
     if unknown:
-        raise BadRequest(f"Unknown query parameter {unknown[0]!r}; expected: {', '.join(_SEARCH_PARAMS)}.")
+        raise BadRequestError(f"Unknown query parameter {unknown[0]!r}; expected: {', '.join(_SEARCH_PARAMS)}.")
     for single in ("q", "topK"):
         if len(request.query.getall(single, [])) > 1:
-            raise BadRequest(f"Query parameter {single!r} was given more than once.")
+            raise BadRequestError(f"Query parameter {single!r} was given more than once.")
     q = _text(request.query.get("q"), "q")
     top_k = _top_k(request.query.get("topK"), request.app[_CONFIG_KEY].top_k, from_query=True)
     tags = _scope(request.query.getall("tag", []), "tag")
@@ -672,7 +674,7 @@ def sse_event(name: str, data: Any) -> bytes:
 def _need(request: web.Request, key: web.AppKey, what: str) -> Any:
     value = request.app[key]
     if value is None:
-        raise Busy(f"{what} is not available in this daemon.", retry_after=60)
+        raise BusyError(f"{what} is not available in this daemon.", retry_after=60)
     return value
 
 
@@ -820,7 +822,7 @@ async def _ask(request: web.Request) -> web.StreamResponse:
     state: _State = request.app[_STATE_KEY]
     limit = request.app[_CONFIG_KEY].max_ask_streams
     if state.ask_streams >= limit:
-        raise Busy(f"{limit} answers are already streaming; try again in a few seconds.", retry_after=5)
+        raise BusyError(f"{limit} answers are already streaming; try again in a few seconds.", retry_after=5)
     answers = request.app[_ANSWERS_KEY]
     if answers is not None:
         agen = answers.stream(question, top_k=top_k, tags=tags, folders=folders)
@@ -880,10 +882,10 @@ async def _stream_failure(
 def _only_params(request: web.Request, allowed: Sequence[str]) -> None:
     unknown = sorted({name for name in request.query if name not in allowed})
     if unknown:
-        raise BadRequest(f"Unknown query parameter {unknown[0]!r}; expected: {', '.join(allowed) or 'none'}.")
+        raise BadRequestError(f"Unknown query parameter {unknown[0]!r}; expected: {', '.join(allowed) or 'none'}.")
     for name in allowed:
         if len(request.query.getall(name, [])) > 1:
-            raise BadRequest(f"Query parameter {name!r} was given more than once.")
+            raise BadRequestError(f"Query parameter {name!r} was given more than once.")
 
 
 async def _note(request: web.Request) -> web.Response:
@@ -899,12 +901,12 @@ async def _related(request: web.Request) -> web.Response:
     _only_params(request, _RELATED_PARAMS)
     path = request.query.get("path")
     if path is None:
-        raise BadRequest("Query parameter 'path' is required: the vault-relative path of a note.")
+        raise BadRequestError("Query parameter 'path' is required: the vault-relative path of a note.")
     raw_limit = request.query.get("limit")
     limit = 10
     if raw_limit is not None:
         if not re.fullmatch(r"[0-9]{1,3}", raw_limit.strip()) or not 1 <= int(raw_limit) <= 50:
-            raise BadRequest(f"limit must be an integer from 1 to 50, got {raw_limit[:20]!r}.")
+            raise BadRequestError(f"limit must be an integer from 1 to 50, got {raw_limit[:20]!r}.")
         limit = int(raw_limit)
     library = _need(request, _LIBRARY_KEY, "Related notes")
     return web.json_response(dict(await asyncio.to_thread(library.related, path, limit)))
@@ -925,10 +927,10 @@ async def _index_reindex(request: web.Request) -> web.Response:
         body = await _json_body(request)
     unknown = sorted(set(body) - {"path"})
     if unknown:
-        raise BadRequest(f"Unknown field {unknown[0]!r}; expected: path.")
+        raise BadRequestError(f"Unknown field {unknown[0]!r}; expected: path.")
     path = body.get("path")
     if path is not None and (not isinstance(path, str) or not path.strip()):
-        raise BadRequest("path must be a non-empty vault-relative path, e.g. 'folder/note.md'.")
+        raise BadRequestError("path must be a non-empty vault-relative path, e.g. 'folder/note.md'.")
     reindex = _need(request, _REINDEX_KEY, "Re-indexing")
     result = await asyncio.to_thread(reindex, path)
     return web.json_response(dict(result), status=202)
@@ -939,7 +941,7 @@ async def _set_paused(request: web.Request, paused: bool) -> web.Response:
     if request.can_read_body and (request.content_length or 0) != 0:
         body = await _json_body(request)
         if body:
-            raise BadRequest(f"Unknown field {sorted(body)[0]!r}; this route takes no body.")
+            raise BadRequestError(f"Unknown field {sorted(body)[0]!r}; this route takes no body.")
     set_paused = _need(request, _PAUSE_KEY, "Pausing and resuming")
     return web.json_response(dict(await asyncio.to_thread(set_paused, paused)))
 
@@ -961,7 +963,7 @@ async def _events(request: web.Request) -> web.StreamResponse:
     bus = _need(request, _EVENTS_KEY, "Index events")
     state: _State = request.app[_STATE_KEY]
     if state.event_streams >= MAX_EVENT_STREAMS:
-        raise Busy(f"{MAX_EVENT_STREAMS} event streams are already open; close one and retry.", retry_after=5)
+        raise BusyError(f"{MAX_EVENT_STREAMS} event streams are already open; close one and retry.", retry_after=5)
     state.event_streams += 1
     sub = bus.subscribe()
     tokens: TokenSource = request.app[_TOKEN_KEY]

@@ -3,7 +3,7 @@ a list of notes, the tags (:class:`NoteViews`).
 
 Every client-supplied path is confined to the vault before anything is read: absolute paths,
 ``..`` segments, backslashes, NUL and symlinks leading out of the vault raise
-:class:`~cairn.errors.PathOutsideVault` (400); a path that is not an indexed note raises
+:class:`~cairn.errors.PathOutsideVaultError` (400); a path that is not an indexed note raises
 :class:`~cairn.errors.NotFoundError` (404). Only notes the index holds are read from disk.
 
 Withholding: every view takes ``withhold`` (a :class:`~cairn.policy.Withhold`; ``None`` or
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from cairn.config import COSINE_FLOOR, Config
-from cairn.errors import BadRequest, NotFoundError, PathOutsideVault
+from cairn.errors import BadRequestError, NotFoundError, PathOutsideVaultError
 from cairn.notes import normalise_tag, parse_note
 from cairn.policy import WithheldTally, Withhold
 from cairn.query import WithheldSet
@@ -43,19 +43,21 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 def checked_rel_path(raw: Any) -> str:
-    """A vault-relative note path from a client, or :class:`PathOutsideVault`. Refuses what is never
+    """A vault-relative note path from a client, or :class:`PathOutsideVaultError`. Refuses what is never
     a vault-relative POSIX path: non-strings, empty, too long, NUL, backslashes, absolute, ``..``."""
     if not isinstance(raw, str) or not raw.strip():
-        raise PathOutsideVault("The note path is empty; expected a vault-relative path such as 'folder/note.md'.")
+        raise PathOutsideVaultError("The note path is empty; expected a vault-relative path such as 'folder/note.md'.")
     if len(raw) > MAX_PATH_CHARS:
-        raise PathOutsideVault(f"The note path is {len(raw)} characters long; the limit is {MAX_PATH_CHARS}.")
+        raise PathOutsideVaultError(f"The note path is {len(raw)} characters long; the limit is {MAX_PATH_CHARS}.")
     shown = raw[:120]
     if "\x00" in raw or "\\" in raw:
-        raise PathOutsideVault(f"Path {shown!r} holds a NUL or a backslash; expected a vault-relative path with '/'.")
+        raise PathOutsideVaultError(
+            f"Path {shown!r} holds a NUL or a backslash; expected a vault-relative path with '/'."
+        )
     if raw.startswith("/") or _DRIVE.match(raw):
-        raise PathOutsideVault(f"Path {shown!r} is absolute; expected a path relative to the vault root.")
+        raise PathOutsideVaultError(f"Path {shown!r} is absolute; expected a path relative to the vault root.")
     if ".." in raw.split("/"):
-        raise PathOutsideVault(f"Path {shown!r} contains '..'; expected a path inside the vault.")
+        raise PathOutsideVaultError(f"Path {shown!r} contains '..'; expected a path inside the vault.")
     return normalise_rel_path(raw)
 
 
@@ -74,7 +76,7 @@ class NoteViews:
         self, raw: Any, hidden: WithheldSet | None = None, tally: WithheldTally | None = None
     ) -> tuple[str, dict]:
         rel = checked_rel_path(raw)
-        resolve_in_vault(self.config.require_vault(), rel)  # symlinks out of the vault → PathOutsideVault
+        resolve_in_vault(self.config.require_vault(), rel)  # symlinks out of the vault → PathOutsideVaultError
         note = self.store.note_by_path(rel)
         withheld = hidden is not None and bool(hidden) and note is not None and hidden.hides(note["id"], rel)
         if withheld and tally is not None:
@@ -260,15 +262,15 @@ class NoteViews:
         """``{notes: [{filePath, title, tags, indexedAt}], total}``: indexed notes sorted by path, at most
         ``limit`` (1..500), optionally only those carrying ``tag`` (nested tags below it count) and under
         ``folder`` (vault-relative). ``total`` counts every matching allowed note. Withheld notes are never
-        listed nor counted; asking for a withheld tag lists nothing. Raises :class:`BadRequest` for a bad
+        listed nor counted; asking for a withheld tag lists nothing. Raises :class:`BadRequestError` for a bad
         tag, folder or limit."""
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST_LIMIT:
-            raise BadRequest(f"limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}.")
+            raise BadRequestError(f"limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}.")
         tags: list[str] = []
         if tag is not None and str(tag).strip():
             norm = normalise_tag(str(tag))
             if norm is None:
-                raise BadRequest(f"{tag!r} is not a valid tag; expected e.g. 'project' or 'project/alpha'.")
+                raise BadRequestError(f"{tag!r} is not a valid tag; expected e.g. 'project' or 'project/alpha'.")
             tags = [norm]
         scope = None
         if folder is not None and str(folder).strip().strip("/"):

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from cairn.errors import BadRequest, CairnError
+from cairn.errors import BadRequestError, CairnError
 from cairn.notes import normalise_tag
 
 log = logging.getLogger(__name__)
@@ -323,12 +323,12 @@ class Policy:
         return declared or ClientPolicy(name or "unknown", local=False, tools=frozenset())
 
     def served_tools(self, client: str | None, requested: Iterable[str]) -> frozenset[str]:
-        """``default_tools`` ∪ (``requested`` ∩ the client's tools). Raises :class:`~cairn.errors.BadRequest`
+        """``default_tools`` ∪ (``requested`` ∩ the client's tools). Raises :class:`~cairn.errors.BadRequestError`
         naming an unknown tool in ``requested`` and the valid names."""
         requested = list(requested)
         unknown = [t for t in requested if t not in ALL_TOOLS]
         if unknown:
-            raise BadRequest(f"Unknown MCP tool {unknown[0]!r}; expected one of {', '.join(ALL_TOOLS)}.")
+            raise BadRequestError(f"Unknown MCP tool {unknown[0]!r}; expected one of {', '.join(ALL_TOOLS)}.")
         return frozenset(self.default_tools | (set(requested) & self.client(client).tools))
 
     def withhold_for(self, client: str | None) -> Withhold:

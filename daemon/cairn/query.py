@@ -33,7 +33,7 @@ from cairn.bm25 import Bm25Index
 from cairn.config import CONTEXT_TOKEN_BUDGET, COSINE_FLOOR, DEFAULT_TOP_K, NOT_FOUND_ANSWER
 from cairn.dense import DenseIndex, DenseQuery
 from cairn.embedder import Embedder
-from cairn.errors import BadRequest
+from cairn.errors import BadRequestError
 from cairn.indexer import TITLE_WEIGHT, chunk_vector, content_hash, embedding_units, title_hash
 from cairn.notes import normalise_tag
 from cairn.policy import LinkRedactor, WithheldTally, Withhold
@@ -567,11 +567,11 @@ class QueryService:
     @staticmethod
     def _check(text: str, top_k: int, what: str = "query") -> str:
         if not isinstance(text, str) or not text.strip():
-            raise BadRequest(f"The {what} is empty; expected some words to search for.")
+            raise BadRequestError(f"The {what} is empty; expected some words to search for.")
         if len(text) > MAX_QUESTION_CHARS:
-            raise BadRequest(f"The {what} is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}.")
+            raise BadRequestError(f"The {what} is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}.")
         if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 50:
-            raise BadRequest(f"top_k must be an integer from 1 to 50, got {top_k!r}.")
+            raise BadRequestError(f"top_k must be an integer from 1 to 50, got {top_k!r}.")
         check_chars(text, f"The {what}")
         return text.strip()
 
@@ -582,7 +582,7 @@ class QueryService:
             check_chars(str(t), f"The tag {t!r}")
             norm = normalise_tag(str(t))
             if norm is None:
-                raise BadRequest(f"{t!r} is not a valid tag; expected e.g. 'project' or 'project/alpha'.")
+                raise BadRequestError(f"{t!r} is not a valid tag; expected e.g. 'project' or 'project/alpha'.")
             out.append(norm)
         return out
 
@@ -606,7 +606,7 @@ class QueryService:
         receives the withheld notes that the unfiltered candidate lists held."""
         query = self._check(query, top_k)
         if mode not in MODES:
-            raise BadRequest(f"mode must be one of {', '.join(MODES)}, got {mode!r}.")
+            raise BadRequestError(f"mode must be one of {', '.join(MODES)}, got {mode!r}.")
         per_note = per_note or self.PER_NOTE_SEARCH
         scope_tags = self._scope_tags(tags)
         for f in folders or ():
@@ -1115,7 +1115,7 @@ class QueryService:
         withhold: Withhold | None = None,
         tally: WithheldTally | None = None,
     ) -> SearchResult:
-        """Ranked chunks for a query. Raises :class:`BadRequest` for an empty or over-long query,
+        """Ranked chunks for a query. Raises :class:`BadRequestError` for an empty or over-long query,
         a bad top_k or tag. ``withhold``/``tally``: see :meth:`retrieve`; ``SearchResult.withheld``
         is the number of withheld notes removed from the candidates."""
         started = time.perf_counter()
@@ -1311,7 +1311,8 @@ _SNIP_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def check_chars(text: str, what: str) -> None:
-    """:class:`BadRequest` when ``text`` holds a surrogate code point (U+D800–U+DFFF), named ``what`` ("The query").
+    """:class:`BadRequestError` when ``text`` holds a surrogate code point (U+D800–U+DFFF),
+    named ``what`` ("The query").
 
     A surrogate is not a character: it cannot be encoded as UTF-8 for the tokenizer or SQLite (a TypeError or
     UnicodeEncodeError deep inside, i.e. an ``internal`` error, before this check). U+DC80–U+DCFF is a byte that
@@ -1325,7 +1326,7 @@ def check_chars(text: str, what: str) -> None:
             why = f"the byte 0x{ord(ch) - 0xDC00:02X}, which is not UTF-8 text (is the terminal set to UTF-8?)"
         else:
             why = f"U+{ord(ch):04X}, half of a UTF-16 surrogate pair, which is not a character"
-        raise BadRequest(f"{what} holds {why} at character {exc.start + 1}; send the text as UTF-8.") from None
+        raise BadRequestError(f"{what} holds {why} at character {exc.start + 1}; send the text as UTF-8.") from None
 
 
 def make_snippet(text: str, terms: Sequence[str], width: int = 220) -> str:

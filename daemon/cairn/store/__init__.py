@@ -23,7 +23,7 @@ import apsw
 import numpy as np
 import sqlite_vec
 
-from cairn.errors import SchemaTooNew, StoreError, StoreUnavailable
+from cairn.errors import SchemaTooNewError, StoreError, StoreUnavailableError
 from cairn.store.schema import EMBED_DIM, FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -153,9 +153,9 @@ def _fts_totals(c: apsw.Connection) -> tuple[int, int] | None:
 
 
 def _open_error(path: Path, exc: apsw.Error) -> StoreError:
-    """The error for an index that SQLite could not open: :class:`StoreUnavailable` when the operating system refuses
-    the file itself (SQLite's "unable to open database file" says no more: the file is opened again here to learn
-    why, e.g. too many open files in this process), else :class:`StoreError` advising a rebuild."""
+    """The error for an index that SQLite could not open: :class:`StoreUnavailableError` when the operating system
+    refuses the file itself (SQLite's "unable to open database file" says no more: the file is opened again here to
+    learn why, e.g. too many open files in this process), else :class:`StoreError` advising a rebuild."""
     if isinstance(exc, apsw.CantOpenError) and path.exists():
         try:
             os.close(os.open(path, os.O_RDONLY))
@@ -165,7 +165,7 @@ def _open_error(path: Path, exc: apsw.Error) -> StoreError:
                 if os_exc.errno == errno.EMFILE
                 else ""
             )
-            return StoreUnavailable(f"Cannot open the index database {str(path)!r}: {os_exc.strerror}.{hint}")
+            return StoreUnavailableError(f"Cannot open the index database {str(path)!r}: {os_exc.strerror}.{hint}")
     return StoreError(
         f"Cannot open the index database {str(path)!r}: {exc}. Delete it to rebuild the index from the vault."
     )
@@ -176,7 +176,7 @@ class Store:
 
     ``Store(path)`` creates the file and folders if needed, loads sqlite-vec,
     switches to WAL and applies pending migrations. Raises
-    :class:`~cairn.errors.SchemaTooNew` for a database from a newer Cairn and
+    :class:`~cairn.errors.SchemaTooNewError` for a database from a newer Cairn and
     :class:`~cairn.errors.StoreError` when the file cannot be opened or is not a database.
     """
 
@@ -266,7 +266,7 @@ class Store:
     def _check_version(self, conn: apsw.Connection) -> int:
         version = self._version(conn)
         if version > SCHEMA_VERSION:
-            raise SchemaTooNew(
+            raise SchemaTooNewError(
                 f"The index {str(self.path)!r} has schema version {version}, but this Cairn knows up to "
                 f"{SCHEMA_VERSION}: it was written by a newer Cairn. Upgrade Cairn, or use another --data-dir."
             )

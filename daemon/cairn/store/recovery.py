@@ -15,7 +15,7 @@ from pathlib import Path
 
 import apsw
 
-from cairn.errors import SchemaTooNew, StoreError, StoreUnavailable
+from cairn.errors import SchemaTooNewError, StoreError, StoreUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -212,14 +212,14 @@ def open_verified(db_path: Path | str):
     """Open the index at ``db_path`` after checking it (quick_check, FTS5 integrity, invariants).
     A file that cannot be opened or fails a check is quarantined and a fresh, empty index is made.
     Returns ``(store, recovered)`` with ``recovered`` None or as :func:`quarantine` returns.
-    A database from a newer Cairn is refused (:class:`~cairn.errors.SchemaTooNew`), never moved."""
+    A database from a newer Cairn is refused (:class:`~cairn.errors.SchemaTooNewError`), never moved."""
     from cairn.store import Store
 
     db_path = Path(db_path)
     try:
         store = Store(db_path)
-    except (SchemaTooNew, StoreUnavailable):  # a newer Cairn's file, or one this process cannot open now: kept
-        raise
+    except (SchemaTooNewError, StoreUnavailableError):
+        raise  # a newer Cairn's file, or one this process cannot open now: kept
     except (StoreError, apsw.Error) as exc:
         if not db_path.exists():
             raise

@@ -2,7 +2,7 @@
 
 Migration *i* (1-based) brings a database from version ``i - 1`` to ``i``. A
 database whose ``user_version`` is above ``len(MIGRATIONS)`` was written by a
-newer Cairn and is refused (:class:`cairn.errors.SchemaTooNew`).
+newer Cairn and is refused (:class:`cairn.errors.SchemaTooNewError`).
 """
 
 from __future__ import annotations

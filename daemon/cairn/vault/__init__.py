@@ -17,7 +17,7 @@ The vault is read-only to Cairn: nothing here writes, moves or deletes a file.
 - :func:`read_note_text` decodes a note as UTF-8 or raises
   :class:`~cairn.errors.NoteReadError` with a reason the owner can act on.
 - :func:`resolve_in_vault` turns a client-supplied vault-relative path into an
-  absolute path, raising :class:`~cairn.errors.PathOutsideVault` for escapes.
+  absolute path, raising :class:`~cairn.errors.PathOutsideVaultError` for escapes.
 
 Vault-relative paths are POSIX (``/``), Unicode NFC (macOS stores file names in
 NFD; Obsidian links are typed in NFC), without a leading ``./``.
@@ -36,7 +36,7 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cairn.errors import NoteReadError, NotFoundError, PathOutsideVault
+from cairn.errors import NoteReadError, NotFoundError, PathOutsideVaultError
 
 __all__ = [
     "VaultFile",
@@ -587,24 +587,24 @@ def on_disk_path(root: Path, rel: str) -> Path:
 def resolve_in_vault(root: Path, rel_path: str) -> Path:
     """Absolute, symlink-resolved path of the vault-relative ``rel_path`` inside ``root``.
 
-    Raises :class:`~cairn.errors.PathOutsideVault` for an absolute path (``/x``,
+    Raises :class:`~cairn.errors.PathOutsideVaultError` for an absolute path (``/x``,
     ``C:\\x``, ``\\\\server``), a ``..`` escape, a NUL character, or a symlink
     that resolves outside the vault; :class:`~cairn.errors.NotFoundError` for a path
     through a symlink that stays inside (Cairn follows no symlink: the target has its
     own path). The file need not exist.
     """
     if not isinstance(rel_path, str) or "\x00" in rel_path:
-        raise PathOutsideVault(f"Path {rel_path!r} is not a valid vault-relative path (contains a NUL character).")
+        raise PathOutsideVaultError(f"Path {rel_path!r} is not a valid vault-relative path (contains a NUL character).")
     raw = rel_path  # not stripped: ' lead.md' and 'dir /x.md' are real Obsidian note names
     if raw.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", raw) or os.path.isabs(raw):
-        raise PathOutsideVault(
+        raise PathOutsideVaultError(
             f"Path {rel_path!r} is absolute; expected a path relative to the vault root, e.g. 'folder/note.md'."
         )
     rel = normalise_rel_path(raw)
     root_real = Path(root).resolve()
     candidate = (on_disk_path(root_real, rel) if rel else root_real).resolve(strict=False)
     if candidate != root_real and not candidate.is_relative_to(root_real):
-        raise PathOutsideVault(
+        raise PathOutsideVaultError(
             f"Path {rel_path!r} leads outside the vault (via '..' or a symlink); expected a path inside the vault."
         )
     if candidate != Path(os.path.normpath(on_disk_path(root_real, rel) if rel else root_real)):
