@@ -60,14 +60,15 @@ def test_an_index_of_schema_version_1_is_migrated_and_keeps_its_cached_vectors(t
     store = Store(path)
     store.put_cached_vectors({"h1": np.ones(EMBED_DIM, dtype=np.float32) / np.sqrt(EMBED_DIM)}, "m")
     store.close()
-    conn = apsw.Connection(str(path))  # what Cairn 0.1 wrote: no age index on the cache, no deletion log
+    conn = apsw.Connection(str(path))  # what Cairn 0.1 wrote: no cache age index, no deletion log, no error codes
     conn.execute("DROP INDEX embedding_cache_by_age")
     conn.execute("DROP TRIGGER chunks_deleted")
     conn.execute("DROP TABLE chunk_deletions")
+    conn.execute("ALTER TABLE notes DROP COLUMN error_code")
     conn.execute("PRAGMA user_version=1")
     conn.close()
     store = Store(path)
-    assert store.schema_version == SCHEMA_VERSION == 3
+    assert store.schema_version == SCHEMA_VERSION == 4
     assert list(store.cached_vectors(["h1"], "m")) == ["h1"]
     plan = store.conn.execute(
         "EXPLAIN QUERY PLAN SELECT content_hash FROM embedding_cache WHERE created_at < 1"

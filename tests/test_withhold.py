@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import AsyncIterator, Sequence
 from pathlib import PurePosixPath
 from typing import Any
@@ -17,7 +18,7 @@ import pytest
 from cairn.answer import AnswerService
 from cairn.errors import NotFoundError
 from cairn.policy import WITHHELD_LINK, Policy, WithheldTally, Withhold, default_policy_text, parse_policy
-from conftest import CANARY, CANARY_TAGGED, CANARY_WITHHELD
+from conftest import CANARY, CANARY_TAGGED, CANARY_VAULT, CANARY_WITHHELD, make_config
 
 #: A query that matches each withheld note (its distinctive topic).
 MATCHING = {
@@ -329,5 +330,71 @@ def test_a_note_tagged_personal_on_disk_but_not_reindexed_yet_is_already_withhel
         with pytest.raises(NotFoundError):
             cairn.library.note("Recipes/Bread.md", withhold=withhold, tally=tally)
         assert tally.paths == {"Recipes/Bread.md"}
+    finally:
+        cairn.close()
+
+
+# ------------------------------------------------------------------------------ withholding keys on a stable code
+MOOD = "Notes/Mood tracker.md"
+
+
+def _found(cairn, withhold=None) -> list[str]:
+    return [h.file_path for h in cairn.query.search(MATCHING[MOOD], top_k=10, withhold=withhold).hits]
+
+
+@pytest.fixture
+def canary_copy(tmp_path):
+    dest = tmp_path / "vault"
+    shutil.copytree(CANARY_VAULT, dest)
+    return dest
+
+
+def test_a_note_with_unreadable_front_matter_stays_withheld_when_the_message_is_reworded(
+    canary_copy, tmp_path, embedder, withhold, monkeypatch
+):
+    from cairn import notes
+    from cairn.app import Cairn
+
+    monkeypatch.setattr(notes, "_yaml_error_reason", lambda exc, first_line: "the properties block does not parse")
+    cairn = Cairn(make_config(canary_copy, tmp_path / "data"), embedder=embedder)
+    try:
+        cairn.index()
+        error = cairn.store.conn.execute("SELECT error FROM notes WHERE path = ?", (MOOD,)).fetchone()[0]
+        assert error == "the properties block does not parse"
+        assert MOOD in _found(cairn)
+        assert MOOD not in _found(cairn, withhold)
+    finally:
+        cairn.close()
+
+
+def test_an_index_of_schema_version_3_keeps_withholding_the_note_read_only_and_once_migrated(
+    canary_copy, tmp_path, embedder, withhold
+):
+    import apsw
+
+    from cairn.app import Cairn
+    from cairn.notes import FRONTMATTER_INVALID
+
+    config = make_config(canary_copy, tmp_path / "data")
+    cairn = Cairn(config, embedder=embedder)
+    cairn.index()
+    cairn.close()
+    conn = apsw.Connection(str(config.db_path))  # what Cairn wrote before schema version 4
+    conn.execute("ALTER TABLE notes DROP COLUMN error_code; PRAGMA user_version=3")
+    conn.close()
+    reader = Cairn(config, embedder=embedder, readonly=True)  # an MCP server of this version beside an older daemon
+    try:
+        assert reader.store.schema_version == 3
+        assert MOOD in _found(reader)
+        assert MOOD not in _found(reader, withhold)
+    finally:
+        reader.close()
+    cairn = Cairn(config, embedder=embedder)
+    try:
+        assert cairn.store.schema_version == 4
+        code = cairn.store.conn.execute("SELECT error_code FROM notes WHERE path = ?", (MOOD,)).fetchone()[0]
+        assert code == FRONTMATTER_INVALID
+        assert MOOD in _found(cairn)
+        assert MOOD not in _found(cairn, withhold)
     finally:
         cairn.close()

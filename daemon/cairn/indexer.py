@@ -525,6 +525,7 @@ class Indexer:
             size=vf.size,
             content_hash=digest,
             error=note.frontmatter_error,
+            error_code=note.frontmatter_error_code,
         )
         self.store.write_note(record, chunks, note.tags, links)
         return len(chunks)

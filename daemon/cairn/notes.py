@@ -58,6 +58,13 @@ __all__ = [
 #: ``tags: [personal]`` then ``tags: [work]`` was indexed as ``[work]``).
 PARSER_VERSION = 2
 
+#: Stable codes of :attr:`ParsedNote.frontmatter_error_code`: the front-matter was dropped (invalid YAML, not a
+#: mapping, too many values), or kept with a repeated property. Either way the note's tags are uncertain, so
+#: withholding by tag withholds it (``notes.error_code`` in the index; the messages may be reworded freely).
+FRONTMATTER_INVALID = "frontmatter_invalid"
+FRONTMATTER_REPEATED_PROPERTY = "frontmatter_repeated_property"
+FRONTMATTER_ERROR_CODES = (FRONTMATTER_INVALID, FRONTMATTER_REPEATED_PROPERTY)
+
 
 @dataclass(frozen=True, slots=True)
 class Link:
@@ -89,6 +96,9 @@ class ParsedNote:
       a mapping), or a warning about front-matter kept despite a problem (a
       repeated property: tags and aliases keep the union of the values), else
       ``None``. The body is parsed either way.
+    - ``frontmatter_error_code``: the stable code of ``frontmatter_error``
+      (:data:`FRONTMATTER_INVALID`, :data:`FRONTMATTER_REPEATED_PROPERTY`), else
+      ``None``: what withholding keys on, never the message.
     - ``tags``: front-matter and inline tags, normalised by
       :func:`normalise_tag`, deduplicated and sorted.
     - ``aliases``: from ``aliases``/``alias``, in written order, deduplicated.
@@ -106,6 +116,7 @@ class ParsedNote:
     links: tuple[Link, ...]
     body: str
     body_line: int
+    frontmatter_error_code: str | None = None
 
 
 # --------------------------------------------------------------------------- tags
@@ -399,35 +410,39 @@ def _duplicates_warning(duplicates: list[tuple[str, int, int, bool]], first_line
     )
 
 
-def _load_frontmatter(yaml_text: str, first_line: int) -> tuple[dict, str | None]:
+def _load_frontmatter(yaml_text: str, first_line: int) -> tuple[dict, str | None, str | None]:
     """Parse front-matter YAML; ``first_line`` is the file line of its first line (for messages).
-    Returns (mapping, problem). A repeated key keeps the mapping (tags/aliases: the union of the values)
-    and returns a problem starting ``front-matter repeats a property`` — a warning that, like invalid
-    front-matter, withholds the note from clients that are withheld tags (fail closed)."""
+    Returns (mapping, problem, the problem's stable code: :data:`FRONTMATTER_INVALID` or
+    :data:`FRONTMATTER_REPEATED_PROPERTY`, None without a problem). A repeated key keeps the mapping
+    (tags/aliases: the union of the values) and returns a problem starting ``front-matter repeats a property`` —
+    a warning that, like invalid front-matter, withholds the note from clients that are withheld tags (fail
+    closed)."""
     if not yaml_text.strip():
-        return {}, None
+        return {}, None, None
     duplicates: list[tuple[str, int, int, bool]] = []
     try:
         data = _yaml_load(yaml_text, duplicates)
     except yaml.YAMLError as exc:
         if "\t" not in yaml_text:
-            return {}, _yaml_error_reason(exc, first_line)
+            return {}, _yaml_error_reason(exc, first_line), FRONTMATTER_INVALID
         try:
             duplicates.clear()
             data = _yaml_load(_untab_yaml(yaml_text), duplicates)
         except yaml.YAMLError:
-            return {}, _yaml_error_reason(exc, first_line)
+            return {}, _yaml_error_reason(exc, first_line), FRONTMATTER_INVALID
     except (ValueError, TypeError, RecursionError) as exc:  # e.g. a date PyYAML cannot build
-        return {}, f"invalid YAML front-matter: {exc}"
+        return {}, f"invalid YAML front-matter: {exc}", FRONTMATTER_INVALID
     if data is None:
-        return {}, None
+        return {}, None, None
     if not isinstance(data, dict):
         kind = "a list" if isinstance(data, list) else f"a single {type(data).__name__} value"
-        return {}, f"front-matter is {kind}, not a mapping of property names to values"
+        return {}, f"front-matter is {kind}, not a mapping of property names to values", FRONTMATTER_INVALID
     try:
-        return _to_json(data, [_MAX_YAML_NODES]), _duplicates_warning(duplicates, first_line)
+        warning = _duplicates_warning(duplicates, first_line)
+        return _to_json(data, [_MAX_YAML_NODES]), warning, FRONTMATTER_REPEATED_PROPERTY if warning else None
     except (_TooBig, RecursionError):
-        return {}, f"front-matter expands to more than {_MAX_YAML_NODES:,} values (YAML aliases?)"
+        message = f"front-matter expands to more than {_MAX_YAML_NODES:,} values (YAML aliases?)"
+        return {}, message, FRONTMATTER_INVALID
 
 
 def _split_frontmatter(text: str) -> tuple[str | None, str, int]:
@@ -638,8 +653,9 @@ def parse_note(text: str, path: str) -> ParsedNote:
     yaml_text, body, body_line = _split_frontmatter(text)
     frontmatter: dict = {}
     fm_error: str | None = None
+    fm_error_code: str | None = None
     if yaml_text is not None:
-        frontmatter, fm_error = _load_frontmatter(yaml_text, 2)
+        frontmatter, fm_error, fm_error_code = _load_frontmatter(yaml_text, 2)
 
     tags: set[str] = set()
     aliases: list[str] = []
@@ -696,6 +712,7 @@ def parse_note(text: str, path: str) -> ParsedNote:
         title=title,
         frontmatter=frontmatter,
         frontmatter_error=fm_error,
+        frontmatter_error_code=fm_error_code,
         tags=tuple(sorted(tags)),
         aliases=tuple(aliases),
         links=tuple(link for _, link in found),

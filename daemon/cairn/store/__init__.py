@@ -56,6 +56,8 @@ class NoteRecord:
     size: int
     content_hash: str
     error: str | None = None
+    #: the stable code of ``error`` (e.g. :data:`cairn.notes.FRONTMATTER_INVALID`): what withholding keys on
+    error_code: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,19 +324,20 @@ class Store:
                 note.content_hash,
                 now,
                 note.error,
+                note.error_code,
             )
             if row:
                 note_id = row[0]
                 self._delete_note_contents(c, note_id)
                 c.execute(
                     "UPDATE notes SET kind=?, title=?, aliases=?, frontmatter=?, mtime_ns=?, size=?, "
-                    "content_hash=?, indexed_at=?, status='ok', error=? WHERE id=?",
+                    "content_hash=?, indexed_at=?, status='ok', error=?, error_code=? WHERE id=?",
                     (*values, note_id),
                 )
             else:
                 c.execute(
                     "INSERT INTO notes(kind, title, aliases, frontmatter, mtime_ns, size, content_hash, "
-                    "indexed_at, status, error, path) VALUES(?,?,?,?,?,?,?,?,'ok',?,?)",
+                    "indexed_at, status, error, error_code, path) VALUES(?,?,?,?,?,?,?,?,'ok',?,?,?)",
                     (*values, note.path),
                 )
                 note_id = c.last_insert_rowid()
@@ -389,7 +392,7 @@ class Store:
                 self._delete_note_contents(c, row[0])
                 c.execute(
                     "UPDATE notes SET kind=?, title=?, aliases='[]', frontmatter='{}', mtime_ns=?, size=?, "
-                    "content_hash=?, indexed_at=?, status='skipped', error=? WHERE id=?",
+                    "content_hash=?, indexed_at=?, status='skipped', error=?, error_code=NULL WHERE id=?",
                     (kind, title, mtime_ns, size, content_hash, now, reason, row[0]),
                 )
             else:

@@ -7,6 +7,9 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from cairn.notes import FRONTMATTER_ERROR_CODES
+from cairn.store.schema import LEGACY_FRONTMATTER_ERROR
+
 if TYPE_CHECKING:
     from cairn.store import Store
 
@@ -42,6 +45,14 @@ def _tag_clause(tags: Sequence[str], column: str = "t.tag") -> tuple[str, list]:
     return " OR ".join(ors), args
 
 
+def _frontmatter_problem_clause(store: Store) -> tuple[str, list]:
+    """SQL matching the notes whose front-matter had a problem, by their stable ``error_code``; an index older than
+    that column (schema version < 4, opened read-only so not migrated) by the messages written then."""
+    if store.schema_version < 4:
+        return LEGACY_FRONTMATTER_ERROR, []
+    return "n.error_code IN (SELECT value FROM json_each(?))", [json.dumps(FRONTMATTER_ERROR_CODES)]
+
+
 def withheld_notes(
     store: Store, tags: Sequence[str], path_withheld: Callable[[str], bool] | None = None
 ) -> dict[int, tuple[str, list[str]]]:
@@ -56,11 +67,11 @@ def withheld_notes(
         clause, args = _tag_clause(tags)
         # A note whose front-matter could not be read has unknown properties: it might carry a
         # withheld tag there, so it is withheld too (fail closed; the error is in /index/stats).
+        unreadable, unreadable_args = _frontmatter_problem_clause(store)
         for nid, path, aliases in store.conn.execute(
             f"SELECT n.id, n.path, n.aliases FROM notes n WHERE n.id IN "
-            f"(SELECT t.note_id FROM note_tags t WHERE {clause}) "
-            f"OR n.error LIKE 'invalid YAML front-matter%' OR n.error LIKE 'front-matter %'",
-            args,
+            f"(SELECT t.note_id FROM note_tags t WHERE {clause}) OR {unreadable}",
+            [*args, *unreadable_args],
         ):
             out[nid] = (path, json.loads(aliases or "[]"))
     if path_withheld is not None:

@@ -12,6 +12,10 @@ EMBED_DIM = 384
 #: removed. The query service's in-memory BM25 (cairn.bm25) tokenizes with this same tokenizer.
 FTS_TOKENIZER = ("porter", "unicode61", "remove_diacritics", "2")
 
+#: The rows whose ``error`` is a front-matter problem, by the messages Cairn wrote before ``notes.error_code``
+#: (schema version 4) existed: used once, by migration 4, and to read an older index opened read-only.
+LEGACY_FRONTMATTER_ERROR = "(error LIKE 'invalid YAML front-matter%' OR error LIKE 'front-matter %')"
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: the first schema.
     f"""
@@ -129,6 +133,16 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE TRIGGER chunks_deleted AFTER DELETE ON chunks BEGIN
         INSERT INTO chunk_deletions(chunk_id) VALUES (old.id);
     END;
+    """,
+    # 4: a stable code beside each note's error message (cairn.notes.FRONTMATTER_ERROR_CODES for front-matter
+    # problems; NULL when the producer gives none): withholding keys on the code, never on the message. Rows
+    # written before get their code from the message's prefix.
+    f"""
+    ALTER TABLE notes ADD COLUMN error_code TEXT;
+    UPDATE notes SET error_code = CASE
+        WHEN error LIKE 'front-matter repeats a property%' THEN 'frontmatter_repeated_property'
+        ELSE 'frontmatter_invalid' END
+    WHERE {LEGACY_FRONTMATTER_ERROR};
     """,
 )
 
