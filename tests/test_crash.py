@@ -17,7 +17,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from tests.conftest import HELP_VAULT, make_config
 
 from cairn.app import Cairn
 from cairn.store import Store
+from helpers import cairn_env, cairn_executable, read_service, wait_until
 
 KILL_CYCLES = int(os.environ.get("CAIRN_KILL_CYCLES", "20"))
 START_DEADLINE_S = 180  # a start takes ~3 s quiet; > 60 s was seen with the 2 cores shared (load average 16)
@@ -36,32 +36,11 @@ INDEX_DEADLINE_S = 300  # embedding a small vault: ~30 s quiet; > 120 s was seen
 EMPTY = {"added": [], "changed": [], "deleted": []}
 
 
-def cairn_exe() -> str:
-    exe = Path(sys.executable).parent / "cairn"
-    if not exe.exists():
-        pytest.fail(f"the `cairn` console script is not installed next to {sys.executable}; run `make venv`")
-    return str(exe)
-
-
-def env_for(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
-    env.update(
-        {
-            "CAIRN_DATA_DIR": str(home / "data"),
-            "CAIRN_CONFIG_DIR": str(home / "config"),
-            "CAIRN_LOG_DIR": str(home / "log"),
-            "CAIRN_KEYRING": "file",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    return env
-
-
 def spawn(home: Path, vault: Path, log_name: str = "serve.stderr") -> subprocess.Popen:
     with open(home / log_name, "ab") as err:
         return subprocess.Popen(
-            [cairn_exe(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
-            env=env_for(home),
+            [cairn_executable(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
+            env=cairn_env(home),
             stdout=subprocess.DEVNULL,
             stderr=err,
             stdin=subprocess.DEVNULL,
@@ -70,18 +49,15 @@ def spawn(home: Path, vault: Path, log_name: str = "serve.stderr") -> subprocess
 
 def wait_serving(home: Path, proc: subprocess.Popen, deadline_s: float = START_DEADLINE_S) -> str:
     """The daemon's URL once its service.json names this pid (store open and checked, HTTP up)."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            info = json.loads((home / "data" / "service.json").read_text(encoding="utf-8"))
-            if info.get("pid") == proc.pid and info.get("url"):
-                return info["url"]
-        except (OSError, ValueError):
-            pass
-        if proc.poll() is not None:
-            pytest.fail(f"cairn serve exited with {proc.returncode}:\n{(home / 'serve.stderr').read_text()[-3000:]}")
-        time.sleep(0.02)
-    pytest.fail(f"cairn serve did not start in {deadline_s} s:\n{(home / 'serve.stderr').read_text()[-3000:]}")
+    info = wait_until(
+        "cairn serve to start",
+        lambda: read_service(home, proc.pid),
+        deadline_s,
+        proc=proc,
+        log=home / "serve.stderr",
+        interval_s=0.02,
+    )
+    return info["url"]
 
 
 def request_json(method: str, url: str, path: str, token: str) -> dict:
@@ -104,7 +80,7 @@ def get_json(url: str, path: str, token: str) -> dict:
 
 def token_for(home: Path) -> str:
     return subprocess.run(
-        [cairn_exe(), "token"], env=env_for(home), capture_output=True, text=True, timeout=60, check=True
+        [cairn_executable(), "token"], env=cairn_env(home), capture_output=True, text=True, timeout=60, check=True
     ).stdout.strip()
 
 
@@ -275,8 +251,8 @@ def test_a_second_instance_is_refused_and_changes_made_while_stopped_are_picked_
         token = token_for(home)
         wait_indexed(url, token, proc)
         second = subprocess.run(
-            [cairn_exe(), "serve", "--vault", str(small_vault), "--port", "0", "--no-tray"],
-            env=env_for(home),
+            [cairn_executable(), "serve", "--vault", str(small_vault), "--port", "0", "--no-tray"],
+            env=cairn_env(home),
             capture_output=True,
             text=True,
             timeout=60,

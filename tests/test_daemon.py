@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,11 +20,12 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
+from helpers import cairn_env, cairn_executable, read_service, wait_until
+
 NOT_FOUND = "I couldn't find this in your indexed notes."
 START_DEADLINE_S = 90
 INDEX_DEADLINE_S = 120
 STOP_DEADLINE_S = 10
-POLL_S = 0.1
 
 NOTES = {
     "Projects/Beekeeping.md": "---\ntags: [bees]\n---\n# Beekeeping\n\n## Hive inspection\n\n"
@@ -35,15 +33,9 @@ NOTES = {
     "## Honey harvest\n\nEach super yields about 11 kg of honey in late July.\n",
     "Home/Boiler.md": "---\ntags: [house]\n---\n# Boiler\n\n"
     "The boiler pressure should sit at 1.3 bar when the system is cold.\n",
-    "Bikes/Touring bike.md": "# Touring bike\n\n#bikes\n\nTyre pressure for the touring bike: 65 psi front, 75 psi rear.\n",
+    "Bikes/Touring bike.md": "# Touring bike\n\n#bikes\n\n"
+    "Tyre pressure for the touring bike: 65 psi front, 75 psi rear.\n",
 }
-
-
-def cairn_executable() -> str:
-    exe = Path(sys.executable).parent / "cairn"
-    if not exe.exists():
-        pytest.fail(f"the `cairn` console script is not installed next to {sys.executable}; run `make venv`")
-    return str(exe)
 
 
 class Daemon:
@@ -112,23 +104,8 @@ def parse_sse(raw: bytes) -> list[tuple[str, Any]]:
 
 
 def wait_for(what: str, check, deadline_s: float, proc: subprocess.Popen, stderr_file: Path):
-    """Poll ``check()`` until it returns something truthy; fail on the deadline or if the daemon died."""
-    end = time.monotonic() + deadline_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if proc.poll() is not None:
-            pytest.fail(
-                f"cairn serve exited with {proc.returncode} while waiting for {what}:\n"
-                + stderr_file.read_text(errors="replace")[-4000:]
-            )
-        if time.monotonic() > end:
-            pytest.fail(
-                f"timed out after {deadline_s} s waiting for {what}:\n"
-                + stderr_file.read_text(errors="replace")[-4000:]
-            )
-        time.sleep(POLL_S)
+    """:func:`helpers.wait_until` with the daemon's process and log (the signature test_mcp_http.py imports)."""
+    return wait_until(what, check, deadline_s, proc=proc, log=stderr_file)
 
 
 def write_vault(root: Path, notes: dict[str, str]) -> Path:
@@ -141,17 +118,7 @@ def write_vault(root: Path, notes: dict[str, str]) -> Path:
 @contextmanager
 def running_daemon(home: Path, vault: Path) -> Iterator[Daemon]:
     """``cairn serve --vault VAULT --port 0 --no-tray`` until the block ends; killed if still running then."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
-    env.update(
-        {
-            "CAIRN_DATA_DIR": str(home / "data"),
-            "CAIRN_CONFIG_DIR": str(home / "config"),
-            "CAIRN_LOG_DIR": str(home / "log"),
-            "CAIRN_KEYRING": "file",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    service_file = home / "data" / "service.json"
+    env = cairn_env(home)
     stderr_file = home / "serve.stderr"
     with open(home / "serve.stdout", "wb") as out, open(stderr_file, "wb") as err:
         proc = subprocess.Popen(
@@ -162,15 +129,9 @@ def running_daemon(home: Path, vault: Path) -> Iterator[Daemon]:
             stdin=subprocess.DEVNULL,
         )
     try:
-
-        def service():
-            try:
-                info = json.loads(service_file.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return None
-            return info if info.get("pid") == proc.pid and info.get("url") else None
-
-        info = wait_for("service.json", service, START_DEADLINE_S, proc, stderr_file)
+        info = wait_until(
+            "service.json", lambda: read_service(home, proc.pid), START_DEADLINE_S, proc=proc, log=stderr_file
+        )
         token = subprocess.run(
             [cairn_executable(), "token"], env=env, capture_output=True, text=True, timeout=60, check=True
         ).stdout.strip()
@@ -209,7 +170,7 @@ def indexed(daemon):
         assert status == 200, stats
         return stats if stats["pending"] == 0 and not stats["indexing"] and stats["notes"] == len(NOTES) else None
 
-    return wait_for("the first index", done, INDEX_DEADLINE_S, daemon.proc, daemon.home / "serve.stderr")
+    return wait_until("the first index", done, INDEX_DEADLINE_S, proc=daemon.proc, log=daemon.home / "serve.stderr")
 
 
 # -- start-up ----------------------------------------------------------------------------

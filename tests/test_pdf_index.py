@@ -227,7 +227,8 @@ def varied_pages(count: int) -> list[str]:
         " ".join(
             [pdfgen.page_sentence(n)]
             + [
-                f"On day {n * 12 + k} the {animals[(n + k) % len(animals)]} crossed the {places[(n * k) % len(places)]} "
+                f"On day {n * 12 + k} the {animals[(n + k) % len(animals)]} "
+                f"crossed the {places[(n * k) % len(places)]} "
                 f"carrying {k + 2} {['pebbles', 'acorns', 'feathers', 'shells'][k % 4]} for the {n}th cairn."
                 for k in range(12)
             ]
@@ -260,11 +261,10 @@ def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf
             (vault / "Quartz note.md").write_text(
                 "# Quartz note\n\nThe zebra quartzite outcrop sits above the tarn.\n", encoding="utf-8"
             )
-            written = time.monotonic()
             while "Quartz note.md" not in [h.file_path for h in cairn.query.search("zebra quartzite outcrop").hits]:
                 assert time.monotonic() < end, "the note never became searchable"
                 await asyncio.sleep(0.05)
-            took = time.monotonic() - written
+            assert queue.stats()["current"] == "Field guide.pdf", "the note waited for the whole PDF"
             while cairn.store.conn.execute(
                 "SELECT count(*) FROM chunks c JOIN notes n ON n.id=c.note_id WHERE "
                 "n.path='Quartz note.md' AND c.embedded=0"
@@ -286,13 +286,11 @@ def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf
             assert {"phase": "embed", "done": chunks, "total": chunks} in progress, progress
             assert any(d["phase"] == "pdf" for d in progress)
             assert any(name == "indexed" and d["added"] == 1 for name, d in events)
-            return took
         finally:
             await watcher.stop()
 
     try:
-        took = asyncio.run(scenario())
-        assert took < 10
+        asyncio.run(scenario())
     finally:
         cairn.close()
 
@@ -343,7 +341,8 @@ def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vau
     answers from the good one, a PDF dropped in later is indexed too, and SIGTERM stops it cleanly."""
     import signal
 
-    from test_daemon import INDEX_DEADLINE_S, running_daemon, stop, wait_for
+    from helpers import wait_until
+    from test_daemon import INDEX_DEADLINE_S, running_daemon, stop
 
     home = tmp_path / "home"
     home.mkdir()
@@ -360,7 +359,9 @@ def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vau
             )
             return stats if done else None
 
-        stats = wait_for("the PDFs indexed by the daemon", settled, INDEX_DEADLINE_S, d.proc, d.home / "serve.stderr")
+        stats = wait_until(
+            "the PDFs indexed by the daemon", settled, INDEX_DEADLINE_S, proc=d.proc, log=d.home / "serve.stderr"
+        )
         reasons = {e["filePath"]: e["reason"] for e in stats["errors"]}
         assert "password" in reasons["Attachments/Locked.pdf"]
         assert "no text layer" in reasons["Attachments/Scan.pdf"]
@@ -385,7 +386,7 @@ def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vau
                 and hits["results"][0]["page"] == 2
             )
 
-        wait_for("the PDF saved later", found, INDEX_DEADLINE_S, d.proc, d.home / "serve.stderr")
+        wait_until("the PDF saved later", found, INDEX_DEADLINE_S, proc=d.proc, log=d.home / "serve.stderr")
         assert stop(d, signal.SIGTERM) == 0
 
 

@@ -33,7 +33,8 @@ from pathlib import Path
 import pytest
 
 import pdfgen
-from test_daemon import INDEX_DEADLINE_S, running_daemon, wait_for
+from helpers import wait_until
+from test_daemon import INDEX_DEADLINE_S, running_daemon
 from test_pdf_index import GUIDE_PAGES
 from test_plugin_build import built_plugin
 
@@ -258,7 +259,9 @@ def daemon(tmp_path_factory, harness, stub_model, plugin_vault):
                 else None
             )
 
-        wait_for("the first index of examples/vault", indexed, INDEX_DEADLINE_S, d.proc, d.home / "serve.stderr")
+        wait_until(
+            "the first index of examples/vault", indexed, INDEX_DEADLINE_S, proc=d.proc, log=d.home / "serve.stderr"
+        )
         yield d
 
 
@@ -482,7 +485,8 @@ def test_related_shows_links_backlinks_and_similar_notes_for_the_active_note(sid
 
 def test_a_wrong_token_says_to_paste_the_output_of_cairn_token(sidebar):
     sidebar.evaluate(
-        "async () => { window.__plugin.settings.token = 'not-the-right-token-0000'; await window.__plugin.saveSettings(); }"
+        "async () => { window.__plugin.settings.token = 'not-the-right-token-0000';"
+        " await window.__plugin.saveSettings(); }"
     )
     ask(sidebar, TOMATO_QUESTION)
     error = sidebar.locator(".cairn-pane-ask .cairn-error-unauthorized")

@@ -32,6 +32,7 @@ import pytest
 
 from cairn import tray as tray_mod
 from cairn.tray import STATES, describe, icon_path
+from helpers import cairn_executable, read_service, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 START_DEADLINE_S = 90
@@ -314,19 +315,7 @@ class TrayDaemon:
             conn.close()
 
     def until(self, what: str, check, deadline: float = STEP_DEADLINE_S):
-        end = time.monotonic() + deadline
-        while True:
-            value = check()
-            if value:
-                return value
-            if self.proc.poll() is not None:
-                pytest.fail(
-                    f"the tray daemon exited with {self.proc.returncode} while waiting for {what}:\n"
-                    f"{self.stderr[-3000:]}"
-                )
-            if time.monotonic() > end:
-                pytest.fail(f"timed out after {deadline} s waiting for {what}:\n{self.stderr[-3000:]}")
-            time.sleep(POLL_S)
+        return wait_until(what, check, deadline, proc=self.proc, log=lambda: self.stderr)
 
 
 def daemon_env(home: Path, display: str | None) -> dict[str, str]:
@@ -360,18 +349,6 @@ def write_vault(root: Path) -> Path:
     return root
 
 
-def read_service(home: Path, pid: int) -> dict | None:
-    try:
-        info = json.loads((home / "data" / "service.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return info if info.get("pid") == pid and info.get("url") else None
-
-
-def cairn_exe() -> str:
-    return str(Path(sys.executable).parent / "cairn")
-
-
 @pytest.fixture(scope="module")
 def tray_daemon(tmp_path_factory, xvfb, host):
     home = tmp_path_factory.mktemp("tray-home")
@@ -402,7 +379,7 @@ def tray_daemon(tmp_path_factory, xvfb, host):
         assert hello["backend"] == "pystray._xorg"
         d.url = d.until("service.json", lambda: (read_service(home, proc.pid) or {}).get("url"), START_DEADLINE_S)
         d.token = subprocess.run(
-            [cairn_exe(), "token"], env=env, capture_output=True, text=True, timeout=60, check=True
+            [cairn_executable(), "token"], env=env, capture_output=True, text=True, timeout=60, check=True
         ).stdout.strip()
         yield d
     finally:
@@ -554,7 +531,7 @@ def test_a_second_daemon_on_the_same_vault_and_data_folder_exits_1_naming_the_fi
     docked = len(host.docked)
     with open(d.home / "second.stderr", "wb") as err:
         second = subprocess.Popen(
-            [cairn_exe(), "serve", "--vault", str(d.vault), "--port", "0"],
+            [cairn_executable(), "serve", "--vault", str(d.vault), "--port", "0"],
             env=d.env,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -584,15 +561,12 @@ def test_quit_stops_the_daemon_cleanly_within_five_seconds(tray_daemon, indexed,
     d = tray_daemon
     wid = host.docked[0]
     stream = open_event_stream(d)
-    started = time.monotonic()
     d.click("Quit")
     try:
-        code = d.proc.wait(timeout=QUIT_DEADLINE_S)
+        code = d.proc.wait(timeout=QUIT_DEADLINE_S)  # the bound: still running after it fails the test
     except subprocess.TimeoutExpired:
         pytest.fail(f"the daemon still ran {QUIT_DEADLINE_S} s after Quit:\n{d.stderr[-3000:]}")
-    elapsed = time.monotonic() - started
     assert code == 0, d.stderr[-3000:]
-    assert elapsed < QUIT_DEADLINE_S
     assert not (d.home / "data" / "service.json").exists()
     config = load_config({"vault": str(d.vault), "data_dir": str(d.home / "data")}, env={})
     lock = InstanceLock(config.db_path.with_name(config.db_path.name + ".lock"), what="the test").acquire()
@@ -640,7 +614,7 @@ def _serve(home: Path, env: dict[str, str], vault: Path) -> subprocess.Popen:
     err = open(home / "serve.stderr", "wb")
     try:
         return subprocess.Popen(
-            [cairn_exe(), "serve", "--vault", str(vault), "--port", "0"],
+            [cairn_executable(), "serve", "--vault", str(vault), "--port", "0"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -651,15 +625,13 @@ def _serve(home: Path, env: dict[str, str], vault: Path) -> subprocess.Popen:
 
 
 def _wait_service(proc: subprocess.Popen, home: Path) -> dict:
-    end = time.monotonic() + START_DEADLINE_S
-    while (info := read_service(home, proc.pid)) is None:
-        if proc.poll() is not None or time.monotonic() > end:
-            pytest.fail(
-                f"cairn serve did not start ({proc.poll()}):\n"
-                + (home / "serve.stderr").read_text(errors="replace")[-3000:]
-            )
-        time.sleep(POLL_S)
-    return info
+    return wait_until(
+        "cairn serve to start",
+        lambda: read_service(home, proc.pid),
+        START_DEADLINE_S,
+        proc=proc,
+        log=home / "serve.stderr",
+    )
 
 
 def _health(url: str) -> dict:
@@ -713,7 +685,7 @@ def test_cairn_serve_no_tray_flag_starts_no_icon_even_with_a_display(tmp_path, x
     docked = len(host.docked)
     err = open(tmp_path / "serve.stderr", "wb")
     proc = subprocess.Popen(
-        [cairn_exe(), "serve", "--vault", str(write_vault(tmp_path / "vault")), "--port", "0", "--no-tray"],
+        [cairn_executable(), "serve", "--vault", str(write_vault(tmp_path / "vault")), "--port", "0", "--no-tray"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=err,
