@@ -352,10 +352,12 @@ def canary_copy(tmp_path):
 def test_a_note_with_unreadable_front_matter_stays_withheld_when_the_message_is_reworded(
     canary_copy, tmp_path, embedder, withhold, monkeypatch
 ):
-    from cairn import notes
     from cairn.app import Cairn
+    from cairn.notes import frontmatter
 
-    monkeypatch.setattr(notes, "_yaml_error_reason", lambda exc, first_line: "the properties block does not parse")
+    monkeypatch.setattr(
+        frontmatter, "_yaml_error_reason", lambda exc, first_line: "the properties block does not parse"
+    )
     cairn = Cairn(make_config(canary_copy, tmp_path / "data"), embedder=embedder)
     try:
         cairn.index()

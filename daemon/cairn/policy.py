@@ -219,10 +219,10 @@ class LinkRedactor:
             return text
         from urllib.parse import unquote
 
-        from cairn.notes import _MDLINK_RE, _URL_SCHEME_RE, _WIKILINK_RE, _parse_wikilink, _split_fragment
+        from cairn.notes.links import MDLINK_RE, URL_SCHEME_RE, WIKILINK_RE, parse_wikilink, split_fragment
 
         def wiki(m: re.Match[str]) -> str:
-            target = _parse_wikilink(m.group(2))[0]
+            target = parse_wikilink(m.group(2))[0]
             return WITHHELD_LINK if target and self.matches(target) else m.group(0)
 
         def md(m: re.Match[str]) -> str:
@@ -230,12 +230,12 @@ class LinkRedactor:
             if dest.startswith("<") and dest.endswith(">"):
                 dest = dest[1:-1]
             dest = dest.strip()
-            if not dest or _URL_SCHEME_RE.match(dest) or dest.startswith("//"):
+            if not dest or URL_SCHEME_RE.match(dest) or dest.startswith("//"):
                 return m.group(0)
-            target = _split_fragment(unquote(dest))[0]
+            target = split_fragment(unquote(dest))[0]
             return WITHHELD_LINK if target and self.matches(target) else m.group(0)
 
-        return _MDLINK_RE.sub(md, _WIKILINK_RE.sub(wiki, text))
+        return MDLINK_RE.sub(md, WIKILINK_RE.sub(wiki, text))
 
     def redact_symbol(self, symbol: str, displays: Iterable[str] = ()) -> str:
         """A heading path (``symbol``, ``A › B``) with every mention of a withheld note replaced by
