@@ -376,15 +376,16 @@ def test_a_non_loopback_base_url_is_remote():
 
 
 def test_health_says_the_llm_is_remote(sample_cairn):
-    from cairn.app import LLMProbe
+    from cairn.indexing import LLMProbe
 
-    remote = sample_cairn.config.replace(llm=LLMConfig(base_url="https://llm.example.com/v1", model="m"))
-    saved = sample_cairn.config
-    sample_cairn.config = remote
+    indexing = sample_cairn.indexing
+    remote = indexing.config.replace(llm=LLMConfig(base_url="https://llm.example.com/v1", model="m"))
+    saved = indexing.config
+    indexing.config = remote
     try:
-        assert sample_cairn.health()["llm"] == {"configured": True, "reachable": False, "remote": True}
+        assert indexing.health()["llm"] == {"configured": True, "reachable": False, "remote": True}
     finally:
-        sample_cairn.config = saved
+        indexing.config = saved
 
     async def scenario():
         async with stub_server("normal") as stub:

@@ -1,11 +1,11 @@
-"""Freshness of the daemon's watcher path (Cairn.index_paths) while a long vector phase runs, on the real model
+"""Freshness of the daemon's watcher path (Indexing.index_paths) while a long vector phase runs, on the real model
 and a real SQLite file. The figures (keyword/dense freshness p95 under load) are in tests/bench/bench_freshness.py."""
 
 from __future__ import annotations
 
 from tests.conftest import make_config
 
-import cairn.app as app_module
+import cairn.indexing as indexing_module
 from cairn.app import Cairn
 from cairn.watcher import VaultWatcher
 
@@ -21,7 +21,7 @@ def test_a_change_waiting_during_a_long_vector_phase_is_applied_before_the_rest_
         cairn.index()
         watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=())
         cairn.watcher = watcher  # not started: the test hands hints over itself
-        monkeypatch.setattr(app_module, "WATCH_EMBED_BATCH", 4)
+        monkeypatch.setattr(indexing_module, "WATCH_EMBED_BATCH", 4)
         paragraphs = [
             f"## Part {i}\n\n"
             + " ".join(f"Field note {i}.{j} records stone number {i * 10 + j} of the cairn." for j in range(8))

@@ -48,6 +48,7 @@ LAYERS: dict[str, int] = {
     "events": 2,
     "answer": 2,
     "library": 2,
+    "indexing": 2,
     "pdf_index": 2,
     # 3 adapters
     "http_api": 3,

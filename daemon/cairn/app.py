@@ -18,35 +18,35 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from cairn import __version__
 from cairn.answer import AnswerService
-from cairn.library import NoteViews, checked_rel_path
 from cairn.config import Config
 from cairn.embedder import Embedder
 from cairn.errors import CairnError
 from cairn.events import EventBus
 from cairn.indexer import Indexer, IndexReport
+from cairn.indexing import Indexing, LLMProbe, Watcher
+from cairn.library import NoteViews
 from cairn.pdf_index import PdfIndexer, PdfQueue
 from cairn.query import QueryService
 from cairn.store import Store
 from cairn.store.recovery import InstanceLock, instance_lock_path, open_verified
-from cairn.vault import resolve_in_vault
 from cairn.watcher import VaultWatcher, lower_thread_priority
-
-#: Chunks per vector slice of a watcher batch (~500 sentences, a few seconds of the model): how long a new save
-#: may wait behind an earlier one's vectors before its text is written (:meth:`Cairn._yield_to_new_changes`).
-WATCH_EMBED_BATCH = 64
 
 log = logging.getLogger(__name__)
 
 
 class Cairn:
-    """Everything for one vault: ``store``, ``embedder``, ``indexer``, ``query``. Close with :meth:`close`.
+    """The services for one vault, built and closed together: ``store``, ``embedder``, ``indexer``, ``pdfs`` (PDF
+    attachments), ``query``, ``library`` (:class:`~cairn.library.NoteViews`), ``events`` (index progress for
+    ``GET /events``) and ``indexing`` (:class:`~cairn.indexing.Indexing`). Close with :meth:`close`.
 
+    ``verify`` (the daemon): check the database first; a damaged one is moved aside and rebuilt (said in
+    ``stats()["recovered"]``). ``readonly`` (``cairn mcp``): the index as it is; nothing is written.
     Raises :class:`~cairn.errors.ConfigError` (no vault), :class:`~cairn.errors.StoreError`
     / ``SchemaTooNewError`` (index unusable), :class:`~cairn.errors.ModelError` (model files).
     """
@@ -57,315 +57,66 @@ class Cairn:
         self.config = config
         config.require_vault()
         self.embedder = embedder or Embedder(threads=config.embed_threads)
-        #: ``verify`` (the daemon): check the database first; a damaged one is moved aside and rebuilt,
-        #: and ``recovered`` says so ({movedTo, reason, at}; also in ``stats()``).
-        self.recovered: dict[str, Any] | None = None
+        recovered = None
         if verify:
-            self.store, self.recovered = open_verified(config.db_path)
+            self.store, recovered = open_verified(config.db_path)
         else:
-            #: ``readonly`` (``cairn mcp``): the index as it is; nothing is written (no indexing here).
             self.store = Store(config.db_path, readonly=readonly)
         self.indexer = Indexer(config, self.store, self.embedder)
-        #: PDF attachments (issue 8): indexed inline by :meth:`index` (``cairn index``), or by ``pdf_queue`` in
-        #: the daemon, on its own low-priority thread after the notes.
         self.pdfs = PdfIndexer(self.indexer)
-        self.pdf_queue: PdfQueue | None = None
         self.query = QueryService(self.store, self.embedder)
         self.library = NoteViews(config, self.store)
-        #: Index progress for ``GET /events``: ``progress``, ``indexed``, ``removed``, ``error``.
         self.events = EventBus()
         self.indexer.on_removed = self.events.removed
-        self.indexing = threading.Event()
-        self._reindex_lock = threading.Lock()
-        self._reindex_thread: threading.Thread | None = None
-        self.stop_requested = threading.Event()
-        self.last_report: IndexReport | None = None
-        self.index_error: str | None = None
-        self._recovery_queued = (
-            False  # no reconcile to queue when the vault is back (see _recover_when_the_vault_is_back)
+        self.indexing = Indexing(
+            config, self.store, self.embedder, self.indexer, self.pdfs, self.events, recovered=recovered
         )
-        self.watcher: VaultWatcher | None = None  # set by run_daemon while it watches the vault
-        self._paused = False
-        self._full_requested = threading.Event()  # the tray's "Reindex now": the next run re-reads every note
 
+    # Shortcuts to ``indexing`` for the CLI and tests.
     def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
-        """Run both indexing phases (blocking). Safe to call from a worker thread.
-
-        Once ``stop_requested`` is set (daemon shutdown) the run ends early: between notes in the
-        text phase, between batches in the vector phase; the next run picks up where it stopped.
-        After :meth:`request_full_reindex` the next run is a full one whatever ``full`` says."""
-        self.indexing.set()
-        if self._full_requested.is_set():
-            self._full_requested.clear()
-            full = True
-        bus = self.events.progress_callback()
-
-        def both(phase: str, done: int, total: int) -> None:
-            bus(phase, done, total)
-            if progress is not None:
-                progress(phase, done, total)
-
-        try:
-            report = self.indexer.index(
-                full=full, progress=both, should_stop=self.stop_requested.is_set, pdf_vectors=self.pdf_queue is None
-            )
-            if self.pdf_queue is not None:
-                self.pdf_queue.request(None, full=full)
-            elif not report.stopped:
-                report.merge(self.pdfs.sync(full=full, progress=both, should_stop=self.stop_requested.is_set))
-            self.last_report = report
-            self.index_error = None
-            self._publish_indexed(report)
-            return report
-        except Exception as exc:
-            self.index_error = f"{type(exc).__name__}: {exc}"
-            # Retried by stats() once the vault is back, only when it was gone (not a loop on other failures).
-            self._recovery_queued = self.config.vault.is_dir()
-            self.events.publish("error", {"message": f"Indexing failed: {type(exc).__name__}; see the daemon log."})
-            raise
-        finally:
-            self.indexing.clear()
-
-    def start_pdf_queue(self, watcher: VaultWatcher | None = None) -> PdfQueue:
-        """Index PDFs from now on in :attr:`pdf_queue`, on its own low-priority thread (the daemon). The queue
-        waits while the notes' indexing runs or ``watcher`` holds file events not yet applied (issue 8: PDFs
-        never delay notes), and while indexing is paused (tray, ``POST /index/pause``). Stopped by :meth:`close`."""
-
-        def busy() -> bool:
-            return self._paused or self.indexing.is_set() or (watcher is not None and watcher.pending_count() > 0)
-
-        self.pdf_queue = PdfQueue(
-            self.pdfs,
-            busy=busy,
-            should_stop=self.stop_requested.is_set,
-            on_report=self._publish_indexed,
-            thread_init=lower_thread_priority,
-            progress=self.events.progress_callback(),
-        )
-        self.pdf_queue.start()
-        return self.pdf_queue
-
-    def _publish_indexed(self, report: IndexReport) -> None:
-        self.events.publish(
-            "indexed",
-            {
-                "added": report.added,
-                "updated": report.updated,
-                "removed": report.deleted,
-                "skipped": len(report.skipped),
-                "elapsedS": round(report.elapsed_s, 2),
-                "stoppedEarly": self.stop_requested.is_set(),
-            },
-        )
-
-    def request_reindex(self, path: str | None = None) -> dict[str, Any]:
-        """``POST /index/reindex``: queue work and return at once. ``path`` (checked to be inside the vault)
-        becomes a watcher hint; no path asks for a full reconcile. Without a watcher (tests, one-shot use)
-        an incremental run starts in a background thread, one at a time."""
-        rel = None
-        if path is not None:
-            rel = checked_rel_path(path)
-            resolve_in_vault(self.config.require_vault(), rel)
-        if self.watcher is not None:
-            if rel is not None:
-                self.watcher.add_hints([rel])
-            else:
-                self.watcher.request_reconcile()
-            return {"queued": True, "path": rel}
-        with self._reindex_lock:
-            if self._reindex_thread is None or not self._reindex_thread.is_alive():
-                self._reindex_thread = threading.Thread(target=self._reindex_run, name="cairn-reindex", daemon=True)
-                self._reindex_thread.start()
-        return {"queued": True, "path": rel}
-
-    def request_full_reindex(self) -> dict[str, Any]:
-        """The tray's "Reindex now": queue a run that re-reads and re-parses every note (vectors of unchanged
-        text still come from the cache; ``lastIngestedAt`` moves). Returns at once, like :meth:`request_reindex`."""
-        self._full_requested.set()
-        return self.request_reindex()
-
-    def _reindex_run(self) -> None:
-        try:
-            self.index()
-        except Exception:
-            log.exception("re-indexing failed; the daemon keeps serving what is indexed")
-        finally:
-            self.store.close_thread_connection()  # this thread ends (one per POST /index/reindex)
-
-    def wait_for_indexing(self, timeout: float) -> bool:
-        """Wait for a background re-index thread to end; False if it still runs after ``timeout`` s."""
-        thread = self._reindex_thread
-        if thread is not None:
-            thread.join(timeout)
-            return not thread.is_alive()
-        return True
+        """:meth:`Indexing.index <cairn.indexing.Indexing.index>`: one whole-vault run (blocking)."""
+        return self.indexing.index(full=full, progress=progress)
 
     def index_paths(self, paths: set[str]) -> IndexReport:
-        """Index a batch of changed paths (file-event hints, re-stat'ed), then fill their vectors at once
-        (keyword-searchable first). Blocking; runs on the watcher's indexing thread."""
-        self.indexing.set()
-        try:
-            stop = self.stop_requested.is_set
-            report = self.indexer.index_paths(paths, should_stop=stop)
-            if not report.stopped:
-                report.vectors_written, report.texts_embedded = self.indexer.embed_pending(
-                    should_stop=self._yield_to_new_changes(stop),
-                    batch_size=WATCH_EMBED_BATCH,
-                    pdf=False if self.pdf_queue is not None else None,
-                )
-            pdf_hints = self.pdfs.hints(paths)  # PDFs, folders holding some (named Projects.md too), gone paths
-            if pdf_hints and self.pdf_queue is not None:
-                self.pdf_queue.request(pdf_hints)
-            elif pdf_hints and not report.stopped:
-                report.merge(self.pdfs.sync(pdf_hints, should_stop=stop))
-            if report.added or report.updated or report.deleted or report.skipped:
-                self._publish_indexed(report)
-                log.info(
-                    "changes indexed: %d added, %d updated, %d removed, %d skipped; %d texts embedded",
-                    report.added,
-                    report.updated,
-                    report.deleted,
-                    len(report.skipped),
-                    report.texts_embedded,
-                )
-            return report
-        finally:
-            self.indexing.clear()
+        return self.indexing.index_paths(paths)
 
-    def _yield_to_new_changes(self, stop: Callable[[], bool]) -> Callable[[], bool]:
-        """``should_stop`` for the vector phase of a watcher batch: after its first slice, it also stops while the
-        watcher holds changes not yet applied, so their text is written (keyword-searchable) next and the
-        remaining vectors follow in the next batch. Measured before: a 5 MB note (4,617 sentences, ~95 s of
-        embedding) kept every later save out of search until it was done."""
-        first = True
+    def start_pdf_queue(self, watcher: VaultWatcher | None = None) -> PdfQueue:
+        """PDFs on their own low-priority thread from now on (:meth:`Indexing.start_pdf_queue`)."""
+        return self.indexing.start_pdf_queue(watcher, thread_init=lower_thread_priority)
 
-        def should_stop() -> bool:
-            nonlocal first
-            if stop():
-                return True
-            if first:  # every batch makes progress, however often files change
-                first = False
-                return False
-            return self.watcher is not None and self.watcher.pending_count() > 0
+    def request_reindex(self, path: str | None = None) -> dict[str, Any]:
+        return self.indexing.request_reindex(path)
 
-        return should_stop
-
-    def pause(self) -> None:
-        """Stop following file changes (the tray's and ``POST /index/pause``'s action)."""
-        self._paused = True
-        if self.watcher is not None:
-            self.watcher.pause()
-
-    def resume(self) -> None:
-        """Follow file changes again; a reconcile picks up what changed while paused."""
-        self._paused = False
-        if self.watcher is not None:
-            self.watcher.resume()
-
-    def set_paused(self, paused: bool) -> dict[str, bool]:
-        """``POST /index/pause`` (True) and ``/index/resume`` (False): {paused, watching} afterwards."""
-        self.pause() if paused else self.resume()
-        watching = self.watcher.watching if self.watcher is not None else False
-        return {"paused": self._paused, "watching": watching}
+    def wait_for_indexing(self, timeout: float) -> bool:
+        return self.indexing.wait_for_indexing(timeout)
 
     def stats(self) -> dict[str, Any]:
-        """``/index/stats``: {notes, skipped, chunks, vectors, pending, lastIngestedAt, indexing, watching, paused,
-        pendingPaths, recovered, errors}. ``pending`` counts chunks awaiting vectors plus changed paths awaiting indexing."""
-        out = self.store.stats()
-        watch = self.watcher.stats() if self.watcher is not None else {}
-        pending_paths = int(watch.get("pendingPaths", 0))
-        out["pending"] += pending_paths
-        out.update({"pendingPaths": pending_paths, "recovered": self.recovered})
-        pdf_busy = self.pdf_queue is not None and not self.pdf_queue.idle()  # a PDF being read counts as indexing
-        vault_there = self._recover_when_the_vault_is_back()
-        index_error = self.index_error
-        if not vault_there:
-            index_error = (
-                f"the vault folder {str(self.config.vault)!r} is missing or not a folder (moved, renamed or "
-                "on a drive not mounted); searches answer from the index as it was"
-            )
-        out.update(
-            {
-                "indexing": self.indexing.is_set() or pdf_busy,
-                "watching": bool(watch.get("watching", False)) and vault_there,
-                "paused": bool(watch.get("paused", self._paused)),
-                "vault": str(self.config.vault),
-                "schemaVersion": self.store.schema_version,
-                "model": self.embedder.model_id,
-                "indexError": index_error,
-                "pdf": self.pdf_queue.stats() if self.pdf_queue is not None else None,
-            }
-        )
-        return out
-
-    def _recover_when_the_vault_is_back(self) -> bool:
-        """Whether the vault folder is there now. When it is and the last whole scan failed (``index_error``, e.g.
-        the folder was gone: moved, renamed, a drive unmounted), a reconcile is queued once (the watcher's, else a
-        background run), and its success clears ``index_error``. Before, the error stayed until someone asked for a
-        full re-index, although the folder was back and file changes were indexed again."""
-        try:
-            there = self.config.vault is not None and self.config.vault.is_dir()
-        except OSError:
-            there = False
-        if there and self.index_error is not None and not self.indexing.is_set() and not self._recovery_queued:
-            self._recovery_queued = True
-            log.info("the vault folder %s is there again; reconciling the index with it", self.config.vault)
-            self.request_reindex()
-        return there
+        return self.indexing.stats()
 
     def health(self) -> dict[str, Any]:
-        """``/health``: store and model reachability; ``status`` is ``ok`` only when both work."""
-        store_ok = embedder_ok = True
-        try:
-            self.store.conn.execute("SELECT count(*) FROM notes").fetchone()
-        except Exception as exc:  # report, never raise, from a health check
-            store_ok = False
-            log.warning("health: store check failed: %s", exc)
-        try:
-            embedder_ok = self.embedder.embed_query("health").shape == (self.embedder.dim,)
-        except Exception as exc:
-            embedder_ok = False
-            log.warning("health: embedder check failed: %s", exc)
-        return {
-            "status": "ok" if store_ok and embedder_ok else "degraded",
-            "version": __version__,
-            "store": {"ok": store_ok},
-            "embedder": {"ok": embedder_ok, "model": self.embedder.model_id},
-            "llm": {"configured": self.config.llm.configured, "reachable": False, "remote": self.config.llm.remote},
-        }
+        return self.indexing.health()
+
+    @property
+    def watcher(self) -> Watcher | None:
+        """The file watcher that takes re-index requests as hints (``None``: background runs)."""
+        return self.indexing.watcher
+
+    @watcher.setter
+    def watcher(self, watcher: Watcher | None) -> None:
+        self.indexing.watcher = watcher
+
+    @property
+    def last_report(self) -> IndexReport | None:
+        return self.indexing.last_report
+
+    @last_report.setter
+    def last_report(self, report: IndexReport | None) -> None:
+        self.indexing.last_report = report
 
     def close(self) -> None:
-        self.stop_requested.set()
-        if self.pdf_queue is not None:
-            self.pdf_queue.stop()
-        self.pdfs.close()
+        """Stop indexing work, then close the store."""
+        self.indexing.close()
         self.store.close()
-
-
-class LLMProbe:
-    """``/health``'s ``llm`` entry: ``{configured, reachable, remote, model}``. The endpoint is asked at
-    most every ``ttl_s`` seconds (``/health`` needs no token, so it must not drive traffic to the model)."""
-
-    def __init__(self, model: Any, ttl_s: float = 10.0) -> None:
-        self.model = model
-        self.ttl_s = ttl_s
-        self._at = -1e9
-        self._reachable = False
-        self._lock = asyncio.Lock()
-
-    async def status(self) -> dict[str, Any]:
-        if self.model is None:
-            return {"configured": False, "reachable": False, "remote": False}
-        async with self._lock:
-            if time.monotonic() - self._at > self.ttl_s:
-                self._reachable = await self.model.probe()
-                self._at = time.monotonic()
-        return {
-            "configured": True,
-            "reachable": self._reachable,
-            "remote": self.model.remote,
-            "model": self.model.model,
-        }
 
 
 def setup_logging(config: Config, *, to_file: bool = True) -> None:
@@ -613,7 +364,8 @@ def _require_index(config: Config) -> None:
 
 def remove_service_file(config: Config) -> None:
     """Remove this daemon's discovery files (see :func:`write_service_file`): each only while it names this
-    process's pid and vault, so a daemon never removes another one's (``service.json`` may be another vault's by now)."""
+    process's pid and vault, so a daemon never removes another one's (``service.json`` may be another vault's
+    by now)."""
     for target in (config.service_file, config.shared_service_file):
         try:
             data = json.loads(target.read_text(encoding="utf-8"))
@@ -632,78 +384,23 @@ async def run_daemon(
 ) -> int:
     """Run the daemon until ``stop`` is set or SIGINT/SIGTERM. ``ready(url)`` is called once the
     API is listening, then ``started(cairn)`` on the loop (the tray binds its menu there). Returns the exit code."""
-    from cairn.http_api import create_app, serve  # adapters are wired here, in the composition root
-    from cairn.llm import OpenAIChatModel
-    from cairn.secrets import LLM_API_KEY, TokenWatch, get_secret
+    from cairn.http_api import serve  # adapters are wired here, in the composition root
+    from cairn.secrets import TokenWatch
 
     stop = stop or asyncio.Event()
     _stop_on_signals(stop)
-    # One daemon per data folder and vault (released by the OS even on kill -9), then a checked database.
-    lock = InstanceLock(
-        instance_lock_path(config.db_path),
-        service_file=config.service_file,
-        what=f"the vault {str(config.vault)!r} with the data folder {str(config.data_dir)!r}",
-    ).acquire()
-    try:
-        cairn = await asyncio.to_thread(lambda: Cairn(config, verify=True))
-    except BaseException:
-        lock.release()
-        raise
+    lock, cairn = await _open_exclusive(config)
     token = await asyncio.to_thread(TokenWatch, config)
-    model = None
-    if config.llm.configured:
-        api_key = await asyncio.to_thread(get_secret, config, LLM_API_KEY)
-        model = OpenAIChatModel(config.llm, api_key=api_key)
-        log.info(
-            "answers are written by %s at %s (%s)",
-            config.llm.model or "the default model",
-            config.llm.base_url,
-            "remote: what the MCP policy withholds and notes tagged "
-            + ", ".join(config.llm.withhold_tags)
-            + " are withheld from it"
-            if model.remote
-            else "local",
-        )
+    model = await _answer_model(config)
     remote = model is not None and model.remote
     # One live policy for what MCP clients and a remote model may see.
     policy = await asyncio.to_thread(daemon_policy, config) if config.mcp_http or remote else None
     answers = AnswerService(
         cairn.query, model, withhold_tags=remote_model_withhold(config, policy) if remote else config.llm.withhold_tags
     )
-    probe = LLMProbe(model)
-
-    mcp: McpHttp | None = None
-    mcp_off = "mcp_http is false in the config" if not config.mcp_http else None
-    if config.mcp_http:
-        try:
-            mcp = await start_mcp_http(config, cairn, policy)
-        except CairnError as exc:  # the plugin's API still runs; /health says why MCP does not
-            mcp_off = exc.message
-            log.error("MCP over HTTP is off: %s", exc.message)
-
-    async def health() -> dict[str, Any]:
-        out = await asyncio.to_thread(cairn.health)
-        out["llm"] = await probe.status()
-        out["mcp"] = await asyncio.to_thread(mcp.health) if mcp is not None else {"http": None, "off": mcp_off}
-        return out
-
-    app = create_app(
-        config=config,
-        query=cairn.query,
-        token=token,
-        stats=cairn.stats,
-        health=health,
-        answers=answers,
-        library=cairn.library,
-        reindex=cairn.request_reindex,
-        events=cairn.events,
-        set_paused=cairn.set_paused,
-    )
-    # Watch before the start-up index scans, so no change falls between the two.
-    watcher = VaultWatcher(config.vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=config.ignore)
-    cairn.watcher = watcher
-    cairn.start_pdf_queue(watcher)
-    await watcher.start()
+    mcp, mcp_off = await _start_mcp_if_configured(config, cairn, policy)
+    app = _http_app(config, cairn, token, answers, _daemon_health(cairn, LLMProbe(model), mcp, mcp_off))
+    watcher = await _start_watching(config, cairn)
     try:
         server = await serve(app, config.host, config.port)
     except BaseException:
@@ -715,55 +412,160 @@ async def run_daemon(
         ready(server.url)
     if started:
         started(cairn)
-
-    def index_in_background() -> None:
-        try:
-            try:
-                report = cairn.index()
-            finally:  # keyword ranking from memory (cairn.bm25) once the start-up run is over, even a failed one
-                if not cairn.stop_requested.is_set():
-                    cairn.query.start_keyword_index()
-            if cairn.stop_requested.is_set():
-                log.info(
-                    "indexing stopped early for shutdown (%d notes added or updated so far)",
-                    report.added + report.updated,
-                )
-                return
-            log.info(
-                "index up to date: %d notes scanned, %d added, %d updated, %d deleted, %d skipped; "
-                "%d texts embedded in %.1f s",
-                report.scanned,
-                report.added,
-                report.updated,
-                report.deleted,
-                len(report.skipped),
-                report.texts_embedded,
-                report.elapsed_s,
-            )
-        except Exception:
-            log.exception("indexing failed; the daemon keeps serving what is indexed")
-
-    indexing = asyncio.get_running_loop().run_in_executor(
-        watcher.executor, index_in_background
-    )  # the low-priority indexing thread
+    # The start-up index runs on the watcher's low-priority indexing thread.
+    indexing = asyncio.get_running_loop().run_in_executor(watcher.executor, _index_at_start, cairn)
     try:
         await stop.wait()
     finally:
         log.info("shutting down")
-        cairn.stop_requested.set()
+        cairn.indexing.stop_requested.set()
         await server.close()
         if mcp is not None:
             await mcp.close()
-        await watcher.stop()
-        await asyncio.to_thread(cairn.pdf_queue.stop)
-        try:
-            await asyncio.wait_for(asyncio.shield(indexing), timeout=30)
-        except TimeoutError:
-            log.warning("indexing did not stop within 30 s")
+        await _stop_indexing(cairn, watcher, indexing)
         cairn.close()
         remove_service_file(config)
         lock.release()
     return 0
+
+
+async def _open_exclusive(config: Config) -> tuple[InstanceLock, Cairn]:
+    """One daemon per data folder and vault (a lock the OS releases even on kill -9), then a checked database."""
+    lock = InstanceLock(
+        instance_lock_path(config.db_path),
+        service_file=config.service_file,
+        what=f"the vault {str(config.vault)!r} with the data folder {str(config.data_dir)!r}",
+    ).acquire()
+    try:
+        cairn = await asyncio.to_thread(lambda: Cairn(config, verify=True))
+    except BaseException:
+        lock.release()
+        raise
+    return lock, cairn
+
+
+async def _answer_model(config: Config) -> Any:
+    """The configured language model (:class:`~cairn.llm.OpenAIChatModel`, its API key from the keyring), or
+    ``None`` when none is configured (answers are then built from the cited passages)."""
+    from cairn.llm import OpenAIChatModel
+    from cairn.secrets import LLM_API_KEY, get_secret
+
+    if not config.llm.configured:
+        return None
+    api_key = await asyncio.to_thread(get_secret, config, LLM_API_KEY)
+    model = OpenAIChatModel(config.llm, api_key=api_key)
+    log.info(
+        "answers are written by %s at %s (%s)",
+        config.llm.model or "the default model",
+        config.llm.base_url,
+        "remote: what the MCP policy withholds and notes tagged "
+        + ", ".join(config.llm.withhold_tags)
+        + " are withheld from it"
+        if model.remote
+        else "local",
+    )
+    return model
+
+
+async def _start_mcp_if_configured(config: Config, cairn: Cairn, policy: Any) -> tuple[McpHttp | None, str | None]:
+    """The daemon's MCP endpoint when ``mcp_http`` is on, and why it is off otherwise (said in ``/health``): a
+    failure to start it is logged and leaves the plugin's API running."""
+    if not config.mcp_http:
+        return None, "mcp_http is false in the config"
+    try:
+        return await start_mcp_http(config, cairn, policy), None
+    except CairnError as exc:
+        log.error("MCP over HTTP is off: %s", exc.message)
+        return None, exc.message
+
+
+def _daemon_health(
+    cairn: Cairn, probe: LLMProbe, mcp: McpHttp | None, mcp_off: str | None
+) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """``GET /health``: the index's health, the model endpoint's (:class:`~cairn.indexing.LLMProbe`) and MCP's."""
+
+    async def health() -> dict[str, Any]:
+        out = await asyncio.to_thread(cairn.indexing.health)
+        out["llm"] = await probe.status()
+        out["mcp"] = await asyncio.to_thread(mcp.health) if mcp is not None else {"http": None, "off": mcp_off}
+        return out
+
+    return health
+
+
+def _http_app(
+    config: Config, cairn: Cairn, token: Any, answers: AnswerService, health: Callable[[], Awaitable[dict[str, Any]]]
+) -> Any:
+    """The plugin's HTTP API over this vault's services (not yet listening)."""
+    from cairn.http_api import create_app
+
+    return create_app(
+        config=config,
+        query=cairn.query,
+        token=token,
+        stats=cairn.indexing.stats,
+        health=health,
+        answers=answers,
+        library=cairn.library,
+        reindex=cairn.indexing.request_reindex,
+        events=cairn.events,
+        set_paused=cairn.indexing.set_paused,
+    )
+
+
+async def _start_watching(config: Config, cairn: Cairn) -> VaultWatcher:
+    """Watch the vault (file events become index hints) and start the PDF queue. Started before the start-up
+    index scans, so no change falls between the two."""
+    watcher = VaultWatcher(
+        config.require_vault(),
+        apply_hints=cairn.indexing.index_paths,
+        reconcile=cairn.indexing.index,
+        ignore=config.ignore,
+    )
+    cairn.indexing.watcher = watcher
+    cairn.start_pdf_queue(watcher)
+    await watcher.start()
+    return watcher
+
+
+def _index_at_start(cairn: Cairn) -> None:
+    """The start-up whole-vault run (blocking), then keyword ranking from memory, even after a failed run."""
+    stop = cairn.indexing.stop_requested
+    try:
+        try:
+            report = cairn.indexing.index()
+        finally:
+            if not stop.is_set():
+                cairn.query.start_keyword_index()
+        if stop.is_set():
+            log.info(
+                "indexing stopped early for shutdown (%d notes added or updated so far)", report.added + report.updated
+            )
+            return
+        log.info(
+            "index up to date: %d notes scanned, %d added, %d updated, %d deleted, %d skipped; "
+            "%d texts embedded in %.1f s",
+            report.scanned,
+            report.added,
+            report.updated,
+            report.deleted,
+            len(report.skipped),
+            report.texts_embedded,
+            report.elapsed_s,
+        )
+    except Exception:
+        log.exception("indexing failed; the daemon keeps serving what is indexed")
+
+
+async def _stop_indexing(cairn: Cairn, watcher: VaultWatcher, indexing: asyncio.Future[None]) -> None:
+    """Stop the watcher and the PDF queue, then wait (up to 30 s) for the start-up run to end between batches."""
+    await watcher.stop()
+    if cairn.indexing.pdf_queue is not None:
+        await asyncio.to_thread(cairn.indexing.pdf_queue.stop)
+    try:
+        await asyncio.wait_for(asyncio.shield(indexing), timeout=30)
+    except TimeoutError:
+        log.warning("indexing did not stop within 30 s")
 
 
 def serve(
@@ -777,7 +579,7 @@ def serve(
 
     No display or no tray backend → exactly one log line saying so, and the daemon runs the same
     without it. With a tray: the tray on the main thread, the daemon's asyncio loop in a worker
-    thread (DESIGN.md, issue 6); SIGINT/SIGTERM and the tray's Quit stop the daemon cleanly.
+    thread; SIGINT/SIGTERM and the tray's Quit stop the daemon cleanly.
     ``on_tray(tray)`` (embedding, tests) is called on the main thread before the icon shows.
     Returns the exit code; daemon start-up errors (``CairnError``) are raised as without a tray."""
     if tray:
@@ -789,99 +591,115 @@ def serve(
             tray = False
     if not tray:
         return asyncio.run(run_daemon(config, ready=ready))
-    return _serve_with_tray(config, ready=ready, on_tray=on_tray)
+    return _TrayDaemon(config, ready).run(on_tray)
 
 
-def _serve_with_tray(
-    config: Config, *, ready: Callable[[str], None] | None, on_tray: Callable[[Any], None] | None
-) -> int:
-    from cairn import autostart
-    from cairn.secrets import get_or_create_token, token_file
-    from cairn.tray import Tray, TrayActions
+class _TrayDaemon:
+    """``cairn serve`` with a tray: the tray's loop on the main thread (desktops require it), the daemon's asyncio
+    loop in the ``cairn-daemon`` thread. Quit, SIGINT and SIGTERM set the daemon's ``stop``; the daemon's end
+    stops the tray."""
 
-    loop = asyncio.new_event_loop()
-    stop = asyncio.Event()
+    def __init__(self, config: Config, ready: Callable[[str], None] | None) -> None:
+        from cairn import autostart
+        from cairn.secrets import get_or_create_token
+        from cairn.tray import TrayActions
 
-    def request_stop() -> None:
+        self.config = config
+        self.ready = ready
+        self.loop = asyncio.new_event_loop()
+        self.stop = asyncio.Event()
+        self.outcome: dict[str, Any] = {}  # "code" or "error" (the daemon thread's), "follow" (the menu's task)
+        self._previous: dict[int, Any] = {}  # the signal handlers to restore
+        self.actions = TrayActions(
+            vault=config.require_vault(),
+            log_dir=config.log_dir,
+            quit=self.request_stop,
+            token=lambda: get_or_create_token(config),
+            autostart_enabled=lambda: autostart.status(config)["enabled"],
+            set_autostart=lambda enable: autostart.enable(config) if enable else autostart.disable(),
+        )
+
+    def request_stop(self) -> None:
+        """Thread-safe: ask the daemon to stop."""
         try:
-            loop.call_soon_threadsafe(stop.set)
+            self.loop.call_soon_threadsafe(self.stop.set)
         except RuntimeError:  # the loop already ended
             pass
 
-    def set_autostart(enable: bool) -> None:
-        autostart.enable(config) if enable else autostart.disable()
+    def run(self, on_tray: Callable[[Any], None] | None) -> int:
+        """Show the tray until the daemon ends; the exit code, or the daemon's start-up error raised."""
+        from cairn.tray import Tray
 
-    actions = TrayActions(
-        vault=config.require_vault(),
-        log_dir=config.log_dir,
-        quit=request_stop,
-        token=lambda: get_or_create_token(config),
-        autostart_enabled=lambda: autostart.status(config)["enabled"],
-        set_autostart=set_autostart,
-    )
-    try:
-        tray = Tray(actions)
-    except Exception as exc:  # the backend imported but cannot make an icon
-        log.info(
-            "no tray icon: %s: %s; running headless (the HTTP API and the CLI work the same)", type(exc).__name__, exc
-        )
-        loop.close()
-        return asyncio.run(run_daemon(config, ready=ready))
-    outcome: dict[str, Any] = {}
-
-    def started(cairn: Cairn) -> None:
-        actions.stats = cairn.stats
-        actions.reindex = cairn.request_full_reindex
-        actions.set_paused = cairn.set_paused
-        if token_file(config).exists():
-            actions.warning = "API token kept in a file: no keyring"
-        tray.bind(asyncio.get_running_loop())
-        outcome["follow"] = asyncio.get_running_loop().create_task(tray.follow(cairn.events), name="cairn-tray")
-
-    def daemon_thread() -> None:
         try:
-            with asyncio.Runner(loop_factory=lambda: loop) as runner:
-                outcome["code"] = runner.run(run_daemon(config, ready=ready, stop=stop, started=started))
-        except BaseException as exc:  # reported on the main thread
-            outcome["error"] = exc
+            self.tray = Tray(self.actions)
+        except Exception as exc:  # the backend imported but cannot make an icon
+            log.info(
+                "no tray icon: %s: %s; running headless (the HTTP API and the CLI work the same)",
+                type(exc).__name__,
+                exc,
+            )
+            self.loop.close()
+            return asyncio.run(run_daemon(self.config, ready=self.ready))
+        self._install_signal_handlers()
+        worker = threading.Thread(target=self._daemon_thread, name="cairn-daemon")
+        worker.start()
+        try:
+            self._run_tray(on_tray, worker)
+            while worker.is_alive():
+                worker.join(0.5)
         finally:
-            tray.stop()
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
+        if "error" in self.outcome:
+            raise self.outcome["error"]
+        return int(self.outcome.get("code", 1))
 
-    previous = {}
-
-    def install_signal_handlers() -> None:  # main thread only
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                old = signal.signal(sig, lambda _s, _f: request_stop())
-                previous.setdefault(sig, old)
-            except (ValueError, OSError):  # not the main thread
-                pass
-
-    install_signal_handlers()
-    worker = threading.Thread(target=daemon_thread, name="cairn-daemon")
-    worker.start()
-    try:
+    def _run_tray(self, on_tray: Callable[[Any], None] | None, worker: threading.Thread) -> None:
         if on_tray is not None:
-            on_tray(tray)
+            on_tray(self.tray)
         # The GTK backends reset SIGINT to the default (kill) when their loop starts: put ours back there.
         threading.Thread(
-            target=lambda: tray.wait_ready(60) and tray.call_on_main(install_signal_handlers),
+            target=lambda: self.tray.wait_ready(60) and self.tray.call_on_main(self._install_signal_handlers),
             name="cairn-tray-signals",
             daemon=True,
         ).start()
         try:
-            tray.run()
+            self.tray.run()
         except Exception as exc:  # the icon failed; the daemon goes on without it
             log.warning("the tray icon stopped (%s: %s); the daemon keeps running headless", type(exc).__name__, exc)
-            install_signal_handlers()
+            self._install_signal_handlers()
         else:
-            if worker.is_alive() and "error" not in outcome and not stop.is_set():
+            if worker.is_alive() and "error" not in self.outcome and not self.stop.is_set():
                 log.info("the tray icon closed; the daemon keeps running (stop it with Ctrl-C or SIGTERM)")
-        while worker.is_alive():
-            worker.join(0.5)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if "error" in outcome:
-        raise outcome["error"]
-    return int(outcome.get("code", 1))
+
+    def _started(self, cairn: Cairn) -> None:
+        """On the daemon's loop once the API listens: the menu's actions, and the menu following index events."""
+        from cairn.secrets import token_file
+
+        self.actions.stats = cairn.indexing.stats
+        self.actions.reindex = cairn.indexing.request_full_reindex
+        self.actions.set_paused = cairn.indexing.set_paused
+        if token_file(self.config).exists():
+            self.actions.warning = "API token kept in a file: no keyring"
+        loop = asyncio.get_running_loop()
+        self.tray.bind(loop)
+        self.outcome["follow"] = loop.create_task(self.tray.follow(cairn.events), name="cairn-tray")
+
+    def _daemon_thread(self) -> None:
+        try:
+            with asyncio.Runner(loop_factory=lambda: self.loop) as runner:
+                self.outcome["code"] = runner.run(
+                    run_daemon(self.config, ready=self.ready, stop=self.stop, started=self._started)
+                )
+        except BaseException as exc:  # reported on the main thread
+            self.outcome["error"] = exc
+        finally:
+            self.tray.stop()
+
+    def _install_signal_handlers(self) -> None:  # main thread only
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                old = signal.signal(sig, lambda _s, _f: self.request_stop())
+                self._previous.setdefault(sig, old)
+            except (ValueError, OSError):  # not the main thread
+                pass

@@ -1,0 +1,378 @@
+"""Keeping one vault's index up to date while the daemon serves it (layer 2): :class:`Indexing` runs the whole-vault
+and watcher-batch runs, queues re-index requests, pauses and resumes following file changes, reports
+``/index/stats`` and ``/health``, and queues a reconcile once a vault folder that was gone is back.
+:class:`LLMProbe` is ``/health``'s cached view of the answer model's endpoint.
+
+Blocking (SQLite, the model, the vault's files): call from worker threads in async code, except
+:meth:`LLMProbe.status`, which is a coroutine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from cairn import __version__
+from cairn.config import Config
+from cairn.embedder import Embedder
+from cairn.events import EventBus
+from cairn.indexer import Indexer, IndexReport
+from cairn.library import checked_rel_path
+from cairn.pdf_index import PdfIndexer, PdfQueue
+from cairn.store import Store
+from cairn.vault import resolve_in_vault
+
+#: Chunks per vector slice of a watcher batch (a few seconds of the model): how long a new save may wait behind
+#: an earlier one's vectors before its text is written (:meth:`Indexing.index_paths`).
+WATCH_EMBED_BATCH = 64
+
+log = logging.getLogger(__name__)
+
+
+class Watcher(Protocol):
+    """What :class:`Indexing` needs of the file watcher (:class:`cairn.watcher.VaultWatcher`, an adapter)."""
+
+    @property
+    def watching(self) -> bool: ...
+    def add_hints(self, paths: Iterable[str]) -> None: ...
+    def request_reconcile(self) -> None: ...
+    def pending_count(self) -> int: ...
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def stats(self) -> dict[str, Any]: ...
+
+
+class Indexing:
+    """The index-keeping use case for one vault: ``indexer`` (notes) and ``pdfs`` (PDF attachments) over ``store``,
+    progress published on ``events``. ``recovered`` is what opening a damaged database did ({movedTo, reason, at};
+    ``None`` when nothing was), reported in :meth:`stats`.
+
+    ``watcher`` (set by the composition root while it watches the vault) takes re-index requests as hints; without
+    one, a request starts an incremental run in a background thread. ``pdf_queue`` (:meth:`start_pdf_queue`, the
+    daemon) indexes PDFs on their own low-priority thread; without it PDFs are indexed inline after the notes.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        embedder: Embedder,
+        indexer: Indexer,
+        pdfs: PdfIndexer,
+        events: EventBus,
+        *,
+        recovered: dict[str, Any] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.embedder = embedder
+        self.indexer = indexer
+        self.pdfs = pdfs
+        self.events = events
+        self.recovered = recovered
+        self.watcher: Watcher | None = None
+        self.pdf_queue: PdfQueue | None = None
+        #: Set while a notes run (whole vault or a watcher batch) is under way.
+        self.running = threading.Event()
+        #: Daemon shutdown: runs end early (between notes, between vector batches); the next run resumes.
+        self.stop_requested = threading.Event()
+        self.last_report: IndexReport | None = None
+        self.index_error: str | None = None
+        self._reindex_lock = threading.Lock()
+        self._reindex_thread: threading.Thread | None = None
+        self._recovery_queued = False  # a reconcile is queued for when the vault is back (_vault_is_there)
+        self._paused = False
+        self._full_requested = threading.Event()  # the tray's "Reindex now": the next run re-reads every note
+
+    # ------------------------------------------------------------------------------------------------ runs
+    def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
+        """Run both indexing phases over the whole vault (blocking): text first (keyword-searchable), then vectors.
+
+        Once ``stop_requested`` is set the run ends early; the next run picks up where it stopped. After
+        :meth:`request_full_reindex` the next run is a full one whatever ``full`` says. ``progress(phase, done,
+        total)`` is called besides the ``progress`` events. Re-raises what the indexer raised (``index_error``
+        then says what it was)."""
+        self.running.set()
+        if self._full_requested.is_set():
+            self._full_requested.clear()
+            full = True
+        bus = self.events.progress_callback()
+
+        def both(phase: str, done: int, total: int) -> None:
+            bus(phase, done, total)
+            if progress is not None:
+                progress(phase, done, total)
+
+        try:
+            report = self.indexer.index(
+                full=full, progress=both, should_stop=self.stop_requested.is_set, pdf_vectors=self.pdf_queue is None
+            )
+            if self.pdf_queue is not None:
+                self.pdf_queue.request(None, full=full)
+            elif not report.stopped:
+                report.merge(self.pdfs.sync(full=full, progress=both, should_stop=self.stop_requested.is_set))
+            self.last_report = report
+            self.index_error = None
+            self._publish_indexed(report)
+            return report
+        except Exception as exc:
+            self.index_error = f"{type(exc).__name__}: {exc}"
+            # Retried by stats() once the vault is back, only when it was gone (not a loop on other failures).
+            vault = self.config.vault  # never None here: the vault was required when the Cairn was built
+            self._recovery_queued = vault is not None and vault.is_dir()
+            self.events.publish("error", {"message": f"Indexing failed: {type(exc).__name__}; see the daemon log."})
+            raise
+        finally:
+            self.running.clear()
+
+    def index_paths(self, paths: set[str]) -> IndexReport:
+        """Index a batch of changed paths (file-event hints, re-stat'ed), then fill their vectors at once
+        (keyword-searchable first). Blocking; runs on the watcher's indexing thread."""
+        self.running.set()
+        try:
+            stop = self.stop_requested.is_set
+            report = self.indexer.index_paths(paths, should_stop=stop)
+            if not report.stopped:
+                report.vectors_written, report.texts_embedded = self.indexer.embed_pending(
+                    should_stop=self._yield_to_new_changes(stop),
+                    batch_size=WATCH_EMBED_BATCH,
+                    pdf=False if self.pdf_queue is not None else None,
+                )
+            pdf_hints = self.pdfs.hints(paths)  # PDFs, folders holding some (named Projects.md too), gone paths
+            if pdf_hints and self.pdf_queue is not None:
+                self.pdf_queue.request(pdf_hints)
+            elif pdf_hints and not report.stopped:
+                report.merge(self.pdfs.sync(pdf_hints, should_stop=stop))
+            if report.added or report.updated or report.deleted or report.skipped:
+                self._publish_indexed(report)
+                log.info(
+                    "changes indexed: %d added, %d updated, %d removed, %d skipped; %d texts embedded",
+                    report.added,
+                    report.updated,
+                    report.deleted,
+                    len(report.skipped),
+                    report.texts_embedded,
+                )
+            return report
+        finally:
+            self.running.clear()
+
+    def _yield_to_new_changes(self, stop: Callable[[], bool]) -> Callable[[], bool]:
+        """``should_stop`` for the vector phase of a watcher batch: after its first slice, it also stops while the
+        watcher holds changes not yet applied, so their text is written (keyword-searchable) next and the
+        remaining vectors follow in the next batch: one long note's vectors never keep later saves out of
+        search."""
+        first = True
+
+        def should_stop() -> bool:
+            nonlocal first
+            if stop():
+                return True
+            if first:  # every batch makes progress, however often files change
+                first = False
+                return False
+            return self.watcher is not None and self.watcher.pending_count() > 0
+
+        return should_stop
+
+    def start_pdf_queue(
+        self, watcher: Watcher | None = None, *, thread_init: Callable[[], None] | None = None
+    ) -> PdfQueue:
+        """Index PDFs from now on in :attr:`pdf_queue`, on its own thread (``thread_init`` runs first on it: the
+        daemon lowers its priority). The queue waits while the notes' indexing runs or ``watcher`` holds file
+        events not yet applied (PDFs never delay notes), and while indexing is paused (tray,
+        ``POST /index/pause``). Stopped by :meth:`close`."""
+
+        def busy() -> bool:
+            return self._paused or self.running.is_set() or (watcher is not None and watcher.pending_count() > 0)
+
+        self.pdf_queue = PdfQueue(
+            self.pdfs,
+            busy=busy,
+            should_stop=self.stop_requested.is_set,
+            on_report=self._publish_indexed,
+            thread_init=thread_init,
+            progress=self.events.progress_callback(),
+        )
+        self.pdf_queue.start()
+        return self.pdf_queue
+
+    def _publish_indexed(self, report: IndexReport) -> None:
+        self.events.publish(
+            "indexed",
+            {
+                "added": report.added,
+                "updated": report.updated,
+                "removed": report.deleted,
+                "skipped": len(report.skipped),
+                "elapsedS": round(report.elapsed_s, 2),
+                "stoppedEarly": self.stop_requested.is_set(),
+            },
+        )
+
+    # ------------------------------------------------------------------------------------------------ requests
+    def request_reindex(self, path: str | None = None) -> dict[str, Any]:
+        """``POST /index/reindex``: queue work and return ``{queued, path}`` at once. ``path`` (checked to be inside
+        the vault: :class:`~cairn.errors.PathOutsideVault` otherwise) becomes a watcher hint; no path asks for a
+        full reconcile. Without a watcher an incremental run starts in a background thread, one at a time."""
+        rel = None
+        if path is not None:
+            rel = checked_rel_path(path)
+            resolve_in_vault(self.config.require_vault(), rel)
+        if self.watcher is not None:
+            if rel is not None:
+                self.watcher.add_hints([rel])
+            else:
+                self.watcher.request_reconcile()
+            return {"queued": True, "path": rel}
+        with self._reindex_lock:
+            if self._reindex_thread is None or not self._reindex_thread.is_alive():
+                self._reindex_thread = threading.Thread(target=self._reindex_run, name="cairn-reindex", daemon=True)
+                self._reindex_thread.start()
+        return {"queued": True, "path": rel}
+
+    def request_full_reindex(self) -> dict[str, Any]:
+        """The tray's "Reindex now": queue a run that re-reads and re-parses every note (vectors of unchanged
+        text still come from the cache; ``lastIngestedAt`` moves). Returns at once, like :meth:`request_reindex`."""
+        self._full_requested.set()
+        return self.request_reindex()
+
+    def _reindex_run(self) -> None:
+        try:
+            self.index()
+        except Exception:
+            log.exception("re-indexing failed; the daemon keeps serving what is indexed")
+        finally:
+            self.store.close_thread_connection()  # this thread ends (one per POST /index/reindex)
+
+    def wait_for_indexing(self, timeout: float) -> bool:
+        """Wait for a background re-index thread to end; False if it still runs after ``timeout`` s."""
+        thread = self._reindex_thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
+
+    def pause(self) -> None:
+        """Stop following file changes (the tray's and ``POST /index/pause``'s action)."""
+        self._paused = True
+        if self.watcher is not None:
+            self.watcher.pause()
+
+    def resume(self) -> None:
+        """Follow file changes again; a reconcile picks up what changed while paused."""
+        self._paused = False
+        if self.watcher is not None:
+            self.watcher.resume()
+
+    def set_paused(self, paused: bool) -> dict[str, bool]:
+        """``POST /index/pause`` (True) and ``/index/resume`` (False): {paused, watching} afterwards."""
+        self.pause() if paused else self.resume()
+        watching = self.watcher.watching if self.watcher is not None else False
+        return {"paused": self._paused, "watching": watching}
+
+    # ------------------------------------------------------------------------------------------------ reports
+    def stats(self) -> dict[str, Any]:
+        """``/index/stats``: {notes, skipped, chunks, vectors, pending, lastIngestedAt, indexing, watching, paused,
+        pendingPaths, recovered, errors, vault, schemaVersion, model, indexError, pdf}. ``pending`` counts chunks
+        awaiting vectors plus changed paths awaiting indexing. Queues the reconcile of a vault that is back."""
+        out = self.store.stats()
+        watch = self.watcher.stats() if self.watcher is not None else {}
+        pending_paths = int(watch.get("pendingPaths", 0))
+        out["pending"] += pending_paths
+        out.update({"pendingPaths": pending_paths, "recovered": self.recovered})
+        pdf_busy = self.pdf_queue is not None and not self.pdf_queue.idle()  # a PDF being read counts as indexing
+        vault_there = self._vault_is_there()
+        index_error = self.index_error
+        if not vault_there:
+            index_error = (
+                f"the vault folder {str(self.config.vault)!r} is missing or not a folder (moved, renamed or "
+                "on a drive not mounted); searches answer from the index as it was"
+            )
+        out.update(
+            {
+                "indexing": self.running.is_set() or pdf_busy,
+                "watching": bool(watch.get("watching", False)) and vault_there,
+                "paused": bool(watch.get("paused", self._paused)),
+                "vault": str(self.config.vault),
+                "schemaVersion": self.store.schema_version,
+                "model": self.embedder.model_id,
+                "indexError": index_error,
+                "pdf": self.pdf_queue.stats() if self.pdf_queue is not None else None,
+            }
+        )
+        return out
+
+    def _vault_is_there(self) -> bool:
+        """Whether the vault folder is there now. When it is and the last whole scan failed (``index_error``, e.g.
+        the folder was gone: moved, renamed, a drive unmounted), a reconcile is queued once (the watcher's, else a
+        background run), and its success clears ``index_error``: no one has to ask for a full re-index."""
+        try:
+            there = self.config.vault is not None and self.config.vault.is_dir()
+        except OSError:
+            there = False
+        if there and self.index_error is not None and not self.running.is_set() and not self._recovery_queued:
+            self._recovery_queued = True
+            log.info("the vault folder %s is there again; reconciling the index with it", self.config.vault)
+            self.request_reindex()
+        return there
+
+    def health(self) -> dict[str, Any]:
+        """``/health``: {status, version, store, embedder, llm}; ``status`` is ``ok`` only when the store and the
+        model both answer. Never raises (a failed check is logged and reported)."""
+        store_ok = embedder_ok = True
+        try:
+            self.store.conn.execute("SELECT count(*) FROM notes").fetchone()
+        except Exception as exc:  # report, never raise, from a health check
+            store_ok = False
+            log.warning("health: store check failed: %s", exc)
+        try:
+            embedder_ok = self.embedder.embed_query("health").shape == (self.embedder.dim,)
+        except Exception as exc:
+            embedder_ok = False
+            log.warning("health: embedder check failed: %s", exc)
+        return {
+            "status": "ok" if store_ok and embedder_ok else "degraded",
+            "version": __version__,
+            "store": {"ok": store_ok},
+            "embedder": {"ok": embedder_ok, "model": self.embedder.model_id},
+            "llm": {"configured": self.config.llm.configured, "reachable": False, "remote": self.config.llm.remote},
+        }
+
+    def close(self) -> None:
+        """Ask running work to stop and stop the PDF queue (the store is closed by its owner)."""
+        self.stop_requested.set()
+        if self.pdf_queue is not None:
+            self.pdf_queue.stop()
+        self.pdfs.close()
+
+
+class LLMProbe:
+    """``/health``'s ``llm`` entry: ``{configured, reachable, remote, model}``. The endpoint is asked at
+    most every ``ttl_s`` seconds (``/health`` needs no token, so it must not drive traffic to the model).
+    ``model``: an object with ``probe()`` (a coroutine → bool), ``remote`` and ``model``, or ``None``."""
+
+    def __init__(self, model: Any, ttl_s: float = 10.0) -> None:
+        self.model = model
+        self.ttl_s = ttl_s
+        self._at = -1e9
+        self._reachable = False
+        self._lock = asyncio.Lock()
+
+    async def status(self) -> dict[str, Any]:
+        if self.model is None:
+            return {"configured": False, "reachable": False, "remote": False}
+        async with self._lock:
+            if time.monotonic() - self._at > self.ttl_s:
+                self._reachable = await self.model.probe()
+                self._at = time.monotonic()
+        return {
+            "configured": True,
+            "reachable": self._reachable,
+            "remote": self.model.remote,
+            "model": self.model.model,
+        }
