@@ -1,6 +1,6 @@
 """PDF text extraction (cairn.vault.pdf): real PDFs written by tests/pdfgen.py, read by the real pypdfium2
-in the real worker subprocess. The time-limit, crash and memory tests use the worker's test hook
-(CAIRN_PDF_TEST_HOOK) instead of sleeping here."""
+in the real worker subprocess. The time-limit, crash and memory tests give the extractor a worker hook
+(tests/pdf_worker_hooks.py, run inside the worker process) instead of sleeping here."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import threading
 
 import pytest
 
+import pdf_worker_hooks as hooks
 import pdfgen
 from cairn.errors import NoteReadError, PdfReadError
-from cairn.vault.pdf import TEST_HOOK_ENV, PdfExtractor, RawLine, RawPage, format_pages, tidy_pages
+from cairn.vault.pdf import PdfExtractor
+from cairn.vault.pdf_text import RawLine, RawPage, format_pages, tidy_pages
 from helpers import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -191,9 +193,8 @@ def test_page_limit_keeps_the_first_pages_and_names_the_rest(pdfs):
     )
 
 
-def test_time_limit_keeps_the_pages_read_so_far_and_a_fresh_worker_reads_the_next_file(pdfs, monkeypatch):
-    with PdfExtractor(timeout_s=1.0) as ex:
-        monkeypatch.setenv(TEST_HOOK_ENV, "stall:3")  # the worker hangs on page 3
+def test_time_limit_keeps_the_pages_read_so_far_and_a_fresh_worker_reads_the_next_file(pdfs):
+    with PdfExtractor(timeout_s=1.0, worker_hook=hooks.stall_on_page_3) as ex:  # the worker hangs on page 3
         result = ex.extract(pdfs["five"])
         first_pid = ex.workers_started
         assert [p.number for p in result.pages] == [1, 2]
@@ -201,53 +202,49 @@ def test_time_limit_keeps_the_pages_read_so_far_and_a_fresh_worker_reads_the_nex
             "time limit 1 s reached: pages 3–5 not indexed (raise pdf_timeout_s in the config to index them)",
         )
         assert ex.worker_pid is None  # the hung worker was killed
-        monkeypatch.delenv(TEST_HOOK_ENV)
+        ex.worker_hook = None
         again = ex.extract(pdfs["five"])
         assert [p.number for p in again.pages] == [1, 2, 3, 4, 5]
         assert ex.workers_started == first_pid + 1
 
 
-def test_time_limit_before_the_first_page_refuses_the_file(pdfs, monkeypatch):
-    monkeypatch.setenv(TEST_HOOK_ENV, "stall:1")
-    with PdfExtractor(timeout_s=0.5) as ex:
+def test_time_limit_before_the_first_page_refuses_the_file(pdfs):
+    with PdfExtractor(timeout_s=0.5, worker_hook=hooks.stall_on_page_1) as ex:
         with pytest.raises(PdfReadError, match=r"^time limit 0.5 s reached before the first page was read"):
             ex.extract(pdfs["plain"])
 
 
-def test_a_worker_crash_while_opening_refuses_the_file_and_the_next_file_works(pdfs, monkeypatch):
-    with PdfExtractor() as ex:
-        monkeypatch.setenv(TEST_HOOK_ENV, "crash:0")
+def test_a_worker_crash_while_opening_refuses_the_file_and_the_next_file_works(pdfs):
+    with PdfExtractor(worker_hook=hooks.crash_while_opening) as ex:
         with pytest.raises(
             PdfReadError,
             match=r"^the PDF reader crashed while opening the file \(it exited with "
             r"code 70\)",
         ):
             ex.extract(pdfs["plain"])
-        monkeypatch.delenv(TEST_HOOK_ENV)
+        ex.worker_hook = None
         assert pdfgen.page_sentence(3) in ex.extract(pdfs["plain"]).pages[2].text
 
 
-def test_a_worker_crash_part_way_keeps_the_pages_read_before_it(pdfs, monkeypatch):
-    monkeypatch.setenv(TEST_HOOK_ENV, "crash:4")
-    with PdfExtractor() as ex:
+def test_a_worker_crash_part_way_keeps_the_pages_read_before_it(pdfs):
+    with PdfExtractor(worker_hook=hooks.crash_on_page_4) as ex:
         result = ex.extract(pdfs["five"])
     assert [p.number for p in result.pages] == [1, 2, 3]
     assert result.problems == ("the PDF reader crashed on page 4 (it exited with code 70): pages 4–5 not indexed",)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS is enforced on Linux only")
-def test_a_memory_bomb_fails_that_file_only(pdfs, monkeypatch):
-    with PdfExtractor(memory_limit_bytes=1024 * 1024 * 1024) as ex:
-        monkeypatch.setenv(TEST_HOOK_ENV, "hog")  # the worker tries to allocate 8 GiB
+def test_a_memory_bomb_fails_that_file_only(pdfs):
+    # the worker tries to allocate 8 GiB
+    with PdfExtractor(memory_limit_bytes=1024 * 1024 * 1024, worker_hook=hooks.hog_while_opening) as ex:
         with pytest.raises(PdfReadError, match=r"memory limit \(1024 MB\)"):
             ex.extract(pdfs["plain"])
-        monkeypatch.delenv(TEST_HOOK_ENV)
+        ex.worker_hook = None
         assert len(ex.extract(pdfs["plain"]).pages) == 3
 
 
-def test_nothing_reaches_the_parents_stdout_even_when_the_worker_writes_to_its_own(pdfs, monkeypatch, capfd):
-    monkeypatch.setenv(TEST_HOOK_ENV, "shout")
-    with PdfExtractor() as ex:
+def test_nothing_reaches_the_parents_stdout_even_when_the_worker_writes_to_its_own(pdfs, capfd):
+    with PdfExtractor(worker_hook=hooks.shout_while_opening) as ex:
         result = ex.extract(pdfs["plain"])
         with pytest.raises(PdfReadError):
             ex.extract(pdfs["encrypted"])
@@ -283,9 +280,8 @@ def test_close_stops_the_worker_process(pdfs):
         os.kill(pid, 0)
 
 
-def test_close_from_another_thread_ends_an_extraction_under_way_at_once(pdfs, monkeypatch):
-    monkeypatch.setenv(TEST_HOOK_ENV, "stall:2")
-    ex = PdfExtractor(timeout_s=60)
+def test_close_from_another_thread_ends_an_extraction_under_way_at_once(pdfs):
+    ex = PdfExtractor(timeout_s=60, worker_hook=hooks.stall_on_page_2)
     outcome: list[BaseException | object] = []
 
     def run():
@@ -304,11 +300,8 @@ def test_close_from_another_thread_ends_an_extraction_under_way_at_once(pdfs, mo
     assert outcome[0].message == "stopped: the PDF reader was closed while reading this file"
 
 
-def test_a_worker_is_replaced_by_a_fresh_one_after_its_quota_of_files(pdfs, monkeypatch):
-    import cairn.vault.pdf as pdf_module
-
-    monkeypatch.setattr(pdf_module, "_FILES_PER_WORKER", 2)
-    with PdfExtractor() as ex:
+def test_a_worker_is_replaced_by_a_fresh_one_after_its_quota_of_files(pdfs):
+    with PdfExtractor(files_per_worker=2) as ex:
         pids = []
         for _ in range(3):
             assert len(ex.extract(pdfs["plain"]).pages) == 3
@@ -323,16 +316,19 @@ def test_a_worker_stuck_on_a_file_exits_when_its_daemon_is_killed(pdfs, tmp_path
     script = (
         "import sys, threading\n"
         "from pathlib import Path\n"
+        "sys.path.insert(0, sys.argv[3])\n"
+        "import pdf_worker_hooks\n"
         "from cairn.vault.pdf import PdfExtractor\n"
-        "ex = PdfExtractor(timeout_s=600)\n"
+        "ex = PdfExtractor(timeout_s=600, worker_hook=pdf_worker_hooks.stall_on_page_1)\n"
         "def report():\n"
         "    while not ex.worker_pid: threading.Event().wait(0.01)\n"
         "    Path(sys.argv[2]).write_text(str(ex.worker_pid))\n"
         "threading.Thread(target=report, daemon=True).start()\n"
         "ex.extract(Path(sys.argv[1]))\n"
     )
-    env = {**os.environ, TEST_HOOK_ENV: "stall:1"}  # the worker hangs on page 1 for an hour
-    daemon = subprocess.Popen([sys.executable, "-c", script, str(pdfs["plain"]), str(pid_file)], env=env)
+    # the worker hangs on page 1 for an hour
+    args = [sys.executable, "-c", script, str(pdfs["plain"]), str(pid_file), os.path.dirname(hooks.__file__)]
+    daemon = subprocess.Popen(args)
     try:
         wait_until("the worker's pid", lambda: pid_file.exists() and pid_file.read_text(), 20)
         worker_pid = int(pid_file.read_text())

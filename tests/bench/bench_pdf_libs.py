@@ -5,7 +5,7 @@ For each PDF (default: two real PDFs shipped on this machine, skipped when missi
 300-page text PDF from tests/pdfgen.py) it prints, per library:
 - pages/s of plain text extraction, best of ``--repeat`` runs, in this process
   (pypdfium2: ``get_text_range``; pypdf: ``extract_text``), and for pypdfium2 also with the per-line
-  geometry Cairn reads (``cairn.vault.pdf._read_page``: position + font size of each line);
+  geometry Cairn reads (``cairn.vault.pdf_worker.read_page``: position + font size of each line);
 - quality: words extracted, share of tokens that are plain alphabetic words, tokens still holding a
   ligature (ﬁ, ﬂ, …), words left split by an end-of-line hyphen (``manip-\\nulation``), and PDFium's
   own hyphenation marks (U+FFFE, which it joins), and one spot sample line per library;
@@ -36,7 +36,8 @@ import pypdfium2 as pdfium  # noqa: E402
 import pypdfium2.raw as pdfium_c  # noqa: E402
 
 import pdfgen  # noqa: E402
-from cairn.vault.pdf import PdfExtractor, _read_page  # noqa: E402
+from cairn.vault.pdf import PdfExtractor  # noqa: E402
+from cairn.vault.pdf_worker import read_page  # noqa: E402
 
 DEFAULT_PDFS = [
     Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf"),
@@ -65,7 +66,7 @@ def pdfium_geometry(path: Path) -> int:
     doc = pdfium.PdfDocument(path)
     try:
         for i in range(len(doc)):
-            _read_page(doc, i, pdfium_c)
+            read_page(doc, i, pdfium_c)
         return len(doc)
     finally:
         doc.close()
@@ -131,10 +132,10 @@ def main() -> int:
     rows = []
     with PdfExtractor() as extractor:
         for path in pdfs:
-            t_pdfium, texts_pdfium = best_time(lambda: pdfium_texts(path), args.repeat)
-            t_geom, _ = best_time(lambda: pdfium_geometry(path), args.repeat)
-            t_pypdf, texts_pypdf = best_time(lambda: pypdf_texts(path), args.repeat)
-            t_cairn, result = best_time(lambda: extractor.extract(path), args.repeat)
+            t_pdfium, texts_pdfium = best_time(lambda path=path: pdfium_texts(path), args.repeat)
+            t_geom, _ = best_time(lambda path=path: pdfium_geometry(path), args.repeat)
+            t_pypdf, texts_pypdf = best_time(lambda path=path: pypdf_texts(path), args.repeat)
+            t_cairn, result = best_time(lambda path=path: extractor.extract(path), args.repeat)
             n = len(texts_pdfium)
             print(
                 f"{path.name[:34]:34} {n:5d}  {n / t_pdfium:10.0f} {n / t_geom:9.0f} {n / t_pypdf:9.0f} "
