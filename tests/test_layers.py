@@ -40,6 +40,8 @@ LAYERS: dict[str, int] = {
     "audit": 1,
     # the OS's login-items folders (files in the user's folders, like secrets' token file): a resource
     "autostart": 1,
+    # the owner's policy file and the live holder that reloads it (parsing is policy, layer 0)
+    "policy_file": 1,
     # 2 use cases
     "indexer": 2,
     "query": 2,

@@ -1,5 +1,6 @@
-"""The MCP governance policy (cairn.policy): parsing with file:line errors, the served-tools and
-withholding rules of issue 5, the owner's copy, and live reloading that fails closed."""
+"""The MCP governance policy (cairn.policy, cairn.policy_file): parsing with file:line errors, the
+served-tools and withholding rules (DESIGN.md, Governance), the owner's copy, and live reloading that
+fails closed."""
 
 from __future__ import annotations
 
@@ -16,16 +17,13 @@ from cairn.policy import (
     ALL_TOOLS,
     CONTAINED_READS,
     PolicyError,
-    PolicyHolder,
     Withhold,
     default_policy_text,
-    ensure_owner_policy,
     fail_closed_policy,
-    load_policy,
-    owner_policy_path,
     parse_policy,
     policy_schema,
 )
+from cairn.policy_file import PolicyHolder, ensure_owner_policy, load_policy, owner_policy_path
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = """\
@@ -162,7 +160,8 @@ def test_withhold_of_refuses_a_string_that_is_not_a_tag_or_a_folder_escaping_the
             ["clients.a.local", "true or false", "'yes please'"],
         ),
         (
-            "version: 1\nwithhold: {tags: [personal]}\nclients:\n  a: {local: true, tools: [get_note,\n    serch_notes]}\n",
+            "version: 1\nwithhold: {tags: [personal]}\nclients:\n"
+            "  a: {local: true, tools: [get_note,\n    serch_notes]}\n",
             5,
             ["unknown tool 'serch_notes'", "search_notes"],
         ),

@@ -201,16 +201,17 @@ class McpHttp:
 def mcp_policy_path(config: Config) -> Path:
     """The policy file: ``mcp_policy`` when configured, else the owner's copy in the config folder (created
     from the shipped default on first use). Raises :class:`~cairn.policy.PolicyError` when it cannot be made."""
-    from cairn.policy import ensure_owner_policy
+    from cairn.policy_file import ensure_owner_policy
 
     return config.mcp_policy if config.mcp_policy is not None else ensure_owner_policy(config.config_dir)
 
 
 def daemon_policy(config: Config) -> Any:
-    """The governance policy as the daemon reads it: a live :class:`~cairn.policy.PolicyHolder` over
+    """The governance policy as the daemon reads it: a live :class:`~cairn.policy_file.PolicyHolder` over
     :func:`mcp_policy_path` that fails closed (never raises) when the file is missing and cannot be made,
     invalid, or from a newer version (logged, and its ``fail_closed_reason`` said in ``/health``)."""
-    from cairn.policy import PolicyError, PolicyHolder
+    from cairn.policy import PolicyError
+    from cairn.policy_file import PolicyHolder
 
     try:
         path = mcp_policy_path(config)
@@ -273,7 +274,7 @@ async def run_mcp_stdio(config: Config, *, client: str | None, tools: list[str])
     :class:`~cairn.errors.BadRequestError` for an unknown ``--tool``, :class:`~cairn.errors.ConfigError` when the
     vault has no index yet. Nothing is written to stdout but the protocol."""
     from cairn.mcp_server import serve_stdio
-    from cairn.policy import PolicyHolder
+    from cairn.policy_file import PolicyHolder
     from cairn.secrets import check_mcp_client_name
 
     if client is not None:
@@ -317,7 +318,7 @@ async def run_mcp_http(
     no indexing, no watcher, no plugin API), until SIGINT/SIGTERM or ``stop``. The policy is loaded strictly at
     start (as for stdio); a later invalid edit fails closed. Raises as :func:`run_mcp_stdio`."""
     from cairn.mcp_server import McpHttpServer
-    from cairn.policy import PolicyHolder
+    from cairn.policy_file import PolicyHolder
     from cairn.secrets import McpTokens
 
     policy = PolicyHolder(mcp_policy_path(config), strict=True)

@@ -1,0 +1,92 @@
+"""The policy as Cairn uses it: the tools a client is served and what is withheld from it (layer 0, pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from cairn.errors import BadRequestError, CairnError
+from cairn.policy.withhold import NOTHING_WITHHELD, Withhold
+
+#: Every MCP tool Cairn has (DESIGN.md, MCP tools), in the order ``tools/list`` shows them.
+ALL_TOOLS: tuple[str, ...] = ("search_notes", "get_note", "get_related_notes", "list_notes", "ask")
+#: Reads that return only what the caller names or lists: served by default (DESIGN.md, MCP default).
+CONTAINED_READS = frozenset({"get_note", "list_notes"})
+#: The policy format this Cairn reads; a file with a higher ``version`` is refused.
+POLICY_VERSION = 1
+DEFAULT_POLICY_NAME = "mcp-serve.yaml"
+SCHEMA_NAME = "mcp-serve.schema.json"
+#: A policy file larger than this is refused (bytes); the shipped one is ~1.5 KB.
+MAX_POLICY_BYTES = 1_000_000
+
+
+class PolicyError(CairnError):
+    """A policy file that cannot be used. ``str(err) == f"{file}:{line}: {reason}"`` (``f"{file}: {reason}"``
+    when no line applies, e.g. a missing file). ``line`` is 1-based."""
+
+    code = "invalid_policy"
+    http_status = 500
+
+    def __init__(self, file: str, line: int | None, reason: str) -> None:
+        self.file = str(file)
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{self.file}:{line}: {reason}" if line is not None else f"{self.file}: {reason}")
+
+
+@dataclass(frozen=True)
+class ClientPolicy:
+    """One client's rights: ``local`` (nothing withheld from it) and the ``tools`` that ``--tool`` may add."""
+
+    name: str
+    local: bool
+    tools: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A validated policy. ``source`` is where it came from (a path, or ``<fail-closed>``);
+    ``fail_closed_reason`` is set when this is the fail-closed stand-in for a broken policy."""
+
+    version: int
+    withhold: Withhold
+    default_tools: frozenset[str]
+    clients: Mapping[str, ClientPolicy]
+    audit_enabled: bool
+    source: str
+    fail_closed_reason: str | None = None
+
+    def client(self, name: str | None) -> ClientPolicy:
+        """The declared client ``name`` (exact match), or an unknown client: not local, no extra tools."""
+        declared = self.clients.get(name) if name else None
+        return declared or ClientPolicy(name or "unknown", local=False, tools=frozenset())
+
+    def served_tools(self, client: str | None, requested: Iterable[str]) -> frozenset[str]:
+        """``default_tools`` ∪ (``requested`` ∩ the client's tools). Raises :class:`~cairn.errors.BadRequestError`
+        naming an unknown tool in ``requested`` and the valid names."""
+        requested = list(requested)
+        unknown = [t for t in requested if t not in ALL_TOOLS]
+        if unknown:
+            raise BadRequestError(f"Unknown MCP tool {unknown[0]!r}; expected one of {', '.join(ALL_TOOLS)}.")
+        return frozenset(self.default_tools | (set(requested) & self.client(client).tools))
+
+    def withhold_for(self, client: str | None) -> Withhold:
+        """Nothing for a client declared ``local: true``; the policy's :class:`Withhold` for everyone else."""
+        return NOTHING_WITHHELD if self.client(client).local else self.withhold
+
+    def is_local(self, client: str | None) -> bool:
+        return self.client(client).local
+
+
+def fail_closed_policy(reason: str) -> Policy:
+    """The stand-in used when the owner's policy cannot be used: ``personal`` withheld from everyone
+    (no client is declared, so none is local), contained reads only, audit on."""
+    return Policy(
+        version=POLICY_VERSION,
+        withhold=Withhold(("personal",), ()),
+        default_tools=CONTAINED_READS,
+        clients={},
+        audit_enabled=True,
+        source="<fail-closed>",
+        fail_closed_reason=reason,
+    )
