@@ -102,7 +102,7 @@ class Config:
     cors_origins: tuple[str, ...] = ("app://obsidian.md",)
     #: Files larger than this are skipped with a reason (bytes).
     max_note_bytes: int = 5 * 1024 * 1024
-    #: PDF attachments are indexed page by page (issue 8); ``pdf = false`` turns it off.
+    #: PDF attachments are indexed page by page; ``pdf = false`` turns it off.
     pdf: bool = True
     #: A PDF with more pages is indexed up to this page, the rest recorded as not indexed.
     pdf_max_pages: int = 2000
@@ -195,7 +195,7 @@ _ENV = {
 
 
 def _coerce_llm(key: str, value: Any, origin: str) -> Any:
-    """One ``llm.<key>`` value."""
+    """One ``llm.<key>`` value. Raises :class:`ConfigError` naming ``origin`` for an unknown key or a bad value."""
     if key not in _LLM_FIELDS:
         raise ConfigError(
             f"{origin}: unknown configuration key {'llm.' + key!r}; known keys in [llm]: "
@@ -203,15 +203,7 @@ def _coerce_llm(key: str, value: Any, origin: str) -> Any:
         )
     try:
         if key == "base_url":
-            from urllib.parse import urlsplit
-
-            url = str(value).strip().rstrip("/")
-            parts = urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise ValueError("expected an http(s) URL such as http://127.0.0.1:11434/v1")
-            if parts.username or parts.password:
-                raise ValueError("no credentials in the URL; store the API key with `cairn secret set llm-api-key`")
-            return url or None
+            return _llm_base_url(value)
         if key == "model":
             return str(value).strip()
         if key == "withhold_tags":
@@ -223,19 +215,38 @@ def _coerce_llm(key: str, value: Any, origin: str) -> Any:
             if number < 1:
                 raise ValueError("must be at least 1")
             return number
-        if isinstance(value, bool):
-            raise ValueError("expected a number")
-        number = float(value)
-        if key == "temperature" and not 0 <= number <= 2:
-            raise ValueError("temperature must be 0..2")
-        if key != "temperature" and not number > 0:
-            raise ValueError("must be a positive number of seconds")
-        return number
+        return _llm_number(key, value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{origin}: bad value {value!r} for {'llm.' + key!r}: {exc}.") from None
 
 
+def _llm_base_url(value: Any) -> str | None:
+    from urllib.parse import urlsplit
+
+    url = str(value).strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("expected an http(s) URL such as http://127.0.0.1:11434/v1")
+    if parts.username or parts.password:
+        raise ValueError("no credentials in the URL; store the API key with `cairn secret set llm-api-key`")
+    return url or None
+
+
+def _llm_number(key: str, value: Any) -> float:
+    """``temperature`` (0..2) or a positive number of seconds (the timeouts)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number")
+    number = float(value)
+    if key == "temperature" and not 0 <= number <= 2:
+        raise ValueError("temperature must be 0..2")
+    if key != "temperature" and not number > 0:
+        raise ValueError("must be a positive number of seconds")
+    return number
+
+
 def _coerce(key: str, value: Any, origin: str) -> Any:
+    """One configuration value (``llm``/``llm.<key>`` give a dict of ``llm`` values). Raises
+    :class:`ConfigError` naming ``origin`` for an unknown key or a bad value."""
     if key == "llm":
         if not isinstance(value, Mapping):
             raise ConfigError(f"{origin}: 'llm' must be a table ([llm] with base_url, model, ...).")
@@ -247,48 +258,67 @@ def _coerce(key: str, value: Any, origin: str) -> Any:
     if value is None:
         return None
     try:
-        if key in _PATH_KEYS:
-            path = Path(os.path.expanduser(str(value)))
-            path = path.resolve() if key == "vault" else path.absolute()
-            return Path(unicodedata.normalize("NFC", str(path)))
-        if key in _TUPLE_KEYS:
-            if isinstance(value, str):
-                value = [v for v in value.split(",") if v.strip()]
-            return tuple(str(v).strip() for v in value)
-        if key in _INT_KEYS:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError("expected a whole number")  # int() would take true as 1 and 5.5 as 5
-            try:
-                number = int(value)
-            except ValueError:
-                raise ValueError("expected a whole number") from None
-            if key == "max_note_bytes" and number < 1:
-                raise ValueError("expected a size in bytes of at least 1, e.g. 5242880 (5 MB, the default)")
-            if key in ("port", "mcp_port") and not 0 <= number <= 65535:
-                raise ValueError("port must be 0..65535")
-            if key == "max_ask_streams" and not 1 <= number <= 64:
-                raise ValueError("max_ask_streams must be 1..64")
-            if key == "top_k" and not 1 <= number <= 50:
-                raise ValueError("top_k must be 1..50")
-            if key in ("pdf_max_pages", "pdf_max_bytes") and number < 1:
-                raise ValueError("must be at least 1")
-            return number
-        if key == "pdf_timeout_s":
-            if isinstance(value, bool) or not float(value) > 0:
-                raise ValueError("must be a positive number of seconds")
-            return float(value)
-        if key in ("debug", "mcp_http", "pdf"):
-            if isinstance(value, bool):
-                return value
-            word = str(value).strip().lower() if isinstance(value, (str, int)) else None
-            if word in {"1", "true", "yes", "on"}:
-                return True
-            if word in {"0", "false", "no", "off"}:
-                return False
-            raise ValueError("expected true or false")
-        return str(value)
+        return _coerce_value(key, value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{origin}: bad value {value!r} for {key!r}: {exc}.") from None
+
+
+def _coerce_value(key: str, value: Any) -> Any:
+    """A known top-level key's value; raises ValueError or TypeError with what was expected."""
+    if key in _PATH_KEYS:
+        path = Path(os.path.expanduser(str(value)))
+        path = path.resolve() if key == "vault" else path.absolute()
+        return Path(unicodedata.normalize("NFC", str(path)))
+    if key in _TUPLE_KEYS:
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v.strip()]
+        return tuple(str(v).strip() for v in value)
+    if key in _INT_KEYS:
+        return _whole_number(key, value)
+    if key == "pdf_timeout_s":
+        if isinstance(value, bool) or not float(value) > 0:
+            raise ValueError("must be a positive number of seconds")
+        return float(value)
+    if key in ("debug", "mcp_http", "pdf"):
+        return _boolean(value)
+    return str(value)
+
+
+#: Allowed range (low, high or None) of the whole-number keys that have one, and the message when outside.
+_INT_RANGES: dict[str, tuple[int, int | None, str]] = {
+    "max_note_bytes": (1, None, "expected a size in bytes of at least 1, e.g. 5242880 (5 MB, the default)"),
+    "port": (0, 65535, "port must be 0..65535"),
+    "mcp_port": (0, 65535, "port must be 0..65535"),
+    "max_ask_streams": (1, 64, "max_ask_streams must be 1..64"),
+    "top_k": (1, 50, "top_k must be 1..50"),
+    "pdf_max_pages": (1, None, "must be at least 1"),
+    "pdf_max_bytes": (1, None, "must be at least 1"),
+}
+
+
+def _whole_number(key: str, value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError("expected a whole number")  # int() would take true as 1 and 5.5 as 5
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError("expected a whole number") from None
+    if key in _INT_RANGES:
+        low, high, message = _INT_RANGES[key]
+        if number < low or (high is not None and number > high):
+            raise ValueError(message)
+    return number
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    if word in {"1", "true", "yes", "on"}:
+        return True
+    if word in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError("expected true or false")
 
 
 def load_config(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cairn.config import CONTEXT_TOKEN_BUDGET, NOT_FOUND_ANSWER
 
@@ -98,54 +98,74 @@ def candidate_sentences(
     their own. With ``attach_code``, a sentence ending in ``:`` right before a short code block
     ("To embed a note:" + `![[Internal links]]`) gets the code appended in backticks, since the
     code is the answer."""
-    out: list[str] = []
-    in_code = False
-    code: list[str] = []
-    colon_at: int | None = None
-    paragraph: list[str] = []
-
-    def flush() -> None:
-        if paragraph:
-            joined = " ".join(paragraph)
-            for s in _SENTENCE_END.split(joined):
-                s = s.strip()
-                if len(s.split()) >= min_words:
-                    out.append(s if len(s) <= max_chars else s[: max_chars - 1].rsplit(" ", 1)[0] + "…")
-            paragraph.clear()
-
+    scan = _SentenceScan(min_words, max_chars, attach_code, max_code_chars)
     for raw in text.splitlines():
+        scan.line(raw)
+    scan.flush()
+    return scan.out
+
+
+@dataclass(slots=True)
+class _SentenceScan:
+    """The state of :func:`candidate_sentences` while it reads a chunk line by line."""
+
+    min_words: int
+    max_chars: int
+    attach_code: bool
+    max_code_chars: int
+    out: list[str] = field(default_factory=list)
+    in_code: bool = False
+    code: list[str] = field(default_factory=list)  # lines of the code block being read
+    colon_at: int | None = None  # index in ``out`` of the sentence ending in ":" before that block
+    paragraph: list[str] = field(default_factory=list)  # cleaned lines of the paragraph being read
+
+    def line(self, raw: str) -> None:
         if _CODE_FENCE.match(raw):
-            if not in_code:
-                flush()
-                colon_at = len(out) - 1 if attach_code and out and out[-1].endswith(":") else None
-                code = []
-            else:
-                snippet = " ".join(line.strip() for line in code if line.strip())
-                if colon_at is not None and snippet and len(snippet) <= max_code_chars and "`" not in snippet:
-                    out[colon_at] += f" `{snippet}`"
-                colon_at = None
-            in_code = not in_code
-            continue
-        if in_code:
-            code.append(raw)
-            continue
+            self._fence()
+            return
+        if self.in_code:
+            self.code.append(raw)
+            return
         if _TABLE_RULE.match(raw) or _HEADING.match(raw):
-            flush()
-            continue
+            self.flush()
+            return
         if raw.strip().startswith("|"):
-            flush()
+            self.flush()
             cells = [clean_markdown_line(c) for c in raw.strip().strip("|").split("|")]
             row = " — ".join(c for c in cells if c)
-            if len(row.split()) >= min_words:
-                out.append(row)
-            continue
+            if len(row.split()) >= self.min_words:
+                self.out.append(row)
+            return
         if not raw.strip() or _BULLET.match(raw):
-            flush()
+            self.flush()
         cleaned = clean_markdown_line(raw)
         if cleaned:
-            paragraph.append(cleaned)
-    flush()
-    return out
+            self.paragraph.append(cleaned)
+
+    def _fence(self) -> None:
+        """A fence line opens a code block, or closes one (attaching a short snippet to a preceding ``:``)."""
+        if not self.in_code:
+            self.flush()
+            out = self.out
+            self.colon_at = len(out) - 1 if self.attach_code and out and out[-1].endswith(":") else None
+            self.code = []
+        else:
+            snippet = " ".join(line.strip() for line in self.code if line.strip())
+            if self.colon_at is not None and snippet and len(snippet) <= self.max_code_chars and "`" not in snippet:
+                self.out[self.colon_at] += f" `{snippet}`"
+            self.colon_at = None
+        self.in_code = not self.in_code
+
+    def flush(self) -> None:
+        """End the paragraph being read: its sentences of at least ``min_words`` words, cut to ``max_chars``."""
+        if self.paragraph:
+            joined = " ".join(self.paragraph)
+            for s in _SENTENCE_END.split(joined):
+                s = s.strip()
+                if len(s.split()) >= self.min_words:
+                    max_chars = self.max_chars
+                    self.out.append(s if len(s) <= max_chars else s[: max_chars - 1].rsplit(" ", 1)[0] + "…")
+            self.paragraph.clear()
 
 
 @dataclass(frozen=True, slots=True)
