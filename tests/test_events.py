@@ -92,4 +92,4 @@ def test_a_deleted_and_a_renamed_note_stream_removed_events_and_an_edited_one_do
 
 
 def _edit_indexed(cairn, rel: str) -> bool:
-    return any("starter twice a day" in text for _o, _s, text, _a, _b in cairn.store.chunks_of_note(rel))
+    return any("starter twice a day" in c.text for c in cairn.store.chunks_of_note(rel))

@@ -21,6 +21,7 @@ from yarl import URL
 from cairn.config import Config
 from cairn.events import EventBus
 from cairn.http_api import BadTokenThrottle, create_app, serve
+from cairn.library import backlink_json, link_json
 from test_http_api import AUTH, OBSIDIAN, TOKEN, EmptyQuery, assert_error, read_events, run
 
 EXAMPLE_NOTE = "Garden/Garlic.md"
@@ -140,7 +141,7 @@ def test_a_note_is_served_with_its_content_tags_links_and_backlinks(sample_cairn
     assert body["content"] == (Path(sample_cairn.config.vault) / EXAMPLE_NOTE).read_text(encoding="utf-8")
     assert set(body) >= {"filePath", "title", "tags", "aliases", "frontmatter", "content", "links", "backlinks"}
     assert body["tags"] == sample_cairn.store.note_tags(EXAMPLE_NOTE)
-    assert body["backlinks"] == sample_cairn.store.backlinks(EXAMPLE_NOTE)
+    assert body["backlinks"] == [backlink_json(b) for b in sample_cairn.store.backlinks(EXAMPLE_NOTE)]
 
 
 @pytest.mark.parametrize(
@@ -213,8 +214,8 @@ def test_related_lists_links_backlinks_and_similar_notes(sample_cairn):
             return body, bad
 
     body, bad = run(scenario())
-    assert body["links"] == sample_cairn.store.links_of_note(EXAMPLE_NOTE)
-    assert body["backlinks"] == sample_cairn.store.backlinks(EXAMPLE_NOTE)
+    assert body["links"] == [link_json(link) for link in sample_cairn.store.links_of_note(EXAMPLE_NOTE)]
+    assert body["backlinks"] == [backlink_json(b) for b in sample_cairn.store.backlinks(EXAMPLE_NOTE)]
     assert 1 <= len(body["similar"]) <= 3
     assert all(s["filePath"] != EXAMPLE_NOTE and s["score"] >= 0.35 for s in body["similar"])
     assert [s["score"] for s in body["similar"]] == sorted((s["score"] for s in body["similar"]), reverse=True)

@@ -12,6 +12,7 @@ from tests.conftest import make_config
 from cairn.app import Cairn
 from cairn.errors import NotFoundError
 from cairn.policy import Withhold
+from cairn.store import Backlink
 
 NOTES = {
     "Sourdough.md": "---\ntags: [baking, food/bread]\naliases: [Levain bread]\n---\n# Sourdough\n\n"
@@ -22,6 +23,11 @@ NOTES = {
     "Empty.md": "",
     "Only front-matter.md": "---\ntags: [meta]\n---\n",
 }
+
+
+def indexed_paths(cairn: Cairn) -> set[str]:
+    """The vault-relative paths of the indexed notes (skipped files left out)."""
+    return {path for path, state in cairn.store.note_states().items() if state.status == "ok"}
 
 
 @pytest.fixture
@@ -58,7 +64,7 @@ def test_first_index_then_nothing_to_do(cairn):
 
 def test_ignored_folders_are_not_indexed(cairn):
     cairn.index()
-    assert ".obsidian/workspace.md" not in set(cairn.store.iter_note_paths())
+    assert ".obsidian/workspace.md" not in indexed_paths(cairn)
 
 
 def test_empty_and_front_matter_only_notes_have_metadata_but_no_chunks(cairn):
@@ -76,7 +82,7 @@ def test_editing_a_note_embeds_only_new_text(cairn, vault):
     report = cairn.index()
     assert (report.updated, report.unchanged) == (1, 4)
     assert report.texts_embedded == 1  # one new chunk text; the title vector comes from the cache
-    assert "Spelt" in cairn.store.chunks_of_note("Flour.md")[0][2]
+    assert "Spelt" in cairn.store.chunks_of_note("Flour.md")[0].text
 
 
 def test_moving_a_note_embeds_nothing_and_renaming_embeds_only_its_title(cairn, vault):
@@ -88,12 +94,12 @@ def test_moving_a_note_embeds_nothing_and_renaming_embeds_only_its_title(cairn, 
     shutil.move(vault / "Bread" / "Sourdough.md", vault / "Bread" / "Levain.md")
     renamed = cairn.index()
     assert renamed.texts_embedded == 1  # the new title; every chunk vector came from the cache
-    assert "Sourdough.md" not in set(cairn.store.iter_note_paths())
+    assert "Sourdough.md" not in indexed_paths(cairn)
 
 
 def test_deleting_a_note_removes_every_row_and_its_backlinks(cairn, vault):
     cairn.index()
-    assert cairn.store.backlinks("Flour.md") == [{"filePath": "Sourdough.md", "line": 11}]
+    assert cairn.store.backlinks("Flour.md") == [Backlink(path="Sourdough.md", line=11)]
     before = {t: rows(cairn, t) for t in ("chunks", "chunk_vectors", "note_tags", "links")}
     (vault / "Sourdough.md").unlink()
     report = cairn.index()
@@ -110,10 +116,10 @@ def test_deleting_a_note_removes_every_row_and_its_backlinks(cairn, vault):
 def test_a_link_resolves_once_its_target_appears(cairn, vault):
     cairn.index()
     links = cairn.store.links_of_note("Garden/Tomatoes.md")
-    assert links[0]["targetPath"] is None
+    assert links[0].target_path is None
     (vault / "Missing note.md").write_text("Now it exists.", encoding="utf-8")
     cairn.index()
-    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0]["targetPath"] == "Missing note.md"
+    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0].target_path == "Missing note.md"
 
 
 def test_broken_files_are_skipped_with_reasons_and_fixed_files_come_back(cairn, vault):
@@ -174,8 +180,8 @@ def test_a_stopped_run_leaves_whole_notes_and_the_next_run_finishes(cairn):
 
     report = cairn.indexer.index(should_stop=stop_after_two_notes)
     assert report.stopped and cairn.stats()["notes"] == 2
-    for path in cairn.store.iter_note_paths():  # each written note is complete: chunks and FTS rows
-        assert cairn.store.note_by_path(path)["status"] == "ok"
+    for path in indexed_paths(cairn):  # each written note is complete: chunks and FTS rows
+        assert cairn.store.note_by_path(path).status == "ok"
     finish = cairn.index()
     assert not finish.stopped and finish.added == 3 and cairn.stats()["notes"] == 5 and cairn.stats()["pending"] == 0
 
@@ -194,18 +200,18 @@ def test_search_right_after_an_edit_sees_the_new_text_and_never_the_old(cairn, v
 
 def test_hinted_paths_update_links_elsewhere_when_a_note_appears_or_its_aliases_change(cairn, vault):
     cairn.index()
-    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0]["targetPath"] is None
+    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0].target_path is None
     (vault / "Missing note.md").write_text("Now it exists.", encoding="utf-8")
     report = cairn.indexer.index_paths({"Missing note.md"})
     assert report.added == 1
-    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0]["targetPath"] == "Missing note.md"
+    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0].target_path == "Missing note.md"
     (vault / "Missing note.md").unlink()
     (vault / "Other.md").write_text("---\naliases: [Missing note]\n---\nAn alias now.\n", encoding="utf-8")
     cairn.indexer.index_paths({"Missing note.md", "Other.md"})
-    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0]["targetPath"] == "Other.md"
+    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0].target_path == "Other.md"
     (vault / "Other.md").write_text("No alias any more.\n", encoding="utf-8")  # the alias dropped: the link breaks
     cairn.indexer.index_paths({"Other.md"})
-    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0]["targetPath"] is None
+    assert cairn.store.links_of_note("Garden/Tomatoes.md")[0].target_path is None
     assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
 
 
@@ -256,7 +262,7 @@ def test_notes_written_in_small_batches_resolve_alias_links_to_notes_of_later_ba
             report = c.indexer.sync_text()
             assert report.added == 8 and not report.skipped
             results[batch_notes] = sorted(c.store.iter_links())
-            assert [b["filePath"] for b in c.store.backlinks("Z target.md")] == [f"A{i}.md" for i in range(7)]
+            assert [b.path for b in c.store.backlinks("Z target.md")] == [f"A{i}.md" for i in range(7)]
         finally:
             c.close()
     small = [(src, raw, target) for _n, _o, src, raw, target in results[3]]
@@ -341,8 +347,8 @@ def test_a_symlink_to_a_withheld_folder_or_note_never_serves_its_notes_under_ano
     else:  # what the watcher hands over when the links appear
         report = cairn.indexer.index_paths({"Attic", "zz-alias.md", "Attic/salary.md"})
     assert (report.added, report.updated, report.skipped) == (0, 0, [])
-    assert "Private/salary.md" in set(cairn.store.iter_note_paths())
-    assert not {"Attic/salary.md", "zz-alias.md"} & set(cairn.store.iter_note_paths())
+    assert "Private/salary.md" in indexed_paths(cairn)
+    assert not {"Attic/salary.md", "zz-alias.md"} & indexed_paths(cairn)
     withhold = Withhold(("personal",), ("Private",))
     assert search_paths(cairn, "zqprivword salary negotiation") == {"Private/salary.md"}  # the owner
     assert not search_paths(cairn, "zqprivword salary negotiation", withhold=withhold)
@@ -364,7 +370,7 @@ def test_a_folder_symlink_leading_outside_the_vault_or_looping_indexes_nothing(c
     else:
         report = cairn.indexer.index_paths({"ext", "out.md", "Garden/again", "ext/secret.md"})
     assert (report.added, report.updated) == (0, 0)
-    assert set(cairn.store.iter_note_paths()) == set(NOTES)
+    assert indexed_paths(cairn) == set(NOTES)
     assert not search_paths(cairn, "zqoutsideword")
 
 
@@ -383,7 +389,7 @@ def test_renaming_or_moving_away_a_folder_named_like_a_note_updates_its_notes_at
     (vault / "Projects.md").rename(tmp_path / "gone")
     report = cairn.indexer.index_paths({"Projects.md"})
     assert report.deleted == 2
-    assert set(cairn.store.iter_note_paths()) == set(NOTES)
+    assert indexed_paths(cairn) == set(NOTES)
     assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
 
 
@@ -392,7 +398,7 @@ def test_a_file_replacing_a_folder_of_the_same_name_drops_the_folders_notes(cair
     shutil.rmtree(vault / "Garden")
     (vault / "Garden").write_text("now a file", encoding="utf-8")
     report = cairn.indexer.index_paths({"Garden"})
-    assert report.deleted == 1 and "Garden/Tomatoes.md" not in set(cairn.store.iter_note_paths())
+    assert report.deleted == 1 and "Garden/Tomatoes.md" not in indexed_paths(cairn)
 
 
 def test_two_files_named_alike_in_nfc_index_one_report_the_other_and_stay_stable(cairn, vault):
@@ -439,7 +445,7 @@ def test_hints_while_the_vault_folder_is_gone_raise_and_delete_nothing(cairn, va
     with pytest.raises(FileNotFoundError, match="cannot be opened"):
         cairn.indexer.index_paths({"Garden", "Flour.md"})
     (tmp_path / "unmounted").rename(vault)
-    assert set(cairn.store.iter_note_paths()) == set(NOTES)
+    assert indexed_paths(cairn) == set(NOTES)
 
 
 def test_a_note_replaced_by_a_symlink_to_a_withheld_note_is_not_served_before_it_is_reindexed(cairn, vault):
@@ -504,52 +510,52 @@ def test_saving_a_note_again_resolves_its_links_without_walking_the_whole_vault(
     _append(vault, "Flour.md", "\nGoes into [[Sourdough]].\n")
     cairn.indexer.index_paths({"Flour.md"})
     assert walks[0] == first <= 1  # the edits did not walk the vault again
-    targets = [l["targetPath"] for l in cairn.store.links_of_note("Sourdough.md")]
+    targets = [l.target_path for l in cairn.store.links_of_note("Sourdough.md")]
     assert targets == ["Flour.md", "Flour.md", "Garden/Tomatoes.md", "Sourdough.md"]
-    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] == "Sourdough.md"
+    assert cairn.store.links_of_note("Flour.md")[0].target_path == "Sourdough.md"
 
 
 def test_an_attachment_or_folder_that_comes_or_goes_is_seen_by_the_next_save(cairn, vault, monkeypatch):
     cairn.index()
     _append(vault, "Flour.md", "\n![[crumb.png]] ![[Pantry/jar.jpg]]\n")
     cairn.indexer.index_paths({"Flour.md"})
-    assert [l["targetPath"] for l in cairn.store.links_of_note("Flour.md")] == [None, None]
+    assert [l.target_path for l in cairn.store.links_of_note("Flour.md")] == [None, None]
     (vault / "crumb.png").write_bytes(b"\x89PNG")  # an image pasted: its event comes with the note's
     _append(vault, "Flour.md", "\nA crumb shot.\n")
     cairn.indexer.index_paths({"crumb.png", "Flour.md"})
-    assert [l["targetPath"] for l in cairn.store.links_of_note("Flour.md")] == ["crumb.png", None]
+    assert [l.target_path for l in cairn.store.links_of_note("Flour.md")] == ["crumb.png", None]
     (vault / "Pantry").mkdir()
     (vault / "Pantry" / "jar.jpg").write_bytes(b"\xff\xd8")
     cairn.indexer.index_paths({"Pantry"})  # a folder's event (moved in with its files)
     _append(vault, "Flour.md", "\nThe jar.\n")
     cairn.indexer.index_paths({"Flour.md"})
-    assert [l["targetPath"] for l in cairn.store.links_of_note("Flour.md")] == ["crumb.png", "Pantry/jar.jpg"]
+    assert [l.target_path for l in cairn.store.links_of_note("Flour.md")] == ["crumb.png", "Pantry/jar.jpg"]
     shutil.rmtree(vault / "Pantry")
     (vault / "crumb.png").unlink()
     cairn.indexer.index_paths({"Pantry", "crumb.png"})
     _append(vault, "Flour.md", "\nGone again.\n")
     cairn.indexer.index_paths({"Flour.md"})
-    assert [l["targetPath"] for l in cairn.store.links_of_note("Flour.md")] == [None, None]
+    assert [l.target_path for l in cairn.store.links_of_note("Flour.md")] == [None, None]
 
 
 def test_aliases_added_or_dropped_by_a_save_resolve_in_the_next_ones(cairn, vault):
     cairn.index()
     _append(vault, "Flour.md", "\nSee [[Rye notes]].\n")
     cairn.indexer.index_paths({"Flour.md"})
-    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] is None
+    assert cairn.store.links_of_note("Flour.md")[0].target_path is None
     (vault / "Garden" / "Tomatoes.md").write_text(
         "---\naliases: [Rye notes]\n---\nTomatoes and rye.\n", encoding="utf-8"
     )
     cairn.indexer.index_paths({"Garden/Tomatoes.md"})
-    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] == "Garden/Tomatoes.md"
+    assert cairn.store.links_of_note("Flour.md")[0].target_path == "Garden/Tomatoes.md"
     _append(vault, "Sourdough.md", "\nLike [[Rye notes]].\n")
     cairn.indexer.index_paths({"Sourdough.md"})
-    assert cairn.store.links_of_note("Sourdough.md")[-1]["targetPath"] == "Garden/Tomatoes.md"
+    assert cairn.store.links_of_note("Sourdough.md")[-1].target_path == "Garden/Tomatoes.md"
     (vault / "Garden" / "Tomatoes.md").write_text("No alias now.\n", encoding="utf-8")
     cairn.indexer.index_paths({"Garden/Tomatoes.md"})
     _append(vault, "Sourdough.md", "\nStill [[Rye notes]]?\n")
     cairn.indexer.index_paths({"Sourdough.md"})
-    assert [l["targetPath"] for l in cairn.store.links_of_note("Sourdough.md")][-2:] == [None, None]
+    assert [l.target_path for l in cairn.store.links_of_note("Sourdough.md")][-2:] == [None, None]
     assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
 
 
@@ -560,31 +566,31 @@ def test_links_follow_an_attachment_that_arrives_later_and_a_note_that_becomes_u
     cairn.index()
     _append(vault, "Flour.md", "\n![[crumb.png]] and [[Levain bread]]\n")
     cairn.indexer.index_paths({"Flour.md"})
-    assert [l["targetPath"] for l in cairn.store.links_of_note("Flour.md")] == [None, "Sourdough.md"]
+    assert [l.target_path for l in cairn.store.links_of_note("Flour.md")] == [None, "Sourdough.md"]
     (vault / "crumb.png").write_bytes(b"\x89PNG")
     cairn.indexer.index_paths({"crumb.png"})  # the image's own, later batch
-    assert [l["targetPath"] for l in cairn.store.links_of_note("Flour.md")] == ["crumb.png", "Sourdough.md"]
+    assert [l.target_path for l in cairn.store.links_of_note("Flour.md")] == ["crumb.png", "Sourdough.md"]
     (vault / "Pics").mkdir()
     os.replace(vault / "crumb.png", vault / "Pics" / "crumb.png")  # moved into a folder
     cairn.indexer.index_paths({"crumb.png", "Pics"})
-    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] == "Pics/crumb.png"
+    assert cairn.store.links_of_note("Flour.md")[0].target_path == "Pics/crumb.png"
     (vault / "Sourdough.md").write_bytes(b"---\naliases: [Levain bread]\n---\n\xff\xfe not UTF-8\n")
     cairn.indexer.index_paths({"Sourdough.md"})
-    assert cairn.store.links_of_note("Flour.md")[1]["targetPath"] is None  # the alias went with the note's text
-    stored = {p: [l["targetPath"] for l in cairn.store.links_of_note(p)] for p in cairn.store.iter_note_paths()}
+    assert cairn.store.links_of_note("Flour.md")[1].target_path is None  # the alias went with the note's text
+    stored = {p: [l.target_path for l in cairn.store.links_of_note(p)] for p in indexed_paths(cairn)}
     cairn.indexer.reresolve_links()  # what the whole vault says now
-    assert stored == {p: [l["targetPath"] for l in cairn.store.links_of_note(p)] for p in cairn.store.iter_note_paths()}
+    assert stored == {p: [l.target_path for l in cairn.store.links_of_note(p)] for p in indexed_paths(cairn)}
 
 
 def test_an_attachment_added_while_the_daemon_was_not_running_resolves_links_at_the_next_start(cairn, vault):
     cairn.index()
     _append(vault, "Flour.md", "\n![[crumb.png]]\n")
     cairn.index()
-    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] is None
+    assert cairn.store.links_of_note("Flour.md")[0].target_path is None
     (vault / "crumb.png").write_bytes(b"\x89PNG")  # no file event: nothing watched
     report = cairn.index()  # the start-up run: no note changed
     assert (report.added, report.updated, report.deleted) == (0, 0, 0)
-    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] == "crumb.png"
+    assert cairn.store.links_of_note("Flour.md")[0].target_path == "crumb.png"
     (vault / "crumb.png").unlink()
     cairn.index()
-    assert cairn.store.links_of_note("Flour.md")[0]["targetPath"] is None
+    assert cairn.store.links_of_note("Flour.md")[0].target_path is None

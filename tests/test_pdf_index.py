@@ -115,7 +115,7 @@ def test_good_pages_are_indexed_and_every_bad_pdf_is_listed_with_its_reason(pdf_
     assert page3[0][1].startswith("page 3") and "Building a cairn" in page3[0][1]
     assert "three widest flat stones" in " ".join(r[5] for r in page3)
     assert not any("Moorland Field Guide" in r[5] for r in rows), "the running header is not page text"
-    assert pdf_cairn.store.note_by_path("Attachments/Field guide.pdf")["title"] == "Moorland Field Guide"
+    assert pdf_cairn.store.note_by_path("Attachments/Field guide.pdf").title == "Moorland Field Guide"
     # The notes were indexed as before.
     assert pdf_cairn.stats()["notes"] >= 3
 

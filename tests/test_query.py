@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -58,8 +60,8 @@ def test_tag_scope_any_of_with_nested_tags(sample_cairn):
     store = sample_cairn.store
     personal_notes = {
         p
-        for p in store.iter_note_paths()
-        if any(t == "personal" or t.startswith("personal/") for t in store.note_tags(p))
+        for p, state in store.note_states().items()
+        if state.status == "ok" and any(t == "personal" or t.startswith("personal/") for t in store.note_tags(p))
     }
     assert "Personal/Health notes.md" in personal_notes  # tagged personal/health: nested matches the scope
     hits = sample_cairn.query.search("notes about health and allergies", tags=["personal"], top_k=8).hits
@@ -284,6 +286,18 @@ def test_a_snippet_is_centred_on_the_densest_run_of_query_terms():
     assert snippet.count("garlic") == 3 and "once here" not in snippet and len(snippet) <= 122
 
 
+def _fts5_ranked(store, match: str, limit: int, excluding: Sequence[int] = ()) -> list[int]:
+    """The chunk ids FTS5 itself ranks best by BM25 for ``match``, leaving out ``excluding``, at most ``limit``."""
+    return [
+        cid
+        for cid, _ in store.conn.execute(
+            "SELECT rowid, bm25(chunks_fts) AS s FROM chunks_fts WHERE chunks_fts MATCH ? "
+            "AND rowid NOT IN (SELECT value FROM json_each(?)) ORDER BY s LIMIT ?",
+            (match, json.dumps(list(excluding)), limit),
+        )
+    ]
+
+
 @pytest.mark.parametrize(
     "question",
     [
@@ -300,14 +314,14 @@ def test_keyword_ranking_from_cached_terms_is_fts5s_own(help_cairn, question):
 
     query = QueryService(help_cairn.query.store, help_cairn.query.embedder)
     query._store_epoch()
-    expected = [cid for cid, _ in query.store.fts_search(fts_match_expression(question), 60)]
+    expected = _fts5_ranked(query.store, fts_match_expression(question), 60)
     assert expected and query._bm25(question, 60) == expected
     assert query._bm25(question, 60) == expected  # again, from the cached terms
     half = expected[::2]
     assert query._bm25(question, 20, within=half) == [c for c in expected if c in set(half)][:20]
-    assert query._bm25(question, 20, excluding=half) == [
-        cid for cid, _ in query.store.fts_search(fts_match_expression(question), 20, excluding=half)
-    ]
+    assert query._bm25(question, 20, excluding=half) == _fts5_ranked(
+        query.store, fts_match_expression(question), 20, excluding=half
+    )
 
 
 def test_in_memory_dense_scores_equal_every_stored_vector_scored_one_by_one(help_cairn):

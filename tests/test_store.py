@@ -145,7 +145,7 @@ def test_a_failed_write_leaves_the_previous_version_intact(tmp_path):
     ]
     with pytest.raises(apsw.ConstraintError):
         store.write_note(_note(hash_="h2"), bad, ["y"], [])
-    assert store.chunks_of_note("a.md")[0][2] == "alpha"
+    assert store.chunks_of_note("a.md")[0].text == "alpha"
     assert store.note_tags("a.md") == ["x"]
     assert store.note_states()["a.md"].content_hash == "h1"
 

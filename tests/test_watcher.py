@@ -106,7 +106,7 @@ def run(cairn: Cairn, scenario, **kw):
 
 
 def paths(cairn: Cairn) -> set[str]:
-    return set(cairn.store.iter_note_paths())
+    return {p for p, state in cairn.store.note_states().items() if state.status == "ok"}
 
 
 def hit_paths(cairn: Cairn, query: str, **kw) -> list[str]:
@@ -124,20 +124,18 @@ def bump_mtime(p: Path) -> None:
 def test_an_atomic_save_gives_one_update_with_the_same_note_identity(cairn):
     vault = cairn.config.vault
     note = "User interface/Tabs.md"
-    before_id = cairn.store.note_by_path(note)["id"]
+    before_id = cairn.store.note_by_path(note).id
 
     async def scenario(watcher):
         tmp = vault / "User interface" / "Tabs.md.tmp-4242"
         text = (vault / note).read_text(encoding="utf-8")
         tmp.write_text(text + "\n\nThe Zanzibar layout stacks pinned tabs into labelled groups.\n", encoding="utf-8")
         os.replace(tmp, vault / note)
-        await converge(
-            cairn, watcher, lambda: "Zanzibar" in " ".join(t for _o, _s, t, *_ in cairn.store.chunks_of_note(note))
-        )
+        await converge(cairn, watcher, lambda: "Zanzibar" in " ".join(c.text for c in cairn.store.chunks_of_note(note)))
         assert watcher.reconciles == 0 and watcher.batches >= 1
 
     run(cairn, scenario)
-    assert cairn.store.note_by_path(note)["id"] == before_id
+    assert cairn.store.note_by_path(note).id == before_id
     assert "User interface/Tabs.md.tmp-4242" not in paths(cairn)
     assert hit_paths(cairn, "Zanzibar layout for stacking pinned tabs in groups")[0] == note
 
@@ -322,7 +320,7 @@ def test_a_watcher_error_runs_a_full_reconcile_and_watching_starts_again(cairn, 
                 await asyncio.sleep(0.05)
             assert "inotify watch limit" in watcher.stats()["watchError"]
             (vault / note).write_text("The status bar shows the pelican counter.\n", encoding="utf-8")
-            await converge(cairn, watcher, lambda: "pelican" in cairn.store.chunks_of_note(note)[0][2])
+            await converge(cairn, watcher, lambda: "pelican" in cairn.store.chunks_of_note(note)[0].text)
         finally:
             await watcher.stop()
 
@@ -450,4 +448,4 @@ def test_a_note_named_like_another_in_nfc_made_while_watching_is_reported_and_th
 
     run(cairn, scenario)
     assert hit_paths(cairn, "zqnfcword zqnfdword", mode="bm25") == [NFC_NAME]
-    assert "decomposed" in cairn.store.chunks_of_note(NFC_NAME)[0][2]
+    assert "decomposed" in cairn.store.chunks_of_note(NFC_NAME)[0].text

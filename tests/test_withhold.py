@@ -77,7 +77,7 @@ def test_the_canary_is_only_in_withheld_notes_and_each_withheld_form_is_indexed_
         assert any(t == "personal" or t.startswith("personal/") for t in tags), (path, tags)
     assert canary_cairn.store.note_tags("Private/Salary.md") == []
     assert canary_cairn.store.note_tags("Notes/Mood tracker.md") == []  # its front-matter cannot be read
-    assert "invalid YAML front-matter" in canary_cairn.store.note_by_path("Notes/Mood tracker.md")["error"]
+    assert "invalid YAML front-matter" in canary_cairn.store.note_by_path("Notes/Mood tracker.md").error
 
 
 # ------------------------------------------------------------------------------ the owner sees everything

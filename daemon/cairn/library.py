@@ -30,8 +30,7 @@ from cairn.errors import BadRequestError, NotFoundError, PathOutsideVaultError
 from cairn.notes import normalise_tag, parse_note
 from cairn.policy import WithheldTally, Withhold
 from cairn.query import WithheldSet
-from cairn.store import Store
-from cairn.store.reads import chunk_ids_of_note, page_chunks
+from cairn.store import Backlink, LinkRecord, Store, StoredNote
 from cairn.store.reads import list_notes as _list_notes
 from cairn.store.reads import tag_counts as _tag_counts
 from cairn.vault import normalise_rel_path, read_note_text, resolve_in_vault
@@ -61,6 +60,24 @@ def checked_rel_path(raw: Any) -> str:
     return normalise_rel_path(raw)
 
 
+def link_json(link: LinkRecord) -> dict[str, Any]:
+    """The JSON view of a stored link: ``{target, targetPath, heading, blockId, alias, isEmbed, line}``."""
+    return {
+        "target": link.raw_target,
+        "targetPath": link.target_path,
+        "heading": link.heading,
+        "blockId": link.block_id,
+        "alias": link.alias,
+        "isEmbed": link.is_embed,
+        "line": link.line,
+    }
+
+
+def backlink_json(backlink: Backlink) -> dict[str, Any]:
+    """The JSON view of a backlink: ``{filePath, line}``."""
+    return {"filePath": backlink.path, "line": backlink.line}
+
+
 class NoteViews:
     """The JSON-ready views of indexed notes over ``store`` for the vault in ``config``: ``note``, ``related``,
     ``list_notes`` and ``tags``. Each view confines the client's path to the vault and applies ``withhold``;
@@ -74,16 +91,16 @@ class NoteViews:
 
     def _indexed(
         self, raw: Any, hidden: WithheldSet | None = None, tally: WithheldTally | None = None
-    ) -> tuple[str, dict]:
+    ) -> tuple[str, StoredNote]:
         rel = checked_rel_path(raw)
         resolve_in_vault(self.config.require_vault(), rel)  # symlinks out of the vault → PathOutsideVaultError
         note = self.store.note_by_path(rel)
-        withheld = hidden is not None and bool(hidden) and note is not None and hidden.hides(note["id"], rel)
+        withheld = hidden is not None and bool(hidden) and note is not None and hidden.hides(note.id, rel)
         if withheld and tally is not None:
             tally.add([rel])
-        if note is not None and note.get("status") == "skipped" and not withheld:
-            raise NotFoundError(f"{rel!r} is in the vault but not indexed: {note.get('error') or 'skipped'}.")
-        if note is None or note.get("status") != "ok" or withheld:
+        if note is not None and note.status == "skipped" and not withheld:
+            raise NotFoundError(f"{rel!r} is in the vault but not indexed: {note.error or 'skipped'}.")
+        if note is None or note.status != "ok" or withheld:
             # A withheld note gets exactly the answer a missing one gets.
             raise NotFoundError(
                 f"No indexed note {rel!r} in the vault; paths are vault-relative, e.g. 'folder/note.md'."
@@ -119,7 +136,7 @@ class NoteViews:
         in its front-matter values and the ``links``/``backlinks`` entries naming them are removed)."""
         hidden = WithheldSet.load(self.store, withhold) if withhold else None
         rel, note = self._indexed(raw, hidden, tally)
-        if note["kind"] == "pdf":
+        if note.kind == "pdf":
             out = self._pdf_note(rel, note)
             if hidden:
                 out["backlinks"] = self._drop_backlinks(out["backlinks"], hidden, tally)
@@ -134,14 +151,14 @@ class NoteViews:
             ) from None
         out = {
             "filePath": rel,
-            "title": note["title"],
+            "title": note.title,
             "tags": self.store.note_tags(rel),
-            "aliases": note["aliases"],
-            "frontmatter": note["frontmatter"],
+            "aliases": list(note.aliases),
+            "frontmatter": note.frontmatter,
             "content": content,
-            "links": self.store.links_of_note(rel),
-            "backlinks": self.store.backlinks(rel),
-            "indexedAt": note["indexedAt"],
+            "links": [link_json(link) for link in self.store.links_of_note(rel)],
+            "backlinks": [backlink_json(b) for b in self.store.backlinks(rel)],
+            "indexedAt": note.indexed_at,
         }
         if hidden:
             # The file is read now, the tags were read at indexing: a tag added since (not indexed yet)
@@ -163,26 +180,26 @@ class NoteViews:
                 out["aliases"] = _redact_values(out["aliases"], hidden.redact)
         return out
 
-    def _pdf_note(self, rel: str, note: dict) -> dict[str, Any]:
+    def _pdf_note(self, rel: str, note: StoredNote) -> dict[str, Any]:
         """A PDF's view: the text as indexed, page by page (``[page N]`` lines between pages), ``pages`` its page
         count and ``problems`` what was not indexed. PDFs carry no tags or links of their own (backlinks kept)."""
-        pages: dict[int, list[str]] = {}
-        for page, text in page_chunks(self.store, rel):
-            pages.setdefault(page, []).append(text)
+        pages: dict[int | None, list[str]] = {}
+        for chunk in self.store.chunks_of_note(rel):
+            pages.setdefault(chunk.page, []).append(chunk.text)
         content = "\n\n".join(f"[page {n}]\n{join_overlapping(texts)}" for n, texts in pages.items())
         return {
             "filePath": rel,
-            "title": note["title"],
+            "title": note.title,
             "kind": "pdf",
             "tags": [],
             "aliases": [],
-            "frontmatter": note["frontmatter"],
-            "pages": note["frontmatter"].get("pages"),
-            "problems": note["error"],
+            "frontmatter": note.frontmatter,
+            "pages": note.frontmatter.get("pages"),
+            "problems": note.error,
             "content": content,
             "links": [],
-            "backlinks": self.store.backlinks(rel),
-            "indexedAt": note["indexedAt"],
+            "backlinks": [backlink_json(b) for b in self.store.backlinks(rel)],
+            "indexedAt": note.indexed_at,
         }
 
     def related(
@@ -193,8 +210,8 @@ class NoteViews:
         ``withhold``: withheld notes are left out of all three (``similar`` still holds up to ``limit``)."""
         hidden = WithheldSet.load(self.store, withhold) if withhold else None
         rel, _ = self._indexed(raw, hidden, tally)
-        links = self.store.links_of_note(rel)
-        backlinks = self.store.backlinks(rel)
+        links = [link_json(link) for link in self.store.links_of_note(rel)]
+        backlinks = [backlink_json(b) for b in self.store.backlinks(rel)]
         if hidden:
             links = self._drop_links(links, hidden, tally)
             backlinks = self._drop_backlinks(backlinks, hidden, tally)
@@ -208,7 +225,7 @@ class NoteViews:
     def _similar(
         self, rel: str, limit: int, hidden: WithheldSet | None = None, tally: WithheldTally | None = None
     ) -> list[dict[str, Any]]:
-        ids = chunk_ids_of_note(self.store, rel)
+        ids = [chunk.chunk_id for chunk in self.store.chunks_of_note(rel)]
         vectors = self.store.vectors(ids)
         if not vectors:
             return []  # not embedded yet

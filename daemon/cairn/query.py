@@ -201,11 +201,11 @@ class WithheldSet:
             if path not in displays:  # how a heading shows those links: "alias", or "target > heading"
                 shown: list[str] = []
                 for link in store.links_of_note(path):
-                    if (link.get("targetPath") and self.hides_path(link["targetPath"])) or self.redactor.matches(
-                        link.get("target") or ""
+                    if (link.target_path and self.hides_path(link.target_path)) or self.redactor.matches(
+                        link.raw_target or ""
                     ):
-                        sub = link.get("heading") or link.get("blockId")
-                        shown += [link.get("alias") or "", f"{link.get('target') or ''} > {sub}" if sub else ""]
+                        sub = link.heading or link.block_id
+                        shown += [link.alias or "", f"{link.raw_target or ''} > {sub}" if sub else ""]
                 displays[path] = tuple(d for d in shown if d.strip())
             return self.redactor.redact_symbol(symbol, displays[path])
 
@@ -740,8 +740,8 @@ class QueryService:
     def _bm25(
         self, query: str, limit: int, *, within: Sequence[int] | None = None, excluding: Sequence[int] = ()
     ) -> list[int]:
-        """The ``limit`` chunks with the best FTS5 BM25 for the OR of ``query``'s terms (what
-        :meth:`Store.fts_search` returns for :func:`cairn.ranking.fts_match_expression`), best first, ties by chunk id;
+        """The ``limit`` chunks with the best FTS5 BM25 for the OR of ``query``'s terms (what FTS5 ranks for
+        :func:`cairn.ranking.fts_match_expression`), best first, ties by chunk id;
         ``within`` restricts to chunk ids, ``excluding`` leaves chunk ids out before the top is taken."""
         terms = query_terms(query)
         if not terms:

@@ -62,6 +62,21 @@ def fmt(values: list[float]) -> str:
     return f"p50 {pct(values, 0.5) * 1000:7.0f} ms   p95 {pct(values, 0.95) * 1000:7.0f} ms   (n={len(values)})"
 
 
+def indexed_paths(store) -> list[str]:
+    """The vault-relative paths of the indexed notes, sorted (skipped files left out)."""
+    return sorted(path for path, state in store.note_states().items() if state.status == "ok")
+
+
+def nearest_sentence_chunks(store, qvec, k: int) -> list[int]:
+    """Chunk ids of the ``k`` sentence vectors nearest to ``qvec`` (sqlite-vec, cosine), best first."""
+    rows = store.conn.execute(
+        "SELECT u.chunk_id FROM (SELECT unit_id, distance FROM unit_vectors WHERE embedding MATCH ? AND k = ?) v "
+        "JOIN chunk_units u ON u.id = v.unit_id ORDER BY v.distance",
+        (qvec.astype("<f4").tobytes(), k),
+    )
+    return list(dict.fromkeys(r[0] for r in rows))
+
+
 def wait_until(check, deadline_s: float, step: float = 0.005) -> float | None:
     """Seconds until ``check()`` holds (polled every ``step``), or None at the deadline."""
     start = time.perf_counter()
@@ -120,7 +135,7 @@ def main() -> int:
             await watcher.stop()
 
     def edits() -> None:
-        notes = sorted(p for p in cairn.store.iter_note_paths() if (vault / p).stat().st_size < 50_000)
+        notes = [p for p in indexed_paths(cairn.store) if (vault / p).stat().st_size < 50_000]
         for i in range(args.edits):
             rel = rng.choice(notes)
             word = f"zq{rng.randrange(16**8):08x}"
@@ -140,7 +155,7 @@ def main() -> int:
                 return any(r.path == rel for r in cairn.store.chunk_rows(ids).values())
 
             def semantic_found() -> bool:  # the dense leg: the new sentence's vector is the nearest unit
-                ids = [cid for cid, _ in cairn.store.knn_units(qvec, 5)]
+                ids = nearest_sentence_chunks(cairn.store, qvec, 5)
                 return any(r.path == rel and word in r.text for r in cairn.store.chunk_rows(ids).values())
 
             for kind, check in (("keyword", keyword_found), ("semantic", semantic_found)):

@@ -37,7 +37,16 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "daemon"))
 sys.path.insert(0, str(REPO))
 
-from bench_freshness import ACTS, ANIMALS, PLACES, fmt, pct, wait_until  # noqa: E402
+from bench_freshness import (  # noqa: E402
+    ACTS,
+    ANIMALS,
+    PLACES,
+    fmt,
+    indexed_paths,
+    nearest_sentence_chunks,
+    pct,
+    wait_until,
+)
 
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
@@ -131,7 +140,7 @@ def main() -> int:
     cairn.index()
     print(f"vault indexed: {cairn.stats()['notes']} notes in {time.perf_counter() - t0:.1f} s")
     rng = random.Random(args.seed)
-    notes = sorted(p for p in cairn.store.iter_note_paths() if p.endswith(".md"))
+    notes = [p for p in indexed_paths(cairn.store) if p.endswith(".md")]
     results: dict[str, dict[str, list[float]]] = {
         "idle": {"keyword": [], "semantic": []},
         "during PDF": {"keyword": [], "semantic": []},
@@ -154,11 +163,17 @@ def main() -> int:
         os.replace(tmp, path)
 
         def keyword_found() -> bool:
-            ids = [cid for cid, _ in cairn.store.fts_search(f'"{word}"', 5)]
+            ids = [
+                r[0]
+                for r in cairn.store.conn.execute(
+                    "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts) LIMIT 5",
+                    (f'"{word}"',),
+                )
+            ]
             return any(r.path == rel for r in cairn.store.chunk_rows(ids).values())
 
         def semantic_found() -> bool:
-            ids = [cid for cid, _ in cairn.store.knn_units(qvec, 5)]
+            ids = nearest_sentence_chunks(cairn.store, qvec, 5)
             return any(r.path == rel and word in r.text for r in cairn.store.chunk_rows(ids).values())
 
         for kind, check in (("keyword", keyword_found), ("semantic", semantic_found)):
@@ -202,7 +217,8 @@ def main() -> int:
     asyncio.run(scenario())
     cairn.watcher = None
     chunks = cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf'").fetchone()[0]
-    note = cairn.store.note_by_path("Handbook.pdf") or {}
+    stored = cairn.store.note_by_path("Handbook.pdf")
+    note = {"status": stored.status, "error": stored.error} if stored else {}
     cairn.close()
     shutil.rmtree(work, ignore_errors=True)
 

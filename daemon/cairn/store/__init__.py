@@ -28,7 +28,18 @@ from cairn.store.schema import EMBED_DIM, FTS_TOKENIZER, MIGRATIONS, SCHEMA_VERS
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Store", "NoteState", "NoteRecord", "ChunkRecord", "LinkRecord", "ChunkRow", "SCHEMA_VERSION", "EMBED_DIM"]
+__all__ = [
+    "Store",
+    "NoteState",
+    "NoteRecord",
+    "ChunkRecord",
+    "LinkRecord",
+    "ChunkRow",
+    "StoredNote",
+    "Backlink",
+    "SCHEMA_VERSION",
+    "EMBED_DIM",
+]
 
 
 class NoteState(NamedTuple):
@@ -105,6 +116,56 @@ class ChunkRow:
     embedded: bool
     #: tokens of the chunk's embedded text (title, heading path and text): an upper bound on its text's
     token_count: int = 0
+
+
+_CHUNK_ROW_COLUMNS = (
+    "c.id, c.note_id, n.path, n.title, c.symbol, c.text, c.line_start, c.line_end, c.page, c.kind, "
+    "n.indexed_at, c.content_hash, c.embedded, c.token_count"
+)
+
+
+def _chunk_row(r: Sequence) -> ChunkRow:
+    """A :class:`ChunkRow` from a row of :data:`_CHUNK_ROW_COLUMNS`."""
+    return ChunkRow(
+        chunk_id=r[0],
+        note_id=r[1],
+        path=r[2],
+        title=r[3],
+        symbol=r[4],
+        text=r[5],
+        line_start=r[6],
+        line_end=r[7],
+        page=r[8],
+        kind=r[9],
+        indexed_at=r[10],
+        content_hash=r[11],
+        embedded=bool(r[12]),
+        token_count=r[13],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredNote:
+    """A file the index knows: an indexed note or PDF (``status`` ``"ok"``), or one skipped (``"skipped"``) with
+    the reason in ``error`` (for an indexed note, ``error`` is a warning, e.g. invalid front-matter)."""
+
+    id: int
+    path: str
+    kind: str
+    title: str
+    aliases: tuple[str, ...]
+    frontmatter: dict
+    indexed_at: float  # unix seconds
+    status: str
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Backlink:
+    """A note (``path``) with a link to another at file line ``line``."""
+
+    path: str
+    line: int
 
 
 def _vec_bytes(vec: np.ndarray) -> bytes:
@@ -457,13 +518,10 @@ class Store:
         """Aliases of every indexed note, by path (for link resolution)."""
         return {p: json.loads(a) for p, a in self.conn.execute("SELECT path, aliases FROM notes WHERE status='ok'")}
 
-    def all_links(self) -> list[tuple[int, int, str, str, str | None]]:
-        """(note_id, ordinal, source path, raw_target, target_path) for every stored link."""
-        return list(self.iter_links())
-
     def iter_links(self) -> Iterator[tuple[int, int, str, str, str | None]]:
-        """As :meth:`all_links`, one row at a time from a cursor (memory does not grow with the vault). Finish or
-        drop the iterator before writing on this thread's connection."""
+        """(note_id, ordinal, source path, raw_target, target_path) of every stored link, one row at a time from a
+        cursor (memory does not grow with the vault). Finish or drop the iterator before writing on this thread's
+        connection."""
         yield from self.conn.execute(
             "SELECT l.note_id, l.ordinal, n.path, l.raw_target, l.target_path FROM links l JOIN notes n ON n.id=l.note_id"
         )
@@ -625,36 +683,6 @@ class Store:
         return problems
 
     # ------------------------------------------------------------------ reads for the query service
-    def fts_search(
-        self,
-        match: str,
-        limit: int,
-        *,
-        weights: tuple[float, float, float] = (1.0, 1.0, 1.0),
-        within: Sequence[int] | None = None,
-        excluding: Sequence[int] | None = None,
-    ) -> list[tuple[int, float]]:
-        """BM25 top ``limit`` for an FTS5 MATCH expression built by the caller from quoted terms.
-        Returns (chunk_id, bm25) with bm25 ≤ 0, best (most negative) first. ``within`` restricts to chunk ids;
-        ``excluding`` leaves chunk ids out before the top ``limit`` is taken (withheld notes, issue 5)."""
-        w = ", ".join(str(float(x)) for x in weights)
-        sql = f"SELECT rowid, bm25(chunks_fts, {w}) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
-        args: list = [match]
-        if within is not None:
-            if not within:
-                return []
-            sql += " AND rowid IN (SELECT value FROM json_each(?))"
-            args.append(json.dumps(list(within)))
-        if excluding:
-            sql += " AND rowid NOT IN (SELECT value FROM json_each(?))"
-            args.append(json.dumps(list(excluding)))
-        sql += " ORDER BY s LIMIT ?"
-        args.append(limit)
-        try:
-            return [(r[0], r[1]) for r in self.conn.execute(sql, args)]
-        except apsw.SQLError as exc:  # a MATCH expression the caller should never build
-            raise StoreError(f"full-text query failed: {exc}") from exc
-
     def knn(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Nearest ``k`` chunk vectors to ``query`` ((384,) float32, L2-normalised) by cosine distance.
         Returns (chunk_id, cosine_similarity), best first."""
@@ -766,18 +794,6 @@ class Store:
             )
         ]
 
-    def knn_units(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """Nearest ``k`` unit (sentence) vectors, as (chunk_id, best unit cosine similarity) per chunk, best first."""
-        rows = self.conn.execute(
-            "SELECT u.chunk_id, v.distance FROM (SELECT unit_id, distance FROM unit_vectors WHERE embedding MATCH ? "
-            "AND k = ?) v JOIN chunk_units u ON u.id = v.unit_id ORDER BY v.distance",
-            (_vec_bytes(query), int(k)),
-        )
-        best: dict[int, float] = {}
-        for cid, dist in rows:
-            best.setdefault(cid, 1.0 - dist)
-        return list(best.items())
-
     def unit_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         """Unit vectors of the given chunks: {chunk_id: (m, 384) float32}; chunks without any are absent."""
         out: dict[int, list[np.ndarray]] = {}
@@ -814,13 +830,12 @@ class Store:
         if not ids:
             return out
         rows = self.conn.execute(
-            "SELECT c.id, c.note_id, n.path, n.title, c.symbol, c.text, c.line_start, c.line_end, c.page, c.kind, "
-            "n.indexed_at, c.content_hash, c.embedded, c.token_count FROM chunks c JOIN notes n ON n.id=c.note_id "
+            f"SELECT {_CHUNK_ROW_COLUMNS} FROM chunks c JOIN notes n ON n.id=c.note_id "
             "WHERE c.id IN (SELECT value FROM json_each(?))",
             (json.dumps(ids),),
         )
         for r in rows:
-            out[r[0]] = ChunkRow(*r[:12], embedded=bool(r[12]), token_count=r[13])
+            out[r[0]] = _chunk_row(r)
         return out
 
     def tags_of_notes(self, note_ids: Iterable[int]) -> dict[int, list[str]]:
@@ -856,61 +871,62 @@ class Store:
         return [r[0] for r in self.conn.execute(sql, args)]
 
     # ------------------------------------------------------------------ notes (reads)
-    def note_by_path(self, path: str) -> dict | None:
+    def note_by_path(self, path: str) -> StoredNote | None:
+        """What the index holds for the file at vault-relative ``path`` (any status), or None."""
         row = self.conn.execute(
             "SELECT id, path, kind, title, aliases, frontmatter, indexed_at, status, error FROM notes WHERE path=?",
             (path,),
         ).fetchone()
         if not row:
             return None
-        return {
-            "id": row[0],
-            "path": row[1],
-            "kind": row[2],
-            "title": row[3],
-            "aliases": json.loads(row[4]),
-            "frontmatter": json.loads(row[5]),
-            "indexedAt": row[6],
-            "status": row[7],
-            "error": row[8],
-        }
-
-    def chunks_of_note(self, path: str) -> list[tuple[int, str, str, int | None, int | None]]:
-        """(ordinal, symbol, text, line_start, line_end) of a note's chunks in order."""
-        return list(
-            self.conn.execute(
-                "SELECT c.ordinal, c.symbol, c.text, c.line_start, c.line_end FROM chunks c JOIN notes n ON n.id=c.note_id "
-                "WHERE n.path=? ORDER BY c.ordinal",
-                (path,),
-            )
+        return StoredNote(
+            id=row[0],
+            path=row[1],
+            kind=row[2],
+            title=row[3],
+            aliases=tuple(json.loads(row[4])),
+            frontmatter=json.loads(row[5]),
+            indexed_at=row[6],
+            status=row[7],
+            error=row[8],
         )
 
-    def links_of_note(self, path: str) -> list[dict]:
+    def chunks_of_note(self, path: str) -> list[ChunkRow]:
+        """The chunks of the note at vault-relative ``path``, in order ([] when none)."""
+        rows = self.conn.execute(
+            f"SELECT {_CHUNK_ROW_COLUMNS} FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path=? ORDER BY c.ordinal",
+            (path,),
+        )
+        return [_chunk_row(r) for r in rows]
+
+    def links_of_note(self, path: str) -> list[LinkRecord]:
+        """The links of the note at vault-relative ``path``, in document order."""
         rows = self.conn.execute(
             "SELECT l.raw_target, l.target_path, l.heading, l.block_id, l.alias, l.is_embed, l.line FROM links l "
             "JOIN notes n ON n.id=l.note_id WHERE n.path=? ORDER BY l.ordinal",
             (path,),
         )
         return [
-            {
-                "target": r[0],
-                "targetPath": r[1],
-                "heading": r[2],
-                "blockId": r[3],
-                "alias": r[4],
-                "isEmbed": bool(r[5]),
-                "line": r[6],
-            }
+            LinkRecord(
+                raw_target=r[0],
+                target_path=r[1],
+                heading=r[2],
+                block_id=r[3],
+                alias=r[4],
+                is_embed=bool(r[5]),
+                line=r[6],
+            )
             for r in rows
         ]
 
-    def backlinks(self, path: str) -> list[dict]:
+    def backlinks(self, path: str) -> list[Backlink]:
+        """The notes linking to vault-relative ``path`` (one entry per source line), by path then line."""
         rows = self.conn.execute(
             "SELECT DISTINCT n.path, l.line FROM links l JOIN notes n ON n.id=l.note_id WHERE l.target_path=? "
             "ORDER BY n.path, l.line",
             (path,),
         )
-        return [{"filePath": r[0], "line": r[1]} for r in rows]
+        return [Backlink(path=r[0], line=r[1]) for r in rows]
 
     def tag_counts(self) -> list[tuple[str, int]]:
         return list(self.conn.execute("SELECT tag, count(*) FROM note_tags GROUP BY tag ORDER BY tag"))
@@ -946,10 +962,6 @@ class Store:
             "lastIngestedAt": last,
             "errors": errors,
         }
-
-    def iter_note_paths(self) -> Iterator[str]:
-        for (p,) in self.conn.execute("SELECT path FROM notes WHERE status='ok' ORDER BY path"):
-            yield p
 
     def change_marker(self) -> tuple[int, int, int]:
         """``(connection key, data_version, total_changes)`` of this thread's connection: while the key stays

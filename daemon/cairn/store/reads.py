@@ -14,27 +14,6 @@ if TYPE_CHECKING:
     from cairn.store import Store
 
 
-def chunk_ids_of_note(store: Store, path: str) -> list[int]:
-    """Ids of the chunks of the note at vault-relative ``path``, in order ([] when none)."""
-    return [
-        r[0]
-        for r in store.conn.execute(
-            "SELECT c.id FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path=? ORDER BY c.ordinal", (path,)
-        )
-    ]
-
-
-def page_chunks(store: Store, path: str) -> list[tuple[int, str]]:
-    """``[(page, chunk text)]`` of the PDF at vault-relative ``path``, in chunk order ([] when none)."""
-    return [
-        (r[0], r[1])
-        for r in store.conn.execute(
-            "SELECT c.page, c.text FROM chunks c JOIN notes n ON n.id=c.note_id WHERE n.path=? ORDER BY c.ordinal",
-            (path,),
-        )
-    ]
-
-
 # ------------------------------------------------------------------------ withholding (issue 5)
 def _tag_clause(tags: Sequence[str], column: str = "t.tag") -> tuple[str, list]:
     """SQL matching ``column`` to any of the normalised ``tags`` or a tag nested below one."""
