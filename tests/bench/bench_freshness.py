@@ -4,8 +4,9 @@
 On a copy of VAULT (default: obsidian-hub), indexed first (reused from --work DIR when given):
 - EDITS atomic saves (temp file + rename over) of random notes, one at a time, each adding a
   sentence with a unique word: time from the save until the keyword index (the BM25 leg of search,
-  from memory as in the daemon: FTS5's bm25() followed after each commit) finds the note by that word, and until the dense leg (nearest sentence vectors) finds it
-  by the sentence — p50 / p95, raw and minus the debounce; plus how often the full query service
+  from memory as in the daemon: FTS5's bm25() followed after each commit) finds the note by that word,
+  and until the dense leg (nearest sentence vectors) finds it by the sentence — p50 / p95, raw and
+  minus the debounce; plus how often the full query service
   (hybrid, after the cosine floor) returns the note for the new sentence
   (targets: keyword p95 < 300 ms after the debounce, semantic p95 < 1 s);
 - a burst of BURST new files (a ``git checkout``): time until the reconcile diff is empty, then the
@@ -87,7 +88,7 @@ def wait_until(check, deadline_s: float, step: float = 0.005) -> float | None:
     return None
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("vault", type=Path, nargs="?", default=REPO.parent / "shared" / "vaults" / "obsidian-hub")
     ap.add_argument("--edits", type=int, default=50)
@@ -95,12 +96,15 @@ def main() -> int:
     ap.add_argument("--work", type=Path, help="keep the vault copy and index here (reused by the next run)")
     ap.add_argument("--debounce-ms", type=int, default=300)
     ap.add_argument("--seed", type=int, default=7)
-    args = ap.parse_args()
-    work = args.work or Path(tempfile.mkdtemp(prefix="cairn-fresh-"))
+    return ap.parse_args()
+
+
+def indexed_copy(source: Path, work: Path) -> Cairn:
+    """A Cairn over a fresh copy of ``source`` in ``work/vault``, indexed, BM25 served from memory."""
     vault = work / "vault"
     if vault.exists():
         shutil.rmtree(vault)
-    shutil.copytree(args.vault, vault, copy_function=shutil.copy2, symlinks=True)
+    shutil.copytree(source, vault, copy_function=shutil.copy2, symlinks=True)
     config = load_config(
         {"vault": str(vault), "data_dir": str(work / "data"), "config_dir": str(work / "config")}, env={}
     )
@@ -108,89 +112,109 @@ def main() -> int:
     started = time.perf_counter()
     report = cairn.index()
     print(
-        f"vault {args.vault} → {vault}: {cairn.stats()['notes']} notes indexed "
+        f"vault {source} → {vault}: {cairn.stats()['notes']} notes indexed "
         f"({report.added} added, {report.texts_embedded} texts embedded) in {time.perf_counter() - started:.1f} s"
     )
     cairn.query.start_keyword_index().join()  # as the daemon does after its start-up run: BM25 from memory
-    rng = random.Random(args.seed)
-    results: dict[str, list[float]] = {"keyword": [], "semantic": []}
-    missed = {"keyword": 0, "semantic": 0}
-    service_found: list[bool] = []
-    burst_times: dict[str, float | None] = {}
+    return cairn
 
-    async def scenario() -> None:
-        watcher = VaultWatcher(
-            vault,
-            apply_hints=cairn.index_paths,
-            reconcile=cairn.index,
-            ignore=config.ignore,
-            debounce_ms=args.debounce_ms,
-        )
-        cairn.watcher = watcher
-        await watcher.start()
-        try:
-            await asyncio.to_thread(edits)
-            await asyncio.to_thread(burst)
-        finally:
-            await watcher.stop()
 
-    def edits() -> None:
-        notes = [p for p in indexed_paths(cairn.store) if (vault / p).stat().st_size < 50_000]
-        for i in range(args.edits):
+class Edits:
+    """Atomic saves of random notes, each adding a sentence with a unique word; when each leg found it."""
+
+    def __init__(self, cairn: Cairn, vault: Path, rng: random.Random) -> None:
+        self.cairn, self.vault, self.rng = cairn, vault, rng
+        self.results: dict[str, list[float]] = {"keyword": [], "semantic": []}
+        self.missed = {"keyword": 0, "semantic": 0}
+        self.service_found: list[bool] = []
+
+    def run(self, count: int) -> None:
+        cairn, rng = self.cairn, self.rng
+        notes = [p for p in indexed_paths(cairn.store) if (self.vault / p).stat().st_size < 50_000]
+        for i in range(count):
             rel = rng.choice(notes)
             word = f"zq{rng.randrange(16**8):08x}"
             sentence = (
                 f"The {rng.choice(ANIMALS)} went to the {rng.choice(PLACES)} to {rng.choice(ACTS)} "
                 f"on day {i} of the {rng.choice(['spring', 'autumn', 'winter'])} festival."
             )
-            qvec = cairn.embedder.embed_query(sentence)  # before the save: not part of the latency
-            path = vault / rel
-            tmp = path.with_name(path.name + f".tmp-{i}")
-            tmp.write_text(path.read_text(encoding="utf-8") + f"\n\n{sentence} Code word {word}.\n", encoding="utf-8")
-            saved = time.perf_counter()
-            os.replace(tmp, path)  # the save
+            self.one(i, rel, word, sentence)
 
-            def keyword_found() -> bool:  # the BM25 leg of search sees the new text (from memory, as the daemon's)
-                ids = cairn.query.keyword_ranking(word, 5)
-                return any(r.path == rel for r in cairn.store.chunk_rows(ids).values())
+    def one(self, i: int, rel: str, word: str, sentence: str) -> None:
+        cairn = self.cairn
+        qvec = cairn.embedder.embed_query(sentence)  # before the save: not part of the latency
+        path = self.vault / rel
+        tmp = path.with_name(path.name + f".tmp-{i}")
+        tmp.write_text(path.read_text(encoding="utf-8") + f"\n\n{sentence} Code word {word}.\n", encoding="utf-8")
+        saved = time.perf_counter()
+        os.replace(tmp, path)  # the save
 
-            def semantic_found() -> bool:  # the dense leg: the new sentence's vector is the nearest unit
-                ids = nearest_sentence_chunks(cairn.store, qvec, 5)
-                return any(r.path == rel and word in r.text for r in cairn.store.chunk_rows(ids).values())
+        def keyword_found() -> bool:  # the BM25 leg of search sees the new text (from memory, as the daemon's)
+            ids = cairn.query.keyword_ranking(word, 5)
+            return any(r.path == rel for r in cairn.store.chunk_rows(ids).values())
 
-            for kind, check in (("keyword", keyword_found), ("semantic", semantic_found)):
-                if wait_until(check, 10) is None:
-                    missed[kind] += 1
-                else:
-                    results[kind].append(time.perf_counter() - saved)
-            hits = cairn.query.search(f"{sentence} {word}").hits
-            service_found.append(any(h.file_path == rel for h in hits))
+        def semantic_found() -> bool:  # the dense leg: the new sentence's vector is the nearest sentence vector
+            ids = nearest_sentence_chunks(cairn.store, qvec, 5)
+            return any(r.path == rel and word in r.text for r in cairn.store.chunk_rows(ids).values())
 
-    def burst() -> None:
-        folder = vault / "Burst checkout"
-        folder.mkdir()
-        t0 = time.perf_counter()
-        for i in range(args.burst):
-            (folder / f"Branch note {i:04d}.md").write_text(
-                f"# Branch note {i}\n\nFile {i} of a checkout about {rng.choice(PLACES)} maintenance.\n",
-                encoding="utf-8",
-            )
-        empty = {"added": [], "changed": [], "deleted": []}
-        done = wait_until(
-            lambda: cairn.indexer.reconcile_diff() == empty and cairn.store.count_pending() == 0, 600, 0.1
+        for kind, check in (("keyword", keyword_found), ("semantic", semantic_found)):
+            if wait_until(check, 10) is None:
+                self.missed[kind] += 1
+            else:
+                self.results[kind].append(time.perf_counter() - saved)
+        hits = cairn.query.search(f"{sentence} {word}").hits
+        self.service_found.append(any(h.file_path == rel for h in hits))
+
+
+def burst(cairn: Cairn, vault: Path, count: int, rng: random.Random) -> dict[str, float | None]:
+    """Seconds until the reconcile diff is empty after ``count`` files created at once, then deleted."""
+    times: dict[str, float | None] = {}
+    folder = vault / "Burst checkout"
+    folder.mkdir()
+    t0 = time.perf_counter()
+    for i in range(count):
+        (folder / f"Branch note {i:04d}.md").write_text(
+            f"# Branch note {i}\n\nFile {i} of a checkout about {rng.choice(PLACES)} maintenance.\n",
+            encoding="utf-8",
         )
-        burst_times["create"] = None if done is None else time.perf_counter() - t0
-        t0 = time.perf_counter()
-        shutil.rmtree(folder)
-        done = wait_until(lambda: cairn.indexer.reconcile_diff() == empty, 600, 0.1)
-        burst_times["delete"] = None if done is None else time.perf_counter() - t0
+    empty = {"added": [], "changed": [], "deleted": []}
+    done = wait_until(lambda: cairn.indexer.reconcile_diff() == empty and cairn.store.count_pending() == 0, 600, 0.1)
+    times["create"] = None if done is None else time.perf_counter() - t0
+    t0 = time.perf_counter()
+    shutil.rmtree(folder)
+    done = wait_until(lambda: cairn.indexer.reconcile_diff() == empty, 600, 0.1)
+    times["delete"] = None if done is None else time.perf_counter() - t0
+    return times
+
+
+def watched(cairn: Cairn, vault: Path, debounce_ms: int, *work) -> None:
+    """Run each of ``work`` (blocking callables, in turn, off the loop) while the file watcher runs."""
+
+    async def scenario() -> None:
+        watcher = VaultWatcher(
+            vault,
+            apply_hints=cairn.index_paths,
+            reconcile=cairn.index,
+            ignore=cairn.config.ignore,
+            debounce_ms=debounce_ms,
+        )
+        cairn.watcher = watcher
+        await watcher.start()
+        try:
+            for step in work:
+                await asyncio.to_thread(step)
+        finally:
+            await watcher.stop()
 
     asyncio.run(scenario())
     cairn.watcher = None
-    deb = args.debounce_ms / 1000
 
-    # Query latency idle, then while a full re-index (re-parse everything; vectors from the cache) runs. Every
-    # search is a question not asked before (a serial number appended), so no cached result or vector answers it.
+
+def search_latencies(cairn: Cairn) -> tuple[list[float], list[float]]:
+    """Search latency idle, then while a full re-index (re-parse everything; vectors from the cache) runs.
+
+    Every search is a question not asked before (a serial number appended), so no cached result or vector
+    answers it."""
     asked = itertools.count()
 
     def latencies(seconds: float) -> list[float]:
@@ -211,20 +235,24 @@ def main() -> int:
     while reindex.is_alive():
         busy += latencies(1)
     reindex.join()
+    return idle, busy
 
+
+def print_report(args: argparse.Namespace, edits: Edits, burst_times: dict[str, float | None], idle, busy) -> None:
+    deb = args.debounce_ms / 1000
     print(f"\nsave → found, {args.edits} atomic saves (debounce {args.debounce_ms} ms):")
     for kind in ("keyword", "semantic"):
-        vals = results[kind]
+        vals = edits.results[kind]
         if vals:
             after = [max(0.0, v - deb) for v in vals]
             print(
                 f"  {kind:8s} {fmt(vals)};   after the debounce: p50 {pct(after, 0.5) * 1000:.0f} ms, "
                 f"p95 {pct(after, 0.95) * 1000:.0f} ms"
-                + (f"; {missed[kind]} not found in 10 s" if missed[kind] else "")
+                + (f"; {edits.missed[kind]} not found in 10 s" if edits.missed[kind] else "")
             )
     print(
         f"  the full query service (hybrid, cosine floor) returned the edited note for its new sentence in "
-        f"{sum(service_found)} of {len(service_found)} edits"
+        f"{sum(edits.service_found)} of {len(edits.service_found)} edits"
     )
     for k, v in burst_times.items():
         print(
@@ -233,6 +261,25 @@ def main() -> int:
         )
     print(f"  search idle:                   {fmt(idle)}")
     print(f"  search during a full re-index: {fmt(busy)}")
+
+
+def main() -> int:
+    args = parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="cairn-fresh-"))
+    cairn = indexed_copy(args.vault, work)
+    vault = work / "vault"
+    rng = random.Random(args.seed)
+    edits = Edits(cairn, vault, rng)
+    burst_times: dict[str, float | None] = {}
+    watched(
+        cairn,
+        vault,
+        args.debounce_ms,
+        lambda: edits.run(args.edits),
+        lambda: burst_times.update(burst(cairn, vault, args.burst, rng)),
+    )
+    idle, busy = search_latencies(cairn)
+    print_report(args, edits, burst_times, idle, busy)
     cairn.close()
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)

@@ -96,28 +96,16 @@ def write_pdf(path: Path, words: list[str], pages: int) -> None:
     pdf.output(str(path))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("vault", type=Path, nargs="?", default=REPO.parent / "shared" / "vaults" / "obsidian-help")
-    ap.add_argument("--pages", type=int, default=300)
-    ap.add_argument("--edits", type=int, default=10)
-    ap.add_argument("--debounce-ms", type=int, default=300)
-    ap.add_argument("--seed", type=int, default=11)
-    args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="cairn-pdf-bench-"))
-    vault = work / "vault"
-    shutil.copytree(args.vault, vault, copy_function=shutil.copy2, symlinks=True)
-    for stray in vault.rglob("*.pdf"):  # only the bench's PDF
+def copy_without_pdfs(source: Path, vault: Path) -> None:
+    """``source`` copied to ``vault`` without its PDFs: the bench's PDF is the only one."""
+    shutil.copytree(source, vault, copy_function=shutil.copy2, symlinks=True)
+    for stray in vault.rglob("*.pdf"):
         stray.unlink()
-    pdf_src = work / "handbook.pdf"
-    t0 = time.perf_counter()
-    write_pdf(pdf_src, vault_prose(args.vault), args.pages)
-    print(
-        f"{args.pages}-page PDF of {args.vault.name}'s text written in {time.perf_counter() - t0:.1f} s "
-        f"({pdf_src.stat().st_size / 1e6:.1f} MB)"
-    )
 
-    # Extraction alone: worker start-up (a 1-page PDF), then the whole file.
+
+def measure_extraction(work: Path, pdf_src: Path) -> tuple[float, float, int]:
+    """Extraction alone: worker start-up (a 1-page PDF) in s, the best of 3 reads of ``pdf_src`` in s, and
+    how many of its pages have text."""
     one = work / "one.pdf"
     write_pdf(one, ["Hello", "world."], 1)
     with PdfExtractor() as extractor:
@@ -129,8 +117,65 @@ def main() -> int:
             t0 = time.perf_counter()
             got = extractor.extract(pdf_src)
             runs.append(time.perf_counter() - t0)
-    extract_s = min(runs)
-    pages_with_text = sum(1 for p in got.pages if p.text.strip())
+    return start_s, min(runs), sum(1 for p in got.pages if p.text.strip())
+
+
+def print_report(
+    args, extraction: tuple[float, float, int], e2e: float | None, chunks: int, note, results, during_ok: list[bool]
+) -> None:
+    start_s, extract_s, pages_with_text = extraction
+    deb = args.debounce_ms / 1000
+    print(f"\n{'figure':58s} {'measured':>22s}   target")
+    print(f"{'extraction worker start-up':58s} {start_s * 1000:19.0f} ms   -")
+    print(
+        f"{f'extraction, {args.pages} pages ({pages_with_text} with text)':58s} "
+        f"{args.pages / extract_s:15.0f} pages/s   -"
+    )
+    if e2e:
+        print(
+            f"{f'end to end: drop → all {chunks} chunks embedded':58s} {e2e / args.pages:17.3f} s/page   "
+            f"- ({e2e:.0f} s in all; status {note.get('status')}, {note.get('error') or 'no problems'})"
+        )
+    for phase in ("idle", "during PDF"):
+        for kind, target in (("keyword", 0.3), ("semantic", 1.0)):
+            vals = results[phase][kind]
+            if not vals:
+                print(f"{f'{kind} freshness, {phase}':58s} {'no edits measured':>22s}")
+                continue
+            after = [max(0.0, v - deb) for v in vals]
+            p95 = pct(after, 0.95)
+            verdict = "ok" if p95 < target else "MISSED"
+            print(
+                f"{f'{kind} save → found, {phase}, p95 after debounce (n={len(vals)})':58s} {p95 * 1000:19.0f} ms   "
+                f"< {target * 1000:.0f} ms  {verdict}   ({fmt(vals)} raw)"
+            )
+    if during_ok:
+        print(
+            f"  {sum(during_ok)} of {len(during_ok)} edits during the PDF were found while the PDF was still "
+            "being indexed (the notes did not wait for it)"
+        )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("vault", type=Path, nargs="?", default=REPO.parent / "shared" / "vaults" / "obsidian-help")
+    ap.add_argument("--pages", type=int, default=300)
+    ap.add_argument("--edits", type=int, default=10)
+    ap.add_argument("--debounce-ms", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=11)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="cairn-pdf-bench-"))
+    vault = work / "vault"
+    copy_without_pdfs(args.vault, vault)
+    pdf_src = work / "handbook.pdf"
+    t0 = time.perf_counter()
+    write_pdf(pdf_src, vault_prose(args.vault), args.pages)
+    print(
+        f"{args.pages}-page PDF of {args.vault.name}'s text written in {time.perf_counter() - t0:.1f} s "
+        f"({pdf_src.stat().st_size / 1e6:.1f} MB)"
+    )
+
+    start_s, extract_s, pages_with_text = measure_extraction(work, pdf_src)
 
     config = load_config(
         {"vault": str(vault), "data_dir": str(work / "data"), "config_dir": str(work / "config")}, env={}
@@ -222,37 +267,8 @@ def main() -> int:
     cairn.close()
     shutil.rmtree(work, ignore_errors=True)
 
-    deb = args.debounce_ms / 1000
-    print(f"\n{'figure':58s} {'measured':>22s}   target")
-    print(f"{'extraction worker start-up':58s} {start_s * 1000:19.0f} ms   -")
-    print(
-        f"{f'extraction, {args.pages} pages ({pages_with_text} with text)':58s} "
-        f"{args.pages / extract_s:15.0f} pages/s   -"
-    )
-    e2e = timing.get("end_to_end")
-    if e2e:
-        print(
-            f"{f'end to end: drop → all {chunks} chunks embedded':58s} {e2e / args.pages:17.3f} s/page   "
-            f"- ({e2e:.0f} s in all; status {note.get('status')}, {note.get('error') or 'no problems'})"
-        )
-    for phase in ("idle", "during PDF"):
-        for kind, target in (("keyword", 0.3), ("semantic", 1.0)):
-            vals = results[phase][kind]
-            if not vals:
-                print(f"{f'{kind} freshness, {phase}':58s} {'no edits measured':>22s}")
-                continue
-            after = [max(0.0, v - deb) for v in vals]
-            p95 = pct(after, 0.95)
-            verdict = "ok" if p95 < target else "MISSED"
-            print(
-                f"{f'{kind} save → found, {phase}, p95 after debounce (n={len(vals)})':58s} {p95 * 1000:19.0f} ms   "
-                f"< {target * 1000:.0f} ms  {verdict}   ({fmt(vals)} raw)"
-            )
-    if during_ok:
-        print(
-            f"  {sum(during_ok)} of {len(during_ok)} edits during the PDF were found while the PDF was still "
-            "being indexed (the notes did not wait for it)"
-        )
+    extraction = (start_s, extract_s, pages_with_text)
+    print_report(args, extraction, timing.get("end_to_end"), chunks, note, results, during_ok)
     return 0
 
 

@@ -106,7 +106,9 @@ def main() -> None:
                 cairn.index()
                 cpu_f, wall_f, full = measure(lambda: _VectorSnapshot.load(store), args.repeat)
                 cpu_i, wall_i, inc = measure(
-                    lambda: _VectorSnapshot.refresh(old, store, max_changed=QueryService.SNAPSHOT_INCREMENTAL_MAX),
+                    lambda old=old: _VectorSnapshot.refresh(
+                        old, store, max_changed=QueryService.SNAPSHOT_INCREMENTAL_MAX
+                    ),
                     args.repeat,
                 )
                 assert inc is not None, "the incremental reload declined"

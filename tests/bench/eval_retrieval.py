@@ -74,6 +74,27 @@ def evaluate(rows: list[dict], query) -> dict:
     return out
 
 
+def print_table(results: dict[str, dict], *, verbose: bool) -> None:
+    """The figures per vault and mode, then the off-corpus not-found rate (and the misses when ``verbose``)."""
+    print(f"{'vault':<34} {'mode':<7} {'Recall@5':>9} {'Hit@5':>7} {'MRR@10':>7} {'wrong-NF':>9}")
+    for key, res in results.items():
+        for mode in MODES:
+            m = res[mode]
+            print(
+                f"{key:<34} {mode:<7} {m['recall@5']:>9.3f} {m['hit@5']:>7.3f} {m['mrr@10']:>7.3f} "
+                f"{m['wrongly_not_found']:>9.1%}"
+            )
+        off = res["offcorpus_not_found"]
+        print(
+            f"{key:<34} off-corpus not-found: {'n/a' if off is None else f'{off:.0%}'} of {res['n_off']}; "
+            f"in-corpus questions: {res['n_in']}"
+        )
+        if verbose:
+            for mode in MODES:
+                for miss in res[mode]["misses"]:
+                    print(f"   miss[{mode}] {miss}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("devset", type=Path)
@@ -115,23 +136,7 @@ def main() -> int:
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    print(f"{'vault':<34} {'mode':<7} {'Recall@5':>9} {'Hit@5':>7} {'MRR@10':>7} {'wrong-NF':>9}")
-    for key, res in results.items():
-        for mode in MODES:
-            m = res[mode]
-            print(
-                f"{key:<34} {mode:<7} {m['recall@5']:>9.3f} {m['hit@5']:>7.3f} {m['mrr@10']:>7.3f} "
-                f"{m['wrongly_not_found']:>9.1%}"
-            )
-        off = res["offcorpus_not_found"]
-        print(
-            f"{key:<34} off-corpus not-found: {'n/a' if off is None else f'{off:.0%}'} of {res['n_off']}; "
-            f"in-corpus questions: {res['n_in']}"
-        )
-        if args.verbose:
-            for mode in MODES:
-                for miss in res[mode]["misses"]:
-                    print(f"   miss[{mode}] {miss}")
+    print_table(results, verbose=args.verbose)
     return 0
 
 
