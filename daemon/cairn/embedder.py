@@ -52,10 +52,8 @@ DIM = 384
 MAX_TOKENS = 256
 #: :meth:`Embedder.embed` splits a call into at least this many texts per parallel batch.
 MIN_PARALLEL_BATCH = 4
-#: At most this many token positions (rows × padded width) in one ONNX run. Measured on the 1,500 longest
-#: obsidian-hub chunks (256 tokens), two runs at once: 32 rows → 18.8 chunks/s and a 978 MB peak RSS (each run's
-#: attention buffers), 16 rows → 20.9 / 605 MB, 8 rows (2,048 positions) → 22.6 / 391 MB. Short sentences still
-#: go 32 to a run.
+#: At most this many token positions (rows × padded width) in one ONNX run: each run's attention buffers grow
+#: with it, so long chunks go 8 to a run (less memory, and no slower); short sentences still go 32 to a run.
 MAX_BATCH_TOKENS = 2048
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 
@@ -185,6 +183,17 @@ def load_tokenizer(model_dir: Path | str | None = None) -> TokenCounter:
     return TokenCounter(model_dir)
 
 
+def _checked_texts(texts: Sequence[str], batch_size: int) -> list[str]:
+    """``texts`` as a list; raises ``ValueError`` for ``batch_size`` < 1, ``TypeError`` for a non-``str`` item."""
+    texts = list(texts)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise TypeError(f"embed() needs str items; item {i} is {type(t).__name__}")
+    return texts
+
+
 class Embedder:
     """Sentence embeddings from the shipped all-MiniLM-L6-v2 ONNX model.
 
@@ -207,19 +216,16 @@ class Embedder:
 
     Threads: the ONNX session runs each batch on one thread (``intra_op_num_threads`` 1), and
     :meth:`embed` runs up to ``threads`` batches at once on a small pool (onnxruntime's ``run`` is
-    thread-safe and releases the GIL). Measured side by side on this project's 2-core machine, quiet
-    (all-MiniLM-L6-v2 fp32, 1,500 obsidian-hub chunks): 4,787-4,938 tokens/s as two one-thread runs against
-    4,567-4,756 on one 2-thread session, and a question costs 6.3-8.2 ms of CPU on one thread against
-    8.7-10.2 ms (the second thread mostly waits). The vectors are bit-identical either way (checked), so an
-    index built before this change stays valid.
+    thread-safe and releases the GIL): a little more throughput than one multi-threaded session, and a
+    question costs less CPU (a second intra-op thread mostly waits). The vectors are bit-identical either way.
 
     Raises:
         ModelError: folder, manifest, tokenizer or ONNX file missing; file hash not
             the manifest's (corrupt or swapped); unknown variant; session fails to load.
         ConfigError: ``threads`` < 1.
 
-    The ONNX file's sha256 is checked and the session built here (~0.5-1.5 s in
-    all); :meth:`embed` is thread-safe.
+    The ONNX file's sha256 is checked and the session built here (about a second);
+    :meth:`embed` is thread-safe.
     """
 
     dim: int = DIM
@@ -279,9 +285,8 @@ class Embedder:
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
-        # Worker threads sleep instead of busy-waiting between ops: on a shared
-        # 2-core machine spinning measured ~2x slower (it steals the cores the
-        # work needs) and it burns CPU while the daemon idles.
+        # Worker threads sleep instead of busy-waiting between ops: spinning steals the
+        # cores the work needs on a small machine, and burns CPU while the daemon idles.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             sess = ort.InferenceSession(str(onnx_path), sess_options=opts, providers=["CPUExecutionProvider"])
@@ -323,20 +328,37 @@ class Embedder:
             ValueError: ``batch_size`` < 1.
             ModelError: onnxruntime fails while running the model.
         """
-        texts = list(texts)
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        for i, t in enumerate(texts):
-            if not isinstance(t, str):
-                raise TypeError(f"embed() needs str items; item {i} is {type(t).__name__}")
+        texts = _checked_texts(texts, batch_size)
         n = len(texts)
         out = np.empty((n, self.dim), dtype=np.float32)
         if n == 0:
             return out
         ids = self._tokens.encode_for_model(texts)
+        batches = self._batches(ids, batch_size)
+        if len(batches) == 1 or self.threads == 1:
+            self._run_batches(ids, batches, out)
+        else:  # the caller runs every threads-th batch, the pool the rest
+            pool = self._batch_pool()
+            lanes = min(self.threads, len(batches))
+            futures = [pool.submit(self._run_batches, ids, batches[lane::lanes], out) for lane in range(1, lanes)]
+            try:
+                self._run_batches(ids, batches[0::lanes], out)
+            finally:
+                for f in futures:
+                    f.result()  # re-raises a lane's ModelError (after every lane has stopped)
+        with self._lock:
+            self.embeddings_computed += n
+        return out
+
+    def _batches(self, ids: list[list[int]], batch_size: int) -> list[list[int]]:
+        """Indices into ``ids``, grouped into ONNX runs: ascending token length, at most ``batch_size`` texts
+        and :data:`MAX_BATCH_TOKENS` padded positions per run.
+
+        A call smaller than ``threads`` batches is split so every lane gets work (16 texts on 2 threads: two
+        runs of 8), but no batch below :data:`MIN_PARALLEL_BATCH` texts (a question is one run on one thread).
+        """
+        n = len(ids)
         order = sorted(range(n), key=lambda i: len(ids[i]))
-        # A call smaller than `threads` batches is split so every lane gets work (a PDF slice of 16 texts:
-        # two runs of 8), but no batch below MIN_PARALLEL_BATCH texts (a question is one run on one thread).
         cap = min(batch_size, max(MIN_PARALLEL_BATCH, -(-n // self.threads)))
         batches: list[list[int]] = []
         for i in order:  # ascending length: the text added is the widest of its batch so far
@@ -344,43 +366,30 @@ class Embedder:
                 batches[-1].append(i)
             else:
                 batches.append([i])
+        return batches
 
-        def run(idx: list[int]) -> None:
-            width = len(ids[idx[-1]])  # longest in this batch (sorted ascending)
-            input_ids = np.zeros((len(idx), width), dtype=np.int64)
-            mask = np.zeros((len(idx), width), dtype=np.int64)
-            for row, i in enumerate(idx):
-                seq = ids[i]
-                input_ids[row, : len(seq)] = seq
-                mask[row, : len(seq)] = 1
-            feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
-            try:
-                hidden = self._session.run([self._output_name], feeds)[0]
-            except Exception as exc:
-                raise ModelError(
-                    f"Embedding model {self.model_id} failed on a batch of {len(idx)} "
-                    f"texts of up to {width} tokens: {exc}"
-                ) from exc
-            out[idx] = _mean_pool_l2(hidden, mask)
+    def _run_batches(self, ids: list[list[int]], batches: list[list[int]], out: np.ndarray) -> None:
+        """Run each batch through the model, writing its sentence vectors into the rows ``out[batch]``."""
+        for idx in batches:
+            out[idx] = self._run_batch(ids, idx)
 
-        if len(batches) == 1 or self.threads == 1:
-            for idx in batches:
-                run(idx)
-        else:  # the caller runs every threads-th batch, the pool the rest
-            pool = self._batch_pool()
-            lanes = min(self.threads, len(batches))
-            futures = [
-                pool.submit(lambda lane=lane: [run(b) for b in batches[lane::lanes]]) for lane in range(1, lanes)
-            ]
-            try:
-                for idx in batches[0::lanes]:
-                    run(idx)
-            finally:
-                for f in futures:
-                    f.result()  # re-raises a lane's ModelError (after every lane has stopped)
-        with self._lock:
-            self.embeddings_computed += n
-        return out
+    def _run_batch(self, ids: list[list[int]], idx: list[int]) -> np.ndarray:
+        """One ONNX run over the texts ``idx`` (ascending length): float32 ``(len(idx), dim)``, L2-normalised."""
+        width = len(ids[idx[-1]])  # longest in this batch (sorted ascending)
+        input_ids = np.zeros((len(idx), width), dtype=np.int64)
+        mask = np.zeros((len(idx), width), dtype=np.int64)
+        for row, i in enumerate(idx):
+            seq = ids[i]
+            input_ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
+        try:
+            hidden = self._session.run([self._output_name], feeds)[0]
+        except Exception as exc:
+            raise ModelError(
+                f"Embedding model {self.model_id} failed on a batch of {len(idx)} texts of up to {width} tokens: {exc}"
+            ) from exc
+        return _mean_pool_l2(hidden, mask)
 
     def _batch_pool(self) -> ThreadPoolExecutor:
         with self._lock:
@@ -412,8 +421,8 @@ def _mean_pool_l2(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
 #: shipped inside the package (package data), so every install has it whatever ``CAIRN_MODEL_DIR`` says.
 INT8_DOT_MODEL = Path(__file__).resolve().with_name("int8_dot.onnx")
 #: Query values are 7-bit (-63..63, sent as uint8 with zero point 64): on AVX2, onnxruntime's u8×s8 kernel adds
-#: pairs of products in int16 (``vpmaddubsw``), which saturates for 8-bit queries (127 × 127 × 2 > 32,767; measured:
-#: every result of a probe off) and is exact for 7-bit ones (127 × 63 × 2 = 16,002).
+#: pairs of products in int16 (``vpmaddubsw``), which saturates for 8-bit queries (127 × 127 × 2 > 32,767) and is
+#: exact for 7-bit ones (127 × 63 × 2 = 16,002).
 INT8_QUERY_LIMIT = 63
 INT8_ZERO = 64
 
@@ -422,9 +431,9 @@ class Int8Dot:
     """Exact integer dot products of 7-bit queries with a fixed int8 matrix, on onnxruntime's int8 kernels.
 
     ``Int8Dot(rows)`` with ``rows`` (n, 384) int8 (values -127..127) makes one single-threaded session holding the
-    matrix (pre-packed by onnxruntime: ~n × 384 bytes, made in ~50 ms for n = 45k); ``dot(q)`` with ``q`` (m, 384)
-    int integers in -63..63 returns (m, n) int32, ``q @ rows.T`` exactly. Obsidian-hub's 45.5k rows: 1.2-1.3 ms for
-    one query, 1.5 for two, against 4.2-6.8 ms for the float32 matrix-vector product (a quarter of the bytes read).
+    matrix (pre-packed by onnxruntime: ~n × 384 bytes); ``dot(q)`` with ``q`` (m, 384) integers in -63..63 returns
+    (m, n) int32, ``q @ rows.T`` exactly, several times faster than the float32 matrix-vector product (a quarter of
+    the bytes read).
     Thread-safe (onnxruntime's ``run``); releases the GIL.
 
     Exactness is checked when made: the products of a probe query with up to 4,096 rows are compared with numpy's
