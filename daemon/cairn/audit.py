@@ -1,6 +1,6 @@
 """The MCP audit log (layer 1 resource): one JSON line per tool call, in the data folder, rotated.
 
-A line (issue 5, "Audit log")::
+A line::
 
     {"time": "2026-11-30T14:03:12.345Z", "client": "claude-desktop", "transport": "stdio",
      "tool": "search_notes", "argsDigest": "sha256:<64 hex>", "paths": ["Recipes/Bread.md"],

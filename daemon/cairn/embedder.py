@@ -111,7 +111,7 @@ def _sha256(path: Path) -> str:
 class TokenCounter:
     """The embedding model's WordPiece tokenizer, without the ONNX session.
 
-    Cheap to build (parses tokenizer.json, ~0.1-0.3 s; no onnxruntime); used by chunking to keep chunks within
+    Cheap to build (parses tokenizer.json; no onnxruntime); used by chunking to keep chunks within
     :attr:`max_tokens`. ``count_tokens`` counts *content* tokens, i.e. without the
     ``[CLS]``/``[SEP]`` the model adds, so a chunk fits the model when
     ``count_tokens(text) <= max_tokens - 2``.

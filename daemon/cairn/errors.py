@@ -94,7 +94,8 @@ class NoteReadError(CairnError):
 
 
 class PdfReadError(NoteReadError):
-    """Nothing of a PDF can be indexed (encrypted, damaged, not a PDF, too big, no text layer, time limit, reader crash)."""
+    """Nothing of a PDF can be indexed (encrypted, damaged, not a PDF, too big, no text layer, time limit,
+    reader crash)."""
 
     code = "pdf_unreadable"
 

@@ -1,4 +1,4 @@
-"""PDF attachments: indexed page by page, in a queue that always lets the notes go first (issue 8). Layer 2.
+"""PDF attachments: indexed page by page, in a queue that always lets the notes go first. Layer 2.
 
 A PDF in the vault becomes one ``notes`` row of kind ``pdf`` (title: its ``/Title`` metadata, else the file
 name) with chunks of kind ``pdf``: each page's text (from :class:`cairn.vault.pdf.PdfExtractor`, which runs
@@ -12,11 +12,11 @@ layer, damaged, too big, timed out) is a skipped file with its reason; a partial
 past ``pdf_max_pages``, past the time limit) is indexed with the reason as its warning. Both show in
 ``/index/stats`` and ``cairn index``.
 
-**Priority** (DESIGN.md, issue 8): in the daemon, :class:`PdfQueue` works on its own low-priority thread.
+**Priority**: in the daemon, :class:`PdfQueue` works on its own low-priority thread.
 Before each step — extracting a file, writing it, each slice of 16 sentences sent to the model — it
 waits while the notes' indexing has work (``busy()``), and it holds the indexer's lock only for the one
 short write transaction; the model runs outside every lock. So a note edited while a 300-page PDF is being
-indexed waits for at most one such step (measured in ``make bench``, ``bench_pdf``). The notes' own vector
+indexed waits for at most one such step (``make bench`` measures it). The notes' own vector
 phase takes only non-PDF chunks. A changed PDF is re-extracted whole; pages whose text did not change
 re-embed nothing (sentence vectors come from the embedding cache by content hash).
 """
@@ -237,18 +237,9 @@ class PdfIndexer:
         files, gone = self.plan(paths)
         report.scanned = len(files)
         known = self.states()
-        for path in gone:
-            with self.indexer.lock:
-                if self.store.delete_note(path):
-                    report.deleted += 1
-                    if self.indexer.on_removed is not None:
-                        self.indexer.on_removed(path)
-        # The limits changed since the last whole scan (config edited, daemon restarted): PDFs that hit a limit or
-        # could not be read are read again under the new ones.
+        self._delete_gone(gone, report)
         limits = f"{self.config.pdf_max_pages}|{self.config.pdf_max_bytes}|{self.config.pdf_timeout_s:g}"
-        retry: set[str] = set()
-        if paths is None and self.store.get_meta("pdf_limits") != limits:
-            retry = {e["filePath"] for e in self.store.stats()["errors"] if e["filePath"] in known}
+        retry = self._to_retry(known, limits) if paths is None else set()
         if report.deleted or any(vf.path not in known for vf in files):
             # Before a new PDF is written: links to it written while it did not exist (or was elsewhere) now
             # resolve, so a withheld note's embed withholds it from its first searchable moment.
@@ -281,6 +272,21 @@ class PdfIndexer:
         report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
         return report
 
+    def _delete_gone(self, gone: Iterable[str], report: IndexReport) -> None:
+        for path in gone:
+            with self.indexer.lock:
+                if self.store.delete_note(path):
+                    report.deleted += 1
+                    if self.indexer.on_removed is not None:
+                        self.indexer.on_removed(path)
+
+    def _to_retry(self, known: dict[str, NoteState], limits: str) -> set[str]:
+        """The stored PDFs to read again in a whole-vault run: when the limits changed since the last one (config
+        edited, daemon restarted), those that hit a limit or could not be read."""
+        if self.store.get_meta("pdf_limits") == limits:
+            return set()
+        return {e["filePath"] for e in self.store.stats()["errors"] if e["filePath"] in known}
+
     def _index_file(
         self,
         vf: VaultFile,
@@ -292,15 +298,41 @@ class PdfIndexer:
         turn: Callable[[], None],
         progress: Progress | None = None,
     ) -> None:
+        """Index one PDF when it is new or changed (else fill the vectors a stopped run left unfilled); a file
+        that yields nothing is recorded as skipped with its reason."""
         if state and not full and (state.mtime_ns, state.size) == (vf.mtime_ns, vf.size):
             report.unchanged += 1
             if state.status == "ok":
                 self._embed(vf, report, stop, turn)  # vectors a stopped run left unfilled
             return
+        if self._refused_unread(vf, state, report):
+            return
+        digest = file_digest(vf.abs_path)
+        if state and not full and state.content_hash == digest:
+            with self.indexer.lock:
+                self.store.touch_note(vf.path, vf.mtime_ns, vf.size)
+            report.unchanged += 1
+            return
+        started = time.perf_counter()
+        read = self._read(vf, state, digest, report, stop)
+        if read is None:
+            return
+        extracted, title, chunks = read
+        if stop():
+            report.stopped = True
+            return
+        turn()
+        if _moved_on(vf):  # deleted or changed while it was read: the queued file event deals with it
+            return
+        self._write(vf, state, digest, report, extracted, title, chunks, started)
+        self._embed(vf, report, stop, turn, progress=progress, total=len(chunks))
+
+    def _refused_unread(self, vf: VaultFile, state: NoteState | None, report: IndexReport) -> bool:
+        """Record, without reading it, a PDF whose name collides with an indexed one's or that is too big."""
         title = Path(vf.path).stem
         if vf.duplicate_of is not None:  # its name equals an indexed PDF's in Unicode NFC: reported, not read
             self._skip(vf, state, file_digest(vf.abs_path), report, duplicate_reason(vf), title)
-            return
+            return True
         if vf.size > self.config.pdf_max_bytes:  # refused before reading a byte
             self._skip(
                 vf,
@@ -311,29 +343,44 @@ class PdfIndexer:
                 f"{_mb(self.config.pdf_max_bytes)}; raise pdf_max_bytes in the config to index it",
                 title,
             )
-            return
-        digest = file_digest(vf.abs_path)
-        if state and not full and state.content_hash == digest:
-            with self.indexer.lock:
-                self.store.touch_note(vf.path, vf.mtime_ns, vf.size)
-            report.unchanged += 1
-            return
-        started = time.perf_counter()
+            return True
+        return False
+
+    def _read(
+        self, vf: VaultFile, state: NoteState | None, digest: str, report: IndexReport, stop: Callable[[], bool]
+    ) -> tuple[PdfText, str, list[ChunkRecord]] | None:
+        """``(extracted text, title, chunks)`` of one PDF, or None when it was recorded as skipped (or the run
+        stopped while it was read)."""
+        title = Path(vf.path).stem
         try:
             extracted = self._extract(vf.abs_path)
         except NoteReadError as exc:
             if stop() or self._closed:
                 report.stopped = True
-                return
+                return None
             self._skip(vf, state, digest, report, exc.message, title)
-            return
+            return None
         counter = self.indexer.embedder.tokenizer
         try:
             title, chunks = prepare_pdf(extracted, vf.path, counter.count_tokens, counter.count_tokens_many)
         except Exception as exc:  # a chunker bug must not stop the queue: record it
             log.exception("cannot chunk %s", vf.path)
             self._skip(vf, state, digest, report, f"cannot index: {type(exc).__name__}: {exc}", title)
-            return
+            return None
+        return extracted, title, chunks
+
+    def _write(
+        self,
+        vf: VaultFile,
+        state: NoteState | None,
+        digest: str,
+        report: IndexReport,
+        extracted: PdfText,
+        title: str,
+        chunks: list[ChunkRecord],
+        started: float,
+    ) -> None:
+        """Write one PDF's note row and chunks in one transaction; its problems become the note's warning."""
         problems = "; ".join(extracted.problems) or None
         record = NoteRecord(
             path=vf.path,
@@ -346,12 +393,6 @@ class PdfIndexer:
             content_hash=digest,
             error=problems,
         )
-        if stop():
-            report.stopped = True
-            return
-        turn()
-        if _moved_on(vf):  # deleted or changed while it was read: the queued file event deals with it
-            return
         with self.indexer.lock:
             self.store.write_note(record, chunks, (), ())
         report.chunks_written += len(chunks)
@@ -370,7 +411,6 @@ class PdfIndexer:
             time.perf_counter() - started,
             f" ({problems})" if problems else "",
         )
-        self._embed(vf, report, stop, turn, progress=progress, total=len(chunks))
 
     def _embed(
         self,

@@ -147,8 +147,8 @@ class TokenWatch:
         self._signature = self._stat()
         self._token = token or get_or_create_token(config)
 
-    def _stat(self) -> tuple:
-        out = []
+    def _stat(self) -> tuple[tuple[int, int, int] | None, ...]:
+        out: list[tuple[int, int, int] | None] = []
         for path in (generation_file(self.config), token_file(self.config)):
             try:
                 st = os.stat(path)
