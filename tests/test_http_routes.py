@@ -393,7 +393,7 @@ def test_an_events_stream_opened_with_the_old_token_gets_nothing_after_a_rotate(
 
 def test_service_json_is_0600_with_port_pid_version_started_and_url(tmp_path):
     from cairn import __version__
-    from cairn.app import remove_service_file, write_service_file
+    from cairn.discovery import remove_service_file, write_service_file
 
     (tmp_path / "vault").mkdir()
     config = Config(vault=tmp_path / "vault", data_dir=tmp_path / "data")

@@ -42,6 +42,8 @@ LAYERS: dict[str, int] = {
     "autostart": 1,
     # the owner's policy file and the live holder that reloads it (parsing is policy, layer 0)
     "policy_file": 1,
+    # the daemon's discovery record (service files in the data folder)
+    "discovery": 1,
     # 2 use cases
     "indexer": 2,
     "query": 2,

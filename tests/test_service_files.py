@@ -15,8 +15,8 @@ import stat
 import subprocess
 
 from cairn import __version__
-from cairn.app import remove_service_file, write_service_file
 from cairn.config import Config
+from cairn.discovery import remove_service_file, write_service_file
 from test_cli import TIMEOUT_S, _serve_and_wait, run_json
 
 

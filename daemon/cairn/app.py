@@ -1,4 +1,6 @@
-"""Composition root: builds the store, model, indexer and query service for one vault, and runs the daemon.
+"""Composition root (layer 4): builds one vault's services (:class:`Cairn`) and runs them: ``cairn serve``
+(:func:`serve`, :func:`run_daemon`), ``cairn mcp`` over stdio or HTTP (:func:`run_mcp_stdio`,
+:func:`run_mcp_http`). The work itself lives in the services; here are their threads and start/stop order.
 
 Start order for ``cairn serve``: open the store and the model, start the HTTP API on
 127.0.0.1 (``/health`` answers while indexing), write ``service.json`` (URL, pid — never
@@ -10,21 +12,17 @@ store closed, ``service.json`` removed.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import logging.handlers
-import os
 import signal
 import sys
-import threading
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from cairn import __version__
 from cairn.answer import AnswerService
 from cairn.config import Config
+from cairn.discovery import remove_service_file, write_service_file
 from cairn.embedder import Embedder
 from cairn.errors import CairnError
 from cairn.events import EventBus
@@ -142,36 +140,6 @@ def setup_logging(config: Config, *, to_file: bool = True) -> None:
             except OSError as exc:
                 log.warning("cannot write the log file in %s: %s", config.log_dir, exc)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING if not config.debug else logging.INFO)
-
-
-def write_service_file(config: Config, url: str, port: int, mcp_url: str | None = None) -> None:
-    """The discovery record (mode 0600) ``{port, pid, version, startedAt, url, vault, index}`` of the running daemon
-    for the plugin and ``cairn status``, plus ``mcpUrl`` (the streamable-HTTP MCP endpoint) when it serves MCP.
-    Never a token. Written twice: ``service-<index>.json`` (``config.service_file``, this vault's; what
-    ``cairn status --vault`` and the plugin read) and ``service.json`` (``config.shared_service_file``: the
-    daemon started last, for readers that know no vault). ``vault`` is the resolved vault path."""
-    config.data_dir.mkdir(parents=True, exist_ok=True)
-    info = {
-        "port": port,
-        "pid": os.getpid(),
-        "version": __version__,
-        "startedAt": time.time(),
-        "url": url,
-        "vault": str(config.vault),
-        "index": config.index_id,
-    }
-    if mcp_url:
-        info["mcpUrl"] = mcp_url
-    data = json.dumps(info)
-    for target in (config.service_file, config.shared_service_file):
-        tmp = target.with_name(f".service.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, data.encode("utf-8"))
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
 
 
 class McpHttp:
@@ -361,19 +329,6 @@ def _require_index(config: Config) -> None:
             f"The vault {str(vault)!r} has no index yet; run `cairn index --vault {vault}` "
             "(or start `cairn serve`) first, then start `cairn mcp` again."
         )
-
-
-def remove_service_file(config: Config) -> None:
-    """Remove this daemon's discovery files (see :func:`write_service_file`): each only while it names this
-    process's pid and vault, so a daemon never removes another one's (``service.json`` may be another vault's
-    by now)."""
-    for target in (config.service_file, config.shared_service_file):
-        try:
-            data = json.loads(target.read_text(encoding="utf-8"))
-            if isinstance(data, dict) and data.get("pid") == os.getpid() and data.get("vault") == str(config.vault):
-                target.unlink()
-        except (OSError, ValueError):
-            pass
 
 
 async def run_daemon(
@@ -592,115 +547,44 @@ def serve(
             tray = False
     if not tray:
         return asyncio.run(run_daemon(config, ready=ready))
-    return _TrayDaemon(config, ready).run(on_tray)
+    return _serve_with_tray(config, ready, on_tray)
 
 
-class _TrayDaemon:
-    """``cairn serve`` with a tray: the tray's loop on the main thread (desktops require it), the daemon's asyncio
-    loop in the ``cairn-daemon`` thread. Quit, SIGINT and SIGTERM set the daemon's ``stop``; the daemon's end
-    stops the tray."""
+def _serve_with_tray(config: Config, ready: Callable[[str], None] | None, on_tray: Callable[[Any], None] | None) -> int:
+    """The daemon beside a tray icon (:class:`~cairn.tray.TrayHost`); headless when the icon cannot be made."""
+    from cairn.secrets import token_file
+    from cairn.tray import TrayHost
 
-    def __init__(self, config: Config, ready: Callable[[str], None] | None) -> None:
-        from cairn import autostart
-        from cairn.secrets import get_or_create_token
-        from cairn.tray import TrayActions
-
-        self.config = config
-        self.ready = ready
-        self.loop = asyncio.new_event_loop()
-        self.stop = asyncio.Event()
-        self.outcome: dict[str, Any] = {}  # "code" or "error" (the daemon thread's), "follow" (the menu's task)
-        self._previous: dict[int, Any] = {}  # the signal handlers to restore
-        self.actions = TrayActions(
-            vault=config.require_vault(),
-            log_dir=config.log_dir,
-            quit=self.request_stop,
-            token=lambda: get_or_create_token(config),
-            autostart_enabled=lambda: autostart.status(config)["enabled"],
-            set_autostart=lambda enable: autostart.enable(config) if enable else autostart.disable(),
+    try:
+        host = TrayHost(lambda stop_daemon: _tray_actions(config, stop_daemon))
+    except Exception as exc:  # the backend imported but cannot make an icon
+        log.info(
+            "no tray icon: %s: %s; running headless (the HTTP API and the CLI work the same)", type(exc).__name__, exc
         )
+        return asyncio.run(run_daemon(config, ready=ready))
 
-    def request_stop(self) -> None:
-        """Thread-safe: ask the daemon to stop."""
-        try:
-            self.loop.call_soon_threadsafe(self.stop.set)
-        except RuntimeError:  # the loop already ended
-            pass
+    def started(cairn: Cairn) -> None:  # on the daemon's loop, once the API listens
+        host.actions.stats = cairn.indexing.stats
+        host.actions.reindex = cairn.indexing.request_full_reindex
+        host.actions.set_paused = cairn.indexing.set_paused
+        if token_file(config).exists():
+            host.actions.warning = "API token kept in a file: no keyring"
+        host.follow(cairn.events)
 
-    def run(self, on_tray: Callable[[Any], None] | None) -> int:
-        """Show the tray until the daemon ends; the exit code, or the daemon's start-up error raised."""
-        from cairn.tray import Tray
+    return host.run(lambda stop: run_daemon(config, ready=ready, stop=stop, started=started), on_tray)
 
-        try:
-            self.tray = Tray(self.actions)
-        except Exception as exc:  # the backend imported but cannot make an icon
-            log.info(
-                "no tray icon: %s: %s; running headless (the HTTP API and the CLI work the same)",
-                type(exc).__name__,
-                exc,
-            )
-            self.loop.close()
-            return asyncio.run(run_daemon(self.config, ready=self.ready))
-        self._install_signal_handlers()
-        worker = threading.Thread(target=self._daemon_thread, name="cairn-daemon")
-        worker.start()
-        try:
-            self._run_tray(on_tray, worker)
-            while worker.is_alive():
-                worker.join(0.5)
-        finally:
-            for sig, handler in self._previous.items():
-                signal.signal(sig, handler)
-        if "error" in self.outcome:
-            raise self.outcome["error"]
-        return int(self.outcome.get("code", 1))
 
-    def _run_tray(self, on_tray: Callable[[Any], None] | None, worker: threading.Thread) -> None:
-        if on_tray is not None:
-            on_tray(self.tray)
-        # The GTK backends reset SIGINT to the default (kill) when their loop starts: put ours back there.
-        threading.Thread(
-            target=lambda: self.tray.wait_ready(60) and self.tray.call_on_main(self._install_signal_handlers),
-            name="cairn-tray-signals",
-            daemon=True,
-        ).start()
-        try:
-            self.tray.run()
-        except Exception as exc:  # the icon failed; the daemon goes on without it
-            log.warning("the tray icon stopped (%s: %s); the daemon keeps running headless", type(exc).__name__, exc)
-            self._install_signal_handlers()
-        else:
-            if worker.is_alive() and "error" not in self.outcome and not self.stop.is_set():
-                log.info("the tray icon closed; the daemon keeps running (stop it with Ctrl-C or SIGTERM)")
+def _tray_actions(config: Config, stop_daemon: Callable[[], None]) -> Any:
+    """The tray menu's actions that need no running daemon (the rest are bound by ``started``)."""
+    from cairn import autostart
+    from cairn.secrets import get_or_create_token
+    from cairn.tray import TrayActions
 
-    def _started(self, cairn: Cairn) -> None:
-        """On the daemon's loop once the API listens: the menu's actions, and the menu following index events."""
-        from cairn.secrets import token_file
-
-        self.actions.stats = cairn.indexing.stats
-        self.actions.reindex = cairn.indexing.request_full_reindex
-        self.actions.set_paused = cairn.indexing.set_paused
-        if token_file(self.config).exists():
-            self.actions.warning = "API token kept in a file: no keyring"
-        loop = asyncio.get_running_loop()
-        self.tray.bind(loop)
-        self.outcome["follow"] = loop.create_task(self.tray.follow(cairn.events), name="cairn-tray")
-
-    def _daemon_thread(self) -> None:
-        try:
-            with asyncio.Runner(loop_factory=lambda: self.loop) as runner:
-                self.outcome["code"] = runner.run(
-                    run_daemon(self.config, ready=self.ready, stop=self.stop, started=self._started)
-                )
-        except BaseException as exc:  # reported on the main thread
-            self.outcome["error"] = exc
-        finally:
-            self.tray.stop()
-
-    def _install_signal_handlers(self) -> None:  # main thread only
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                old = signal.signal(sig, lambda _s, _f: self.request_stop())
-                self._previous.setdefault(sig, old)
-            except (ValueError, OSError):  # not the main thread
-                pass
+    return TrayActions(
+        vault=config.require_vault(),
+        log_dir=config.log_dir,
+        quit=stop_daemon,
+        token=lambda: get_or_create_token(config),
+        autostart_enabled=lambda: autostart.status(config)["enabled"],
+        set_autostart=lambda enable: autostart.enable(config) if enable else autostart.disable(),
+    )

@@ -20,10 +20,11 @@ the endpoint in the config is the one that is called.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 import aiohttp
@@ -70,7 +71,6 @@ class OpenAIChatModel:
         }
         url = self.base_url + "/chat/completions"
         deadline = time.monotonic() + self.config.total_timeout_s
-        first = True
         answered = False  # the model's HTTP answer began: a later network error is a break, not "cannot reach"
         try:
             async with self._session(self.config.total_timeout_s) as session:
@@ -83,28 +83,8 @@ class OpenAIChatModel:
                             + (f": {detail[:200]}" if detail else "")
                             + "; check llm.base_url and llm.model."
                         )
-                    while True:
-                        wait = self.config.first_token_timeout_s if first else self.config.idle_timeout_s
-                        wait = min(wait, max(0.0, deadline - time.monotonic()))
-                        try:
-                            raw = await asyncio.wait_for(resp.content.readline(), timeout=wait)
-                        except TimeoutError:
-                            what = "the first token" if first else "the next token"
-                            raise LLMError(
-                                f"The language model at {self.base_url} sent nothing for {wait:.0f} s "
-                                f"while waiting for {what}; raise llm.*_timeout_s or use a faster model."
-                            ) from None
-                        if not raw:
-                            return  # end of the body without [DONE]: what came is the answer
-                        line = raw.decode("utf-8", "replace").strip()
-                        if not line or line.startswith(":") or not line.startswith("data:"):
-                            continue  # blank separators, comments, `event:` lines
-                        payload = line[5:].strip()
-                        if payload == "[DONE]":
-                            return
-                        piece = _delta_text(payload, self.base_url)
-                        if piece:
-                            first = False
+                    async with contextlib.aclosing(self._pieces(resp, deadline)) as pieces:
+                        async for piece in pieces:
                             yield piece
         except LLMError:
             raise
@@ -123,6 +103,34 @@ class OpenAIChatModel:
                 f"Cannot reach the language model at {self.base_url}: {type(exc).__name__}; "
                 "is it running? Check llm.base_url."
             ) from None
+
+    async def _pieces(self, resp: aiohttp.ClientResponse, deadline: float) -> AsyncGenerator[str, None]:
+        """The content pieces of the streamed body ``resp`` (``data:`` lines up to ``[DONE]`` or the end),
+        each within the first-token / idle timeout and before ``deadline`` (``time.monotonic()``)."""
+        first = True
+        while True:
+            wait = self.config.first_token_timeout_s if first else self.config.idle_timeout_s
+            wait = min(wait, max(0.0, deadline - time.monotonic()))
+            try:
+                raw = await asyncio.wait_for(resp.content.readline(), timeout=wait)
+            except TimeoutError:
+                what = "the first token" if first else "the next token"
+                raise LLMError(
+                    f"The language model at {self.base_url} sent nothing for {wait:.0f} s "
+                    f"while waiting for {what}; raise llm.*_timeout_s or use a faster model."
+                ) from None
+            if not raw:
+                return  # end of the body without [DONE]: what came is the answer
+            line = raw.decode("utf-8", "replace").strip()
+            if not line or line.startswith(":") or not line.startswith("data:"):
+                continue  # blank separators, comments, `event:` lines
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                return
+            piece = _delta_text(payload, self.base_url)
+            if piece:
+                first = False
+                yield piece
 
     async def probe(self, timeout: float = 2.0) -> bool:
         """True when the endpoint answers HTTP at all (``GET {base_url}/models``), within ``timeout`` seconds."""

@@ -28,6 +28,7 @@ on every backend.
 """
 
 from cairn.tray.actions import TrayActions, copy_to_clipboard, open_folder
+from cairn.tray.host import TrayHost
 from cairn.tray.icon import Tray
 from cairn.tray.status import (
     DEFAULT_POLL_S,
@@ -47,6 +48,7 @@ __all__ = [
     "TOOLTIP_MAX",
     "Tray",
     "TrayActions",
+    "TrayHost",
     "TrayStatus",
     "copy_to_clipboard",
     "describe",
