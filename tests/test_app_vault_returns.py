@@ -1,7 +1,6 @@
 """The vault folder disappears (moved, renamed, a drive unmounted) and comes back while the daemon runs:
 ``/index/stats`` says it is missing (``watching`` false, ``indexError`` naming it) while it is gone, and once it
-is back a reconcile runs by itself and its success clears ``indexError`` (before, the error stayed until someone
-asked for a full re-index).
+is back a reconcile runs by itself and its success clears ``indexError`` (no one has to ask for a full re-index).
 
 Real Cairn (SQLite + ONNX model) over a writable copy of the sample vault; no watcher (the background re-index
 path), waits on the re-index thread with a timeout.

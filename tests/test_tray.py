@@ -1,4 +1,4 @@
-"""The tray icon (issue 6) on a real X server: Xvfb, pystray's real ``xorg`` backend, a real daemon.
+"""The tray icon on a real X server: Xvfb, pystray's real ``xorg`` backend, a real daemon.
 
 Xvfb has no desktop, so the tests run a minimal system-tray manager (:class:`TrayHost`, the
 freedesktop System Tray Protocol over python-xlib: it owns ``_NET_SYSTEM_TRAY_S0`` and docks the
@@ -337,7 +337,7 @@ def daemon_env(home: Path, display: str | None) -> dict[str, str]:
     if display is not None:
         env.update({"DISPLAY": display, "PYSTRAY_BACKEND": "xorg"})
     (home / "config").mkdir(parents=True, exist_ok=True)
-    # The MCP endpoint is issue 5's; these tests are about the tray and the plugin's API.
+    # The MCP endpoint has its own tests; these are about the tray and the plugin's API.
     (home / "config" / "config.toml").write_text("mcp_http = false\n", encoding="utf-8")
     return env
 

@@ -1,8 +1,9 @@
 """Index progress events (layer 2): a small thread-safe broadcaster.
 
-The indexer runs in a worker thread and reports ``progress(phase, done, total)``; the composition
-root hands it :meth:`EventBus.progress_callback` and :meth:`EventBus.removed` (``removed`` for each
-note deleted from the index), and publishes ``indexed`` / ``error`` when a run ends. ``GET /events``
+The indexer runs in a worker thread and reports ``progress(phase, done, total)``; the indexing
+service (:class:`cairn.indexing.Indexing`) hands it :meth:`EventBus.progress_callback`, the composition
+root hands it :meth:`EventBus.removed` (``removed`` for each note deleted from the index), and the
+indexing service publishes ``indexed`` / ``error`` when a run ends. ``GET /events``
 subscribes from the event loop and streams what arrives as SSE.
 
 A slow subscriber never blocks the indexer: each subscriber has a bounded queue, and when it is
