@@ -21,6 +21,17 @@ HELP_VAULT = VAULTS / "obsidian-help"
 HUB_VAULT = VAULTS / "obsidian-hub"
 
 
+#: Fixtures whose set-up alone takes longer than ``make check`` can afford: a test using one is marked slow.
+SLOW_FIXTURES = {"help_cairn"}  # indexes the whole obsidian-help vault with the real model
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` every test that uses a fixture of :data:`SLOW_FIXTURES` (wherever the test lives)."""
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_folders(tmp_path_factory):
     base = tmp_path_factory.mktemp("cairn-home")

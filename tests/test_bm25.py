@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from cairn.bm25 import Bm25Index
 from cairn.ranking import fts_phrase, query_terms
 from conftest import SHARED
+
+pytestmark = pytest.mark.slow  # the help vault and fresh indexes rebuilt per test
 
 
 def _dev_terms(vault: str) -> list[str]:

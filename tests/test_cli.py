@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a `cairn` subprocess per call (1-4 s each)
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_VAULT = REPO / "examples" / "vault"
 NOT_FOUND = "I couldn't find this in your indexed notes."

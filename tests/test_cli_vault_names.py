@@ -14,6 +14,8 @@ import pytest
 
 from test_cli import TIMEOUT_S, cairn_env, cairn_executable
 
+pytestmark = pytest.mark.slow  # a `cairn` subprocess per call
+
 
 @pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="the file system takes only Unicode names there")
 def test_a_vault_folder_with_a_non_utf8_name_is_indexed_and_searched(tmp_path):

@@ -30,6 +30,8 @@ from cairn.app import Cairn
 from cairn.store import Store
 from helpers import cairn_env, cairn_executable, read_service, wait_until
 
+pytestmark = pytest.mark.e2e  # `cairn serve` subprocesses killed and restarted
+
 KILL_CYCLES = int(os.environ.get("CAIRN_KILL_CYCLES", "20"))
 START_DEADLINE_S = 180  # a start takes ~3 s quiet; > 60 s was seen with the 2 cores shared (load average 16)
 INDEX_DEADLINE_S = 300  # embedding a small vault: ~30 s quiet; > 120 s was seen with the 2 cores shared (load 12)
@@ -176,6 +178,7 @@ def mutate(vault: Path, rng: random.Random, cycle: int) -> None:
 # Each cycle starts a daemon (model, HTTP and MCP servers): ~3 s on a quiet 2-core machine, ~40 s measured with
 # the machine shared (load average 12-16), so the time allowed grows with the cycle count, plus the final index
 # (make soak: no limit).
+@pytest.mark.soak
 @pytest.mark.timeout(INDEX_DEADLINE_S + 60 * KILL_CYCLES)
 def test_kill_9_at_random_points_during_indexing_never_leaves_a_damaged_index(small_vault, tmp_path, embedder):
     home = tmp_path / "home"

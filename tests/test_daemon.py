@@ -22,6 +22,8 @@ import pytest
 
 from helpers import cairn_env, cairn_executable, read_service, wait_until
 
+pytestmark = pytest.mark.e2e  # `cairn serve` as a subprocess, spoken to over HTTP
+
 NOT_FOUND = "I couldn't find this in your indexed notes."
 START_DEADLINE_S = 90
 INDEX_DEADLINE_S = 120

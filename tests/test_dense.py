@@ -141,6 +141,7 @@ def test_quantized_rows_and_queries_are_within_their_stated_error():
     assert not zero_q[0].any() and zero_q[3] == 0.0
 
 
+@pytest.mark.slow
 def test_identical_notes_rank_the_same_on_both_paths_in_note_order(fresh_cairn, vault_copy, monkeypatch):
     """Identical vectors tie: both paths break the tie by chunk id (the order the notes were indexed in), whatever
     rows the vectors sit in (a BLAS product gave the same vector different last bits by row position)."""

@@ -96,6 +96,7 @@ def test_embed_returns_unit_float32_rows_in_input_order(embedder):
     assert np.diag(sims).min() > 0.98
 
 
+@pytest.mark.slow
 def test_parallel_batches_give_every_text_its_own_vector_in_input_order():
     """Two lanes, many batches of uneven lengths: the rows are the same vectors one lane computes, in input order
     (the lanes write disjoint rows of one output array)."""

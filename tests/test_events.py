@@ -11,6 +11,7 @@ import json
 import time
 
 import aiohttp
+import pytest
 
 from cairn.http_api import create_app, serve
 from cairn.watcher import VaultWatcher
@@ -33,6 +34,7 @@ async def next_event(stream: aiohttp.ClientResponse, deadline: float) -> tuple[s
             return name, json.loads(line[len("data: ") :])
 
 
+@pytest.mark.slow
 def test_a_deleted_and_a_renamed_note_stream_removed_events_and_an_edited_one_does_not(fresh_cairn):
     cairn = fresh_cairn
     cairn.index()

@@ -174,6 +174,7 @@ def test_note_paths_are_confined_to_the_vault(sample_cairn, raw):
     assert body["error"]["code"] in {"path_outside_vault", "not_found", "bad_request"}
 
 
+@pytest.mark.slow
 def test_a_symlink_out_of_the_vault_is_refused_and_not_read(fresh_cairn, tmp_path):
     secret = tmp_path / "outside-secret.md"
     secret.write_text("# Secret\nTOP-SECRET-CONTENT\n", encoding="utf-8")
@@ -236,6 +237,7 @@ def test_tags_lists_every_tag_with_its_count(sample_cairn):
 # -- /index/reindex and /events -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_reindex_is_202_and_events_stream_its_progress(fresh_cairn):
     fresh_cairn.index()
     (fresh_cairn.config.vault / "Garden" / "Beans.md").write_text(

@@ -41,6 +41,8 @@ from test_mcp_stdio import (
     make_home,
 )
 
+pytestmark = pytest.mark.e2e  # `cairn serve` / `cairn mcp --http` subprocesses, spoken to over HTTP
+
 INDEX_DEADLINE_S = 120
 CLIENTS = ("claude-desktop", "reader", "my-local-agent", "stranger")
 

@@ -24,6 +24,8 @@ from mcp.client.stdio import stdio_client
 
 from conftest import CANARY, CANARY_VAULT, CANARY_WITHHELD, make_config
 
+pytestmark = pytest.mark.e2e  # a `cairn mcp` subprocess per test, spoken to over stdio
+
 #: The policy of these tests: the shipped default plus the Private folder and two more declared clients.
 POLICY = """\
 version: 1

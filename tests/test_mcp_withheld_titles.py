@@ -24,6 +24,8 @@ from mcp.client.stdio import stdio_client
 from conftest import make_config
 from test_mcp_stdio import CALL_TIMEOUT_S, blob, cairn_env, cairn_executable, make_home, run
 
+pytestmark = pytest.mark.slow  # a `cairn mcp` subprocess per test
+
 NOTES = {
     "People/Dr Smith psychiatrist.md": "---\ntags: [personal]\naliases: [The Shrink]\n---\n"
     "# Dr Smith psychiatrist\nAppointments and prescriptions.\n## Viral load\nx\n",

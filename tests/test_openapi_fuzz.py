@@ -39,6 +39,8 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from conftest import REPO, SAMPLE_VAULT, make_config
 
+pytestmark = pytest.mark.slow  # schemathesis cases against a live daemon
+
 #: Generated cases per operation (and per phase); small in ``make test``, large in ``make fuzz``.
 EXAMPLES = int(os.environ.get("CAIRN_FUZZ_EXAMPLES", "12"))
 #: Seed of every generated case (schemathesis derives one per operation from it): same seed, same cases.

@@ -23,6 +23,8 @@ from tests.test_cli import run_cairn
 from cairn.app import Cairn
 from cairn.watcher import VaultWatcher
 
+pytestmark = pytest.mark.slow  # PDFs written, read by the worker process and embedded
+
 DEADLINE_S = 60.0
 
 #: Page 3 of the field guide answers the test question; the other pages are about something else.

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # npm builds and type-checks the plugin, vitest runs
+
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN_DIR = REPO / "packaging" / "obsidian-plugin"
 SHIPPED_DIR = REPO / "daemon" / "cairn" / "obsidian_plugin"

@@ -38,6 +38,8 @@ from test_daemon import INDEX_DEADLINE_S, running_daemon
 from test_pdf_index import GUIDE_PAGES
 from test_plugin_build import built_plugin
 
+pytestmark = pytest.mark.e2e  # the built plugin in a real browser against a real daemon
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_VAULT = REPO / "examples" / "vault"
 DOCS = REPO / "docs"

@@ -7,8 +7,12 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
+import pytest
+
 from cairn.policy import default_policy_text
 from test_cli import run_cairn
+
+pytestmark = pytest.mark.slow  # a `cairn` subprocess per call
 
 
 def test_without_a_file_the_owners_copy_is_created_from_the_default_and_checked(tmp_path):

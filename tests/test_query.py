@@ -234,6 +234,7 @@ def test_a_repeated_search_is_answered_from_memory_while_the_index_is_unchanged(
     assert len(terms) == 4  # only the new term "clay" is looked up
 
 
+@pytest.mark.slow
 def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fresh_cairn, tmp_path, embedder):
     # The daemon's query service holds results in memory; a note indexed meanwhile by another process
     # (`cairn index` beside `cairn serve`: another SQLite connection) must show up at once.
@@ -256,6 +257,7 @@ def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fres
     assert after.hits and after.hits[0].file_path == "Garden/Hoe.md"
 
 
+@pytest.mark.slow
 def test_a_note_indexed_on_the_same_connection_is_found_by_a_repeated_search(fresh_cairn):
     fresh_cairn.index()
     question = "Which tool sharpens the quenched hoe blade?"
@@ -361,6 +363,7 @@ def test_a_question_searched_then_asked_is_scored_against_every_vector_once(samp
     assert len(calls) == 2
 
 
+@pytest.mark.slow
 def test_a_bulk_change_reloads_the_vectors_in_the_background_and_then_serves_every_new_note(fresh_cairn, vault_copy):
     """More chunks embedded since the in-memory vectors were loaded than are scored one by one: the query goes on
     with what it has (no 1-2 s reload in a request's thread) while a reload runs; once it lands, the dense leg
@@ -417,6 +420,7 @@ def test_the_context_budget_is_the_exact_count_whenever_it_matters(help_cairn):
     assert sum(exact) <= 6000
 
 
+@pytest.mark.slow
 def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked(fresh_cairn, vault_copy, monkeypatch):
     """More chunks embedded since the in-memory vectors were loaded than a query scores one by one: those it leaves
     out must be the older ones, not the note just saved."""
@@ -440,6 +444,7 @@ def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked
     assert hits and hits[0].file_path == "Latest.md", [h.file_path for h in hits]
 
 
+@pytest.mark.slow
 def test_replaced_in_memory_vectors_are_freed_once_questions_are_asked_on_the_new_ones(fresh_cairn, vault_copy):
     """The per-question dense scores hold their snapshot's vectors (70 MB, int8 copies, an onnxruntime session on
     obsidian-hub): a cache entry of a replaced snapshot must not keep it in memory (the daemon's RSS grew ~100 MB a
@@ -465,6 +470,7 @@ def test_replaced_in_memory_vectors_are_freed_once_questions_are_asked_on_the_ne
     assert query._snapshot.dense is not None and len(query._scores) == 1
 
 
+@pytest.mark.slow
 def test_saved_notes_join_the_in_memory_vectors_by_cheap_reloads_and_a_full_load_waits(fresh_cairn, vault_copy):
     """While notes change, the vectors reload every SNAPSHOT_REFRESH_S reading only the changed chunks; a change
     that needs a full load (1-2 s of CPU on obsidian-hub) waits for SNAPSHOT_FULL_REFRESH_S after the last one."""
@@ -499,6 +505,7 @@ def test_saved_notes_join_the_in_memory_vectors_by_cheap_reloads_and_a_full_load
     assert query._snapshot is not held and not query._embedded_since(query._snapshot)
 
 
+@pytest.mark.slow
 def test_vector_reloads_and_keyword_index_builds_leave_no_connection_open(fresh_cairn, vault_copy):
     """Each reload runs on a thread of its own (every few seconds while notes change): its SQLite connection must
     be closed when it ends, or an editing session runs the daemon out of file descriptors."""
@@ -523,6 +530,7 @@ def test_vector_reloads_and_keyword_index_builds_leave_no_connection_open(fresh_
     assert len(store._all) == before
 
 
+@pytest.mark.slow
 def test_a_bulk_change_is_loaded_at_once_even_while_full_loads_wait(fresh_cairn, vault_copy):
     """A reload that would need a full load waits (SNAPSHOT_FULL_REFRESH_S), unless more chunks were embedded than a
     query scores one by one: then the first question after the bulk change starts the full load (before, a waiting

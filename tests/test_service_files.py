@@ -14,6 +14,8 @@ import signal
 import stat
 import subprocess
 
+import pytest
+
 from cairn import __version__
 from cairn.config import Config
 from cairn.discovery import remove_service_file, write_service_file
@@ -67,6 +69,7 @@ def _status_daemon(home, vault) -> dict:
     return run_json(home, "status", "--vault", str(vault), "--json")["daemon"]
 
 
+@pytest.mark.slow
 def test_cairn_status_reports_each_vaults_own_daemon_when_two_share_a_data_folder(tmp_path):
     home = tmp_path / "home"
     vaults = {}

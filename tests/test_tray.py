@@ -34,6 +34,8 @@ from cairn import tray as tray_mod
 from cairn.tray import STATES, describe, icon_path
 from helpers import cairn_executable, read_service, wait_until
 
+pytestmark = pytest.mark.e2e  # the tray on a real X display, `cairn serve` as a subprocess
+
 REPO = Path(__file__).resolve().parents[1]
 START_DEADLINE_S = 90
 STEP_DEADLINE_S = 60

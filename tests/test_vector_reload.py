@@ -13,6 +13,8 @@ from cairn.query import QueryService, _VectorSnapshot
 from cairn.store import Store
 from conftest import HELP_VAULT, make_config
 
+pytestmark = pytest.mark.slow  # copies of the help vault indexed and re-indexed
+
 QUESTIONS = [
     "How do I embed a note in another note?",
     "keyboard shortcut for the command palette",

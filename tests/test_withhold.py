@@ -349,6 +349,7 @@ def canary_copy(tmp_path):
     return dest
 
 
+@pytest.mark.slow
 def test_a_note_with_unreadable_front_matter_stays_withheld_when_the_message_is_reworded(
     canary_copy, tmp_path, embedder, withhold, monkeypatch
 ):
@@ -369,6 +370,7 @@ def test_a_note_with_unreadable_front_matter_stays_withheld_when_the_message_is_
         cairn.close()
 
 
+@pytest.mark.slow
 def test_an_index_of_schema_version_3_keeps_withholding_the_note_read_only_and_once_migrated(
     canary_copy, tmp_path, embedder, withhold
 ):
