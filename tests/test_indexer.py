@@ -176,7 +176,7 @@ def test_a_stopped_run_leaves_whole_notes_and_the_next_run_finishes(cairn):
 
     def stop_after_two_notes() -> bool:
         calls.append(1)
-        return cairn.store.stats()["notes"] >= 2
+        return cairn.store.stats().notes >= 2
 
     report = cairn.indexer.index(should_stop=stop_after_two_notes)
     assert report.stopped and cairn.stats()["notes"] == 2

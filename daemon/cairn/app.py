@@ -321,7 +321,7 @@ def _require_index(config: Config) -> None:
     if not empty:
         probe = Store(config.db_path, readonly=True)
         try:
-            empty = probe.stats()["notes"] == 0
+            empty = probe.stats().notes == 0
         finally:
             probe.close()
     if empty:

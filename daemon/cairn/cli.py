@@ -278,7 +278,7 @@ def _open_for_query(config: Config):
         lock = None
     try:
         cairn = Cairn(config)
-        if lock is not None and (cairn.store.stats()["notes"] == 0 or cairn.store.count_pending()):
+        if lock is not None and (cairn.store.stats().notes == 0 or cairn.store.count_pending()):
             # First use, or vectors missing: bring the index up to date first (incremental, usually instant).
             cairn.index()
     finally:
@@ -363,28 +363,18 @@ def _daemon_probe(config: Config) -> dict | None:
 
 
 def cmd_status(args: argparse.Namespace, config: Config) -> int:
-    from cairn.store import Store
+    from cairn.indexing import index_stats_json
+    from cairn.store import IndexStats, Store
 
     out: dict[str, Any] = {"vault": str(config.require_vault()), "database": str(config.db_path)}
     if config.db_path.exists():
         store = Store(config.db_path, readonly=True)
         try:
-            out.update(store.stats())
+            out.update(index_stats_json(store.stats()))
         finally:
             store.close()
     else:
-        out.update(
-            {
-                "notes": 0,
-                "pdfs": 0,
-                "skipped": 0,
-                "chunks": 0,
-                "vectors": 0,
-                "pending": 0,
-                "lastIngestedAt": None,
-                "errors": [],
-            }
-        )  # the keys of Store.stats()
+        out.update(index_stats_json(IndexStats()))
     daemon = _daemon_probe(config)
     out["daemon"] = {"running": daemon is not None, **({"url": daemon["url"], "pid": daemon["pid"]} if daemon else {})}
     if args.json:

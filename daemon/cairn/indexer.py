@@ -642,7 +642,7 @@ class Indexer:
             # last whole run, notes are read again (as pdf_index does for its ``pdf_limits``).
             text_recipe, stored_recipe = f"notes-v{PARSER_VERSION}", self.store.get_meta("text_recipe")
             stale = stored_recipe != text_recipe  # made by another parser (or new): re-read every note
-            if stale and not full and self.store.stats()["notes"]:
+            if stale and not full and self.store.stats().notes:
                 log.info("the note parser changed (%s -> %s): re-reading every note", stored_recipe, text_recipe)
             note_limits = str(self.config.max_note_bytes)
             limits_changed = self.store.get_meta("note_limits") != note_limits

@@ -23,7 +23,7 @@ from cairn.events import EventBus
 from cairn.indexer import Indexer, IndexReport
 from cairn.library import checked_rel_path
 from cairn.pdf_index import PdfIndexer, PdfQueue
-from cairn.store import Store
+from cairn.store import IndexStats, Store
 from cairn.vault import resolve_in_vault
 
 #: Chunks per vector slice of a watcher batch (a few seconds of the model): how long a new save may wait behind
@@ -31,6 +31,21 @@ from cairn.vault import resolve_in_vault
 WATCH_EMBED_BATCH = 64
 
 log = logging.getLogger(__name__)
+
+
+def index_stats_json(stats: IndexStats) -> dict[str, Any]:
+    """The JSON view of the index's counts (``/index/stats``, ``cairn status --json``): {notes, pdfs, skipped,
+    chunks, vectors, pending, lastIngestedAt, errors: [{filePath, reason, skipped}]}."""
+    return {
+        "notes": stats.notes,
+        "pdfs": stats.pdfs,
+        "skipped": stats.skipped,
+        "chunks": stats.chunks,
+        "vectors": stats.vectors,
+        "pending": stats.pending,
+        "lastIngestedAt": stats.last_ingested_at,
+        "errors": [{"filePath": e.path, "reason": e.reason, "skipped": e.skipped} for e in stats.errors],
+    }
 
 
 class Watcher(Protocol):
@@ -280,7 +295,7 @@ class Indexing:
         """``/index/stats``: {notes, skipped, chunks, vectors, pending, lastIngestedAt, indexing, watching, paused,
         pendingPaths, recovered, errors, vault, schemaVersion, model, indexError, pdf}. ``pending`` counts chunks
         awaiting vectors plus changed paths awaiting indexing. Queues the reconcile of a vault that is back."""
-        out = self.store.stats()
+        out = index_stats_json(self.store.stats())
         watch = self.watcher.stats() if self.watcher is not None else {}
         pending_paths = int(watch.get("pendingPaths", 0))
         out["pending"] += pending_paths
@@ -326,7 +341,7 @@ class Indexing:
         model both answer. Never raises (a failed check is logged and reported)."""
         store_ok = embedder_ok = True
         try:
-            self.store.conn.execute("SELECT count(*) FROM notes").fetchone()
+            self.store.check_readable()
         except Exception as exc:  # report, never raise, from a health check
             store_ok = False
             log.warning("health: store check failed: %s", exc)

@@ -285,7 +285,7 @@ class PdfIndexer:
         edited, daemon restarted), those that hit a limit or could not be read."""
         if self.store.get_meta("pdf_limits") == limits:
             return set()
-        return {e["filePath"] for e in self.store.stats()["errors"] if e["filePath"] in known}
+        return {e.path for e in self.store.stats().errors if e.path in known}
 
     def _index_file(
         self,

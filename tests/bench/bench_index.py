@@ -208,7 +208,7 @@ def main() -> int:
             rows.append(
                 (
                     f"index {args.vault.name}: notes / chunks / skipped",
-                    f"{stats['notes']} / {stats['chunks']} / {stats['skipped']}",
+                    f"{stats.notes} / {stats.chunks} / {stats.skipped}",
                     "",
                 )
             )

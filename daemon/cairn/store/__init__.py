@@ -37,6 +37,8 @@ __all__ = [
     "ChunkRow",
     "StoredNote",
     "Backlink",
+    "IndexStats",
+    "NoteProblem",
     "SCHEMA_VERSION",
     "EMBED_DIM",
 ]
@@ -166,6 +168,31 @@ class Backlink:
 
     path: str
     line: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoteProblem:
+    """A file with an error: skipped (``skipped``), or indexed with a warning (e.g. invalid front-matter)."""
+
+    path: str
+    reason: str
+    skipped: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    """Counts of the index: ``notes`` indexed (PDFs included), of which ``pdfs``; files ``skipped``; ``chunks``,
+    of which ``vectors`` have a vector and ``pending`` not yet; ``last_ingested_at`` (unix seconds, None when
+    empty); ``errors``, by path. All zero for an empty index."""
+
+    notes: int = 0
+    pdfs: int = 0
+    skipped: int = 0
+    chunks: int = 0
+    vectors: int = 0
+    pending: int = 0
+    last_ingested_at: float | None = None
+    errors: tuple[NoteProblem, ...] = ()
 
 
 def _vec_bytes(vec: np.ndarray) -> bytes:
@@ -939,8 +966,8 @@ class Store:
             )
         ]
 
-    def stats(self) -> dict:
-        """Counts and freshness: {notes (PDFs included), pdfs, skipped, chunks, vectors, pending, lastIngestedAt, errors: [{filePath, reason}]}."""
+    def stats(self) -> IndexStats:
+        """Counts and freshness of the index, and every file with an error or warning (by path)."""
         c = self.conn
         notes = c.execute("SELECT count(*) FROM notes WHERE status='ok'").fetchone()[0]
         pdfs = c.execute("SELECT count(*) FROM notes WHERE status='ok' AND kind='pdf'").fetchone()[0]
@@ -948,20 +975,24 @@ class Store:
         chunks = c.execute("SELECT count(*) FROM chunks").fetchone()[0]
         pending = self.count_pending()
         last = c.execute("SELECT max(indexed_at) FROM notes").fetchone()[0]
-        errors = [
-            {"filePath": p, "reason": e, "skipped": s == "skipped"}
+        problems = tuple(
+            NoteProblem(path=p, reason=e, skipped=s == "skipped")
             for p, e, s in c.execute("SELECT path, error, status FROM notes WHERE error IS NOT NULL ORDER BY path")
-        ]
-        return {
-            "notes": notes,
-            "pdfs": pdfs,
-            "skipped": skipped,
-            "chunks": chunks,
-            "vectors": chunks - pending,
-            "pending": pending,
-            "lastIngestedAt": last,
-            "errors": errors,
-        }
+        )
+        return IndexStats(
+            notes=notes,
+            pdfs=pdfs,
+            skipped=skipped,
+            chunks=chunks,
+            vectors=chunks - pending,
+            pending=pending,
+            last_ingested_at=last,
+            errors=problems,
+        )
+
+    def check_readable(self) -> None:
+        """Read the notes table once (the health check). Raises :class:`apsw.Error` when the index cannot be read."""
+        self.conn.execute("SELECT count(*) FROM notes").fetchone()
 
     def change_marker(self) -> tuple[int, int, int]:
         """``(connection key, data_version, total_changes)`` of this thread's connection: while the key stays
