@@ -19,7 +19,8 @@ NOTES = {
     "Proof the dough for 12 hours in the fridge before baking. Bake at 250 °C with steam.\n\n"
     "## Starter\n\nFeed the starter with equal weights of flour and water. See [[Flour]].\n",
     "Flour.md": "Rye flour ferments faster than wheat flour. #baking\n",
-    "Garden/Tomatoes.md": "---\ntags: garden/vegetables\n---\nWater tomatoes deeply twice a week. Links to [[Missing note]].\n",
+    "Garden/Tomatoes.md": "---\ntags: garden/vegetables\n---\n"
+    "Water tomatoes deeply twice a week. Links to [[Missing note]].\n",
     "Empty.md": "",
     "Only front-matter.md": "---\ntags: [meta]\n---\n",
 }
@@ -243,7 +244,7 @@ def test_removed_paths_are_reported_for_a_delete_and_a_folder_move_but_not_an_ed
 def test_notes_written_in_small_batches_resolve_alias_links_to_notes_of_later_batches(tmp_path, embedder, monkeypatch):
     """Memory bound of the text phase: notes are parsed and written a batch at a time; a link to an alias
     defined by a note of a later batch still resolves once the run ends, as in one big batch."""
-    import cairn.indexer as indexer_mod
+    import cairn.text_phase as text_phase
 
     root = tmp_path / "vault"
     root.mkdir()
@@ -256,7 +257,7 @@ def test_notes_written_in_small_batches_resolve_alias_links_to_notes_of_later_ba
     )
     results = {}
     for batch_notes in (3, 1000):
-        monkeypatch.setattr(indexer_mod, "BATCH_NOTES", batch_notes)
+        monkeypatch.setattr(text_phase, "BATCH_NOTES", batch_notes)
         c = Cairn(make_config(root, tmp_path / f"data-{batch_notes}"), embedder=embedder)
         try:
             report = c.indexer.sync_text()
@@ -474,6 +475,7 @@ def test_an_index_made_by_another_note_parser_re_reads_every_note_once_and_embed
 
 def _count_walks(monkeypatch) -> list[int]:
     import cairn.indexer as indexer_module
+    import cairn.link_targets as link_targets_module
 
     walks = [0]
     real = indexer_module.list_all_files
@@ -483,6 +485,7 @@ def _count_walks(monkeypatch) -> list[int]:
         return real(*args, **kwargs)
 
     monkeypatch.setattr(indexer_module, "list_all_files", counting)
+    monkeypatch.setattr(link_targets_module, "list_all_files", counting)
     return walks
 
 
@@ -499,7 +502,7 @@ def _append(vault, rel: str, extra: str, *, atomic: bool = False) -> None:
 
 def test_saving_a_note_again_resolves_its_links_without_walking_the_whole_vault(cairn, vault, monkeypatch):
     """The file list links resolve against is kept between file-event batches while no hint can have changed it
-    (obsidian-hub: ~110 ms of a save's ~150-370 ms went to walking the vault and rebuilding the resolver)."""
+    (walking the vault and rebuilding the resolver is most of a save's cost on a large vault)."""
     cairn.index()
     walks = _count_walks(monkeypatch)
     _append(vault, "Sourdough.md", "\nAlso see [[Flour]] and [[Garden/Tomatoes]].\n")
@@ -510,7 +513,7 @@ def test_saving_a_note_again_resolves_its_links_without_walking_the_whole_vault(
     _append(vault, "Flour.md", "\nGoes into [[Sourdough]].\n")
     cairn.indexer.index_paths({"Flour.md"})
     assert walks[0] == first <= 1  # the edits did not walk the vault again
-    targets = [l.target_path for l in cairn.store.links_of_note("Sourdough.md")]
+    targets = [link.target_path for link in cairn.store.links_of_note("Sourdough.md")]
     assert targets == ["Flour.md", "Flour.md", "Garden/Tomatoes.md", "Sourdough.md"]
     assert cairn.store.links_of_note("Flour.md")[0].target_path == "Sourdough.md"
 
@@ -519,23 +522,23 @@ def test_an_attachment_or_folder_that_comes_or_goes_is_seen_by_the_next_save(cai
     cairn.index()
     _append(vault, "Flour.md", "\n![[crumb.png]] ![[Pantry/jar.jpg]]\n")
     cairn.indexer.index_paths({"Flour.md"})
-    assert [l.target_path for l in cairn.store.links_of_note("Flour.md")] == [None, None]
+    assert [link.target_path for link in cairn.store.links_of_note("Flour.md")] == [None, None]
     (vault / "crumb.png").write_bytes(b"\x89PNG")  # an image pasted: its event comes with the note's
     _append(vault, "Flour.md", "\nA crumb shot.\n")
     cairn.indexer.index_paths({"crumb.png", "Flour.md"})
-    assert [l.target_path for l in cairn.store.links_of_note("Flour.md")] == ["crumb.png", None]
+    assert [link.target_path for link in cairn.store.links_of_note("Flour.md")] == ["crumb.png", None]
     (vault / "Pantry").mkdir()
     (vault / "Pantry" / "jar.jpg").write_bytes(b"\xff\xd8")
     cairn.indexer.index_paths({"Pantry"})  # a folder's event (moved in with its files)
     _append(vault, "Flour.md", "\nThe jar.\n")
     cairn.indexer.index_paths({"Flour.md"})
-    assert [l.target_path for l in cairn.store.links_of_note("Flour.md")] == ["crumb.png", "Pantry/jar.jpg"]
+    assert [link.target_path for link in cairn.store.links_of_note("Flour.md")] == ["crumb.png", "Pantry/jar.jpg"]
     shutil.rmtree(vault / "Pantry")
     (vault / "crumb.png").unlink()
     cairn.indexer.index_paths({"Pantry", "crumb.png"})
     _append(vault, "Flour.md", "\nGone again.\n")
     cairn.indexer.index_paths({"Flour.md"})
-    assert [l.target_path for l in cairn.store.links_of_note("Flour.md")] == [None, None]
+    assert [link.target_path for link in cairn.store.links_of_note("Flour.md")] == [None, None]
 
 
 def test_aliases_added_or_dropped_by_a_save_resolve_in_the_next_ones(cairn, vault):
@@ -555,7 +558,7 @@ def test_aliases_added_or_dropped_by_a_save_resolve_in_the_next_ones(cairn, vaul
     cairn.indexer.index_paths({"Garden/Tomatoes.md"})
     _append(vault, "Sourdough.md", "\nStill [[Rye notes]]?\n")
     cairn.indexer.index_paths({"Sourdough.md"})
-    assert [l.target_path for l in cairn.store.links_of_note("Sourdough.md")][-2:] == [None, None]
+    assert [link.target_path for link in cairn.store.links_of_note("Sourdough.md")][-2:] == [None, None]
     assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
 
 
@@ -566,10 +569,10 @@ def test_links_follow_an_attachment_that_arrives_later_and_a_note_that_becomes_u
     cairn.index()
     _append(vault, "Flour.md", "\n![[crumb.png]] and [[Levain bread]]\n")
     cairn.indexer.index_paths({"Flour.md"})
-    assert [l.target_path for l in cairn.store.links_of_note("Flour.md")] == [None, "Sourdough.md"]
+    assert [link.target_path for link in cairn.store.links_of_note("Flour.md")] == [None, "Sourdough.md"]
     (vault / "crumb.png").write_bytes(b"\x89PNG")
     cairn.indexer.index_paths({"crumb.png"})  # the image's own, later batch
-    assert [l.target_path for l in cairn.store.links_of_note("Flour.md")] == ["crumb.png", "Sourdough.md"]
+    assert [link.target_path for link in cairn.store.links_of_note("Flour.md")] == ["crumb.png", "Sourdough.md"]
     (vault / "Pics").mkdir()
     os.replace(vault / "crumb.png", vault / "Pics" / "crumb.png")  # moved into a folder
     cairn.indexer.index_paths({"crumb.png", "Pics"})
@@ -577,9 +580,9 @@ def test_links_follow_an_attachment_that_arrives_later_and_a_note_that_becomes_u
     (vault / "Sourdough.md").write_bytes(b"---\naliases: [Levain bread]\n---\n\xff\xfe not UTF-8\n")
     cairn.indexer.index_paths({"Sourdough.md"})
     assert cairn.store.links_of_note("Flour.md")[1].target_path is None  # the alias went with the note's text
-    stored = {p: [l.target_path for l in cairn.store.links_of_note(p)] for p in indexed_paths(cairn)}
+    stored = {p: [link.target_path for link in cairn.store.links_of_note(p)] for p in indexed_paths(cairn)}
     cairn.indexer.reresolve_links()  # what the whole vault says now
-    assert stored == {p: [l.target_path for l in cairn.store.links_of_note(p)] for p in indexed_paths(cairn)}
+    assert stored == {p: [link.target_path for link in cairn.store.links_of_note(p)] for p in indexed_paths(cairn)}
 
 
 def test_an_attachment_added_while_the_daemon_was_not_running_resolves_links_at_the_next_start(cairn, vault):

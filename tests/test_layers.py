@@ -46,6 +46,10 @@ LAYERS: dict[str, int] = {
     "discovery": 1,
     # 2 use cases
     "indexer": 2,
+    # what links resolve against during indexing (the vault's file list, the notes' aliases)
+    "link_targets": 2,
+    # one text-phase run of the indexer (batches of changed notes, parse workers)
+    "text_phase": 2,
     "query": 2,
     "bm25": 2,
     "dense": 2,

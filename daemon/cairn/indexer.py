@@ -29,12 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import multiprocessing
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,20 +39,18 @@ import numpy as np
 
 from cairn.chunking import chunk_note
 from cairn.config import Config
-from cairn.embedder import Embedder, load_tokenizer
-from cairn.errors import NoteReadError
+from cairn.embedder import Embedder
+from cairn.link_targets import LinkCache
 from cairn.notes import PARSER_VERSION, LinkResolver, ParsedNote, parse_note
 from cairn.prompt import candidate_sentences
-from cairn.store import ChunkRecord, LinkRecord, NoteRecord, NoteState, Store
+from cairn.store import ChunkRecord, NoteState, Store
 from cairn.vault import (
     IgnoreRules,
     VaultFile,
-    duplicate_reason,
     file_digest,
     hinted_changes,
     hints_change_files,
     list_all_files,
-    read_note_text,
     scan_vault,
 )
 
@@ -114,16 +109,6 @@ def title_hash(title: str) -> str:
 #: holds 29,775 rows, 45 MB of vectors, for 3,879 notes).
 CACHE_GRACE_S = 30 * 86400
 
-#: Truncate the WAL after this many notes written in one run.
-WAL_CHECKPOINT_EVERY = 200
-#: Parse and chunk in worker processes when a batch has at least this many notes (2 cores: ~2× faster).
-PARALLEL_MIN_NOTES = 100
-#: Changed notes are read, parsed and written in batches of at most this many notes…
-BATCH_NOTES = 128
-#: …or this many bytes of note text (UTF-8 characters counted), whichever comes first, so the text phase holds one
-#: batch at a time: its memory does not grow with the vault (before: every changed note's text and parse at once).
-BATCH_BYTES = 8 * 1024 * 1024
-
 
 @dataclass(frozen=True, slots=True)
 class PreparedNote:
@@ -168,21 +153,8 @@ def prepare_note(
     return PreparedNote(note, chunks)
 
 
-_worker_tokenizer = None
-
-
-def _worker_init(model_dir: str) -> None:
-    global _worker_tokenizer
-    _worker_tokenizer = load_tokenizer(Path(model_dir))
-
-
-def _worker_prepare(item: tuple[str, str]) -> tuple[str, PreparedNote | None, str | None]:
-    path, text = item
-    try:
-        assert _worker_tokenizer is not None
-        return path, prepare_note(text, path, _worker_tokenizer.count_tokens, _worker_tokenizer.count_tokens_many), None
-    except Exception as exc:  # reported back and recorded as the note's skip reason
-        return path, None, f"{type(exc).__name__}: {exc}"
+#: The :class:`IndexReport` fields that :meth:`IndexReport.merge` adds up.
+_SUMMED = "scanned added updated unchanged deleted chunks_written vectors_written texts_embedded cache_pruned elapsed_s"
 
 
 @dataclass
@@ -206,18 +178,7 @@ class IndexReport:
 
     def merge(self, other: IndexReport) -> IndexReport:
         """Add ``other``'s counts, lists and time to this report (e.g. the PDF phase's to the notes'); returns self."""
-        for name in (
-            "scanned",
-            "added",
-            "updated",
-            "unchanged",
-            "deleted",
-            "chunks_written",
-            "vectors_written",
-            "texts_embedded",
-            "cache_pruned",
-            "elapsed_s",
-        ):
+        for name in _SUMMED.split():
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.extend(other.skipped)
         self.warnings.extend(other.warnings)
@@ -266,9 +227,9 @@ class Indexer:
         #: renamed or moved away — the new path is indexed as an added note). The daemon publishes ``removed``.
         self.on_removed: Callable[[str], None] | None = on_removed
         #: The vault's file list and the notes' aliases as the last run left them, for resolving the links of the
-        #: next hinted batch without walking the vault again (obsidian-hub: ~110 ms a save: the walk, the stored
-        #: aliases, the resolver); dropped when a hint may have changed the file list (:func:`hints_change_files`).
-        self._links: _LinkCache | None = None
+        #: next hinted batch without walking the vault again; dropped when a hint may have changed the file list
+        #: (:func:`hints_change_files`).
+        self._links: LinkCache | None = None
         self._check_vector_recipe()
 
     @property
@@ -379,7 +340,7 @@ class Indexer:
         progress: Progress | None,
         should_stop: Callable[[], bool] | None,
         whole_vault: bool = True,
-        links: _LinkCache | None = None,
+        links: LinkCache | None = None,
         files_changed: bool = False,
     ) -> IndexReport:
         """Write the new or changed notes among ``files`` and delete the notes at ``gone``. Links elsewhere
@@ -389,18 +350,44 @@ class Indexer:
         an edit of a note's text cannot change how another note's links resolve.
 
         Memory stays bounded whatever the vault's size: changed notes are read, parsed and written in
-        batches of at most :data:`BATCH_NOTES` notes or :data:`BATCH_BYTES` bytes of text, and only one
+        batches of at most :data:`~cairn.text_phase.BATCH_NOTES` notes or
+        :data:`~cairn.text_phase.BATCH_BYTES` bytes of text, and only one
         batch's texts and parsed notes are held at a time (besides per-note states and alias lists)."""
         stop = should_stop or (lambda: False)
         started = time.perf_counter()
         report = IndexReport()
         report.scanned = len(files)
+        self._delete_gone(gone, report)
+        todo = self._maybe_changed(files, known, full, report, progress)
+        from cairn.text_phase import TextRun  # here: text_phase imports this module
+
+        run = TextRun(self, report, known, stop, progress, len(todo), links=links)
+        try:
+            run.write_changed(todo, full)
+            self._links = run.finish_links(whole_vault=whole_vault, files_changed=files_changed)
+        finally:
+            run.close()
+        if progress and todo and not report.stopped:
+            progress("index", len(todo), len(todo))
+        report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
+        return report
+
+    def _delete_gone(self, gone: Sequence[str], report: IndexReport) -> None:
         for path in gone:
             if self.store.delete_note(path):
                 report.deleted += 1
                 if self.on_removed is not None:
                     self.on_removed(path)
-        # Cheap pass (stat only): the files that may have changed. Their bytes are read batch by batch below.
+
+    def _maybe_changed(
+        self,
+        files: list[VaultFile],
+        known: dict[str, NoteState],
+        full: bool,
+        report: IndexReport,
+        progress: Progress | None,
+    ) -> list[VaultFile]:
+        """The cheap pass (stat only): the files that may have changed. Their bytes are read batch by batch."""
         todo: list[VaultFile] = []
         total = len(files)
         for i, vf in enumerate(files):
@@ -411,70 +398,7 @@ class Indexer:
                 todo.append(vf)
             if progress:
                 progress("scan", i + 1, total)
-        run = _Run(self, report, known, stop, progress, len(todo), links=links)
-        try:
-            batch: list[tuple[VaultFile, str, str]] = []
-            batch_bytes = 0
-            for n, vf in enumerate(todo):
-                if stop():
-                    report.stopped = True
-                    break
-                item = self._read_changed(vf, known.get(vf.path), full, report)
-                if item is not None:
-                    batch.append(item)
-                    batch_bytes += len(item[1])
-                if batch and (len(batch) >= BATCH_NOTES or batch_bytes >= BATCH_BYTES):
-                    run.write_batch(batch, consumed=n + 1)
-                    batch, batch_bytes = [], 0
-            if batch and not report.stopped:
-                run.write_batch(batch, consumed=len(todo))
-            batch = []
-            if report.skipped:
-                run.forget_aliases(path for path, _reason in report.skipped)
-            if whole_vault and not report.stopped:
-                # Attachments that came, went or moved while no one watched (the daemon was not running) change
-                # how links resolve too: the store keeps a fingerprint of the file list links were resolved against.
-                run.resolver()
-                files_changed = files_changed or _fingerprint(run.files) != self.store.get_meta(LINK_FILES_META)
-            if run.batches or report.deleted or files_changed or run.aliases_changed:
-                # Links elsewhere may resolve differently now: a note came or went, an alias changed, or a file
-                # (an attachment: a link target too) or folder came, went or moved (obsidian-hub: ~0.25 s).
-                if whole_vault or report.added or report.deleted or run.aliases_changed or files_changed:
-                    self._reresolve_links(run.resolver())
-                    if not report.stopped:
-                        self.store.set_meta(LINK_FILES_META, _fingerprint(run.files))
-                self.store.wal_checkpoint()
-            if not report.stopped:
-                self._links = run.link_cache(complete=whole_vault)
-        finally:
-            run.close()
-        if progress and todo and not report.stopped:
-            progress("index", len(todo), len(todo))
-        report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
-        return report
-
-    def _read_changed(
-        self, vf: VaultFile, state: NoteState | None, full: bool, report: IndexReport
-    ) -> tuple[VaultFile, str, str] | None:
-        """(file, text, sha256) of a note whose bytes need indexing; None when it cannot be read (recorded as
-        skipped) or its bytes are the ones indexed (only its mtime moved: the new stat is remembered). A file whose
-        name equals an indexed one's in Unicode NFC (``vf.duplicate_of``) is recorded as skipped, naming that one."""
-        if vf.duplicate_of is not None:
-            reason = duplicate_reason(vf)
-            self.record_skipped(vf, file_digest(vf.abs_path), reason, report, state=state)
-            log.warning("skipped %s: %s", vf.path, reason)
-            return None
-        try:
-            text, digest = read_note_text(vf.abs_path, max_bytes=self.config.max_note_bytes)
-        except NoteReadError as exc:
-            self.record_skipped(vf, file_digest(vf.abs_path), exc.message, report, state=state)
-            log.warning("skipped %s: %s", vf.path, exc.message)
-            return None
-        if state and not full and state.content_hash == digest and state.status == "ok":
-            self.store.touch_note(vf.path, vf.mtime_ns, vf.size)
-            report.unchanged += 1
-            return None
-        return vf, text, digest
+        return todo
 
     def record_skipped(
         self,
@@ -501,44 +425,15 @@ class Indexer:
                 )
         report.skipped.append((vf.path, reason))
 
-    def _write(self, vf: VaultFile, digest: str, prepared: PreparedNote, resolver: LinkResolver) -> int:
-        note, chunks = prepared.note, prepared.chunks
-        links = [
-            LinkRecord(
-                raw_target=l.target,
-                target_path=resolver.resolve(l.target, vf.path) if l.target else vf.path,
-                heading=l.heading,
-                block_id=l.block_id,
-                alias=l.alias,
-                is_embed=l.is_embed,
-                line=l.line,
-            )
-            for l in note.links
-        ]
-        record = NoteRecord(
-            path=vf.path,
-            kind=vf.kind,
-            title=note.title,
-            aliases=note.aliases,
-            frontmatter=note.frontmatter,
-            mtime_ns=vf.mtime_ns,
-            size=vf.size,
-            content_hash=digest,
-            error=note.frontmatter_error,
-            error_code=note.frontmatter_error_code,
-        )
-        self.store.write_note(record, chunks, note.tags, links)
-        return len(chunks)
-
     def reresolve_links(self) -> None:
         """Resolve every stored link again against the files on disk now and the stored aliases (an attachment
         came, went or moved: a link to it written before may now point elsewhere). Call with :attr:`lock` held."""
         aliases = self.store.note_aliases()
-        self._reresolve_links(
+        self.reresolve_links_with(
             LinkResolver([(p, aliases.get(p, ())) for p in list_all_files(self.root, self.config.ignore)])
         )
 
-    def _reresolve_links(self, resolver: LinkResolver) -> None:
+    def reresolve_links_with(self, resolver: LinkResolver) -> None:
         """Links elsewhere may now resolve differently (a note was added, removed or renamed)."""
         changes = []
         for note_id, ordinal, source, raw, current in self.store.iter_links():
@@ -678,185 +573,3 @@ class Indexer:
         if pruned:
             log.info("embedding cache: %d unused rows older than %d days dropped", pruned, CACHE_GRACE_S // 86400)
         return pruned
-
-
-#: Meta key: sha256 of the vault's file list (:func:`list_all_files`) the stored links were last resolved against.
-LINK_FILES_META = "link_files_sha256"
-
-
-def _fingerprint(files: Sequence[str] | None) -> str:
-    """sha256 (hex) of a file list (obsidian-hub's 3,957 paths: ~1 ms)."""
-    h = hashlib.sha256()
-    for path in files or ():
-        h.update(path.encode("utf-8", "surrogatepass") + b"\0")
-    return h.hexdigest()
-
-
-@dataclass
-class _LinkCache:
-    """What links resolve against: every file of the vault (sorted, :func:`list_all_files`), the notes' aliases by
-    path, and the resolver built from both (made on first need)."""
-
-    files: list[str]
-    file_set: frozenset[str]
-    aliases: dict[str, list[str]]
-    resolver: LinkResolver | None = None
-
-
-class _Run:
-    """One text-phase run's state across its batches: the parse workers (started with the first full batch,
-    kept for the rest), the vault's file list and alias lists for link resolution (from ``links``, the last run's,
-    when still valid), and counters."""
-
-    def __init__(
-        self,
-        indexer: Indexer,
-        report: IndexReport,
-        known: dict[str, NoteState],
-        stop: Callable[[], bool],
-        progress: Progress | None,
-        todo: int,
-        links: _LinkCache | None = None,
-    ) -> None:
-        self.indexer = indexer
-        self.report = report
-        self.known = known
-        self.stop = stop
-        self.progress = progress
-        self.todo = todo
-        self.batches = 0
-        self.written = 0
-        self.aliases_changed = False
-        self._pool: ProcessPoolExecutor | None = None
-        self._files: list[str] | None = None
-        self._old_aliases: dict[str, list[str]] | None = None
-        self._fresh_aliases: dict[str, list[str]] = {}  # path -> aliases, for notes whose aliases changed in this run
-        self._links = links
-        self._file_set: frozenset[str] | None = None
-        self._resolver: LinkResolver | None = None
-        if links is not None:
-            self._files, self._file_set, self._old_aliases = links.files, links.file_set, dict(links.aliases)
-            self._resolver = links.resolver
-
-    def resolver(self) -> LinkResolver:
-        """Links resolve against every file of the vault and the aliases known so far (stored, then this run's)."""
-        if self._files is None:
-            self._files = list(list_all_files(self.indexer.root, self.indexer.config.ignore))
-        if self._old_aliases is None:
-            self._old_aliases = self.indexer.store.note_aliases()
-        if self._resolver is None or self._fresh_aliases:
-            fresh, old = self._fresh_aliases, self._old_aliases
-            self._resolver = LinkResolver([(p, fresh[p] if p in fresh else old.get(p, ())) for p in self._files])
-        return self._resolver
-
-    def forget_aliases(self, paths: Iterable[str]) -> None:
-        """Notes recorded as skipped in this run: their stored aliases are gone (``Store.write_skipped``), so links
-        by those aliases resolve elsewhere or nowhere now (:attr:`aliases_changed` when any had some)."""
-        if self._old_aliases is None:
-            self._old_aliases = self.indexer.store.note_aliases()
-        for path in paths:
-            if self._fresh_aliases.get(path, self._old_aliases.get(path)):
-                self._fresh_aliases[path] = []
-                self.aliases_changed = True
-
-    @property
-    def files(self) -> list[str] | None:
-        """The vault's file list this run resolves links against (None until :meth:`resolver` first runs)."""
-        return self._files
-
-    def link_cache(self, *, complete: bool = False) -> _LinkCache | None:
-        """The file list and aliases as this run leaves them, for the next hinted batch. When this run read
-        neither (nothing was written), the cache it was given (None if none), unless ``complete`` (a whole-vault
-        run: then they are read now, so the next batch can tell whether its hints changed the files)."""
-        if complete:
-            self.resolver()
-        if self._files is None or self._old_aliases is None:
-            return self._links
-        aliases = self._old_aliases
-        for path, fresh in self._fresh_aliases.items():
-            if fresh:
-                aliases[path] = fresh
-            else:
-                aliases.pop(path, None)
-        resolver = self._resolver if not self._fresh_aliases else None
-        return _LinkCache(self._files, self._file_set or frozenset(self._files), aliases, resolver)
-
-    def _prepare(self, items: list[tuple[str, str]]) -> Iterable[tuple[str, PreparedNote | None, str | None]]:
-        """(path, PreparedNote | None, error | None) for each (path, text), in order; in worker processes
-        (spawned: safe beside the daemon's threads) once a batch is big enough to be worth them."""
-        workers = min(os.cpu_count() or 1, 4)
-        if self._pool is None and len(items) >= PARALLEL_MIN_NOTES and workers > 1:
-            ctx = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(
-                max_workers=workers,
-                mp_context=ctx,
-                initializer=_worker_init,
-                initargs=(str(self.indexer.embedder.model_dir),),
-            )
-        if self._pool is not None:
-            return self._pool.map(_worker_prepare, items, chunksize=max(1, min(16, len(items) // (4 * workers))))
-        return self._prepare_here(items)
-
-    def _prepare_here(self, items: list[tuple[str, str]]):
-        counter = self.indexer.embedder.tokenizer
-        for path, text in items:
-            try:
-                yield path, prepare_note(text, path, counter.count_tokens, counter.count_tokens_many), None
-            except Exception as exc:
-                log.exception("cannot parse %s", path)
-                yield path, None, f"{type(exc).__name__}: {exc}"
-
-    def write_batch(self, batch: list[tuple[VaultFile, str, str]], *, consumed: int) -> None:
-        """Parse and write one batch of (file, text, sha256), one transaction per note; ``consumed``: how many
-        of the run's changed files are dealt with once this batch is written (for progress)."""
-        indexer, report, store = self.indexer, self.report, self.indexer.store
-        self.batches += 1
-        by_path = {vf.path: (vf, digest) for vf, _text, digest in batch}
-        parsed: dict[str, PreparedNote] = {}
-        for path, prepared, error in self._prepare([(vf.path, text) for vf, text, _ in batch]):
-            if prepared is not None:
-                parsed[path] = prepared
-                continue
-            vf, digest = by_path[path]
-            reason = f"cannot parse: {error}"
-            log.warning("skipped %s: %s", path, reason)
-            indexer.record_skipped(vf, digest, reason, report)
-        if self._old_aliases is None:
-            self._old_aliases = store.note_aliases()
-        for path, prepared in parsed.items():
-            aliases = list(prepared.note.aliases)
-            if aliases != self._old_aliases.get(path, []):
-                self.aliases_changed = True
-                self._fresh_aliases[path] = aliases  # only the changed ones are kept (dropped aliases too)
-            elif path in self._fresh_aliases:
-                self._fresh_aliases[path] = aliases
-        resolver = self.resolver()
-        for path, prepared in parsed.items():
-            if self.stop():
-                report.stopped = True
-                break
-            vf, digest = by_path[path]
-            note = prepared.note
-            try:
-                chunks = indexer._write(vf, digest, prepared, resolver)
-            except Exception as exc:  # e.g. a title too long to fit a chunk: skip the note, keep going
-                log.exception("cannot index %s", vf.path)
-                indexer.record_skipped(vf, digest, f"cannot index: {exc}", report, title=note.title)
-                continue
-            report.chunks_written += chunks
-            if note.frontmatter_error:
-                report.warnings.append((vf.path, note.frontmatter_error))
-            if self.known.get(vf.path) is None:
-                report.added += 1
-            else:
-                report.updated += 1
-            self.written += 1
-            if self.written % WAL_CHECKPOINT_EVERY == 0:  # keep the WAL file small during a long first index
-                store.wal_checkpoint()
-        if self.progress and not report.stopped:
-            self.progress("index", consumed, self.todo)
-
-    def close(self) -> None:
-        if self._pool is not None:  # also when the run stopped early: drop the queued work
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None

@@ -1,0 +1,252 @@
+"""One text-phase run of the indexer: the changed notes read, parsed and written a batch at a time.
+
+Layer 2, a part of :mod:`cairn.indexer` (whose ``Indexer`` starts one :class:`TextRun` per run). Only one batch's
+texts and parsed notes are held at a time; a batch big enough is parsed and chunked in worker processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from cairn.embedder import load_tokenizer
+from cairn.errors import NoteReadError
+from cairn.indexer import Indexer, IndexReport, PreparedNote, Progress, prepare_note
+from cairn.link_targets import LINK_FILES_META, LinkCache, LinkTargets, fingerprint
+from cairn.notes import LinkResolver
+from cairn.store import LinkRecord, NoteRecord, NoteState
+from cairn.vault import VaultFile, duplicate_reason, file_digest, read_note_text
+
+log = logging.getLogger(__name__)
+
+#: Truncate the WAL after this many notes written in one run.
+WAL_CHECKPOINT_EVERY = 200
+#: Parse and chunk in worker processes when a batch has at least this many notes.
+PARALLEL_MIN_NOTES = 100
+#: Changed notes are read, parsed and written in batches of at most this many notes…
+BATCH_NOTES = 128
+#: …or this many bytes of note text (UTF-8 characters counted), whichever comes first, so the text phase holds one
+#: batch at a time: its memory does not grow with the vault.
+BATCH_BYTES = 8 * 1024 * 1024
+
+
+_worker_tokenizer = None
+
+
+def _worker_init(model_dir: str) -> None:
+    global _worker_tokenizer
+    _worker_tokenizer = load_tokenizer(Path(model_dir))
+
+
+def _worker_prepare(item: tuple[str, str]) -> tuple[str, PreparedNote | None, str | None]:
+    path, text = item
+    try:
+        assert _worker_tokenizer is not None
+        return path, prepare_note(text, path, _worker_tokenizer.count_tokens, _worker_tokenizer.count_tokens_many), None
+    except Exception as exc:  # reported back and recorded as the note's skip reason
+        return path, None, f"{type(exc).__name__}: {exc}"
+
+
+class TextRun:
+    """One text-phase run's state across its batches: the parse workers (started with the first full batch,
+    kept for the rest), what links resolve against (:class:`~cairn.link_targets.LinkTargets`, from ``links``,
+    the last run's, when still valid), and counters."""
+
+    def __init__(
+        self,
+        indexer: Indexer,
+        report: IndexReport,
+        known: dict[str, NoteState],
+        stop: Callable[[], bool],
+        progress: Progress | None,
+        todo: int,
+        links: LinkCache | None = None,
+    ) -> None:
+        self.indexer = indexer
+        self.report = report
+        self.known = known
+        self.stop = stop
+        self.progress = progress
+        self.todo = todo
+        self.batches = 0
+        self.written = 0
+        self.links = LinkTargets(indexer.root, indexer.config.ignore, indexer.store, links)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def write_changed(self, files: list[VaultFile], full: bool) -> None:
+        """Read ``files`` (those that may have changed) and write those whose bytes changed, a batch at a time
+        (until ``stop()``)."""
+        report = self.report
+        batch: list[tuple[VaultFile, str, str]] = []
+        batch_bytes = 0
+        for n, vf in enumerate(files):
+            if self.stop():
+                report.stopped = True
+                break
+            item = self._read_changed(vf, self.known.get(vf.path), full)
+            if item is not None:
+                batch.append(item)
+                batch_bytes += len(item[1])
+            if batch and (len(batch) >= BATCH_NOTES or batch_bytes >= BATCH_BYTES):
+                self.write_batch(batch, consumed=n + 1)
+                batch, batch_bytes = [], 0
+        if batch and not report.stopped:
+            self.write_batch(batch, consumed=len(files))
+
+    def _read_changed(self, vf: VaultFile, state: NoteState | None, full: bool) -> tuple[VaultFile, str, str] | None:
+        """(file, text, sha256) of a note whose bytes need indexing; None when it cannot be read (recorded as
+        skipped) or its bytes are the ones indexed (only its mtime moved: the new stat is remembered). A file whose
+        name equals an indexed one's in Unicode NFC (``vf.duplicate_of``) is recorded as skipped, naming that one."""
+        indexer = self.indexer
+        if vf.duplicate_of is not None:
+            reason = duplicate_reason(vf)
+            indexer.record_skipped(vf, file_digest(vf.abs_path), reason, self.report, state=state)
+            log.warning("skipped %s: %s", vf.path, reason)
+            return None
+        try:
+            text, digest = read_note_text(vf.abs_path, max_bytes=indexer.config.max_note_bytes)
+        except NoteReadError as exc:
+            indexer.record_skipped(vf, file_digest(vf.abs_path), exc.message, self.report, state=state)
+            log.warning("skipped %s: %s", vf.path, exc.message)
+            return None
+        if state and not full and state.content_hash == digest and state.status == "ok":
+            indexer.store.touch_note(vf.path, vf.mtime_ns, vf.size)
+            self.report.unchanged += 1
+            return None
+        return vf, text, digest
+
+    def _prepare(self, items: list[tuple[str, str]]) -> Iterable[tuple[str, PreparedNote | None, str | None]]:
+        """(path, PreparedNote | None, error | None) for each (path, text), in order; in worker processes
+        (spawned: safe beside the daemon's threads) once a batch is big enough to be worth them."""
+        workers = min(os.cpu_count() or 1, 4)
+        if self._pool is None and len(items) >= PARALLEL_MIN_NOTES and workers > 1:
+            ctx = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=ctx,
+                initializer=_worker_init,
+                initargs=(str(self.indexer.embedder.model_dir),),
+            )
+        if self._pool is not None:
+            return self._pool.map(_worker_prepare, items, chunksize=max(1, min(16, len(items) // (4 * workers))))
+        return self._prepare_here(items)
+
+    def _prepare_here(self, items: list[tuple[str, str]]) -> Iterator[tuple[str, PreparedNote | None, str | None]]:
+        counter = self.indexer.embedder.tokenizer
+        for path, text in items:
+            try:
+                yield path, prepare_note(text, path, counter.count_tokens, counter.count_tokens_many), None
+            except Exception as exc:
+                log.exception("cannot parse %s", path)
+                yield path, None, f"{type(exc).__name__}: {exc}"
+
+    def write_batch(self, batch: list[tuple[VaultFile, str, str]], *, consumed: int) -> None:
+        """Parse and write one batch of (file, text, sha256), one transaction per note; ``consumed``: how many
+        of the run's changed files are dealt with once this batch is written (for progress)."""
+        self.batches += 1
+        by_path = {vf.path: (vf, digest) for vf, _text, digest in batch}
+        parsed = self._parse(batch, by_path)
+        self.links.note_aliases((path, list(prepared.note.aliases)) for path, prepared in parsed.items())
+        resolver = self.links.resolver()
+        for path, prepared in parsed.items():
+            if self.stop():
+                self.report.stopped = True
+                break
+            vf, digest = by_path[path]
+            self._write(vf, digest, prepared, resolver)
+        if self.progress and not self.report.stopped:
+            self.progress("index", consumed, self.todo)
+
+    def _parse(
+        self, batch: list[tuple[VaultFile, str, str]], by_path: dict[str, tuple[VaultFile, str]]
+    ) -> dict[str, PreparedNote]:
+        """The notes of ``batch`` that parse, by path; the others are recorded as skipped."""
+        parsed: dict[str, PreparedNote] = {}
+        for path, prepared, error in self._prepare([(vf.path, text) for vf, text, _ in batch]):
+            if prepared is not None:
+                parsed[path] = prepared
+                continue
+            vf, digest = by_path[path]
+            reason = f"cannot parse: {error}"
+            log.warning("skipped %s: %s", path, reason)
+            self.indexer.record_skipped(vf, digest, reason, self.report)
+        return parsed
+
+    def _write(self, vf: VaultFile, digest: str, prepared: PreparedNote, resolver: LinkResolver) -> None:
+        """Write one parsed note and count it in the report; a note that cannot be written is recorded as skipped."""
+        report, note = self.report, prepared.note
+        try:
+            chunks = self._write_note(vf, digest, prepared, resolver)
+        except Exception as exc:  # e.g. a title too long to fit a chunk: skip the note, keep going
+            log.exception("cannot index %s", vf.path)
+            self.indexer.record_skipped(vf, digest, f"cannot index: {exc}", report, title=note.title)
+            return
+        report.chunks_written += chunks
+        if note.frontmatter_error:
+            report.warnings.append((vf.path, note.frontmatter_error))
+        if self.known.get(vf.path) is None:
+            report.added += 1
+        else:
+            report.updated += 1
+        self.written += 1
+        if self.written % WAL_CHECKPOINT_EVERY == 0:  # keep the WAL file small during a long first index
+            self.indexer.store.wal_checkpoint()
+
+    def _write_note(self, vf: VaultFile, digest: str, prepared: PreparedNote, resolver: LinkResolver) -> int:
+        """Write one note's rows (note, tags, links, chunks) in one transaction; returns its number of chunks."""
+        note, chunks = prepared.note, prepared.chunks
+        links = [
+            LinkRecord(
+                raw_target=link.target,
+                target_path=resolver.resolve(link.target, vf.path) if link.target else vf.path,
+                heading=link.heading,
+                block_id=link.block_id,
+                alias=link.alias,
+                is_embed=link.is_embed,
+                line=link.line,
+            )
+            for link in note.links
+        ]
+        record = NoteRecord(
+            path=vf.path,
+            kind=vf.kind,
+            title=note.title,
+            aliases=note.aliases,
+            frontmatter=note.frontmatter,
+            mtime_ns=vf.mtime_ns,
+            size=vf.size,
+            content_hash=digest,
+            error=note.frontmatter_error,
+            error_code=note.frontmatter_error_code,
+        )
+        self.indexer.store.write_note(record, chunks, note.tags, links)
+        return len(chunks)
+
+    def finish_links(self, *, whole_vault: bool, files_changed: bool) -> LinkCache | None:
+        """Re-resolve links elsewhere when this run may have changed their targets (see ``Indexer._sync``); returns
+        what links resolve against, for the next hinted batch (None when the run stopped)."""
+        store, report, links = self.indexer.store, self.report, self.links
+        if report.skipped:
+            links.forget_aliases(path for path, _reason in report.skipped)
+        if whole_vault and not report.stopped:
+            # Attachments that came, went or moved while no one watched (the daemon was not running) change
+            # how links resolve too: the store keeps a fingerprint of the file list links were resolved against.
+            links.resolver()
+            files_changed = files_changed or fingerprint(links.files) != store.get_meta(LINK_FILES_META)
+        if self.batches or report.deleted or files_changed or links.aliases_changed:
+            # Links elsewhere may resolve differently now: a note came or went, an alias changed, or a file
+            # (an attachment: a link target too) or folder came, went or moved.
+            if whole_vault or report.added or report.deleted or links.aliases_changed or files_changed:
+                self.indexer.reresolve_links_with(links.resolver())
+                if not report.stopped:
+                    store.set_meta(LINK_FILES_META, fingerprint(links.files))
+            store.wal_checkpoint()
+        return None if report.stopped else links.link_cache(complete=whole_vault)
+
+    def close(self) -> None:
+        if self._pool is not None:  # also when the run stopped early: drop the queued work
+            self._pool.shutdown(wait=True, cancel_futures=True)
