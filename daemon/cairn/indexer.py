@@ -62,8 +62,8 @@ TITLE_WEIGHT = 0.5
 CHUNK_MAX_TOKENS = 254
 #: Tokens of trailing context repeated at the start of the next piece of a split section.
 CHUNK_OVERLAP_TOKENS = 32
-#: With a ``pause`` callback, :meth:`Indexer.embed_batch` sends texts to the model this many at a time (about
-#: 0.1–0.2 s of work on 2 cores): the longest a note edited meanwhile waits for the PDF queue's model use.
+#: With a ``pause`` callback, :meth:`Indexer.embed_batch` sends texts to the model this many at a time: a slice
+#: is the longest a note edited meanwhile waits for the PDF queue's model use.
 PAUSE_SLICE = 16
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)

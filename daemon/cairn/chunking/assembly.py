@@ -282,7 +282,7 @@ class _Chunker(Blocks):
         raw: list[tuple[tuple[str, ...], str, int, int, str, int]] = []  # path, text, start, end, kind, tokens
         sections = self.sections()
         # Whole-section candidates, counted in one batch. A section whose lower bound is
-        # already near the cap almost never fits (tokens run ~1.3x the bound in prose);
+        # already near the cap almost never fits (prose has well more tokens than the bound);
         # it goes straight to the split path, which yields the same single chunk if it does fit.
         near = self.max_tokens * 85 // 100
         maybe = [not self._surely_over(start, end, near) for _, start, end, _, _ in sections]
