@@ -71,8 +71,8 @@ class LLMConfig:
     total_timeout_s: float = 300.0
     temperature: float = 0.1
     max_tokens: int = 800
-    #: Notes carrying any of these tags (nested included) never enter a REMOTE model's prompt
-    #: (a non-loopback ``base_url``). Until the governance policy exists this is its ``withhold.tags``.
+    #: Notes carrying any of these tags (nested included) never enter a REMOTE model's prompt (a non-loopback
+    #: ``base_url``), besides what the governance policy withholds.
     withhold_tags: tuple[str, ...] = ("personal",)
 
     @property
