@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from cairn.notes import FRONTMATTER_ERROR_CODES
+from cairn.store.base import scalar
 from cairn.store.schema import LEGACY_FRONTMATTER_ERROR
 
 if TYPE_CHECKING:
@@ -94,7 +95,8 @@ def list_notes(
     (nested included) and under ``folder`` (a vault-relative prefix, case-sensitive like search's
     folder scope), never those in ``exclude_ids``. Returns (at most ``limit`` notes as
     ``{filePath, title, tags, indexedAt}``, the total number matching)."""
-    where, args = ["n.status = 'ok'"], []
+    where: list[str] = ["n.status = 'ok'"]
+    args: list[object] = []
     excluded = list(exclude_ids)
     if excluded:
         where.append("n.id NOT IN (SELECT value FROM json_each(?))")
@@ -107,7 +109,7 @@ def list_notes(
         where.append("substr(n.path, 1, ?) = ?")
         args += [len(folder) + 1, folder + "/"]
     sql_where = " AND ".join(where)
-    total = store.conn.execute(f"SELECT count(*) FROM notes n WHERE {sql_where}", args).fetchone()[0]
+    total = scalar(store.conn, f"SELECT count(*) FROM notes n WHERE {sql_where}", args)
     rows = list(
         store.conn.execute(
             f"SELECT n.id, n.path, n.title, n.indexed_at FROM notes n WHERE {sql_where} ORDER BY n.path LIMIT ?",

@@ -121,8 +121,8 @@ class InstanceLock:
         if self.role == "index":
             return AlreadyRunning(
                 f"{daemon} It keeps that index up to date itself, and only one process writes an index. Ask it to "
-                "re-index instead (`POST /index/reindex`, or 'Reindex now' in the tray menu), or stop it first (Ctrl-C where "
-                f"it runs{', or `kill ' + str(pid) + '`' if pid else ''}) and run `cairn index` again.",
+                "re-index instead (`POST /index/reindex`, or 'Reindex now' in the tray menu), or stop it first "
+                f"(Ctrl-C where it runs{', or `kill ' + str(pid) + '`' if pid else ''}) and run `cairn index` again.",
                 pid=pid,
                 role=role,
             )

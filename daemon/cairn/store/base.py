@@ -1,0 +1,250 @@
+"""The index database's connections (one per thread), schema migrations, the ``meta`` table and the checks of the
+file itself; the tables' reads and writes are in :mod:`cairn.store.notes`, :mod:`cairn.store.chunks` and
+:mod:`cairn.store.vectors`."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import apsw
+import numpy as np
+import sqlite_vec
+
+from cairn.errors import SchemaTooNewError, StoreError, StoreUnavailableError
+from cairn.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
+
+
+def scalar(conn: apsw.Connection, sql: str, args: Sequence[Any] = ()) -> Any:
+    """The first column of the first row ``sql`` gives (an aggregate: ``count(*)``, ``max(...)``, a pragma)."""
+    row = conn.execute(sql, args).fetchone()
+    if row is None:
+        raise StoreError(f"no row for {sql!r}")
+    return row[0]
+
+
+def vec_bytes(vec: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vec, dtype="<f4").tobytes()
+
+
+def _open_error(path: Path, exc: apsw.Error) -> StoreError:
+    """The error for an index that SQLite could not open: :class:`StoreUnavailableError` when the operating system
+    refuses the file itself (SQLite's "unable to open database file" says no more: the file is opened again here to
+    learn why, e.g. too many open files in this process), else :class:`StoreError` advising a rebuild."""
+    if isinstance(exc, apsw.CantOpenError) and path.exists():
+        try:
+            os.close(os.open(path, os.O_RDONLY))
+        except OSError as os_exc:
+            hint = (
+                " This process has too many files open: raise its limit (ulimit -n) and restart Cairn."
+                if os_exc.errno == errno.EMFILE
+                else ""
+            )
+            return StoreUnavailableError(f"Cannot open the index database {str(path)!r}: {os_exc.strerror}.{hint}")
+    return StoreError(
+        f"Cannot open the index database {str(path)!r}: {exc}. Delete it to rebuild the index from the vault."
+    )
+
+
+class StoreBase:
+    """An open index database.
+
+    ``Store(path)`` creates the file and folders if needed, loads sqlite-vec,
+    switches to WAL and applies pending migrations. Raises
+    :class:`~cairn.errors.SchemaTooNewError` for a database from a newer Cairn and
+    :class:`~cairn.errors.StoreError` when the file cannot be opened or is not a database.
+    """
+
+    BUSY_TIMEOUT_MS = 5000
+    #: Newest entries kept in the deletion log (table ``chunk_deletions``, schema migration 3; 16 bytes each):
+    #: a reader that fell further behind (a re-index of a vault this size while it slept) scans instead.
+    DELETION_LOG_KEEP = 50_000
+    #: Deletions a reader applies from the log; more, and :meth:`fts_snapshot` scans FTS5's row ids instead.
+    DELETION_LOG_MAX_READ = 5_000
+
+    def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self._local = threading.local()
+        self._write_lock = threading.RLock()
+        self._all: list[apsw.Connection] = []
+        self._all_lock = threading.Lock()
+        if not readonly:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self.conn
+        if not readonly:
+            self._migrate(conn)
+        else:
+            self._check_version(conn)
+
+    def _open(self) -> apsw.Connection:
+        flags = apsw.SQLITE_OPEN_READONLY if self.readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+        try:
+            conn = apsw.Connection(str(self.path), flags=flags)
+            conn.set_busy_timeout(self.BUSY_TIMEOUT_MS)
+            conn.enable_load_extension(True)
+            conn.load_extension(sqlite_vec.loadable_path())
+            conn.enable_load_extension(False)
+            if not self.readonly:
+                conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA synchronous=NORMAL")
+        except apsw.Error as exc:
+            raise _open_error(self.path, exc) from exc
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    @property
+    def conn(self) -> apsw.Connection:
+        """This thread's connection (created on first use)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._open()
+        return conn
+
+    def close_thread_connection(self) -> None:
+        """Close this thread's connection, if it has one (a later use opens a new one). For threads that end: a
+        connection is otherwise kept until :meth:`close` (the query service reloads its vectors on a new thread
+        every few seconds while notes change: one open connection, two file descriptors, each time)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            return
+        self._local.conn = None
+        self._local.fts_tokenizer = None
+        with self._all_lock:
+            self._all = [c for c in self._all if c is not conn]
+        try:
+            conn.close()
+        except apsw.Error:  # pragma: no cover - closing is best effort
+            pass
+
+    def close(self) -> None:
+        """Close every connection opened by any thread."""
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except apsw.Error:  # pragma: no cover - closing is best effort
+                pass
+        self._local = threading.local()
+
+    def _version(self, conn: apsw.Connection) -> int:
+        try:
+            return int(scalar(conn, "PRAGMA user_version"))
+        except apsw.Error as exc:
+            raise StoreError(f"{str(self.path)!r} is not a readable SQLite database: {exc}.") from exc
+
+    def _check_version(self, conn: apsw.Connection) -> int:
+        version = self._version(conn)
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNewError(
+                f"The index {str(self.path)!r} has schema version {version}, but this Cairn knows up to "
+                f"{SCHEMA_VERSION}: it was written by a newer Cairn. Upgrade Cairn, or use another --data-dir."
+            )
+        return version
+
+    def _migrate(self, conn: apsw.Connection) -> None:
+        version = self._check_version(conn)
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            with self._write_lock, conn:
+                conn.execute(MIGRATIONS[number - 1])
+                conn.execute(f"PRAGMA user_version={number}")
+            log.info("index schema migrated to version %d (%s)", number, self.path)
+
+    @property
+    def schema_version(self) -> int:
+        return self._version(self.conn)
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write_lock, self.conn as c:
+            c.execute(
+                "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (key, value),
+            )
+
+    @staticmethod
+    def _bump_vectors_generation(c: apsw.Connection) -> None:
+        # meta 'vectors_generation': bumped in every transaction that changes vectors, so readers
+        # holding vectors in memory (the query service) know to reload.
+        c.execute(
+            "INSERT INTO meta(key, value) VALUES('vectors_generation', '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    def wal_checkpoint(self) -> None:
+        """Truncate the WAL so it stays bounded during long indexing."""
+        with self._write_lock:
+            try:
+                self.conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+            except apsw.BusyError:  # readers active; try again next time
+                pass
+
+    def integrity_problems(self, *, full: bool = False) -> list[str]:
+        """What is wrong with the database, [] when nothing: ``PRAGMA quick_check`` (``integrity_check`` when
+        ``full``), the FTS5 integrity check, and the store's own invariants (one FTS row per chunk; a chunk is
+        marked embedded exactly when its vector exists). Never raises for a damaged file: the error is a problem."""
+        problems: list[str] = []
+        c = self.conn
+        pragma = "integrity_check" if full else "quick_check"
+        try:
+            rows = [r[0] for r in c.execute(f"PRAGMA {pragma}")]
+            if rows != ["ok"]:
+                lines = [ln for r in rows for ln in str(r).splitlines() if ln.strip()]
+                problems.append(
+                    f"{pragma}: " + "; ".join(lines[:3]) + (f" (+{len(lines) - 3} more)" if len(lines) > 3 else "")
+                )
+        except apsw.Error as exc:
+            return [f"{pragma} failed: {exc}"]
+        try:
+            with self._write_lock, c:  # a no-op write transaction: the check is an INSERT command
+                c.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 1)")
+        except apsw.ReadOnlyError:
+            pass
+        except apsw.Error as exc:
+            problems.append(f"FTS5 integrity-check: {exc}")
+        try:
+            chunks = scalar(c, "SELECT count(*) FROM chunks")
+            fts = scalar(c, "SELECT count(*) FROM chunks_fts")
+            if fts != chunks:
+                problems.append(f"{fts} full-text rows for {chunks} chunks")
+            embedded = scalar(c, "SELECT count(*) FROM chunks WHERE embedded=1")
+            vectors = scalar(c, "SELECT count(*) FROM chunk_vectors")
+            if embedded != vectors:
+                problems.append(f"{vectors} chunk vectors for {embedded} chunks marked embedded")
+        except apsw.Error as exc:
+            problems.append(f"consistency check failed: {exc}")
+        return problems
+
+    def check_readable(self) -> None:
+        """Read the notes table once (the health check). Raises :class:`apsw.Error` when the index cannot be read."""
+        self.conn.execute("SELECT count(*) FROM notes").fetchone()
+
+    def change_marker(self) -> tuple[int, int, int]:
+        """``(connection key, data_version, total_changes)`` of this thread's connection: while the key stays
+        the same, the other two change whenever any connection (this one: ``total_changes``; any other, in
+        this process or another: SQLite's ``PRAGMA data_version``) has committed a change since the last call.
+        Cheap (no table read); for caches of query results."""
+        c = self.conn
+        return id(c), scalar(c, "PRAGMA data_version"), c.total_changes()
+
+    def file_identity(self) -> tuple[int, int]:
+        """(device, inode) of the database file now at :attr:`path` ((0, 0) when it is missing): a reader holding
+        data read earlier can tell that the file was replaced (a rebuilt index reuses chunk ids)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return (0, 0)
+        return (st.st_dev, st.st_ino)

@@ -1,0 +1,209 @@
+"""The ``chunks`` table and its FTS5 index ``chunks_fts``: chunk rows by id or note, tag/folder scopes, and what an
+in-memory BM25 (cairn.bm25) reads of FTS5."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import cast
+
+import apsw
+import numpy as np
+
+from cairn.errors import StoreError
+from cairn.store.base import StoreBase, scalar
+from cairn.store.records import CHUNK_ROW_COLUMNS, ChunkRow, FtsSnapshot, chunk_row
+from cairn.store.schema import FTS_TOKENIZER
+
+
+def _fts_averages(block: bytes) -> tuple[int, int] | None:
+    """(rows, tokens in all columns) from FTS5's averages record (``%_data`` id 1: a varint row count, then one
+    varint token total per column; SQLite's varint format), or None when it does not parse as that."""
+    values: list[int] = []
+    i = 0
+    try:
+        while i < len(block):
+            v = 0
+            for k in range(9):
+                byte = block[i]
+                i += 1
+                if k == 8:
+                    v = (v << 8) | byte
+                    break
+                v = (v << 7) | (byte & 0x7F)
+                if not byte & 0x80:
+                    break
+            values.append(v)
+    except IndexError:
+        return None
+    if len(values) != 4:  # rows + 3 columns (text, symbol, title)
+        return None
+    return values[0], sum(values[1:])
+
+
+def _fts_totals(c: apsw.Connection) -> tuple[int, int] | None:
+    """``chunks_fts``'s (rows, tokens) from its averages record ((0, 0) before any row; None: unreadable)."""
+    totals = c.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
+    return _fts_averages(totals[0]) if totals else (0, 0)
+
+
+class ChunkTables(StoreBase):
+    """Chunks joined with their notes, and the full-text index ``chunks_fts`` (FTS5, BM25)."""
+
+    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """Chunks with their note's path, title and indexing time, by id."""
+        out: dict[int, ChunkRow] = {}
+        ids = list(chunk_ids)
+        if not ids:
+            return out
+        rows = self.conn.execute(
+            f"SELECT {CHUNK_ROW_COLUMNS} FROM chunks c JOIN notes n ON n.id=c.note_id "
+            "WHERE c.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        )
+        for r in rows:
+            out[r[0]] = chunk_row(r)
+        return out
+
+    def chunks_of_note(self, path: str) -> list[ChunkRow]:
+        """The chunks of the note at vault-relative ``path``, in order ([] when none)."""
+        rows = self.conn.execute(
+            f"SELECT {CHUNK_ROW_COLUMNS} FROM chunks c JOIN notes n ON n.id=c.note_id "
+            "WHERE n.path=? ORDER BY c.ordinal",
+            (path,),
+        )
+        return [chunk_row(r) for r in rows]
+
+    def scoped_chunk_ids(self, tags: Sequence[str], folders: Sequence[str]) -> list[int]:
+        """Chunk ids of notes carrying ANY of ``tags`` (nested ``a/b`` matches ``a``) and lying under
+        ANY of ``folders`` (vault-relative folder prefixes, ASCII letter case ignored). Empty sequences mean no
+        restriction on that axis."""
+        where, args = ["n.status='ok'"], []
+        if tags:
+            ors = []
+            for t in tags:
+                ors.append("(t.tag = ? OR substr(t.tag, 1, ?) = ?)")
+                args += [t, len(t) + 1, t + "/"]
+            where.append(f"n.id IN (SELECT t.note_id FROM note_tags t WHERE {' OR '.join(ors)})")
+        if folders:
+            ors = []
+            for f in folders:
+                f = f.strip("/")
+                ors.append("substr(n.path, 1, ?) = ? COLLATE NOCASE")  # ASCII letters: as Obsidian's path: search
+                args += [len(f) + 1, f + "/"]
+            where.append("(" + " OR ".join(ors) + ")")
+        sql = f"SELECT c.id FROM chunks c JOIN notes n ON n.id=c.note_id WHERE {' AND '.join(where)}"
+        return [r[0] for r in self.conn.execute(sql, args)]
+
+    def fts_tokens(self, text: str) -> list[str]:
+        """``text`` as ``chunks_fts`` tokenizes a query phrase (its own tokenizer, :data:`FTS_TOKENIZER`): e.g.
+        ``"Plugins"`` → ``["plugin"]``, ``"e-mail"`` → ``["e", "mail"]``."""
+        tokens = self._fts_tokenizer()(
+            text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False, include_colocated=False
+        )
+        return cast("list[str]", tokens)
+
+    def _fts_tokenizer(self) -> apsw.FTS5Tokenizer:
+        """This thread's connection's instance of the ``chunks_fts`` tokenizer."""
+        c = self.conn
+        held = getattr(self._local, "fts_tokenizer", None)
+        if held is None or held[0] is not c:
+            held = self._local.fts_tokenizer = (c, c.fts5_tokenizer(FTS_TOKENIZER[0], list(FTS_TOKENIZER[1:])))
+        return held[1]
+
+    def fts_counts(self) -> tuple[int, int, int] | None:
+        """(rows, tokens in all columns, highest row id) of ``chunks_fts``, read in one transaction from FTS5's averages
+        record and its row-size table's last id (two lookups, no scan). Every change to the table changes one of
+        them (rows are only added with a new, higher id). None when the averages record cannot be read."""
+        c = self.conn
+        with c:
+            counts = _fts_totals(c)
+            top = scalar(c, "SELECT max(id) FROM chunks_fts_docsize")
+        return None if counts is None else (counts[0], counts[1], int(top or 0))
+
+    def fts_snapshot(
+        self, after_id: int, max_rows: int | None = None, after_seq: int | None = None
+    ) -> FtsSnapshot | None:
+        """What ``chunks_fts`` holds, read in one transaction, for an in-memory BM25 (cairn.bm25).
+
+        ``docs`` [(chunk id, tokens)]: the rows with an id above ``after_id`` (ids are never reused:
+        AUTOINCREMENT), each row's columns (text, symbol, title) tokenized by the table's own tokenizer as one token
+        list; ``n_rows``, ``n_tokens``: FTS5's own counts from its averages record (what bm25() computes idf and the
+        average row length from); ``deletion_seq``: the deletion log's last entry (None: no log, an index of
+        schema version 2 opened read-only). Then either ``deleted`` (k,) int64, the ids deleted after log entry
+        ``after_seq`` in order (``live`` None), when ``after_seq`` is given and the log holds every entry since; or
+        else ``live`` (n,) int64 ascending, the ids of every row, from a scan of FTS5's row-size table.
+        None when more than ``max_rows`` rows are newer than ``after_id``, or when FTS5's averages record cannot be
+        read (an unexpected format). Tokenizing is the cost: pass ``after_id`` and ``after_seq`` to read only what
+        changed."""
+        c = self.conn
+        with c:
+            counts = _fts_totals(c)
+            seq = self._deletion_seq(c)
+            live, deleted = self._rows_since(c, after_seq, seq)
+            too_many = (
+                max_rows is not None and scalar(c, "SELECT count(*) FROM chunks WHERE id > ?", (after_id,)) > max_rows
+            )
+            docs = [] if counts is None or too_many else self._tokenized_rows(c, after_id)
+        if counts is None or too_many:
+            return None
+        return FtsSnapshot(
+            live=live, docs=docs, n_rows=counts[0], n_tokens=counts[1], deleted=deleted, deletion_seq=seq
+        )
+
+    def _rows_since(
+        self, c: apsw.Connection, after_seq: int | None, seq: int | None
+    ) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(live, deleted) of :meth:`fts_snapshot`: the ids deleted after log entry ``after_seq`` when the log holds
+        every entry since (live None), else every row id of ``chunks_fts`` (deleted None)."""
+        if after_seq is not None and seq is not None and 0 <= seq - after_seq <= self.DELETION_LOG_MAX_READ:
+            rows = c.execute("SELECT chunk_id FROM chunk_deletions WHERE seq > ? ORDER BY seq", (after_seq,))
+            deleted = np.fromiter((r[0] for r in rows), dtype=np.int64)
+            if len(deleted) == seq - after_seq:  # else entries were trimmed away: the log cannot say what was deleted
+                return None, deleted
+        # FTS5's own list of its rows: a small table, cheaper to read than the ids of `chunks`.
+        live = np.fromiter((r[0] for r in c.execute("SELECT id FROM chunks_fts_docsize ORDER BY id")), dtype=np.int64)
+        return live, None
+
+    def _tokenized_rows(self, c: apsw.Connection, after_id: int) -> list[tuple[int, list[str]]]:
+        """[(chunk id, tokens)] of the chunks above ``after_id``, tokenized as ``chunks_fts`` tokenizes them."""
+        tok = self._fts_tokenizer()
+        flag = apsw.FTS5_TOKENIZE_DOCUMENT
+        # The three columns joined by a newline, which unicode61 never makes part of a token: the same
+        # tokens, in the same number, as the three columns FTS5 tokenized one by one.
+        return [
+            (
+                cid,
+                cast(
+                    "list[str]", tok(text.encode("utf-8"), flag, None, include_offsets=False, include_colocated=False)
+                ),
+            )
+            for cid, text in c.execute(
+                "SELECT c.id, c.text || char(10) || c.symbol || char(10) || n.title FROM chunks c "
+                "JOIN notes n ON n.id = c.note_id WHERE c.id > ? ORDER BY c.id",
+                (after_id,),
+            )
+        ]
+
+    @staticmethod
+    def _deletion_seq(c: apsw.Connection) -> int | None:
+        """The deletion log's last ``seq`` (0 before any deletion), or None when the index has no log (schema
+        version 2, opened read-only: not migrated)."""
+        if not c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chunk_deletions'").fetchone():
+            return None
+        row = c.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunk_deletions'").fetchone()
+        return int(row[0]) if row else 0
+
+    def fts_phrase_scores(self, phrase: str) -> tuple[np.ndarray, np.ndarray]:
+        """Every chunk matching one FTS5 phrase (a double-quoted term, as :func:`cairn.ranking.fts_match_expression`
+        builds them) with its BM25: (chunk ids (k,) int64, bm25 (k,) float64, each < 0). FTS5's bm25 of an OR of
+        phrases is the sum, in query order, of these per-phrase values (``fts5_aux.c``: one idf-weighted term per
+        phrase), so a query can be ranked from cached phrases. Raises :class:`StoreError` for a bad phrase."""
+        try:
+            rows = self.conn.execute(
+                "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ?", (phrase,)
+            ).fetchall()
+        except apsw.SQLError as exc:  # a MATCH expression the caller should never build
+            raise StoreError(f"full-text query failed: {exc}") from exc
+        pairs = np.array(rows, dtype=np.float64).reshape(-1, 2)  # chunk ids < 2**53: exact as doubles
+        return pairs[:, 0].astype(np.int64), pairs[:, 1].copy()

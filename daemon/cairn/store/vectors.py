@@ -1,0 +1,248 @@
+"""The vector tables (``chunk_vectors``, ``unit_vectors``: sqlite-vec, cosine) and the embedding cache."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from cairn.store.base import StoreBase, scalar, vec_bytes
+from cairn.store.schema import EMBED_DIM
+
+
+class VectorTables(StoreBase):
+    """Chunk and sentence vectors (sqlite-vec) and the embedding cache."""
+
+    def pending_chunks(
+        self, limit: int, *, pdf: bool | None = None, note_path: str | None = None
+    ) -> list[tuple[int, str, str, list[tuple[int, str, str]]]]:
+        """Up to ``limit`` chunks without vectors: (chunk_id, content_hash, title, [(unit_id, unit text, unit hash)]).
+        ``pdf``: only PDF chunks (True), only the others (False), or all (None); ``note_path``: only that file's."""
+        where = "c.embedded=0"
+        args: list = []
+        if pdf is not None:
+            where += " AND c.kind " + ("=" if pdf else "!=") + " 'pdf'"
+        if note_path is not None:
+            where += " AND n.path=?"
+            args.append(note_path)
+        chunks = list(
+            self.conn.execute(
+                "SELECT c.id, c.content_hash, n.title FROM chunks c JOIN notes n ON n.id=c.note_id "
+                f"WHERE {where} ORDER BY c.id LIMIT ?",
+                (*args, limit),
+            )
+        )
+        units: dict[int, list[tuple[int, str, str]]] = {cid: [] for cid, _, _ in chunks}
+        if chunks:
+            for uid, cid, text, h in self.conn.execute(
+                "SELECT id, chunk_id, text, content_hash FROM chunk_units WHERE chunk_id IN "
+                "(SELECT value FROM json_each(?)) ORDER BY id",
+                (json.dumps(list(units)),),
+            ):
+                units[cid].append((uid, text, h))
+        return [(cid, h, title, units[cid]) for cid, h, title in chunks]
+
+    def count_pending(self) -> int:
+        return scalar(self.conn, "SELECT count(*) FROM chunks WHERE embedded=0")
+
+    def cached_vectors(self, hashes: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
+        """Cached embeddings for the given content hashes: {hash: (384,) float32}."""
+        out: dict[str, np.ndarray] = {}
+        hashes = list(dict.fromkeys(hashes))
+        for start in range(0, len(hashes), 500):
+            part = hashes[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for h, blob in self.conn.execute(
+                f"SELECT content_hash, vector FROM embedding_cache WHERE model_id=? AND content_hash IN ({marks})",
+                (model_id, *part),
+            ):
+                out[h] = np.frombuffer(blob, dtype="<f4")
+        return out
+
+    def put_cached_vectors(self, items: dict[str, np.ndarray], model_id: str) -> None:
+        now = time.time()
+        with self._write_lock, self.conn as c:
+            c.executemany(
+                "INSERT OR REPLACE INTO embedding_cache(content_hash, model_id, vector, created_at) VALUES(?,?,?,?)",
+                [(h, model_id, vec_bytes(v), now) for h, v in items.items()],
+            )
+
+    def prune_embedding_cache(self, model_id: str, keep: Iterable[str], older_than: float) -> int:
+        """Delete embedding-cache rows written before ``older_than`` (Unix time, s) that no current text
+        uses: rows of another model id, and rows of ``model_id`` whose hash is neither a unit's
+        (``chunk_units.content_hash``) nor in ``keep`` (hashes the caller still needs, e.g. the notes'
+        title hashes). Rows written since ``older_than`` stay, so a note moved, renamed or edited back
+        within that time re-embeds nothing. One transaction. Returns the number of rows deleted."""
+        with self._write_lock, self.conn as c:
+            old = c.execute(
+                "SELECT content_hash, model_id FROM embedding_cache WHERE created_at < ?", (older_than,)
+            ).fetchall()
+            if not old:  # the usual case: no unit hashes to read (~0.2-0.6 s on obsidian-hub)
+                return 0
+            used = set(keep) | {h for (h,) in c.execute("SELECT DISTINCT content_hash FROM chunk_units")}
+            doomed = [(h, m) for h, m in old if m != model_id or h not in used]
+            c.executemany("DELETE FROM embedding_cache WHERE content_hash=? AND model_id=?", doomed)
+        return len(doomed)
+
+    def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray, Sequence[tuple[int, np.ndarray]]]]) -> int:
+        """Store vectors, given (chunk_id, content_hash they were made for, chunk vector, [(unit_id, unit vector)]),
+        vectors (384,) float32. A chunk deleted or changed meanwhile (hash differs) is skipped.
+        One transaction. Returns the number of chunks written."""
+        written = 0
+        with self._write_lock, self.conn as c:
+            for chunk_id, content_hash, vec, units in items:
+                row = c.execute("SELECT content_hash FROM chunks WHERE id=?", (chunk_id,)).fetchone()
+                if not row or row[0] != content_hash:
+                    continue
+                c.execute("DELETE FROM chunk_vectors WHERE chunk_id=?", (chunk_id,))
+                c.execute("INSERT INTO chunk_vectors(chunk_id, embedding) VALUES(?, ?)", (chunk_id, vec_bytes(vec)))
+                for unit_id, uvec in units:
+                    c.execute("DELETE FROM unit_vectors WHERE unit_id=?", (unit_id,))
+                    c.execute("INSERT INTO unit_vectors(unit_id, embedding) VALUES(?, ?)", (unit_id, vec_bytes(uvec)))
+                c.execute("UPDATE chunks SET embedded=1 WHERE id=?", (chunk_id,))
+                written += 1
+            if written:
+                self._bump_vectors_generation(c)
+        return written
+
+    def reset_vectors(self) -> None:
+        """Drop every chunk vector (the cache stays): used when the vector recipe changes."""
+        with self._write_lock, self.conn as c:
+            c.execute("DELETE FROM chunk_vectors")
+            c.execute("DELETE FROM unit_vectors")
+            c.execute("UPDATE chunks SET embedded=0")
+            self._bump_vectors_generation(c)
+
+    def knn(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Nearest ``k`` chunk vectors to ``query`` ((384,) float32, L2-normalised) by cosine distance.
+        Returns (chunk_id, cosine_similarity), best first."""
+        rows = self.conn.execute(
+            "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?",
+            (vec_bytes(query), int(k)),
+        )
+        return [(r[0], 1.0 - r[1]) for r in rows]
+
+    def vectors_generation(self) -> int:
+        """A counter bumped by every committed change to vectors (any connection, any process)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key='vectors_generation'").fetchone()
+        return int(row[0]) if row else 0
+
+    def load_vector_matrices(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every chunk and unit vector, read in one snapshot:
+        (generation, chunk ids (n,) int64, chunk vectors (n, 384) float32,
+        owning chunk id of each unit (m,) int64, unit vectors (m, 384) float32). Memory: 1.5 KiB a vector, held
+        once: rows are copied one at a time into arrays sized by a count in the same read transaction (no list of
+        every row's bytes and a joined copy beside them, which took twice the vectors' size on top while loading)."""
+        c = self.conn
+
+        def matrix(count_sql: str, rows_sql: str) -> tuple[np.ndarray, np.ndarray]:
+            n = scalar(c, count_sql)
+            ids = np.empty(n, dtype=np.int64)
+            mat = np.empty((n, EMBED_DIM), dtype=np.float32)
+            i = 0
+            for owner, blob in c.execute(rows_sql):
+                ids[i] = owner
+                mat[i] = np.frombuffer(blob, dtype="<f4")
+                i += 1
+            return ids[:i], mat[:i]
+
+        with c:  # one read transaction: generation, counts and vectors agree
+            gen = self.vectors_generation()
+            chunk_ids, chunk_mat = matrix(
+                "SELECT count(*) FROM chunk_vectors", "SELECT chunk_id, embedding FROM chunk_vectors"
+            )
+            unit_owner, unit_mat = matrix(
+                "SELECT count(*) FROM unit_vectors v JOIN chunk_units u ON u.id = v.unit_id",
+                "SELECT u.chunk_id, v.embedding FROM unit_vectors v JOIN chunk_units u ON u.id = v.unit_id",
+            )
+        return gen, chunk_ids, chunk_mat, unit_owner, unit_mat
+
+    def embedded_chunk_ids(self) -> tuple[int, str | None, np.ndarray]:
+        """The chunks that have a vector, read in one transaction: (vectors generation, the vector recipe they were
+        made with (meta ``vector_recipe``, set by the indexer; None when unset), chunk ids (k,) int64 ascending).
+        Ids only (obsidian-hub's 19.6k in a few ms).
+
+        A chunk id's vector changes only with the recipe: :meth:`write_note` gives a note's new chunks new ids
+        (never reused: AUTOINCREMENT), and :meth:`set_vectors` writes a chunk's vector only for its content hash, so
+        a reader holding the vectors of ids still listed here under the same recipe holds their current vectors
+        (a recipe change is :meth:`reset_vectors`, then every chunk embedded again under the same ids)."""
+        c = self.conn
+        with c:
+            gen = self.vectors_generation()
+            recipe = self.get_meta("vector_recipe")
+            ids = np.fromiter(
+                (r[0] for r in c.execute("SELECT id FROM chunks WHERE embedded = 1 ORDER BY id")), dtype=np.int64
+            )
+        return gen, recipe, ids
+
+    def load_vector_matrices_and_recipe(
+        self,
+    ) -> tuple[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray], str | None]:
+        """:meth:`load_vector_matrices` and the vector recipe (meta ``vector_recipe``) read in one transaction, so
+        the recipe is the one the vectors read were made with."""
+        with self.conn:
+            matrices, recipe = self.load_vector_matrices(), self.get_meta("vector_recipe")
+        return matrices, recipe
+
+    def vector_matrices_of(
+        self, chunk_ids: Sequence[int] | np.ndarray
+    ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Like :meth:`load_vector_matrices` for just ``chunk_ids`` (chunks without a vector are absent), in one
+        read transaction: (generation, chunk ids (n,) int64, chunk vectors (n, 384) float32, owning chunk id of each
+        unit (m,) int64, unit vectors (m, 384) float32). Chunks in ascending id order, each one's units after it
+        (:meth:`vectors` and :meth:`unit_vectors`: 500 ids per statement; ~0.1 ms a chunk with its units)."""
+        ids = sorted({int(c) for c in chunk_ids})
+        with self.conn:  # one read transaction: the generation and both reads agree
+            gen = self.vectors_generation()
+            chunk_vecs, unit_vecs = self.vectors(ids), self.unit_vectors(ids)
+        held = [i for i in ids if i in chunk_vecs]
+        owners = [i for i in held for _ in range(len(unit_vecs.get(i, ())))]
+        units = [unit_vecs[i] for i in held if i in unit_vecs]
+        return (
+            gen,
+            np.asarray(held, dtype=np.int64),
+            np.stack([chunk_vecs[i] for i in held]) if held else np.zeros((0, EMBED_DIM), np.float32),
+            np.asarray(owners, dtype=np.int64),
+            np.concatenate(units) if units else np.zeros((0, EMBED_DIM), np.float32),
+        )
+
+    def embedded_chunks_after(self, chunk_id: int, limit: int) -> list[int]:
+        """Ids of chunks with vectors and an id above ``chunk_id`` (ids are never reused), newest first (the notes
+        saved last: what a user searching during an editing session looks for), at most ``limit``."""
+        return [
+            r[0]
+            for r in self.conn.execute(
+                "SELECT id FROM chunks WHERE id > ? AND embedded = 1 ORDER BY id DESC LIMIT ?", (chunk_id, limit)
+            )
+        ]
+
+    def unit_vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Unit vectors of the given chunks: {chunk_id: (m, 384) float32}; chunks without any are absent."""
+        out: dict[int, list[np.ndarray]] = {}
+        ids = list(chunk_ids)
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            rows = self.conn.execute(
+                "SELECT u.chunk_id, v.embedding FROM chunk_units u JOIN unit_vectors v ON v.unit_id = u.id "
+                "WHERE u.chunk_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(part),),
+            )
+            for cid, blob in rows:
+                out.setdefault(cid, []).append(np.frombuffer(blob, dtype="<f4"))
+        return {cid: np.stack(v) for cid, v in out.items()}
+
+    def vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Stored vectors of the given chunks: {chunk_id: (384,) float32}; chunks without one are absent."""
+        out: dict[int, np.ndarray] = {}
+        ids = list(chunk_ids)
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            rows = self.conn.execute(
+                "SELECT chunk_id, embedding FROM chunk_vectors WHERE chunk_id IN (SELECT value FROM json_each(?))",
+                (json.dumps(part),),
+            )
+            for cid, blob in rows:
+                out[cid] = np.frombuffer(blob, dtype="<f4")
+        return out
