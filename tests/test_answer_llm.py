@@ -10,6 +10,7 @@ Nothing sleeps: waits are on events with timeouts.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import socket
 from contextlib import asynccontextmanager
@@ -23,10 +24,10 @@ from aiohttp import web
 import cairn.query
 from cairn.answer import AnswerService, CitationFilter
 from cairn.config import NOT_FOUND_ANSWER, LLMConfig, is_loopback_url
-from cairn.http_api import create_app, serve
+from cairn.http import make_app, serve
 from cairn.llm import OpenAIChatModel
 from cairn.prompt import SYSTEM_PROMPT, select_within_budget
-from test_http_api import AUTH, TOKEN, assert_stream_order, read_events, run
+from test_http_api import AUTH, TOKEN, assert_stream_order, read_events, run, services_of
 
 QUESTION = "How deep do I plant garlic cloves?"
 PERSONAL_QUESTION = "What gifts with tomato sauce or sourdough could I give?"  # Personal/Gift ideas.md + others
@@ -139,15 +140,8 @@ async def daemon(sample_cairn, model, *, remote: bool | None = None, heartbeat_s
     if model is not None and remote is not None:
         model.remote = remote  # what a non-loopback base_url means, without leaving the machine
     answers = AnswerService(sample_cairn.query, model, withhold_tags=("personal",))
-    app = create_app(
-        config=config or sample_cairn.config,
-        query=sample_cairn.query,
-        token=TOKEN,
-        stats=sample_cairn.stats,
-        health=sample_cairn.health,
-        answers=answers,
-        heartbeat_s=heartbeat_s,
-    )
+    services = dataclasses.replace(services_of(sample_cairn, answers=answers), config=config or sample_cairn.config)
+    app = make_app(services, token=TOKEN, heartbeat_s=heartbeat_s)
     server = await serve(app, "127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession() as session:
@@ -337,14 +331,8 @@ def test_a_remote_model_follows_the_mcp_policy_withheld_folders_and_gets_nothing
             model = OpenAIChatModel(llm_config(stub.url))
             model.remote = True  # what a non-loopback base_url means, without leaving the machine
             answers = AnswerService(sample_cairn.query, model, withhold_tags=remote_model_withhold(config))
-            app = create_app(
-                config=config,
-                query=sample_cairn.query,
-                token=TOKEN,
-                stats=sample_cairn.stats,
-                health=sample_cairn.health,
-                answers=answers,
-            )
+            services = dataclasses.replace(services_of(sample_cairn, answers=answers), config=config)
+            app = make_app(services, token=TOKEN)
             server = await serve(app, "127.0.0.1", 0)
             try:
                 async with aiohttp.ClientSession() as session:

@@ -13,9 +13,9 @@ import time
 import aiohttp
 import pytest
 
-from cairn.http_api import create_app, serve
+from cairn.http import make_app, serve
 from cairn.watcher import VaultWatcher
-from test_http_api import AUTH, TOKEN, run
+from test_http_api import AUTH, TOKEN, run, services_of
 
 DEADLINE_S = 45.0
 
@@ -47,16 +47,7 @@ def test_a_deleted_and_a_renamed_note_stream_removed_events_and_an_edited_one_do
     async def scenario():
         watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=cairn.config.ignore)
         cairn.watcher = watcher
-        app = create_app(
-            config=cairn.config,
-            query=cairn.query,
-            token=TOKEN,
-            stats=cairn.stats,
-            health=cairn.health,
-            library=cairn.library,
-            reindex=cairn.request_reindex,
-            events=cairn.events,
-        )
+        app = make_app(services_of(cairn), token=TOKEN)
         await watcher.start()
         server = await serve(app, "127.0.0.1", 0)
         try:

@@ -1,4 +1,4 @@
-"""cairn.http_api: a real aiohttp server on 127.0.0.1 (random port), a real HTTP client.
+"""cairn.http: a real aiohttp server on 127.0.0.1 (random port), a real HTTP client.
 
 Security and error-shape tests exercise the HTTP edge with small real objects that
 implement ``search``/``ask`` (empty results, or raising); retrieval and streaming of
@@ -27,9 +27,10 @@ import aiohttp
 import pytest
 
 from cairn.config import NOT_FOUND_ANSWER, Config
-from cairn.errors import BadRequestError, ConfigError, StoreError
-from cairn.http_api import MAX_BODY_BYTES, create_app, serve, split_pieces
+from cairn.errors import BadRequestError, ConfigError, NotFoundError, StoreError
+from cairn.http import MAX_BODY_BYTES, make_app, serve, split_pieces
 from cairn.query import Answer, SearchResult
+from cairn.services import Services
 
 TOKEN = "test-token-" + "x" * 32
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -147,6 +148,101 @@ class Client:
         return self.session.request(method, self.url + path, **kw)
 
 
+class QueryAnswers:
+    """The answer service's ``stream`` over a stand-in's ``ask`` (called in a worker thread), its text
+    streamed as word pieces, then ``sources`` and ``done``."""
+
+    def __init__(self, query) -> None:
+        self.query = query
+
+    async def stream(self, question, *, top_k, tags=(), folders=(), **_):
+        answer = await asyncio.to_thread(self.query.ask, question, top_k=top_k, tags=tags, folders=folders)
+        for piece in split_pieces(answer.text):
+            yield "token", {"text": piece}
+        yield "sources", [s.to_json() for s in answer.sources]
+        yield (
+            "done",
+            {"grounded": answer.grounded, "notFound": answer.not_found, "elapsedMs": 0.0, "removedCitations": 0},
+        )
+
+    async def answer(self, question, *, top_k, tags=(), folders=(), **_):
+        return await asyncio.to_thread(self.query.ask, question, top_k=top_k, tags=tags, folders=folders)
+
+
+class NoLibrary:
+    """A library without notes: every read is ``not_found``."""
+
+    def note(self, raw, withhold=None, tally=None):
+        raise NotFoundError(f"No note {raw!r} in the index.")
+
+    def related(self, raw, limit=10, withhold=None, tally=None):
+        raise NotFoundError(f"No note {raw!r} in the index.")
+
+    def tags(self):
+        return {"tags": []}
+
+    def list_notes(self, tag=None, folder=None, limit=50, withhold=None, tally=None):
+        return {"notes": [], "total": 0}
+
+
+class StandInIndexing:
+    """Index controls answering from ``stats()``; re-index requests are queued nowhere."""
+
+    def __init__(self, stats: Callable[[], dict] = lambda: dict(STATS)) -> None:
+        self.stats = stats
+
+    def request_reindex(self, path=None):
+        return {"queued": True, "path": path}
+
+    def set_paused(self, paused):
+        return {"paused": paused, "watching": not paused}
+
+
+class NoEvents:
+    """An event source whose subscriptions never yield."""
+
+    def subscribe(self):
+        from cairn.events import EventBus
+
+        return EventBus().subscribe()
+
+
+def stand_in_services(
+    query,
+    *,
+    config: Config | None = None,
+    stats: Callable[[], dict] = lambda: dict(STATS),
+    health: Callable[[], Any] = lambda: dict(HEALTH),
+    answers=None,
+    library=None,
+    indexing=None,
+    events=None,
+) -> Services:
+    """Services over a stand-in query service (``search``/``ask``); what is not given is a stand-in too."""
+    return Services(
+        config=config or Config(),
+        search=query,
+        answers=answers or QueryAnswers(query),
+        library=library or NoLibrary(),
+        indexing=indexing or StandInIndexing(stats),
+        events=events or NoEvents(),
+        health=health,
+    )
+
+
+def services_of(cairn, *, answers=None, indexing=None, events=None) -> Services:
+    """Services over a real :class:`cairn.app.Cairn` (answers from its query service unless given)."""
+    return Services(
+        config=cairn.config,
+        search=cairn.query,
+        answers=answers or QueryAnswers(cairn.query),
+        library=cairn.library,
+        indexing=indexing or cairn.indexing,
+        events=events or cairn.events,
+        health=cairn.health,
+    )
+
+
 @asynccontextmanager
 async def running(
     query,
@@ -156,7 +252,7 @@ async def running(
     health: Callable[[], dict] = lambda: dict(HEALTH),
 ) -> AsyncIterator[Client]:
     """The real app on 127.0.0.1:<random port> and a real client session."""
-    app = create_app(config=config or Config(), query=query, token=TOKEN, stats=stats, health=health)
+    app = make_app(stand_in_services(query, config=config, stats=stats, health=health), token=TOKEN)
     server = await serve(app, "127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession() as session:
@@ -284,7 +380,7 @@ def test_the_token_never_reaches_the_logs(caplog):
                 assert resp.status == 401
 
     run(scenario())
-    access = [r.getMessage() for r in caplog.records if r.name == "cairn.http_api.access"]
+    access = [r.getMessage() for r in caplog.records if r.name == "cairn.http.access"]
     assert any(m.startswith("GET /search 200") for m in access), access
     assert TOKEN not in caplog.text
     assert "secret search text" not in caplog.text and "secret+search" not in caplog.text
@@ -588,7 +684,7 @@ def test_split_pieces_join_back_to_the_exact_text():
 
 def test_serve_refuses_a_non_loopback_host():
     async def scenario():
-        app = create_app(config=Config(), query=EmptyQuery(), token=TOKEN, stats=dict, health=dict)
+        app = make_app(stand_in_services(EmptyQuery()), token=TOKEN)
         with pytest.raises(ConfigError, match="loopback"):
             await serve(app, "0.0.0.0", 0)
 
@@ -597,7 +693,7 @@ def test_serve_refuses_a_non_loopback_host():
 
 def test_an_empty_token_is_refused_at_startup():
     with pytest.raises(ConfigError):
-        create_app(config=Config(), query=EmptyQuery(), token="", stats=dict, health=dict)
+        make_app(stand_in_services(EmptyQuery()), token="")
 
 
 # -- SSE /ask ---------------------------------------------------------------------------

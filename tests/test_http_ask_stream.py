@@ -1,4 +1,4 @@
-"""How ``POST /ask`` streams (cairn.http_api._pump): the real app on 127.0.0.1 over the sample vault's
+"""How ``POST /ask`` streams (cairn.http.sse.pump): the real app on 127.0.0.1 over the sample vault's
 index, the real LLM client (cairn.llm) talking to a local OpenAI-compatible stub server that streams
 ``data: {choices[0].delta.content}`` chunks (the stub of tests/test_answer_llm.py, with one more mode).
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
-from cairn.http_api import _PUMP_BACKLOG, split_pieces
+from cairn.http import PUMP_BACKLOG, split_pieces
 from cairn.llm import OpenAIChatModel
 from cairn.query import Answer
 from test_answer_llm import QUESTION, Stub, daemon, llm_config, stub_server, text_of
@@ -30,7 +30,7 @@ WAIT_S = 10  # the longest any single step may take before the test fails (never
 #: A model answer sent one piece at a time, each only after the client has read the one before.
 LOCKSTEP = ["Plant", " garlic", " cloves", " 5 cm", " deep", " [1]", "."]
 #: An answer of more word pieces than the pump holds unwritten (all ready at once, as an extractive one is).
-LONG_ANSWER = "Garlic" + "".join(f" w{i}" for i in range(_PUMP_BACKLOG * 3 + 17)) + "."
+LONG_ANSWER = "Garlic" + "".join(f" w{i}" for i in range(PUMP_BACKLOG * 3 + 17)) + "."
 
 
 @dataclass
@@ -176,4 +176,4 @@ def test_an_answer_of_more_pieces_than_the_pump_backlog_streams_whole_and_in_ord
     assert_stream_order(events)
     tokens = [d["text"] for n, d in events if n == "token"]
     assert tokens == split_pieces(LONG_ANSWER)  # each word piece its own event, in order, none merged
-    assert len(tokens) > 3 * _PUMP_BACKLOG
+    assert len(tokens) > 3 * PUMP_BACKLOG

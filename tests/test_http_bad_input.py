@@ -16,9 +16,9 @@ import aiohttp
 import pytest
 
 from cairn.errors import BadRequestError
-from cairn.http_api import create_app, serve
+from cairn.http import make_app, serve
 from test_cli import TIMEOUT_S, cairn_env, cairn_executable
-from test_http_api import AUTH, TOKEN, assert_error, read_events, run
+from test_http_api import AUTH, TOKEN, StandInIndexing, assert_error, read_events, run, services_of
 
 JSON = {**AUTH, "Content-Type": "application/json"}
 
@@ -35,16 +35,7 @@ async def _post(url: str, path: str, raw: str) -> tuple[int, str, dict | None]:
 
 
 def _app(cairn):
-    return create_app(
-        config=cairn.config,
-        query=cairn.query,
-        token=TOKEN,
-        stats=cairn.stats,
-        health=cairn.health,
-        library=cairn.library,
-        reindex=lambda path: {"queued": True, "path": path},
-        events=cairn.events,
-    )
+    return make_app(services_of(cairn, indexing=StandInIndexing(cairn.stats)), token=TOKEN)
 
 
 def post_to_daemon(cairn, path: str, raw: str) -> tuple[int, str, dict | None]:

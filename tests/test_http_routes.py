@@ -20,26 +20,26 @@ from yarl import URL
 
 from cairn.config import Config
 from cairn.events import EventBus
-from cairn.http_api import BadTokenThrottle, create_app, serve
+from cairn.http import BadTokenThrottle, make_app, serve
 from cairn.library import backlink_json, link_json
-from test_http_api import AUTH, OBSIDIAN, TOKEN, EmptyQuery, assert_error, read_events, run
+from test_http_api import (
+    AUTH,
+    OBSIDIAN,
+    TOKEN,
+    EmptyQuery,
+    assert_error,
+    read_events,
+    run,
+    services_of,
+    stand_in_services,
+)
 
 EXAMPLE_NOTE = "Garden/Garlic.md"
 
 
 @asynccontextmanager
-async def api(cairn, *, token=TOKEN, events=None, reindex=None, throttle=None):
-    app = create_app(
-        config=cairn.config,
-        query=cairn.query,
-        token=token,
-        stats=cairn.stats,
-        health=cairn.health,
-        library=cairn.library,
-        reindex=reindex or cairn.request_reindex,
-        events=events or cairn.events,
-        throttle=throttle,
-    )
+async def api(cairn, *, token=TOKEN, events=None, throttle=None):
+    app = make_app(services_of(cairn, events=events), token=token, throttle=throttle)
     server = await serve(app, "127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession() as session:
@@ -334,7 +334,7 @@ def test_cairn_token_rotate_invalidates_the_old_token_at_once(tmp_path, monkeypa
     watch = TokenWatch(config)
 
     async def scenario():
-        app = create_app(config=Config(), query=EmptyQuery(), token=watch, stats=dict, health=dict)
+        app = make_app(stand_in_services(EmptyQuery(), stats=dict, health=dict), token=watch)
         server = await serve(app, "127.0.0.1", 0)
         try:
             async with aiohttp.ClientSession() as session:
@@ -364,9 +364,7 @@ def test_an_events_stream_opened_with_the_old_token_gets_nothing_after_a_rotate(
     bus = EventBus()
 
     async def scenario():
-        app = create_app(
-            config=Config(), query=EmptyQuery(), token=TokenWatch(config), stats=dict, health=dict, events=bus
-        )
+        app = make_app(stand_in_services(EmptyQuery(), stats=dict, health=dict, events=bus), token=TokenWatch(config))
         server = await serve(app, "127.0.0.1", 0)
         try:
             async with aiohttp.ClientSession() as session:

@@ -1,4 +1,4 @@
-"""cairn.http_api.serve bounds the blocking work of concurrent requests to a few worker threads.
+"""cairn.http.serve bounds the blocking work of concurrent requests to a few worker threads.
 
 Searches embed the query on every core already; running more of them at once than there are
 cores only makes each slower (bench_http: 67 → 48 ms of daemon CPU per /search, 6.5 → 10.7
@@ -15,10 +15,9 @@ import threading
 
 import aiohttp
 
-from cairn.config import Config
-from cairn.http_api import create_app, default_workers, serve
+from cairn.http import default_workers, make_app, serve
 from cairn.query import SearchResult
-from test_http_api import AUTH, HEALTH, STATS, TOKEN, run
+from test_http_api import AUTH, TOKEN, run, stand_in_services
 
 WAIT_S = 20
 
@@ -60,9 +59,7 @@ def test_concurrent_searches_run_on_at_most_the_configured_worker_threads():
     workers, clients = 2, 6
 
     async def scenario():
-        app = create_app(
-            config=Config(), query=query, token=TOKEN, stats=lambda: dict(STATS), health=lambda: dict(HEALTH)
-        )
+        app = make_app(stand_in_services(query), token=TOKEN)
         server = await serve(app, "127.0.0.1", 0, workers=workers)
         waiter = threading.Thread(target=lambda: (query.wait_running(workers), query.release.set()), daemon=True)
         try:

@@ -1,7 +1,7 @@
 """The layering rules of DESIGN.md (Layout), checked with ``ast`` over every module of ``daemon/cairn``.
 
 4 composition  app, cli, __main__
-3 adapters     http_api, mcp_server, watcher, tray, llm
+3 adapters     http/, mcp_server, watcher, tray, llm
 2 use cases    indexer, query, events
 1 resources    store/, embedder, vault/, secrets, audit (the MCP audit log)
 0 pure core    errors, config, policy, notes, chunking, ranking, prompt
@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "chunking": 0,
     "ranking": 0,
     "prompt": 0,
+    "contract": 0,
     # 1 resources
     "store": 1,
     "embedder": 1,
@@ -58,8 +59,9 @@ LAYERS: dict[str, int] = {
     "library": 2,
     "indexing": 2,
     "pdf_index": 2,
+    "services": 2,
     # 3 adapters
-    "http_api": 3,
+    "http": 3,
     "mcp_server": 3,
     "watcher": 3,
     "tray": 3,
@@ -153,7 +155,7 @@ IDS = [str(p.relative_to(PACKAGE)) for p in FILES]
 
 def test_the_package_has_the_modules_the_checks_are_about():
     units = {_unit(_dotted(p)) for p in FILES}
-    assert {"errors", "config", "store", "embedder", "indexer", "query", "http_api", "app", "cli"} <= units
+    assert {"errors", "config", "store", "embedder", "indexer", "query", "http", "app", "cli"} <= units
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
@@ -262,18 +264,18 @@ def test_the_checker_sees_imports_inside_functions_type_checking_blocks_and_rela
         "from .schema import x\n"
         "if TYPE_CHECKING:\n    from cairn.query import Answer\n"
         "def f():\n    import apsw\n    from cairn import app\n    print('hi')\n"
-        "def g():\n    import importlib\n    importlib.import_module('cairn.http_api')\n    print('ok', file=sys.stderr)\n"
+        "def g():\n    import importlib\n    importlib.import_module('cairn.http')\n    print('ok', file=sys.stderr)\n"
     )
     PACKAGE = fake
     try:
         path = fake / "store" / "__init__.py"
         assert _dotted(path) == "cairn.store"
         modules = [i.module for i in _imports(path)]
-        assert {"cairn.store", "cairn.store.schema", "cairn.query", "apsw", "cairn.app", "cairn.http_api"} <= set(
+        assert {"cairn.store", "cairn.store.schema", "cairn.query", "apsw", "cairn.app", "cairn.http"} <= set(
             modules
         )
         units = {u for u, _ in _cairn_imports(path)}
-        assert {"store", "query", "app", "http_api"} <= units
+        assert {"store", "query", "app", "http"} <= units
         assert _prints_to_stdout(path) == ["line 9: print() to stdout"]
     finally:
         PACKAGE = saved

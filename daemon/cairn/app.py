@@ -340,7 +340,7 @@ async def run_daemon(
 ) -> int:
     """Run the daemon until ``stop`` is set or SIGINT/SIGTERM. ``ready(url)`` is called once the
     API is listening, then ``started(cairn)`` on the loop (the tray binds its menu there). Returns the exit code."""
-    from cairn.http_api import serve  # adapters are wired here, in the composition root
+    from cairn.http import serve  # adapters are wired here, in the composition root
     from cairn.secrets import TokenWatch
 
     stop = stop or asyncio.Event()
@@ -453,20 +453,19 @@ def _http_app(
     config: Config, cairn: Cairn, token: Any, answers: AnswerService, health: Callable[[], Awaitable[dict[str, Any]]]
 ) -> Any:
     """The plugin's HTTP API over this vault's services (not yet listening)."""
-    from cairn.http_api import create_app
+    from cairn.http import make_app
+    from cairn.services import Services
 
-    return create_app(
+    services = Services(
         config=config,
-        query=cairn.query,
-        token=token,
-        stats=cairn.indexing.stats,
-        health=health,
+        search=cairn.query,
         answers=answers,
         library=cairn.library,
-        reindex=cairn.indexing.request_reindex,
+        indexing=cairn.indexing,
         events=cairn.events,
-        set_paused=cairn.indexing.set_paused,
+        health=health,
     )
+    return make_app(services, token=token)
 
 
 async def _start_watching(config: Config, cairn: Cairn) -> VaultWatcher:

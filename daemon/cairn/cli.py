@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cairn import __version__
+from cairn import __version__, contract
 from cairn.config import Config, load_config
-from cairn.errors import CairnError
+from cairn.contract import LIMITS
+from cairn.errors import BadRequestError, CairnError
 
 log = logging.getLogger("cairn.cli")
 
@@ -35,14 +36,11 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
 
 
 def _top_k_arg(text: str) -> int:
-    """``--top-k``: an integer 1..50, as the query service (0 or a negative number is a usage error, exit 2)."""
+    """``--top-k``: the contract's ``top_k`` range (out of range, or not a number, is a usage error: exit 2)."""
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 50, got {text!r}") from None
-    if not 1 <= value <= 50:
-        raise argparse.ArgumentTypeError(f"expected an integer from 1 to 50, got {value}")
-    return value
+        return contract.parse_top_k(text, text=True)
+    except BadRequestError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,7 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         if name == "search":
             p.add_argument("--folder", action="append", default=[], help="only notes under this folder")
-        p.add_argument("--top-k", type=_top_k_arg, default=None, help="number of results, 1..50 (default 8)")
+        p.add_argument(
+            "--top-k",
+            type=_top_k_arg,
+            default=None,
+            help=f"number of results, {LIMITS.top_k_min}..{LIMITS.top_k_max} (default {LIMITS.top_k_default})",
+        )
         p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("status", parents=[common], help="index counts, pending work, whether a daemon runs")
@@ -288,13 +291,16 @@ def _open_for_query(config: Config):
 
 
 def cmd_search(args: argparse.Namespace, config: Config) -> int:
+    wanted = contract.SearchRequest.parse(
+        {"query": args.text, "top_k": args.top_k, "tags": args.tag, "folders": args.folder}, default_top_k=config.top_k
+    )
     cairn = _open_for_query(config)
     try:
-        result = cairn.query.search(args.text, top_k=args.top_k or config.top_k, tags=args.tag, folders=args.folder)
+        result = cairn.query.search(wanted.query, top_k=wanted.top_k, tags=wanted.tags, folders=wanted.folders)
     finally:
         cairn.close()
     if args.json:
-        _print_json(result.to_json())
+        _print_json(contract.search_json(result))
         return 0
     if not result.hits:
         print("No results above the similarity floor.")
@@ -310,6 +316,9 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_ask(args: argparse.Namespace, config: Config) -> int:
+    wanted = contract.AskRequest.parse(
+        {"question": args.text, "top_k": args.top_k, "tags": args.tag}, default_top_k=config.top_k
+    )
     cairn = _open_for_query(config)
     try:
         if config.llm.configured:
@@ -324,18 +333,13 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
                 model,
                 withhold_tags=remote_model_withhold(config) if model.remote else config.llm.withhold_tags,
             )
-            answer = asyncio.run(service.answer(args.text, top_k=args.top_k or config.top_k, tags=args.tag))
+            answer = asyncio.run(service.answer(wanted.question, top_k=wanted.top_k, tags=wanted.tags))
         else:
-            answer = cairn.query.ask(args.text, top_k=args.top_k or config.top_k, tags=args.tag)
+            answer = cairn.query.ask(wanted.question, top_k=wanted.top_k, tags=wanted.tags)
     finally:
         cairn.close()
     if args.json:
-        out = answer.to_json()
-        out.pop("elapsedMs", None)
-        for s in out["sources"]:
-            for key in ("cosine", "kind", "indexedAt"):
-                s.pop(key, None)
-        _print_json(out)
+        _print_json(contract.agent_answer_json(answer))
         return 0
     print(answer.text)
     if not answer.not_found and not answer.grounded:

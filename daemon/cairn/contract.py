@@ -1,0 +1,432 @@
+"""The edge contract (layer 0): the limits every edge enforces, request parsing, and the JSON views.
+
+HTTP (:mod:`cairn.http`), MCP (:mod:`cairn.mcp_server`) and the CLI (:mod:`cairn.cli`) accept the same
+requests under different field names (``topK`` / ``top_k`` / ``limit`` / ``--top-k``). Each edge maps its
+names onto the canonical keys below and calls ``XRequest.parse(mapping)``, which raises
+:class:`~cairn.errors.BadRequestError` with one message per rule, so the same bad request gets the same
+``bad_request`` message at every edge. The views turn search hits, numbered sources and answers into the
+JSON each edge sends (HTTP and the CLI's ``search --json``: everything; MCP results and the CLI's
+``ask --json``: without the ranking internals ``cosine``, ``kind`` and ``indexedAt``).
+
+The tag and folder rule (at most 64 entries of at most 512 characters each) is the one the HTTP API
+publishes in ``openapi.json``; MCP tool schemas are built from the same :data:`LIMITS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cairn.errors import BadRequestError
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Edge limits. ``*_chars`` are lengths in characters (``len(str)``), ranges are inclusive."""
+
+    top_k_min: int = 1
+    top_k_max: int = 50
+    #: The contract's ``top_k`` default (DESIGN.md); an edge may use the configured ``top_k`` instead.
+    top_k_default: int = 8
+    #: A question or a search query.
+    text_chars: int = 2000
+    #: Tags (or folders) in one request, and the longest one.
+    scope_items: int = 64
+    scope_chars: int = 512
+    #: A vault-relative note path.
+    path_chars: int = 1024
+    related_default: int = 10
+    related_max: int = 50
+    list_default: int = 50
+    list_max: int = 500
+
+
+LIMITS = Limits()
+
+
+# -- rules ---------------------------------------------------------------------------------------------
+
+
+def _shown(value: Any) -> str:
+    return repr(value)[:40]
+
+
+def parse_text(value: Any, what: str) -> str:
+    """A question or query (``what``: ``"question"`` / ``"query"``): a string with something besides
+    whitespace, at most ``LIMITS.text_chars`` long. Returned as given (not stripped)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise BadRequestError(f"The {what} is empty; expected some words to search for.")
+    if not isinstance(value, str):
+        raise BadRequestError(f"The {what} must be a string, got {type(value).__name__}.")
+    if len(value) > LIMITS.text_chars:
+        raise BadRequestError(f"The {what} is {len(value)} characters long; the limit is {LIMITS.text_chars}.")
+    return value
+
+
+def _integer(value: Any, *, text: bool) -> int | None:
+    """``value`` as an int: an int, a float with an integral value, or (``text``) up to 4 digits; else None."""
+    if text and isinstance(value, str):
+        digits = value.strip()
+        return int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 4 else None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def parse_count(value: Any, name: str, low: int, high: int, default: int, *, text: bool = False) -> int:
+    """An integer ``low..high`` named ``name`` in the message; ``None`` → ``default``. ``text``: digits
+    are accepted too (a URL query parameter, a command-line argument)."""
+    if value is None:
+        return default
+    number = _integer(value, text=text)
+    if number is None or not low <= number <= high:
+        shown = _shown(value) if number is None else number  # "0" from a URL reads as 0 from JSON
+        raise BadRequestError(f"{name} must be an integer from {low} to {high}, got {shown}.")
+    return number
+
+
+def parse_top_k(value: Any, default: int = LIMITS.top_k_default, *, text: bool = False) -> int:
+    """``top_k`` (the number of results): ``LIMITS.top_k_min..top_k_max``; ``None`` → ``default``."""
+    return parse_count(value, "top_k", LIMITS.top_k_min, LIMITS.top_k_max, default, text=text)
+
+
+def parse_scope_item(value: Any, what: str) -> str:
+    """One tag or folder (``what``: ``"tag"`` / ``"folder"``): a non-empty string of at most
+    ``LIMITS.scope_chars`` characters."""
+    if not isinstance(value, str) or not value.strip() or len(value) > LIMITS.scope_chars:
+        raise BadRequestError(
+            f"A {what} must be a non-empty string of at most {LIMITS.scope_chars} characters, got {_shown(value)}."
+        )
+    return value
+
+
+def parse_scope(value: Any, what: str) -> tuple[str, ...]:
+    """A list of tags or folders (``what``: ``"tag"`` / ``"folder"``), at most ``LIMITS.scope_items``;
+    ``None`` → ``()``."""
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple):
+        raise BadRequestError(f'The {what}s must be a list of strings, e.g. ["project"].')
+    if len(value) > LIMITS.scope_items:
+        raise BadRequestError(f"{len(value)} {what}s given; the limit is {LIMITS.scope_items}.")
+    return tuple(parse_scope_item(item, what) for item in value)
+
+
+def parse_path(value: Any) -> str:
+    """A note's vault-relative path: a non-empty string (confinement to the vault is the library's check)."""
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequestError(
+            "The path is missing; expected the vault-relative path of a note, e.g. 'Garden/Garlic.md'."
+        )
+    return value
+
+
+# -- requests -------------------------------------------------------------------------------------------
+# ``parse`` reads canonical keys; ``text`` says whether numbers may arrive as digits (URL, argv).
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """``search``: keys ``query``, ``top_k``, ``tags``, ``folders``."""
+
+    query: str
+    top_k: int
+    tags: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(
+        cls, data: Mapping[str, Any], *, default_top_k: int = LIMITS.top_k_default, text: bool = False
+    ) -> SearchRequest:
+        return cls(
+            query=parse_text(data.get("query"), "query"),
+            top_k=parse_top_k(data.get("top_k"), default_top_k, text=text),
+            tags=parse_scope(data.get("tags"), "tag"),
+            folders=parse_scope(data.get("folders"), "folder"),
+        )
+
+
+@dataclass(frozen=True)
+class AskRequest:
+    """``ask``: keys ``question``, ``top_k``, ``tags``, ``folders``."""
+
+    question: str
+    top_k: int
+    tags: tuple[str, ...] = ()
+    folders: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(
+        cls, data: Mapping[str, Any], *, default_top_k: int = LIMITS.top_k_default, text: bool = False
+    ) -> AskRequest:
+        return cls(
+            question=parse_text(data.get("question"), "question"),
+            top_k=parse_top_k(data.get("top_k"), default_top_k, text=text),
+            tags=parse_scope(data.get("tags"), "tag"),
+            folders=parse_scope(data.get("folders"), "folder"),
+        )
+
+
+@dataclass(frozen=True)
+class RelatedRequest:
+    """``related``: keys ``path``, ``limit`` (``1..LIMITS.related_max``, default ``LIMITS.related_default``)."""
+
+    path: str
+    limit: int = LIMITS.related_default
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any], *, text: bool = False) -> RelatedRequest:
+        return cls(
+            path=parse_path(data.get("path")),
+            limit=parse_count(data.get("limit"), "limit", 1, LIMITS.related_max, LIMITS.related_default, text=text),
+        )
+
+
+@dataclass(frozen=True)
+class ListRequest:
+    """``list_notes``: keys ``tag``, ``folder`` (each optional), ``limit`` (``1..LIMITS.list_max``)."""
+
+    tag: str | None = None
+    folder: str | None = None
+    limit: int = LIMITS.list_default
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any], *, text: bool = False) -> ListRequest:
+        tag, folder = data.get("tag"), data.get("folder")
+        return cls(
+            tag=None if tag is None else parse_scope_item(tag, "tag"),
+            folder=None if folder is None else parse_scope_item(folder, "folder"),
+            limit=parse_count(data.get("limit"), "limit", 1, LIMITS.list_max, LIMITS.list_default, text=text),
+        )
+
+
+# -- JSON views -----------------------------------------------------------------------------------------
+
+
+class HitView(Protocol):
+    """What the views read of a search hit (:class:`cairn.query.Hit`)."""
+
+    @property
+    def file_path(self) -> str: ...
+    @property
+    def symbol(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def cosine(self) -> float: ...
+    @property
+    def snippet(self) -> str: ...
+    @property
+    def tags(self) -> tuple[str, ...]: ...
+    @property
+    def lines(self) -> tuple[int, int] | None: ...
+    @property
+    def page(self) -> int | None: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def indexed_at(self) -> float: ...
+
+
+class SearchResultView(Protocol):
+    @property
+    def hits(self) -> Sequence[HitView]: ...
+    @property
+    def elapsed_ms(self) -> float: ...
+
+
+class SourceView(Protocol):
+    """A numbered source: ``n`` is the ``[n]`` of the answer."""
+
+    @property
+    def n(self) -> int: ...
+    @property
+    def hit(self) -> HitView: ...
+
+
+class AnswerView(Protocol):
+    @property
+    def text(self) -> str: ...
+    @property
+    def grounded(self) -> bool: ...
+    @property
+    def not_found(self) -> bool: ...
+    @property
+    def sources(self) -> Sequence[SourceView]: ...
+    @property
+    def elapsed_ms(self) -> float: ...
+
+
+#: Ranking internals that MCP results and the CLI's ``ask --json`` leave out.
+INTERNAL_KEYS = ("cosine", "kind", "indexedAt")
+
+
+def _where(hit: HitView, out: dict[str, Any]) -> dict[str, Any]:
+    if hit.page is not None:
+        out["page"] = hit.page
+    elif hit.lines is not None:
+        out["lines"] = list(hit.lines)
+    return out
+
+
+def hit_json(hit: HitView) -> dict[str, Any]:
+    """``{filePath, symbol, score, cosine, snippet, tags, kind, indexedAt, lines|page}`` (scores to 4 places)."""
+    return _where(
+        hit,
+        {
+            "filePath": hit.file_path,
+            "symbol": hit.symbol,
+            "score": round(hit.score, 4),
+            "cosine": round(hit.cosine, 4),
+            "snippet": hit.snippet,
+            "tags": list(hit.tags),
+            "kind": hit.kind,
+            "indexedAt": hit.indexed_at,
+        },
+    )
+
+
+def agent_hit_json(hit: HitView) -> dict[str, Any]:
+    """An MCP ``search_notes`` result: ``{filePath, symbol, score, snippet, tags, lines|page}``."""
+    return _where(
+        hit,
+        {
+            "filePath": hit.file_path,
+            "symbol": hit.symbol,
+            "score": round(hit.score, 4),
+            "snippet": hit.snippet,
+            "tags": list(hit.tags),
+        },
+    )
+
+
+def search_json(result: SearchResultView) -> dict[str, Any]:
+    """``GET /search`` and ``cairn search --json``: ``{results: [hit_json...], elapsedMs}``."""
+    return {"results": [hit_json(h) for h in result.hits], "elapsedMs": round(result.elapsed_ms, 1)}
+
+
+def source_json(source: SourceView) -> dict[str, Any]:
+    """The ``sources`` event's items: ``{n, filePath, symbol, score, cosine, snippet, kind, indexedAt, lines|page}``."""
+    out = {"n": source.n, **hit_json(source.hit)}
+    out.pop("tags", None)
+    return out
+
+
+def answer_json(answer: AnswerView) -> dict[str, Any]:
+    """``{answer, grounded, notFound, sources: [source_json...], elapsedMs}``."""
+    return {
+        "answer": answer.text,
+        "grounded": answer.grounded,
+        "notFound": answer.not_found,
+        "sources": [source_json(s) for s in answer.sources],
+        "elapsedMs": round(answer.elapsed_ms, 1),
+    }
+
+
+def agent_answer_json(answer: AnswerView) -> dict[str, Any]:
+    """The MCP ``ask`` result and ``cairn ask --json``: :func:`answer_json` without ``elapsedMs`` and
+    without the sources' :data:`INTERNAL_KEYS`."""
+    out = answer_json(answer)
+    del out["elapsedMs"]
+    for source in out["sources"]:
+        for key in INTERNAL_KEYS:
+            source.pop(key, None)
+    return out
+
+
+# -- MCP tool input schemas ---------------------------------------------------------------------------
+
+
+def _scope_schema(what: str) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": LIMITS.scope_chars, "description": what}
+
+
+def _count_schema(high: int, default: int) -> dict[str, Any]:
+    return {"type": "integer", "minimum": 1, "maximum": high, "default": default}
+
+
+_TAGS_SCHEMA = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "maxLength": LIMITS.scope_chars},
+    "maxItems": LIMITS.scope_items,
+    "description": "only notes carrying any of these tags (nested tags count: 'project' matches 'project/a')",
+}
+_PATH_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": LIMITS.path_chars,
+    "description": "the note's vault-relative path, e.g. 'Projects/Garden plan.md'",
+}
+
+
+def _object(properties: dict[str, Any], *required: str) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    schema["properties"] = properties
+    return schema
+
+
+#: Tool name → JSON schema of its arguments (DESIGN.md, Interfaces → MCP).
+MCP_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
+    "search_notes": _object(
+        {
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": LIMITS.text_chars,
+                "description": "what to look for",
+            },
+            "tags": _TAGS_SCHEMA,
+            "folder": _scope_schema("only notes under this folder"),
+            "limit": _count_schema(LIMITS.top_k_max, LIMITS.top_k_default),
+        },
+        "query",
+    ),
+    "get_note": _object({"path": _PATH_SCHEMA}, "path"),
+    "get_related_notes": _object(
+        {"path": _PATH_SCHEMA, "limit": _count_schema(LIMITS.related_max, LIMITS.related_default)}, "path"
+    ),
+    "list_notes": _object(
+        {
+            "tag": {"type": "string", "minLength": 1, "maxLength": LIMITS.scope_chars},
+            "folder": {"type": "string", "minLength": 1, "maxLength": LIMITS.scope_chars},
+            "limit": _count_schema(LIMITS.list_max, LIMITS.list_default),
+        }
+    ),
+    "ask": _object(
+        {
+            "question": {"type": "string", "minLength": 1, "maxLength": LIMITS.text_chars},
+            "top_k": _count_schema(LIMITS.top_k_max, LIMITS.top_k_default),
+            "tags": _TAGS_SCHEMA,
+        },
+        "question",
+    ),
+}
+
+
+def parse_tool_arguments(name: str, args: Mapping[str, Any]) -> Any:
+    """The request of MCP tool ``name`` from its arguments (MCP names mapped onto the canonical keys), or
+    None for a tool without one (``get_note``). Raises :class:`~cairn.errors.BadRequestError`."""
+    if name == "search_notes":
+        folder = args.get("folder")
+        return SearchRequest.parse(
+            {
+                "query": args.get("query"),
+                "top_k": args.get("limit"),
+                "tags": args.get("tags"),
+                "folders": None if folder is None else [folder],
+            }
+        )
+    if name == "ask":
+        return AskRequest.parse(
+            {"question": args.get("question"), "top_k": args.get("top_k"), "tags": args.get("tags")}
+        )
+    if name == "get_related_notes":
+        return RelatedRequest.parse(args)
+    if name == "list_notes":
+        return ListRequest.parse(args)
+    return None

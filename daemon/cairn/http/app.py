@@ -1,0 +1,174 @@
+"""The aiohttp application of the HTTP API, and the loopback server that runs it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+
+from cairn.errors import ConfigError
+from cairn.http import routes
+from cairn.http.errors import MAX_BODY_BYTES, errors_middleware
+from cairn.http.security import (
+    BadTokenThrottle,
+    add_common_headers,
+    auth_middleware,
+    host_middleware,
+    is_loopback,
+    origin_middleware,
+)
+from cairn.http.state import HEARTBEAT, SERVICES, STATE, TOKEN, State, StaticToken, TokenSource
+from cairn.services import Services
+
+log = logging.getLogger("cairn.http")
+access_log = logging.getLogger("cairn.http.access")
+
+#: Seconds between SSE comment heartbeats (``: ping``) on an open stream.
+HEARTBEAT_S = 15.0
+
+
+def make_app(
+    services: Services,
+    *,
+    token: str | TokenSource,
+    heartbeat_s: float = HEARTBEAT_S,
+    throttle: BadTokenThrottle | None = None,
+) -> web.Application:
+    """The aiohttp application serving ``services``.
+
+    ``token`` is the API token clients must send as ``Authorization: Bearer <token>``, or a
+    :class:`~cairn.http.state.TokenSource` asked on every request (so a rotation takes effect at once).
+    Raises :class:`ConfigError` for an empty or short token (an empty token would let an empty ``Bearer``
+    header through).
+    """
+    source: TokenSource = StaticToken(token) if isinstance(token, str) else token
+    current = source.current()
+    if not isinstance(current, str) or len(current) < 16:
+        raise ConfigError("The API token is missing or shorter than 16 characters; run `cairn token --rotate`.")
+    app = web.Application(
+        middlewares=[errors_middleware, host_middleware, origin_middleware, auth_middleware],
+        client_max_size=MAX_BODY_BYTES,
+    )
+    app[SERVICES] = services
+    app[TOKEN] = source
+    app[STATE] = State(throttle or BadTokenThrottle())
+    app[HEARTBEAT] = float(heartbeat_s)
+    app.router.add_post("/ask", routes.ask)
+    app.router.add_get("/search", routes.search)
+    app.router.add_get("/health", routes.health)
+    app.router.add_get("/index/stats", routes.index_stats)
+    app.router.add_post("/index/reindex", routes.index_reindex)
+    app.router.add_post("/index/pause", routes.index_pause)
+    app.router.add_post("/index/resume", routes.index_resume)
+    app.router.add_get("/notes/{path:.+}", routes.note)
+    app.router.add_get("/related", routes.related)
+    app.router.add_get("/tags", routes.tags)
+    app.router.add_get("/events", routes.events)
+    app.router.add_get("/openapi.json", routes.openapi)
+    app.on_response_prepare.append(add_common_headers)
+    app.on_shutdown.append(_on_shutdown)
+    return app
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    """Ask every open SSE stream to finish now (they end with a last event, then EOF)."""
+    app[STATE].closing.set()
+
+
+@dataclass
+class RunningServer:
+    """A started server: ``url`` is ``http://127.0.0.1:<port>`` (``port`` is the bound port,
+    useful when started with port 0). ``await close()`` stops it (open streams are cut)."""
+
+    runner: web.AppRunner
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+
+
+#: Loops whose default executor :func:`serve` has already bounded (once per loop).
+_BOUNDED_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def default_workers() -> int:
+    """Worker threads for blocking work: the number of cores, at least 2 (so one held call never stalls the rest)."""
+    return max(2, os.cpu_count() or 1)
+
+
+def _bound_default_executor(workers: int) -> None:
+    """Make the running loop's default executor (``asyncio.to_thread``: the query service, the answer
+    service, the library, stats, health) a pool of ``workers`` threads, once per loop.
+
+    Why: every search embeds the query (ONNX, already on every core) and scores all vectors (BLAS); more
+    threads than cores make each request cost more CPU, so everyone waits longer. Requests beyond
+    ``workers`` queue in arrival order instead."""
+    loop = asyncio.get_running_loop()
+    if loop in _BOUNDED_LOOPS:
+        return
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="cairn-worker"))
+    _BOUNDED_LOOPS.add(loop)
+
+
+async def serve(
+    app: web.Application, host: str = "127.0.0.1", port: int = 0, *, workers: int | None = None
+) -> RunningServer:
+    """Start ``app`` on ``host:port`` (loopback only; port 0 picks a free port).
+
+    Blocking work then runs on at most ``workers`` threads (default :func:`default_workers`): the
+    running loop's default executor is replaced by a pool of that size the first time a server starts
+    on it; ``asyncio.run`` shuts it down with the loop.
+
+    Raises :class:`ConfigError` for a non-loopback host (the API is local-only by design)
+    and for a port that cannot be bound.
+    """
+    if not is_loopback(host):
+        raise ConfigError(
+            f"HTTP host {host!r} is not a loopback address; Cairn serves on 127.0.0.1, ::1 or localhost only."
+        )
+    _bound_default_executor(workers or default_workers())
+    runner = web.AppRunner(
+        app,
+        access_log_class=_AccessLogger,
+        access_log=access_log,
+        handle_signals=False,
+        shutdown_timeout=2.0,
+        handler_cancellation=True,  # a client that leaves cancels its handler, and so its LLM request
+    )
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise ConfigError(
+            f"Cannot listen on {host}:{port}: {exc.strerror}; pick another port with --port or CAIRN_PORT."
+        ) from None
+    bound = port
+    for address in runner.addresses:
+        bound = address[1]
+        break
+    log.info("HTTP API listening on %s:%s", host, bound)
+    return RunningServer(runner=runner, host=host, port=bound)
+
+
+class _AccessLogger(AbstractAccessLogger):
+    """Method, path without query string, status, bytes, milliseconds. No headers, no query (which may
+    hold search text), so never the token."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        self.logger.info(
+            "%s %s %s %s %.1fms", request.method, request.path, response.status, response.body_length, time * 1000
+        )

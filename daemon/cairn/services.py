@@ -1,0 +1,131 @@
+"""The use cases the edges call, as one typed object (layer 2).
+
+The composition root (:mod:`cairn.app`) builds one :class:`Services`; the HTTP app
+(:func:`cairn.http.make_app`) and the MCP service (:class:`cairn.mcp_server.McpService`) take it whole,
+so a missing use case is a type error at start-up, not an error at request time. The protocols name
+what each edge calls; the concrete classes are the search service, :class:`cairn.answer.AnswerService`,
+:class:`cairn.library.NoteViews`, the daemon's indexing controls and :class:`cairn.events.EventBus`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cairn.config import Config
+from cairn.policy import WithheldTally, Withhold
+
+Event = tuple[str, Any]
+
+
+class Searcher(Protocol):
+    """The one query service. Blocking (SQLite, ONNX): edges call it from worker threads."""
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> Any:
+        """A search result (``hits``, ``elapsed_ms``); raises :class:`~cairn.errors.BadRequestError` for bad input."""
+        ...
+
+
+class Answerer(Protocol):
+    """The one ask path: ``stream`` yields ``(event, data)`` (``token``…, ``sources``, ``done``, or
+    ``error`` first on a failure after tokens were sent); ``answer`` collects the same events."""
+
+    def stream(
+        self,
+        question: str,
+        *,
+        top_k: int,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> AsyncIterator[Event]: ...
+
+    async def answer(
+        self,
+        question: str,
+        *,
+        top_k: int,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> Any: ...
+
+
+class NoteLibrary(Protocol):
+    """Read views of the notes (blocking; worker threads). Dicts in the wire's camelCase."""
+
+    def note(
+        self, raw: Any, withhold: Withhold | None = None, tally: WithheldTally | None = None
+    ) -> Mapping[str, Any]: ...
+
+    def related(
+        self, raw: Any, limit: int = 10, withhold: Withhold | None = None, tally: WithheldTally | None = None
+    ) -> Mapping[str, Any]: ...
+
+    def tags(self) -> Mapping[str, Any]: ...
+
+    def list_notes(
+        self,
+        tag: str | None = None,
+        folder: str | None = None,
+        limit: int = 50,
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> Mapping[str, Any]: ...
+
+
+class Indexing(Protocol):
+    """The index's controls (blocking; worker threads)."""
+
+    def stats(self) -> Mapping[str, Any]:
+        """``{notes, chunks, vectors, pending, lastIngestedAt, watching, paused, errors}``."""
+        ...
+
+    def request_reindex(self, path: str | None = None) -> Mapping[str, Any]:
+        """Queue a re-index of ``path`` (or the vault): ``{queued, path}``."""
+        ...
+
+    def set_paused(self, paused: bool) -> Mapping[str, Any]:
+        """Stop (or resume) following file changes: ``{paused, watching}``."""
+        ...
+
+
+class Subscription(Protocol):
+    async def get(self) -> Event: ...
+
+    def close(self) -> None: ...
+
+
+class EventSource(Protocol):
+    """Index progress events (``progress``, ``indexed``, ``removed``, ``error``)."""
+
+    def subscribe(self) -> Subscription: ...
+
+
+#: ``/health``: a blocking function (worker thread) or a coroutine function returning the health dict.
+HealthCheck = Callable[[], Mapping[str, Any] | Awaitable[Mapping[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything an edge may call. ``config`` is the daemon's frozen configuration."""
+
+    config: Config
+    search: Searcher
+    answers: Answerer
+    library: NoteLibrary
+    indexing: Indexing
+    events: EventSource
+    health: HealthCheck

@@ -1,0 +1,192 @@
+"""The edge contract (cairn.contract) over the three edges: the same bad request gets the same ``bad_request``
+message over HTTP (the real app on 127.0.0.1), MCP (the SDK's client in a real session with the server,
+in process) and the CLI (``cairn.cli.main`` in process), and never reaches the query service.
+
+Each row is one request in the contract's terms; each edge spells it its own way (``topK`` / ``limit`` /
+``top_k`` / ``--top-k``). The CLI reports a bad ``--top-k`` as a usage error (exit 2, argparse), anything
+else as ``Error: …`` (exit 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from cairn import cli, contract
+from cairn.contract import LIMITS
+from cairn.mcp_server import McpService, build_server
+from cairn.policy import parse_policy
+from test_http_api import AUTH, NoLibrary, RecordingQuery, run, running
+
+TOO_MANY = [f"t{i}" for i in range(LIMITS.scope_items + 1)]
+LONG_TEXT = "q" * (LIMITS.text_chars + 1)
+LONG_TAG = "t" * (LIMITS.scope_chars + 1)
+POLICY = """\
+version: 1
+withhold: {tags: [personal]}
+default_tools: [get_note, list_notes]
+clients:
+  agent: {local: true, tools: all}
+audit: {enabled: false}
+"""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One bad request: ``tool`` is ``search`` or ``ask``; ``text`` the query or question."""
+
+    tool: str
+    text: Any
+    message: str
+    top_k: Any = None
+    tags: Any = None
+    cli: bool = True  # the command line can say it (argv holds only strings)
+
+
+def _top_k_message(shown: object) -> str:
+    return f"top_k must be an integer from {LIMITS.top_k_min} to {LIMITS.top_k_max}, got {shown}."
+
+
+ROWS = [
+    Row("search", "garlic", _top_k_message(0), top_k=0),
+    Row("search", "garlic", _top_k_message(51), top_k=51),
+    Row("ask", "garlic?", _top_k_message(0), top_k=0),
+    Row("ask", "garlic?", _top_k_message(51), top_k=51),
+    Row("ask", LONG_TEXT, f"The question is {len(LONG_TEXT)} characters long; the limit is {LIMITS.text_chars}."),
+    Row("search", LONG_TEXT, f"The query is {len(LONG_TEXT)} characters long; the limit is {LIMITS.text_chars}."),
+    Row("search", "", "The query is empty; expected some words to search for."),
+    Row("ask", "   ", "The question is empty; expected some words to search for."),
+    Row("ask", "garlic?", f"{len(TOO_MANY)} tags given; the limit is {LIMITS.scope_items}.", tags=TOO_MANY),
+    Row("search", "garlic", f"{len(TOO_MANY)} tags given; the limit is {LIMITS.scope_items}.", tags=TOO_MANY),
+    Row(
+        "ask",
+        "garlic?",
+        f"A tag must be a non-empty string of at most {LIMITS.scope_chars} characters, got 1.",
+        tags=[1],
+        cli=False,
+    ),
+    Row(
+        "search",
+        "garlic",
+        f"A tag must be a non-empty string of at most {LIMITS.scope_chars} characters, got {LONG_TAG!r:.40}.",
+        tags=[LONG_TAG],
+    ),
+    Row(
+        "search",
+        "garlic",
+        f"A tag must be a non-empty string of at most {LIMITS.scope_chars} characters, got ''.",
+        tags=[""],
+    ),
+]
+IDS = [f"{r.tool}-{i}" for i, r in enumerate(ROWS)]
+
+
+def _parse(row: Row) -> None:
+    """The contract itself, as the table's reference."""
+    if row.tool == "search":
+        contract.SearchRequest.parse({"query": row.text, "top_k": row.top_k, "tags": row.tags})
+    else:
+        contract.AskRequest.parse({"question": row.text, "top_k": row.top_k, "tags": row.tags})
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_the_contract_gives_the_rows_message(row):
+    with pytest.raises(contract.BadRequestError) as err:
+        _parse(row)
+    assert err.value.message == row.message
+
+
+# -- HTTP --------------------------------------------------------------------------------------------
+
+
+def _http(row: Row) -> tuple[int, Any, list]:
+    query = RecordingQuery()
+
+    async def scenario():
+        async with running(query) as client:
+            if row.tool == "search":
+                params: list[tuple[str, str]] = [("q", row.text)]
+                params += [("topK", str(row.top_k))] if row.top_k is not None else []
+                params += [("tag", t) for t in row.tags or []]
+                async with client.get("/search", params=params, headers=AUTH) as resp:
+                    return resp.status, await resp.json()
+            body: dict[str, Any] = {"question": row.text}
+            body.update({"topK": row.top_k} if row.top_k is not None else {})
+            body.update({"tags": row.tags} if row.tags is not None else {})
+            async with client.post("/ask", json=body, headers=AUTH) as resp:
+                return resp.status, await resp.json()
+
+    status, body = run(scenario())
+    return status, body, query.calls
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_http_answers_the_rows_bad_request_with_its_message(row):
+    status, body, calls = _http(row)
+    assert (status, body) == (400, {"error": {"code": "bad_request", "message": row.message}})
+    assert calls == []
+
+
+# -- MCP ---------------------------------------------------------------------------------------------
+
+
+def _mcp(row: Row) -> tuple[Any, list]:
+    query = RecordingQuery()
+    policy = parse_policy(POLICY, "test-policy")
+    service = McpService(query=query, library=NoLibrary(), policy=lambda: policy, audit=None, transport="stdio")
+    server = build_server(service, lambda ctx: ("agent", ("search_notes", "ask")))
+    if row.tool == "search":
+        name, args = "search_notes", {"query": row.text, "limit": row.top_k, "tags": row.tags}
+    else:
+        name, args = "ask", {"question": row.text, "top_k": row.top_k, "tags": row.tags}
+
+    async def go():
+        async with Client(server) as client:
+            return await client.call_tool(name, {k: v for k, v in args.items() if v is not None})
+
+    return run(go()), query.calls
+
+
+@pytest.mark.parametrize("row", ROWS, ids=IDS)
+def test_mcp_answers_the_rows_bad_request_with_its_message(row):
+    result, calls = _mcp(row)
+    assert result.is_error
+    assert result.structured_content == {"error": {"code": "bad_request", "message": row.message}}
+    assert calls == []
+
+
+# -- CLI ---------------------------------------------------------------------------------------------
+
+
+def _cli(row: Row, tmp_path: Path, monkeypatch, capsys) -> tuple[int, str, str]:
+    for name, sub in (("CAIRN_DATA_DIR", "data"), ("CAIRN_CONFIG_DIR", "config"), ("CAIRN_LOG_DIR", "log")):
+        monkeypatch.setenv(name, str(tmp_path / sub))
+    monkeypatch.setenv("CAIRN_KEYRING", "file")
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    argv = [row.tool, row.text, "--vault", str(vault)]
+    argv += ["--top-k", str(row.top_k)] if row.top_k is not None else []
+    for tag in row.tags or []:
+        argv += ["--tag", tag]
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:  # argparse: a usage error
+        code = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r.cli], ids=[i for i, r in zip(IDS, ROWS, strict=True) if r.cli])
+def test_the_cli_answers_the_rows_bad_request_with_its_message(row, tmp_path, monkeypatch, capsys):
+    code, out, err = _cli(row, tmp_path, monkeypatch, capsys)
+    assert out == ""
+    if row.top_k is not None:
+        assert code == 2 and "usage: cairn" in err
+        assert err.rstrip().endswith(f"argument --top-k: {row.message}")
+    else:
+        assert (code, err) == (1, f"Error: {row.message}\n")
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").rglob("*.sqlite*"))  # nothing indexed
