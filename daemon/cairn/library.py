@@ -294,7 +294,10 @@ class NoteViews:
             scope = checked_rel_path(str(folder).strip().strip("/"))
         hidden = WithheldSet.load(self.store, withhold) if withhold else None
         exclude = hidden.notes if hidden else {}
-        notes, total = _list_notes(self.store, tags=tags, folder=scope, exclude_ids=exclude, limit=limit)
+        listed, total = _list_notes(self.store, tags=tags, folder=scope, exclude_ids=exclude, limit=limit)
+        notes: list[dict[str, Any]] = [
+            {"filePath": n.path, "title": n.title, "tags": list(n.tags), "indexedAt": n.indexed_at} for n in listed
+        ]
         if hidden:
             kept = [n for n in notes if not hidden.withhold.note_withheld(n["filePath"], n["tags"])]
             total -= len(notes) - len(kept)

@@ -22,10 +22,15 @@ from cairn.store.records import (
     FtsSnapshot,
     IndexStats,
     LinkRecord,
+    LinkTarget,
+    NoteListing,
     NoteProblem,
     NoteRecord,
     NoteState,
+    PendingChunk,
+    PendingSentence,
     StoredNote,
+    TagCount,
 )
 from cairn.store.schema import EMBED_DIM, SCHEMA_VERSION
 from cairn.store.vectors import VectorTables
@@ -41,7 +46,12 @@ __all__ = [
     "Backlink",
     "IndexStats",
     "NoteProblem",
+    "NoteListing",
     "FtsSnapshot",
+    "PendingChunk",
+    "PendingSentence",
+    "TagCount",
+    "LinkTarget",
     "SCHEMA_VERSION",
     "EMBED_DIM",
 ]

@@ -14,10 +14,12 @@ from cairn.store.records import (
     ChunkRecord,
     IndexStats,
     LinkRecord,
+    LinkTarget,
     NoteProblem,
     NoteRecord,
     NoteState,
     StoredNote,
+    TagCount,
 )
 
 
@@ -36,36 +38,8 @@ class NoteTables(StoreBase):
         links, chunks and FTS rows. Vectors of the old chunks are removed; new chunks start
         un-embedded (``embedded = 0``) and are filled later by :meth:`set_vectors`.
         Returns the note id (kept stable across updates of the same path)."""
-        now = time.time()
         with self._write_lock, self.conn as c:
-            row = c.execute("SELECT id FROM notes WHERE path=?", (note.path,)).fetchone()
-            values = (
-                note.kind,
-                note.title,
-                json.dumps(list(note.aliases), ensure_ascii=False),
-                json.dumps(note.frontmatter, ensure_ascii=False, default=str),
-                note.mtime_ns,
-                note.size,
-                note.content_hash,
-                now,
-                note.error,
-                note.error_code,
-            )
-            if row:
-                note_id = row[0]
-                self._delete_note_contents(c, note_id)
-                c.execute(
-                    "UPDATE notes SET kind=?, title=?, aliases=?, frontmatter=?, mtime_ns=?, size=?, "
-                    "content_hash=?, indexed_at=?, status='ok', error=?, error_code=? WHERE id=?",
-                    (*values, note_id),
-                )
-            else:
-                c.execute(
-                    "INSERT INTO notes(kind, title, aliases, frontmatter, mtime_ns, size, content_hash, "
-                    "indexed_at, status, error, error_code, path) VALUES(?,?,?,?,?,?,?,?,'ok',?,?,?)",
-                    (*values, note.path),
-                )
-                note_id = c.last_insert_rowid()
+            note_id = self._put_note_row(c, note)
             c.executemany(
                 "INSERT OR IGNORE INTO note_tags(note_id, tag) VALUES(?, ?)", [(note_id, t) for t in set(tags)]
             )
@@ -78,32 +52,66 @@ class NoteTables(StoreBase):
                 ],
             )
             for ch in chunks:
-                c.execute(
-                    "INSERT INTO chunks(note_id, ordinal, symbol, text, line_start, line_end, page, token_count,"
-                    " kind, content_hash) VALUES(?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        note_id,
-                        ch.ordinal,
-                        ch.symbol,
-                        ch.text,
-                        ch.line_start,
-                        ch.line_end,
-                        ch.page,
-                        ch.token_count,
-                        ch.kind,
-                        ch.content_hash,
-                    ),
-                )
-                chunk_id = c.last_insert_rowid()
-                c.execute(
-                    "INSERT INTO chunks_fts(rowid, text, symbol, title) VALUES(?,?,?,?)",
-                    (chunk_id, ch.text, ch.symbol, note.title),
-                )
-                c.executemany(
-                    "INSERT INTO chunk_units(chunk_id, text, content_hash) VALUES(?,?,?)",
-                    [(chunk_id, t, h) for t, h in ch.units],
-                )
+                self._insert_chunk(c, note_id, note.title, ch)
         return note_id
+
+    def _put_note_row(self, c: apsw.Connection, note: NoteRecord) -> int:
+        """Insert ``note``'s row, or update it (its old contents deleted) when its path is known; its id."""
+        row = c.execute("SELECT id FROM notes WHERE path=?", (note.path,)).fetchone()
+        values = (
+            note.kind,
+            note.title,
+            json.dumps(list(note.aliases), ensure_ascii=False),
+            json.dumps(note.frontmatter, ensure_ascii=False, default=str),
+            note.mtime_ns,
+            note.size,
+            note.content_hash,
+            time.time(),
+            note.error,
+            note.error_code,
+        )
+        if row:
+            self._delete_note_contents(c, row[0])
+            c.execute(
+                "UPDATE notes SET kind=?, title=?, aliases=?, frontmatter=?, mtime_ns=?, size=?, "
+                "content_hash=?, indexed_at=?, status='ok', error=?, error_code=? WHERE id=?",
+                (*values, row[0]),
+            )
+            return int(row[0])
+        c.execute(
+            "INSERT INTO notes(kind, title, aliases, frontmatter, mtime_ns, size, content_hash, "
+            "indexed_at, status, error, error_code, path) VALUES(?,?,?,?,?,?,?,?,'ok',?,?,?)",
+            (*values, note.path),
+        )
+        return c.last_insert_rowid()
+
+    @staticmethod
+    def _insert_chunk(c: apsw.Connection, note_id: int, title: str, ch: ChunkRecord) -> None:
+        """One chunk of note ``note_id`` (titled ``title``) with its FTS row and its sentences, not yet embedded."""
+        c.execute(
+            "INSERT INTO chunks(note_id, ordinal, symbol, text, line_start, line_end, page, token_count,"
+            " kind, content_hash) VALUES(?,?,?,?,?,?,?,?,?,?)",
+            (
+                note_id,
+                ch.ordinal,
+                ch.symbol,
+                ch.text,
+                ch.line_start,
+                ch.line_end,
+                ch.page,
+                ch.token_count,
+                ch.kind,
+                ch.content_hash,
+            ),
+        )
+        chunk_id = c.last_insert_rowid()
+        c.execute(
+            "INSERT INTO chunks_fts(rowid, text, symbol, title) VALUES(?,?,?,?)", (chunk_id, ch.text, ch.symbol, title)
+        )
+        c.executemany(
+            "INSERT INTO chunk_units(chunk_id, text, content_hash) VALUES(?,?,?)",
+            [(chunk_id, t, h) for t, h in ch.units],
+        )
 
     def write_skipped(
         self, path: str, *, kind: str, title: str, mtime_ns: int, size: int, content_hash: str, reason: str
@@ -171,14 +179,14 @@ class NoteTables(StoreBase):
         """Aliases of every indexed note, by path (for link resolution)."""
         return {p: json.loads(a) for p, a in self.conn.execute("SELECT path, aliases FROM notes WHERE status='ok'")}
 
-    def iter_links(self) -> Iterator[tuple[int, int, str, str, str | None]]:
-        """(note_id, ordinal, source path, raw_target, target_path) of every stored link, one row at a time from a
-        cursor (memory does not grow with the vault). Finish or drop the iterator before writing on this thread's
-        connection."""
-        yield from self.conn.execute(
+    def iter_links(self) -> Iterator[LinkTarget]:
+        """Every stored link, one row at a time from a cursor (memory does not grow with the vault). Finish or drop
+        the iterator before writing on this thread's connection."""
+        for row in self.conn.execute(
             "SELECT l.note_id, l.ordinal, n.path, l.raw_target, l.target_path FROM links l "
             "JOIN notes n ON n.id=l.note_id"
-        )
+        ):
+            yield LinkTarget(*row)
 
     def update_link_targets(self, changes: Sequence[tuple[str | None, int, int]]) -> None:
         """Set ``target_path`` for (target_path, note_id, ordinal) triples, in one transaction."""
@@ -236,8 +244,11 @@ class NoteTables(StoreBase):
         )
         return [Backlink(path=r[0], line=r[1]) for r in rows]
 
-    def tag_counts(self) -> list[tuple[str, int]]:
-        return list(self.conn.execute("SELECT tag, count(*) FROM note_tags GROUP BY tag ORDER BY tag"))
+    def tag_counts(self) -> list[TagCount]:
+        """Every tag with its number of notes, sorted by tag."""
+        return [
+            TagCount(*r) for r in self.conn.execute("SELECT tag, count(*) FROM note_tags GROUP BY tag ORDER BY tag")
+        ]
 
     def note_tags(self, path: str) -> list[str]:
         return [

@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING
 
 from cairn.notes import FRONTMATTER_ERROR_CODES
 from cairn.store.base import scalar
+from cairn.store.records import NoteListing, TagCount
 from cairn.store.schema import LEGACY_FRONTMATTER_ERROR
 
 if TYPE_CHECKING:
     from cairn.store import Store
 
 
-# ------------------------------------------------------------------------ withholding (issue 5)
+# ------------------------------------------------------------------------ withholding
 def _tag_clause(tags: Sequence[str], column: str = "t.tag") -> tuple[str, list]:
     """SQL matching ``column`` to any of the normalised ``tags`` or a tag nested below one."""
     ors, args = [], []
@@ -41,7 +42,7 @@ def withheld_notes(
     ``tags`` is not empty — whose front-matter could not be read (its tags are unknown), or whose path
     ``path_withheld`` accepts; and every PDF that one of those links to or embeds. Any status (skipped files
     included). Cost: one indexed query for the
-    tags; the path test reads every path (~2 ms for 4,000 notes)."""
+    tags; the path test reads every path."""
     out: dict[int, tuple[str, list[str]]] = {}
     if tags:
         clause, args = _tag_clause(tags)
@@ -90,11 +91,10 @@ def list_notes(
     folder: str | None = None,
     exclude_ids: Iterable[int] = (),
     limit: int = 50,
-) -> tuple[list[dict], int]:
+) -> tuple[list[NoteListing], int]:
     """Indexed notes sorted by path, optionally only those carrying any of the normalised ``tags``
     (nested included) and under ``folder`` (a vault-relative prefix, case-sensitive like search's
-    folder scope), never those in ``exclude_ids``. Returns (at most ``limit`` notes as
-    ``{filePath, title, tags, indexedAt}``, the total number matching)."""
+    folder scope), never those in ``exclude_ids``. Returns (at most ``limit`` notes, the total number matching)."""
     where: list[str] = ["n.status = 'ok'"]
     args: list[object] = []
     excluded = list(exclude_ids)
@@ -118,21 +118,22 @@ def list_notes(
     )
     tags_by_note = store.tags_of_notes(r[0] for r in rows)
     notes = [
-        {"filePath": path, "title": title, "tags": tags_by_note.get(nid, []), "indexedAt": indexed_at}
+        NoteListing(path=path, title=title, tags=tuple(tags_by_note.get(nid, [])), indexed_at=indexed_at)
         for nid, path, title, indexed_at in rows
     ]
     return notes, int(total)
 
 
-def tag_counts(store: Store, exclude_ids: Iterable[int] = ()) -> list[tuple[str, int]]:
+def tag_counts(store: Store, exclude_ids: Iterable[int] = ()) -> list[TagCount]:
     """(tag, number of notes) sorted by tag, not counting the notes in ``exclude_ids``."""
     excluded = list(exclude_ids)
     if not excluded:
         return store.tag_counts()
-    return list(
-        store.conn.execute(
+    return [
+        TagCount(*r)
+        for r in store.conn.execute(
             "SELECT tag, count(*) FROM note_tags WHERE note_id NOT IN (SELECT value FROM json_each(?)) "
             "GROUP BY tag ORDER BY tag",
             (json.dumps(excluded),),
         )
-    )
+    ]

@@ -116,14 +116,14 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     """,
     # 2: embedding-cache rows by age, for pruning the unused old ones (Store.prune_embedding_cache) without
-    # reading every vector (a full scan of obsidian-hub's cache: ~100 ms).
+    # reading every vector.
     """
     CREATE INDEX embedding_cache_by_age ON embedding_cache(created_at);
     """,
     # 3: the ids of deleted chunks, in commit order (``seq``: AUTOINCREMENT, so gap-free unless trimmed), written
     # by a trigger in the transaction that deletes them. A reader holding the full-text index in memory
-    # (cairn.bm25) reads the entries after the last one it applied instead of scanning FTS5's 19.5k row ids
-    # (~8 ms of GIL-holding Python on obsidian-hub after every save). Trimmed to the newest
+    # (cairn.bm25) reads the entries after the last one it applied instead of scanning all of FTS5's row ids
+    # after every save. Trimmed to the newest
     # Store.DELETION_LOG_KEEP entries; a reader further behind sees the gap and scans.
     """
     CREATE TABLE chunk_deletions (

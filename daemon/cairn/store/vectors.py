@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from cairn.store.base import StoreBase, scalar, vec_bytes
+from cairn.store.records import PendingChunk, PendingSentence
 from cairn.store.schema import EMBED_DIM
 
 
@@ -17,11 +18,11 @@ class VectorTables(StoreBase):
 
     def pending_chunks(
         self, limit: int, *, pdf: bool | None = None, note_path: str | None = None
-    ) -> list[tuple[int, str, str, list[tuple[int, str, str]]]]:
-        """Up to ``limit`` chunks without vectors: (chunk_id, content_hash, title, [(unit_id, unit text, unit hash)]).
+    ) -> list[PendingChunk]:
+        """Up to ``limit`` chunks without vectors, by id, each with its sentences in order.
         ``pdf``: only PDF chunks (True), only the others (False), or all (None); ``note_path``: only that file's."""
         where = "c.embedded=0"
-        args: list = []
+        args: list[object] = []
         if pdf is not None:
             where += " AND c.kind " + ("=" if pdf else "!=") + " 'pdf'"
         if note_path is not None:
@@ -34,17 +35,18 @@ class VectorTables(StoreBase):
                 (*args, limit),
             )
         )
-        units: dict[int, list[tuple[int, str, str]]] = {cid: [] for cid, _, _ in chunks}
+        units: dict[int, list[PendingSentence]] = {cid: [] for cid, _, _ in chunks}
         if chunks:
             for uid, cid, text, h in self.conn.execute(
                 "SELECT id, chunk_id, text, content_hash FROM chunk_units WHERE chunk_id IN "
                 "(SELECT value FROM json_each(?)) ORDER BY id",
                 (json.dumps(list(units)),),
             ):
-                units[cid].append((uid, text, h))
-        return [(cid, h, title, units[cid]) for cid, h, title in chunks]
+                units[cid].append(PendingSentence(uid, text, h))
+        return [PendingChunk(cid, h, title, units[cid]) for cid, h, title in chunks]
 
     def count_pending(self) -> int:
+        """The number of chunks without a vector."""
         return scalar(self.conn, "SELECT count(*) FROM chunks WHERE embedded=0")
 
     def cached_vectors(self, hashes: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
@@ -79,7 +81,7 @@ class VectorTables(StoreBase):
             old = c.execute(
                 "SELECT content_hash, model_id FROM embedding_cache WHERE created_at < ?", (older_than,)
             ).fetchall()
-            if not old:  # the usual case: no unit hashes to read (~0.2-0.6 s on obsidian-hub)
+            if not old:  # the usual case: no sentence hashes to read (a scan of them all)
                 return 0
             used = set(keep) | {h for (h,) in c.execute("SELECT DISTINCT content_hash FROM chunk_units")}
             doomed = [(h, m) for h, m in old if m != model_id or h not in used]
@@ -162,7 +164,7 @@ class VectorTables(StoreBase):
     def embedded_chunk_ids(self) -> tuple[int, str | None, np.ndarray]:
         """The chunks that have a vector, read in one transaction: (vectors generation, the vector recipe they were
         made with (meta ``vector_recipe``, set by the indexer; None when unset), chunk ids (k,) int64 ascending).
-        Ids only (obsidian-hub's 19.6k in a few ms).
+        Ids only, no vectors: cheap enough to call before every reload.
 
         A chunk id's vector changes only with the recipe: :meth:`write_note` gives a note's new chunks new ids
         (never reused: AUTOINCREMENT), and :meth:`set_vectors` writes a chunk's vector only for its content hash, so
@@ -192,7 +194,7 @@ class VectorTables(StoreBase):
         """Like :meth:`load_vector_matrices` for just ``chunk_ids`` (chunks without a vector are absent), in one
         read transaction: (generation, chunk ids (n,) int64, chunk vectors (n, 384) float32, owning chunk id of each
         unit (m,) int64, unit vectors (m, 384) float32). Chunks in ascending id order, each one's units after it
-        (:meth:`vectors` and :meth:`unit_vectors`: 500 ids per statement; ~0.1 ms a chunk with its units)."""
+        (:meth:`vectors` and :meth:`unit_vectors`: 500 ids per statement)."""
         ids = sorted({int(c) for c in chunk_ids})
         with self.conn:  # one read transaction: the generation and both reads agree
             gen = self.vectors_generation()
