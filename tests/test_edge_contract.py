@@ -20,7 +20,7 @@ from cairn import cli, contract
 from cairn.contract import LIMITS
 from cairn.mcp_server import McpService, build_server
 from cairn.policy import parse_policy
-from test_http_api import AUTH, NoLibrary, RecordingQuery, run, running
+from test_http_api import AUTH, RecordingQuery, run, running, stand_in_services
 
 TOO_MANY = [f"t{i}" for i in range(LIMITS.scope_items + 1)]
 LONG_TEXT = "q" * (LIMITS.text_chars + 1)
@@ -137,7 +137,7 @@ def test_http_answers_the_rows_bad_request_with_its_message(row):
 def _mcp(row: Row) -> tuple[Any, list]:
     query = RecordingQuery()
     policy = parse_policy(POLICY, "test-policy")
-    service = McpService(query=query, library=NoLibrary(), policy=lambda: policy, audit=None, transport="stdio")
+    service = McpService(stand_in_services(query), policy=lambda: policy, audit=None, transport="stdio")
     server = build_server(service, lambda ctx: ("agent", ("search_notes", "ask")))
     if row.tool == "search":
         name, args = "search_notes", {"query": row.text, "limit": row.top_k, "tags": row.tags}

@@ -522,7 +522,7 @@ def test_the_audit_log_has_one_line_per_call_with_the_fields(home):
     assert [json.loads(line) for line in printed.stdout.splitlines()][-4:] == lines
 
 
-# ------------------------------------------------------------------------------ in process (the SDK client, no subprocess)
+# ------------------------------------------------------------------ in process (the SDK client, no subprocess)
 def test_audit_lines_follow_the_policy_switch_and_policy_edits_apply_without_a_restart(canary_cairn, tmp_path):
     from cairn.audit import AuditLog
     from cairn.mcp_server import McpService, build_server
@@ -532,9 +532,11 @@ def test_audit_lines_follow_the_policy_switch_and_policy_edits_apply_without_a_r
     policy_file.write_text(POLICY.replace("audit: {enabled: true}", "audit: {enabled: false}"), encoding="utf-8")
     holder = PolicyHolder(policy_file, strict=True, check_interval_s=0)
     audit_file = tmp_path / "audit.jsonl"
+    from cairn.answer import AnswerService
+    from test_http_api import services_of
+
     service = McpService(
-        query=canary_cairn.query,
-        library=canary_cairn.library,
+        services_of(canary_cairn, answers=AnswerService(canary_cairn.query, None)),
         policy=holder.current,
         audit=AuditLog(audit_file),
         transport="stdio",

@@ -207,13 +207,28 @@ def remote_model_withhold(config: Config, policy: Any = None) -> Callable[[], An
     return current
 
 
+def edge_services(cairn: Cairn, answers: AnswerService, health: Callable[[], Any]) -> Any:
+    """The :class:`~cairn.services.Services` an edge (HTTP, MCP) takes, over this vault's use cases."""
+    from cairn.services import Services
+
+    return Services(
+        config=cairn.config,
+        search=cairn.query,
+        answers=answers,
+        library=cairn.library,
+        indexing=cairn.indexing,
+        events=cairn.events,
+        health=health,
+    )
+
+
 def mcp_service(config: Config, cairn: Cairn, policy: Any, transport: str) -> Any:
+    """The MCP service; its ``ask`` answers from the passages themselves (no model: ``grounded: false``)."""
     from cairn.audit import AuditLog, audit_path
     from cairn.mcp_server import McpService
 
     return McpService(
-        query=cairn.query,
-        library=cairn.library,
+        edge_services(cairn, AnswerService(cairn.query, None), cairn.indexing.health),
         policy=policy.current,
         audit=AuditLog(audit_path(config.data_dir)),
         transport=transport,
@@ -454,18 +469,8 @@ def _http_app(
 ) -> Any:
     """The plugin's HTTP API over this vault's services (not yet listening)."""
     from cairn.http import make_app
-    from cairn.services import Services
 
-    services = Services(
-        config=config,
-        search=cairn.query,
-        answers=answers,
-        library=cairn.library,
-        indexing=cairn.indexing,
-        events=cairn.events,
-        health=health,
-    )
-    return make_app(services, token=token)
+    return make_app(edge_services(cairn, answers, health), token=token)
 
 
 async def _start_watching(config: Config, cairn: Cairn) -> VaultWatcher:

@@ -1,0 +1,209 @@
+"""MCP over streamable HTTP on a second loopback port (the SDK's ASGI transport under uvicorn, at ``/mcp``).
+
+The daemon's API is aiohttp, which cannot host ASGI apps without a hand-written bridge for streaming
+bodies, SSE and disconnects, so MCP gets its own port (``mcp_port``, default the API port + 1; 0 picks a
+free one; advertised as ``mcpUrl`` in ``service.json``). The SDK's transport security is on (Host and
+Origin allowlists: this loopback host and port only) and every request must carry
+``Authorization: Bearer <client token>`` (compared with :func:`hmac.compare_digest`; missing or unknown →
+401). Extra tools are asked for in the URL the owner writes into the agent's config, the analogue of
+``--tool``: ``/mcp?tool=search_notes&tool=ask``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import socket
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+from urllib.parse import parse_qs
+
+import uvicorn
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from cairn.errors import CairnError
+from cairn.mcp_server.tools import MAX_MESSAGE_BYTES, McpService, build_server
+from cairn.policy import ALL_TOOLS
+
+log = logging.getLogger("cairn.mcp_server")
+
+_SCOPE_KEY = "cairn.mcp.identity"
+
+
+class _BearerGate:
+    """ASGI middleware in front of the SDK transport: ``Authorization: Bearer <token>`` must be one of the
+    per-client MCP tokens (→ the client's name); ``?tool=NAME`` (repeatable, or comma-separated) asks for
+    extra tools. Missing/unknown token → 401; unknown tool name → 400. Tokens are never logged."""
+
+    def __init__(self, app: Any, tokens: Callable[[], Mapping[str, str]]) -> None:
+        self.app = app
+        self.tokens = tokens
+
+    def _client(self, header: str | None) -> str | None:
+        if not header or not header[:7].lower() == "bearer ":
+            return None
+        given = header[7:].strip().encode("utf-8", "replace")
+        found = None
+        for name, token in self.tokens().items():
+            if token and hmac.compare_digest(given, token.encode("utf-8")):
+                found = name
+        return found
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        try:
+            client = await asyncio.to_thread(self._client, headers.get("authorization"))
+        except CairnError as exc:
+            log.warning("MCP HTTP: cannot read the client tokens: %s", exc.message)
+            client = None
+        if client is None:
+            response = JSONResponse(
+                {
+                    "error": {
+                        "code": "unauthorized",
+                        "message": (
+                            "Missing or unknown bearer token. Send 'Authorization: Bearer <token>' with the token "
+                            "printed by `cairn mcp token NAME` for this client."
+                        ),
+                    }
+                },
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="cairn-mcp"'},
+            )
+            await response(scope, receive, send)
+            return
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        requested = tuple(dict.fromkeys(t.strip() for v in query.get("tool", []) for t in v.split(",") if t.strip()))
+        unknown = [t for t in requested if t not in ALL_TOOLS]
+        if unknown:
+            response = JSONResponse(
+                {
+                    "error": {
+                        "code": "bad_request",
+                        "message": (
+                            f"Unknown tool {unknown[0][:100]!r} in ?tool=; the tools are {', '.join(ALL_TOOLS)}."
+                        ),
+                    }
+                },
+                status_code=400,
+            )
+            await response(scope, receive, send)
+            return
+        access = AccessToken(token="-", client_id=client, scopes=[])  # never the token itself
+        scope = {
+            **scope,
+            "user": AuthenticatedUser(access),
+            "auth": AuthCredentials([]),
+            _SCOPE_KEY: (client, requested),
+        }
+        await self.app(scope, receive, send)
+
+
+def _http_identity(ctx: Any) -> tuple[str | None, tuple[str, ...]]:
+    request = getattr(ctx, "request", None)
+    scope = getattr(request, "scope", None) or {}
+    ident = scope.get(_SCOPE_KEY)
+    if ident is None:  # cannot happen behind the gate; fail closed
+        return None, ()
+    return ident
+
+
+def build_http_app(service: McpService, tokens: Callable[[], Mapping[str, str]], *, host: str, port: int) -> Starlette:
+    """The ASGI app serving ``/mcp`` (streamable HTTP) for ``host:port``: bearer gate, then the SDK's
+    session manager with DNS-rebinding protection (Host must be this loopback host:port; an Origin, when
+    sent, must be this same origin) and a :data:`MAX_MESSAGE_BYTES` body limit."""
+    names = {host, "127.0.0.1", "localhost"} if host in ("127.0.0.1", "localhost") else {host}
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{h}:{port}" for h in sorted(names)],
+        allowed_origins=[f"http://{h}:{port}" for h in sorted(names)],
+    )
+    manager = StreamableHTTPSessionManager(
+        app=build_server(service, _http_identity), security_settings=security, max_request_body_size=MAX_MESSAGE_BYTES
+    )
+    endpoint = _BearerGate(StreamableHTTPASGIApp(manager), tokens)
+    return Starlette(routes=[Route("/mcp", endpoint=endpoint)], lifespan=lambda app: manager.run())
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handling: the daemon's loop owns SIGINT/SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class McpHttpServer:
+    """The streamable-HTTP MCP endpoint on a loopback port. ``await start()`` binds (port 0 picks a free one)
+    and returns once serving; ``url`` is ``http://HOST:PORT/mcp``; ``await close()`` stops it (open streams
+    get up to 3 s)."""
+
+    def __init__(self, service: McpService, tokens: Callable[[], Mapping[str, str]], host: str, port: int) -> None:
+        self.service = service
+        self.tokens = tokens
+        self.host = host
+        self.requested_port = port
+        self.port = port
+        self._server: _Uvicorn | None = None
+        self._task: asyncio.Task | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}/mcp"
+
+    async def start(self, timeout_s: float = 15.0) -> McpHttpServer:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.requested_port))
+            sock.listen(128)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            raise CairnError(
+                f"Cannot serve MCP over HTTP on {self.host}:{self.requested_port}: {exc.strerror}; "
+                "set mcp_port in the config (0 picks a free port)."
+            ) from None
+        self.port = sock.getsockname()[1]
+        app = build_http_app(self.service, self.tokens, host=self.host, port=self.port)
+        config = uvicorn.Config(
+            app,
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            server_header=False,
+            timeout_graceful_shutdown=3,
+            h11_max_incomplete_event_size=64 * 1024,
+        )
+        self._server = _Uvicorn(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="cairn-mcp-http")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self._server.started:  # uvicorn offers no start event
+            if self._task.done() or loop.time() > deadline:
+                await self.close()
+                raise CairnError(f"The MCP HTTP server on {self.host}:{self.port} did not start; see the log.")
+            await asyncio.sleep(0.02)
+        log.info("MCP (streamable HTTP) at %s", self.url)
+        return self
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._task, timeout=10)
+        self._server = self._task = None
