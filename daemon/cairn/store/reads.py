@@ -1,5 +1,5 @@
-"""Read-only queries for the API's browse views (kept apart from ``store/__init__.py``, which the
-search work changes): all SQL still lives in ``store/``."""
+"""Read-only queries for withholding and the library's views: the notes a caller is withheld (by tag,
+front-matter problem code or path, and the PDFs they link to), chunk owners, note listings and tag counts."""
 
 from __future__ import annotations
 

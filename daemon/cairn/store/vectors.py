@@ -131,12 +131,12 @@ class VectorTables(StoreBase):
         row = self.conn.execute("SELECT value FROM meta WHERE key='vectors_generation'").fetchone()
         return int(row[0]) if row else 0
 
-    def load_vector_matrices(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every chunk and unit vector, read in one snapshot:
+    def _load_vector_matrices(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every chunk and sentence vector, read in one snapshot:
         (generation, chunk ids (n,) int64, chunk vectors (n, 384) float32,
-        owning chunk id of each unit (m,) int64, unit vectors (m, 384) float32). Memory: 1.5 KiB a vector, held
-        once: rows are copied one at a time into arrays sized by a count in the same read transaction (no list of
-        every row's bytes and a joined copy beside them, which took twice the vectors' size on top while loading)."""
+        owning chunk id of each sentence vector (m,) int64, sentence vectors (m, 384) float32). Memory: 1.5 KiB a
+        vector, held once: rows are copied one at a time into arrays sized by a count in the same read transaction
+        (never a list of every row's bytes beside the arrays)."""
         c = self.conn
 
         def matrix(count_sql: str, rows_sql: str) -> tuple[np.ndarray, np.ndarray]:
@@ -182,16 +182,16 @@ class VectorTables(StoreBase):
     def load_vector_matrices_and_recipe(
         self,
     ) -> tuple[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray], str | None]:
-        """:meth:`load_vector_matrices` and the vector recipe (meta ``vector_recipe``) read in one transaction, so
+        """:meth:`_load_vector_matrices` and the vector recipe (meta ``vector_recipe``) read in one transaction, so
         the recipe is the one the vectors read were made with."""
         with self.conn:
-            matrices, recipe = self.load_vector_matrices(), self.get_meta("vector_recipe")
+            matrices, recipe = self._load_vector_matrices(), self.get_meta("vector_recipe")
         return matrices, recipe
 
     def vector_matrices_of(
         self, chunk_ids: Sequence[int] | np.ndarray
     ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Like :meth:`load_vector_matrices` for just ``chunk_ids`` (chunks without a vector are absent), in one
+        """Like :meth:`_load_vector_matrices` for just ``chunk_ids`` (chunks without a vector are absent), in one
         read transaction: (generation, chunk ids (n,) int64, chunk vectors (n, 384) float32, owning chunk id of each
         unit (m,) int64, unit vectors (m, 384) float32). Chunks in ascending id order, each one's units after it
         (:meth:`vectors` and :meth:`unit_vectors`: 500 ids per statement)."""
