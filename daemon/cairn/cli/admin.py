@@ -1,0 +1,237 @@
+"""The owner's ``cairn`` commands: ``serve``, ``token``, ``secret``, ``mcp``, ``policy``, ``autostart``,
+``paths`` and ``plugin``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from cairn.cli.common import _cairn_command, _print_json
+from cairn.config import Config
+
+
+def cmd_token(args: argparse.Namespace, config: Config) -> int:
+    from cairn.secrets import get_or_create_token, rotate_token
+
+    token = rotate_token(config) if args.rotate else get_or_create_token(config)
+    print(token)
+    if args.rotate:
+        print(
+            "New token made; a running daemon refuses the old one from now on. Paste the new one into the "
+            "plugin settings.",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_secret(args: argparse.Namespace, config: Config) -> int:
+    """``cairn secret set llm-api-key``: the value from stdin when piped, else a hidden prompt; never an argument
+    (it would land in the shell history and the process list)."""
+    from cairn.secrets import set_secret
+
+    if sys.stdin.isatty():
+        import getpass
+
+        value = getpass.getpass(f"{args.name}: ")
+    else:
+        value = sys.stdin.readline()
+    where = set_secret(config, args.name, value)
+    print(
+        f"Stored {args.name} in {'the OS keyring' if where == 'keyring' else where + ' (mode 0600)'}; "
+        "restart `cairn serve` to use it.",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
+    """``cairn mcp``: stdio (or ``--http``) MCP server; ``cairn mcp token NAME``; ``cairn mcp audit``."""
+    action = getattr(args, "mcp_command", None)
+    if action == "token":
+        from cairn.secrets import mcp_token
+
+        print(mcp_token(config, args.name, rotate=args.rotate))
+        if args.rotate:
+            print(f"New MCP token for {args.name}; a running daemon refuses the old one from now on.", file=sys.stderr)
+        return 0
+    if action == "audit":
+        from cairn.audit import audit_path, read_audit
+
+        path = audit_path(config.data_dir)
+        seen = 0
+        for entry in read_audit(path, client=args.audit_client):
+            seen += 1
+            if args.json:
+                sys.stdout.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            else:
+                paths = ", ".join(entry.get("paths") or []) or "-"
+                print(
+                    f"{entry.get('time')}  {entry.get('client')}  {entry.get('transport')}  {entry.get('tool')}  "
+                    f"{entry.get('decision')}  withheld={entry.get('withheld')}  {paths}"
+                )
+        if not seen:
+            who = f" by {args.audit_client}" if args.audit_client else ""
+            print(f"No MCP tool calls{who} are recorded in {path}.", file=sys.stderr)
+        return 0
+    from cairn.app import run_mcp_http, run_mcp_stdio, setup_logging
+
+    if args.http:
+        if args.client or args.tool:
+            print(
+                "Error: with --http the client is the owner of the bearer token (`cairn mcp token NAME`) and extra "
+                "tools are asked for in the URL (/mcp?tool=NAME); drop --client/--tool.",
+                file=sys.stderr,
+            )
+            return 2
+        setup_logging(config)
+
+        def ready(url: str) -> None:
+            print(
+                f"Cairn serves MCP (streamable HTTP) for {config.vault} at {url}; each client sends "
+                "'Authorization: Bearer <token>' from `cairn mcp token NAME`. Stop with Ctrl-C.",
+                file=sys.stderr,
+            )
+
+        return asyncio.run(run_mcp_http(config, ready=ready))
+    setup_logging(config)  # stderr and the log file; stdout carries only the protocol
+    return asyncio.run(run_mcp_stdio(config, client=args.client, tools=args.tool))
+
+
+def cmd_policy(args: argparse.Namespace, config: Config) -> int:
+    """``cairn policy check [FILE]``: ``ok: FILE`` (exit 0), or ``Error: FILE:LINE: reason`` on stderr (exit 1).
+    Without FILE it checks the policy `cairn mcp` uses: ``mcp_policy`` when configured, else the owner's copy in
+    the config folder (created from the shipped default first)."""
+    from cairn.app import mcp_policy_path
+    from cairn.policy_file import load_policy
+
+    path = Path(args.file) if args.file else mcp_policy_path(config)
+    load_policy(path)  # PolicyError → `Error: FILE:LINE: reason`, exit 1 (main)
+    print(f"ok: {path}")
+    return 0
+
+
+def cmd_autostart(args: argparse.Namespace, config: Config) -> int:
+    """``cairn autostart enable|disable|status``: the login entry of :mod:`cairn.autostart`."""
+    from cairn import autostart
+
+    if args.autostart_action == "enable":
+        entry = autostart.enable(config)
+        print(f"Start at login enabled: {entry.path} runs `cairn serve --vault {config.vault}`.")
+        if entry.platform == "linux":
+            print(
+                "It starts at your next login; to start it now: systemctl --user daemon-reload && "
+                "systemctl --user start cairn"
+            )
+        return 0
+    if args.autostart_action == "disable":
+        removed = autostart.disable()
+        print(
+            "Start at login disabled: removed " + ", ".join(str(p) for p in removed)
+            if removed
+            else "Start at login was not enabled; nothing to remove."
+        )
+        return 0
+    out = autostart.status(config if config.vault is not None else None)
+    if args.json:
+        _print_json(out)
+        return 0
+    if not out["installed"]:
+        print(
+            f"Start at login: disabled (no entry at {out['path']}). Enable it with: cairn autostart enable --vault PATH"
+        )
+    else:
+        state = "enabled" if out["enabled"] else "installed but not enabled"
+        print(f"Start at login: {state} ({out['path']})")
+        if out["vault"]:
+            print(f"Runs:           cairn serve --vault {out['vault']}")
+        if out["current"] is False:
+            print(
+                "The entry was written for another vault, program or folders; run `cairn autostart enable` again "
+                "to update it."
+            )
+    return 0
+
+
+def cmd_paths(args: argparse.Namespace, config: Config) -> int:
+    """``cairn paths``: where Cairn keeps its config, data (indexes, service.json), log and cache files."""
+    import platformdirs
+
+    out = {
+        "config": str(config.config_dir),
+        "data": str(config.data_dir),
+        "log": str(config.log_dir),
+        "cache": platformdirs.user_cache_dir("cairn"),
+    }
+    if args.json:
+        _print_json(out)
+        return 0
+    for key, value in out.items():
+        print(f"{key + ':':<8}{value}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace, config: Config) -> int:
+    from cairn.app import serve, setup_logging
+
+    setup_logging(config)
+
+    def ready(url: str) -> None:
+        print(f"Cairn is serving {config.vault} at {url}", file=sys.stderr)
+        print(f"Get the API token for the Obsidian plugin with: {_cairn_command()} token", file=sys.stderr)
+        print("Stop with Ctrl-C.", file=sys.stderr)
+        sys.stderr.flush()
+
+    return serve(config, tray=not args.no_tray, ready=ready)
+
+
+PLUGIN_FILES = ("main.js", "manifest.json", "styles.css")
+
+
+def cmd_plugin(args: argparse.Namespace, config: Config) -> int:
+    """``cairn plugin install --vault PATH [--from DIR]``: copy the built plugin (``main.js``, ``manifest.json``,
+    ``styles.css``; shipped in the package as ``cairn/obsidian_plugin/``) into ``<vault>/.obsidian/plugins/cairn/``.
+    The one write into a vault, asked for by its owner: only those three files, never a note, never the plugin's
+    ``data.json`` (its settings and token). Raises ConfigError for a folder that is not an Obsidian vault (no
+    ``.obsidian``), missing plugin files, or a plugin folder that leads outside the vault (a symlink)."""
+    import os
+    from importlib import resources
+
+    from cairn.errors import ConfigError
+
+    vault = config.require_vault()
+    obsidian = vault / ".obsidian"
+    if not obsidian.is_dir():
+        raise ConfigError(
+            f"{str(vault)!r} has no .obsidian folder, so it is not an Obsidian vault (or was never "
+            "opened in Obsidian); open it in Obsidian once, or pass the right --vault."
+        )
+    source = Path(args.plugin_source) if args.plugin_source else resources.files("cairn").joinpath("obsidian_plugin")
+    missing = [name for name in PLUGIN_FILES if not source.joinpath(name).is_file()]
+    if missing:
+        raise ConfigError(
+            f"{', '.join(missing)} missing from {source}; build the plugin with `npm ci && npm run build` "
+            "in packaging/obsidian-plugin and pass --from that folder."
+        )
+    dest = obsidian / "plugins" / "cairn"
+    if any(
+        p.is_symlink() for p in (obsidian / "plugins", dest, *(dest / n for n in PLUGIN_FILES))
+    ) or not dest.resolve().is_relative_to(vault.resolve()):
+        raise ConfigError(
+            f"{dest} (or a file in it) is a symbolic link; Cairn does not write through links. "
+            "Remove the link, or copy the plugin files there yourself."
+        )
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in PLUGIN_FILES:
+        tmp = dest / f".{name}.cairn-tmp"
+        tmp.write_bytes(source.joinpath(name).read_bytes())
+        os.replace(tmp, dest / name)
+    version = json.loads((dest / "manifest.json").read_text(encoding="utf-8")).get("version", "?")
+    print(f"Installed the Cairn plugin {version} into {dest}")
+    print(
+        "In Obsidian: Settings → Community plugins → turn on Cairn (reload the list if Obsidian was open), "
+        "then paste the output of `cairn token` into Settings → Cairn."
+    )
+    return 0

@@ -1,0 +1,62 @@
+"""Helpers shared by the ``cairn`` commands: JSON on stdout, the writer lock, the index opened for a query."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from cairn.config import Config
+
+
+def _print_json(data: Any) -> None:
+    text = json.dumps(data, ensure_ascii=False, indent=2)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a path with a byte that is not UTF-8 (surrogateescape): "\udce9" keeps it JSON
+        text = json.dumps(data, indent=2)
+    sys.stdout.write(text + "\n")
+
+
+def _writer_lock(config: Config):
+    """The index's single-writer lock (the one ``cairn serve`` holds), for a one-shot writer (role ``index``)."""
+    from cairn.store.recovery import InstanceLock, instance_lock_path
+
+    return InstanceLock(
+        instance_lock_path(config.db_path),
+        role="index",
+        service_file=config.service_file,
+        what=f"the vault {str(config.vault)!r} with the data folder {str(config.data_dir)!r}",
+    )
+
+
+def _open_for_query(config: Config):
+    from cairn.app import Cairn
+    from cairn.store.recovery import AlreadyRunning
+
+    config.require_vault()
+    try:
+        lock = _writer_lock(config).acquire()
+    except AlreadyRunning:  # a daemon (or `cairn index`) writes this index and keeps it fresh: only read it here
+        lock = None
+    try:
+        cairn = Cairn(config)
+        if lock is not None and (cairn.store.stats().notes == 0 or cairn.store.count_pending()):
+            # First use, or vectors missing: bring the index up to date first (incremental, usually instant).
+            cairn.index()
+    finally:
+        if lock is not None:
+            lock.release()
+    return cairn
+
+
+def _cairn_command() -> str:
+    """How to run this ``cairn`` again: ``cairn`` when that is the one on PATH, else its full path
+    (``make run`` starts ``.venv/bin/cairn``, which is usually not on PATH)."""
+    me = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    found = shutil.which("cairn")
+    if me is None or me.name != "cairn" or (found and Path(found).resolve() == me):
+        return "cairn"
+    return str(me)

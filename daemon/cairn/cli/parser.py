@@ -1,0 +1,162 @@
+"""The ``cairn`` argument parser (argparse): the commands, their options, and the contract's limits."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cairn import __version__, contract
+from cairn.contract import LIMITS
+from cairn.errors import BadRequestError
+
+
+def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    default = argparse.SUPPRESS if suppress else None
+    parser.add_argument("--vault", default=default, help="the Obsidian vault folder (env CAIRN_VAULT)")
+    parser.add_argument("--config", default=default, metavar="FILE", help="a TOML config file")
+    parser.add_argument("--data-dir", default=default, metavar="DIR", help="where indexes live (env CAIRN_DATA_DIR)")
+    parser.add_argument("--debug", action="store_true", default=default, help="verbose logging")
+
+
+def _top_k_arg(text: str) -> int:
+    """``--top-k``: the contract's ``top_k`` range (out of range, or not a number, is a usage error: exit 2)."""
+    try:
+        return contract.parse_top_k(text, text=True)
+    except BadRequestError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``cairn`` argument parser: global options, then one sub-command each (DESIGN.md, Interfaces → CLI)."""
+    parser = argparse.ArgumentParser(
+        prog="cairn", description="Local search and cited answers over your Obsidian vault."
+    )
+    parser.add_argument("--version", action="version", version=f"cairn {__version__}")
+    _global_options(parser, suppress=False)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, suppress=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    _add_index_commands(sub, common)
+    _add_mcp_commands(sub, common)
+    _add_admin_commands(sub, common)
+    return parser
+
+
+def _add_index_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``serve``, ``index``, ``search``, ``ask``, ``status``."""
+    p = sub.add_parser("serve", parents=[common], help="run the daemon: index, watch, HTTP API on 127.0.0.1, tray icon")
+    p.add_argument("--port", type=int, help="HTTP port (env CAIRN_PORT; 0 picks a free one)")
+    p.add_argument(
+        "--no-tray",
+        action="store_true",
+        help="run without a tray icon (also automatic when there is no display or tray backend)",
+    )
+
+    p = sub.add_parser("index", parents=[common], help="index the vault incrementally, then exit")
+    p.add_argument("--full", action="store_true", help="re-read every note (unchanged text still comes from the cache)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    for name, helptext in (("search", "ranked chunks for a query"), ("ask", "an answer with [n] citations")):
+        p = sub.add_parser(name, parents=[common], help=helptext)
+        p.add_argument("text", metavar="QUERY" if name == "search" else "QUESTION")
+        p.add_argument(
+            "--tag", action="append", default=[], help="only notes with this tag (any of; nested tags match)"
+        )
+        if name == "search":
+            p.add_argument("--folder", action="append", default=[], help="only notes under this folder")
+        p.add_argument(
+            "--top-k",
+            type=_top_k_arg,
+            default=None,
+            help=f"number of results, {LIMITS.top_k_min}..{LIMITS.top_k_max} (default {LIMITS.top_k_default})",
+        )
+        p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("status", parents=[common], help="index counts, pending work, whether a daemon runs")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _add_mcp_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``token``, ``mcp`` (``token``, ``audit``), ``policy check``."""
+    p = sub.add_parser("token", parents=[common], help="print the API token the Obsidian plugin uses")
+    p.add_argument("--rotate", action="store_true", help="make a new token (the old one stops working)")
+
+    p = sub.add_parser(
+        "mcp",
+        parents=[common],
+        help="governed MCP server for AI agents (stdio by default)",
+        description="Serve the vault to an AI agent over MCP, under the governance policy. Over stdio "
+        "(the default) the agent launches `cairn mcp --client NAME`; over HTTP the daemon serves "
+        "/mcp and each client presents its own token (`cairn mcp token NAME`).",
+    )
+    p.add_argument(
+        "--client", metavar="NAME", help="who this agent is, as named in the policy (never taken from the agent)"
+    )
+    p.add_argument(
+        "--tool",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="serve this tool too, if the client's policy allows it (repeatable)",
+    )
+    p.add_argument(
+        "--http",
+        action="store_true",
+        help="serve streamable HTTP on loopback in the foreground instead of stdio (as `cairn serve` does)",
+    )
+    mcp_sub = p.add_subparsers(dest="mcp_command", metavar="ACTION")
+    q = mcp_sub.add_parser("token", parents=[common], help="print (or rotate) the HTTP bearer token of one MCP client")
+    q.add_argument("name", metavar="NAME", help="the client's name in the policy, e.g. claude-desktop")
+    q.add_argument("--rotate", action="store_true", help="make a new token (the old one stops working at once)")
+    q = mcp_sub.add_parser("audit", parents=[common], help="print the MCP audit log (one line per tool call)")
+    q.add_argument("--client", dest="audit_client", metavar="NAME", help="only this client's calls")
+    q.add_argument("--json", action="store_true", help="print the JSON lines as they are stored")
+
+    p = sub.add_parser("policy", parents=[common], help="the MCP governance policy")
+    policy_sub = p.add_subparsers(dest="policy_command", required=True, metavar="check")
+    q = policy_sub.add_parser(
+        "check", parents=[common], help="validate a policy; exit 1 with FILE:LINE: reason if invalid"
+    )
+    q.add_argument(
+        "file",
+        nargs="?",
+        metavar="FILE",
+        help="the policy to check (default: your copy in the config folder, created from the default)",
+    )
+
+
+def _add_admin_commands(sub: Any, common: argparse.ArgumentParser) -> None:
+    """``autostart``, ``paths``, ``plugin install``, ``secret set``."""
+    p = sub.add_parser(
+        "autostart",
+        parents=[common],
+        help="start `cairn serve` at login (systemd user unit, macOS LaunchAgent, Windows Startup entry)",
+    )
+    p.add_argument(
+        "autostart_action",
+        choices=["enable", "disable", "status"],
+        metavar="ACTION",
+        help="enable (for the vault given), disable or status",
+    )
+    p.add_argument("--json", action="store_true", help="print the status as JSON")
+
+    p = sub.add_parser("paths", parents=[common], help="print the config, data, log and cache folders")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser("plugin", parents=[common], help="the Obsidian plugin")
+    plugin_sub = p.add_subparsers(dest="plugin_command", required=True, metavar="ACTION")
+    q = plugin_sub.add_parser(
+        "install", parents=[common], help="copy the plugin into <vault>/.obsidian/plugins/cairn/ (never touches notes)"
+    )
+    q.add_argument(
+        "--from",
+        dest="plugin_source",
+        metavar="DIR",
+        help="a folder with a fresh build (main.js, manifest.json, styles.css) instead of the shipped one",
+    )
+
+    p = sub.add_parser("secret", parents=[common], help="store a secret (the LLM API key) in the OS keyring")
+    secret_sub = p.add_subparsers(dest="secret_command", required=True, metavar="ACTION")
+    q = secret_sub.add_parser("set", help="read the value from stdin (or a hidden prompt) and store it")
+    q.add_argument("name", choices=["llm-api-key"], help="which secret")

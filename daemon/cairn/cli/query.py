@@ -1,0 +1,204 @@
+"""``cairn index``, ``search``, ``ask`` and ``status``: the index and questions from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import urllib.error
+import urllib.request
+from typing import Any
+
+from cairn import contract
+from cairn.cli.common import _open_for_query, _print_json, _writer_lock
+from cairn.config import Config
+
+
+def _progress_bar():
+    """A tqdm progress callback on a terminal (stderr), else None."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    from tqdm import tqdm
+
+    bars: dict[str, Any] = {}
+
+    def progress(phase: str, done: int, total: int) -> None:
+        bar = bars.get(phase)
+        if bar is None:
+            label = {"scan": "scanning", "index": "indexing", "embed": "embedding", "pdf": "PDFs"}.get(phase, phase)
+            unit = {"embed": "chunk", "pdf": "file"}.get(phase, "note")
+            bar = bars[phase] = tqdm(
+                total=total, desc=label, unit=unit, file=sys.stderr, leave=True, dynamic_ncols=True
+            )
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    def close() -> None:
+        for bar in bars.values():
+            bar.close()
+
+    return progress, close
+
+
+def cmd_index(args: argparse.Namespace, config: Config) -> int:
+    """One-shot index. Refused (``AlreadyRunning``, exit 1) while a daemon or another ``cairn index`` writes this
+    index: the message names it (pid, URL from service.json) and says to use ``POST /index/reindex`` / the tray."""
+    from cairn.app import Cairn
+
+    config.require_vault()
+    lock = _writer_lock(config).acquire()
+    try:
+        cairn = Cairn(config)
+        progress, close = _progress_bar()
+        try:
+            report = cairn.index(full=args.full, progress=progress)
+        finally:
+            close()
+            stats = cairn.stats()
+            cairn.close()
+    finally:
+        lock.release()
+    if args.json:
+        _print_json({**report.to_json(), "stats": {k: stats[k] for k in ("notes", "chunks", "vectors", "pending")}})
+        return 0
+    print(
+        f"Indexed {config.vault}: {report.scanned} files scanned — {report.added} added, {report.updated} updated, "
+        f"{report.unchanged} unchanged, {report.deleted} removed, {len(report.skipped)} skipped."
+    )
+    pdfs = f" (of them {stats['pdfs']} PDFs)" if stats.get("pdfs") else ""
+    print(
+        f"{stats['notes']} notes{pdfs}, {stats['chunks']} chunks, {stats['vectors']} vectors; "
+        f"{report.texts_embedded} texts embedded; keyword-ready in {report.keyword_ready_s:.1f} s, "
+        f"done in {report.elapsed_s:.1f} s."
+    )
+    if report.cache_pruned:
+        print(f"Dropped {report.cache_pruned} cached vectors of text no note uses any more (cached over 30 days ago).")
+    for path, reason in report.skipped:
+        print(f"  skipped {path}: {reason}")
+    for path, reason in report.warnings:
+        print(f"  warning {path}: {reason}")
+    told = {p for p, _ in report.skipped}
+    earlier = [e for e in stats.get("errors", []) if e.get("skipped") and e["filePath"] not in told]
+    if earlier:  # unchanged since an earlier run skipped them: still not in the index, so say so again
+        print(f"Still not indexed (unchanged since an earlier run skipped them): {len(earlier)} file(s).")
+        for e in earlier:
+            print(f"  skipped {e['filePath']}: {e['reason']}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace, config: Config) -> int:
+    wanted = contract.SearchRequest.parse(
+        {"query": args.text, "top_k": args.top_k, "tags": args.tag, "folders": args.folder}, default_top_k=config.top_k
+    )
+    cairn = _open_for_query(config)
+    try:
+        result = cairn.query.search(wanted.query, top_k=wanted.top_k, tags=wanted.tags, folders=wanted.folders)
+    finally:
+        cairn.close()
+    if args.json:
+        _print_json(contract.search_json(result))
+        return 0
+    if not result.hits:
+        print("No results above the similarity floor.")
+    for i, h in enumerate(result.hits, 1):
+        where = f"p.{h.page}" if h.page else (f"lines {h.lines[0]}–{h.lines[1]}" if h.lines else "")
+        print(
+            f"{i}. {h.file_path}"
+            + (f" › {h.symbol}" if h.symbol else "")
+            + f"  ({where}, score {h.score:.4f}, cos {h.cosine:.2f})"
+        )
+        print(f"   {h.snippet}")
+    return 0
+
+
+def _answer_service(config: Config, cairn: Any) -> Any:
+    """The one ask path: the answer service over ``cairn``'s query service, with the configured model
+    (what a remote model must not see withheld from it), or without one (the extractive answer)."""
+    from cairn.answer import AnswerService
+
+    if not config.llm.configured:
+        return AnswerService(cairn.query, None)
+    from cairn.app import remote_model_withhold
+    from cairn.llm import OpenAIChatModel
+    from cairn.secrets import LLM_API_KEY, get_secret
+
+    model = OpenAIChatModel(config.llm, api_key=get_secret(config, LLM_API_KEY))
+    withhold = remote_model_withhold(config) if model.remote else config.llm.withhold_tags
+    return AnswerService(cairn.query, model, withhold_tags=withhold)
+
+
+def cmd_ask(args: argparse.Namespace, config: Config) -> int:
+    wanted = contract.AskRequest.parse(
+        {"question": args.text, "top_k": args.top_k, "tags": args.tag}, default_top_k=config.top_k
+    )
+    cairn = _open_for_query(config)
+    try:
+        service = _answer_service(config, cairn)
+        answer = asyncio.run(service.answer(wanted.question, top_k=wanted.top_k, tags=wanted.tags))
+    finally:
+        cairn.close()
+    if args.json:
+        _print_json(contract.agent_answer_json(answer))
+        return 0
+    print(answer.text)
+    if not answer.not_found and not answer.grounded:
+        print(
+            "\n(Built from your notes' own sentences: "
+            + ("the language model did not answer.)" if config.llm.configured else "no language model is configured.)")
+        )
+    return 0
+
+
+def _daemon_probe(config: Config) -> dict | None:
+    """This vault's daemon ``{url, pid, health}`` from its ``service-<index>.json`` (else from a ``service.json``
+    that names this vault, or no vault: a daemon from before per-vault files), when it answers /health."""
+    try:
+        try:
+            info = json.loads(config.service_file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            info = json.loads(config.shared_service_file.read_text(encoding="utf-8"))
+            if info.get("vault", str(config.vault)) != str(config.vault):
+                return None
+        with urllib.request.urlopen(info["url"] + "/health", timeout=2) as resp:
+            return {"url": info["url"], "pid": info.get("pid"), "health": json.loads(resp.read())}
+    except (OSError, ValueError, KeyError, AttributeError, TypeError, urllib.error.URLError):
+        return None
+
+
+def cmd_status(args: argparse.Namespace, config: Config) -> int:
+    from cairn.indexing import index_stats_json
+    from cairn.store import IndexStats, Store
+
+    out: dict[str, Any] = {"vault": str(config.require_vault()), "database": str(config.db_path)}
+    if config.db_path.exists():
+        store = Store(config.db_path, readonly=True)
+        try:
+            out.update(index_stats_json(store.stats()))
+        finally:
+            store.close()
+    else:
+        out.update(index_stats_json(IndexStats()))
+    daemon = _daemon_probe(config)
+    out["daemon"] = {"running": daemon is not None, **({"url": daemon["url"], "pid": daemon["pid"]} if daemon else {})}
+    if args.json:
+        _print_json(out)
+        return 0
+    import datetime as _dt
+
+    last = out.get("lastIngestedAt")
+    last_s = _dt.datetime.fromtimestamp(last).isoformat(timespec="seconds") if last else "never"
+    print(f"Vault:    {out['vault']}")
+    print(f"Index:    {out['notes']} notes, {out['chunks']} chunks, {out['vectors']} vectors, {out['pending']} pending")
+    print(f"Updated:  {last_s}")
+    partial = len(out["errors"]) - out["skipped"]
+    print(
+        f"Skipped:  {out['skipped']} file(s)"
+        + (f"; {partial} more indexed in part or with a warning" if partial else "")
+        + " (cairn status --json lists them)"
+        if out["errors"]
+        else "Skipped:  none"
+    )
+    print(f"Daemon:   running at {daemon['url']}" if daemon else "Daemon:   not running (start it with `cairn serve`)")
+    return 0
