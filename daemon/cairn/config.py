@@ -22,12 +22,14 @@ from typing import Any
 
 import platformdirs
 
+from cairn.contract import LIMITS
 from cairn.errors import ConfigError
 
 APP_NAME = "cairn"
 DEFAULT_PORT = 27183
-#: Fixed contract (DESIGN.md): top_k 8, cosine floor 0.35, 6,000-token budget, RRF k=60.
-DEFAULT_TOP_K = 8
+#: Fixed contract (DESIGN.md): top_k 8 (its range and default live in cairn.contract), cosine floor 0.35,
+#: 6,000-token budget, RRF k=60.
+DEFAULT_TOP_K = LIMITS.top_k_default
 COSINE_FLOOR = 0.35
 CONTEXT_TOKEN_BUDGET = 6000
 RRF_K = 60
@@ -290,7 +292,7 @@ _INT_RANGES: dict[str, tuple[int, int | None, str]] = {
     "port": (0, 65535, "port must be 0..65535"),
     "mcp_port": (0, 65535, "port must be 0..65535"),
     "max_ask_streams": (1, 64, "max_ask_streams must be 1..64"),
-    "top_k": (1, 50, "top_k must be 1..50"),
+    "top_k": (LIMITS.top_k_min, LIMITS.top_k_max, f"top_k must be {LIMITS.top_k_min}..{LIMITS.top_k_max}"),
     "pdf_max_pages": (1, None, "must be at least 1"),
     "pdf_max_bytes": (1, None, "must be at least 1"),
 }
