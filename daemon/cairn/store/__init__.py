@@ -19,10 +19,13 @@ from cairn.store.records import (
     Backlink,
     ChunkRecord,
     ChunkRow,
+    EmbeddedChunks,
+    FtsCounts,
     FtsSnapshot,
     IndexStats,
     LinkRecord,
     LinkTarget,
+    Neighbour,
     NoteListing,
     NoteProblem,
     NoteRecord,
@@ -31,6 +34,7 @@ from cairn.store.records import (
     PendingSentence,
     StoredNote,
     TagCount,
+    VectorMatrices,
 )
 from cairn.store.schema import EMBED_DIM, SCHEMA_VERSION
 from cairn.store.vectors import VectorTables
@@ -52,6 +56,10 @@ __all__ = [
     "PendingSentence",
     "TagCount",
     "LinkTarget",
+    "Neighbour",
+    "VectorMatrices",
+    "EmbeddedChunks",
+    "FtsCounts",
     "SCHEMA_VERSION",
     "EMBED_DIM",
 ]

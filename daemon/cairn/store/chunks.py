@@ -12,7 +12,7 @@ import numpy as np
 
 from cairn.errors import StoreError
 from cairn.store.base import StoreBase, scalar
-from cairn.store.records import CHUNK_ROW_COLUMNS, ChunkRow, FtsSnapshot, chunk_row
+from cairn.store.records import CHUNK_ROW_COLUMNS, ChunkRow, FtsCounts, FtsSnapshot, chunk_row
 from cairn.store.schema import FTS_TOKENIZER
 
 
@@ -111,7 +111,7 @@ class ChunkTables(StoreBase):
             held = self._local.fts_tokenizer = (c, c.fts5_tokenizer(FTS_TOKENIZER[0], list(FTS_TOKENIZER[1:])))
         return held[1]
 
-    def fts_counts(self) -> tuple[int, int, int] | None:
+    def fts_counts(self) -> FtsCounts | None:
         """(rows, tokens in all columns, highest row id) of ``chunks_fts``, read in one transaction from FTS5's averages
         record and its row-size table's last id (two lookups, no scan). Every change to the table changes one of
         them (rows are only added with a new, higher id). None when the averages record cannot be read."""
@@ -119,7 +119,7 @@ class ChunkTables(StoreBase):
         with c:
             counts = _fts_totals(c)
             top = scalar(c, "SELECT max(id) FROM chunks_fts_docsize")
-        return None if counts is None else (counts[0], counts[1], int(top or 0))
+        return None if counts is None else FtsCounts(counts[0], counts[1], int(top or 0))
 
     def fts_snapshot(
         self, after_id: int, max_rows: int | None = None, after_seq: int | None = None

@@ -58,6 +58,42 @@ class PendingChunk(NamedTuple):
     sentences: list[PendingSentence]
 
 
+class Neighbour(NamedTuple):
+    """A chunk found near a query vector, and its cosine similarity to it."""
+
+    chunk_id: int
+    cosine: float
+
+
+class VectorMatrices(NamedTuple):
+    """Chunk and sentence vectors read in one transaction: the vectors ``generation`` they were read at, chunk ids
+    (n,) int64 ascending with their vectors (n, 384) float32, and the owning chunk id (m,) int64 of each sentence
+    vector (m, 384) float32 (each chunk's sentences after it)."""
+
+    generation: int
+    chunk_ids: np.ndarray
+    chunk_vectors: np.ndarray
+    sentence_owners: np.ndarray
+    sentence_vectors: np.ndarray
+
+
+class EmbeddedChunks(NamedTuple):
+    """The chunks that have a vector: the vectors ``generation``, the vector ``recipe`` they were made with (None
+    when unset) and their ids (k,) int64 ascending."""
+
+    generation: int
+    recipe: str | None
+    chunk_ids: np.ndarray
+
+
+class FtsCounts(NamedTuple):
+    """``chunks_fts``'s rows, tokens in all columns and highest row id."""
+
+    rows: int
+    tokens: int
+    top_id: int
+
+
 @dataclass(frozen=True, slots=True)
 class NoteRecord:
     path: str

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from cairn.store.base import StoreBase, scalar, vec_bytes
-from cairn.store.records import PendingChunk, PendingSentence
+from cairn.store.records import EmbeddedChunks, Neighbour, PendingChunk, PendingSentence, VectorMatrices
 from cairn.store.schema import EMBED_DIM
 
 
@@ -117,21 +117,21 @@ class VectorTables(StoreBase):
             c.execute("UPDATE chunks SET embedded=0")
             self._bump_vectors_generation(c)
 
-    def knn(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def knn(self, query: np.ndarray, k: int) -> list[Neighbour]:
         """Nearest ``k`` chunk vectors to ``query`` ((384,) float32, L2-normalised) by cosine distance.
         Returns (chunk_id, cosine_similarity), best first."""
         rows = self.conn.execute(
             "SELECT chunk_id, distance FROM chunk_vectors WHERE embedding MATCH ? AND k = ?",
             (vec_bytes(query), int(k)),
         )
-        return [(r[0], 1.0 - r[1]) for r in rows]
+        return [Neighbour(r[0], 1.0 - r[1]) for r in rows]
 
     def vectors_generation(self) -> int:
         """A counter bumped by every committed change to vectors (any connection, any process)."""
         row = self.conn.execute("SELECT value FROM meta WHERE key='vectors_generation'").fetchone()
         return int(row[0]) if row else 0
 
-    def _load_vector_matrices(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _load_vector_matrices(self) -> VectorMatrices:
         """Every chunk and sentence vector, read in one snapshot:
         (generation, chunk ids (n,) int64, chunk vectors (n, 384) float32,
         owning chunk id of each sentence vector (m,) int64, sentence vectors (m, 384) float32). Memory: 1.5 KiB a
@@ -159,9 +159,9 @@ class VectorTables(StoreBase):
                 "SELECT count(*) FROM unit_vectors v JOIN chunk_units u ON u.id = v.unit_id",
                 "SELECT u.chunk_id, v.embedding FROM unit_vectors v JOIN chunk_units u ON u.id = v.unit_id",
             )
-        return gen, chunk_ids, chunk_mat, unit_owner, unit_mat
+        return VectorMatrices(gen, chunk_ids, chunk_mat, unit_owner, unit_mat)
 
-    def embedded_chunk_ids(self) -> tuple[int, str | None, np.ndarray]:
+    def embedded_chunk_ids(self) -> EmbeddedChunks:
         """The chunks that have a vector, read in one transaction: (vectors generation, the vector recipe they were
         made with (meta ``vector_recipe``, set by the indexer; None when unset), chunk ids (k,) int64 ascending).
         Ids only, no vectors: cheap enough to call before every reload.
@@ -177,20 +177,18 @@ class VectorTables(StoreBase):
             ids = np.fromiter(
                 (r[0] for r in c.execute("SELECT id FROM chunks WHERE embedded = 1 ORDER BY id")), dtype=np.int64
             )
-        return gen, recipe, ids
+        return EmbeddedChunks(gen, recipe, ids)
 
     def load_vector_matrices_and_recipe(
         self,
-    ) -> tuple[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray], str | None]:
+    ) -> tuple[VectorMatrices, str | None]:
         """:meth:`_load_vector_matrices` and the vector recipe (meta ``vector_recipe``) read in one transaction, so
         the recipe is the one the vectors read were made with."""
         with self.conn:
             matrices, recipe = self._load_vector_matrices(), self.get_meta("vector_recipe")
         return matrices, recipe
 
-    def vector_matrices_of(
-        self, chunk_ids: Sequence[int] | np.ndarray
-    ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def vector_matrices_of(self, chunk_ids: Sequence[int] | np.ndarray) -> VectorMatrices:
         """Like :meth:`_load_vector_matrices` for just ``chunk_ids`` (chunks without a vector are absent), in one
         read transaction: (generation, chunk ids (n,) int64, chunk vectors (n, 384) float32, owning chunk id of each
         unit (m,) int64, unit vectors (m, 384) float32). Chunks in ascending id order, each one's units after it
@@ -202,7 +200,7 @@ class VectorTables(StoreBase):
         held = [i for i in ids if i in chunk_vecs]
         owners = [i for i in held for _ in range(len(unit_vecs.get(i, ())))]
         units = [unit_vecs[i] for i in held if i in unit_vecs]
-        return (
+        return VectorMatrices(
             gen,
             np.asarray(held, dtype=np.int64),
             np.stack([chunk_vecs[i] for i in held]) if held else np.zeros((0, EMBED_DIM), np.float32),
