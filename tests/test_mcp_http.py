@@ -1,4 +1,4 @@
-"""MCP over streamable HTTP, served by a live ``cairn serve`` and driven by the SDK's own client (issue 5).
+"""MCP over streamable HTTP, served by a live ``cairn serve`` and driven by the SDK's own client.
 
 The daemon runs on port 0 with the MCP endpoint on a second free loopback port (``mcpUrl`` in
 service.json); it indexes the canary vault itself. Each client authenticates with its own token

@@ -1,4 +1,4 @@
-"""``cairn mcp`` over stdio, driven by the SDK's own client against the real subprocess (issue 5).
+"""``cairn mcp`` over stdio, driven by the SDK's own client against the real subprocess.
 
 The canary vault (tests/fixtures/canary_vault) is indexed once for the module; every session
 launches ``cairn mcp --vault … [--client NAME] [--tool NAME]…`` as an agent would, with its own
