@@ -8,6 +8,7 @@ import json
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 from cairn import contract
@@ -15,7 +16,7 @@ from cairn.cli.common import _open_for_query, _print_json, _writer_lock
 from cairn.config import Config
 
 
-def _progress_bar():
+def _progress_bar() -> tuple[Callable[[str, int, int], None] | None, Callable[[], None]]:
     """A tqdm progress callback on a terminal (stderr), else None."""
     if not sys.stderr.isatty():
         return None, lambda: None
