@@ -21,8 +21,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-import cairn.query
-from cairn.answer import AnswerService, CitationFilter
+import cairn.answers.service
+from cairn.answers import AnswerService
+from cairn.answers.citations import CitationFilter
 from cairn.config import NOT_FOUND_ANSWER, LLMConfig, is_loopback_url
 from cairn.http import make_app, serve
 from cairn.llm import OpenAIChatModel
@@ -155,7 +156,7 @@ def text_of(events) -> str:
 
 
 def expected_sources(sample_cairn, question=QUESTION):
-    return [s.to_json() for s in sample_cairn.query.context(question, top_k=8)]
+    return [s.to_json() for s in AnswerService(sample_cairn.query).context(question, top_k=8)]
 
 
 # -- the model writes the answer ---------------------------------------------------------
@@ -206,7 +207,7 @@ def test_a_citation_split_across_tokens_is_kept_or_removed_whole(sample_cairn):
 
 @pytest.mark.parametrize("mode", ["error500", "stall", "empty", "refused"])
 def test_a_model_that_fails_before_any_token_gives_the_extractive_answer(sample_cairn, mode):
-    extractive = sample_cairn.query.ask(QUESTION, top_k=8)
+    extractive = run(AnswerService(sample_cairn.query).answer(QUESTION, top_k=8))
 
     async def scenario():
         async with stub_server("stall" if mode == "stall" else mode) as stub:
@@ -263,7 +264,7 @@ def test_a_tiny_budget_drops_the_lowest_scored_chunks_and_sources_list_the_rest(
     assert 0 < len(kept) < len(hits)
     dropped = [k for k in range(len(hits)) if k not in kept]
     assert min(hits[k].score for k in kept) >= max(hits[k].score for k in dropped)
-    monkeypatch.setattr(cairn.query, "CONTEXT_TOKEN_BUDGET", budget)
+    monkeypatch.setattr(cairn.answers.service, "CONTEXT_TOKEN_BUDGET", budget)
 
     async def scenario():
         async with stub_server("normal") as stub, daemon(sample_cairn, OpenAIChatModel(llm_config(stub.url))) as c:

@@ -1,15 +1,16 @@
-"""The in-memory BM25 (cairn.bm25): FTS5's bm25() values to the last bit, kept up to date as notes change, and
+"""The in-memory BM25 (cairn.search.keyword): FTS5's bm25() values to the last bit, kept up to date as notes change, and
 FTS5 answering whenever it cannot (same ranked results either way)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
-from cairn.bm25 import Bm25Index
 from cairn.ranking import fts_phrase, query_terms
+from cairn.search.keyword import Bm25Index
 from conftest import SHARED
 
 pytestmark = pytest.mark.slow  # the help vault and fresh indexes rebuilt per test
@@ -114,13 +115,19 @@ def test_too_many_new_rows_drop_the_index_until_it_is_built_again(fresh_cairn, v
     assert len(index.scores("wibblequark")[0]) == 6
 
 
-def test_a_full_text_index_that_no_longer_matches_the_rows_read_is_dropped(fresh_cairn, vault_copy):
+def test_a_full_text_index_that_no_longer_matches_the_rows_read_is_dropped(fresh_cairn, vault_copy, monkeypatch):
     fresh_cairn.index()
     index = Bm25Index(fresh_cairn.store)
     assert index.build()
     index.refresh(1)  # nothing changed: still ready
     assert index.ready
-    index._length[:] = index._length + 1  # as if rows had been read wrong: the token counts no longer add up
+    real = fresh_cairn.store.fts_snapshot
+
+    def miscounted(*args, **kw):  # FTS5's token count no longer adds up to the rows read
+        snap = real(*args, **kw)
+        return snap and dataclasses.replace(snap, n_tokens=snap.n_tokens + 1)
+
+    monkeypatch.setattr(fresh_cairn.store, "fts_snapshot", miscounted)
     (vault_copy / "One more.md").write_text(
         "# One more\n\nA note that changes the full-text index.\n", encoding="utf-8"
     )
@@ -137,36 +144,35 @@ def test_the_keyword_ranking_is_the_same_from_memory_as_from_fts5(help_cairn):
         for line in (SHARED / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()
         if line.strip() and json.loads(line)["vault"] == "obsidian-help"
     ]
-    assert not query.terms.ready
+    assert not query.keyword.terms.ready
     from_fts5 = {q: query.keyword_ranking(q) for q in questions}
     thread = query.start_keyword_index()
     thread.join(timeout=60)
     try:
-        assert query.terms.ready
+        assert query.keyword.terms.ready
         for q in questions:
             assert query.keyword_ranking(q) == from_fts5[q], q
     finally:
-        query._terms_auto = False
-        query.terms = Bm25Index(query.store)  # the session fixture goes back to FTS5 for the other tests
+        query.keyword.reset()  # the session fixture goes back to FTS5 for the other tests
 
 
 def test_a_dropped_index_is_rebuilt_only_once_the_store_is_quiet(fresh_cairn, vault_copy):
     fresh_cairn.index()
     query = fresh_cairn.query
     query.start_keyword_index().join(timeout=60)
-    assert query.terms.ready
-    query.terms.MAX_NEW_ROWS = 1  # the next change counts as bulk: the index is dropped
-    query.TERMS_REBUILD_S, query.TERMS_QUIET_S = 0.0, 3600.0
+    assert query.keyword.terms.ready
+    query.keyword.terms.MAX_NEW_ROWS = 1  # the next change counts as bulk: the index is dropped
+    query.keyword.REBUILD_S, query.keyword.QUIET_S = 0.0, 3600.0
     for i in range(3):
         (vault_copy / f"Bulk {i}.md").write_text(f"# Bulk {i}\n\nA frobnicated line.\n", encoding="utf-8")
     fresh_cairn.index()
     from_fts5 = query.keyword_ranking("frobnicated")
-    assert len(from_fts5) == 3 and not query.terms.ready  # FTS5 answered; the store just changed: no rebuild
-    assert query._terms_building is None or not query._terms_building.is_alive()
-    query.TERMS_QUIET_S = 0.0  # the store has been quiet long enough
+    assert len(from_fts5) == 3 and not query.keyword.terms.ready  # FTS5 answered; the store just changed: no rebuild
+    assert not query.keyword.building()
+    query.keyword.QUIET_S = 0.0  # the store has been quiet long enough
     query.keyword_ranking("frobnicated")
-    query._terms_building.join(timeout=60)
-    assert query.terms.ready and query.keyword_ranking("frobnicated") == from_fts5
+    assert query.keyword.wait(timeout=60)
+    assert query.keyword.terms.ready and query.keyword_ranking("frobnicated") == from_fts5
 
 
 def _chunk_ids(store, path: str) -> list[int]:
@@ -217,7 +223,7 @@ def test_a_note_changed_twice_between_refreshes_and_a_trimmed_log_are_followed_e
     assert assert_same_as_fts5(index, query_terms(text)[:30] + ["flumperdash", "quorvantine"]) > 10
     # A reader further behind than the log keeps: it cannot learn from the log what was deleted, so it scans.
     monkeypatch.setattr(type(store), "DELETION_LOG_KEEP", 1)
-    held = index._deletion_seq
+    held = index.deletion_seq
     note.write_text(text + "\n\nA brindlewhisk line.\n", encoding="utf-8")
     fresh_cairn.index()
     snap = store.fts_snapshot(10**9, after_seq=held)
@@ -240,7 +246,7 @@ def test_an_index_without_the_deletion_log_opened_read_only_is_still_followed(fr
     reader = Store(path, readonly=True)  # an MCP server of this version on the index of an older daemon
     try:
         index = Bm25Index(reader)
-        assert index.build() and index._deletion_seq is None
+        assert index.build() and index.deletion_seq is None
         note = sorted(vault_copy.rglob("*.md"))[5]
         rel = note.relative_to(vault_copy).as_posix()
         old_ids = _chunk_ids(reader, rel)
@@ -251,7 +257,7 @@ def test_an_index_without_the_deletion_log_opened_read_only_is_still_followed(fr
             c.execute("DELETE FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (str(old_ids),))
         assert reader.schema_version == 2
         index.refresh(1)
-        assert index.ready and not index._alive[old_ids].any()
+        assert index.ready and not np.isin(old_ids, index.live_ids()).any()
         assert assert_same_as_fts5(index, query_terms(note.read_text(encoding="utf-8"))[:30]) > 5
     finally:
         reader.close()

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from cairn.dense import DenseIndex, quantize_query, quantize_rows
 from cairn.embedder import DIM, Int8Dot
 from cairn.errors import ModelError
-from cairn.query import QueryService
+from cairn.search import SearchService
+from cairn.search.dense import DenseIndex, quantize_query, quantize_rows
 from conftest import SHARED
 
 
@@ -62,7 +62,7 @@ def test_a_missing_int8_graph_is_a_model_error(tmp_path):
 
 def test_the_bounds_hold_for_every_vector_and_every_dev_question(help_cairn):
     query = help_cairn.query
-    snap = query._vectors()
+    snap = query.vectors.current()
     assert not snap.dense.exact_only
     for question in _dev_questions("obsidian-help")[:12]:
         qvec = query.embedder.embed_query(question)
@@ -75,9 +75,9 @@ def test_the_bounds_hold_for_every_vector_and_every_dev_question(help_cairn):
 
 def test_the_top_chunks_are_exactly_those_of_scoring_every_vector(help_cairn):
     query = help_cairn.query
-    snap = query._vectors()
+    snap = query.vectors.current()
     rng = np.random.default_rng(3)
-    weight = query.unit_weight
+    weight = query.sentence_weight
     for question in _dev_questions("obsidian-help"):
         qvec = query.embedder.embed_query(question)
         dq = snap.dense.query(qvec)
@@ -93,7 +93,7 @@ def test_the_top_chunks_are_exactly_those_of_scoring_every_vector(help_cairn):
 
 def test_the_float32_path_ranks_the_same_chunks(help_cairn):
     query = help_cairn.query
-    snap = query._vectors()
+    snap = query.vectors.current()
     plain = DenseIndex(
         snap.chunks, snap.units, snap.dense.unit_order, snap.dense.unit_start, snap.dense.unit_end, dot_factory=_no_int8
     )
@@ -101,8 +101,8 @@ def test_the_float32_path_ranks_the_same_chunks(help_cairn):
     for question in _dev_questions("obsidian-help")[:10]:
         qvec = query.embedder.embed_query(question)
         fast, slow = snap.dense.query(qvec), plain.query(qvec)
-        top = fast.top(60, query.unit_weight, snap.chunk_ids)
-        assert top.tolist() == slow.top(60, query.unit_weight, snap.chunk_ids).tolist(), question
+        top = fast.top(60, query.sentence_weight, snap.chunk_ids)
+        assert top.tolist() == slow.top(60, query.sentence_weight, snap.chunk_ids).tolist(), question
         for got, expected in zip(fast.exact(top), slow.exact(top)):
             assert np.array_equal(got, expected)  # the same cosines, to the last bit
 
@@ -110,16 +110,16 @@ def test_the_float32_path_ranks_the_same_chunks(help_cairn):
 def test_search_results_are_the_same_with_and_without_the_int8_pass(help_cairn, monkeypatch):
     store, embedder = help_cairn.query.store, help_cairn.query.embedder
     questions = _dev_questions("obsidian-help")
-    fast = QueryService(store, embedder)
-    assert not fast._vectors().dense.exact_only
+    fast = SearchService(store, embedder)
+    assert not fast.vectors.current().dense.exact_only
 
     def results(service, q):
         return [(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(q, top_k=8).hits]
 
     with_int8 = {q: results(fast, q) for q in questions}
-    monkeypatch.setattr("cairn.query.DenseIndex", lambda *a, **k: DenseIndex(*a, **k, dot_factory=_no_int8))
-    slow = QueryService(store, embedder)
-    assert slow._vectors().dense.exact_only
+    monkeypatch.setattr("cairn.search.vectors.DenseIndex", lambda *a, **k: DenseIndex(*a, **k, dot_factory=_no_int8))
+    slow = SearchService(store, embedder)
+    assert slow.vectors.current().dense.exact_only
     for q in questions:
         assert results(slow, q) == with_int8[q], q  # scores and cosines too, to the last bit
 
@@ -152,9 +152,9 @@ def test_identical_notes_rank_the_same_on_both_paths_in_note_order(fresh_cairn, 
     fresh_cairn.index()
     store, embedder = fresh_cairn.store, fresh_cairn.embedder
     expected = [f"f{i:02d}/Garden.md" for i in range(8)]
-    fast = QueryService(store, embedder)
-    monkeypatch.setattr("cairn.query.DenseIndex", lambda *a, **k: DenseIndex(*a, **k, dot_factory=_no_int8))
-    slow = QueryService(store, embedder)
+    fast = SearchService(store, embedder)
+    monkeypatch.setattr("cairn.search.vectors.DenseIndex", lambda *a, **k: DenseIndex(*a, **k, dot_factory=_no_int8))
+    slow = SearchService(store, embedder)
     for q in ("Garden", "watering plants in the morning", "compost and bees"):
         for service in (fast, slow):
             hits = service.search(q, top_k=8, mode="dense").hits

@@ -26,10 +26,12 @@ from typing import Any
 import aiohttp
 import pytest
 
+from cairn.answers import AnswerService
+from cairn.answers.events import split_pieces
 from cairn.config import NOT_FOUND_ANSWER, Config
 from cairn.errors import BadRequestError, ConfigError, NotFoundError, StoreError
-from cairn.http import MAX_BODY_BYTES, make_app, serve, split_pieces
-from cairn.query import Answer, SearchResult
+from cairn.http import MAX_BODY_BYTES, make_app, serve
+from cairn.search import SearchResult
 from cairn.services import Services
 
 TOKEN = "test-token-" + "x" * 32
@@ -47,16 +49,21 @@ def run(coro) -> Any:
 
 
 class EmptyQuery:
-    """Finds nothing: search → no hits; ask → the fixed not-found answer (as the real service does)."""
+    """Finds nothing: search → no hits; retrieve → no hits, so the answer service answers the fixed not-found
+    text (as the real service does). ``vector_cache``/``embedder``: what an AnswerService holds on to."""
+
+    PER_NOTE_ASK = 3
+    vector_cache = None
+    embedder = None
 
     def search(self, q, *, top_k, tags, folders) -> SearchResult:
         return SearchResult(hits=[], elapsed_ms=0.1)
 
-    def ask(self, question, *, top_k, tags, folders) -> Answer:
-        return Answer(text=NOT_FOUND_ANSWER, grounded=False, not_found=True, sources=[], elapsed_ms=0.1)
+    def retrieve(self, question, *, top_k, tags, folders, **kw):
+        return [], None
 
 
-class RaisingQuery:
+class RaisingQuery(EmptyQuery):
     """Every call raises ``error`` (to test the error edge)."""
 
     def __init__(self, error: Exception) -> None:
@@ -65,7 +72,7 @@ class RaisingQuery:
     def search(self, q, *, top_k, tags, folders):
         raise self.error
 
-    def ask(self, question, *, top_k, tags, folders):
+    def retrieve(self, question, *, top_k, tags, folders, **kw):
         raise self.error
 
 
@@ -86,7 +93,7 @@ class RecordingQuery(EmptyQuery):
         )
         return super().search(q, top_k=top_k, tags=tags, folders=folders)
 
-    def ask(self, question, *, top_k, tags, folders):
+    def retrieve(self, question, *, top_k, tags, folders, **kw):
         self.calls.append(
             (
                 "ask",
@@ -95,25 +102,28 @@ class RecordingQuery(EmptyQuery):
                 threading.current_thread().name,
             )
         )
-        return super().ask(question, top_k=top_k, tags=tags, folders=folders)
+        return super().retrieve(question, top_k=top_k, tags=tags, folders=folders, **kw)
 
 
 class GatedQuery:
-    """Delegates to ``inner`` but holds ``ask`` until ``release`` is set (proves the stream starts first)."""
+    """Delegates to ``inner`` but holds ``retrieve`` (the answer's retrieval) until ``release`` is set (proves the
+    stream starts first)."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
         self.entered = threading.Event()
         self.release = threading.Event()
+        self.PER_NOTE_ASK = inner.PER_NOTE_ASK
+        self.vector_cache, self.embedder, self.store = inner.vector_cache, inner.embedder, inner.store
 
     def search(self, q, **kw):
         return self.inner.search(q, **kw)
 
-    def ask(self, question, **kw):
+    def retrieve(self, question, **kw):
         self.entered.set()
         if not self.release.wait(timeout=30):
             raise RuntimeError("test gate never released")
-        return self.inner.ask(question, **kw)
+        return self.inner.retrieve(question, **kw)
 
 
 HEALTH = {"status": "ok", "store": "ok", "embedder": "ok", "llm": {"configured": False, "reachable": False}}
@@ -146,27 +156,6 @@ class Client:
 
     def request(self, method: str, path: str, **kw):
         return self.session.request(method, self.url + path, **kw)
-
-
-class QueryAnswers:
-    """The answer service's ``stream`` over a stand-in's ``ask`` (called in a worker thread), its text
-    streamed as word pieces, then ``sources`` and ``done``."""
-
-    def __init__(self, query) -> None:
-        self.query = query
-
-    async def stream(self, question, *, top_k, tags=(), folders=(), **_):
-        answer = await asyncio.to_thread(self.query.ask, question, top_k=top_k, tags=tags, folders=folders)
-        for piece in split_pieces(answer.text):
-            yield "token", {"text": piece}
-        yield "sources", [s.to_json() for s in answer.sources]
-        yield (
-            "done",
-            {"grounded": answer.grounded, "notFound": answer.not_found, "elapsedMs": 0.0, "removedCitations": 0},
-        )
-
-    async def answer(self, question, *, top_k, tags=(), folders=(), **_):
-        return await asyncio.to_thread(self.query.ask, question, top_k=top_k, tags=tags, folders=folders)
 
 
 class NoLibrary:
@@ -218,11 +207,12 @@ def stand_in_services(
     indexing=None,
     events=None,
 ) -> Services:
-    """Services over a stand-in query service (``search``/``ask``); what is not given is a stand-in too."""
+    """Services over a stand-in query service (``search``/``retrieve``), answers from the real answer service over
+    it; what is not given is a stand-in too."""
     return Services(
         config=config or Config(),
         search=query,
-        answers=answers or QueryAnswers(query),
+        answers=answers or AnswerService(query),
         library=library or NoLibrary(),
         indexing=indexing or StandInIndexing(stats),
         events=events or NoEvents(),
@@ -231,11 +221,12 @@ def stand_in_services(
 
 
 def services_of(cairn, *, answers=None, indexing=None, events=None) -> Services:
-    """Services over a real :class:`cairn.app.Cairn` (answers from its query service unless given)."""
+    """Services over a real :class:`cairn.app.Cairn` (answers from the real answer service over its search service
+    unless given)."""
     return Services(
         config=cairn.config,
         search=cairn.query,
-        answers=answers or QueryAnswers(cairn.query),
+        answers=answers or AnswerService(cairn.query),
         library=cairn.library,
         indexing=indexing or cairn.indexing,
         events=events or cairn.events,
@@ -250,9 +241,12 @@ async def running(
     config: Config | None = None,
     stats: Callable[[], dict] = lambda: dict(STATS),
     health: Callable[[], dict] = lambda: dict(HEALTH),
+    answers=None,
 ) -> AsyncIterator[Client]:
-    """The real app on 127.0.0.1:<random port> and a real client session."""
-    app = make_app(stand_in_services(query, config=config, stats=stats, health=health), token=TOKEN)
+    """The real app on 127.0.0.1:<random port> and a real client session; ``/ask`` answers through ``answers``,
+    by default the real answer service over ``query``."""
+    services = stand_in_services(query, config=config, stats=stats, health=health, answers=answers)
+    app = make_app(services, token=TOKEN)
     server = await serve(app, "127.0.0.1", 0)
     try:
         async with aiohttp.ClientSession() as session:
@@ -756,7 +750,7 @@ SAMPLE_QUESTION, SAMPLE_MUST_BE_FOUND = _sample_question()
 
 def test_ask_streams_tokens_then_sources_then_done_from_the_real_service(request):
     config, query_service, stats_fn, health_fn = _sample(request)
-    expected = query_service.ask(SAMPLE_QUESTION, top_k=8, tags=(), folders=())
+    expected = asyncio.run(AnswerService(query_service).answer(SAMPLE_QUESTION, top_k=8, tags=(), folders=()))
 
     async def scenario():
         async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:

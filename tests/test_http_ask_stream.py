@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import aiohttp
 from aiohttp import web
 
-from cairn.http import PUMP_BACKLOG, split_pieces
+from cairn.answers.events import Done, Sources, Token, split_pieces
+from cairn.http import PUMP_BACKLOG
 from cairn.llm import OpenAIChatModel
-from cairn.query import Answer
 from test_answer_llm import QUESTION, Stub, daemon, llm_config, stub_server, text_of
 from test_http_api import AUTH, EmptyQuery, assert_stream_order, read_events, run, running
 
@@ -159,16 +159,19 @@ def test_a_server_shutdown_mid_answer_ends_the_stream_with_shutting_down_and_can
     assert events[2][1] == [] and events[3][1]["grounded"] is False
 
 
-class LongAnswerQuery(EmptyQuery):
-    """A query service (the stand-in style of tests/test_http_api.py) whose answer is :data:`LONG_ANSWER`."""
+class LongAnswers:
+    """An answer service (the stand-in style of tests/test_http_api.py) whose answer is :data:`LONG_ANSWER`."""
 
-    def ask(self, question, *, top_k, tags, folders) -> Answer:
-        return Answer(text=LONG_ANSWER, grounded=False, not_found=False, sources=[], elapsed_ms=0.1)
+    async def stream(self, question, *, top_k, tags, folders):
+        for piece in split_pieces(LONG_ANSWER):
+            yield Token(piece)
+        yield Sources()
+        yield Done(False)
 
 
 def test_an_answer_of_more_pieces_than_the_pump_backlog_streams_whole_and_in_order():
     async def scenario():
-        async with running(LongAnswerQuery()) as client:
+        async with running(EmptyQuery(), answers=LongAnswers()) as client:
             async with client.post("/ask", json={"question": "garlic?"}, headers=AUTH) as resp:
                 return await read_events(resp)
 

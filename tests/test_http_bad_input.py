@@ -15,6 +15,7 @@ import subprocess
 import aiohttp
 import pytest
 
+from cairn.answers import AnswerService
 from cairn.errors import BadRequestError
 from cairn.http import make_app, serve
 from test_cli import TIMEOUT_S, cairn_env, cairn_executable
@@ -86,7 +87,7 @@ def test_a_deeply_nested_json_body_is_400_not_a_500(sample_cairn, depth):
     "call",
     [
         lambda q: q.search("garlic \ud800"),
-        lambda q: q.ask("garlic \ud800"),
+        lambda q: asyncio.run(AnswerService(q).answer("garlic \ud800")),
         lambda q: q.search("garlic", tags=["\ud800"]),
         lambda q: q.search("garlic", folders=["Garden\udce9"]),
         lambda q: q.retrieve("caf\udce9"),

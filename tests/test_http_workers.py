@@ -16,13 +16,13 @@ import threading
 import aiohttp
 
 from cairn.http import default_workers, make_app, serve
-from cairn.query import SearchResult
-from test_http_api import AUTH, TOKEN, run, stand_in_services
+from cairn.search import SearchResult
+from test_http_api import AUTH, TOKEN, EmptyQuery, run, stand_in_services
 
 WAIT_S = 20
 
 
-class HeldQuery:
+class HeldQuery(EmptyQuery):
     """Counts calls running at once; each call waits until ``release`` is set."""
 
     def __init__(self) -> None:

@@ -2,8 +2,8 @@
 
 4 composition  app, cli, __main__
 3 adapters     http/, mcp_server, watcher, tray, llm
-2 use cases    indexer, query, events
-1 resources    store/, embedder, vault/, secrets, audit (the MCP audit log)
+2 use cases    indexer, search/, answers/, events
+1 resources    store/, embedder, embedding, vault/, secrets, audit (the MCP audit log)
 0 pure core    errors, config, policy, notes, chunking, ranking, prompt
 
 Every import counts: top-level, inside functions, under ``if TYPE_CHECKING:``, relative
@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     # 1 resources
     "store": 1,
     "embedder": 1,
+    "embedding": 1,
     "vault": 1,
     "secrets": 1,
     "audit": 1,
@@ -51,11 +52,9 @@ LAYERS: dict[str, int] = {
     "link_targets": 2,
     # one text-phase run of the indexer (batches of changed notes, parse workers)
     "text_phase": 2,
-    "query": 2,
-    "bm25": 2,
-    "dense": 2,
+    "search": 2,
     "events": 2,
-    "answer": 2,
+    "answers": 2,
     "library": 2,
     "indexing": 2,
     "pdf_index": 2,
@@ -155,7 +154,7 @@ IDS = [str(p.relative_to(PACKAGE)) for p in FILES]
 
 def test_the_package_has_the_modules_the_checks_are_about():
     units = {_unit(_dotted(p)) for p in FILES}
-    assert {"errors", "config", "store", "embedder", "indexer", "query", "http", "app", "cli"} <= units
+    assert {"errors", "config", "store", "embedder", "indexer", "search", "http", "app", "cli"} <= units
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
@@ -271,9 +270,7 @@ def test_the_checker_sees_imports_inside_functions_type_checking_blocks_and_rela
         path = fake / "store" / "__init__.py"
         assert _dotted(path) == "cairn.store"
         modules = [i.module for i in _imports(path)]
-        assert {"cairn.store", "cairn.store.schema", "cairn.query", "apsw", "cairn.app", "cairn.http"} <= set(
-            modules
-        )
+        assert {"cairn.store", "cairn.store.schema", "cairn.query", "apsw", "cairn.app", "cairn.http"} <= set(modules)
         units = {u for u, _ in _cairn_imports(path)}
         assert {"store", "query", "app", "http"} <= units
         assert _prints_to_stdout(path) == ["line 9: print() to stdout"]

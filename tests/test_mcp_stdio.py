@@ -532,7 +532,7 @@ def test_audit_lines_follow_the_policy_switch_and_policy_edits_apply_without_a_r
     policy_file.write_text(POLICY.replace("audit: {enabled: true}", "audit: {enabled: false}"), encoding="utf-8")
     holder = PolicyHolder(policy_file, strict=True, check_interval_s=0)
     audit_file = tmp_path / "audit.jsonl"
-    from cairn.answer import AnswerService
+    from cairn.answers import AnswerService
     from test_http_api import services_of
 
     service = McpService(

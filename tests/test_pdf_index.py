@@ -20,6 +20,7 @@ from tests import pdfgen
 from tests.conftest import SAMPLE_VAULT, make_config
 from tests.test_cli import run_cairn
 
+from cairn.answers import AnswerService
 from cairn.app import Cairn
 from cairn.watcher import VaultWatcher
 
@@ -124,7 +125,7 @@ def test_good_pages_are_indexed_and_every_bad_pdf_is_listed_with_its_reason(pdf_
 
 def test_a_question_answered_on_page_3_cites_that_page(pdf_cairn):
     pdf_cairn.index()
-    answer = pdf_cairn.query.ask(GUIDE_QUESTION)
+    answer = asyncio.run(AnswerService(pdf_cairn.query).answer(GUIDE_QUESTION))
     assert not answer.not_found
     first = answer.sources[0].to_json()
     assert first["filePath"] == "Attachments/Field guide.pdf" and first["page"] == 3
@@ -393,7 +394,6 @@ def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vau
 
 
 def test_a_pdf_embedded_in_a_personal_note_never_enters_a_remote_models_prompt(pdf_vault, tmp_path, embedder):
-    from cairn.answer import AnswerService
     from cairn.llm import OpenAIChatModel
     from test_answer_llm import llm_config, stub_server
 

@@ -1,7 +1,9 @@
-"""cairn.query: the one query service, on real indexes (the sample vault and the Obsidian help vault)."""
+"""cairn.search (answers through cairn.answers): the one query service, on real indexes (the sample vault and
+the Obsidian help vault)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
@@ -10,10 +12,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from cairn.answers import AnswerService, Source
 from cairn.config import NOT_FOUND_ANSWER
 from cairn.errors import BadRequestError
 from cairn.prompt import cited_numbers
-from cairn.query import QueryService, Source
+from cairn.search import SearchService
 
 SAMPLE_QUESTIONS = [
     ("How long do I proof the sourdough in the fridge?", "Kitchen/Sourdough.md"),
@@ -22,6 +25,18 @@ SAMPLE_QUESTIONS = [
     ("How much lemon juice goes into each jar of tomato sauce?", "Kitchen/Tomato sauce.md"),
     ("What is in the brine for the pickled cucumbers?", "Kitchen/Pickled cucumbers.md"),
 ]
+
+
+def snap_now(search):
+    """The in-memory vectors in force."""
+    return search.vectors.current()
+
+
+def ask(search, question, **kw):
+    """The one ask path without a model: the extractive answer (as the CLI and MCP get it)."""
+    return asyncio.run(AnswerService(search).answer(question, **kw))
+
+
 OFF_TOPIC = [
     "What is the capital of Mongolia?",
     "Who won the 1998 football World Cup?",
@@ -31,7 +46,7 @@ OFF_TOPIC = [
 
 @pytest.mark.parametrize("question,note", SAMPLE_QUESTIONS)
 def test_answers_cite_the_note_that_holds_the_fact(sample_cairn, question, note):
-    answer = sample_cairn.query.ask(question)
+    answer = ask(sample_cairn.query, question)
     assert not answer.not_found and answer.grounded is False
     assert answer.sources[0].hit.file_path == note
     cited = cited_numbers(answer.text.split("\n\nSources:")[0])
@@ -45,7 +60,7 @@ def test_answers_cite_the_note_that_holds_the_fact(sample_cairn, question, note)
 
 @pytest.mark.parametrize("question", OFF_TOPIC)
 def test_off_topic_questions_get_the_fixed_not_found_answer(sample_cairn, question):
-    answer = sample_cairn.query.ask(question)
+    answer = ask(sample_cairn.query, question)
     assert answer.not_found and answer.text == NOT_FOUND_ANSWER and answer.sources == []
 
 
@@ -100,7 +115,7 @@ def test_fts5_syntax_in_user_text_is_harmless(sample_cairn, query):
 @pytest.mark.parametrize("bad", ["", "   ", "x" * 2001])
 def test_bad_questions_are_clear_errors(sample_cairn, bad):
     with pytest.raises(BadRequestError):
-        sample_cairn.query.ask(bad)
+        ask(sample_cairn.query, bad)
 
 
 def test_bad_top_k_and_tags_are_clear_errors(sample_cairn):
@@ -127,14 +142,14 @@ def test_help_vault_indexes_every_note(help_cairn):
 
 
 def test_help_vault_callout_question_cites_callouts(help_cairn):
-    answer = help_cairn.query.ask("How do I make a callout?")
+    answer = ask(help_cairn.query, "How do I make a callout?")
     assert not answer.not_found
     assert answer.sources[0].hit.file_path == "Editing and formatting/Callouts.md"
     assert re.search(r"\[1\]", answer.text)
 
 
 def test_help_vault_off_corpus_question_is_not_found(help_cairn):
-    answer = help_cairn.query.ask("What is the capital of France?")
+    answer = ask(help_cairn.query, "What is the capital of France?")
     assert answer.not_found and answer.text == NOT_FOUND_ANSWER
 
 
@@ -160,33 +175,36 @@ def test_a_repeated_question_embeds_nothing_again_and_gets_the_same_answer(sampl
     # the same notes) costs no model run for them — measured as 93 % of an /ask's CPU without it.
     query, embedder = sample_cairn.query, sample_cairn.query.embedder
     question = "How many days do the garlic cloves need before they sprout, and how deep?"
-    first = query.ask(question)
+    first = ask(query, question)
     assert not first.not_found
     before = embedder.embeddings_computed
-    again = query.ask(question)
+    again = ask(query, question)
     assert embedder.embeddings_computed == before
     assert again.text == first.text
-    related = query.ask("When should I plant garlic?")
+    related = ask(query, "When should I plant garlic?")
     assert embedder.embeddings_computed - before <= 1  # only the new question; its sentences are cached
     assert related.sources[0].hit.file_path == "Garden/Garlic.md"
 
 
-def test_the_vector_cache_stays_bounded(sample_cairn, monkeypatch):
-    query = QueryService(sample_cairn.query.store, sample_cairn.query.embedder)
-    monkeypatch.setattr(query, "VECTOR_CACHE_MAX", 5)
-    query.ask("What ratio of greens to browns goes in the compost?")
-    query.ask("What is in the brine for the pickled cucumbers?")
-    assert len(query._vec_cache) <= 5
+def test_the_vector_cache_stays_bounded(sample_cairn):
+    from cairn.embedding import VectorCache
+
+    store, embedder = sample_cairn.query.store, sample_cairn.query.embedder
+    cache = VectorCache(store, embedder, max_items=5)
+    query = SearchService(store, embedder, vector_cache=cache)
+    ask(query, "What ratio of greens to browns goes in the compost?")
+    ask(query, "What is in the brine for the pickled cucumbers?")
+    assert len(cache) <= 5
 
 
 def test_an_answer_over_indexed_notes_embeds_only_the_question(sample_cairn):
     # The sentences and titles the extractive answer scores were embedded by the indexer: their vectors
     # come from the store, so a never-seen question over indexed notes runs the model once (~0.6 s of
     # sentence embedding per /ask on obsidian-hub before).
-    query = QueryService(sample_cairn.query.store, sample_cairn.query.embedder)  # empty in-memory cache
+    query = SearchService(sample_cairn.query.store, sample_cairn.query.embedder)  # empty in-memory cache
     embedder = query.embedder
     before = embedder.embeddings_computed
-    answer = query.ask("At what depth do garlic cloves go into the soil, and in which month?")
+    answer = ask(query, "At what depth do garlic cloves go into the soil, and in which month?")
     assert embedder.embeddings_computed - before == 1
     assert answer.sources[0].hit.file_path == "Garden/Garlic.md"
     assert "5 cm" in answer.text.split("\n\nSources:")[0]
@@ -195,14 +213,15 @@ def test_an_answer_over_indexed_notes_embeds_only_the_question(sample_cairn):
 def test_a_sentence_the_index_never_embedded_is_embedded_for_the_answer(sample_cairn):
     # A source whose text differs from the indexed chunk (here: a sentence edited after indexing)
     # still gets every sentence scored: the unknown one is embedded, the rest read from the store.
-    query = QueryService(sample_cairn.query.store, sample_cairn.query.embedder)
+    query = SearchService(sample_cairn.query.store, sample_cairn.query.embedder)
     embedder = query.embedder
-    sources = query.context("At what depth do garlic cloves go into the soil?")
+    answers = AnswerService(query)
+    sources = answers.context("At what depth do garlic cloves go into the soil?")
     hit = sources[0].hit
     extra = "Mulch the garlic bed with straw after the first hard frost."
     edited = Source(n=1, hit=dataclasses.replace(hit, text=hit.text + "\n\n" + extra))
     before = embedder.embeddings_computed
-    text = query.extractive_answer("What goes on the garlic bed after the first frost?", [edited])
+    text = answers.extractive_answer("What goes on the garlic bed after the first frost?", [edited])
     assert embedder.embeddings_computed - before == 2  # the question and the new sentence
     assert "straw" in text.split("\n\nSources:")[0]
 
@@ -221,7 +240,7 @@ def _counting_reads(query, monkeypatch, name: str) -> list[tuple]:
 
 
 def test_a_repeated_search_is_answered_from_memory_while_the_index_is_unchanged(sample_cairn, monkeypatch):
-    query = QueryService(sample_cairn.query.store, sample_cairn.query.embedder)
+    query = SearchService(sample_cairn.query.store, sample_cairn.query.embedder)
     ranked = _counting_reads(query, monkeypatch, "chunk_rows")  # read once per ranking
     terms = _counting_reads(query, monkeypatch, "fts_phrase_scores")
     first = query.search("garlic planting depth")
@@ -271,16 +290,16 @@ def test_a_note_indexed_on_the_same_connection_is_found_by_a_repeated_search(fre
 
 def test_a_query_service_scores_on_one_blas_thread(sample_cairn):
     # Requests run on parallel worker threads already; numpy's default (a BLAS thread per core) made each
-    # query's dense scores cost 2-4x the CPU on obsidian-hub (QueryService.BLAS_THREADS).
+    # query's dense scores cost 2-4x the CPU on obsidian-hub (SearchService.BLAS_THREADS).
     from threadpoolctl import threadpool_info
 
-    QueryService(sample_cairn.query.store, sample_cairn.query.embedder)
+    SearchService(sample_cairn.query.store, sample_cairn.query.embedder)
     blas = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
-    assert blas and all(lib["num_threads"] == QueryService.BLAS_THREADS == 1 for lib in blas)
+    assert blas and all(lib["num_threads"] == SearchService.BLAS_THREADS == 1 for lib in blas)
 
 
 def test_a_snippet_is_centred_on_the_densest_run_of_query_terms():
-    from cairn.query import make_snippet
+    from cairn.search.hits import make_snippet
 
     filler = "lorem ipsum dolor sit amet " * 20
     text = filler + "garlic once here. " + filler + "garlic cloves, garlic bulbs and garlic scapes. " + filler
@@ -314,14 +333,13 @@ def test_keyword_ranking_from_cached_terms_is_fts5s_own(help_cairn, question):
     # The BM25 list is summed from per-term results kept in memory; it must be the list FTS5 ranks itself.
     from cairn.ranking import fts_match_expression
 
-    query = QueryService(help_cairn.query.store, help_cairn.query.embedder)
-    query._store_epoch()
+    query = SearchService(help_cairn.query.store, help_cairn.query.embedder)
     expected = _fts5_ranked(query.store, fts_match_expression(question), 60)
-    assert expected and query._bm25(question, 60) == expected
-    assert query._bm25(question, 60) == expected  # again, from the cached terms
+    assert expected and query.keyword_ranking(question, 60) == expected
+    assert query.keyword_ranking(question, 60) == expected  # again, from the cached terms
     half = expected[::2]
-    assert query._bm25(question, 20, within=half) == [c for c in expected if c in set(half)][:20]
-    assert query._bm25(question, 20, excluding=half) == _fts5_ranked(
+    assert query.keyword_ranking(question, 20, within=half) == [c for c in expected if c in set(half)][:20]
+    assert query.keyword_ranking(question, 20, excluding=half) == _fts5_ranked(
         query.store, fts_match_expression(question), 20, excluding=half
     )
 
@@ -329,8 +347,8 @@ def test_keyword_ranking_from_cached_terms_is_fts5s_own(help_cairn, question):
 def test_in_memory_dense_scores_equal_every_stored_vector_scored_one_by_one(help_cairn):
     # The in-memory matrix holds each distinct unit vector once (repeated sentences share one row);
     # each chunk's best unit cosine must still be the best over all of its own stored unit vectors.
-    query = QueryService(help_cairn.query.store, help_cairn.query.embedder)
-    snap = query._vectors()
+    query = SearchService(help_cairn.query.store, help_cairn.query.embedder)
+    snap = query.vectors.current()
     qvec = query.embedder.embed_query("How do I embed a note in another note?")
     cos, best = snap.scores(qvec)
     ids = [int(c) for c in snap.chunk_ids]
@@ -343,7 +361,7 @@ def test_in_memory_dense_scores_equal_every_stored_vector_scored_one_by_one(help
 
 
 def test_a_question_searched_then_asked_is_scored_against_every_vector_once(sample_cairn, monkeypatch):
-    from cairn.dense import DenseIndex
+    from cairn.search.dense import DenseIndex
 
     calls = []
     real = DenseIndex.query
@@ -353,13 +371,13 @@ def test_a_question_searched_then_asked_is_scored_against_every_vector_once(samp
         return real(self, qvec)
 
     monkeypatch.setattr(DenseIndex, "query", spy)
-    query = QueryService(sample_cairn.query.store, sample_cairn.query.embedder)
+    query = SearchService(sample_cairn.query.store, sample_cairn.query.embedder)
     question = "How long do I proof the sourdough in the fridge?"
     hits = query.search(question).hits
-    answer = query.ask(question)
+    answer = ask(query, question)
     assert len(calls) == 1
     assert answer.sources[0].hit.file_path == hits[0].file_path == "Kitchen/Sourdough.md"
-    query.ask("What ratio of greens to browns goes in the compost?")
+    ask(query, "What ratio of greens to browns goes in the compost?")
     assert len(calls) == 2
 
 
@@ -372,7 +390,7 @@ def test_a_bulk_change_reloads_the_vectors_in_the_background_and_then_serves_eve
     cairn.index()
     query = cairn.query
     query.search("anything at all")  # the first load
-    query.SNAPSHOT_MAX_NEWER, query.SNAPSHOT_REFRESH_S = 1, 3600.0
+    query.vectors.MAX_NEWER, query.vectors.REFRESH_S = 1, 3600.0
     topics = {
         "Volcano.md": "Basaltic lava flows from the shield volcano erupted for weeks.",
         "Glacier.md": "The glacier calved huge icebergs into the fjord every summer.",
@@ -381,11 +399,10 @@ def test_a_bulk_change_reloads_the_vectors_in_the_background_and_then_serves_eve
     for name, text in topics.items():
         (vault_copy / name).write_text(f"# {name[:-3]}\n\n{text}\n", encoding="utf-8")
     cairn.index()
-    held = query._snapshot
+    held = query.vectors.current()
     query.search("icebergs breaking off a glacier into the fjord", mode="dense")
-    assert query._snapshot_loading is not None  # a reload was started, not done in this request
-    query._snapshot_loading.join(timeout=60)
-    assert query._snapshot is not held and not query._embedded_since(query._snapshot)
+    assert query.vectors.wait(timeout=60)  # a reload was started, not done in this request
+    assert query.vectors.current() is not held and not query.vectors.embedded_since(snap_now(query))
     for name, text in topics.items():
         hits = query.search(text, mode="dense").hits
         assert hits and hits[0].file_path == name, (name, [h.file_path for h in hits])
@@ -407,14 +424,14 @@ def test_the_context_budget_is_the_exact_count_whenever_it_matters(help_cairn):
     ]
     checked = 0
     for q in questions:
-        for i, h in enumerate(query.retrieve(q, per_note=QueryService.PER_NOTE_ASK)[0], 1):
+        for i, h in enumerate(query.retrieve(q, per_note=SearchService.PER_NOTE_ASK)[0], 1):
             header = f"[{i}] {h.file_path} › {h.symbol}\n"
             assert count(header + h.text) == count(header) + count(h.text)
             assert h.token_bound >= count(h.text) > 0, (h.file_path, h.symbol)
             checked += 1
     assert checked > 100
     # Bounds that do not fit: exact counts decide, lowest-scored dropped first, as before.
-    sources = query.context(questions[0])
+    sources = AnswerService(query).context(questions[0])
     hits = [s.hit for s in sources]
     exact = [count(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)]
     assert sum(exact) <= 6000
@@ -428,8 +445,8 @@ def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked
     cairn.index()
     query = cairn.query
     query.search("anything at all")  # the first load
-    monkeypatch.setattr(query, "_reload_vectors", lambda **_: None)  # the reload has not landed yet
-    query.SNAPSHOT_MAX_NEWER, query.SNAPSHOT_REFRESH_S = 2, 3600.0
+    monkeypatch.setattr(query.vectors, "reload", lambda **_: None)  # the reload has not landed yet
+    query.vectors.MAX_NEWER, query.vectors.REFRESH_S = 2, 3600.0
     for i in range(4):
         (vault_copy / f"Older {i}.md").write_text(
             f"# Older {i}\n\nA note about tidal pools number {i}.\n", encoding="utf-8"
@@ -439,7 +456,7 @@ def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked
         "# Latest\n\nThe glacier calved huge icebergs into the fjord.\n", encoding="utf-8"
     )
     cairn.index()
-    assert len(query._embedded_since(query._snapshot)) > query.SNAPSHOT_MAX_NEWER
+    assert len(query.vectors.embedded_since(snap_now(query))) > query.vectors.MAX_NEWER
     hits = query.search("icebergs breaking off a glacier into the fjord", mode="dense").hits
     assert hits and hits[0].file_path == "Latest.md", [h.file_path for h in hits]
 
@@ -458,51 +475,51 @@ def test_replaced_in_memory_vectors_are_freed_once_questions_are_asked_on_the_ne
     query.search("How do I proof sourdough?")
     held = []
     for i in range(3):
-        held.append(weakref.ref(query._snapshot.dense))
+        held.append(weakref.ref(query.vectors.current().dense))
         (vault_copy / f"New {i}.md").write_text(
             f"# New {i}\n\nA note about lighthouses number {i}.\n", encoding="utf-8"
         )
         cairn.index()
-        query._load_vectors()  # the reload (a background thread in the daemon)
+        query.vectors.reload()  # the reload (a background thread in the daemon)
         query.search(f"lighthouse keepers, question {i}")
     gc.collect()
     assert [r() is None for r in held] == [True, True, True]
-    assert query._snapshot.dense is not None and len(query._scores) == 1
+    assert query.vectors.current().dense is not None and len(query.vectors.scores) == 1
 
 
 @pytest.mark.slow
 def test_saved_notes_join_the_in_memory_vectors_by_cheap_reloads_and_a_full_load_waits(fresh_cairn, vault_copy):
-    """While notes change, the vectors reload every SNAPSHOT_REFRESH_S reading only the changed chunks; a change
-    that needs a full load (1-2 s of CPU on obsidian-hub) waits for SNAPSHOT_FULL_REFRESH_S after the last one."""
+    """While notes change, the vectors reload every Vectors.REFRESH_S reading only the changed chunks; a change
+    that needs a full load waits for Vectors.FULL_REFRESH_S after the last one."""
     cairn = fresh_cairn
     cairn.index()
     query = cairn.query
     query.search("anything at all")  # the first (full) load
-    query.SNAPSHOT_REFRESH_S = 0.0
+    query.vectors.REFRESH_S = 0.0
     (vault_copy / "Lighthouse.md").write_text(
         "# Lighthouse\n\nThe keeper trimmed the lamp's wick at dusk.\n", encoding="utf-8"
     )
     cairn.index()
-    first = query._snapshot
+    first = query.vectors.current()
     query.search("who trims the lamp in a lighthouse", mode="dense")
-    query._snapshot_loading.join(timeout=60)
-    assert query._snapshot is not first and not query._embedded_since(query._snapshot)  # an incremental reload
-    query.SNAPSHOT_INCREMENTAL_MAX = 0.0  # from now on every change needs a full load
+    query.vectors.wait(timeout=60)
+    assert query.vectors.current() is not first and not query.vectors.embedded_since(
+        snap_now(query)
+    )  # an incremental reload
+    query.vectors.INCREMENTAL_MAX = 0.0  # from now on every change needs a full load
     (vault_copy / "Harbour.md").write_text(
         "# Harbour\n\nFishing boats moor in the harbour at night.\n", encoding="utf-8"
     )
     cairn.index()
-    held = query._snapshot
+    held = query.vectors.current()
     hits = query.search("where do fishing boats moor", mode="dense").hits
     assert hits and hits[0].file_path == "Harbour.md"  # scored from the store meanwhile
-    loading = query._snapshot_loading  # None once the load has decided to wait
-    if loading is not None:
-        loading.join(timeout=60)
-    assert query._snapshot is held  # the full load waits
-    query.SNAPSHOT_FULL_REFRESH_S = 0.0
+    query.vectors.wait(timeout=60)  # the load decides to wait
+    assert query.vectors.current() is held  # the full load waits
+    query.vectors.FULL_REFRESH_S = 0.0
     query.search("boats in a harbour at night", mode="dense")
-    query._snapshot_loading.join(timeout=60)
-    assert query._snapshot is not held and not query._embedded_since(query._snapshot)
+    query.vectors.wait(timeout=60)
+    assert query.vectors.current() is not held and not query.vectors.embedded_since(snap_now(query))
 
 
 @pytest.mark.slow
@@ -514,42 +531,40 @@ def test_vector_reloads_and_keyword_index_builds_leave_no_connection_open(fresh_
     query, store = cairn.query, cairn.store
     query.search("anything at all")
     query.start_keyword_index().join(timeout=60)
-    query.SNAPSHOT_REFRESH_S = 0.0
+    query.vectors.REFRESH_S = 0.0
     before = len(store._all)
     for i in range(5):
         (vault_copy / f"Reload {i}.md").write_text(
             f"# Reload {i}\n\nWindmills grind grain, note {i}.\n", encoding="utf-8"
         )
         cairn.index()
-        held = query._snapshot
+        held = query.vectors.current()
         query.search(f"windmills grinding grain {i}")
-        query._snapshot_loading.join(timeout=60)
-        assert query._snapshot is not held
-    query.terms._drop()
+        query.vectors.wait(timeout=60)
+        assert query.vectors.current() is not held
+    query.keyword.reset()  # dropped: built again from scratch
     query.start_keyword_index().join(timeout=60)
     assert len(store._all) == before
 
 
 @pytest.mark.slow
 def test_a_bulk_change_is_loaded_at_once_even_while_full_loads_wait(fresh_cairn, vault_copy):
-    """A reload that would need a full load waits (SNAPSHOT_FULL_REFRESH_S), unless more chunks were embedded than a
+    """A reload that would need a full load waits (Vectors.FULL_REFRESH_S), unless more chunks were embedded than a
     query scores one by one: then the first question after the bulk change starts the full load (before, a waiting
     reload swallowed that request and questions were answered from the old vectors for up to 30 s)."""
     cairn = fresh_cairn
     cairn.index()
     query = cairn.query
     query.search("anything at all")
-    query.SNAPSHOT_REFRESH_S, query.SNAPSHOT_FULL_REFRESH_S = 0.0, 3600.0
-    query.SNAPSHOT_INCREMENTAL_MAX, query.SNAPSHOT_MAX_NEWER = 0.0, 1
+    query.vectors.REFRESH_S, query.vectors.FULL_REFRESH_S = 0.0, 3600.0
+    query.vectors.INCREMENTAL_MAX, query.vectors.MAX_NEWER = 0.0, 1
     for i in range(3):
         (vault_copy / f"Bulk {i}.md").write_text(
             f"# Bulk {i}\n\nGlassblowers shape molten glass, {i}.\n", encoding="utf-8"
         )
     cairn.index()
-    held = query._snapshot
+    held = query.vectors.current()
     query.search("how is molten glass shaped")
     for _ in range(3):  # the waiting reload, then the bulk one (or one load that saw both)
-        loading = query._snapshot_loading
-        if loading is not None:
-            loading.join(timeout=60)
-    assert query._snapshot is not held and not query._embedded_since(query._snapshot)
+        query.vectors.wait(timeout=60)
+    assert query.vectors.current() is not held and not query.vectors.embedded_since(snap_now(query))

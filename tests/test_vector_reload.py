@@ -1,5 +1,5 @@
 """Reloading the query service's in-memory vectors reads only what changed since the snapshot it replaces
-(cairn.query._VectorSnapshot.refresh), and gives the same scores, dense top chunks and search results as loading
+(cairn.search.vectors.VectorSnapshot.refresh), and gives the same scores, dense top chunks and search results as loading
 everything again. Real store, real model, real indexer over writable vault copies."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import shutil
 import numpy as np
 import pytest
 
-from cairn.query import QueryService, _VectorSnapshot
+from cairn.search import SearchService
+from cairn.search.vectors import Vectors, VectorSnapshot
 from cairn.store import Store
 from conftest import HELP_VAULT, make_config
 
@@ -67,11 +68,11 @@ def _edit_some_notes(vault, *, rewrite: int = 2) -> None:
     )
 
 
-def _by_id(snap: _VectorSnapshot, values: np.ndarray) -> dict[int, float]:
+def _by_id(snap: VectorSnapshot, values: np.ndarray) -> dict[int, float]:
     return {int(c): float(v) for c, v in zip(snap.chunk_ids, values)}
 
 
-def _assert_same_as_full_load(inc: _VectorSnapshot, full: _VectorSnapshot, embedder) -> None:
+def _assert_same_as_full_load(inc: VectorSnapshot, full: VectorSnapshot, embedder) -> None:
     assert inc.generation == full.generation
     assert sorted(inc.chunk_ids.tolist()) == sorted(full.chunk_ids.tolist())
     assert all(inc.row_of[int(c)] == i for i, c in enumerate(inc.chunk_ids))
@@ -92,8 +93,9 @@ def _assert_same_as_full_load(inc: _VectorSnapshot, full: _VectorSnapshot, embed
         assert _by_id(inc, ci) == _by_id(full, cf)
         assert _by_id(inc, bi) == _by_id(full, bf)
         for k in (1, 10, 60):
-            top_inc = inc.chunk_ids[inc.dense.query(qvec).top(k, QueryService.UNIT_WEIGHT, inc.chunk_ids)].tolist()
-            top_full = full.chunk_ids[full.dense.query(qvec).top(k, QueryService.UNIT_WEIGHT, full.chunk_ids)].tolist()
+            w = SearchService.SENTENCE_WEIGHT
+            top_inc = inc.chunk_ids[inc.dense.query(qvec).top(k, w, inc.chunk_ids)].tolist()
+            top_full = full.chunk_ids[full.dense.query(qvec).top(k, w, full.chunk_ids)].tolist()
             assert top_inc == top_full
         # The int8 bounds too: the kept rows' quantisation is the one a fresh quantisation gives.
         qi, qf = inc.dense.query(qvec), full.dense.query(qvec)
@@ -105,7 +107,7 @@ def test_a_reload_after_edits_deletes_renames_and_new_notes_scores_every_chunk_a
     help_copy, embedder, monkeypatch
 ):
     store = help_copy.store
-    old = _VectorSnapshot.load(store)
+    old = VectorSnapshot.load(store)
     _edit_some_notes(help_copy.config.vault)
     help_copy.index()
 
@@ -117,9 +119,9 @@ def test_a_reload_after_edits_deletes_renames_and_new_notes_scores_every_chunk_a
         return real(self, chunk_ids)
 
     monkeypatch.setattr(Store, "vector_matrices_of", spy)
-    inc = _VectorSnapshot.refresh(old, store, max_changed=QueryService.SNAPSHOT_INCREMENTAL_MAX)
+    inc = VectorSnapshot.refresh(old, store, max_changed=Vectors.INCREMENTAL_MAX)
     assert inc is not None
-    full = _VectorSnapshot.load(store)
+    full = VectorSnapshot.load(store)
     added = set(full.chunk_ids.tolist()) - set(old.chunk_ids.tolist())
     assert added and len(asked) == 1 and set(asked[0]) == added  # only the new chunks' vectors were read
     assert len(added) < len(full.chunk_ids) / 20
@@ -132,23 +134,23 @@ def test_a_reload_after_edits_deletes_renames_and_new_notes_scores_every_chunk_a
 
 
 def test_search_results_after_an_incremental_reload_are_those_of_a_full_load(help_copy, embedder, monkeypatch):
-    service = QueryService(help_copy.store, embedder)
-    before = service._vectors()
+    service = SearchService(help_copy.store, embedder)
+    before = service.vectors.current()
     _edit_some_notes(help_copy.config.vault, rewrite=3)
     help_copy.index()
     loads = []
-    real_load = _VectorSnapshot.load
+    real_load = VectorSnapshot.load
 
     def counting_load(store):
         loads.append(store)
         return real_load(store)
 
-    monkeypatch.setattr(_VectorSnapshot, "load", staticmethod(counting_load))
-    service._load_vectors()
-    assert service._snapshot is not before and not loads  # reloaded from the snapshot held
-    assert service._snapshot.generation == help_copy.store.vectors_generation()
-    monkeypatch.setattr(_VectorSnapshot, "load", staticmethod(real_load))
-    fresh = QueryService(help_copy.store, embedder)
+    monkeypatch.setattr(VectorSnapshot, "load", staticmethod(counting_load))
+    service.vectors.reload()
+    assert service.vectors.current() is not before and not loads  # reloaded from the snapshot held
+    assert service.vectors.current().generation == help_copy.store.vectors_generation()
+    monkeypatch.setattr(VectorSnapshot, "load", staticmethod(real_load))
+    fresh = SearchService(help_copy.store, embedder)
     for question in QUESTIONS + ["quokka migrations written during the test", "rye flour and warm water"]:
         for mode in ("hybrid", "dense"):
             got = service.search(question, top_k=10, mode=mode).hits
@@ -158,79 +160,79 @@ def test_search_results_after_an_incremental_reload_are_those_of_a_full_load(hel
 
 
 def test_a_reload_after_a_bulk_change_loads_every_vector_again(help_copy, embedder, monkeypatch):
-    service = QueryService(help_copy.store, embedder)
-    service._vectors()
+    service = SearchService(help_copy.store, embedder)
+    service.vectors.current()
     notes = _notes(help_copy.config.vault)
     for path in notes[: len(notes) // 3]:  # a third of the notes rewritten: well over a quarter of the chunks
         path.write_text(path.read_text(encoding="utf-8").replace(" ", "  ", 1) + "\n\nBulk edit.\n", encoding="utf-8")
     help_copy.index()
     partial = []
     monkeypatch.setattr(Store, "vector_matrices_of", lambda self, ids: partial.append(ids))
-    service._load_vectors()
+    service.vectors.reload()
     assert not partial  # declined before reading any vector
-    full = _VectorSnapshot.load(help_copy.store)
-    assert service._snapshot.generation == full.generation
-    assert np.array_equal(service._snapshot.chunk_ids, full.chunk_ids)  # the full load's own order
-    assert len(service._snapshot.units) == len(full.units)
+    full = VectorSnapshot.load(help_copy.store)
+    assert service.vectors.current().generation == full.generation
+    assert np.array_equal(service.vectors.current().chunk_ids, full.chunk_ids)  # the full load's own order
+    assert len(service.vectors.current().units) == len(full.units)
 
 
 def test_a_reload_after_the_vector_recipe_changed_loads_every_vector_again(fresh_cairn, embedder):
     # A new recipe re-embeds every chunk under the ids it had: the ids alone show no change.
     fresh_cairn.index()
     store = fresh_cairn.store
-    service = QueryService(store, embedder)
-    old = service._vectors()
+    service = SearchService(store, embedder)
+    old = service.vectors.current()
     from cairn.indexer import Indexer
 
     Indexer(fresh_cairn.config, store, embedder, title_weight=0.2).embed_pending()  # resets, then embeds all again
     assert store.embedded_chunk_ids()[2].tolist() == sorted(old.chunk_ids.tolist())
-    assert _VectorSnapshot.refresh(old, store, max_changed=1.0) is None
-    service._load_vectors()
-    full = _VectorSnapshot.load(store)
+    assert VectorSnapshot.refresh(old, store, max_changed=1.0) is None
+    service.vectors.reload()
+    full = VectorSnapshot.load(store)
     cid = int(old.chunk_ids[0])
     assert not np.array_equal(old.chunks[old.row_of[cid]], full.chunks[full.row_of[cid]])
-    snap = service._snapshot
+    snap = service.vectors.current()
     assert all(np.array_equal(snap.chunks[snap.row_of[c]], full.chunks[full.row_of[c]]) for c in full.row_of)
 
 
 def test_a_reload_with_nothing_changed_keeps_the_vectors_and_takes_the_new_generation(fresh_cairn, monkeypatch):
     fresh_cairn.index()
     store = fresh_cairn.store
-    old = _VectorSnapshot.load(store)
+    old = VectorSnapshot.load(store)
     cid = int(old.chunk_ids[0])
     row = store.chunk_rows([cid])[cid]
     vec = store.vectors([cid])[cid]
     assert store.set_vectors([(cid, row.content_hash, vec, [])]) == 1  # written again: a new generation
     monkeypatch.setattr(Store, "vector_matrices_of", lambda self, ids: pytest.fail("nothing to read"))
-    same = _VectorSnapshot.refresh(old, store, max_changed=0.25)
+    same = VectorSnapshot.refresh(old, store, max_changed=0.25)
     assert same is not None and same.generation == store.vectors_generation() > old.generation
     assert same.dense is old.dense and same.chunks is old.chunks
 
 
 def test_a_snapshot_of_an_empty_index_is_loaded_in_full_next_time(fresh_cairn):
-    empty = _VectorSnapshot.load(fresh_cairn.store)
+    empty = VectorSnapshot.load(fresh_cairn.store)
     assert len(empty.chunk_ids) == 0
     fresh_cairn.index()
-    assert _VectorSnapshot.refresh(empty, fresh_cairn.store, max_changed=1.0) is None
+    assert VectorSnapshot.refresh(empty, fresh_cairn.store, max_changed=1.0) is None
 
 
 def test_a_reload_after_only_deletions_drops_their_rows_and_units(fresh_cairn, embedder):
     fresh_cairn.index()
     store = fresh_cairn.store
-    old = _VectorSnapshot.load(store)
+    old = VectorSnapshot.load(store)
     (fresh_cairn.config.vault / "Garden" / "Compost.md").unlink()
     fresh_cairn.index()
-    inc = _VectorSnapshot.refresh(old, store, max_changed=QueryService.SNAPSHOT_INCREMENTAL_MAX)
+    inc = VectorSnapshot.refresh(old, store, max_changed=Vectors.INCREMENTAL_MAX)
     assert inc is not None and 0 < len(old.chunk_ids) - len(inc.chunk_ids)
-    _assert_same_as_full_load(inc, _VectorSnapshot.load(store), embedder)
+    _assert_same_as_full_load(inc, VectorSnapshot.load(store), embedder)
 
 
 def test_a_failed_incremental_read_falls_back_to_loading_everything(fresh_cairn, embedder, monkeypatch):
     from cairn.errors import StoreError
 
     fresh_cairn.index()
-    service = QueryService(fresh_cairn.store, embedder)
-    old = service._vectors()
+    service = SearchService(fresh_cairn.store, embedder)
+    old = service.vectors.current()
     (fresh_cairn.config.vault / "Garden" / "A bed of leeks.md").write_text(
         "# Leeks\n\nLeeks like deep holes.\n", encoding="utf-8"
     )
@@ -240,8 +242,8 @@ def test_a_failed_incremental_read_falls_back_to_loading_everything(fresh_cairn,
         raise StoreError("disk I/O error (test)")
 
     monkeypatch.setattr(Store, "vector_matrices_of", failing)
-    service._load_vectors()
-    snap = service._snapshot
+    service.vectors.reload()
+    snap = service.vectors.current()
     assert snap is not old and snap.generation == fresh_cairn.store.vectors_generation()
     assert any(fresh_cairn.store.chunk_rows([c])[c].path == "Garden/A bed of leeks.md" for c in snap.row_of)
 
@@ -249,8 +251,8 @@ def test_a_failed_incremental_read_falls_back_to_loading_everything(fresh_cairn,
 def test_a_replaced_index_file_is_loaded_in_full(fresh_cairn, tmp_path):
     fresh_cairn.index()
     store = fresh_cairn.store
-    old = _VectorSnapshot.load(store)
+    old = VectorSnapshot.load(store)
     store.wal_checkpoint()
     shutil.copyfile(store.path, tmp_path / "other.sqlite3")
     (tmp_path / "other.sqlite3").replace(store.path)  # a new file at the same path (a rebuilt index reuses ids)
-    assert _VectorSnapshot.refresh(old, store, max_changed=1.0) is None
+    assert VectorSnapshot.refresh(old, store, max_changed=1.0) is None

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from cairn.answer import AnswerService
+from cairn.answers import AnswerService
 from cairn.config import Config
 from cairn.discovery import remove_service_file, write_service_file
 from cairn.embedder import Embedder
@@ -30,7 +30,7 @@ from cairn.indexer import Indexer, IndexReport
 from cairn.indexing import Indexing, LLMProbe, Watcher
 from cairn.library import NoteViews
 from cairn.pdf_index import PdfIndexer, PdfQueue
-from cairn.query import QueryService
+from cairn.search import SearchService
 from cairn.store import Store
 from cairn.store.recovery import InstanceLock, instance_lock_path, open_verified
 from cairn.watcher import VaultWatcher, lower_thread_priority
@@ -62,7 +62,7 @@ class Cairn:
             self.store = Store(config.db_path, readonly=readonly)
         self.indexer = Indexer(config, self.store, self.embedder)
         self.pdfs = PdfIndexer(self.indexer)
-        self.query = QueryService(self.store, self.embedder)
+        self.query = SearchService(self.store, self.embedder)
         self.library = NoteViews(config, self.store)
         self.events = EventBus()
         self.indexer.on_removed = self.events.removed
@@ -190,7 +190,7 @@ def daemon_policy(config: Config) -> Any:
 
 def remote_model_withhold(config: Config, policy: Any = None) -> Callable[[], Any]:
     """What a remote language model must not see, read live (a function for
-    :class:`~cairn.answer.AnswerService`): the governance policy's ``withhold`` (tags and folders: the model is
+    :class:`~cairn.answers.AnswerService`): the governance policy's ``withhold`` (tags and folders: the model is
     a client not declared local) plus ``llm.withhold_tags``; ``None`` while the policy cannot be read (missing
     and not creatable, invalid, newer version): then nothing enters the model's prompt (fail closed).
     ``policy``: the daemon's :func:`daemon_policy` holder, shared with MCP (one is made when not given)."""

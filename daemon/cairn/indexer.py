@@ -11,23 +11,11 @@ Two phases (DESIGN.md, Flows → Index):
    (so unchanged text is never embedded twice, and renames re-embed nothing),
    else with the model.
 
-What is embedded: each chunk is split into **units** — its prose sentences and list
-items (cleaned of markdown), and the whole chunk for code, tables and chunks
-without sentences — and each unit is embedded on its own; the note's title is
-embedded once. A chunk's vector is ``normalise(mean(unit vectors) + TITLE_WEIGHT ·
-v_title)``; the unit vectors are kept too, so a question can match one sentence
-closely (the query service ranks by the best of both). Measured on the dev set
-(help vault) against one vector per whole chunk plus title: dense Recall@5 0.61 →
-0.75, MRR@10 0.61 → 0.69, hybrid Recall@5 0.70 → 0.77, off-corpus not-found 60 →
-80 %. Sentences are short inputs (no padding to a chunk's length), so the help vault
-embeds in about the time whole chunks took (7,180 texts, 38 s on a quiet machine). Units and titles are cached by content hash, so
-unchanged text is never embedded twice, a moved note needs no embedding at all
-and a renamed one only its new title.
+What is embedded, and how a chunk's vector is made: :mod:`cairn.embedding`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -40,9 +28,9 @@ import numpy as np
 from cairn.chunking import chunk_note
 from cairn.config import Config
 from cairn.embedder import Embedder
+from cairn.embedding import TITLE_WEIGHT, chunk_embed_text, chunk_vector, content_hash, embedding_texts, title_hash
 from cairn.link_targets import LinkCache
 from cairn.notes import PARSER_VERSION, LinkResolver, ParsedNote, parse_note
-from cairn.prompt import candidate_sentences
 from cairn.store import ChunkRecord, NoteState, Store
 from cairn.vault import (
     IgnoreRules,
@@ -56,8 +44,6 @@ from cairn.vault import (
 
 log = logging.getLogger(__name__)
 
-#: Weight of the title vector added to each chunk's text vector (tuned on the dev set; see README, Evaluation).
-TITLE_WEIGHT = 0.5
 #: Content tokens per chunk: the model's 256 minus [CLS] and [SEP].
 CHUNK_MAX_TOKENS = 254
 #: Tokens of trailing context repeated at the start of the next piece of a split section.
@@ -67,40 +53,6 @@ CHUNK_OVERLAP_TOKENS = 32
 PAUSE_SLICE = 16
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
-
-
-def chunk_embed_text(symbol: str, text: str) -> str:
-    """The text embedded for a chunk (without the title, which has its own vector): heading path, then text."""
-    return f"{symbol}\n{text}" if symbol else text
-
-
-def embedding_units(symbol: str, text: str, kind: str) -> list[str]:
-    """The texts embedded for one chunk: its sentences and list items (≥ 3 words, markdown
-    cleaned), plus the whole chunk (heading path + text) for code and tables or when it has no
-    sentence. Never empty for a non-empty chunk; duplicates removed, order kept."""
-    units = candidate_sentences(text, min_words=3)
-    if kind in ("code", "table") or not units:
-        units.append(chunk_embed_text(symbol, text))
-    return list(dict.fromkeys(u for u in units if u.strip()))
-
-
-def chunk_vector(
-    unit_vectors: Sequence[np.ndarray] | np.ndarray, title_vector: np.ndarray, title_weight: float = TITLE_WEIGHT
-) -> np.ndarray:
-    """A chunk's vector from its units' and its note title's (each (384,) float32):
-    ``normalise(mean(unit vectors) + title_weight · title vector)``, (384,) float32, L2-normalised."""
-    vec = np.mean(unit_vectors, axis=0) if len(unit_vectors) else np.zeros_like(title_vector)
-    vec = vec + title_weight * title_vector
-    return (vec / max(float(np.linalg.norm(vec)), 1e-12)).astype(np.float32)
-
-
-def content_hash(text: str) -> str:
-    """sha256 hex of UTF-8 text: the embedding-cache key."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def title_hash(title: str) -> str:
-    return content_hash("\x1ftitle\x1f" + title)
 
 
 #: Embedding-cache rows no note uses are kept this long (s) after they were written, then pruned at the end of
@@ -146,7 +98,7 @@ def prepare_note(
             token_count=c.token_count,
             kind=c.kind,
             content_hash=content_hash(chunk_embed_text(c.symbol, c.text)),
-            units=tuple((u, content_hash(u)) for u in embedding_units(c.symbol, c.text, c.kind)),
+            units=tuple((u, content_hash(u)) for u in embedding_texts(c.symbol, c.text, c.kind)),
         )
         for c in pieces
     ]

@@ -29,7 +29,7 @@ from cairn.config import COSINE_FLOOR, Config
 from cairn.errors import BadRequestError, NotFoundError, PathOutsideVaultError
 from cairn.notes import normalise_tag, parse_note
 from cairn.policy import WithheldTally, Withhold
-from cairn.query import WithheldSet
+from cairn.search.withheld import WithheldSet
 from cairn.store import Backlink, LinkRecord, Store, StoredNote
 from cairn.store.reads import list_notes as _list_notes
 from cairn.store.reads import tag_counts as _tag_counts

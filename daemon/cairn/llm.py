@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 class OpenAIChatModel:
-    """A streaming chat model behind an OpenAI-compatible endpoint (implements :class:`cairn.answer.ChatModel`)."""
+    """A streaming chat model behind an OpenAI-compatible endpoint (implements :class:`cairn.answers.ChatModel`)."""
 
     def __init__(self, config: LLMConfig, *, api_key: str | None = None) -> None:
         if not config.base_url:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cairn.chunking import chunk_note
+from cairn.embedding import chunk_embed_text, content_hash, embedding_texts
 from cairn.errors import NoteReadError
 from cairn.indexer import (
     CHUNK_MAX_TOKENS,
@@ -39,9 +40,6 @@ from cairn.indexer import (
     Indexer,
     IndexReport,
     Progress,
-    chunk_embed_text,
-    content_hash,
-    embedding_units,
 )
 from cairn.store import ChunkRecord, NoteRecord, NoteState
 from cairn.vault import (
@@ -146,7 +144,7 @@ def prepare_pdf(
                     token_count=piece.token_count,
                     kind="pdf",
                     content_hash=content_hash(chunk_embed_text(symbol, piece.text)),
-                    units=tuple((u, content_hash(u)) for u in embedding_units(symbol, piece.text, "prose")),
+                    units=tuple((u, content_hash(u)) for u in embedding_texts(symbol, piece.text, "prose")),
                 )
             )
     return title, chunks

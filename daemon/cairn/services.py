@@ -3,7 +3,7 @@
 The composition root (:mod:`cairn.app`) builds one :class:`Services`; the HTTP app
 (:func:`cairn.http.make_app`) and the MCP service (:class:`cairn.mcp_server.McpService`) take it whole,
 so a missing use case is a type error at start-up, not an error at request time. The protocols name
-what each edge calls; the concrete classes are the search service, :class:`cairn.answer.AnswerService`,
+what each edge calls; the concrete classes are the search service, :class:`cairn.answers.AnswerService`,
 :class:`cairn.library.NoteViews`, the daemon's indexing controls and :class:`cairn.events.EventBus`.
 """
 

@@ -36,9 +36,10 @@ sys.path.insert(0, str(REPO / "daemon"))
 from cairn.chunking import chunk_note  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.embedder import Embedder  # noqa: E402
-from cairn.indexer import CHUNK_MAX_TOKENS, Indexer, chunk_embed_text  # noqa: E402
+from cairn.embedding import chunk_embed_text  # noqa: E402
+from cairn.indexer import CHUNK_MAX_TOKENS, Indexer  # noqa: E402
 from cairn.notes import parse_note  # noqa: E402
-from cairn.query import QueryService  # noqa: E402
+from cairn.search import SearchService  # noqa: E402
 from cairn.store import Store  # noqa: E402
 from cairn.vault import read_note_text, scan_vault  # noqa: E402
 
@@ -235,7 +236,7 @@ def main() -> int:
                     "0 embedded",
                 )
             )
-            query = QueryService(store, default)
+            query = SearchService(store, default)
             query.start_keyword_index().join()  # as the daemon: BM25 from memory once built
             lat = []
             for i, q in enumerate(QUESTIONS * 3):  # each a question not asked before (no cached result)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reload benchmark for the query service's in-memory vectors: CPU of a full load (every vector read out of
 sqlite-vec, deduplicated and quantised) against an incremental reload (only the chunks added or removed since the
-snapshot it replaces: cairn.query._VectorSnapshot.refresh) after 1 and after 50 notes were rewritten. Figures, not
+snapshot it replaces: VectorSnapshot.refresh) after 1 and after 50 notes were rewritten. Figures, not
 tests; every incremental snapshot is also checked against a full load of the same state (scores by chunk id and the
 dense top 60 for a few questions).
 
@@ -30,7 +30,8 @@ import numpy as np  # noqa: E402
 
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
-from cairn.query import QueryService, _VectorSnapshot  # noqa: E402
+from cairn.search import SearchService  # noqa: E402
+from cairn.search.vectors import Vectors, VectorSnapshot  # noqa: E402
 
 QUESTIONS = [
     "how do I sync my vault between devices",
@@ -50,14 +51,14 @@ def measure(fn, repeat: int) -> tuple[float, float, object]:
     return statistics.median(cpu), statistics.median(wall), out
 
 
-def check_same(inc: _VectorSnapshot, full: _VectorSnapshot, embedder) -> None:
+def check_same(inc: VectorSnapshot, full: VectorSnapshot, embedder) -> None:
     assert sorted(inc.chunk_ids.tolist()) == sorted(full.chunk_ids.tolist()), "chunk ids differ"
     for q in QUESTIONS:
         v = embedder.embed_query(q)
         for a, b in zip(inc.scores(v), full.scores(v)):
             assert dict(zip(inc.chunk_ids.tolist(), a.tolist())) == dict(zip(full.chunk_ids.tolist(), b.tolist()))
-        ti = inc.chunk_ids[inc.dense.query(v).top(60, QueryService.UNIT_WEIGHT, inc.chunk_ids)].tolist()
-        tf = full.chunk_ids[full.dense.query(v).top(60, QueryService.UNIT_WEIGHT, full.chunk_ids)].tolist()
+        ti = inc.chunk_ids[inc.dense.query(v).top(60, SearchService.SENTENCE_WEIGHT, inc.chunk_ids)].tolist()
+        tf = full.chunk_ids[full.dense.query(v).top(60, SearchService.SENTENCE_WEIGHT, full.chunk_ids)].tolist()
         assert ti == tf, "dense top 60 differs"
 
 
@@ -90,25 +91,23 @@ def main() -> None:
             report = cairn.index()
             print(f"index before: {time.perf_counter() - t0:.1f} s ({report.to_json()})")
             store, embedder = cairn.store, cairn.embedder
-            cpu, wall, old = measure(lambda: _VectorSnapshot.load(store), args.repeat)
+            cpu, wall, old = measure(lambda: VectorSnapshot.load(store), args.repeat)
             print(
                 f"full load: {len(old.chunk_ids)} chunks, {len(old.unit_order)} units ({len(old.units)} distinct): "
                 f"CPU {cpu:.0f} ms, wall {wall:.0f} ms (median of {args.repeat})"
             )
             notes = sorted(p for p in vault.rglob("*.md") if ".obsidian" not in p.parts)
             cpu0, wall0, same = measure(
-                lambda: _VectorSnapshot.refresh(old, store, max_changed=QueryService.SNAPSHOT_INCREMENTAL_MAX),
+                lambda: VectorSnapshot.refresh(old, store, max_changed=Vectors.INCREMENTAL_MAX),
                 args.repeat,
             )
             print(f"reload, nothing changed: CPU {cpu0:.1f} ms, wall {wall0:.1f} ms")
             for count, start in ((1, 100), (50, 200)):
                 rewrite(notes, start, count)
                 cairn.index()
-                cpu_f, wall_f, full = measure(lambda: _VectorSnapshot.load(store), args.repeat)
+                cpu_f, wall_f, full = measure(lambda: VectorSnapshot.load(store), args.repeat)
                 cpu_i, wall_i, inc = measure(
-                    lambda old=old: _VectorSnapshot.refresh(
-                        old, store, max_changed=QueryService.SNAPSHOT_INCREMENTAL_MAX
-                    ),
+                    lambda old=old: VectorSnapshot.refresh(old, store, max_changed=Vectors.INCREMENTAL_MAX),
                     args.repeat,
                 )
                 assert inc is not None, "the incremental reload declined"

@@ -117,7 +117,7 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
 def _answer_service(config: Config, cairn: Any) -> Any:
     """The one ask path: the answer service over ``cairn``'s query service, with the configured model
     (what a remote model must not see withheld from it), or without one (the extractive answer)."""
-    from cairn.answer import AnswerService
+    from cairn.answers import AnswerService
 
     if not config.llm.configured:
         return AnswerService(cairn.query, None)

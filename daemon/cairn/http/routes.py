@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from cairn import contract
+from cairn.answers.events import failure_tail
 from cairn.errors import BadRequestError, BusyError, CairnError
 from cairn.http.errors import MAX_BODY_BYTES
 from cairn.http.sse import Event, pump, sse_event, sse_response
@@ -105,9 +106,9 @@ async def search(request: web.Request) -> web.Response:
 
 
 def _failure_tail(error: dict[str, str], elapsed_ms: float) -> bytes:
-    """``error`` then ``sources`` ``[]`` then ``done``: how a stream that already started ends in failure."""
-    done = {"grounded": False, "notFound": False, "elapsedMs": elapsed_ms, "removedCitations": 0}
-    return sse_event("error", error) + sse_event("sources", []) + sse_event("done", done)
+    """``error`` then ``sources`` ``[]`` then ``done``: how a stream that already started ends in failure
+    (:func:`cairn.answers.events.failure_tail`)."""
+    return b"".join(event.sse() for event in failure_tail(error["code"], error["message"], elapsed_ms))
 
 
 def _failure_of(exc: BaseException) -> dict[str, str]:

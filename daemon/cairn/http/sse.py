@@ -8,18 +8,17 @@ event it writes a ``: ping`` comment every heartbeat. Server shutdown ends a str
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
 from aiohttp import web
 
+from cairn.answers.events import split_pieces as split_pieces  # re-exported by cairn.http
+from cairn.answers.events import sse_frame as sse_event
 from cairn.http.state import HEARTBEAT, STATE
 
 Event = tuple[str, Any]
-_PIECE_RE = re.compile(r"\S+\s*|\s+")
 
 #: Items a stream's producer may hold that were not written yet (about one extractive answer's word
 #: pieces, so one is written at once; the same bound as an ``/events`` subscription's own queue). Beyond
@@ -27,20 +26,6 @@ _PIECE_RE = re.compile(r"\S+\s*|\s+")
 PUMP_BACKLOG = 256
 #: Ends a producer's items: its async generator ended.
 _END = object()
-
-
-def split_pieces(text: str) -> list[str]:
-    """Split an answer into word pieces for ``token`` events; ``"".join(pieces) == text`` exactly.
-
-    Each piece is a word with its trailing whitespace (leading whitespace is its own piece).
-    """
-    return _PIECE_RE.findall(text)
-
-
-def sse_event(name: str, data: Any) -> bytes:
-    """One SSE frame: ``event: NAME\\ndata: <json on one line>\\n\\n`` (UTF-8)."""
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {name}\ndata: {payload}\n\n".encode()
 
 
 def sse_response() -> web.StreamResponse:

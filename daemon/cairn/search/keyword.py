@@ -1,12 +1,7 @@
-"""In-memory BM25 over the chunks' full-text index: the same values as FTS5's ``bm25()``, to the last bit.
+"""Keyword (BM25) ranking: FTS5's ``bm25()`` of the OR of a query's terms, from memory when it can be.
 
-Why: FTS5 computes ``bm25()`` row by row (a row-size read and a position-list walk per matching row, ~2 µs).
-On obsidian-hub a common term costs a query 32 ms ("obsidian": 15,818 of 19,573 chunks), and the terms of a
-question asked for the first time 2-70 ms, 9.5 ms on average over the dev and bench questions: the largest part of
-a new question's CPU. Here every term's postings (chunk ids, term frequency) and every chunk's length are numpy
-arrays (obsidian-hub: 15,389 terms, 676,253 postings, 11 MB + 9 bytes per chunk id, built in 0.7-1.1 s off the
-request path), and one term's
-values are one vectorised expression: 0.3 ms for "obsidian".
+:class:`Bm25Index` holds every term's postings (chunk ids, term frequency) and every chunk's length as numpy
+arrays, so one term's values are one vectorised expression instead of FTS5's row-by-row walk.
 
 Exactness: the documents are the FTS5 rows as inserted (text, symbol, title), tokenized by the table's own
 tokenizer (:meth:`~cairn.store.Store.fts_snapshot`); the row and token counts are FTS5's own (its averages
@@ -18,20 +13,29 @@ FTS5's for every term of the dev questions, before and after notes change.
 Freshness: :meth:`Bm25Index.refresh` after a commit reads, in one read transaction, the chunks deleted since
 (the store's deletion log; a scan of FTS5's row ids when the log cannot say), the rows added since (chunk ids only
 grow), and FTS5's counts. When our counts do not add up to FTS5's (an index file rebuilt, anything this cannot
-follow) or too many rows changed, the index is dropped and :meth:`scores` returns None until a rebuild — the caller
-then asks FTS5, which gives the same values, slower. A refresh after one saved note costs ~1 ms plus ~60 µs a
-chunk (obsidian-hub; 12 ms at p50 when it scanned the row ids and re-merged every row added since the build).
+follow) or too many rows changed, the index is dropped and :meth:`Bm25Index.scores` returns None until a rebuild.
+
+:class:`KeywordIndex` is what the search service uses: the in-memory BM25 when it holds a term, else FTS5's
+values of the term (kept per epoch), the same numbers either way; and the schedule that builds the in-memory
+index on a background thread and rebuilds it once a bulk change is over.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from cairn.ranking import fts_phrase, query_terms
+from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.store import FtsSnapshot, Store
+
+log = logging.getLogger(__name__)
 
 #: BM25 parameters of FTS5's bm25() (fts5_aux.c: ``const double k1 = 1.2; const double b = 0.75;``).
 K1 = 1.2
@@ -84,7 +88,7 @@ class Bm25Index:
     :meth:`scores` per query term. Memory: 16 bytes per (term, chunk) pair plus 9 per chunk id.
     """
 
-    #: Rows added since the last build that a refresh tokenizes on the spot (~60 µs each); beyond it the index is
+    #: Rows added since the last build that a refresh tokenizes on the spot; beyond it the index is
     #: dropped until the next :meth:`build` (a bulk re-index: FTS5 serves meanwhile).
     MAX_NEW_ROWS = 2000
     #: Rows added since the last build at which :attr:`wants_rebuild` turns true (their postings are held in a
@@ -110,13 +114,23 @@ class Bm25Index:
         return self._base is not None
 
     @property
+    def deletion_seq(self) -> int | None:
+        """The store's deletion-log entry applied last (None: the next refresh scans FTS5's row ids)."""
+        return self._deletion_seq
+
+    def live_ids(self) -> np.ndarray:
+        """(k,) int64: the chunk ids whose FTS5 rows the index holds, ascending."""
+        with self._lock:
+            return np.flatnonzero(self._alive)
+
+    @property
     def wants_rebuild(self) -> bool:
         """True when the index is not built, was dropped, or holds many rows outside its main postings."""
         return self._base is None or self._extra_rows >= self.REBUILD_AFTER_ROWS
 
     def build(self) -> bool:
-        """Read and tokenize every FTS5 row (obsidian-hub: 0.7-1.1 s of CPU). False when FTS5's counts and the rows
-        read do not agree (the index stays unbuilt: FTS5 serves)."""
+        """Read and tokenize every FTS5 row (seconds on a large vault: off the request path). False when FTS5's counts
+        and the rows read do not agree (the index stays unbuilt: FTS5 serves)."""
         snap = self.store.fts_snapshot(0)
         if snap is None:
             return False
@@ -235,3 +249,133 @@ class Bm25Index:
         ids, tf = ids[keep], tf[keep]
         avgdl = float(n_tokens) / float(n_rows)
         return ids, fts5_bm25(tf, length[ids].astype(np.float64), len(ids), n_rows, avgdl)
+
+
+class KeywordIndex:
+    """The keyword leg of a search: :meth:`ranking` gives the chunks with the best BM25 for a query's terms, from the
+    in-memory :class:`Bm25Index` (:attr:`terms`) when it holds a term, else from FTS5 (each term's matches and values
+    kept per epoch, at most :attr:`TERM_CACHE_MAX_ROWS` (chunk, value) pairs in all, 16 bytes each). A query is
+    ranked by summing its terms' values, exactly as FTS5's bm25() of the OR query (same order, same doubles).
+
+    After :meth:`start` (long-lived processes: the daemon, the MCP server) the in-memory index is built on a
+    background thread, and built again whenever it was dropped (a bulk re-index) or holds many rows outside its
+    main postings: at most once per :attr:`REBUILD_S` seconds, and only once the store has been unchanged for
+    :attr:`QUIET_S` (a build holds the GIL for a while, and during a bulk change it would be out of date before it
+    is done); FTS5 serves meanwhile."""
+
+    TERM_CACHE_MAX_ROWS = 2_000_000
+    REBUILD_S = 30.0
+    QUIET_S = 5.0
+
+    def __init__(self, store: Store, epoch: StoreEpoch) -> None:
+        self.store = store
+        self.epoch = epoch
+        #: FTS5's BM25 from memory, once built; FTS5 until then.
+        self.terms = Bm25Index(store)
+        self._phrases: EpochLRU[str, tuple[np.ndarray, np.ndarray]] = EpochLRU(
+            self.TERM_CACHE_MAX_ROWS, size=lambda v: len(v[0])
+        )
+        self._auto = False
+        self._building: threading.Thread | None = None
+        self._started_at = -math.inf
+        self._lock = threading.Lock()
+
+    def start(self) -> threading.Thread | None:
+        """Build the in-memory BM25 on a background thread, and keep rebuilding it when needed (class docstring).
+        Queries use FTS5 until it is ready, with the same results. Returns the thread started, or None when one
+        is already building."""
+        self._auto = True
+        with self._lock:
+            if self._building is not None and self._building.is_alive():
+                return None
+            thread = threading.Thread(target=self._build, name="cairn-bm25", daemon=True)
+            self._building = thread
+            self._started_at = time.monotonic()
+        thread.start()
+        return thread
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the last build started, if any, to end. True when there was one."""
+        thread = self._building
+        if thread is None:
+            return False
+        thread.join(timeout)
+        return True
+
+    def building(self) -> bool:
+        """True while a build runs."""
+        thread = self._building
+        return thread is not None and thread.is_alive()
+
+    def reset(self) -> None:
+        """Back to FTS5 alone, as before :meth:`start`: the in-memory index dropped and no longer rebuilt."""
+        self._auto = False
+        self.terms = Bm25Index(self.store)
+
+    def _build(self) -> None:
+        try:
+            started = time.perf_counter()
+            if self.terms.build():
+                log.info("in-memory BM25 ready in %.1f s", time.perf_counter() - started)
+            else:
+                log.info("in-memory BM25 not built: the full-text index changed while it was read; FTS5 serves")
+        except Exception:  # never fatal: FTS5 answers every query meanwhile
+            log.exception("building the in-memory BM25 failed; keyword search uses FTS5")
+        finally:
+            self.store.close_thread_connection()  # this thread ends
+
+    def _phrase_scores(self, phrase: str) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids, bm25) of every chunk matching the FTS5 ``phrase``: kept while the store is unchanged."""
+        epoch = self.epoch.value
+        cached = self._phrases.get(phrase, epoch)
+        if cached is not None:
+            return cached
+        ids, scores = self.store.fts_phrase_scores(phrase)
+        if self.epoch.value == epoch:
+            self._phrases.put(phrase, (ids, scores), epoch)
+        return ids, scores
+
+    def _term_scores(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids, bm25) of every chunk matching ``term`` as an FTS5 phrase: from memory when the in-memory
+        BM25 holds it (same values), else from FTS5."""
+        found = self.terms.scores(term)
+        return found if found is not None else self._phrase_scores(fts_phrase(term))
+
+    def _follow(self) -> None:
+        """Bring the in-memory index up to the epoch, and start a rebuild when one is due (class docstring)."""
+        if not self._auto:
+            return
+        self.terms.refresh(self.epoch.value)
+        now = time.monotonic()
+        if (
+            self.terms.wants_rebuild
+            and now - self._started_at >= self.REBUILD_S
+            and now - self.epoch.changed_at >= self.QUIET_S
+        ):
+            self.start()
+
+    def ranking(
+        self, query: str, limit: int, *, within: Sequence[int] | None = None, excluding: Sequence[int] = ()
+    ) -> list[int]:
+        """The ``limit`` chunks with the best FTS5 BM25 for the OR of ``query``'s terms (what FTS5 ranks for
+        :func:`cairn.ranking.fts_match_expression`), best first, ties by chunk id; ``within`` restricts to chunk
+        ids, ``excluding`` leaves chunk ids out before the top is taken."""
+        terms = query_terms(query)
+        if not terms:
+            return []
+        self._follow()
+        parts = [self._term_scores(t) for t in terms]
+        top = max((int(ids.max()) for ids, _ in parts if len(ids)), default=-1)
+        acc = np.zeros(top + 1)
+        for ids, scores in parts:  # in query order, as FTS5 sums them
+            acc[ids] += scores
+        ids = np.flatnonzero(acc < 0)
+        if within is not None:
+            ids = ids[np.isin(ids, np.asarray(within, dtype=np.int64))]
+        if excluding:
+            ids = ids[~np.isin(ids, np.asarray(excluding, dtype=np.int64))]
+        if len(ids) > limit:  # keep the best `limit` values, with every tie of the last one
+            kth = np.partition(acc[ids], limit - 1)[limit - 1]
+            ids = ids[acc[ids] <= kth]
+        order = np.lexsort((ids, acc[ids]))[:limit]
+        return ids[order].tolist()

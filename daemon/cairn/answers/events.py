@@ -1,0 +1,165 @@
+"""An answer's events and their collected form.
+
+A stream of events is ``Token``…, then ``Sources``, then ``Done``; a failure after tokens were sent is
+``Failure``, ``Sources``, ``Done`` (:func:`failure_tail`, the only place that tail is built). Each event has its SSE
+``name`` and JSON ``data`` (``tuple(event) == (name, data)``) and :meth:`~_Event.sse`, its SSE frame.
+
+:class:`Source` is a numbered hit (``[n]`` in the answer); :class:`Answer` is a whole answer at once (for the CLI
+and MCP).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from cairn.search.hits import Hit
+
+_PIECE_RE = re.compile(r"\S+\s*|\s+")
+
+
+def split_pieces(text: str) -> list[str]:
+    """Split an answer into word pieces for ``token`` events; ``"".join(pieces) == text`` exactly.
+
+    Each piece is a word with its trailing whitespace (leading whitespace is its own piece)."""
+    return _PIECE_RE.findall(text)
+
+
+def sse_frame(name: str, data: Any) -> bytes:
+    """One SSE frame: ``event: NAME\\ndata: <json on one line>\\n\\n`` (UTF-8)."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {name}\ndata: {payload}\n\n".encode()
+
+
+class _Event:
+    """An event's SSE ``name`` (a class constant) and JSON ``data``."""
+
+    name: ClassVar[str]
+
+    @property
+    def data(self) -> Any:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[Any]:
+        """``name, data = event``."""
+        return iter((self.name, self.data))
+
+    def sse(self) -> bytes:
+        return sse_frame(self.name, self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class Token(_Event):
+    """A piece of the answer's text: ``token`` ``{text}``."""
+
+    name: ClassVar[str] = "token"
+    text: str
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"text": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class Sources(_Event):
+    """``sources``: the JSON of exactly the chunks the answer was written from (``[]`` when none)."""
+
+    name: ClassVar[str] = "sources"
+    sources: tuple[dict[str, Any], ...] = ()
+
+    @property
+    def data(self) -> list[dict[str, Any]]:
+        return list(self.sources)
+
+
+@dataclass(frozen=True, slots=True)
+class Done(_Event):
+    """``done`` ``{grounded, notFound, elapsedMs, removedCitations}``: the last event of every answer."""
+
+    name: ClassVar[str] = "done"
+    grounded: bool
+    not_found: bool = False
+    elapsed_ms: float = 0.0
+    removed_citations: int = 0
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {
+            "grounded": self.grounded,
+            "notFound": self.not_found,
+            "elapsedMs": self.elapsed_ms,
+            "removedCitations": self.removed_citations,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Failure(_Event):
+    """``error`` ``{code, message}``: the answer could not be completed."""
+
+    name: ClassVar[str] = "error"
+    code: str
+    message: str
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message}
+
+
+Event = Token | Sources | Done | Failure
+
+
+def failure_tail(
+    code: str,
+    message: str,
+    elapsed_ms: float,
+    sources: tuple[dict[str, Any], ...] = (),
+    *,
+    removed_citations: int = 0,
+) -> list[Event]:
+    """The end of a stream that failed: ``error``, ``sources`` (those the model was given when it failed
+    mid-answer, else none), ``done`` (not grounded)."""
+    return [
+        Failure(code, message),
+        Sources(sources),
+        Done(False, elapsed_ms=elapsed_ms, removed_citations=removed_citations),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A numbered source: ``n`` is the citation number used as ``[n]`` in the answer."""
+
+    n: int
+    hit: Hit
+
+    def to_json(self) -> dict[str, Any]:
+        """``{n, filePath, symbol, score, lines|page, snippet}`` (DESIGN.md `sources` event)."""
+        out = {"n": self.n, **self.hit.to_json()}
+        out.pop("tags", None)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An answer with its sources. ``grounded`` is true only when a model wrote it from the context;
+    the extractive answer (no model) is ``grounded: false``. ``not_found`` → the fixed not-found text."""
+
+    text: str
+    grounded: bool
+    not_found: bool
+    sources: list[Source] = field(default_factory=list)
+    elapsed_ms: float = 0.0
+    #: withheld notes removed from the candidates (for the audit log; not part of to_json)
+    withheld: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "answer": self.text,
+            "grounded": self.grounded,
+            "notFound": self.not_found,
+            "sources": [s.to_json() for s in self.sources],
+            "elapsedMs": round(self.elapsed_ms, 1),
+        }

@@ -1,0 +1,316 @@
+"""The one ask path, for HTTP, MCP and the CLI: retrieve → context within the budget → prompt → the model's tokens
+(citations checked) → ``sources`` → ``done``; or the extractive answer when there is no model or it fails.
+
+Events (:mod:`cairn.answers.events`):
+
+- found, model answers: ``token`` ``{text}`` …, ``sources`` (exactly the chunks in the prompt),
+  ``done`` ``{grounded: true, notFound: false, elapsedMs, removedCitations}``;
+- no model, or the model is refused / errors / times out / says nothing *before* any token was
+  sent: the extractive answer (:mod:`cairn.answers.extractive`) as ``token`` events, then
+  ``sources`` and ``done`` ``{grounded: false, ...}`` — the same sequence;
+- the model fails *after* tokens were sent: ``error`` ``{code, message}``, ``sources``, ``done``
+  (``grounded: false``);
+- nothing passes the floor: the fixed not-found text, ``sources`` ``[]``, ``done``
+  ``{notFound: true}``; the model is never called.
+
+Citations ``[n]`` the model writes for a number outside the included set are removed (:mod:`cairn.answers.citations`)
+and counted in ``done.removedCitations``.
+
+Privacy: a model whose ``remote`` is true (a non-loopback endpoint) is a remote client; chunks of notes carrying a
+withheld tag (default ``personal``, nested tags included; a :class:`~cairn.policy.Withhold`, so withheld folders
+too) never enter its prompt. The extractive fallback runs locally and may use them — unless the *caller* is
+withheld from them: ``withhold`` (an MCP client not declared local) removes those notes before retrieval, so they
+are never in the prompt, the answer or the sources. The passages a remote model does get are masked as for such an
+MCP client: links to withheld notes become ``[withheld link]`` and their names are masked in the heading paths
+(:meth:`AnswerService.prompt_blocks`), so a public note's ``[[Diagnosis 2026]]`` never names one.
+
+The model is a :class:`ChatModel` injected by the composition root (``cairn.llm`` implements it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Protocol
+
+from cairn.answers.citations import CitationFilter
+from cairn.answers.events import Answer, Done, Event, Source, Sources, Token, failure_tail, split_pieces
+from cairn.answers.extractive import ExtractiveAnswers
+from cairn.config import CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER
+from cairn.errors import CairnError
+from cairn.notes import normalise_tag
+from cairn.policy import NOTHING_WITHHELD, WithheldTally, Withhold
+from cairn.prompt import ContextBlock, build_messages, select_within_budget
+from cairn.search.hits import check_query
+from cairn.search.service import SearchService
+from cairn.search.withheld import WithheldSet
+
+log = logging.getLogger(__name__)
+
+
+class ChatModel(Protocol):
+    """A streaming chat model. ``remote``: its endpoint is not on this machine."""
+
+    remote: bool
+
+    def stream(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]:
+        """Yield text pieces; raise :class:`~cairn.errors.LLMError` (or any exception) on failure."""
+        ...
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 1)
+
+
+class _ModelRun:
+    """One model call streamed through a :class:`CitationFilter`: :meth:`tokens` yields the text safe to send and
+    never raises; afterwards ``sent`` says whether any text was sent and ``failure`` what went wrong, if anything."""
+
+    def __init__(self, model: ChatModel, allowed: Sequence[int]) -> None:
+        self.model = model
+        self.filter = CitationFilter(allowed)
+        self.sent = False
+        self.failure: Exception | None = None
+
+    async def tokens(self, messages: list[dict[str, str]]) -> AsyncIterator[Token]:
+        try:
+            async for delta in self.model.stream(messages):
+                text = self.filter.feed(delta)
+                if text:
+                    self.sent = True
+                    yield Token(text)
+            tail = self.filter.flush()
+            if tail:
+                self.sent = True
+                yield Token(tail)
+        except Exception as exc:  # LLMError, or a bug in a model adapter: never crash the stream
+            self.failure = exc
+
+
+class AnswerService:
+    """Answers as a stream of events (:meth:`stream`) or at once (:meth:`answer`). ``model`` may be ``None``:
+    then every answer is extractive."""
+
+    def __init__(
+        self,
+        search: SearchService,
+        model: ChatModel | None = None,
+        *,
+        withhold_tags: Sequence[str] | Withhold | Callable[[], Withhold | None] = ("personal",),
+    ) -> None:
+        """``withhold_tags``: what a REMOTE model never sees — tags (``config.llm.withhold_tags``), a
+        :class:`~cairn.policy.Withhold` (tags and folders), or a function returning the one in force now
+        (the daemon's: the governance policy's, read live, see :func:`cairn.app.remote_model_withhold`),
+        where ``None`` means the policy cannot be read: then nothing enters a remote model's prompt."""
+        self.search = search
+        self.model = model
+        self.extractive = ExtractiveAnswers(search.vector_cache)
+        # Context blocks' token counts (same text, same count).
+        self._count_tokens = functools.lru_cache(maxsize=4096)(self._tokens_of)
+        if isinstance(withhold_tags, Withhold) or not callable(withhold_tags):
+            fixed = withhold_tags
+            if not isinstance(fixed, Withhold):  # strings that are not tags can never match a note
+                fixed = Withhold(tuple(dict.fromkeys(t for t in map(normalise_tag, fixed) if t)))
+            self._remote_withhold: Callable[[], Withhold | None] = lambda: fixed
+        else:
+            self._remote_withhold = withhold_tags
+
+    def _tokens_of(self, text: str) -> int:
+        return self.search.embedder.count_tokens(text)
+
+    @property
+    def remote_withhold(self) -> Withhold | None:
+        """What a remote model must not see now (``None``: everything)."""
+        return self._remote_withhold()
+
+    # ------------------------------------------------------------------ context
+    def context(
+        self,
+        question: str,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> list[Source]:
+        """The numbered sources of an answer: retrieved chunks that fit the context budget
+        (``CONTEXT_TOKEN_BUDGET`` tokens; lowest-scored dropped first), numbered 1..n in rank order. [] → not found.
+        ``withhold``/``tally``: see :meth:`SearchService.retrieve` (withheld notes never become sources)."""
+        hits, _ = self.search.retrieve(
+            question,
+            top_k=top_k,
+            tags=tags,
+            folders=folders,
+            per_note=self.search.PER_NOTE_ASK,
+            withhold=withhold,
+            tally=tally,
+        )
+        if not hits:
+            return []
+        # Upper bounds first: a block's tokens are its header's plus its text's (WordPiece never joins across the
+        # newline), and the text has at most the chunk's indexed token_count. When the bounds fit, every block
+        # does, and nothing is counted; otherwise each block is counted exactly.
+        bounds = [
+            self._count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n") + h.token_bound for i, h in enumerate(hits, 1)
+        ]
+        if all(h.token_bound for h in hits) and sum(bounds) <= CONTEXT_TOKEN_BUDGET:
+            tokens = bounds
+        else:
+            tokens = [self._count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)]
+        kept = select_within_budget([h.score for h in hits], tokens, CONTEXT_TOKEN_BUDGET)
+        return [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)]
+
+    def extractive_answer(self, question: str, sources: Sequence[Source]) -> str:
+        """The extractive answer's text (:class:`~cairn.answers.extractive.ExtractiveAnswers`)."""
+        return self.extractive.answer(question, sources)
+
+    # ------------------------------------------------------------------ the prompt
+    def prompt_sources(self, sources: Sequence[Source]) -> list[Source]:
+        """The sources that may enter the model's prompt, renumbered 1..n (for a remote model, withheld notes
+        dropped)."""
+        return self._prompt(sources)[0]
+
+    def prompt_blocks(self, sources: Sequence[Source]) -> list[ContextBlock]:
+        """The context blocks of the model's prompt: :meth:`prompt_sources` as :class:`ContextBlock` objects. For a
+        remote model the withheld notes' names are masked in them as for an MCP client not declared local:
+        links to withheld notes in the text become ``[withheld link]``, and so do their names in the heading
+        path (``LinkRedactor.redact_symbol``). The owner's ``sources`` event keeps the text unmasked."""
+        return self._prompt(sources)[1]
+
+    def _prompt(self, sources: Sequence[Source]) -> tuple[list[Source], list[ContextBlock]]:
+        if self.model is None:
+            return [], []
+        kept = list(sources)
+        text_of: Any = lambda s: s.hit.text  # noqa: E731
+        symbol_of: Any = lambda s: s.hit.symbol  # noqa: E731
+        withhold = self.remote_withhold if getattr(self.model, "remote", True) else NOTHING_WITHHELD
+        if withhold is None:  # the policy cannot be read: fail closed, the answer is built locally
+            return [], []
+        if withhold:
+            # The index's withheld set too: it also holds what a passage's own tags cannot show (a PDF that a
+            # withheld note links to or embeds; a note whose front-matter cannot be read).
+            store = self.search.store
+            hidden = WithheldSet.load(store, withhold)
+            kept = [
+                s
+                for s in kept
+                if not (withhold.note_withheld(s.hit.file_path, s.hit.tags) or hidden.hides_path(s.hit.file_path))
+            ]
+            if hidden.redactor:  # titles of withheld notes reach the prompt through the kept notes' links
+                mask = hidden.symbol_masker(store)
+                text_of = lambda s: hidden.redact(s.hit.text)  # noqa: E731
+                symbol_of = lambda s: s.hit.symbol if s.hit.kind == "pdf" else mask(s.hit.file_path, s.hit.symbol)  # noqa: E731
+        numbered = [Source(n=i, hit=s.hit) for i, s in enumerate(kept, start=1)]
+        blocks = [
+            ContextBlock(
+                n=s.n, file_path=s.hit.file_path, symbol=symbol_of(s), text=text_of(s), score=s.hit.score, tokens=0
+            )
+            for s in numbered
+        ]
+        return numbered, blocks
+
+    # ------------------------------------------------------------------ answers
+    async def stream(
+        self,
+        question: str,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        chosen: list[Source] | None = None,
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> AsyncIterator[Event]:
+        """The answer's events. Raises :class:`~cairn.errors.CairnError` (e.g. BadRequestError for an empty question)
+        before the first event. ``chosen``, when given, receives the :class:`Source` objects of the ``sources``
+        event. ``withhold``: notes removed before retrieval for this caller; ``tally`` receives the withheld
+        notes removed from the candidates (see :meth:`SearchService.retrieve`)."""
+        started = time.monotonic()
+        question = check_query(question, top_k, "question")
+        chosen = chosen if chosen is not None else []
+        sources = await asyncio.to_thread(
+            self.context, question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally
+        )
+        if not sources:
+            for piece in split_pieces(NOT_FOUND_ANSWER):
+                yield Token(piece)
+            yield Sources()
+            yield Done(False, not_found=True, elapsed_ms=_elapsed_ms(started))
+            return
+        in_prompt, blocks = await asyncio.to_thread(self._prompt, sources)
+        if in_prompt:
+            run = _ModelRun(self.model, [s.n for s in in_prompt])  # type: ignore[arg-type]
+            async for token in run.tokens(build_messages(question, blocks)):
+                yield token
+            if run.sent:
+                chosen[:] = in_prompt
+                for event in self._model_tail(run, in_prompt, started):
+                    yield event
+                return
+            if run.failure is not None:
+                why = _describe(run.failure)
+                log.warning("the language model failed, answering from the passages instead: %s", why)
+            else:
+                log.warning("the language model returned an empty answer; answering from the passages instead")
+        text = await asyncio.to_thread(self.extractive.answer, question, sources)
+        chosen[:] = sources
+        for piece in split_pieces(text):
+            yield Token(piece)
+        yield Sources(tuple(s.to_json() for s in sources))
+        yield Done(False, elapsed_ms=_elapsed_ms(started))
+
+    @staticmethod
+    def _model_tail(run: _ModelRun, in_prompt: Sequence[Source], started: float) -> list[Event]:
+        """The events after a model's tokens: ``sources`` and ``done``, after ``error`` when it failed mid-answer."""
+        sources = tuple(s.to_json() for s in in_prompt)
+        removed = run.filter.removed
+        if run.failure is None:
+            return [Sources(sources), Done(True, elapsed_ms=_elapsed_ms(started), removed_citations=removed)]
+        log.warning("the language model failed mid-answer: %s", _describe(run.failure))
+        code = run.failure.code if isinstance(run.failure, CairnError) else "llm_error"
+        message = "The language model stopped before the answer was complete: " + _describe(run.failure)
+        return failure_tail(code, message, _elapsed_ms(started), sources, removed_citations=removed)
+
+    async def answer(
+        self,
+        question: str,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> Answer:
+        """The whole answer at once (for the CLI and MCP): the events of :meth:`stream`, collected.
+        ``Answer.withheld`` is the number of withheld notes removed from the candidates."""
+        parts: list[str] = []
+        chosen: list[Source] = []
+        final = Done(False)
+        tally = tally if tally is not None else WithheldTally()
+        async for event in self.stream(
+            question, top_k=top_k, tags=tags, folders=folders, chosen=chosen, withhold=withhold, tally=tally
+        ):
+            if isinstance(event, Token):
+                parts.append(event.text)
+            elif isinstance(event, Done):
+                final = event
+        return Answer(
+            text="".join(parts),
+            grounded=final.grounded,
+            not_found=final.not_found,
+            sources=list(chosen),
+            elapsed_ms=final.elapsed_ms,
+            withheld=tally.count,
+        )
+
+
+def _describe(exc: BaseException | None) -> str:
+    if exc is None:
+        return "no output"
+    if isinstance(exc, CairnError):
+        return exc.message
+    return f"unexpected {type(exc).__name__}"

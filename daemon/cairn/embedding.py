@@ -1,0 +1,141 @@
+"""The embedding recipe (what text is embedded for a chunk, and how its vector is made) and the one in-memory
+text → vector cache of the query side.
+
+Recipe: a chunk is split into its prose sentences and list items (cleaned of markdown, at least three words), plus
+the whole chunk (heading path + text) for code, tables and chunks without a sentence; each of these texts is
+embedded on its own (a **sentence vector**), and the note's title once. The chunk's vector is
+``normalise(mean(sentence vectors) + TITLE_WEIGHT · title vector)``; the sentence vectors are kept too, so a
+question can match one sentence closely. Texts are keyed in the store's embedding cache by :func:`content_hash`
+(titles by :func:`title_hash`), so unchanged text is never embedded twice.
+
+The indexer writes vectors with this recipe; the query side (search, extractive answers) reads them back or makes
+the same vectors for text the index does not hold yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import numpy as np
+
+from cairn.embedder import Embedder
+from cairn.prompt import candidate_sentences
+from cairn.store import Store
+
+#: Weight of the title vector added to each chunk's text vector (tuned on the dev set; see README, Evaluation).
+TITLE_WEIGHT = 0.5
+
+
+def chunk_embed_text(symbol: str, text: str) -> str:
+    """The text embedded for a chunk (without the title, which has its own vector): heading path, then text."""
+    return f"{symbol}\n{text}" if symbol else text
+
+
+def embedding_texts(symbol: str, text: str, kind: str) -> list[str]:
+    """The texts embedded for one chunk, one sentence vector each: its sentences and list items (≥ 3 words,
+    markdown cleaned), plus the whole chunk (heading path + text) for code and tables or when it has no
+    sentence. Never empty for a non-empty chunk; duplicates removed, order kept."""
+    texts = candidate_sentences(text, min_words=3)
+    if kind in ("code", "table") or not texts:
+        texts.append(chunk_embed_text(symbol, text))
+    return list(dict.fromkeys(t for t in texts if t.strip()))
+
+
+def chunk_vector(
+    sentence_vectors: Sequence[np.ndarray] | np.ndarray, title_vector: np.ndarray, title_weight: float = TITLE_WEIGHT
+) -> np.ndarray:
+    """A chunk's vector from its sentence vectors and its note title's (each (384,) float32):
+    ``normalise(mean(sentence vectors) + title_weight · title vector)``, (384,) float32, L2-normalised."""
+    vec = np.mean(sentence_vectors, axis=0) if len(sentence_vectors) else np.zeros_like(title_vector)
+    vec = vec + title_weight * title_vector
+    return (vec / max(float(np.linalg.norm(vec)), 1e-12)).astype(np.float32)
+
+
+def content_hash(text: str) -> str:
+    """sha256 hex of UTF-8 text: the embedding-cache key."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def title_hash(title: str) -> str:
+    """The embedding-cache key of a note title's vector (distinct from a sentence with the same text)."""
+    return content_hash("\x1ftitle\x1f" + title)
+
+
+class VectorCache:
+    """Text → (384,) float32 vector, in memory (LRU, at most ``max_items``; thread-safe). Questions, and the
+    sentences and titles the extractive answer scores. The model is deterministic, so a cached vector is the one
+    ``embedder.embed`` would give."""
+
+    #: (384,) float32 each, so at most ~31 MB.
+    MAX_ITEMS = 20_000
+
+    def __init__(self, store: Store, embedder: Embedder, *, max_items: int = MAX_ITEMS) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.max_items = max_items
+        self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._vectors)
+
+    def _take(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for t in texts:
+                v = self._vectors.get(t)
+                if v is not None:
+                    self._vectors.move_to_end(t)
+                    found[t] = v
+        return found
+
+    def _put(self, fresh: dict[str, np.ndarray]) -> None:
+        with self._lock:
+            for t, v in fresh.items():
+                self._vectors[t] = v
+                self._vectors.move_to_end(t)
+
+    def _trim(self) -> None:
+        with self._lock:
+            while len(self._vectors) > self.max_items:
+                self._vectors.popitem(last=False)
+
+    def _stack(self, texts: Sequence[str], found: dict[str, np.ndarray]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.embedder.dim), dtype=np.float32)
+        return np.stack([found[t] for t in texts])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """``(len(texts), 384)`` float32, L2-normalised: cached vectors, the rest embedded in one batch and cached."""
+        found = self._take(texts)
+        missing = list(dict.fromkeys(t for t in texts if t not in found))
+        if missing:
+            fresh = dict(zip(missing, self.embedder.embed(missing)))
+            self._put(fresh)
+            found.update(fresh)
+        self._trim()
+        return self._stack(texts, found)
+
+    def stored_or_embedded(self, texts: Sequence[str], hashes: Sequence[str]) -> np.ndarray:
+        """``(len(texts), 384)`` float32 vectors of ``texts``: from memory, else from the store's embedding cache
+        (``hashes[i]`` is ``texts[i]``'s key there, written by the indexer with this embedder's model id), else
+        embedded now. All of them are kept in memory."""
+        found = self._take(texts)
+        wanted = {h: t for t, h in zip(texts, hashes) if t not in found}
+        if wanted:
+            stored = self.store.cached_vectors(wanted, self.embedder.model_id)
+            fresh = {wanted[h]: v.astype(np.float32, copy=False) for h, v in stored.items()}
+            found.update(fresh)
+            with self._lock:
+                for t, v in fresh.items():
+                    self._vectors[t] = v
+        rest = [t for t in texts if t not in found]
+        if rest:
+            found.update(zip(rest, self.embed(rest)))
+        else:
+            self._trim()
+        return self._stack(texts, found)

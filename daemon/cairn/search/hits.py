@@ -1,0 +1,149 @@
+"""What a search returns (:class:`Hit`, :class:`SearchResult`), its snippets, and the checks of a query's text."""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cairn.errors import BadRequestError
+from cairn.notes import normalise_tag
+
+MAX_QUESTION_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One retrieved chunk. ``score`` is the fused ranking score (higher is better);
+    ``cosine`` the cosine similarity of the chunk to the query (the floor is applied to it)."""
+
+    chunk_id: int
+    file_path: str
+    title: str
+    symbol: str
+    score: float
+    cosine: float
+    snippet: str
+    text: str
+    tags: tuple[str, ...] = ()
+    lines: tuple[int, int] | None = None
+    page: int | None = None
+    kind: str = "prose"
+    indexed_at: float = 0.0
+    #: An upper bound on the tokens of ``text`` (the chunk's indexed ``token_count``: title, heading path and text),
+    #: 0 when unknown (text masked for a caller); not part of the JSON.
+    token_bound: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase JSON as in DESIGN.md (`search` results)."""
+        out: dict[str, Any] = {
+            "filePath": self.file_path,
+            "symbol": self.symbol,
+            "score": round(self.score, 4),
+            "cosine": round(self.cosine, 4),
+            "snippet": self.snippet,
+            "tags": list(self.tags),
+            "kind": self.kind,
+            "indexedAt": self.indexed_at,
+        }
+        if self.page is not None:
+            out["page"] = self.page
+        elif self.lines is not None:
+            out["lines"] = list(self.lines)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """Ranked hits (at most top_k) and the time taken in ms. ``withheld``: how many withheld notes
+    were removed from the candidates (for the audit log; not part of :meth:`to_json`)."""
+
+    hits: list[Hit]
+    elapsed_ms: float
+    preference: str | None = None
+    withheld: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"results": [h.to_json() for h in self.hits], "elapsedMs": round(self.elapsed_ms, 1)}
+
+
+_SNIP_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def check_chars(text: str, what: str) -> None:
+    """:class:`BadRequestError` when ``text`` holds a surrogate code point (U+D800–U+DFFF), named ``what`` ("The query").
+
+    A surrogate is not a character: it cannot be encoded as UTF-8 for the tokenizer or SQLite (a TypeError or
+    UnicodeEncodeError deep inside, i.e. an ``internal`` error, before this check). U+DC80–U+DCFF is a byte that
+    was not UTF-8 (Python's surrogateescape: a command-line argument typed in a Latin-1 terminal); the others
+    come from a lone ``\\uD800``-style JSON escape."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        ch = text[exc.start]
+        if "\udc80" <= ch <= "\udcff":
+            why = f"the byte 0x{ord(ch) - 0xDC00:02X}, which is not UTF-8 text (is the terminal set to UTF-8?)"
+        else:
+            why = f"U+{ord(ch):04X}, half of a UTF-16 surrogate pair, which is not a character"
+        raise BadRequestError(f"{what} holds {why} at character {exc.start + 1}; send the text as UTF-8.") from None
+
+
+def make_snippet(text: str, terms: Sequence[str], width: int = 220) -> str:
+    """A one-line excerpt of ``text`` (≤ ``width`` chars) around the densest run of query terms."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    if terms:
+        prefixes = tuple(t[:5] for t in terms)
+        positions = [m.start() for m in _SNIP_WORD.finditer(flat.lower()) if m.group(0).startswith(prefixes)]
+    else:
+        positions = []
+    if not positions:
+        return flat[: width - 1].rsplit(" ", 1)[0] + "…"
+    best, best_count = positions[0], 0
+    for i, p in enumerate(positions):  # ascending: the terms in [p, p + width) are positions[i:j]
+        count = bisect.bisect_left(positions, p + width, i) - i
+        if count > best_count:
+            best, best_count = p, count
+    start = max(0, best - width // 4)
+    if start:
+        start = flat.find(" ", start) + 1 or start
+    piece = flat[start : start + width]
+    if start + width < len(flat):
+        piece = piece.rsplit(" ", 1)[0] + "…"
+    return ("…" if start else "") + piece
+
+
+def check_query(text: str, top_k: int, what: str = "query") -> str:
+    """``text`` stripped; :class:`BadRequestError` for an empty or over-long text (named ``what``), a bad ``top_k``
+    (an integer 1..50) or a character that is not one (:func:`check_chars`)."""
+    if not isinstance(text, str) or not text.strip():
+        raise BadRequestError(f"The {what} is empty; expected some words to search for.")
+    if len(text) > MAX_QUESTION_CHARS:
+        raise BadRequestError(f"The {what} is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}.")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 50:
+        raise BadRequestError(f"top_k must be an integer from 1 to 50, got {top_k!r}.")
+    check_chars(text, f"The {what}")
+    return text.strip()
+
+
+def scope_tags(tags: Sequence[str]) -> list[str]:
+    """The normalised scope tags; :class:`BadRequestError` for one that is not a tag."""
+    out = []
+    for t in tags or ():
+        check_chars(str(t), f"The tag {t!r}")
+        norm = normalise_tag(str(t))
+        if norm is None:
+            raise BadRequestError(f"{t!r} is not a valid tag; expected e.g. 'project' or 'project/alpha'.")
+        out.append(norm)
+    return out
+
+
+def scope_folders(folders: Sequence[str]) -> list[str]:
+    """The scope folders without surrounding slashes and blanks (empty ones dropped); :class:`BadRequestError` for a
+    character that is not one."""
+    for f in folders or ():
+        check_chars(str(f), f"The folder {f!r}")
+    return [str(f).strip().strip("/") for f in folders or () if str(f).strip().strip("/")]

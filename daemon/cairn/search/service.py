@@ -1,0 +1,445 @@
+"""The one query service: search for the CLI, HTTP, MCP and the answers.
+
+Flow (DESIGN.md): classify → scope filter → FTS5 BM25 top-N and vector top-N → fusion → cosine floor (every
+candidate) → per-note de-duplication → top_k.
+
+Withholding: every entry point takes ``withhold`` (see :mod:`cairn.search.withheld`); ``tally`` (a
+:class:`~cairn.policy.WithheldTally`) receives the withheld notes the unfiltered top-N lists held.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cairn.config import COSINE_FLOOR, DEFAULT_TOP_K
+from cairn.embedder import Embedder
+from cairn.embedding import TITLE_WEIGHT, VectorCache, chunk_vector, content_hash, embedding_texts, title_hash
+from cairn.errors import BadRequestError
+from cairn.policy import WithheldTally, Withhold
+from cairn.ranking import FusionWeights, QueryClassifier, limit_per_group, query_terms, rrf_fuse
+from cairn.search.cache import EpochLRU, StoreEpoch
+from cairn.search.dense import DenseQuery
+from cairn.search.hits import Hit, SearchResult, check_query, make_snippet, scope_folders, scope_tags
+from cairn.search.keyword import KeywordIndex
+from cairn.search.vectors import Vectors, VectorSnapshot
+from cairn.search.withheld import WithheldSet
+from cairn.store import ChunkRow, Store
+
+log = logging.getLogger(__name__)
+
+MODES = ("hybrid", "bm25", "dense")
+_DEFAULT_WEIGHTS = FusionWeights()
+
+_blas_limited: set[int] = set()
+
+
+def _limit_blas_threads(threads: int) -> None:
+    """Limit numpy's BLAS to ``threads`` threads in this process (once per value; see SearchService.BLAS_THREADS)."""
+    if threads not in _blas_limited:
+        from threadpoolctl import threadpool_limits  # noqa: PLC0415  (inspects the loaded libraries: not at import)
+
+        threadpool_limits(limits=threads, user_api="blas")
+        _blas_limited.add(threads)
+
+
+@dataclass
+class _Ranking:
+    """The state of one ranking (:meth:`SearchService._rank`) shared by its steps."""
+
+    query: str
+    mode: str
+    within: list[int] | None
+    hidden: WithheldSet
+    qvec: np.ndarray
+    snap: VectorSnapshot
+    dense: DenseQuery
+    #: withheld chunks among the unfiltered candidates (for the tally)
+    touched: set[int] = field(default_factory=set)
+    keyword: list[int] = field(default_factory=list)
+    pool: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Similarities:
+    """Per candidate chunk: its chunk cosine, best sentence cosine (-1 without one), and the scores derived."""
+
+    chunk: dict[int, float]
+    sentence: dict[int, float]
+    dense: dict[int, float]  # the dense ranking score: max(chunk, SENTENCE_WEIGHT × sentence)
+    cosine: dict[int, float]  # the hit's cosine: that of its best vector
+    floor: dict[int, float]  # what the floor is applied to: max(chunk, FLOOR_SENTENCE_WEIGHT × sentence)
+
+
+class SearchService:
+    """Search over one vault's index. The one query path for CLI, HTTP, MCP and answers: every result passes the
+    scope filter and the cosine floor (DESIGN.md contract).
+
+    Blocking (SQLite + ONNX); call it from a worker thread in async code. Thread-safe (the store gives each thread
+    its own connection; onnxruntime sessions are thread-safe). Its collaborators hold the state: :attr:`vectors`
+    (the in-memory vectors and their reloads), :attr:`keyword` (BM25), :attr:`vector_cache` (text → vector),
+    :attr:`epoch` and :attr:`results` (ranked results by query text and every parameter, while the store is
+    unchanged)."""
+
+    #: Candidates taken from each ranked list before fusion.
+    CANDIDATES = 60
+    #: Weight of the best sentence cosine in the dense ranking score (tuned on the dev set).
+    SENTENCE_WEIGHT = 0.9
+    #: Weight of the best sentence cosine against the floor (tuned on the dev set): lower than the ranking's, so
+    #: an off-corpus question's one loosely matching sentence does not pass, while a relevant chunk whose one
+    #: matching sentence sits in a long chunk does.
+    FLOOR_SENTENCE_WEIGHT = 0.8
+    #: At most this many chunks of one note in search results / in an answer's sources.
+    PER_NOTE_SEARCH = 2
+    PER_NOTE_ASK = 3
+    #: BLAS threads for the dense scores, set process-wide when a search service is built: the scores are bound by
+    #: memory bandwidth and requests already run on parallel worker threads, so more threads only cost CPU.
+    BLAS_THREADS = 1
+    #: Ranked results kept in memory.
+    RESULT_CACHE_MAX = 256
+    #: At most this many texts (sentences, titles) embedded by one query for keyword candidates that have no vectors
+    #: yet; texts the embedding cache holds cost nothing.
+    SIMILARITY_EMBED_TEXTS = 64
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        *,
+        floor: float = COSINE_FLOOR,
+        weights: FusionWeights = _DEFAULT_WEIGHTS,
+        title_weight: float = TITLE_WEIGHT,
+        classifier: QueryClassifier | None = None,
+        vector_cache: VectorCache | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.floor = floor
+        self.weights = weights
+        self.title_weight = title_weight
+        self.sentence_weight = self.SENTENCE_WEIGHT
+        self.classifier = classifier or QueryClassifier()
+        self.vector_cache = vector_cache or VectorCache(store, embedder)
+        self.epoch = StoreEpoch(store)
+        self.vectors = Vectors(store)
+        self.keyword = KeywordIndex(store, self.epoch)
+        self.results: EpochLRU[tuple, tuple[tuple[Hit, ...], str | None, frozenset[str]]] = EpochLRU(
+            self.RESULT_CACHE_MAX
+        )
+        _limit_blas_threads(self.BLAS_THREADS)
+
+    def start_keyword_index(self) -> threading.Thread | None:
+        """:meth:`KeywordIndex.start`: the in-memory BM25, for long-lived processes."""
+        return self.keyword.start()
+
+    # ------------------------------------------------------------------ entry points
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        mode: str = "hybrid",
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> SearchResult:
+        """Ranked chunks for a query. Raises :class:`BadRequestError` for an empty or over-long query,
+        a bad top_k or tag. ``withhold``/``tally``: see :meth:`retrieve`; ``SearchResult.withheld``
+        is the number of withheld notes removed from the candidates."""
+        started = time.perf_counter()
+        tally = tally if tally is not None else WithheldTally()
+        hits, preference = self.retrieve(
+            query, top_k=top_k, tags=tags, folders=folders, mode=mode, withhold=withhold, tally=tally
+        )
+        return SearchResult(
+            hits=hits, elapsed_ms=(time.perf_counter() - started) * 1000, preference=preference, withheld=tally.count
+        )
+
+    def retrieve(
+        self,
+        query: str,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        mode: str = "hybrid",
+        per_note: int | None = None,
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> tuple[list[Hit], str | None]:
+        """Ranked hits for ``query`` (at most ``top_k``, at most ``per_note`` chunks per note),
+        each with cosine similarity ≥ the floor. ``mode`` picks the ranked lists fused:
+        ``hybrid`` (BM25 + dense), ``bm25`` or ``dense`` (for evaluation). Returns (hits, preference).
+        ``withhold``: notes never returned, removed before ranking (:mod:`cairn.search.withheld`); ``tally``
+        receives the withheld notes that the unfiltered candidate lists held."""
+        query = check_query(query, top_k)
+        if mode not in MODES:
+            raise BadRequestError(f"mode must be one of {', '.join(MODES)}, got {mode!r}.")
+        per_note = per_note or self.PER_NOTE_SEARCH
+        tags_in, folders_in = scope_tags(tags), scope_folders(folders)
+        withheld_key = (withhold.tags, withhold.folders) if withhold else None
+        key = (query, top_k, tuple(tags_in), tuple(folders_in), mode, per_note, withheld_key)
+        epoch = self.epoch.now()
+        cached = self.results.get(key, epoch)
+        if cached is not None:
+            hits, preference, withheld_paths = cached
+            if tally is not None:
+                tally.add(withheld_paths)
+            return list(hits), preference
+        own_tally = WithheldTally()
+        hits, preference = self._rank(query, top_k, tags_in, folders_in, mode, per_note, withhold, own_tally)
+        if tally is not None:
+            tally.add(own_tally.paths)
+        if self.epoch.value == epoch:  # nothing committed meanwhile (else the result may mix both states)
+            self.results.put(key, (tuple(hits), preference, frozenset(own_tally.paths)), epoch)
+        return hits, preference
+
+    def keyword_ranking(
+        self,
+        query: str,
+        limit: int = CANDIDATES,
+        *,
+        within: Sequence[int] | None = None,
+        excluding: Sequence[int] = (),
+    ) -> list[int]:
+        """The keyword (BM25) leg of :meth:`retrieve` on its own: the ids of the ``limit`` chunks with the best BM25
+        for ``query``'s terms, best first, as the store is now (no cosine floor, no withholding: for benchmarks and
+        checks, not for serving). ``within``/``excluding``: see :meth:`KeywordIndex.ranking`."""
+        self.epoch.now()
+        return self.keyword.ranking(query, limit, within=within, excluding=excluding)
+
+    # ------------------------------------------------------------------ ranking, step by step
+    def _rank(
+        self,
+        query: str,
+        top_k: int,
+        tags: list[str],
+        folders: list[str],
+        mode: str,
+        per_note: int,
+        withhold: Withhold | None,
+        tally: WithheldTally,
+    ) -> tuple[list[Hit], str | None]:
+        """:meth:`retrieve` on validated arguments, without the result cache."""
+        within = self.store.scoped_chunk_ids(tags, folders) if (tags or folders) else None
+        if within is not None and not within:
+            return [], None
+        hidden = WithheldSet.load(self.store, withhold)
+        qvec = self.vector_cache.embed([query])[0]
+        preference = self.classifier.classify(query)
+        snap = self.vectors.for_query()
+        r = _Ranking(query, mode, within, hidden, qvec, snap, self.vectors.query_scores(snap, query, qvec))
+        if mode in ("hybrid", "bm25"):
+            r.keyword = self._keyword_leg(r)
+        newer = self._embedded_since(r)
+        if mode in ("hybrid", "dense"):
+            r.pool = self._dense_leg(r) + newer
+        candidates = list(dict.fromkeys(r.keyword + r.pool))
+        rows = self.store.chunk_rows(candidates)  # chunks deleted since the snapshot are absent here
+        sims = self._similarities(r, candidates, rows)
+        fused = self._fuse(r, candidates, rows, sims, preference)
+        order = sorted(fused, key=lambda c: (-fused[c], -sims.cosine[c], c))
+        chosen = limit_per_group(order, {c: rows[c].path for c in order}, per_note, top_k)
+        tags_by_note = self.store.tags_of_notes(rows[c].note_id for c in chosen)
+        if hidden:  # defence in depth: a note tagged since the withheld set was read
+            chosen = [c for c in chosen if not hidden.withhold.tag_withheld(tags_by_note.get(rows[c].note_id, []))]
+            self._tally_withheld(r, tally)
+        terms = query_terms(query)
+        mask = hidden.symbol_masker(self.store) if hidden.redactor else None
+        redact = hidden.redact if hidden.redactor else None
+        hits = [
+            self._hit(rows[c], fused[c], sims.cosine[c], tags_by_note.get(rows[c].note_id, []), terms, redact, mask)
+            for c in chosen
+        ]
+        return hits, preference
+
+    def _keyword_leg(self, r: _Ranking) -> list[int]:
+        """The BM25 candidates (withheld chunks left out before the top is taken); the withheld chunks the
+        unfiltered list held are noted in ``r.touched``."""
+        excluded = list(r.hidden.chunks)
+        found = self.keyword.ranking(r.query, self.CANDIDATES, within=r.within, excluding=excluded)
+        if excluded:
+            unfiltered = self.keyword.ranking(r.query, self.CANDIDATES, within=r.within)
+            r.touched.update(c for c in unfiltered if c in r.hidden.chunks)
+        return found
+
+    def _embedded_since(self, r: _Ranking) -> list[int]:
+        """Chunks embedded after the snapshot, in scope and not withheld, at most ``Vectors.MAX_NEWER`` (a bulk
+        (re-)index starts a reload: the rest join when it lands)."""
+        newer = self.vectors.embedded_since(r.snap)
+        if len(newer) > self.vectors.MAX_NEWER:
+            self.vectors.reload(wait=False, bulk=True)
+            newer = newer[: self.vectors.MAX_NEWER]
+        if r.within is not None and newer:
+            scope = set(r.within)
+            newer = [c for c in newer if c in scope]
+        if r.hidden.chunks and newer:
+            newer = [c for c in newer if c not in r.hidden.chunks]
+        return newer
+
+    def _dense_leg(self, r: _Ranking) -> list[int]:
+        """The dense top chunks of the snapshot, in scope, withheld ones left out before the top is taken (noted in
+        ``r.touched`` when the unfiltered top held them)."""
+        ids = r.snap.chunk_ids
+        allowed = None if r.within is None else np.isin(ids, np.asarray(r.within, dtype=np.int64))
+        if r.hidden.chunks:
+            hide = np.isin(ids, np.asarray(list(r.hidden.chunks), dtype=np.int64))
+            if hide.any():
+                top_all = r.dense.top(self.CANDIDATES, self.sentence_weight, ids, allowed)
+                r.touched.update(int(ids[i]) for i in top_all if hide[i])
+            allowed = ~hide if allowed is None else allowed & ~hide
+        top = r.dense.top(self.CANDIDATES, self.sentence_weight, ids, allowed)
+        return [int(ids[i]) for i in top]
+
+    def _similarities(self, r: _Ranking, candidates: list[int], rows: dict[int, ChunkRow]) -> _Similarities:
+        """Exact cosines of every candidate: from the snapshot when it holds the chunk, else from the store (and
+        for keyword candidates not embedded yet, computed now: :meth:`_stored_similarities`)."""
+        chunk_cos: dict[int, float] = {}
+        sentence_cos: dict[int, float] = {}
+        held = [(cid, r.snap.row_of[cid]) for cid in candidates if cid in r.snap.row_of]
+        if held:
+            exact_cos, exact_sentence = r.dense.exact(np.asarray([row for _, row in held], dtype=np.int64))
+            for (cid, _), c, s in zip(held, exact_cos.tolist(), exact_sentence.tolist()):
+                chunk_cos[cid], sentence_cos[cid] = c, s
+        missing = [cid for cid in candidates if cid not in chunk_cos]
+        if missing:  # embedded after the snapshot, or not embedded yet (keyword-ready index)
+            more_cos, more_sentence = self._stored_similarities(r.qvec, missing, rows, compute=set(r.keyword))
+            chunk_cos.update(more_cos)
+            sentence_cos.update(more_sentence)
+        w, fw = self.sentence_weight, self.FLOOR_SENTENCE_WEIGHT
+        return _Similarities(
+            chunk=chunk_cos,
+            sentence=sentence_cos,
+            dense={c: max(cos, w * sentence_cos[c]) for c, cos in chunk_cos.items()},
+            cosine={c: max(cos, sentence_cos[c]) for c, cos in chunk_cos.items()},
+            floor={c: max(cos, fw * sentence_cos[c]) for c, cos in chunk_cos.items()},
+        )
+
+    def _fuse(
+        self,
+        r: _Ranking,
+        candidates: list[int],
+        rows: dict[int, ChunkRow],
+        sims: _Similarities,
+        preference: str | None,
+    ) -> dict[int, float]:
+        """RRF of the ranked lists over the candidates that pass the floor (and are not withheld), each score
+        boosted by the query classifier's preference for the chunk's kind."""
+        rankings: dict[str, list[int]] = {}
+        if r.mode in ("hybrid", "bm25"):
+            rankings["bm25"] = r.keyword
+        if r.mode in ("hybrid", "dense"):
+            dense = sims.dense
+            rankings["dense"] = sorted((c for c in r.pool if c in dense), key=lambda c: (-dense[c], c))[
+                : self.CANDIDATES
+            ]
+        hidden = r.hidden
+        passing = {
+            cid
+            for cid in candidates
+            if cid in rows
+            and sims.floor.get(cid, -1.0) >= self.floor
+            and not (hidden and hidden.hides(rows[cid].note_id, rows[cid].path))
+        }
+        fused = rrf_fuse(
+            {name: [c for c in ranked if c in passing] for name, ranked in rankings.items()},
+            {"dense": self.weights.dense, "bm25": self.weights.bm25},
+        )
+        for cid in fused:
+            fused[cid] *= self.classifier.boost(preference, rows[cid].kind)
+        return fused
+
+    def _tally_withheld(self, r: _Ranking, tally: WithheldTally) -> None:
+        """Add to ``tally`` the withheld notes with a candidate chunk that would have passed the floor (a chunk not
+        in the in-memory vectors counts, to err on the side of reporting)."""
+        if not r.touched:
+            return
+
+        def would_pass(cid: int) -> bool:
+            row = r.snap.row_of.get(cid)
+            if row is None:
+                return True
+            c, s = r.dense.exact(np.asarray([row], dtype=np.int64))
+            return max(float(c[0]), self.FLOOR_SENTENCE_WEIGHT * float(s[0])) >= self.floor
+
+        tally.add(r.hidden.notes[r.hidden.chunks[c]] for c in r.touched if would_pass(c))
+
+    def _stored_similarities(
+        self, qvec: np.ndarray, ids: Sequence[int], rows: dict[int, ChunkRow], *, compute: set[int]
+    ) -> tuple[dict[int, float], dict[int, float]]:
+        """For every candidate read from the store: (cosine of its chunk vector, best cosine among its sentence
+        vectors or -1). Chunks not embedded yet (keyword-ready index, or rewritten by a re-index) get vectors
+        computed now, the same way the indexer will, if they are in ``compute`` (the keyword candidates):
+        :meth:`_embed_now`; the others are left out this time."""
+        ids = [c for c in ids if c in rows]
+        chunk_vecs = self.store.vectors(ids)
+        sentence_vecs = self.store.unit_vectors(ids)
+        missing = [c for c in ids if c not in chunk_vecs and c in compute]
+        if missing:
+            self._embed_now([rows[c] for c in missing], chunk_vecs, sentence_vecs)
+        cosines = {c: float(chunk_vecs[c] @ qvec) for c in ids if c in chunk_vecs}
+        best_sentence = {}
+        for c in cosines:
+            sv = sentence_vecs.get(c)
+            best_sentence[c] = float(np.max(sv @ qvec)) if sv is not None and len(sv) else -1.0
+        return cosines, best_sentence
+
+    def _embed_now(
+        self, missing: list[ChunkRow], chunk_vecs: dict[int, np.ndarray], sentence_vecs: dict[int, np.ndarray]
+    ) -> None:
+        """Fill ``chunk_vecs`` and ``sentence_vecs`` for the chunks ``missing`` (best keyword candidates first): the
+        texts' vectors from the embedding cache when it has them (a note re-indexed unchanged, moved, or embedded by
+        another run), the model for the rest, at most SIMILARITY_EMBED_TEXTS per query: a candidate beyond it is
+        left out this time (it is embedded seconds later, and embedding every candidate would stall searches
+        during a bulk re-index)."""
+        texts = {r.chunk_id: embedding_texts(r.symbol, r.text, r.kind) for r in missing}
+        wanted = {content_hash(t): t for r in missing for t in texts[r.chunk_id]}
+        wanted.update({title_hash(r.title): r.title for r in missing})
+        found = self.store.cached_vectors(wanted, self.embedder.model_id)
+        budget = self.SIMILARITY_EMBED_TEXTS
+        for r in missing:
+            c = r.chunk_id
+            need = [h for h in dict.fromkeys([*map(content_hash, texts[c]), title_hash(r.title)]) if h not in found]
+            if len(need) > budget:
+                continue
+            if need:
+                found.update(zip(need, self.embedder.embed([wanted[h] for h in need])))
+                budget -= len(need)
+            sentence_vecs[c] = np.stack([found[content_hash(t)] for t in texts[c]])
+            chunk_vecs[c] = chunk_vector(sentence_vecs[c], found[title_hash(r.title)], self.title_weight)
+
+    @staticmethod
+    def _hit(
+        row: ChunkRow,
+        score: float,
+        cosine: float,
+        tags: Sequence[str],
+        terms: Sequence[str],
+        redact: Callable[[str], str] | None = None,
+        mask_symbol: Callable[[str, str], str] | None = None,
+    ) -> Hit:
+        text, symbol = (redact(row.text), redact(row.symbol)) if redact else (row.text, row.symbol)
+        if mask_symbol is not None and row.kind != "pdf":  # a PDF's symbol is "page N"
+            symbol = mask_symbol(row.path, row.symbol)
+        return Hit(
+            chunk_id=row.chunk_id,
+            file_path=row.path,
+            title=row.title,
+            symbol=symbol,
+            score=score,
+            cosine=cosine,
+            snippet=make_snippet(text, terms),
+            text=text,
+            tags=tuple(tags),
+            lines=(row.line_start, row.line_end) if row.line_start is not None else None,
+            page=row.page,
+            kind=row.kind,
+            indexed_at=row.indexed_at,
+            token_bound=row.token_count if text == row.text else 0,
+        )

@@ -1,0 +1,401 @@
+"""The in-memory vectors of the store: every chunk vector and every distinct sentence vector, for exact dense
+scoring (:class:`VectorSnapshot`), and :class:`Vectors`, which holds the snapshot in force and reloads it on a
+background thread as the store changes.
+
+Sentence vectors with the same text (boilerplate sentences repeated across notes) have the same vector, held and
+scored once: the scores are bound by memory bandwidth.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from cairn.search.cache import EpochLRU
+from cairn.search.dense import DenseIndex, DenseQuery
+from cairn.store import Store
+
+log = logging.getLogger(__name__)
+
+#: Odd 64-bit multipliers of the unit vectors' compact keys (:func:`_unit_keys`); fixed, so keys agree across loads.
+_KEY_MULT = (
+    np.random.default_rng(0x5EED_CA1E).integers(0, 2**63, size=192, dtype=np.uint64) << np.uint64(1)
+) | np.uint64(1)
+
+
+def _unit_keys(mat: np.ndarray) -> np.ndarray:
+    """(m,) uint64 keys of the rows of ``mat`` (m, 384) float32: a random linear hash of each row's 192 64-bit words
+    (modulo 2**64), to find identical unit vectors without a dict of 1.5 KB byte strings. Equal rows (bytes) have
+    equal keys; callers compare the rows of equal keys before treating them as one (a collision is not trusted).
+    ~10 ms for 40k rows."""
+    out = np.empty(len(mat), dtype=np.uint64)
+    words = np.ascontiguousarray(mat, dtype=np.float32).view(np.uint64)
+    for start in range(0, len(mat), 4096):
+        out[start : start + 4096] = (words[start : start + 4096] * _KEY_MULT).sum(axis=1, dtype=np.uint64)
+    return out
+
+
+def _distinct_units(units: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct rows of ``units`` (m, 384) in order of first occurrence: (row of ``units`` of each distinct one
+    (d,) int64, index of each unit's distinct row (m,) int64, keys of the distinct rows (d,) uint64). Same result as
+    keying a dict by each row's bytes (identical rows are found by key, then compared)."""
+    keys = _unit_keys(units)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[by_first] = np.arange(len(first))
+    firsts, index = first[by_first], rank[inverse.reshape(-1)]
+    same = all(
+        np.array_equal(units[s : s + 4096], units[firsts[index[s : s + 4096]]]) for s in range(0, len(units), 4096)
+    )
+    if not same:  # two different vectors with one key (never seen): by bytes, as before
+        distinct: dict[bytes, int] = {}
+        first_list: list[int] = []
+        index = np.empty(len(units), dtype=np.int64)
+        for i, row in enumerate(units):
+            j = distinct.setdefault(row.tobytes(), len(first_list))
+            if j == len(first_list):
+                first_list.append(i)
+            index[i] = j
+        firsts = np.asarray(first_list, dtype=np.int64)
+    return firsts, index, keys[firsts]
+
+
+def _unit_runs(owner_rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """From the owning chunk row of each unit position, sorted (m,) int64, and the number of chunk rows ``n``:
+    (group_starts (g,), group_rows (g,), unit_start (n,), unit_end (n,)) as VectorSnapshot and DenseIndex hold them."""
+    m = len(owner_rows)
+    starts = np.flatnonzero(np.r_[True, owner_rows[1:] != owner_rows[:-1]]) if m else np.zeros(0, np.int64)
+    group_rows = owner_rows[starts] if m else starts
+    unit_start = np.zeros(n, dtype=np.int64)
+    unit_end = np.zeros(n, dtype=np.int64)
+    unit_start[group_rows] = starts
+    unit_end[group_rows] = np.r_[starts[1:], m] if len(starts) else starts
+    return starts, group_rows, unit_start, unit_end
+
+
+@dataclass(frozen=True, slots=True)
+class VectorSnapshot:
+    """Every chunk and unit vector of the store in memory, for exact dense scoring
+    (obsidian-hub: 19,573 chunks + 40,074 units, of which 25,899 distinct = 70 MB; all cosines in ~7 ms
+    against ~70 ms for sqlite-vec's brute-force KNN here). Units with the same text (boilerplate sentences
+    repeated across notes: 35 % of the hub's) have the same vector, held and scored once: the scores are
+    bound by memory bandwidth, so this took ~2 ms off each query. ``generation`` is the store's vectors
+    generation when the chunk ids were read.
+
+    Made by :meth:`load` (everything; obsidian-hub ~1.2-1.8 s of CPU) or by :meth:`refresh` from the previous
+    snapshot (only the chunks added or removed since are read, and only the new rows quantised). Both give the same scores,
+    dense top chunks and search results for the same store state; a refreshed one may hold distinct unit rows
+    no chunk refers to any more (until the next full load) and its chunk rows are in another order."""
+
+    generation: int
+    loaded_at: float
+    chunk_ids: np.ndarray  # (n,) int64
+    chunks: np.ndarray  # (n, 384) float32
+    row_of: dict[int, int]  # chunk id → row
+    unit_order: np.ndarray  # (m,) row in ``units`` of each unit, units sorted by owning chunk row
+    group_starts: np.ndarray  # (g,) start of each owning chunk's run in unit_order
+    group_rows: np.ndarray  # (g,) the owning chunk row of each run
+    units: np.ndarray  # (d, 384) float32: the distinct unit vectors (and, after refresh(), unreferenced ones)
+    dense: DenseIndex  # the same vectors with their int8 copies, for a question's exact top chunks
+    unit_keys: np.ndarray  # (d,) uint64: _unit_keys(units), to match a new unit with a row held
+    recipe: str | None  # the store's vector recipe the vectors were made with (Store.embedded_chunk_ids)
+    file_id: tuple[int, int]  # Store.file_identity() at load: a replaced file is loaded in full
+
+    @classmethod
+    def load(cls, store: Store) -> VectorSnapshot:
+        """Everything, read in one transaction (:meth:`Store.load_vector_matrices_and_recipe`)."""
+        file_id = store.file_identity()
+        (gen, chunk_ids, chunks, unit_owner, units), recipe = store.load_vector_matrices_and_recipe()
+        row_of = {int(c): i for i, c in enumerate(chunk_ids)}
+        owner_rows = np.fromiter((row_of.get(int(c), -1) for c in unit_owner), dtype=np.int64, count=len(unit_owner))
+        keep = np.nonzero(owner_rows >= 0)[0]
+        order = keep[np.argsort(owner_rows[keep], kind="stable")]
+        firsts, index, keys = _distinct_units(units)
+        unit_order = index[order]
+        distinct_units = units[firsts]
+        starts, group_rows, unit_start, unit_end = _unit_runs(owner_rows[order], len(chunk_ids))
+        return cls(
+            generation=gen,
+            loaded_at=time.monotonic(),
+            chunk_ids=chunk_ids,
+            chunks=chunks,
+            row_of=row_of,
+            unit_order=unit_order,
+            group_starts=starts,
+            group_rows=group_rows,
+            units=distinct_units,
+            dense=DenseIndex(chunks, distinct_units, unit_order, unit_start, unit_end),
+            unit_keys=keys,
+            recipe=recipe,
+            file_id=file_id,
+        )
+
+    @classmethod
+    def refresh(cls, old: VectorSnapshot, store: Store, *, max_changed: float) -> VectorSnapshot | None:
+        """A snapshot of the store now, made from ``old`` by reading only what changed: the ids of every chunk with a
+        vector (:meth:`Store.embedded_chunk_ids`), then the vectors of the chunks added since ``old``
+        (:meth:`Store.vector_matrices_of`); a chunk id keeps its vector while the vector recipe stays (see there). Removed chunks' rows and units are dropped, the others'
+        arrays (and int8 copies: :meth:`DenseIndex.derived`) kept; a new unit equal to a row held reuses it.
+
+        Returns None when a full :meth:`load` is the right thing: ``old`` is empty, the store's file was replaced,
+        the vector recipe changed, more than ``max_changed`` (a fraction) of ``old``'s chunk rows changed, or more than
+        that fraction of the unit rows would be unreferenced. Store errors propagate."""
+        n_old = len(old.chunk_ids)
+        if not n_old or store.file_identity() != old.file_id:
+            return None
+        gen, recipe, ids = store.embedded_chunk_ids()
+        if recipe != old.recipe:
+            return None
+        if len(ids):
+            pos = np.minimum(np.searchsorted(ids, old.chunk_ids), len(ids) - 1)
+            same = ids[pos] == old.chunk_ids
+        else:
+            pos, same = np.zeros(n_old, dtype=np.int64), np.zeros(n_old, dtype=bool)
+        keep_rows = np.flatnonzero(same)
+        known = np.zeros(len(ids), dtype=bool)
+        known[pos[keep_rows]] = True
+        added = ids[~known]
+        changed = n_old - len(keep_rows) + len(added)
+        if changed > max_changed * n_old:
+            return None
+        now = time.monotonic()
+        if not changed:
+            return cls(
+                generation=gen,
+                loaded_at=now,
+                chunk_ids=old.chunk_ids,
+                chunks=old.chunks,
+                row_of=old.row_of,
+                unit_order=old.unit_order,
+                group_starts=old.group_starts,
+                group_rows=old.group_rows,
+                units=old.units,
+                dense=old.dense,
+                unit_keys=old.unit_keys,
+                recipe=recipe,
+                file_id=old.file_id,
+            )
+        _, a_ids, a_chunks, a_owner, a_units = store.vector_matrices_of(added)
+        n_keep = len(keep_rows)
+
+        # Units of the kept chunks: their positions in old.unit_order, with the chunks' new rows (order kept).
+        m_old = len(old.unit_order)
+        owner_old = np.repeat(old.group_rows, np.diff(np.r_[old.group_starts, m_old]).astype(np.int64))
+        remap = np.full(n_old, -1, dtype=np.int64)
+        remap[keep_rows] = np.arange(n_keep)
+        owner_kept = remap[owner_old] if m_old else np.zeros(0, np.int64)
+        kept_pos = np.flatnonzero(owner_kept >= 0)
+        # Units of the added chunks, by new row, each matched with a row held (same key, same values) or appended.
+        a_row = {int(c): n_keep + i for i, c in enumerate(a_ids)}
+        a_rows = np.fromiter((a_row.get(int(c), -1) for c in a_owner), dtype=np.int64, count=len(a_owner))
+        order = np.flatnonzero(a_rows >= 0)
+        order = order[np.argsort(a_rows[order], kind="stable")]
+        a_rows, a_units = a_rows[order], a_units[order]
+        a_keys = _unit_keys(a_units)
+        a_index = np.full(len(a_units), -1, dtype=np.int64)
+        d_old = len(old.units)
+        if d_old and len(a_units):
+            sorter = np.argsort(old.unit_keys, kind="stable")
+            sorted_keys = old.unit_keys[sorter]
+            p = np.minimum(np.searchsorted(sorted_keys, a_keys), d_old - 1)
+            hit = np.flatnonzero(sorted_keys[p] == a_keys)
+            cand = sorter[p[hit]]
+            equal = (old.units[cand] == a_units[hit]).all(axis=1)
+            a_index[hit[equal]] = cand[equal]
+        new_rows: list[int] = []
+        first_new: dict[int, int] = {}
+        for i in np.flatnonzero(a_index < 0).tolist():
+            j = first_new.get(int(a_keys[i]))
+            if j is not None and np.array_equal(a_units[new_rows[j - d_old]], a_units[i]):
+                a_index[i] = j
+                continue
+            first_new.setdefault(int(a_keys[i]), d_old + len(new_rows))
+            a_index[i] = d_old + len(new_rows)
+            new_rows.append(i)
+        units = np.concatenate([old.units, a_units[new_rows]]) if new_rows else old.units
+        unit_keys = np.concatenate([old.unit_keys, a_keys[new_rows]]) if new_rows else old.unit_keys
+        unit_order = np.concatenate([old.unit_order[kept_pos], a_index])
+        if len(units) - np.count_nonzero(np.bincount(unit_order, minlength=len(units))) > max_changed * len(units):
+            return None  # too many unit rows nothing refers to: a full load compacts them
+        chunk_ids = np.concatenate([old.chunk_ids[keep_rows], a_ids])
+        chunks = np.concatenate([old.chunks[keep_rows], a_chunks])
+        starts, group_rows, unit_start, unit_end = _unit_runs(
+            np.concatenate([owner_kept[kept_pos], a_rows]), len(chunk_ids)
+        )
+        dense = old.dense.derived(
+            chunks,
+            units,
+            unit_order,
+            unit_start,
+            unit_end,
+            chunk_from=np.r_[keep_rows, np.full(len(a_ids), -1, dtype=np.int64)],
+            unit_from=np.r_[np.arange(d_old), np.full(len(new_rows), -1, dtype=np.int64)],
+        )
+        return cls(
+            generation=gen,
+            loaded_at=now,
+            chunk_ids=chunk_ids,
+            chunks=chunks,
+            row_of=dict(zip(chunk_ids.tolist(), range(len(chunk_ids)))),
+            unit_order=unit_order,
+            group_starts=starts,
+            group_rows=group_rows,
+            units=units,
+            dense=dense,
+            unit_keys=unit_keys,
+            recipe=recipe,
+            file_id=old.file_id,
+        )
+
+    def scores(self, qvec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(cosine of every chunk vector to ``qvec``, best cosine among each chunk's unit vectors
+        (-1 for a chunk without units)), both (n,) float32, all in float32 (3-7 ms on obsidian-hub). Queries use
+        :attr:`dense` instead (the same top chunks for ~2 ms; cairn.dense); this is the reference. Computed row by
+        row (``np.einsum``, as cairn.dense's exact values): a BLAS matrix-vector product's last bit can depend on a
+        row's position in the matrix, and a refreshed snapshot holds the same vectors in another order."""
+        return self.dense.exact_scores(qvec)
+
+
+class Vectors:
+    """The snapshot of the store's vectors that searches score against, and its reloads (thread-safe).
+
+    The first :meth:`current` loads it; after that, when the store's vectors changed, :meth:`for_query` starts a
+    reload on a background thread (at most every :attr:`REFRESH_S` seconds) and queries go on with the snapshot they
+    have: chunks embedded since are scored from the store (:meth:`embedded_since`, at most :attr:`MAX_NEWER` of
+    them; the others join when the reload lands), and deleted ones are dropped by the caller. A reload reads only the
+    chunks added or removed since (:meth:`VectorSnapshot.refresh`) unless more than :attr:`INCREMENTAL_MAX` of the
+    rows changed; a reload that needs a full load waits until :attr:`FULL_REFRESH_S` after the last one, unless more
+    chunks wait than a query scores (a bulk change: then at once). A full load overlaps the indexing of the next
+    saves, hence the wait.
+
+    :attr:`scores` keeps the dense scores of the last questions (:meth:`query_scores`), for the snapshot last asked
+    about only: each entry holds its snapshot's vectors, so entries of replaced snapshots would keep those in
+    memory."""
+
+    REFRESH_S = 3.0
+    FULL_REFRESH_S = 30.0
+    MAX_NEWER = 256
+    INCREMENTAL_MAX = 0.25
+    #: Questions whose dense scores are kept (bounds (n,) float32 × 4 and the exact cosines found, per question).
+    SCORES_CACHE_MAX = 64
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.scores: EpochLRU[str, DenseQuery] = EpochLRU(self.SCORES_CACHE_MAX, exclusive=True)
+        self._snapshot: VectorSnapshot | None = None
+        self._lock = threading.Lock()
+        self._full_loaded_at = 0.0  # time.monotonic() of the last full load of the vectors
+        self._reload_tried_at = 0.0  # of the last reload started (one that waited for a full load included)
+        self._bulk_waiting = False  # a query found more new chunks than it scores: the next load may be full
+        self._loading: threading.Thread | None = None
+
+    def current(self) -> VectorSnapshot:
+        """The snapshot in force (loaded here, in full, when there is none yet)."""
+        snap = self._snapshot
+        if snap is not None:
+            return snap
+        with self._lock:
+            if self._snapshot is None:
+                self._snapshot = VectorSnapshot.load(self.store)
+                self._full_loaded_at = time.monotonic()
+            return self._snapshot
+
+    def for_query(self) -> VectorSnapshot:
+        """:meth:`current`, and a background reload started when the store's vectors changed and the last reload
+        is at least :attr:`REFRESH_S` old."""
+        had = self._snapshot is not None
+        snap = self.current()
+        if (
+            had
+            and snap.generation != self.store.vectors_generation()
+            and time.monotonic() - max(snap.loaded_at, self._reload_tried_at) >= self.REFRESH_S
+        ):
+            self.reload(wait=False)
+        return snap
+
+    def reload(self, *, wait: bool = True, bulk: bool = False) -> None:
+        """Replace the snapshot held by one of the store now. ``wait``: here, on the calling thread, as a bulk
+        reload (a full load does not wait for :attr:`FULL_REFRESH_S`); else on a background thread, unless a reload
+        is running. ``bulk``: more chunks wait than a query scores one by one, so a full load need not wait."""
+        if wait:
+            self._load(bulk=True)
+            return
+        with self._lock:
+            if bulk:
+                self._bulk_waiting = True  # seen by a load already running, before it decides to wait
+            if self._loading is not None and self._loading.is_alive():
+                return
+            self._loading = threading.Thread(
+                target=self._load, kwargs={"bulk": bulk}, name="cairn-vectors", daemon=True
+            )
+            self._loading.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the last background reload started to end. True when there was one (and it had not decided to
+        wait for a full load)."""
+        thread = self._loading
+        if thread is None:
+            return False
+        thread.join(timeout)
+        return True
+
+    def _load(self, *, bulk: bool) -> None:
+        own_thread = threading.current_thread() is self._loading
+        try:
+            self._load_here(bulk=bulk)
+        finally:
+            if own_thread:
+                self.store.close_thread_connection()  # the loading thread ends (one per reload, every few seconds)
+
+    def _load_here(self, *, bulk: bool) -> None:
+        """From the snapshot held, reading only the changed chunks, or in full when that declines or fails — unless
+        ``bulk`` is false and the last full load is less than FULL_REFRESH_S old."""
+        self._reload_tried_at = started = time.monotonic()
+        old = self._snapshot
+        snap: VectorSnapshot | None = None
+        if old is not None:
+            try:
+                snap = VectorSnapshot.refresh(old, self.store, max_changed=self.INCREMENTAL_MAX)
+            except Exception:  # a read failed, or a bug: a full load is always right
+                log.warning("reloading the changed in-memory vectors failed; loading them all", exc_info=True)
+        if snap is None and old is not None and started - self._full_loaded_at < self.FULL_REFRESH_S:
+            with self._lock:  # decided with reload() locked out: a bulk request is never lost
+                if not (bulk or self._bulk_waiting):
+                    if self._loading is threading.current_thread():
+                        self._loading = None  # not loading: a bulk request starts a load of its own
+                    return  # a full load waits: the snapshot held goes on serving
+        try:
+            if snap is None:
+                self._bulk_waiting = False
+                snap = VectorSnapshot.load(self.store)
+                self._full_loaded_at = started
+        except Exception:  # the store closed meanwhile, or a read failed: the snapshot held goes on serving
+            log.warning("reloading the in-memory vectors failed; the next change tries again", exc_info=True)
+            return
+        with self._lock:
+            self._snapshot = snap
+
+    def embedded_since(self, snap: VectorSnapshot) -> list[int]:
+        """Chunks that got vectors after ``snap`` was loaded (ids only grow), newest first, at most MAX_NEWER + 1.
+        Newest first: when more were embedded than a query scores one by one, the ones left out must not be the
+        note just saved."""
+        if snap.generation == self.store.vectors_generation():
+            return []
+        last = int(snap.chunk_ids.max()) if len(snap.chunk_ids) else 0
+        return self.store.embedded_chunks_after(last, self.MAX_NEWER + 1)
+
+    def query_scores(self, snap: VectorSnapshot, query: str, qvec: np.ndarray) -> DenseQuery:
+        """``query``'s dense scores against ``snap`` (:meth:`DenseIndex.query`), kept per snapshot and query text
+        (with the exact cosines found so far)."""
+        snap_key = (id(snap), snap.loaded_at)
+        found = self.scores.get(query, snap_key)
+        if found is not None:
+            return found
+        found = snap.dense.query(qvec)
+        self.scores.put(query, found, snap_key)
+        return found
