@@ -1,75 +1,59 @@
-"""The layering rules of DESIGN.md (Layout), checked with ``ast`` over every module of ``daemon/cairn``.
+"""The layering rules of docs/architecture.md, checked with ``ast`` over every module of ``daemon/cairn``.
 
-4 composition  app, cli, __main__
-3 adapters     http/, mcp_server, watcher, tray, llm
-2 use cases    indexer, search/, answers/, events
-1 resources    store/, embedder, embedding, vault/, secrets, audit (the MCP audit log)
-0 pure core    errors, config, policy, notes, chunking, ranking, prompt
+The layer of each module is read from the layer table of docs/architecture.md (the one place it is
+written): 4 composition, 3 adapters, 2 use cases, 1 resources, 0 pure core. A module imports only from
+its own layer or lower; adapters never import each other; nothing imports the composition root.
 
 Every import counts: top-level, inside functions, under ``if TYPE_CHECKING:``, relative
 (``from . import x``) and ``importlib.import_module("cairn.x")`` with a constant name.
-A module that is not in the table fails the test: a new module must be given a layer here
-and in DESIGN.md.
+A module that is not in the table fails the test (a new module must be given a layer there), and so
+does a row naming a module that does not exist.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "daemon" / "cairn"
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "daemon" / "cairn"
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+TABLE_START = "<!-- layer table: start -->"
+TABLE_END = "<!-- layer table: end -->"
+#: One row of the layer table: ``| `unit` or `unit/` | layer digit | what it holds |``.
+_ROW = re.compile(r"^\| `(?P<unit>[A-Za-z_][A-Za-z0-9_]*)/?` \| (?P<layer>[0-4]) \|")
 
-LAYERS: dict[str, int] = {
-    # 0 pure core; ``cairn`` itself is the package __init__ (only ``__version__``).
-    "cairn": 0,
-    "errors": 0,
-    "config": 0,
-    "policy": 0,
-    "notes": 0,
-    "chunking": 0,
-    "ranking": 0,
-    "prompt": 0,
-    "contract": 0,
-    # 1 resources
-    "store": 1,
-    "embedder": 1,
-    "embedding": 1,
-    "vault": 1,
-    "secrets": 1,
-    "audit": 1,
-    # the OS's login-items folders (files in the user's folders, like secrets' token file): a resource
-    "autostart": 1,
-    # the owner's policy file and the live holder that reloads it (parsing is policy, layer 0)
-    "policy_file": 1,
-    # the daemon's discovery record (service files in the data folder)
-    "discovery": 1,
-    # 2 use cases
-    "indexer": 2,
-    # what links resolve against during indexing (the vault's file list, the notes' aliases)
-    "link_targets": 2,
-    # one text-phase run of the indexer (batches of changed notes, parse workers)
-    "text_phase": 2,
-    "search": 2,
-    "events": 2,
-    "answers": 2,
-    "library": 2,
-    "indexing": 2,
-    "pdf_index": 2,
-    "services": 2,
-    # 3 adapters
-    "http": 3,
-    "mcp_server": 3,
-    "watcher": 3,
-    "tray": 3,
-    "llm": 3,
-    # 4 composition root
-    "app": 4,
-    "cli": 4,
-    "__main__": 4,
-}
+
+def _table_rows(text: str) -> list[str]:
+    """The table lines between the two markers, header and separator left out."""
+    if TABLE_START not in text or TABLE_END not in text:
+        raise ValueError(f"{ARCHITECTURE}: the markers {TABLE_START!r} and {TABLE_END!r} are missing")
+    section = text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0]
+    lines = [ln for ln in section.splitlines() if ln.startswith("|")]
+    return lines[2:]
+
+
+def read_layers(text: str) -> dict[str, int]:
+    """``{unit: layer}`` from the layer table of docs/architecture.md; ``ValueError`` on a malformed or
+    repeated row (so no row is ever skipped silently)."""
+    layers: dict[str, int] = {}
+    for line in _table_rows(text):
+        m = _ROW.match(line)
+        if m is None:
+            raise ValueError(f"{ARCHITECTURE}: not a layer-table row: {line!r}")
+        if m["unit"] in layers:
+            raise ValueError(f"{ARCHITECTURE}: {m['unit']!r} has two rows")
+        layers[m["unit"]] = int(m["layer"])
+    return layers
+
+
+#: ``{unit: layer}``; a unit is a top-level module or package of ``cairn`` (``cairn`` itself: its __init__).
+LAYERS: dict[str, int] = read_layers(ARCHITECTURE.read_text(encoding="utf-8"))
 ADAPTER_LAYER = 3
 COMPOSITION = {"app", "cli", "__main__"}
 #: Who may import a composition-root module at all.
@@ -111,8 +95,13 @@ def _unit(dotted: str) -> str:
     return parts[1] if len(parts) > 1 else "cairn"
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
 def _imports(path: Path) -> list[Import]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _tree(path)
     me = _dotted(path)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     found: list[Import] = []
@@ -160,7 +149,26 @@ def test_the_package_has_the_modules_the_checks_are_about():
 @pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_every_module_has_a_layer(path):
     unit = _unit(_dotted(path))
-    assert unit in LAYERS, f"{path.relative_to(PACKAGE)}: module {unit!r} has no layer; add it to DESIGN.md and LAYERS"
+    assert unit in LAYERS, (
+        f"{path.relative_to(PACKAGE)}: module {unit!r} has no layer; add its row to the layer table of {ARCHITECTURE}"
+    )
+
+
+def test_every_row_of_the_layer_table_is_a_module_of_the_package():
+    units = {_unit(_dotted(p)) for p in FILES}
+    stale = sorted(set(LAYERS) - units)
+    assert not stale, f"{ARCHITECTURE} gives a layer to modules that do not exist: {', '.join(stale)}"
+
+
+def test_a_malformed_or_repeated_row_of_the_layer_table_is_an_error():
+    header = "| Module | Layer | What |\n| --- | --- | --- |\n"
+    table = f"{TABLE_START}\n{header}| `store/` | 1 | SQL |\n{{row}}\n{TABLE_END}\n"
+    assert read_layers(table.format(row="| `notes` | 0 | front-matter |")) == {"store": 1, "notes": 0}
+    for row in ("| notes | 0 | no backticks |", "| `notes` | zero | no digit |", "| `store` | 1 | twice |"):
+        with pytest.raises(ValueError):
+            read_layers(table.format(row=row))
+    with pytest.raises(ValueError):
+        read_layers("no table here")
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
@@ -205,7 +213,7 @@ def test_nothing_imports_the_composition_root_except_main_and_cli(path):
 
 def _prints_to_stdout(path: Path) -> list[str]:
     """``print(...)`` calls without ``file=sys.stderr``, and any use of ``sys.stdout``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = _tree(path)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
@@ -263,7 +271,8 @@ def test_the_checker_sees_imports_inside_functions_type_checking_blocks_and_rela
         "from .schema import x\n"
         "if TYPE_CHECKING:\n    from cairn.query import Answer\n"
         "def f():\n    import apsw\n    from cairn import app\n    print('hi')\n"
-        "def g():\n    import importlib\n    importlib.import_module('cairn.http')\n    print('ok', file=sys.stderr)\n"
+        "def g():\n    import importlib\n    importlib.import_module('cairn.http')\n"
+        "    print('ok', file=sys.stderr)\n"
     )
     PACKAGE = fake
     try:
