@@ -23,12 +23,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
-from cairn.config import COSINE_FLOOR, Config
+from cairn.config import Config
 from cairn.errors import BadRequestError, NotFoundError, PathOutsideVaultError
 from cairn.notes import normalise_tag, parse_note
 from cairn.policy import WithheldTally, Withhold
+from cairn.search.related import similar_notes
 from cairn.search.withheld import WithheldSet
 from cairn.store import Backlink, LinkRecord, Store, StoredNote
 from cairn.store.reads import list_notes as _list_notes
@@ -81,9 +80,8 @@ def backlink_json(backlink: Backlink) -> dict[str, Any]:
 class NoteViews:
     """The JSON-ready views of indexed notes over ``store`` for the vault in ``config``: ``note``, ``related``,
     ``list_notes`` and ``tags``. Each view confines the client's path to the vault and applies ``withhold``;
-    it reads the index (and the note's file), never the ranking: a view of notes, not a search."""
-
-    SIMILAR_CANDIDATES = 60
+    it reads the index (and the note's file); ``similar`` notes come from the search package
+    (:func:`cairn.search.related.similar_notes`: its cosine floor and withholding)."""
 
     def __init__(self, config: Config, store: Store) -> None:
         self.config = config
@@ -206,7 +204,8 @@ class NoteViews:
         self, raw: Any, limit: int = 10, withhold: Withhold | None = None, tally: WithheldTally | None = None
     ) -> dict[str, Any]:
         """``{filePath, links, backlinks, similar: [{filePath, title, score}]}``; ``similar`` are the
-        notes whose chunks are nearest (cosine ≥ the floor) to the mean of this note's chunk vectors.
+        notes whose chunks are nearest (cosine ≥ the floor) to the mean of this note's chunk vectors
+        (:func:`~cairn.search.related.similar_notes`).
         ``withhold``: withheld notes are left out of all three (``similar`` still holds up to ``limit``)."""
         hidden = WithheldSet.load(self.store, withhold) if withhold else None
         rel, _ = self._indexed(raw, hidden, tally)
@@ -219,38 +218,8 @@ class NoteViews:
             "filePath": rel,
             "links": links,
             "backlinks": backlinks,
-            "similar": self._similar(rel, limit, hidden, tally),
+            "similar": similar_notes(self.store, rel, limit, hidden, tally),
         }
-
-    def _similar(
-        self, rel: str, limit: int, hidden: WithheldSet | None = None, tally: WithheldTally | None = None
-    ) -> list[dict[str, Any]]:
-        ids = [chunk.chunk_id for chunk in self.store.chunks_of_note(rel)]
-        vectors = self.store.vectors(ids)
-        if not vectors:
-            return []  # not embedded yet
-        centre = np.mean(np.stack(list(vectors.values())), axis=0)
-        norm = float(np.linalg.norm(centre))
-        if norm == 0.0:
-            return []
-        centre = (centre / norm).astype(np.float32)
-        # Withheld chunks are fetched too and then dropped, so the allowed pool stays SIMILAR_CANDIDATES.
-        extra = len(hidden.chunks) if hidden else 0
-        hits = self.store.knn(centre, self.SIMILAR_CANDIDATES + extra)
-        rows = self.store.chunk_rows([cid for cid, _ in hits])
-        best: dict[str, tuple[float, str]] = {}
-        for cid, cosine in hits:
-            row = rows.get(cid)
-            if row is None or row.path == rel or cosine < COSINE_FLOOR:
-                continue
-            if hidden and hidden.hides(row.note_id, row.path):
-                if tally is not None:
-                    tally.add([row.path])
-                continue
-            if row.path not in best or cosine > best[row.path][0]:
-                best[row.path] = (cosine, row.title)
-        ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
-        return [{"filePath": path, "title": title, "score": round(score, 4)} for path, (score, title) in ranked]
 
     def tags(self, withhold: Withhold | None = None, tally: WithheldTally | None = None) -> dict[str, Any]:
         """``{tags: [{tag, count}]}`` sorted by tag. ``withhold``: counts only allowed notes, and a

@@ -2,7 +2,8 @@
 
 Modules: ``service`` (the ranking), ``hits`` (results, snippets, query checks), ``withheld`` (the notes a caller
 may not see), ``keyword`` (BM25), ``vectors`` (the in-memory vectors and their reloads), ``dense`` (exact dense
-scores with an int8 first pass), ``cache`` (the store's epoch and the LRU cache).
+scores with an int8 first pass), ``cache`` (the store's epoch and the LRU cache), ``related`` (the notes similar
+to one note, under the same cosine floor and withholding).
 """
 
 from cairn.search.hits import Hit, SearchResult

@@ -1,0 +1,65 @@
+"""Similar notes (``GET /related``'s ``similar``, MCP ``get_related_notes``): the notes whose chunks are nearest to
+one note's centre, the normalised mean of its chunk vectors, under the search's cosine floor
+(:data:`~cairn.config.COSINE_FLOOR`, the one :class:`~cairn.search.SearchService` applies) and the caller's
+withholding (:class:`~cairn.search.WithheldSet`). Blocking (SQLite): call from a worker thread in async code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cairn.config import COSINE_FLOOR
+from cairn.policy import WithheldTally
+from cairn.search.withheld import WithheldSet
+from cairn.store import Store
+
+#: Nearest chunks read per call (withheld ones are read on top, so the allowed pool stays this size).
+SIMILAR_CANDIDATES = 60
+
+
+def note_centre(store: Store, rel: str) -> np.ndarray | None:
+    """The L2-normalised mean of the chunk vectors of the note at ``rel`` ((384,) float32); ``None`` when it has
+    no vectors yet or they cancel out."""
+    vectors = store.vectors([chunk.chunk_id for chunk in store.chunks_of_note(rel)])
+    if not vectors:
+        return None
+    centre = np.mean(np.stack(list(vectors.values())), axis=0)
+    norm = float(np.linalg.norm(centre))
+    if norm == 0.0:
+        return None
+    return (centre / norm).astype(np.float32)
+
+
+def similar_notes(
+    store: Store,
+    rel: str,
+    limit: int,
+    hidden: WithheldSet | None = None,
+    tally: WithheldTally | None = None,
+    *,
+    floor: float = COSINE_FLOOR,
+) -> list[dict[str, Any]]:
+    """Up to ``limit`` other notes ``[{filePath, title, score}]``, best first (ties by path): each note's best
+    chunk cosine to the centre of ``rel`` among the :data:`SIMILAR_CANDIDATES` nearest allowed chunks, at least
+    ``floor``. Notes ``hidden`` withholds are left out (and added to ``tally``)."""
+    centre = note_centre(store, rel)
+    if centre is None:
+        return []
+    extra = len(hidden.chunks) if hidden else 0
+    hits = store.knn(centre, SIMILAR_CANDIDATES + extra)
+    rows = store.chunk_rows([cid for cid, _ in hits])
+    best: dict[str, tuple[float, str]] = {}
+    for cid, cosine in hits:
+        row = rows.get(cid)
+        if row is None or row.path == rel or cosine < floor:
+            continue
+        if hidden and hidden.hides(row.note_id, row.path):
+            if tally is not None:
+                tally.add([row.path])
+            continue
+        if row.path not in best or cosine > best[row.path][0]:
+            best[row.path] = (cosine, row.title)
+    ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
+    return [{"filePath": path, "title": title, "score": round(score, 4)} for path, (score, title) in ranked]
