@@ -207,7 +207,7 @@ class ListRequest:
 
 
 class HitView(Protocol):
-    """What the views read of a search hit (:class:`cairn.query.Hit`)."""
+    """What the views read of a search hit (:class:`cairn.search.hits.Hit`)."""
 
     @property
     def file_path(self) -> str: ...

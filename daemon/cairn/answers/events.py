@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from cairn.contract import answer_json, source_json
 from cairn.search.hits import Hit
 
 _PIECE_RE = re.compile(r"\S+\s*|\s+")
@@ -137,9 +138,7 @@ class Source:
 
     def to_json(self) -> dict[str, Any]:
         """``{n, filePath, symbol, score, lines|page, snippet}`` (DESIGN.md `sources` event)."""
-        out = {"n": self.n, **self.hit.to_json()}
-        out.pop("tags", None)
-        return out
+        return source_json(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,10 +155,4 @@ class Answer:
     withheld: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "answer": self.text,
-            "grounded": self.grounded,
-            "notFound": self.not_found,
-            "sources": [s.to_json() for s in self.sources],
-            "elapsedMs": round(self.elapsed_ms, 1),
-        }
+        return answer_json(self)

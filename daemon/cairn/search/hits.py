@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.contract import LIMITS, hit_json, search_json
 from cairn.errors import BadRequestError
 from cairn.notes import normalise_tag
 
-MAX_QUESTION_CHARS = 2000
+MAX_QUESTION_CHARS = LIMITS.text_chars
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,22 +38,8 @@ class Hit:
     token_bound: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        """camelCase JSON as in DESIGN.md (`search` results)."""
-        out: dict[str, Any] = {
-            "filePath": self.file_path,
-            "symbol": self.symbol,
-            "score": round(self.score, 4),
-            "cosine": round(self.cosine, 4),
-            "snippet": self.snippet,
-            "tags": list(self.tags),
-            "kind": self.kind,
-            "indexedAt": self.indexed_at,
-        }
-        if self.page is not None:
-            out["page"] = self.page
-        elif self.lines is not None:
-            out["lines"] = list(self.lines)
-        return out
+        """camelCase JSON as in DESIGN.md (`search` results): :func:`cairn.contract.hit_json`."""
+        return hit_json(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +53,7 @@ class SearchResult:
     withheld: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"results": [h.to_json() for h in self.hits], "elapsedMs": round(self.elapsed_ms, 1)}
+        return search_json(self)
 
 
 _SNIP_WORD = re.compile(r"\w+", re.UNICODE)
@@ -118,13 +105,14 @@ def make_snippet(text: str, terms: Sequence[str], width: int = 220) -> str:
 
 def check_query(text: str, top_k: int, what: str = "query") -> str:
     """``text`` stripped; :class:`BadRequestError` for an empty or over-long text (named ``what``), a bad ``top_k``
-    (an integer 1..50) or a character that is not one (:func:`check_chars`)."""
+    (an integer in the range of ``contract.LIMITS``) or a character that is not one (:func:`check_chars`)."""
     if not isinstance(text, str) or not text.strip():
         raise BadRequestError(f"The {what} is empty; expected some words to search for.")
     if len(text) > MAX_QUESTION_CHARS:
         raise BadRequestError(f"The {what} is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}.")
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= 50:
-        raise BadRequestError(f"top_k must be an integer from 1 to 50, got {top_k!r}.")
+    low, high = LIMITS.top_k_min, LIMITS.top_k_max
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not low <= top_k <= high:
+        raise BadRequestError(f"top_k must be an integer from {low} to {high}, got {top_k!r}.")
     check_chars(text, f"The {what}")
     return text.strip()
 
