@@ -29,14 +29,14 @@ def _no_int8(values):
 
 
 def _reference(snap, qvec, weight):
-    """Every chunk's exact (cos, best unit cos, dense score), row by row in float32."""
+    """Every chunk's exact (cos, best sentence cos, dense score), row by row in float32."""
     cos = np.einsum("ij,j->i", snap.chunks, qvec)
-    per_unit = np.einsum("ij,j->i", snap.units, qvec)
-    unit = np.full(len(cos), -1.0, dtype=np.float32)
+    per_sentence = np.einsum("ij,j->i", snap.sentences, qvec)
+    sentence = np.full(len(cos), -1.0, dtype=np.float32)
     for g, row in enumerate(snap.group_rows):
-        end = snap.group_starts[g + 1] if g + 1 < len(snap.group_starts) else len(snap.unit_order)
-        unit[row] = per_unit[snap.unit_order[snap.group_starts[g] : end]].max()
-    return cos, unit, np.maximum(cos, np.float32(weight) * unit)
+        end = snap.group_starts[g + 1] if g + 1 < len(snap.group_starts) else len(snap.sentence_order)
+        sentence[row] = per_sentence[snap.sentence_order[snap.group_starts[g] : end]].max()
+    return cos, sentence, np.maximum(cos, np.float32(weight) * sentence)
 
 
 def test_int8_dot_products_are_exact_and_do_not_depend_on_the_batch():
@@ -67,9 +67,9 @@ def test_the_bounds_hold_for_every_vector_and_every_dev_question(help_cairn):
     for question in _dev_questions("obsidian-help")[:12]:
         qvec = query.embedder.embed_query(question)
         dq = snap.dense.query(qvec)
-        cos, unit, _ = _reference(snap, qvec, 1.0)
+        cos, sentence, _ = _reference(snap, qvec, 1.0)
         assert np.all(dq.cos_lo <= cos) and np.all(cos <= dq.cos_hi), question
-        assert np.all(dq.unit_lo <= unit) and np.all(unit <= dq.unit_hi), question
+        assert np.all(dq.sentence_lo <= sentence) and np.all(sentence <= dq.sentence_hi), question
         assert float(np.median(dq.cos_hi - dq.cos_lo)) < 0.05  # tight enough to prune (measured ~0.02)
 
 
@@ -81,21 +81,26 @@ def test_the_top_chunks_are_exactly_those_of_scoring_every_vector(help_cairn):
     for question in _dev_questions("obsidian-help"):
         qvec = query.embedder.embed_query(question)
         dq = snap.dense.query(qvec)
-        cos, unit, score = _reference(snap, qvec, weight)
+        cos, sentence, score = _reference(snap, qvec, weight)
         for allowed in (None, rng.random(len(cos)) < 0.5):
             pool = np.arange(len(cos)) if allowed is None else np.flatnonzero(allowed)
             expected = pool[np.lexsort((snap.chunk_ids[pool], -score[pool].astype(np.float64)))][:60]
             got = dq.top(60, weight, snap.chunk_ids, allowed)
             assert got.tolist() == expected.tolist(), question
-        got_cos, got_unit = dq.exact(got)
-        assert np.array_equal(got_cos, cos[got]) and np.array_equal(got_unit, unit[got])  # bit for bit
+        got_cos, got_sentence = dq.exact(got)
+        assert np.array_equal(got_cos, cos[got]) and np.array_equal(got_sentence, sentence[got])  # bit for bit
 
 
 def test_the_float32_path_ranks_the_same_chunks(help_cairn):
     query = help_cairn.query
     snap = query.vectors.current()
     plain = DenseIndex(
-        snap.chunks, snap.units, snap.dense.unit_order, snap.dense.unit_start, snap.dense.unit_end, dot_factory=_no_int8
+        snap.chunks,
+        snap.sentences,
+        snap.dense.sentence_order,
+        snap.dense.sentence_start,
+        snap.dense.sentence_end,
+        dot_factory=_no_int8,
     )
     assert plain.exact_only
     for question in _dev_questions("obsidian-help")[:10]:

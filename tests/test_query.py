@@ -345,15 +345,15 @@ def test_keyword_ranking_from_cached_terms_is_fts5s_own(help_cairn, question):
 
 
 def test_in_memory_dense_scores_equal_every_stored_vector_scored_one_by_one(help_cairn):
-    # The in-memory matrix holds each distinct unit vector once (repeated sentences share one row);
-    # each chunk's best unit cosine must still be the best over all of its own stored unit vectors.
+    # The in-memory matrix holds each distinct sentence vector once (repeated sentences share one row);
+    # each chunk's best sentence cosine must still be the best over all of its own stored sentence vectors.
     query = SearchService(help_cairn.query.store, help_cairn.query.embedder)
     snap = query.vectors.current()
     qvec = query.embedder.embed_query("How do I embed a note in another note?")
     cos, best = snap.scores(qvec)
     ids = [int(c) for c in snap.chunk_ids]
     chunk_vecs, unit_vecs = query.store.vectors(ids), query.store.unit_vectors(ids)
-    assert len(snap.units) < sum(len(v) for v in unit_vecs.values())  # the help vault repeats sentences too
+    assert len(snap.sentences) < sum(len(v) for v in unit_vecs.values())  # the help vault repeats sentences too
     for row, cid in enumerate(ids):
         assert abs(cos[row] - float(chunk_vecs[cid] @ qvec)) < 1e-5
         expected = float(np.max(unit_vecs[cid] @ qvec)) if cid in unit_vecs else -1.0

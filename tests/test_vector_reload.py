@@ -76,16 +76,18 @@ def _assert_same_as_full_load(inc: VectorSnapshot, full: VectorSnapshot, embedde
     assert inc.generation == full.generation
     assert sorted(inc.chunk_ids.tolist()) == sorted(full.chunk_ids.tolist())
     assert all(inc.row_of[int(c)] == i for i, c in enumerate(inc.chunk_ids))
-    # Each chunk's units: the same multiset of vectors as the full load's (by chunk id).
+    # Each chunk's sentences: the same multiset of vectors as the full load's (by chunk id).
     for snap in (inc, full):
         d = snap.dense
-        assert np.array_equal(d.unit_start[snap.group_rows], snap.group_starts)
-        assert (np.diff(np.repeat(snap.group_rows, np.diff(np.r_[snap.group_starts, len(snap.unit_order)]))) >= 0).all()
+        assert np.array_equal(d.sentence_start[snap.group_rows], snap.group_starts)
+        assert (
+            np.diff(np.repeat(snap.group_rows, np.diff(np.r_[snap.group_starts, len(snap.sentence_order)]))) >= 0
+        ).all()
     for cid in full.chunk_ids.tolist()[:: max(1, len(full.chunk_ids) // 200)]:
         a, b = inc.row_of[cid], full.row_of[cid]
         assert np.array_equal(inc.chunks[a], full.chunks[b])
-        ua = inc.units[inc.unit_order[inc.dense.unit_start[a] : inc.dense.unit_end[a]]]
-        ub = full.units[full.unit_order[full.dense.unit_start[b] : full.dense.unit_end[b]]]
+        ua = inc.sentences[inc.sentence_order[inc.dense.sentence_start[a] : inc.dense.sentence_end[a]]]
+        ub = full.sentences[full.sentence_order[full.dense.sentence_start[b] : full.dense.sentence_end[b]]]
         assert sorted(map(bytes, ua)) == sorted(map(bytes, ub))
     for question in QUESTIONS:
         qvec = embedder.embed_query(question)
@@ -100,7 +102,7 @@ def _assert_same_as_full_load(inc: VectorSnapshot, full: VectorSnapshot, embedde
         # The int8 bounds too: the kept rows' quantisation is the one a fresh quantisation gives.
         qi, qf = inc.dense.query(qvec), full.dense.query(qvec)
         assert _by_id(inc, qi.cos_lo) == _by_id(full, qf.cos_lo)
-        assert _by_id(inc, qi.unit_hi) == _by_id(full, qf.unit_hi)
+        assert _by_id(inc, qi.sentence_hi) == _by_id(full, qf.sentence_hi)
 
 
 def test_a_reload_after_edits_deletes_renames_and_new_notes_scores_every_chunk_as_a_full_load_does(
@@ -127,9 +129,9 @@ def test_a_reload_after_edits_deletes_renames_and_new_notes_scores_every_chunk_a
     assert len(added) < len(full.chunk_ids) / 20
     assert set(old.chunk_ids.tolist()) - set(full.chunk_ids.tolist())  # some were removed
     _assert_same_as_full_load(inc, full, embedder)
-    # Sentences repeated in the new notes reuse a unit row already held.
-    assert len(inc.units) < len(old.units) + sum(
-        int(inc.dense.unit_end[inc.row_of[c]] - inc.dense.unit_start[inc.row_of[c]]) for c in added
+    # Sentences repeated in the new notes reuse a sentence row already held.
+    assert len(inc.sentences) < len(old.sentences) + sum(
+        int(inc.dense.sentence_end[inc.row_of[c]] - inc.dense.sentence_start[inc.row_of[c]]) for c in added
     )
 
 
@@ -173,7 +175,7 @@ def test_a_reload_after_a_bulk_change_loads_every_vector_again(help_copy, embedd
     full = VectorSnapshot.load(help_copy.store)
     assert service.vectors.current().generation == full.generation
     assert np.array_equal(service.vectors.current().chunk_ids, full.chunk_ids)  # the full load's own order
-    assert len(service.vectors.current().units) == len(full.units)
+    assert len(service.vectors.current().sentences) == len(full.sentences)
 
 
 def test_a_reload_after_the_vector_recipe_changed_loads_every_vector_again(fresh_cairn, embedder):
@@ -216,7 +218,7 @@ def test_a_snapshot_of_an_empty_index_is_loaded_in_full_next_time(fresh_cairn):
     assert VectorSnapshot.refresh(empty, fresh_cairn.store, max_changed=1.0) is None
 
 
-def test_a_reload_after_only_deletions_drops_their_rows_and_units(fresh_cairn, embedder):
+def test_a_reload_after_only_deletions_drops_their_rows_and_sentences(fresh_cairn, embedder):
     fresh_cairn.index()
     store = fresh_cairn.store
     old = VectorSnapshot.load(store)

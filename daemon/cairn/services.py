@@ -37,8 +37,9 @@ class Searcher(Protocol):
 
 
 class Answerer(Protocol):
-    """The one ask path: ``stream`` yields ``(event, data)`` (``token``…, ``sources``, ``done``, or
-    ``error`` first on a failure after tokens were sent); ``answer`` collects the same events."""
+    """The one ask path: ``stream`` yields events that unpack as ``(event, data)`` (``token``…, ``sources``,
+    ``done``, or ``error`` first on a failure after tokens were sent; :mod:`cairn.answers.events`); ``answer``
+    collects the same events."""
 
     def stream(
         self,
@@ -49,7 +50,7 @@ class Answerer(Protocol):
         folders: Sequence[str] = (),
         withhold: Withhold | None = None,
         tally: WithheldTally | None = None,
-    ) -> AsyncIterator[Event]: ...
+    ) -> AsyncIterator[Any]: ...
 
     async def answer(
         self,

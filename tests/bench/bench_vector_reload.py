@@ -93,7 +93,8 @@ def main() -> None:
             store, embedder = cairn.store, cairn.embedder
             cpu, wall, old = measure(lambda: VectorSnapshot.load(store), args.repeat)
             print(
-                f"full load: {len(old.chunk_ids)} chunks, {len(old.unit_order)} units ({len(old.units)} distinct): "
+                f"full load: {len(old.chunk_ids)} chunks, {len(old.sentence_order)} sentences "
+                f"({len(old.sentences)} distinct): "
                 f"CPU {cpu:.0f} ms, wall {wall:.0f} ms (median of {args.repeat})"
             )
             notes = sorted(p for p in vault.rglob("*.md") if ".obsidian" not in p.parts)

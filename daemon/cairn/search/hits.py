@@ -60,7 +60,8 @@ _SNIP_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 def check_chars(text: str, what: str) -> None:
-    """:class:`BadRequestError` when ``text`` holds a surrogate code point (U+D800–U+DFFF), named ``what`` ("The query").
+    """:class:`BadRequestError` when ``text`` holds a surrogate code point (U+D800–U+DFFF), named ``what``
+    ("The query").
 
     A surrogate is not a character: it cannot be encoded as UTF-8 for the tokenizer or SQLite (a TypeError or
     UnicodeEncodeError deep inside, i.e. an ``internal`` error, before this check). U+DC80–U+DCFF is a byte that

@@ -132,7 +132,7 @@ class Bm25Index:
         """Read and tokenize every FTS5 row (seconds on a large vault: off the request path). False when FTS5's counts
         and the rows read do not agree (the index stays unbuilt: FTS5 serves)."""
         snap = self.store.fts_snapshot(0)
-        if snap is None:
+        if snap is None or snap.live is None:  # a snapshot from 0 always scans the row ids
             return False
         postings = _Postings.of(snap.docs)
         top = int(snap.live[-1]) + 1 if len(snap.live) else 1
@@ -180,6 +180,7 @@ class Bm25Index:
             alive = np.zeros(top, dtype=bool)
             alive[snap.live] = True
         else:  # the deletion log: the rows held, minus the deleted, plus the added
+            assert snap.deleted is not None  # the store gives one or the other
             alive = np.zeros(top, dtype=bool)
             alive[: len(self._alive)] = self._alive
             alive[[cid for cid, _ in snap.docs]] = True

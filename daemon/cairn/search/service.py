@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -188,10 +189,10 @@ class SearchService:
         epoch = self.epoch.now()
         cached = self.results.get(key, epoch)
         if cached is not None:
-            hits, preference, withheld_paths = cached
+            held, held_preference, withheld_paths = cached
             if tally is not None:
                 tally.add(withheld_paths)
-            return list(hits), preference
+            return list(held), held_preference
         own_tally = WithheldTally()
         hits, preference = self._rank(query, top_k, tags_in, folders_in, mode, per_note, withhold, own_tally)
         if tally is not None:
@@ -437,7 +438,7 @@ class SearchService:
             snippet=make_snippet(text, terms),
             text=text,
             tags=tuple(tags),
-            lines=(row.line_start, row.line_end) if row.line_start is not None else None,
+            lines=cast("tuple[int, int]", (row.line_start, row.line_end)) if row.line_start is not None else None,
             page=row.page,
             kind=row.kind,
             indexed_at=row.indexed_at,

@@ -8,6 +8,7 @@ scored once: the scores are bound by memory bandwidth.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -21,17 +22,17 @@ from cairn.store import Store
 
 log = logging.getLogger(__name__)
 
-#: Odd 64-bit multipliers of the unit vectors' compact keys (:func:`_unit_keys`); fixed, so keys agree across loads.
+#: Odd 64-bit multipliers of the sentence vectors' compact keys (:func:`_sentence_keys`); fixed, so keys agree
+#: across loads.
 _KEY_MULT = (
     np.random.default_rng(0x5EED_CA1E).integers(0, 2**63, size=192, dtype=np.uint64) << np.uint64(1)
 ) | np.uint64(1)
 
 
-def _unit_keys(mat: np.ndarray) -> np.ndarray:
+def _sentence_keys(mat: np.ndarray) -> np.ndarray:
     """(m,) uint64 keys of the rows of ``mat`` (m, 384) float32: a random linear hash of each row's 192 64-bit words
-    (modulo 2**64), to find identical unit vectors without a dict of 1.5 KB byte strings. Equal rows (bytes) have
-    equal keys; callers compare the rows of equal keys before treating them as one (a collision is not trusted).
-    ~10 ms for 40k rows."""
+    (modulo 2**64), to find identical sentence vectors without a dict of 1.5 KB byte strings. Equal rows (bytes) have
+    equal keys; callers compare the rows of equal keys before treating them as one (a collision is not trusted)."""
     out = np.empty(len(mat), dtype=np.uint64)
     words = np.ascontiguousarray(mat, dtype=np.float32).view(np.uint64)
     for start in range(0, len(mat), 4096):
@@ -39,24 +40,25 @@ def _unit_keys(mat: np.ndarray) -> np.ndarray:
     return out
 
 
-def _distinct_units(units: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct rows of ``units`` (m, 384) in order of first occurrence: (row of ``units`` of each distinct one
-    (d,) int64, index of each unit's distinct row (m,) int64, keys of the distinct rows (d,) uint64). Same result as
-    keying a dict by each row's bytes (identical rows are found by key, then compared)."""
-    keys = _unit_keys(units)
+def _distinct_sentences(sentences: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct rows of ``sentences`` (m, 384) in order of first occurrence: (row of ``sentences`` of each
+    distinct one (d,) int64, index of each sentence's distinct row (m,) int64, keys of the distinct rows (d,) uint64).
+    Same result as keying a dict by each row's bytes (identical rows are found by key, then compared)."""
+    keys = _sentence_keys(sentences)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     by_first = np.argsort(first, kind="stable")
     rank = np.empty(len(first), dtype=np.int64)
     rank[by_first] = np.arange(len(first))
     firsts, index = first[by_first], rank[inverse.reshape(-1)]
     same = all(
-        np.array_equal(units[s : s + 4096], units[firsts[index[s : s + 4096]]]) for s in range(0, len(units), 4096)
+        np.array_equal(sentences[s : s + 4096], sentences[firsts[index[s : s + 4096]]])
+        for s in range(0, len(sentences), 4096)
     )
-    if not same:  # two different vectors with one key (never seen): by bytes, as before
+    if not same:  # two different vectors with one key: by bytes
         distinct: dict[bytes, int] = {}
         first_list: list[int] = []
-        index = np.empty(len(units), dtype=np.int64)
-        for i, row in enumerate(units):
+        index = np.empty(len(sentences), dtype=np.int64)
+        for i, row in enumerate(sentences):
             j = distinct.setdefault(row.tobytes(), len(first_list))
             if j == len(first_list):
                 first_list.append(i)
@@ -65,44 +67,53 @@ def _distinct_units(units: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return firsts, index, keys[firsts]
 
 
-def _unit_runs(owner_rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """From the owning chunk row of each unit position, sorted (m,) int64, and the number of chunk rows ``n``:
-    (group_starts (g,), group_rows (g,), unit_start (n,), unit_end (n,)) as VectorSnapshot and DenseIndex hold them."""
+def _sentence_runs(owner_rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """From the owning chunk row of each sentence position, sorted (m,) int64, and the number of chunk rows ``n``:
+    (group_starts (g,), group_rows (g,), sentence_start (n,), sentence_end (n,)) as VectorSnapshot and DenseIndex
+    hold them."""
     m = len(owner_rows)
     starts = np.flatnonzero(np.r_[True, owner_rows[1:] != owner_rows[:-1]]) if m else np.zeros(0, np.int64)
     group_rows = owner_rows[starts] if m else starts
-    unit_start = np.zeros(n, dtype=np.int64)
-    unit_end = np.zeros(n, dtype=np.int64)
-    unit_start[group_rows] = starts
-    unit_end[group_rows] = np.r_[starts[1:], m] if len(starts) else starts
-    return starts, group_rows, unit_start, unit_end
+    sentence_start = np.zeros(n, dtype=np.int64)
+    sentence_end = np.zeros(n, dtype=np.int64)
+    sentence_start[group_rows] = starts
+    sentence_end[group_rows] = np.r_[starts[1:], m] if len(starts) else starts
+    return starts, group_rows, sentence_start, sentence_end
+
+
+@dataclass(frozen=True, slots=True)
+class _Added:
+    """The sentence vectors of the chunks added since a snapshot, matched with the rows it holds."""
+
+    rows: np.ndarray  # (a,) int64: the new chunk row owning each added sentence, ascending
+    index: np.ndarray  # (a,) int64: each added sentence's row in the new ``sentences``
+    new_rows: list[int]  # positions in the added sentences of the rows appended to ``sentences``
+    keys: np.ndarray  # (a,) uint64: _sentence_keys of the added sentences
+    vectors: np.ndarray  # (a, 384) float32: the added sentence vectors, in ``rows`` order
 
 
 @dataclass(frozen=True, slots=True)
 class VectorSnapshot:
-    """Every chunk and unit vector of the store in memory, for exact dense scoring
-    (obsidian-hub: 19,573 chunks + 40,074 units, of which 25,899 distinct = 70 MB; all cosines in ~7 ms
-    against ~70 ms for sqlite-vec's brute-force KNN here). Units with the same text (boilerplate sentences
-    repeated across notes: 35 % of the hub's) have the same vector, held and scored once: the scores are
-    bound by memory bandwidth, so this took ~2 ms off each query. ``generation`` is the store's vectors
-    generation when the chunk ids were read.
+    """Every chunk vector and sentence vector of the store in memory, for exact dense scoring. Sentence vectors with
+    the same text have the same vector, held and scored once. ``generation`` is the store's vectors generation when
+    the chunk ids were read.
 
-    Made by :meth:`load` (everything; obsidian-hub ~1.2-1.8 s of CPU) or by :meth:`refresh` from the previous
-    snapshot (only the chunks added or removed since are read, and only the new rows quantised). Both give the same scores,
-    dense top chunks and search results for the same store state; a refreshed one may hold distinct unit rows
-    no chunk refers to any more (until the next full load) and its chunk rows are in another order."""
+    Made by :meth:`load` (everything) or by :meth:`refresh` from the previous snapshot (only the chunks added or
+    removed since are read, and only the new rows quantised). Both give the same scores, dense top chunks and search
+    results for the same store state; a refreshed one may hold distinct sentence rows no chunk refers to any more
+    (until the next full load) and its chunk rows are in another order."""
 
     generation: int
     loaded_at: float
     chunk_ids: np.ndarray  # (n,) int64
     chunks: np.ndarray  # (n, 384) float32
     row_of: dict[int, int]  # chunk id → row
-    unit_order: np.ndarray  # (m,) row in ``units`` of each unit, units sorted by owning chunk row
-    group_starts: np.ndarray  # (g,) start of each owning chunk's run in unit_order
+    sentence_order: np.ndarray  # (m,) row in ``sentences`` of each sentence, sorted by owning chunk row
+    group_starts: np.ndarray  # (g,) start of each owning chunk's run in sentence_order
     group_rows: np.ndarray  # (g,) the owning chunk row of each run
-    units: np.ndarray  # (d, 384) float32: the distinct unit vectors (and, after refresh(), unreferenced ones)
+    sentences: np.ndarray  # (d, 384) float32: the distinct sentence vectors (and, after refresh(), unreferenced ones)
     dense: DenseIndex  # the same vectors with their int8 copies, for a question's exact top chunks
-    unit_keys: np.ndarray  # (d,) uint64: _unit_keys(units), to match a new unit with a row held
+    sentence_keys: np.ndarray  # (d,) uint64: _sentence_keys(sentences), to match a new sentence with a row held
     recipe: str | None  # the store's vector recipe the vectors were made with (Store.embedded_chunk_ids)
     file_id: tuple[int, int]  # Store.file_identity() at load: a replaced file is loaded in full
 
@@ -110,27 +121,28 @@ class VectorSnapshot:
     def load(cls, store: Store) -> VectorSnapshot:
         """Everything, read in one transaction (:meth:`Store.load_vector_matrices_and_recipe`)."""
         file_id = store.file_identity()
-        (gen, chunk_ids, chunks, unit_owner, units), recipe = store.load_vector_matrices_and_recipe()
+        (gen, chunk_ids, chunks, sentence_owner, sentences), recipe = store.load_vector_matrices_and_recipe()
         row_of = {int(c): i for i, c in enumerate(chunk_ids)}
-        owner_rows = np.fromiter((row_of.get(int(c), -1) for c in unit_owner), dtype=np.int64, count=len(unit_owner))
+        owners = (row_of.get(int(c), -1) for c in sentence_owner)
+        owner_rows = np.fromiter(owners, dtype=np.int64, count=len(sentence_owner))
         keep = np.nonzero(owner_rows >= 0)[0]
         order = keep[np.argsort(owner_rows[keep], kind="stable")]
-        firsts, index, keys = _distinct_units(units)
-        unit_order = index[order]
-        distinct_units = units[firsts]
-        starts, group_rows, unit_start, unit_end = _unit_runs(owner_rows[order], len(chunk_ids))
+        firsts, index, keys = _distinct_sentences(sentences)
+        sentence_order = index[order]
+        distinct = sentences[firsts]
+        starts, group_rows, sentence_start, sentence_end = _sentence_runs(owner_rows[order], len(chunk_ids))
         return cls(
             generation=gen,
             loaded_at=time.monotonic(),
             chunk_ids=chunk_ids,
             chunks=chunks,
             row_of=row_of,
-            unit_order=unit_order,
+            sentence_order=sentence_order,
             group_starts=starts,
             group_rows=group_rows,
-            units=distinct_units,
-            dense=DenseIndex(chunks, distinct_units, unit_order, unit_start, unit_end),
-            unit_keys=keys,
+            sentences=distinct,
+            dense=DenseIndex(chunks, distinct, sentence_order, sentence_start, sentence_end),
+            sentence_keys=keys,
             recipe=recipe,
             file_id=file_id,
         )
@@ -139,102 +151,66 @@ class VectorSnapshot:
     def refresh(cls, old: VectorSnapshot, store: Store, *, max_changed: float) -> VectorSnapshot | None:
         """A snapshot of the store now, made from ``old`` by reading only what changed: the ids of every chunk with a
         vector (:meth:`Store.embedded_chunk_ids`), then the vectors of the chunks added since ``old``
-        (:meth:`Store.vector_matrices_of`); a chunk id keeps its vector while the vector recipe stays (see there). Removed chunks' rows and units are dropped, the others'
-        arrays (and int8 copies: :meth:`DenseIndex.derived`) kept; a new unit equal to a row held reuses it.
+        (:meth:`Store.vector_matrices_of`); a chunk id keeps its vector while the vector recipe stays (see there).
+        Removed chunks' rows and sentences are dropped, the others' arrays (and int8 copies:
+        :meth:`DenseIndex.derived`) kept; a new sentence equal to a row held reuses it.
 
         Returns None when a full :meth:`load` is the right thing: ``old`` is empty, the store's file was replaced,
-        the vector recipe changed, more than ``max_changed`` (a fraction) of ``old``'s chunk rows changed, or more than
-        that fraction of the unit rows would be unreferenced. Store errors propagate."""
+        the vector recipe changed, more than ``max_changed`` (a fraction) of ``old``'s chunk rows changed, or more
+        than that fraction of the sentence rows would be unreferenced. Store errors propagate."""
         n_old = len(old.chunk_ids)
         if not n_old or store.file_identity() != old.file_id:
             return None
         gen, recipe, ids = store.embedded_chunk_ids()
         if recipe != old.recipe:
             return None
-        if len(ids):
-            pos = np.minimum(np.searchsorted(ids, old.chunk_ids), len(ids) - 1)
-            same = ids[pos] == old.chunk_ids
-        else:
-            pos, same = np.zeros(n_old, dtype=np.int64), np.zeros(n_old, dtype=bool)
-        keep_rows = np.flatnonzero(same)
-        known = np.zeros(len(ids), dtype=bool)
-        known[pos[keep_rows]] = True
-        added = ids[~known]
+        keep_rows, added = _kept_and_added(old.chunk_ids, ids)
         changed = n_old - len(keep_rows) + len(added)
         if changed > max_changed * n_old:
             return None
-        now = time.monotonic()
         if not changed:
-            return cls(
-                generation=gen,
-                loaded_at=now,
-                chunk_ids=old.chunk_ids,
-                chunks=old.chunks,
-                row_of=old.row_of,
-                unit_order=old.unit_order,
-                group_starts=old.group_starts,
-                group_rows=old.group_rows,
-                units=old.units,
-                dense=old.dense,
-                unit_keys=old.unit_keys,
-                recipe=recipe,
-                file_id=old.file_id,
-            )
-        _, a_ids, a_chunks, a_owner, a_units = store.vector_matrices_of(added)
-        n_keep = len(keep_rows)
+            return dataclasses.replace(old, generation=gen, loaded_at=time.monotonic(), recipe=recipe)
+        return cls._with_changes(old, store, gen, recipe, keep_rows, added, max_changed)
 
-        # Units of the kept chunks: their positions in old.unit_order, with the chunks' new rows (order kept).
-        m_old = len(old.unit_order)
-        owner_old = np.repeat(old.group_rows, np.diff(np.r_[old.group_starts, m_old]).astype(np.int64))
-        remap = np.full(n_old, -1, dtype=np.int64)
-        remap[keep_rows] = np.arange(n_keep)
-        owner_kept = remap[owner_old] if m_old else np.zeros(0, np.int64)
-        kept_pos = np.flatnonzero(owner_kept >= 0)
-        # Units of the added chunks, by new row, each matched with a row held (same key, same values) or appended.
-        a_row = {int(c): n_keep + i for i, c in enumerate(a_ids)}
-        a_rows = np.fromiter((a_row.get(int(c), -1) for c in a_owner), dtype=np.int64, count=len(a_owner))
-        order = np.flatnonzero(a_rows >= 0)
-        order = order[np.argsort(a_rows[order], kind="stable")]
-        a_rows, a_units = a_rows[order], a_units[order]
-        a_keys = _unit_keys(a_units)
-        a_index = np.full(len(a_units), -1, dtype=np.int64)
-        d_old = len(old.units)
-        if d_old and len(a_units):
-            sorter = np.argsort(old.unit_keys, kind="stable")
-            sorted_keys = old.unit_keys[sorter]
-            p = np.minimum(np.searchsorted(sorted_keys, a_keys), d_old - 1)
-            hit = np.flatnonzero(sorted_keys[p] == a_keys)
-            cand = sorter[p[hit]]
-            equal = (old.units[cand] == a_units[hit]).all(axis=1)
-            a_index[hit[equal]] = cand[equal]
-        new_rows: list[int] = []
-        first_new: dict[int, int] = {}
-        for i in np.flatnonzero(a_index < 0).tolist():
-            j = first_new.get(int(a_keys[i]))
-            if j is not None and np.array_equal(a_units[new_rows[j - d_old]], a_units[i]):
-                a_index[i] = j
-                continue
-            first_new.setdefault(int(a_keys[i]), d_old + len(new_rows))
-            a_index[i] = d_old + len(new_rows)
-            new_rows.append(i)
-        units = np.concatenate([old.units, a_units[new_rows]]) if new_rows else old.units
-        unit_keys = np.concatenate([old.unit_keys, a_keys[new_rows]]) if new_rows else old.unit_keys
-        unit_order = np.concatenate([old.unit_order[kept_pos], a_index])
-        if len(units) - np.count_nonzero(np.bincount(unit_order, minlength=len(units))) > max_changed * len(units):
-            return None  # too many unit rows nothing refers to: a full load compacts them
+    @classmethod
+    def _with_changes(
+        cls,
+        old: VectorSnapshot,
+        store: Store,
+        gen: int,
+        recipe: str | None,
+        keep_rows: np.ndarray,
+        added: np.ndarray,
+        max_changed: float,
+    ) -> VectorSnapshot | None:
+        """:meth:`refresh` once the changes are known: ``old``'s rows ``keep_rows`` kept, the chunks ``added`` read."""
+        now = time.monotonic()
+        _, a_ids, a_chunks, a_owner, a_sentences = store.vector_matrices_of(added)
+        n_keep = len(keep_rows)
+        owner_kept, kept_pos = old._kept_sentences(keep_rows)
+        new = old._match_added(a_ids, a_owner, a_sentences, n_keep)
+        d_old = len(old.sentences)
+        fresh = new.vectors[new.new_rows]
+        sentences = np.concatenate([old.sentences, fresh]) if new.new_rows else old.sentences
+        sentence_keys = (
+            np.concatenate([old.sentence_keys, new.keys[new.new_rows]]) if new.new_rows else old.sentence_keys
+        )
+        sentence_order = np.concatenate([old.sentence_order[kept_pos], new.index])
+        unreferenced = len(sentences) - np.count_nonzero(np.bincount(sentence_order, minlength=len(sentences)))
+        if unreferenced > max_changed * len(sentences):
+            return None  # too many sentence rows nothing refers to: a full load compacts them
         chunk_ids = np.concatenate([old.chunk_ids[keep_rows], a_ids])
         chunks = np.concatenate([old.chunks[keep_rows], a_chunks])
-        starts, group_rows, unit_start, unit_end = _unit_runs(
-            np.concatenate([owner_kept[kept_pos], a_rows]), len(chunk_ids)
-        )
+        owners = np.concatenate([owner_kept[kept_pos], new.rows])
+        starts, group_rows, sentence_start, sentence_end = _sentence_runs(owners, len(chunk_ids))
         dense = old.dense.derived(
             chunks,
-            units,
-            unit_order,
-            unit_start,
-            unit_end,
+            sentences,
+            sentence_order,
+            sentence_start,
+            sentence_end,
             chunk_from=np.r_[keep_rows, np.full(len(a_ids), -1, dtype=np.int64)],
-            unit_from=np.r_[np.arange(d_old), np.full(len(new_rows), -1, dtype=np.int64)],
+            sentence_from=np.r_[np.arange(d_old), np.full(len(new.new_rows), -1, dtype=np.int64)],
         )
         return cls(
             generation=gen,
@@ -242,23 +218,77 @@ class VectorSnapshot:
             chunk_ids=chunk_ids,
             chunks=chunks,
             row_of=dict(zip(chunk_ids.tolist(), range(len(chunk_ids)))),
-            unit_order=unit_order,
+            sentence_order=sentence_order,
             group_starts=starts,
             group_rows=group_rows,
-            units=units,
+            sentences=sentences,
             dense=dense,
-            unit_keys=unit_keys,
+            sentence_keys=sentence_keys,
             recipe=recipe,
             file_id=old.file_id,
         )
 
+    def _kept_sentences(self, keep_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the new chunk row of each sentence position's owner (m,), -1 for a removed chunk; the positions in
+        ``sentence_order`` of the kept chunks' sentences, order kept)."""
+        n_old, m_old = len(self.chunk_ids), len(self.sentence_order)
+        owner_old = np.repeat(self.group_rows, np.diff(np.r_[self.group_starts, m_old]).astype(np.int64))
+        remap = np.full(n_old, -1, dtype=np.int64)
+        remap[keep_rows] = np.arange(len(keep_rows))
+        owner_kept = remap[owner_old] if m_old else np.zeros(0, np.int64)
+        return owner_kept, np.flatnonzero(owner_kept >= 0)
+
+    def _match_added(self, a_ids: np.ndarray, a_owner: np.ndarray, a_sentences: np.ndarray, n_keep: int) -> _Added:
+        """The added chunks' sentences by new row (chunk rows from ``n_keep`` on), each matched with a row held (same
+        key, same values), or with an earlier added one, or appended."""
+        a_row = {int(c): n_keep + i for i, c in enumerate(a_ids)}
+        a_rows = np.fromiter((a_row.get(int(c), -1) for c in a_owner), dtype=np.int64, count=len(a_owner))
+        order = np.flatnonzero(a_rows >= 0)
+        order = order[np.argsort(a_rows[order], kind="stable")]
+        a_rows, a_sentences = a_rows[order], a_sentences[order]
+        a_keys = _sentence_keys(a_sentences)
+        a_index = np.full(len(a_sentences), -1, dtype=np.int64)
+        d_old = len(self.sentences)
+        if d_old and len(a_sentences):
+            sorter = np.argsort(self.sentence_keys, kind="stable")
+            sorted_keys = self.sentence_keys[sorter]
+            p = np.minimum(np.searchsorted(sorted_keys, a_keys), d_old - 1)
+            hit = np.flatnonzero(sorted_keys[p] == a_keys)
+            cand = sorter[p[hit]]
+            equal = (self.sentences[cand] == a_sentences[hit]).all(axis=1)
+            a_index[hit[equal]] = cand[equal]
+        new_rows: list[int] = []
+        first_new: dict[int, int] = {}
+        for i in np.flatnonzero(a_index < 0).tolist():
+            j = first_new.get(int(a_keys[i]))
+            if j is not None and np.array_equal(a_sentences[new_rows[j - d_old]], a_sentences[i]):
+                a_index[i] = j
+                continue
+            first_new.setdefault(int(a_keys[i]), d_old + len(new_rows))
+            a_index[i] = d_old + len(new_rows)
+            new_rows.append(i)
+        return _Added(a_rows, a_index, new_rows, a_keys, a_sentences)
+
     def scores(self, qvec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(cosine of every chunk vector to ``qvec``, best cosine among each chunk's unit vectors
-        (-1 for a chunk without units)), both (n,) float32, all in float32 (3-7 ms on obsidian-hub). Queries use
-        :attr:`dense` instead (the same top chunks for ~2 ms; cairn.dense); this is the reference. Computed row by
-        row (``np.einsum``, as cairn.dense's exact values): a BLAS matrix-vector product's last bit can depend on a
-        row's position in the matrix, and a refreshed snapshot holds the same vectors in another order."""
+        """(cosine of every chunk vector to ``qvec``, best cosine among each chunk's sentence vectors (-1 for a chunk
+        without sentences)), both (n,) float32. Queries use :attr:`dense` instead (the same top chunks, cheaper);
+        this is the reference. Computed row by row (``np.einsum``, as the exact values of
+        :mod:`cairn.search.dense`): a BLAS matrix-vector product's last bit can depend on a row's position in the
+        matrix, and a refreshed snapshot holds the same vectors in another order."""
         return self.dense.exact_scores(qvec)
+
+
+def _kept_and_added(old_ids: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of ``old_ids`` still in ``ids``, ids in ``ids`` not in ``old_ids``); both id arrays ascending."""
+    if len(ids):
+        pos = np.minimum(np.searchsorted(ids, old_ids), len(ids) - 1)
+        same = ids[pos] == old_ids
+    else:
+        pos, same = np.zeros(len(old_ids), dtype=np.int64), np.zeros(len(old_ids), dtype=bool)
+    keep_rows = np.flatnonzero(same)
+    known = np.zeros(len(ids), dtype=bool)
+    known[pos[keep_rows]] = True
+    return keep_rows, ids[~known]
 
 
 class Vectors:
