@@ -70,7 +70,7 @@ def test_the_bounds_hold_for_every_vector_and_every_dev_question(help_cairn):
         cos, sentence, _ = _reference(snap, qvec, 1.0)
         assert np.all(dq.cos_lo <= cos) and np.all(cos <= dq.cos_hi), question
         assert np.all(dq.sentence_lo <= sentence) and np.all(sentence <= dq.sentence_hi), question
-        assert float(np.median(dq.cos_hi - dq.cos_lo)) < 0.05  # tight enough to prune (measured ~0.02)
+        assert float(np.median(dq.cos_hi - dq.cos_lo)) < 0.05  # tight enough to prune
 
 
 def test_the_top_chunks_are_exactly_those_of_scoring_every_vector(help_cairn):

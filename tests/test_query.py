@@ -172,7 +172,7 @@ def test_searching_for_a_sentence_of_a_long_section_finds_it(help_cairn):
 def test_a_repeated_question_embeds_nothing_again_and_gets_the_same_answer(sample_cairn):
     # The extractive answer scores each candidate sentence in its note's context; those vectors and
     # the question's are kept in memory, so asking again (or asking another question that lands on
-    # the same notes) costs no model run for them — measured as 93 % of an /ask's CPU without it.
+    # the same notes) costs no model run for them.
     query, embedder = sample_cairn.query, sample_cairn.query.embedder
     question = "How many days do the garlic cloves need before they sprout, and how deep?"
     first = ask(query, question)
@@ -199,8 +199,7 @@ def test_the_vector_cache_stays_bounded(sample_cairn):
 
 def test_an_answer_over_indexed_notes_embeds_only_the_question(sample_cairn):
     # The sentences and titles the extractive answer scores were embedded by the indexer: their vectors
-    # come from the store, so a never-seen question over indexed notes runs the model once (~0.6 s of
-    # sentence embedding per /ask on obsidian-hub before).
+    # come from the store, so a never-seen question over indexed notes runs the model once.
     query = SearchService(sample_cairn.query.store, sample_cairn.query.embedder)  # empty in-memory cache
     embedder = query.embedder
     before = embedder.embeddings_computed
@@ -289,8 +288,8 @@ def test_a_note_indexed_on_the_same_connection_is_found_by_a_repeated_search(fre
 
 
 def test_a_query_service_scores_on_one_blas_thread(sample_cairn):
-    # Requests run on parallel worker threads already; numpy's default (a BLAS thread per core) made each
-    # query's dense scores cost 2-4x the CPU on obsidian-hub (SearchService.BLAS_THREADS).
+    # Requests run on parallel worker threads already; numpy's default (a BLAS thread per core) only costs CPU
+    # there (SearchService.BLAS_THREADS).
     from threadpoolctl import threadpool_info
 
     SearchService(sample_cairn.query.store, sample_cairn.query.embedder)
@@ -384,7 +383,7 @@ def test_a_question_searched_then_asked_is_scored_against_every_vector_once(samp
 @pytest.mark.slow
 def test_a_bulk_change_reloads_the_vectors_in_the_background_and_then_serves_every_new_note(fresh_cairn, vault_copy):
     """More chunks embedded since the in-memory vectors were loaded than are scored one by one: the query goes on
-    with what it has (no 1-2 s reload in a request's thread) while a reload runs; once it lands, the dense leg
+    with what it has (no full reload in a request's thread) while a reload runs; once it lands, the dense leg
     ranks every new note."""
     cairn = fresh_cairn
     cairn.index()
@@ -463,9 +462,8 @@ def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked
 
 @pytest.mark.slow
 def test_replaced_in_memory_vectors_are_freed_once_questions_are_asked_on_the_new_ones(fresh_cairn, vault_copy):
-    """The per-question dense scores hold their snapshot's vectors (70 MB, int8 copies, an onnxruntime session on
-    obsidian-hub): a cache entry of a replaced snapshot must not keep it in memory (the daemon's RSS grew ~100 MB a
-    reload before)."""
+    """The per-question dense scores hold their snapshot's vectors (int8 copies, an onnxruntime session): a cache
+    entry of a replaced snapshot must not keep it in memory."""
     import gc
     import weakref
 
@@ -550,8 +548,8 @@ def test_vector_reloads_and_keyword_index_builds_leave_no_connection_open(fresh_
 @pytest.mark.slow
 def test_a_bulk_change_is_loaded_at_once_even_while_full_loads_wait(fresh_cairn, vault_copy):
     """A reload that would need a full load waits (Vectors.FULL_REFRESH_S), unless more chunks were embedded than a
-    query scores one by one: then the first question after the bulk change starts the full load (before, a waiting
-    reload swallowed that request and questions were answered from the old vectors for up to 30 s)."""
+    query scores one by one: then the first question after the bulk change starts the full load (a waiting
+    reload must not swallow that request)."""
     cairn = fresh_cairn
     cairn.index()
     query = cairn.query

@@ -87,6 +87,34 @@ def _exact(mat: np.ndarray, rows: np.ndarray, qvec: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", mat[rows], qvec)
 
 
+def _reuse_quantized(
+    old: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    src: np.ndarray,
+    chunks: np.ndarray,
+    sentences: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`quantize_rows` of ``[chunks; sentences]``: row ``i`` copied from ``old``'s row ``src[i]``, quantised now
+    where ``src[i]`` is -1."""
+    fresh = np.flatnonzero(src < 0)
+    kept = np.flatnonzero(src >= 0)
+    n = len(chunks)
+    fresh_chunks, fresh_sentences = fresh[fresh < n], fresh[fresh >= n] - n
+    values = np.empty((len(src), chunks.shape[1]), dtype=np.int8)
+    scale, resid, norm = np.empty(len(src)), np.empty(len(src)), np.empty(len(src))
+    targets: tuple[np.ndarray, ...] = (values, scale, resid, norm)
+    for target, source in zip(targets, old):
+        target[kept] = source[src[kept]]
+    if len(fresh):
+        mat = (
+            np.concatenate([chunks[fresh_chunks], sentences[fresh_sentences]])
+            if len(fresh_sentences)
+            else chunks[fresh_chunks]
+        )
+        for target, source in zip(targets, quantize_rows(mat)):
+            target[fresh] = source
+    return values, scale, resid, norm
+
+
 class DenseIndex:
     """One snapshot's vectors for dense scoring: chunk vectors (n, 384) float32, distinct sentence vectors (d, 384)
     float32, and each chunk row's run ``[sentence_start, sentence_end)`` in ``sentence_order`` (rows of
@@ -155,8 +183,8 @@ class DenseIndex:
         new sentence row's row in this index's ``sentences``; -1 marks a row not held here, the only ones quantised
         now. The int8 values, scales, residual and row norms of the others are copied, so the result equals
         ``DenseIndex(chunks, sentences, ...)`` (quantisation is row by row) without its cost; the integer kernel is
-        made anew. The caller vouches that a row taken from
-        here holds the same vector in the new matrices. Raises ValueError when the shapes disagree."""
+        made anew. The caller vouches that a row taken from here holds the same vector in the new matrices. Raises
+        ValueError when the shapes disagree."""
         chunk_from = np.asarray(chunk_from, dtype=np.int64)
         sentence_from = np.asarray(sentence_from, dtype=np.int64)
         if len(chunk_from) != len(chunks) or len(sentence_from) != len(sentences):
@@ -176,23 +204,7 @@ class DenseIndex:
         ):
             raise ValueError("derived(): a source row beyond this index's rows")
         src = np.concatenate([chunk_from, np.where(sentence_from >= 0, sentence_from + self.n, -1)])
-        fresh = np.flatnonzero(src < 0)
-        kept = np.flatnonzero(src >= 0)
-        n = len(chunks)
-        fresh_chunks, fresh_sentences = fresh[fresh < n], fresh[fresh >= n] - n
-        values = np.empty((len(src), chunks.shape[1]), dtype=np.int8)
-        scale, resid, norm = np.empty(len(src)), np.empty(len(src)), np.empty(len(src))
-        targets: tuple[np.ndarray, ...] = (values, scale, resid, norm)
-        for target, source in zip(targets, old):
-            target[kept] = source[src[kept]]
-        if len(fresh):
-            mat = (
-                np.concatenate([chunks[fresh_chunks], sentences[fresh_sentences]])
-                if len(fresh_sentences)
-                else chunks[fresh_chunks]
-            )
-            for target, source in zip(targets, quantize_rows(mat)):
-                target[fresh] = source
+        values, scale, resid, norm = _reuse_quantized(old, src, chunks, sentences)
         return DenseIndex(
             chunks,
             sentences,
