@@ -232,7 +232,7 @@ class Indexing:
     # ------------------------------------------------------------------------------------------------ requests
     def request_reindex(self, path: str | None = None) -> dict[str, Any]:
         """``POST /index/reindex``: queue work and return ``{queued, path}`` at once. ``path`` (checked to be inside
-        the vault: :class:`~cairn.errors.PathOutsideVault` otherwise) becomes a watcher hint; no path asks for a
+        the vault: :class:`~cairn.errors.PathOutsideVaultError` otherwise) becomes a watcher hint; no path asks for a
         full reconcile. Without a watcher an incremental run starts in a background thread, one at a time."""
         rel = None
         if path is not None:

@@ -1,5 +1,5 @@
 """The ``chunks`` table and its FTS5 index ``chunks_fts``: chunk rows by id or note, tag/folder scopes, and what an
-in-memory BM25 (cairn.bm25) reads of FTS5."""
+in-memory BM25 (cairn.search.keyword) reads of FTS5."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ class ChunkTables(StoreBase):
     def fts_snapshot(
         self, after_id: int, max_rows: int | None = None, after_seq: int | None = None
     ) -> FtsSnapshot | None:
-        """What ``chunks_fts`` holds, read in one transaction, for an in-memory BM25 (cairn.bm25).
+        """What ``chunks_fts`` holds, read in one transaction, for an in-memory BM25 (cairn.search.keyword).
 
         ``docs`` [(chunk id, tokens)]: the rows with an id above ``after_id`` (ids are never reused:
         AUTOINCREMENT), each row's columns (text, symbol, title) tokenized by the table's own tokenizer as one token

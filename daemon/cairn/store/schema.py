@@ -9,7 +9,7 @@ from __future__ import annotations
 
 EMBED_DIM = 384
 #: The tokenizer of ``chunks_fts`` (FTS5's ``tokenize=`` option): Porter stemming over unicode61 with diacritics
-#: removed. The query service's in-memory BM25 (cairn.bm25) tokenizes with this same tokenizer.
+#: removed. The query service's in-memory BM25 (cairn.search.keyword) tokenizes with this same tokenizer.
 FTS_TOKENIZER = ("porter", "unicode61", "remove_diacritics", "2")
 
 #: The rows whose ``error`` is a front-matter problem, by the messages Cairn wrote before ``notes.error_code``
@@ -122,7 +122,7 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     # 3: the ids of deleted chunks, in commit order (``seq``: AUTOINCREMENT, so gap-free unless trimmed), written
     # by a trigger in the transaction that deletes them. A reader holding the full-text index in memory
-    # (cairn.bm25) reads the entries after the last one it applied instead of scanning all of FTS5's row ids
+    # (cairn.search.keyword) reads the entries after the last one it applied instead of scanning all of FTS5's row ids
     # after every save. Trimmed to the newest
     # Store.DELETION_LOG_KEEP entries; a reader further behind sees the gap and scans.
     """
