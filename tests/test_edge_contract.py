@@ -18,6 +18,7 @@ from mcp import Client
 
 from cairn import cli, contract
 from cairn.contract import LIMITS
+from cairn.errors import BadRequestError
 from cairn.mcp_server import McpService, build_server
 from cairn.policy import parse_policy
 from test_http_api import AUTH, RecordingQuery, run, running, stand_in_services
@@ -25,6 +26,7 @@ from test_http_api import AUTH, RecordingQuery, run, running, stand_in_services
 TOO_MANY = [f"t{i}" for i in range(LIMITS.scope_items + 1)]
 LONG_TEXT = "q" * (LIMITS.text_chars + 1)
 LONG_TAG = "t" * (LIMITS.scope_chars + 1)
+SHOWN_LONG_TAG = repr(LONG_TAG[:40] + "…")  # a value is shown cut at 40 characters, still quoted
 POLICY = """\
 version: 1
 withhold: {tags: [personal]}
@@ -48,7 +50,7 @@ class Row:
 
 
 def _top_k_message(shown: object) -> str:
-    return f"top_k must be an integer from {LIMITS.top_k_min} to {LIMITS.top_k_max}, got {shown}."
+    return f"The number of results must be an integer from {LIMITS.top_k_min} to {LIMITS.top_k_max}, got {shown}."
 
 
 ROWS = [
@@ -72,7 +74,7 @@ ROWS = [
     Row(
         "search",
         "garlic",
-        f"A tag must be a non-empty string of at most {LIMITS.scope_chars} characters, got {LONG_TAG!r:.40}.",
+        f"A tag must be a non-empty string of at most {LIMITS.scope_chars} characters, got {SHOWN_LONG_TAG}.",
         tags=[LONG_TAG],
     ),
     Row(
@@ -190,3 +192,16 @@ def test_the_cli_answers_the_rows_bad_request_with_its_message(row, tmp_path, mo
     else:
         assert (code, err) == (1, f"Error: {row.message}\n")
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").rglob("*.sqlite*"))  # nothing indexed
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "shown"),
+    [(True, False, "true"), (None, False, None), ("x", False, "'x'"), ("-1", True, "-1"), (2.5, False, "2.5")],
+)
+def test_a_bad_number_of_results_is_shown_as_the_client_wrote_it(value, text, shown):
+    if shown is None:  # absent: the default, no error
+        assert contract.parse_top_k(value, text=text) == LIMITS.top_k_default
+        return
+    with pytest.raises(BadRequestError) as raised:
+        contract.parse_top_k(value, text=text)
+    assert raised.value.message == _top_k_message(shown)

@@ -14,6 +14,8 @@ publishes in ``openapi.json``; MCP tool schemas are built from the same :data:`L
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -49,7 +51,18 @@ LIMITS = Limits()
 
 
 def _shown(value: Any) -> str:
-    return repr(value)[:40]
+    """``value`` as a client wrote it: a string quoted (cut at 40 characters, closed with an ellipsis), anything
+    else as JSON (``true``, ``null``, ``3.5``), or its type's name when it has no JSON form."""
+    if isinstance(value, str):
+        return repr(value if len(value) <= 40 else value[:40] + "…")
+    try:
+        shown = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return type(value).__name__
+    return shown if len(shown) <= 40 else shown[:40] + "…"
+
+
+_DIGITS = re.compile(r"[+-]?[0-9]{1,4}")
 
 
 def parse_text(value: Any, what: str) -> str:
@@ -65,10 +78,11 @@ def parse_text(value: Any, what: str) -> str:
 
 
 def _integer(value: Any, *, text: bool) -> int | None:
-    """``value`` as an int: an int, a float with an integral value, or (``text``) up to 4 digits; else None."""
+    """``value`` as an int: an int, a float with an integral value, or (``text``) up to 4 digits with an
+    optional sign; else None."""
     if text and isinstance(value, str):
         digits = value.strip()
-        return int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 4 else None
+        return int(digits) if _DIGITS.fullmatch(digits) else None
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, int) and not isinstance(value, bool):
@@ -89,8 +103,10 @@ def parse_count(value: Any, name: str, low: int, high: int, default: int, *, tex
 
 
 def parse_top_k(value: Any, default: int = LIMITS.top_k_default, *, text: bool = False) -> int:
-    """``top_k`` (the number of results): ``LIMITS.top_k_min..top_k_max``; ``None`` → ``default``."""
-    return parse_count(value, "top_k", LIMITS.top_k_min, LIMITS.top_k_max, default, text=text)
+    """``top_k`` (the number of results): ``LIMITS.top_k_min..top_k_max``; ``None`` → ``default``. The message
+    names it "The number of results": the edges call it ``topK`` (HTTP), ``top_k`` / ``limit`` (MCP) and
+    ``--top-k`` (CLI), and one bad value gets one message at all of them."""
+    return parse_count(value, "The number of results", LIMITS.top_k_min, LIMITS.top_k_max, default, text=text)
 
 
 def parse_scope_item(value: Any, what: str) -> str:
