@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from helpers import cairn_env, cairn_executable
 
 pytestmark = pytest.mark.slow  # a `cairn` subprocess per call (1-4 s each)
 
@@ -66,31 +67,6 @@ Tyre pressure for the touring bike: 65 psi front, 75 psi rear.
 The chain is waxed every 300 km.
 """,
 }
-
-
-def cairn_executable() -> str:
-    """The console script installed next to this interpreter (the venv's ``cairn``)."""
-    exe = Path(sys.executable).parent / "cairn"
-    if exe.exists():
-        return str(exe)
-    found = shutil.which("cairn")
-    if not found:
-        pytest.fail("the `cairn` console script is not installed; run `make venv` (pip install -e .)")
-    return found
-
-
-def cairn_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
-    env.update(
-        {
-            "CAIRN_DATA_DIR": str(home / "data"),
-            "CAIRN_CONFIG_DIR": str(home / "config"),
-            "CAIRN_LOG_DIR": str(home / "log"),
-            "CAIRN_KEYRING": "file",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    return env
 
 
 def run_cairn(home: Path, *args: str, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from test_cli import TIMEOUT_S, cairn_env, cairn_executable
+from helpers import cairn_env, cairn_executable
+from test_cli import TIMEOUT_S
 
 pytestmark = pytest.mark.slow  # a `cairn` subprocess per call
 

@@ -18,7 +18,8 @@ import pytest
 from cairn.answers import AnswerService
 from cairn.errors import BadRequestError
 from cairn.http import make_app, serve
-from test_cli import TIMEOUT_S, cairn_env, cairn_executable
+from helpers import cairn_env, cairn_executable
+from test_cli import TIMEOUT_S
 from test_http_api import AUTH, TOKEN, StandInIndexing, assert_error, read_events, run, services_of
 
 JSON = {**AUTH, "Content-Type": "application/json"}
