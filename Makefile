@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 VAULT  ?= examples/vault
 SHARED ?= ../shared
-EVAL   ?= $(SHARED)/eval/dev.jsonl
+EVAL   ?= $(SHARED)/eval/dev.jsonl $(SHARED)/eval/dev2.jsonl
 BENCH_VAULT ?= $(SHARED)/vaults/obsidian-hub
 
 .PHONY: run test check lint soak fuzz eval bench model venv clean
@@ -49,9 +49,12 @@ FUZZ_SEED ?= 20261130
 fuzz: venv
 	CAIRN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) CAIRN_FUZZ_SEED=$(FUZZ_SEED) $(PY) -m pytest -q -o timeout=0 tests/test_openapi_fuzz.py
 
-## eval: Recall@5 / MRR@10 for bm25, dense and hybrid per vault, and not-found rates
+## eval: on the dev files $(EVAL) (pooled): Hit@5 / Recall@5 / MRR@10 with 95 % bootstrap intervals for naive,
+## bm25, dense and hybrid per vault and kind; not-found rates through the ask path; known-item checks generated
+## from the vaults. Writes docs/eval.md. Indexes and the naive pipeline's whole-chunk vectors are cached in
+## .eval-cache/: the first run indexes each vault and embeds every chunk whole once more (obsidian-hub: ~12 min)
 eval: venv
-	$(PY) tests/bench/eval_retrieval.py "$(EVAL)" --vaults "$(SHARED)/vaults"
+	$(PY) tests/bench/eval_retrieval.py $(EVAL) --vaults "$(SHARED)/vaults" --record docs/eval.md
 
 ## bench: embedding throughput and index time (keyword-ready, fully embedded); freshness with the file watcher
 ## (save → found by keyword / semantic search, 1,000-file burst, search latency during a full re-index);

@@ -1,143 +1,193 @@
 #!/usr/bin/env python3
-"""Retrieval evaluation on a dev set (JSONL: id, vault, question, kind, relevant[], ...).
+"""Retrieval evaluation (``make eval``) on dev sets (JSONL: id, vault, question, kind, relevant[], ...).
 
-For each vault named in the file: index it (incrementally, in a cache folder kept between
-runs), then for every question rank notes with bm25-only, dense-only and hybrid retrieval
-through the real query service (cosine floor included) and print, per vault and mode:
+For each vault named in the files: index it (incrementally, in a cache folder kept between runs), then for
+every in-corpus question rank notes (one chunk per note, top 10) with
 
-- Recall@5  — share of a question's relevant notes found in the top 5 notes, averaged;
-- Hit@5     — share of questions with at least one relevant note in the top 5;
-- MRR@10    — mean reciprocal rank of the first relevant note within the top 10;
+- ``naive``: the naive pipeline over the same chunks (:mod:`eval_naive`; its whole-chunk vectors are cached
+  in ``DATA_DIR/naive/``: the first run on obsidian-hub embeds ~20k chunks, about 12 minutes on 2 cores),
+  and *naive-dense*, its dense list alone;
+- ``bm25``, ``dense``, ``hybrid``: Cairn's search, ``SearchService.retrieve``;
 
-and, for hybrid, the off-corpus not-found rate (questions with relevant == [] that get
-the not-found answer) and the in-corpus wrongly-not-found rate.
+and score Hit@5, Recall@5, MRR@10 (:mod:`eval_metrics`), per vault and per kind, each with a 95 % bootstrap
+interval. Every question, in-corpus or off-corpus, is also asked through the real ask path
+(``AnswerService.answer`` without a language model): off-corpus not-found and in-corpus wrongly-not-found
+rates. Then the known-item checks generated from the vaults (:mod:`eval_known`). Tables: :mod:`eval_report`
+(Markdown on stdout; ``--record FILE`` also writes them with the date and commit); progress on stderr.
 
-Usage: eval_retrieval.py DEV.jsonl --vaults DIR [--data-dir DIR] [--bm25-weight W ...] [--json]
+Usage: eval_retrieval.py DEV.jsonl [DEV2.jsonl ...] --vaults DIR [--data-dir DIR] [--record docs/eval.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "daemon"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from eval_cv import load_questions  # noqa: E402
+from eval_known import check_links, check_rare_terms, check_titles  # noqa: E402
+from eval_metrics import hit_at, recall_at, reciprocal_rank  # noqa: E402
+from eval_naive import NaivePipeline, WholeChunks  # noqa: E402
+from eval_report import VaultResult, report, write_doc  # noqa: E402
+
+from cairn.answers import AnswerService  # noqa: E402
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.embedder import Embedder  # noqa: E402
 from cairn.ranking import FusionWeights  # noqa: E402
+from cairn.search import SearchService  # noqa: E402
 
-MODES = ("bm25", "dense", "hybrid")
+SEARCH_MODES = ("bm25", "dense", "hybrid")
+NAIVE_MODES = ("naive", "naive-dense")
+MODES = (*NAIVE_MODES, *SEARCH_MODES)
+RANK_DEPTH = 10
+
+Ranker = Callable[[str], list[str]]
+T = TypeVar("T")
 
 
-def note_ranking(query, question: str, mode: str, limit: int = 10) -> list[str]:
+def note_ranking(query: SearchService, question: str, mode: str, limit: int = RANK_DEPTH) -> list[str]:
+    """The first ``limit`` notes Cairn's search returns for ``question`` in ``mode`` (one chunk per note)."""
     hits, _ = query.retrieve(question, top_k=limit, mode=mode, per_note=1)
     return [h.file_path for h in hits]
 
 
-def evaluate(rows: list[dict], query) -> dict:
-    out: dict = {}
-    in_corpus = [r for r in rows if r["relevant"]]
-    off_corpus = [r for r in rows if not r["relevant"]]
-    for mode in MODES:
-        recall = hit = mrr = 0.0
-        empty = 0
-        misses = []
-        for r in in_corpus:
-            ranked = note_ranking(query, r["question"], mode)
-            rel = set(r["relevant"])
-            top5 = ranked[:5]
-            recall += len(rel & set(top5)) / len(rel)
-            hit += 1.0 if rel & set(top5) else 0.0
-            rr = next((1.0 / i for i, p in enumerate(ranked[:10], 1) if p in rel), 0.0)
-            mrr += rr
-            empty += not ranked
-            if not rel & set(top5):
-                misses.append((r["id"], r["question"][:70], r["relevant"][0], ranked[:3]))
-        n = max(len(in_corpus), 1)
-        out[mode] = {
-            "recall@5": recall / n,
-            "hit@5": hit / n,
-            "mrr@10": mrr / n,
-            "wrongly_not_found": empty / n,
-            "misses": misses,
-        }
-    nf = sum(1 for r in off_corpus if not note_ranking(query, r["question"], "hybrid", limit=8))
-    out["offcorpus_not_found"] = nf / len(off_corpus) if off_corpus else None
-    out["n_in"] = len(in_corpus)
-    out["n_off"] = len(off_corpus)
+def score_question(ranked: Sequence[str], relevant: Sequence[str]) -> tuple[float, float, float]:
+    """(Hit@5, Recall@5, MRR@10) of one note ranking."""
+    rel = set(relevant)
+    return hit_at(ranked, rel, 5), recall_at(ranked, rel, 5), reciprocal_rank(ranked, rel, 10)
+
+
+def rank_all(result: VaultResult, rankers: dict[str, Ranker], *, verbose: bool) -> None:
+    """Fill ``result.ranking`` (and, when ``verbose``, ``result.misses``) for every in-corpus question."""
+    for mode, rank in rankers.items():
+        scores = {}
+        for q in result.in_corpus():
+            ranked = rank(q["question"])
+            scores[q["id"]] = score_question(ranked, q["relevant"])
+            if verbose and not scores[q["id"]][0]:
+                result.misses.setdefault(mode, []).append(f"{q['id']} {q['question'][:70]!r} -> {ranked[:3]}")
+        result.ranking[mode] = scores
+
+
+async def _ask_all(answers: AnswerService, questions: Sequence[dict]) -> dict[str, bool]:
+    out = {}
+    for q in questions:
+        answer = await answers.answer(q["question"])
+        out[q["id"]] = bool(answer.not_found)
     return out
 
 
-def print_table(results: dict[str, dict], *, verbose: bool) -> None:
-    """The figures per vault and mode, then the off-corpus not-found rate (and the misses when ``verbose``)."""
-    print(f"{'vault':<34} {'mode':<7} {'Recall@5':>9} {'Hit@5':>7} {'MRR@10':>7} {'wrong-NF':>9}")
-    for key, res in results.items():
-        for mode in MODES:
-            m = res[mode]
-            print(
-                f"{key:<34} {mode:<7} {m['recall@5']:>9.3f} {m['hit@5']:>7.3f} {m['mrr@10']:>7.3f} "
-                f"{m['wrongly_not_found']:>9.1%}"
-            )
-        off = res["offcorpus_not_found"]
-        print(
-            f"{key:<34} off-corpus not-found: {'n/a' if off is None else f'{off:.0%}'} of {res['n_off']}; "
-            f"in-corpus questions: {res['n_in']}"
-        )
-        if verbose:
-            for mode in MODES:
-                for miss in res[mode]["misses"]:
-                    print(f"   miss[{mode}] {miss}")
+def ask_all(query: SearchService, questions: Sequence[dict]) -> dict[str, bool]:
+    """Question id → whether the ask path (no language model) answered "not found"."""
+    return asyncio.run(_ask_all(AnswerService(query, None), questions))
 
 
-def main() -> int:
+def evaluate_vault(cairn: Cairn, vault: str, questions: list[dict], args: argparse.Namespace) -> VaultResult:
+    """Every figure of one vault (module docstring)."""
+    result = VaultResult(vault, questions)
+    query, store, embedder = cairn.query, cairn.store, cairn.embedder
+    rankers: dict[str, Ranker] = {}
+    modes = args.mode or list(MODES)
+    if any(m in NAIVE_MODES for m in modes):
+        cache = args.data_dir / "naive" / (Path(cairn.config.db_path).stem + ".npz")
+        naive = NaivePipeline(store, WholeChunks.load(store, cache, embedder, vault), embedder)
+        rankers.update({m: (lambda q, m=m: naive.note_ranking(q, m)) for m in NAIVE_MODES if m in modes})
+    rankers.update({m: (lambda q, m=m: note_ranking(query, q, m)) for m in SEARCH_MODES if m in modes})
+    _timed(f"{vault}: ranking", lambda: rank_all(result, rankers, verbose=args.verbose))
+    result.not_found = _timed(f"{vault}: ask path", lambda: ask_all(query, questions))
+    if not args.no_known:
+        result.known.append(_timed(f"{vault}: rare terms", lambda: check_rare_terms(store, query)))
+        result.known.append(_timed(f"{vault}: titles", lambda: check_titles(store, query)))
+        result.known.extend(_timed(f"{vault}: links", lambda: check_links(store)).values())
+    return result
+
+
+def _timed(label: str, fn: Callable[[], T]) -> T:
+    started = time.perf_counter()
+    out = fn()
+    print(f"# {label}: {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    return out
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("devset", type=Path)
+    ap.add_argument("devsets", type=Path, nargs="+", help="JSONL dev files (their questions are pooled)")
     ap.add_argument("--vaults", type=Path, default=REPO.parent / "shared" / "vaults")
-    ap.add_argument("--data-dir", type=Path, default=REPO / ".eval-cache")
-    ap.add_argument("--bm25-weight", type=float, action="append", help="sweep: fusion weight(s) of the BM25 list")
-    ap.add_argument("--variant", action="append", help="model variant(s) to evaluate (default: the shipped default)")
-    ap.add_argument("--vault", action="append", help="only these vaults of the dev set")
-    ap.add_argument("--verbose", action="store_true", help="list the misses")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    rows = [json.loads(line) for line in args.devset.read_text(encoding="utf-8").splitlines() if line.strip()]
+    ap.add_argument("--data-dir", type=Path, default=REPO / ".eval-cache", help="indexes and whole-chunk vectors")
+    ap.add_argument("--vault", action="append", help="only these vaults of the dev sets")
+    ap.add_argument("--mode", action="append", choices=MODES, help="only these ranking modes")
+    ap.add_argument("--bm25-weight", type=float, help="fusion weight of the BM25 list (default: the shipped one)")
+    ap.add_argument("--no-known", action="store_true", help="skip the known-item checks")
+    ap.add_argument("--record", type=Path, help="also write the tables to this Markdown file (docs/eval.md)")
+    ap.add_argument("--verbose", action="store_true", help="list the misses (stderr)")
+    ap.add_argument("--json", type=Path, help="also write the per-question results to this JSON file")
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
     by_vault: dict[str, list[dict]] = defaultdict(list)
-    for r in rows:
-        by_vault[r["vault"]].append(r)
-    results = {}
-    for variant in args.variant or [None]:
-        embedder = Embedder(variant=variant)
-        for vault, vrows in sorted(by_vault.items()):
-            if args.vault and vault not in args.vault:
-                continue
-            data_dir = args.data_dir if variant is None else args.data_dir / f"variant-{variant}"
-            config = load_config({"vault": str(args.vaults / vault), "data_dir": str(data_dir)}, env={})
-            t = time.perf_counter()
-            cairn = Cairn(config, embedder=embedder)
-            report = cairn.index()
-            print(
-                f"# {vault} [{embedder.model_id}]: index up to date in {time.perf_counter() - t:.1f} s "
-                f"({report.texts_embedded} texts embedded)",
-                file=sys.stderr,
-            )
-            for w in args.bm25_weight or [None]:
-                if w is not None:
-                    cairn.query.weights = FusionWeights(dense=1.0, bm25=w)
-                key = vault if variant is None else f"{vault} [{embedder.variant}]"
-                key += "" if w is None else f" (bm25 w {w:g})"
-                results[key] = evaluate(vrows, cairn.query)
+    for q in load_questions(args.devsets):
+        by_vault[q["vault"]].append(q)
+    embedder = Embedder()
+    results = []
+    for vault, questions in sorted(by_vault.items()):
+        if args.vault and vault not in args.vault:
+            continue
+        config = load_config({"vault": str(args.vaults / vault), "data_dir": str(args.data_dir)}, env={})
+        started = time.perf_counter()
+        cairn = Cairn(config, embedder=embedder)
+        indexed = cairn.index()
+        print(
+            f"# {vault}: index up to date in {time.perf_counter() - started:.1f} s "
+            f"({indexed.texts_embedded} texts embedded)",
+            file=sys.stderr,
+        )
+        if args.bm25_weight is not None:
+            cairn.query.weights = FusionWeights(dense=1.0, bm25=args.bm25_weight)
+        try:
+            results.append(evaluate_vault(cairn, vault, questions, args))
+        finally:
             cairn.close()
+    text = report(results)
+    print(text)
+    if args.verbose:
+        _print_misses(results)
+    if args.record:
+        write_doc(args.record, text, "python tests/bench/eval_retrieval.py " + " ".join(sys.argv[1:]))
     if args.json:
-        print(json.dumps(results, indent=2))
-        return 0
-    print_table(results, verbose=args.verbose)
+        args.json.write_text(json.dumps([_as_json(r) for r in results], indent=1), encoding="utf-8")
     return 0
+
+
+def _print_misses(results: Sequence[VaultResult]) -> None:
+    for r in results:
+        for mode, misses in r.misses.items():
+            for miss in misses:
+                print(f"   miss[{r.vault} {mode}] {miss}", file=sys.stderr)
+        for check in r.known:
+            for miss in check.misses:
+                print(f"   miss[{r.vault} {check.name}] {miss}", file=sys.stderr)
+
+
+def _as_json(r: VaultResult) -> dict:
+    return {
+        "vault": r.vault,
+        "ranking": {mode: {qid: list(v) for qid, v in s.items()} for mode, s in r.ranking.items()},
+        "not_found": r.not_found,
+        "known": {c.name: {"values": c.values, "counts": c.counts, "misses": c.misses} for c in r.known},
+    }
 
 
 if __name__ == "__main__":
