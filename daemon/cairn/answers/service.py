@@ -10,7 +10,8 @@ Events (:mod:`cairn.answers.events`):
   ``sources`` and ``done`` ``{grounded: false, ...}`` — the same sequence;
 - the model fails *after* tokens were sent: ``error`` ``{code, message}``, ``sources``, ``done``
   (``grounded: false``);
-- nothing passes the floor: the fixed not-found text, ``sources`` ``[]``, ``done``
+- nothing passes the floor, or what passes does not answer the question (:mod:`cairn.answers.answerability`):
+  the fixed not-found text, ``sources`` ``[]``, ``done``
   ``{notFound: true}``; the model is never called.
 
 Citations ``[n]`` the model writes for a number outside the included set are removed (:mod:`cairn.answers.citations`)
@@ -36,6 +37,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
+from cairn.answers.answerability import Answerability
 from cairn.answers.citations import CitationFilter
 from cairn.answers.events import Answer, Done, Event, Source, Sources, Token, failure_tail, split_pieces
 from cairn.answers.extractive import ExtractiveAnswers
@@ -44,7 +46,7 @@ from cairn.errors import CairnError
 from cairn.notes import normalise_tag
 from cairn.policy import NOTHING_WITHHELD, WithheldTally, Withhold
 from cairn.prompt import ContextBlock, build_messages, select_within_budget
-from cairn.search.hits import check_query
+from cairn.search.hits import Hit, check_query
 from cairn.search.service import SearchService
 from cairn.search.withheld import WithheldSet
 
@@ -108,6 +110,7 @@ class AnswerService:
         self.search = search
         self.model = model
         self.extractive = ExtractiveAnswers(search.vector_cache)
+        self.answerability = Answerability(search)
         # Context blocks' token counts (same text, same count).
         self._count_tokens = functools.lru_cache(maxsize=4096)(self._tokens_of)
         if isinstance(withhold_tags, Withhold) or not callable(withhold_tags):
@@ -138,18 +141,12 @@ class AnswerService:
         tally: WithheldTally | None = None,
     ) -> list[Source]:
         """The numbered sources of an answer: retrieved chunks that fit the context budget
-        (``CONTEXT_TOKEN_BUDGET`` tokens; lowest-scored dropped first), numbered 1..n in rank order. [] → not found.
+        (``CONTEXT_TOKEN_BUDGET`` tokens; lowest-scored dropped first), numbered 1..n in rank order. [] → not found:
+        nothing passed the cosine floor, or what did does not answer the question (:mod:`cairn.answers.answerability`).
         ``withhold``/``tally``: see :meth:`SearchService.retrieve` (withheld notes never become sources)."""
-        hits, _ = self.search.retrieve(
-            question,
-            top_k=top_k,
-            tags=tags,
-            folders=folders,
-            per_note=self.search.PER_NOTE_ASK,
-            withhold=withhold,
-            tally=tally,
-        )
-        if not hits:
+        hits = self.retrieve(question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally)
+        hidden = WithheldSet.load(self.search.store, withhold).chunks if withhold and hits else ()
+        if not self.answerability.answerable(question, hits, hidden=hidden):
             return []
         # Upper bounds first: a block's tokens are its header's plus its text's (WordPiece never joins across the
         # newline), and the text has at most the chunk's indexed token_count. When the bounds fit, every block
@@ -163,6 +160,29 @@ class AnswerService:
             tokens = [self._count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)]
         kept = select_within_budget([h.score for h in hits], tokens, CONTEXT_TOKEN_BUDGET)
         return [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)]
+
+    def retrieve(
+        self,
+        question: str,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+    ) -> list[Hit]:
+        """The chunks an answer is drawn from, before the answerability test and the context budget: the search
+        service's hits for an ask (every one above the cosine floor, at most ``PER_NOTE_ASK`` per note)."""
+        hits, _ = self.search.retrieve(
+            question,
+            top_k=top_k,
+            tags=tags,
+            folders=folders,
+            per_note=self.search.PER_NOTE_ASK,
+            withhold=withhold,
+            tally=tally,
+        )
+        return hits
 
     def extractive_answer(self, question: str, sources: Sequence[Source]) -> str:
         """The extractive answer's text (:class:`~cairn.answers.extractive.ExtractiveAnswers`)."""
