@@ -64,11 +64,27 @@ def test_off_topic_questions_get_the_fixed_not_found_answer(sample_cairn, questi
     assert answer.not_found and answer.text == NOT_FOUND_ANSWER and answer.sources == []
 
 
-def test_every_hit_passes_the_cosine_floor_in_every_mode(sample_cairn):
+def test_every_hit_for_an_answer_passes_the_cosine_floor_in_every_mode(sample_cairn):
     for mode in ("bm25", "dense", "hybrid"):
-        hits, _ = sample_cairn.query.retrieve("watering tomatoes in the polytunnel", top_k=20, mode=mode, per_note=5)
+        hits, _ = sample_cairn.query.retrieve(
+            "watering tomatoes in the polytunnel", top_k=20, mode=mode, per_note=5, purpose="ask"
+        )
         assert hits
         assert all(h.cosine >= 0.35 for h in hits)
+
+
+def test_search_keeps_below_the_floor_only_chunks_holding_a_query_term(sample_cairn):
+    query = "watering tomatoes in the polytunnel"
+    terms = {t for w in ("watering", "tomatoes", "polytunnel") for t in sample_cairn.store.fts_tokens(w)}
+    for mode in ("bm25", "hybrid"):
+        hits, _ = sample_cairn.query.retrieve(query, top_k=20, mode=mode, per_note=5)
+        below = [h for h in hits if h.cosine < 0.35]
+        assert below  # the floor would have dropped them
+        for h in below:
+            tokens = set(sample_cairn.store.fts_tokens(f"{h.text} {h.symbol} {h.title}"))
+            assert tokens & terms, h.file_path
+    dense, _ = sample_cairn.query.retrieve(query, top_k=20, mode="dense", per_note=5)
+    assert all(h.cosine >= 0.35 for h in dense)
 
 
 def test_tag_scope_any_of_with_nested_tags(sample_cairn):

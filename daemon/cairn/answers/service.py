@@ -181,6 +181,7 @@ class AnswerService:
             per_note=self.search.PER_NOTE_ASK,
             withhold=withhold,
             tally=tally,
+            purpose="ask",
         )
         return hits
 

@@ -342,6 +342,12 @@ class KeywordIndex:
         found = self.terms.scores(term)
         return found if found is not None else self._phrase_scores(fts_phrase(term))
 
+    def term_matches(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids (k,) int64, bm25 (k,) float64 < 0) of every chunk holding ``term`` (one query term, tokenized
+        as FTS5 does: a term of several tokens is their phrase), as the store is now."""
+        self._follow()
+        return self._term_scores(term)
+
     def _follow(self) -> None:
         """Bring the in-memory index up to the epoch, and start a rebuild when one is due (class docstring)."""
         if not self._auto:

@@ -1,7 +1,12 @@
 """The one query service: search for the CLI, HTTP, MCP and the answers.
 
-Flow (DESIGN.md): classify → scope filter → FTS5 BM25 top-N and vector top-N → fusion → cosine floor (every
-candidate) → per-note de-duplication → top_k.
+Flow (DESIGN.md): classify → scope filter → FTS5 BM25 top-N and vector top-N → fusion → cosine floor → per-note
+de-duplication → top_k.
+
+Two purposes (:meth:`SearchService.retrieve`): ``"ask"`` (the answers' sources) applies the cosine floor to every
+candidate, as the DESIGN.md contract says. ``"search"`` (CLI, HTTP, MCP, the plugin's Search) applies it to purely
+semantic candidates only: a chunk holding a query term is always a candidate, and the notes holding a rare term,
+then every term, then some, rank first (:mod:`cairn.search.lexical`), each tier in the fused order.
 
 Withholding: every entry point takes ``withhold`` (see :mod:`cairn.search.withheld`); ``tally`` (a
 :class:`~cairn.policy.WithheldTally`) receives the withheld notes the unfiltered top-N lists held.
@@ -28,6 +33,7 @@ from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.search.dense import DenseQuery
 from cairn.search.hits import Hit, SearchResult, check_query, make_snippet, scope_folders, scope_tags
 from cairn.search.keyword import KeywordIndex
+from cairn.search.lexical import Coverage, NoteMaps, coverage
 from cairn.search.vectors import Vectors, VectorSnapshot
 from cairn.search.withheld import WithheldSet
 from cairn.store import ChunkRow, Store
@@ -35,6 +41,7 @@ from cairn.store import ChunkRow, Store
 log = logging.getLogger(__name__)
 
 MODES = ("hybrid", "bm25", "dense")
+PURPOSES = ("search", "ask")
 _DEFAULT_WEIGHTS = FusionWeights()
 
 _blas_limited: set[int] = set()
@@ -55,6 +62,7 @@ class _Ranking:
 
     query: str
     mode: str
+    purpose: str
     within: list[int] | None
     hidden: WithheldSet
     qvec: np.ndarray
@@ -64,6 +72,10 @@ class _Ranking:
     touched: set[int] = field(default_factory=set)
     keyword: list[int] = field(default_factory=list)
     pool: list[int] = field(default_factory=list)
+    #: the notes holding the query's terms (search purpose with a keyword leg; None otherwise)
+    coverage: Coverage | None = None
+    #: fused candidates that pass only as lexical evidence (below the cosine floor)
+    below_floor: set[int] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,7 @@ class SearchService:
         self.epoch = StoreEpoch(store)
         self.vectors = Vectors(store)
         self.keyword = KeywordIndex(store, self.epoch)
+        self.note_maps = NoteMaps(store, self.epoch)
         self.results: EpochLRU[tuple, tuple[tuple[Hit, ...], str | None, frozenset[str]]] = EpochLRU(
             self.RESULT_CACHE_MAX
         )
@@ -173,19 +186,24 @@ class SearchService:
         per_note: int | None = None,
         withhold: Withhold | None = None,
         tally: WithheldTally | None = None,
+        purpose: str = "search",
     ) -> tuple[list[Hit], str | None]:
-        """Ranked hits for ``query`` (at most ``top_k``, at most ``per_note`` chunks per note),
-        each with cosine similarity ≥ the floor. ``mode`` picks the ranked lists fused:
+        """Ranked hits for ``query`` (at most ``top_k``, at most ``per_note`` chunks per note). ``purpose``:
+        ``"ask"`` keeps only hits with cosine similarity ≥ the floor (an answer's sources); ``"search"`` keeps a
+        purely semantic hit only above the floor but every chunk holding a query term, and ranks first the notes
+        holding a rare term, then all terms, then some (module docstring). ``mode`` picks the ranked lists fused:
         ``hybrid`` (BM25 + dense), ``bm25`` or ``dense`` (for evaluation). Returns (hits, preference).
         ``withhold``: notes never returned, removed before ranking (:mod:`cairn.search.withheld`); ``tally``
         receives the withheld notes that the unfiltered candidate lists held."""
         query = check_query(query, top_k)
         if mode not in MODES:
             raise BadRequestError(f"mode must be one of {', '.join(MODES)}, got {mode!r}.")
+        if purpose not in PURPOSES:
+            raise BadRequestError(f"purpose must be one of {', '.join(PURPOSES)}, got {purpose!r}.")
         per_note = per_note or self.PER_NOTE_SEARCH
         tags_in, folders_in = scope_tags(tags), scope_folders(folders)
         withheld_key = (withhold.tags, withhold.folders) if withhold else None
-        key = (query, top_k, tuple(tags_in), tuple(folders_in), mode, per_note, withheld_key)
+        key = (query, top_k, tuple(tags_in), tuple(folders_in), mode, per_note, withheld_key, purpose)
         epoch = self.epoch.now()
         cached = self.results.get(key, epoch)
         if cached is not None:
@@ -194,7 +212,7 @@ class SearchService:
                 tally.add(withheld_paths)
             return list(held), held_preference
         own_tally = WithheldTally()
-        hits, preference = self._rank(query, top_k, tags_in, folders_in, mode, per_note, withhold, own_tally)
+        hits, preference = self._rank(query, top_k, tags_in, folders_in, mode, purpose, per_note, withhold, own_tally)
         if tally is not None:
             tally.add(own_tally.paths)
         if self.epoch.value == epoch:  # nothing committed meanwhile (else the result may mix both states)
@@ -223,6 +241,7 @@ class SearchService:
         tags: list[str],
         folders: list[str],
         mode: str,
+        purpose: str,
         per_note: int,
         withhold: Withhold | None,
         tally: WithheldTally,
@@ -235,9 +254,11 @@ class SearchService:
         qvec = self.vector_cache.embed([query])[0]
         preference = self.classifier.classify(query)
         snap = self.vectors.for_query()
-        r = _Ranking(query, mode, within, hidden, qvec, snap, self.vectors.query_scores(snap, query, qvec))
+        r = _Ranking(query, mode, purpose, within, hidden, qvec, snap, self.vectors.query_scores(snap, query, qvec))
         if mode in ("hybrid", "bm25"):
             r.keyword = self._keyword_leg(r)
+            if purpose == "search":
+                r.coverage = self._coverage(r)
         newer = self._embedded_since(r)
         if mode in ("hybrid", "dense"):
             r.pool = self._dense_leg(r) + newer
@@ -245,7 +266,7 @@ class SearchService:
         rows = self.store.chunk_rows(candidates)  # chunks deleted since the snapshot are absent here
         sims = self._similarities(r, candidates, rows)
         fused = self._fuse(r, candidates, rows, sims, preference)
-        order = sorted(fused, key=lambda c: (-fused[c], -sims.cosine[c], c))
+        order = self._order(r, fused, sims, rows)
         chosen = limit_per_group(order, {c: rows[c].path for c in order}, per_note, top_k)
         tags_by_note = self.store.tags_of_notes(rows[c].note_id for c in chosen)
         if hidden:  # defence in depth: a note tagged since the withheld set was read
@@ -255,7 +276,9 @@ class SearchService:
         mask = hidden.symbol_masker(self.store) if hidden.redactor else None
         redact = hidden.redact if hidden.redactor else None
         hits = [
-            self._hit(rows[c], fused[c], sims.cosine[c], tags_by_note.get(rows[c].note_id, []), terms, redact, mask)
+            self._hit(
+                rows[c], fused[c], sims.cosine.get(c, 0.0), tags_by_note.get(rows[c].note_id, []), terms, redact, mask
+            )
             for c in chosen
         ]
         return hits, preference
@@ -268,6 +291,21 @@ class SearchService:
         if excluded:
             unfiltered = self.keyword.ranking(r.query, self.CANDIDATES, within=r.within)
             r.touched.update(c for c in unfiltered if c in r.hidden.chunks)
+        return found
+
+    def _coverage(self, r: _Ranking) -> Coverage:
+        """Which notes hold the query's terms (:func:`cairn.search.lexical.coverage`); the best chunk of each note
+        holding every term or a rare one is added to the keyword candidates when the BM25 top lacks it."""
+        clauses = [self.keyword.term_matches(t) for t in query_terms(r.query)]
+        found = coverage(
+            clauses,
+            self.note_maps.get(),
+            r.keyword,
+            within=r.within,
+            excluding=list(r.hidden.chunks),
+            max_extra=self.CANDIDATES,
+        )
+        r.keyword = r.keyword + found.extra
         return found
 
     def _embedded_since(self, r: _Ranking) -> list[int]:
@@ -331,7 +369,8 @@ class SearchService:
         preference: str | None,
     ) -> dict[int, float]:
         """RRF of the ranked lists over the candidates that pass the floor (and are not withheld), each score
-        boosted by the query classifier's preference for the chunk's kind."""
+        boosted by the query classifier's preference for the chunk's kind. In search (``r.coverage`` set) a chunk
+        holding a query term passes whatever its cosine."""
         rankings: dict[str, list[int]] = {}
         if r.mode in ("hybrid", "bm25"):
             rankings["bm25"] = r.keyword
@@ -341,20 +380,29 @@ class SearchService:
                 : self.CANDIDATES
             ]
         hidden = r.hidden
-        passing = {
-            cid
-            for cid in candidates
-            if cid in rows
-            and sims.floor.get(cid, -1.0) >= self.floor
-            and not (hidden and hidden.hides(rows[cid].note_id, rows[cid].path))
-        }
-        fused = rrf_fuse(
-            {name: [c for c in ranked if c in passing] for name, ranked in rankings.items()},
-            {"dense": self.weights.dense, "bm25": self.weights.bm25},
-        )
+        visible = {c for c in candidates if c in rows and not (hidden and hidden.hides(rows[c].note_id, rows[c].path))}
+        passing = {c for c in visible if sims.floor.get(c, -1.0) >= self.floor}
+        weights = {"dense": self.weights.dense, "bm25": self.weights.bm25}
+        fused = rrf_fuse({name: [c for c in ranked if c in passing] for name, ranked in rankings.items()}, weights)
+        if r.coverage is not None:  # lexical evidence below the floor: fused among every candidate kept
+            r.below_floor = r.coverage.lexical_among(visible - passing)
+            kept = passing | r.below_floor
+            wider = rrf_fuse({name: [c for c in ranked if c in kept] for name, ranked in rankings.items()}, weights)
+            fused.update({c: wider[c] for c in r.below_floor if c in wider})
         for cid in fused:
             fused[cid] *= self.classifier.boost(preference, rows[cid].kind)
         return fused
+
+    @staticmethod
+    def _order(r: _Ranking, fused: dict[int, float], sims: _Similarities, rows: dict[int, ChunkRow]) -> list[int]:
+        """The fused candidates best first: by fused score (then cosine, then chunk id); in search, by the tier of
+        the chunk's note first (:meth:`Coverage.rank_key`), then the chunks that pass the floor before the others."""
+        cos = sims.cosine
+        if r.coverage is None:
+            return sorted(fused, key=lambda c: (-fused[c], -cos.get(c, 0.0), c))
+        key, below = r.coverage.rank_key, r.below_floor
+        tiers = {c: key(rows[c].note_id) for c in fused}
+        return sorted(fused, key=lambda c: (-tiers[c][0], -tiers[c][1], c in below, -fused[c], -cos.get(c, 0.0), c))
 
     def _tally_withheld(self, r: _Ranking, tally: WithheldTally) -> None:
         """Add to ``tally`` the withheld notes with a candidate chunk that would have passed the floor (a chunk not

@@ -207,3 +207,17 @@ class ChunkTables(StoreBase):
             raise StoreError(f"full-text query failed: {exc}") from exc
         pairs = np.array(rows, dtype=np.float64).reshape(-1, 2)  # chunk ids < 2**53: exact as doubles
         return pairs[:, 0].astype(np.int64), pairs[:, 1].copy()
+
+    def chunk_note_map(self) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+        """(chunk ids (n,) int64, their note ids (n,) int64, {note id: vault-relative path}) of every indexed note
+        (status ok), read in one transaction: what search needs to tell which notes hold a query's terms."""
+        c = self.conn
+        with c:
+            pairs = np.array(
+                c.execute(
+                    "SELECT c.id, c.note_id FROM chunks c JOIN notes n ON n.id = c.note_id WHERE n.status='ok'"
+                ).fetchall(),
+                dtype=np.int64,
+            ).reshape(-1, 2)
+            paths = {int(i): str(p) for i, p in c.execute("SELECT id, path FROM notes WHERE status='ok'")}
+        return pairs[:, 0].copy(), pairs[:, 1].copy(), paths
