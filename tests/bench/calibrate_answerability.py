@@ -27,7 +27,6 @@ Usage: calibrate_answerability.py [--dev FILE ...] [--vaults DIR] [--data-dir DI
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Callable
@@ -38,6 +37,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "daemon"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import eval_cv  # noqa: E402
 
 from cairn.answers.answerability import Answerability  # noqa: E402
 from cairn.answers.service import AnswerService  # noqa: E402
@@ -45,7 +47,7 @@ from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.embedder import Embedder  # noqa: E402
 
-SHARED = REPO.parent / "shared"
+SHARED = eval_cv.shared_dir()
 FEATURES = ("top", "top_chunk", "gap100", "gap1000", "z", "agree", "coverage", "unknown", "miss")
 RULE = ("coverage", "unknown")
 COMBOS = (
@@ -118,7 +120,7 @@ def extract(answers: AnswerService, row: dict) -> Question:
 
 
 def load_questions(dev_files: list[Path], vaults: Path, data_dir: Path) -> list[Question]:
-    rows = [json.loads(line) for f in dev_files for line in f.read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = eval_cv.load_questions(dev_files)
     embedder = Embedder()
     out: list[Question] = []
     for vault in sorted({r["vault"] for r in rows}):
@@ -132,15 +134,13 @@ def load_questions(dev_files: list[Path], vaults: Path, data_dir: Path) -> list[
 
 # ---------------------------------------------------------------------- cross-validation
 def stratified_folds(qs: list[Question], k: int, seed: int) -> np.ndarray:
-    """Fold number of each question: each (vault, kind) stratum dealt round-robin after a seeded shuffle."""
-    rng = np.random.default_rng(seed)
+    """Fold number of each question: :func:`eval_cv.stratified_folds` (stratified by (vault, kind))."""
+    position = {q.id: i for i, q in enumerate(qs)}
     fold = np.zeros(len(qs), dtype=np.int64)
-    for stratum in sorted({(q.vault, q.kind) for q in qs}):
-        idx = [i for i, q in enumerate(qs) if (q.vault, q.kind) == stratum]
-        rng.shuffle(idx)
-        start = int(rng.integers(k))
-        for j, i in enumerate(idx):
-            fold[i] = (start + j) % k
+    rows = [{"id": q.id, "vault": q.vault, "kind": q.kind} for q in qs]
+    for f, members in enumerate(eval_cv.stratified_folds(rows, k, seed)):
+        for m in members:
+            fold[position[m["id"]]] = f
     return fold
 
 
@@ -281,7 +281,7 @@ def report(qs: list[Question], k: int, seeds: int, train_wrong: float) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    default_dev = [SHARED / "eval" / "dev.jsonl", SHARED / "eval" / "dev2.jsonl"]
+    default_dev = list(eval_cv.DEV_FILES)
     ap.add_argument("--dev", type=Path, action="append", help="dev file(s) (default: dev.jsonl and dev2.jsonl)")
     ap.add_argument("--vaults", type=Path, default=SHARED / "vaults")
     ap.add_argument("--data-dir", type=Path, default=REPO / ".eval-cache")

@@ -20,9 +20,9 @@ refused rare.
 Withholding: a chunk the caller may not see does not count, neither as evidence nor for a term's document
 frequency, so the decision says nothing about withheld notes.
 
-Cost: one keyword lookup per question term (the in-memory BM25's postings, or FTS5's when that is not built; the
-keyword leg of the retrieval has usually just read the same ones) and one WordPiece count per term absent from the
-vault.
+Cost: one keyword lookup per question term (:meth:`~cairn.search.keyword.KeywordIndex.term_matches`: the in-memory
+BM25's postings, or FTS5's matches the keyword leg of the retrieval has just read and kept) and one WordPiece count
+per term absent from the vault.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from cairn.ranking import fts_phrase, query_terms
+from cairn.ranking import query_terms
 from cairn.search.hits import Hit
 from cairn.search.service import SearchService
 
@@ -103,7 +103,4 @@ class Answerability:
 
     def _chunks_of(self, term: str) -> np.ndarray:
         """(k,) int64: the ids of the chunks holding ``term`` as an FTS5 phrase (the keyword leg's matches)."""
-        found = self.search.keyword.terms.scores(term)
-        if found is None:
-            found = self.search.store.fts_phrase_scores(fts_phrase(term))
-        return np.asarray(found[0], dtype=np.int64)
+        return np.asarray(self.search.keyword.term_matches(term)[0], dtype=np.int64)
