@@ -17,6 +17,9 @@ Example (``hit_at_5`` ranks one question and returns 1.0 or 0.0)::
     print(result.fixed[1])                         # held-out figure of grid[1] kept fixed (the baseline)
     print(result.summary())
 
+Per-question pieces to build ``hit_at_5`` from: :func:`eval_retrieval.note_ranking` (a question's top 10 notes
+through ``SearchService.retrieve``) and :mod:`eval_metrics` (``hit_at``, ``recall_at``, ``reciprocal_rank``).
+
 Keep a parameter only when ``result.heldout`` beats the baseline's ``result.fixed[i]``. ``score`` is called
 once per (setting, fold) on the training questions and once on the held-out questions; wrap a per-question
 function with :func:`mean_over`, which caches each (setting, question) result so a grid costs one pass over

@@ -7,7 +7,9 @@
   :data:`RARE_TERMS` terms are sampled; each term is searched as the word that spells it most often in the vault
   (ties: alphabetical), and counts when a note containing it is in the top 3 notes.
 - **titles**: every note whose title has >= 2 words (whitespace-separated, with a letter or digit) is searched
-  with one word dropped (the word picked with the seed); it counts when that note is in the top 3.
+  with one word dropped (the word picked with the seed); it counts when that note is in the top 3. Misses whose
+  remaining words (as FTS5 tokens) are all in the titles of >= 3 other notes are counted apart: no ranking can
+  single the note out from those words alone.
 - **links**: for notes with >= 3 resolved outgoing links to other indexed notes, the similar notes of
   :func:`cairn.search.related.similar_notes` (the library's ``similar``: chunk vectors only, the link graph is not
   read) against a baseline ranking every note by the cosine of note-mean vectors (the normalised mean of each
@@ -143,7 +145,7 @@ def check_titles(store: Store, query: SearchService, seed: int = SEED) -> Check:
         "SELECT n.path, n.title FROM notes n WHERE EXISTS (SELECT 1 FROM chunks c WHERE c.note_id = n.id) "
         "ORDER BY n.path"
     ).fetchall()
-    titles = [({w.casefold() for w in title_words(t)}, p) for p, t in rows]
+    titles = [(set(store.fts_tokens(t)), p) for p, t in rows]
     short = ambiguous = 0
     for path, title in rows:
         words = title_words(title)
@@ -154,7 +156,8 @@ def check_titles(store: Store, query: SearchService, seed: int = SEED) -> Check:
         kept = [w for i, w in enumerate(words) if i != drop]
         found = top_notes(query, " ".join(kept))
         check.add(1.0 if path in found else 0.0, f"{' '.join(kept)!r} for {path} -> {found}")
-        others = sum(1 for ws, p in titles if p != path and {w.casefold() for w in kept} <= ws)
+        words_left = set(store.fts_tokens(" ".join(kept)))
+        others = sum(1 for tokens, p in titles if p != path and words_left <= tokens)
         ambiguous += path not in found and others >= TOP
     check.counts["skipped (title of one word)"] = short
     check.counts[f"misses whose remaining words are in >= {TOP} other titles"] = ambiguous
