@@ -142,12 +142,18 @@ the ask path (`AnswerService.answer`, no language model): the answer's `done` sa
 """
 
 
+NOTES_MARK = "<!-- eval:notes -->"
+
+
 def write_doc(path: Path, body: str, command: str) -> None:
-    """Replace ``path`` with the header, the run's date (UTC), commit and command, and ``body``."""
+    """Replace ``path`` with the header, the run's date (UTC), commit and command, and ``body``; what the file
+    held from :data:`NOTES_MARK` on (hand-written notes) is kept."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    notes = old[old.index(NOTES_MARK) :] if NOTES_MARK in old else f"{NOTES_MARK}\n"
     when = dt.datetime.now(dt.UTC)
     stamp = (
         f"{when:%Y-%m-%d %H:%M} UTC, commit {commit()}, {os.cpu_count() or '?'} cores, "
         f"Python {platform.python_version()}: `{command}`"
     )
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"{DOC_HEADER}\n{stamp}\n\n{body}", encoding="utf-8")
+    path.write_text(f"{DOC_HEADER}\n{stamp}\n\n{body}\n{notes}", encoding="utf-8")
