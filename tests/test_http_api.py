@@ -115,6 +115,7 @@ class GatedQuery:
         self.release = threading.Event()
         self.PER_NOTE_ASK = inner.PER_NOTE_ASK
         self.vector_cache, self.embedder, self.store = inner.vector_cache, inner.embedder, inner.store
+        self.keyword = inner.keyword  # the answerability rule reads the terms' matches
 
     def search(self, q, **kw):
         return self.inner.search(q, **kw)
