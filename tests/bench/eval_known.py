@@ -120,9 +120,9 @@ def rare_terms(
     return rng.sample(candidates, min(n, len(candidates))), counts
 
 
-def check_rare_terms(store: Store, query: SearchService, seed: int = SEED) -> Check:
-    """Share of sampled rare terms with a note containing them in the top 3."""
-    vocab = Vocabulary.of(store)
+def check_rare_terms(store: Store, query: SearchService, seed: int = SEED, vocab: Vocabulary | None = None) -> Check:
+    """Share of sampled rare terms with a note containing them in the top 3 (``vocab``: the store's, if read)."""
+    vocab = vocab or Vocabulary.of(store)
     sample, counts = rare_terms(vocab, seed=seed)
     check = Check("rare term top-3", counts=counts)
     for token, word in sample:

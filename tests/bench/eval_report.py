@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eval_bound import DENSE_DEPTH, BoundReport
 from eval_known import Check
 from eval_metrics import RESAMPLES, bootstrap
 from record import commit
@@ -36,6 +37,7 @@ class VaultResult:
     not_found: dict[str, bool] = field(default_factory=dict)
     known: list[Check] = field(default_factory=list)
     misses: dict[str, list[str]] = field(default_factory=dict)
+    bound: BoundReport | None = None
 
     def in_corpus(self, *, kind: str | None = None, source: str | None = None) -> list[dict]:
         return [
@@ -108,6 +110,26 @@ def not_found_table(results: Sequence[VaultResult]) -> str:
     )
 
 
+def bound_table(results: Sequence[VaultResult]) -> str:
+    """Hybrid misses, and how many are outside the dense top 100 / share no content word with the question."""
+    rows = []
+    for r in results:
+        b = r.bound
+        if b is not None:
+            ids = ", ".join(b.both) or "none"
+            rows.append([r.vault, str(b.misses), str(b.outside_dense), str(b.no_shared_word), f"{len(b.both)} ({ids})"])
+    return "### Hybrid misses: bound by the embedding model?\n\n" + _table(
+        [
+            "vault",
+            "misses (Hit@5 = 0)",
+            f"outside the dense top {DENSE_DEPTH}",
+            "no content word shared",
+            "both (question ids)",
+        ],
+        rows,
+    )
+
+
 def known_table(results: Sequence[VaultResult]) -> str:
     """The known-item checks per vault with their intervals and item counts."""
     rows = []
@@ -123,6 +145,8 @@ def known_table(results: Sequence[VaultResult]) -> str:
 def report(results: Sequence[VaultResult]) -> str:
     """All tables, in the order make eval prints them."""
     parts = [ranking_tables(results), per_file_table(results), not_found_table(results)]
+    if any(r.bound is not None for r in results):
+        parts.append(bound_table(results))
     if any(r.known for r in results):
         parts.append(known_table(results))
     return "\n\n".join(parts) + "\n"

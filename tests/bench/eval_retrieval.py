@@ -12,8 +12,9 @@ every in-corpus question rank notes (one chunk per note, top 10) with
 and score Hit@5, Recall@5, MRR@10 (:mod:`eval_metrics`), per vault and per kind, each with a 95 % bootstrap
 interval. Every question, in-corpus or off-corpus, is also asked through the real ask path
 (``AnswerService.answer`` without a language model): off-corpus not-found and in-corpus wrongly-not-found
-rates. Then the known-item checks generated from the vaults (:mod:`eval_known`). Tables: :mod:`eval_report`
-(Markdown on stdout; ``--record FILE`` also writes them with the date and commit); progress on stderr.
+rates; the hybrid misses tested for being bound by the embedding model (:mod:`eval_bound`). Then the
+known-item checks generated from the vaults (:mod:`eval_known`). Tables: :mod:`eval_report` (Markdown on
+stdout; ``--record FILE`` also writes them with the date and commit); progress on stderr.
 
 Usage: eval_retrieval.py DEV.jsonl [DEV2.jsonl ...] --vaults DIR [--data-dir DIR] [--record docs/eval.md]
 """
@@ -34,8 +35,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "daemon"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from eval_bound import analyse_misses  # noqa: E402
 from eval_cv import load_questions  # noqa: E402
-from eval_known import check_links, check_rare_terms, check_titles  # noqa: E402
+from eval_known import Vocabulary, check_links, check_rare_terms, check_titles  # noqa: E402
 from eval_metrics import hit_at, recall_at, reciprocal_rank  # noqa: E402
 from eval_naive import NaivePipeline, WholeChunks  # noqa: E402
 from eval_report import VaultResult, report, write_doc  # noqa: E402
@@ -106,8 +108,12 @@ def evaluate_vault(cairn: Cairn, vault: str, questions: list[dict], args: argpar
     rankers.update({m: (lambda q, m=m: note_ranking(query, q, m)) for m in SEARCH_MODES if m in modes})
     _timed(f"{vault}: ranking", lambda: rank_all(result, rankers, verbose=args.verbose))
     result.not_found = _timed(f"{vault}: ask path", lambda: ask_all(query, questions))
+    vocab = _timed(f"{vault}: vocabulary", lambda: Vocabulary.of(store))
+    if "hybrid" in result.ranking:
+        missed = [q for q in result.in_corpus() if not result.ranking["hybrid"][q["id"]][0]]
+        result.bound = _timed(f"{vault}: misses", lambda: analyse_misses(store, embedder, vocab, missed))
     if not args.no_known:
-        result.known.append(_timed(f"{vault}: rare terms", lambda: check_rare_terms(store, query)))
+        result.known.append(_timed(f"{vault}: rare terms", lambda: check_rare_terms(store, query, vocab=vocab)))
         result.known.append(_timed(f"{vault}: titles", lambda: check_titles(store, query)))
         result.known.extend(_timed(f"{vault}: links", lambda: check_links(store)).values())
     return result
