@@ -3,13 +3,15 @@
 
 Over the in-corpus questions of both dev files, on a COPY of the eval indexes (``--data-dir``), each vault:
 
-- ``baseline``: the search service's hybrid note ranking (``retrieve(..., per_note=1)``, top 50 notes);
-- note-level lists fused by RRF as one more list (``w / (60 + rank)`` added to the note's fused score; ``new``:
-  whether a note absent from the baseline may enter): an in-memory FTS5 over each note's title, aliases,
-  incoming-link display text (``[[Target|display]]``, or the target's name) and the sentence around each incoming
-  link in its source note, ranked by ``bm25()`` with column weights (``title+aliases``; ``anchors``: display +
-  sentence; ``all``), or one row per incoming link, a note ranked by its best link (``best link``: the form that
-  could leave out a caller's withheld sources exactly);
+- ``baseline``: the search service's hybrid note ranking (``retrieve(..., per_note=1)``, top 50 notes, search
+  purpose);
+- note-level lists fused by RRF as one more list inside the service (its ``_fuse`` wrapped: ``w / (60 + rank)``
+  added to the fused score of the listed note's best fused chunk, so the service's own ordering follows): an
+  in-memory FTS5 over each note's title, aliases, incoming-link display text (``[[Target|display]]``, or the
+  target's name) and the sentence around each incoming link in its source note, ranked by ``bm25()`` with column
+  weights (``title+aliases``; ``anchors``: display + sentence; ``display``; ``all``), or one row per incoming
+  link, a note ranked by its best link (``best link``: the form that could leave out a caller's withheld sources
+  exactly);
 - ``anchor column``: the chunk BM25 list over an in-memory copy of the chunks with the note's incoming-link text as
   a fourth column (on the note's first chunk or all its chunks): the web-search form; it cannot leave out the
   contexts of one caller's withheld sources, and it changes ``chunks_fts`` and the in-memory BM25;
@@ -224,22 +226,49 @@ FIELD_SETS = {
     "anchors": (0.0, 0.0, 1.0, 1.0),
     "display": (0.0, 0.0, 1.0, 0.0),
     "all": (1.0, 1.0, 1.0, 1.0),
-    "all ctx.5": (1.0, 1.0, 1.0, 0.5),
-    "all t2": (2.0, 2.0, 1.0, 1.0),
 }
-LINK_SETS = {"links max": (1.0, 1.0), "links max ctx.5": (1.0, 0.5)}
-NOTE_W = [0.02, 0.05, 0.1, 0.2, 0.3, 0.5]
-NEW_NOTES = [False, True]
+LINK_SETS = {"links max": (1.0, 1.0)}
+NOTE_W = [0.02, 0.05, 0.1, 0.2]
+BASE = (1.0, 1.0)
+#: (keyword-leg setting, note list or None, its RRF weight): every run of the service the experiment makes.
+RUNS = [
+    *((c, None, 0.0) for c in COLUMN_GRID),
+    *((c, None, 0.0) for c in ANCHOR_COLUMN_GRID),
+    *((BASE, f, w) for f in [*FIELD_SETS, *LINK_SETS] for w in NOTE_W),
+    *((c, f, w) for c in COLUMN_GRID[1:4] for f in ("anchors", "all") for w in (0.05, 0.1)),
+]
 
 
-def _hybrid(cairn: Cairn, vrows: list[dict], per_q: dict[str, dict], key, ranking) -> None:
-    """Each question's hybrid note ranking (path, fused score) with ``ranking`` as the keyword leg, under ``key``."""
+def _with_note_list(q, lists: dict[str, list[int]], weight: float):
+    """The service's ``_fuse`` with the note list fused as one more RRF list: ``weight / (60 + rank)`` added to the
+    fused score of each listed note's best fused chunk (so the service's own ordering, tiers included, follows)."""
+    fuse = type(q)._fuse
+
+    def fused_with_notes(r, candidates, rows, sims, preference):
+        fused = fuse(q, r, candidates, rows, sims, preference)
+        best: dict[int, int] = {}
+        for c, score in fused.items():
+            nid = rows[c].note_id
+            if nid not in best or score > fused[best[nid]]:
+                best[nid] = c
+        for rank, nid in enumerate(lists.get(r.query, ()), 1):
+            if nid in best:
+                fused[best[nid]] += weight / (60 + rank)
+        return fused
+
+    return fused_with_notes
+
+
+def _run(cairn: Cairn, vrows: list[dict], per_q: dict[str, dict], key, ranking, lists) -> None:
+    """Each question's hybrid note ranking (paths, the service's order) with ``ranking`` as the keyword leg and
+    the note list ``lists`` (query → note ids) fused with weight ``key[2]``, under ``key``."""
     q = cairn.query
     q.keyword.ranking = ranking
+    q._fuse = _with_note_list(q, lists, key[2]) if key[1] else type(q)._fuse.__get__(q)
     q.results = EpochLRU(q.RESULT_CACHE_MAX)
     for r in vrows:
         hits, _ = q.retrieve(r["question"], top_k=50, mode="hybrid", per_note=1)
-        per_q[r["id"]]["base"][key] = [(h.file_path, h.score) for h in hits]
+        per_q[r["id"]]["base"][key] = [h.file_path for h in hits]
 
 
 def _collect_vault(args, vault: str, vrows: list[dict]) -> list[dict]:
@@ -247,25 +276,26 @@ def _collect_vault(args, vault: str, vrows: list[dict]) -> list[dict]:
     cairn = Cairn(config)
     cairn.index()
     fields, links = note_fields(cairn, args.vaults / vault)
-    paths = dict(cairn.store.conn.execute("SELECT id, path FROM notes").fetchall())
     nl = NoteList(fields, links)
     keep = cairn.query.keyword.ranking
-    per_q: dict[str, dict] = {r["id"]: {"row": r, "base": {}, "notes": {}} for r in vrows}
-    for ws, wt in COLUMN_GRID:
-        _hybrid(
-            cairn, vrows, per_q, (ws, wt), keep if (ws, wt) == (1.0, 1.0) else weighted_keyword(cairn.store, ws, wt)
-        )
     chunks = cairn.store.conn.execute(
         "SELECT c.id, c.note_id, c.ordinal, c.text, c.symbol, n.title FROM chunks c JOIN notes n ON n.id=c.note_id"
     ).fetchall()
-    for placement, cw in ANCHOR_COLUMN_GRID:
-        _hybrid(cairn, vrows, per_q, (placement, cw), anchored_keyword(chunks, fields, placement, cw))
+    lists: dict[str, dict[str, list[int]]] = {
+        **{f: {r["question"]: nl.rank(r["question"], w, 30) for r in vrows} for f, w in FIELD_SETS.items()},
+        **{f: {r["question"]: nl.rank_links(r["question"], w, 30) for r in vrows} for f, w in LINK_SETS.items()},
+    }
+    per_q: dict[str, dict] = {r["id"]: {"row": r, "base": {}} for r in vrows}
+    for key in RUNS:
+        col = key[0]
+        if col == BASE:
+            ranking = keep
+        elif isinstance(col[0], str):
+            ranking = anchored_keyword(chunks, fields, col[0], col[1])
+        else:
+            ranking = weighted_keyword(cairn.store, *col)
+        _run(cairn, vrows, per_q, key, ranking, lists.get(key[1] or "", {}))
     cairn.query.keyword.ranking = keep
-    for r in vrows:
-        for name, w in FIELD_SETS.items():
-            per_q[r["id"]]["notes"][name] = [paths[n] for n in nl.rank(r["question"], w, 30)]
-        for name, w2 in LINK_SETS.items():
-            per_q[r["id"]]["notes"][name] = [paths[n] for n in nl.rank_links(r["question"], w2, 30)]
     print(
         f"# {vault}: {len(vrows)} questions, {sum(bool(f[2]) for f in fields.values())} notes with incoming links",
         file=sys.stderr,
@@ -275,7 +305,7 @@ def _collect_vault(args, vault: str, vrows: list[dict]) -> list[dict]:
 
 
 def collect(args) -> list[dict]:
-    """Per question: the hybrid note rankings per keyword-leg setting, and the note-level lists per field set."""
+    """Per question: the service's hybrid note ranking for every run of :data:`RUNS`."""
     by_vault = defaultdict(list)
     for r in eval_cv.load_questions():
         if r["relevant"]:
@@ -283,14 +313,8 @@ def collect(args) -> list[dict]:
     return [item for vault, vrows in sorted(by_vault.items()) for item in _collect_vault(args, vault, vrows)]
 
 
-def ranked(item: dict, col, field, w: float, new: bool) -> list[str]:
-    base = item["base"][col]
-    scores = dict(base)
-    if field is not None and w:
-        for rank, p in enumerate(item["notes"][field], 1):
-            if p in scores or new:
-                scores[p] = scores.get(p, 0.0) + w / (60 + rank)
-    return sorted(scores, key=lambda p: -scores[p])
+def ranked(item: dict, col, field, w: float) -> list[str]:
+    return item["base"][(col, field, w)]
 
 
 def metrics(item: dict, order: list[str]) -> tuple[float, float]:
@@ -300,20 +324,19 @@ def metrics(item: dict, order: list[str]) -> tuple[float, float]:
     return hit, mrr
 
 
+def _family(note_lists, cols=(BASE,)) -> list[tuple]:
+    return [k for k in RUNS if k[0] in cols and (k[1] in note_lists)]
+
+
 FAMILIES = {
-    "baseline": [((1.0, 1.0), None, 0.0, False)],
-    "+note list (title+aliases)": [((1.0, 1.0), "title+aliases", w, n) for w in NOTE_W for n in NEW_NOTES],
-    "+anchor list": [((1.0, 1.0), f, w, n) for f in ("anchors", "display") for w in NOTE_W for n in NEW_NOTES],
-    "+anchor list (best link)": [((1.0, 1.0), f, w, n) for f in LINK_SETS for w in NOTE_W for n in NEW_NOTES],
-    "+note list (all fields)": [
-        ((1.0, 1.0), f, w, n) for f in ("all", "all ctx.5", "all t2") for w in NOTE_W for n in NEW_NOTES
-    ],
-    "+anchor column (chunk BM25)": [
-        ((1.0, 1.0), None, 0.0, False),
-        *((c, None, 0.0, False) for c in ANCHOR_COLUMN_GRID),
-    ],
-    "+column weights": [(c, None, 0.0, False) for c in COLUMN_GRID],
-    "both": [(c, f, w, n) for c in COLUMN_GRID for f in [*FIELD_SETS, *LINK_SETS] for w in NOTE_W for n in NEW_NOTES],
+    "baseline": [(BASE, None, 0.0)],
+    "+note list (title+aliases)": _family({"title+aliases"}),
+    "+anchor list (display+ctx)": _family({"anchors", "display"}),
+    "+anchor list (best link)": _family({"links max"}),
+    "+note list (all fields)": _family({"all"}),
+    "+anchor column (chunk BM25)": _family({None}, tuple(ANCHOR_COLUMN_GRID)),
+    "+column weights": _family({None}, tuple(COLUMN_GRID)),
+    "both (weights + note list)": _family({"anchors", "all"}, tuple(COLUMN_GRID)),
 }
 
 
