@@ -28,6 +28,7 @@ from cairn.config import NOT_FOUND_ANSWER, LLMConfig, is_loopback_url
 from cairn.http import make_app, serve
 from cairn.llm import OpenAIChatModel
 from cairn.prompt import SYSTEM_PROMPT, select_within_budget
+from cairn.relevance import RELEVANCE_LABELS
 from test_http_api import AUTH, TOKEN, assert_stream_order, read_events, run, services_of
 
 QUESTION = "How deep do I plant garlic cloves?"
@@ -155,8 +156,11 @@ def text_of(events) -> str:
     return "".join(d["text"] for n, d in events if n == "token")
 
 
-def expected_sources(sample_cairn, question=QUESTION):
-    return [s.to_json() for s in AnswerService(sample_cairn.query).context(question, top_k=8)]
+def expected_sources(sample_cairn, question=QUESTION, cited=()):
+    """The ``sources`` event of a model's answer: the context's chunks, those numbered in ``cited`` marked cited."""
+    return [
+        {**s.to_json(), "cited": s.n in cited} for s in AnswerService(sample_cairn.query).context(question, top_k=8)
+    ]
 
 
 # -- the model writes the answer ---------------------------------------------------------
@@ -172,7 +176,7 @@ def test_ask_streams_the_models_tokens_then_the_prompt_sources_then_done_grounde
     assert_stream_order(events)
     tokens = [d["text"] for n, d in events if n == "token"]
     assert tokens == Stub.PIECES["normal"]  # the model's own pieces, as they came
-    assert events[-2][1] == expected_sources(sample_cairn)
+    assert events[-2][1] == expected_sources(sample_cairn, cited={1})
     done = events[-1][1]
     assert done["grounded"] is True and done["notFound"] is False and done["removedCitations"] == 0
     # the prompt: system rules, numbered blocks "[n] filePath › symbol", the question
@@ -193,6 +197,20 @@ def test_an_invented_citation_never_reaches_the_client(sample_cairn):
     assert "[9]" not in json.dumps(events)
     assert text_of(events) == "Plant garlic in October [1]."
     assert events[-1][1]["removedCitations"] == 1 and events[-1][1]["grounded"] is True
+
+
+def test_the_sources_say_which_ones_the_models_answer_cites_and_keep_the_others_given_to_it(sample_cairn):
+    """``cited`` marks the sources the answer cites ([1]; the invented [9] is removed and marks nothing); the
+    other chunks the model was given stay in the event, uncited, for clients to list under "Also retrieved"."""
+
+    async def scenario():
+        async with stub_server("invent") as stub, daemon(sample_cairn, OpenAIChatModel(llm_config(stub.url))) as c:
+            return await c.ask(topK=3)
+
+    sources = run(scenario())[-2][1]
+    assert [(s["n"], s["cited"]) for s in sources] == [(n, n == 1) for n in range(1, len(sources) + 1)]
+    assert len(sources) > 1
+    assert all(s["relevance"] in RELEVANCE_LABELS for s in sources)
 
 
 def test_a_citation_split_across_tokens_is_kept_or_removed_whole(sample_cairn):

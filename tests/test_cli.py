@@ -437,6 +437,36 @@ def test_ask_the_sample_vault_answer_states_the_fact(sample_home, question, note
     assert fact in body, out["answer"]
 
 
+def test_search_shows_how_relevant_each_hit_is_in_words_not_the_fused_score(sample_home):
+    """Each result line ends with its relevance ("strong match", ..., "exact words" for a passage that holds the
+    query's words without being close in meaning); the raw RRF score and cosine stay in ``--json``."""
+    proc = run_cairn(sample_home, "search", "sourdough starter", "--vault", str(SAMPLE_VAULT), "--top-k", "4")
+    results = [line for line in proc.stdout.splitlines() if re.match(r"\d+\. ", line)]
+    assert len(results) == 4, proc.stdout
+    assert results[0].startswith("1. Kitchen/Sourdough") and results[0].endswith(", strong match)"), results[0]
+    assert all(re.search(r"(strong match|good match|weak match|exact words)\)$", line) for line in results), results
+    assert "score" not in proc.stdout and "cos " not in proc.stdout
+    rare = run_cairn(sample_home, "search", "hooch", "--vault", str(SAMPLE_VAULT), "--top-k", "3").stdout
+    assert rare.startswith("1. Kitchen/Sourdough starter.md") and "exact words)" in rare.splitlines()[0], rare
+
+
+def test_ask_lists_the_sources_it_cites_then_the_rest_under_also_retrieved(sample_home):
+    """The extractive answer (no model) cites some of the passages it was chosen from: ``Sources:`` lists exactly
+    those, ``Also retrieved:`` the others, each line with its relevance; ``--json`` marks them ``cited``."""
+    question = "How do I feed my sourdough starter?"
+    text = run_cairn(sample_home, "ask", question, "--vault", str(SAMPLE_VAULT)).stdout
+    body, rest = text.split("\n\nSources:\n", 1)
+    listed, also = rest.split("\n\nAlso retrieved:\n", 1)
+    cited = {int(n) for n in re.findall(r"\[(\d+)\]", body)}
+    assert cited and {int(n) for n in re.findall(r"^\[(\d+)\]", listed, re.M)} == cited, text
+    also_n = {int(n) for n in re.findall(r"^\[(\d+)\]", also, re.M)}
+    assert also_n and not also_n & cited, text
+    assert all(line.endswith(("match", "exact words")) for line in re.findall(r"^\[\d+\].*$", rest, re.M)), text
+    out = sample_ask(sample_home, question)
+    assert {s["n"] for s in out["sources"] if s["cited"]} == cited
+    assert {s["n"] for s in out["sources"] if not s["cited"]} == also_n
+
+
 def test_ask_the_sample_vault_off_topic_is_not_found(sample_home):
     out = run_json(sample_home, "ask", "What is the capital of France?", "--vault", str(SAMPLE_VAULT), "--json")
     assert (out["notFound"], out["answer"], out["sources"]) == (True, NOT_FOUND, [])

@@ -31,6 +31,7 @@ from cairn.answers.events import split_pieces
 from cairn.config import NOT_FOUND_ANSWER, Config
 from cairn.errors import BadRequestError, ConfigError, NotFoundError, StoreError
 from cairn.http import MAX_BODY_BYTES, make_app, serve
+from cairn.relevance import RELEVANCE_LABELS
 from cairn.search import SearchResult
 from cairn.services import Services
 
@@ -814,6 +815,30 @@ def test_search_returns_the_real_services_results(request):
     assert isinstance(body["elapsedMs"], (int, float))
     assert stats == json.loads(json.dumps(stats_fn()))
     assert set(health) >= {"status", "store", "embedder", "llm"}
+
+
+def test_search_results_say_in_a_word_how_relevant_each_hit_is(request):
+    """``relevance`` next to the raw ``score``: a passage about the query is ``strong``; one that holds the query's
+    rare word without being close in meaning is ``keyword`` ("exact words"), and only a passage holding the word is
+    (examples/vault: "hooch" is in Kitchen/Sourdough starter.md alone)."""
+    config, query_service, stats_fn, health_fn = _sample(request)
+
+    async def scenario():
+        async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:
+            found = {}
+            for q in ("sourdough starter", "hooch"):
+                async with client.get("/search", params={"q": q, "topK": "5"}, headers=AUTH) as resp:
+                    assert resp.status == 200
+                    found[q] = (await resp.json())["results"]
+            return found
+
+    found = run(scenario())
+    for results in found.values():
+        assert results and all(r["relevance"] in RELEVANCE_LABELS and isinstance(r["score"], float) for r in results)
+    assert found["sourdough starter"][0]["relevance"] == "strong", found["sourdough starter"][0]
+    holding = {r["filePath"] for r in found["hooch"] if "hooch" in (SAMPLE_VAULT / r["filePath"]).read_text().lower()}
+    assert holding == {"Kitchen/Sourdough starter.md"}
+    assert {r["filePath"] for r in found["hooch"] if r["relevance"] == "keyword"} == holding, found["hooch"]
 
 
 def test_ask_stream_starts_before_the_answer_is_ready(request):

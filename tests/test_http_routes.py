@@ -22,6 +22,7 @@ from cairn.config import Config
 from cairn.events import EventBus
 from cairn.http import BadTokenThrottle, make_app, serve
 from cairn.library import backlink_json, link_json
+from cairn.relevance import RELEVANCE_LABELS
 from test_http_api import (
     AUTH,
     OBSIDIAN,
@@ -219,6 +220,7 @@ def test_related_lists_links_backlinks_and_similar_notes(sample_cairn):
     assert body["backlinks"] == [backlink_json(b) for b in sample_cairn.store.backlinks(EXAMPLE_NOTE)]
     assert 1 <= len(body["similar"]) <= 3
     assert all(s["filePath"] != EXAMPLE_NOTE and s["score"] >= 0.35 for s in body["similar"])
+    assert all(s["relevance"] in RELEVANCE_LABELS for s in body["similar"]), body["similar"]
     assert [s["score"] for s in body["similar"]] == sorted((s["score"] for s in body["similar"]), reverse=True)
     assert bad == [400, 400, 400, 400, 400]
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cairn.errors import BadRequestError
+from cairn.relevance import relevance
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,8 @@ class HitView(Protocol):
     def kind(self) -> str: ...
     @property
     def indexed_at(self) -> float: ...
+    @property
+    def matched(self) -> float: ...
 
 
 class SearchResultView(Protocol):
@@ -261,6 +264,8 @@ class SourceView(Protocol):
     def n(self) -> int: ...
     @property
     def hit(self) -> HitView: ...
+    @property
+    def cited(self) -> bool: ...
 
 
 class AnswerView(Protocol):
@@ -289,13 +294,16 @@ def _where(hit: HitView, out: dict[str, Any]) -> dict[str, Any]:
 
 
 def hit_json(hit: HitView) -> dict[str, Any]:
-    """``{filePath, symbol, score, cosine, snippet, tags, kind, indexedAt, lines|page}`` (scores to 4 places)."""
+    """``{filePath, symbol, score, relevance, cosine, snippet, tags, kind, indexedAt, lines|page}`` (scores to 4
+    places). ``score`` orders the hits (the fused ranking score); ``relevance`` says how good a hit is in words
+    (:func:`cairn.relevance.relevance`: ``strong``, ``good``, ``keyword``, ``weak``)."""
     return _where(
         hit,
         {
             "filePath": hit.file_path,
             "symbol": hit.symbol,
             "score": round(hit.score, 4),
+            "relevance": relevance(hit.cosine, hit.matched),
             "cosine": round(hit.cosine, 4),
             "snippet": hit.snippet,
             "tags": list(hit.tags),
@@ -306,13 +314,14 @@ def hit_json(hit: HitView) -> dict[str, Any]:
 
 
 def agent_hit_json(hit: HitView) -> dict[str, Any]:
-    """An MCP ``search_notes`` result: ``{filePath, symbol, score, snippet, tags, lines|page}``."""
+    """An MCP ``search_notes`` result: ``{filePath, symbol, score, relevance, snippet, tags, lines|page}``."""
     return _where(
         hit,
         {
             "filePath": hit.file_path,
             "symbol": hit.symbol,
             "score": round(hit.score, 4),
+            "relevance": relevance(hit.cosine, hit.matched),
             "snippet": hit.snippet,
             "tags": list(hit.tags),
         },
@@ -325,8 +334,11 @@ def search_json(result: SearchResultView) -> dict[str, Any]:
 
 
 def source_json(source: SourceView) -> dict[str, Any]:
-    """The ``sources`` event's items: ``{n, filePath, symbol, score, cosine, snippet, kind, indexedAt, lines|page}``."""
-    out = {"n": source.n, **hit_json(source.hit)}
+    """The ``sources`` event's items: ``{n, cited, filePath, symbol, score, relevance, cosine, snippet, kind,
+    indexedAt, lines|page}``. ``cited``: the answer's text cites ``[n]``; the others were in the context (the
+    prompt, or the passages an extractive answer chose from) but not cited: clients list them apart, under "Also
+    retrieved"."""
+    out = {"n": source.n, "cited": source.cited, **hit_json(source.hit)}
     out.pop("tags", None)
     return out
 

@@ -225,17 +225,23 @@ def pick_sentences(
     return [chosen[k] for k in sorted(chosen)]
 
 
-def source_line(n: int, file_path: str, symbol: str, lines: tuple[int, int] | None, page: int | None) -> str:
-    """``[n] filePath › symbol (lines a–b)`` (or ``(page N)``)."""
+def source_line(
+    n: int, file_path: str, symbol: str, lines: tuple[int, int] | None, page: int | None, label: str = ""
+) -> str:
+    """``[n] filePath › symbol (lines a–b)`` (or ``(page N)``), then `` — label`` when given (the relevance, e.g.
+    ``strong match``)."""
     where = f" (page {page})" if page is not None else (f" (lines {lines[0]}–{lines[1]})" if lines else "")
-    return f"[{n}] {file_path}" + (f" › {symbol}" if symbol else "") + where
+    return f"[{n}] {file_path}" + (f" › {symbol}" if symbol else "") + where + (f" — {label}" if label else "")
 
 
-def compose_extractive_answer(picked: Sequence[Sentence], source_lines: Sequence[str]) -> str:
+def compose_extractive_answer(
+    picked: Sequence[Sentence], source_lines: Sequence[str], also_lines: Sequence[str] = ()
+) -> str:
     """The answer text: the picked sentences in reading order, each run of sentences from one
-    source followed by its ``[n]``, then ``Sources:`` with one line per source. Every ``[n]`` in
-    the text refers to a listed source."""
-    if not source_lines:
+    source followed by its ``[n]``, then ``Sources:`` with one line per cited source (``source_lines``), then
+    ``Also retrieved:`` with the sources it was chosen from but does not cite (``also_lines``, when any). Every
+    ``[n]`` in the text refers to a listed source."""
+    if not source_lines and not also_lines:
         return NOT_FOUND_ANSWER
     parts: list[str] = []
     for i, s in enumerate(picked):
@@ -244,7 +250,8 @@ def compose_extractive_answer(picked: Sequence[Sentence], source_lines: Sequence
         if following is None or following.n != s.n or following.position != s.position + 1:
             parts[-1] += f" [{s.n}]"
     body = " ".join(parts) or "These passages from your notes look relevant:"
-    return body + "\n\nSources:\n" + "\n".join(source_lines)
+    text = body + "\n\nSources:\n" + "\n".join(source_lines)
+    return text + ("\n\nAlso retrieved:\n" + "\n".join(also_lines) if also_lines else "")
 
 
 CITATION = re.compile(r"\[(\d{1,3})\]")

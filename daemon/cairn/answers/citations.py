@@ -13,7 +13,8 @@ class CitationFilter:
 
     :meth:`feed` returns the text that is safe to send now; a tail that could still become a
     citation (``[``, ``[1``, with the whitespace before it) is held back until the next piece or
-    :meth:`flush`. Leading whitespace of the whole answer is dropped. ``removed`` counts removals.
+    :meth:`flush`. Leading whitespace of the whole answer is dropped. ``removed`` counts removals; ``kept`` holds
+    the numbers of the citations let through (the sources the answer cites).
     """
 
     _HOLD = re.compile(r"[ \t]*(?:\[\d{0,3})?$")
@@ -23,6 +24,7 @@ class CitationFilter:
     def __init__(self, allowed: Sequence[int]) -> None:
         self.allowed = set(allowed)
         self.removed = 0
+        self.kept: set[int] = set()
         self._buf = ""
         self._in_code = False
         self._started = False
@@ -55,7 +57,9 @@ class CitationFilter:
         return cleaned
 
     def _keep_or_drop(self, m: re.Match) -> str:
-        if int(m.group(1)) in self.allowed:
+        n = int(m.group(1))
+        if n in self.allowed:
+            self.kept.add(n)
             return m.group(0)
         self.removed += 1
         return ""

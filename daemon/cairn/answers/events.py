@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from cairn.contract import answer_json, source_json
@@ -131,14 +131,24 @@ def failure_tail(
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """A numbered source: ``n`` is the citation number used as ``[n]`` in the answer."""
+    """A numbered source: ``n`` is the citation number used as ``[n]`` in the answer. ``cited``: the answer's text
+    cites it (known once the text is complete; see :func:`cited_sources`)."""
 
     n: int
     hit: Hit
+    cited: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        """``{n, filePath, symbol, score, lines|page, snippet}`` (DESIGN.md `sources` event)."""
+        """``{n, cited, filePath, symbol, score, relevance, lines|page, snippet, ...}`` (DESIGN.md `sources` event;
+        :func:`cairn.contract.source_json`)."""
         return source_json(self)
+
+
+def cited_sources(sources: Sequence[Source], cited: Collection[int]) -> list[Source]:
+    """``sources`` in the same order, each marked ``cited`` when its ``n`` is in ``cited`` (the numbers the answer's
+    text cites). The ``sources`` event keeps every source that was in the context, cited or not: the contract is
+    "the chunks actually in the prompt"; clients list the uncited ones apart ("Also retrieved")."""
+    return [replace(s, cited=s.n in cited) for s in sources]
 
 
 @dataclass(frozen=True, slots=True)

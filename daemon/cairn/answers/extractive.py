@@ -1,5 +1,6 @@
 """The extractive answer: the sources' sentences that best answer a question, each followed by its ``[n]``, then a
-``Sources:`` list. Built when there is no model, or the model fails or says nothing; ``grounded: false``."""
+``Sources:`` list of the sources it cites and an ``Also retrieved:`` list of the others it was chosen from. Built
+when there is no model, or the model fails or says nothing; ``grounded: false``."""
 
 from __future__ import annotations
 
@@ -16,7 +17,15 @@ from cairn.prompt import (
     token_overlap,
 )
 from cairn.ranking import query_terms
+from cairn.relevance import RELEVANCE_TEXT, relevance
 from cairn.search.cache import EpochLRU
+from cairn.search.hits import Hit
+
+
+def _label(hit: Hit) -> str:
+    """The hit's relevance as a source line shows it (``strong match``)."""
+    return RELEVANCE_TEXT[relevance(hit.cosine, hit.matched)]
+
 
 #: Marks a title's key in the similarity table (a title may read like a sentence).
 _TITLE = "\x1ftitle"
@@ -39,29 +48,44 @@ class ExtractiveAnswers:
 
     def __init__(self, vectors: VectorCache) -> None:
         self.vectors = vectors
-        self._texts: EpochLRU[tuple, str] = EpochLRU(self.MAX_ITEMS)
+        self._texts: EpochLRU[tuple, tuple[str, frozenset[int]]] = EpochLRU(self.MAX_ITEMS)
 
     def answer(self, question: str, sources: Sequence[Source]) -> str:
-        """Pick the sentences that best answer ``question``: each candidate sentence's cosine similarity to
-        the question plus TITLE_PRIOR × its note title's, plus a keyword-overlap bonus (sentence read with
-        its title and heading) and a small prior for better-ranked sources."""
+        """The answer's text: :meth:`answer_cited`'s text."""
+        return self.answer_cited(question, sources)[0]
+
+    def answer_cited(self, question: str, sources: Sequence[Source]) -> tuple[str, frozenset[int]]:
+        """(the answer's text, the numbers ``n`` of the sources it cites). Pick the sentences that best answer
+        ``question``: each candidate sentence's cosine similarity to the question plus TITLE_PRIOR × its note
+        title's, plus a keyword-overlap bonus (sentence read with its title and heading) and a small prior for
+        better-ranked sources. When no sentence is picked the text lists every source as what it shows, and all
+        count as cited."""
         key = (
             question,
             tuple(
                 (s.n, s.hit.title, s.hit.file_path, s.hit.symbol, s.hit.text, s.hit.lines, s.hit.page) for s in sources
             ),
         )
-        text = self._texts.get(key)
-        if text is None:
-            text = self._compose(question, sources)
-            self._texts.put(key, text)
-        return text
+        held = self._texts.get(key)
+        if held is None:
+            held = self._compose(question, sources)
+            self._texts.put(key, held)
+        return held
 
-    def _compose(self, question: str, sources: Sequence[Source]) -> str:
+    def _compose(self, question: str, sources: Sequence[Source]) -> tuple[str, frozenset[int]]:
         candidates = self._candidates(sources)
         picked = pick_sentences(self._scored(question, candidates)) if candidates else []
-        lines = [source_line(s.n, s.hit.file_path, s.hit.symbol, s.hit.lines, s.hit.page) for s in sources]
-        return compose_extractive_answer(picked, lines)
+        cited = frozenset(s.n for s in picked) or frozenset(s.n for s in sources)
+        lines = {
+            s.n: source_line(s.n, s.hit.file_path, s.hit.symbol, s.hit.lines, s.hit.page, _label(s.hit))
+            for s in sources
+        }
+        return (
+            compose_extractive_answer(
+                picked, [lines[s.n] for s in sources if s.n in cited], [lines[s.n] for s in sources if s.n not in cited]
+            ),
+            cited,
+        )
 
     @staticmethod
     def _candidates(sources: Sequence[Source]) -> list[tuple[int, int, str, str, str, str]]:

@@ -39,7 +39,17 @@ from typing import Any, Protocol
 
 from cairn.answers.answerability import Answerability
 from cairn.answers.citations import CitationFilter
-from cairn.answers.events import Answer, Done, Event, Source, Sources, Token, failure_tail, split_pieces
+from cairn.answers.events import (
+    Answer,
+    Done,
+    Event,
+    Source,
+    Sources,
+    Token,
+    cited_sources,
+    failure_tail,
+    split_pieces,
+)
 from cairn.answers.extractive import ExtractiveAnswers
 from cairn.config import CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER
 from cairn.errors import CairnError
@@ -268,6 +278,7 @@ class AnswerService:
             async for token in run.tokens(build_messages(question, blocks)):
                 yield token
             if run.sent:
+                in_prompt = cited_sources(in_prompt, run.filter.kept)
                 chosen[:] = in_prompt
                 for event in self._model_tail(run, in_prompt, started):
                     yield event
@@ -277,7 +288,8 @@ class AnswerService:
                 log.warning("the language model failed, answering from the passages instead: %s", why)
             else:
                 log.warning("the language model returned an empty answer; answering from the passages instead")
-        text = await asyncio.to_thread(self.extractive.answer, question, sources)
+        text, cited = await asyncio.to_thread(self.extractive.answer_cited, question, sources)
+        sources = cited_sources(sources, cited)
         chosen[:] = sources
         for piece in split_pieces(text):
             yield Token(piece)

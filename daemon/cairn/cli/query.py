@@ -8,12 +8,14 @@ import json
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from cairn import contract
 from cairn.cli.common import _open_for_query, _print_json, _writer_lock
 from cairn.config import Config
+from cairn.prompt import source_line
+from cairn.relevance import RELEVANCE_TEXT, relevance
 
 
 def _progress_bar() -> tuple[Callable[[str, int, int], None] | None, Callable[[], None]]:
@@ -105,13 +107,29 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
         print("No results above the similarity floor.")
     for i, h in enumerate(result.hits, 1):
         where = f"p.{h.page}" if h.page else (f"lines {h.lines[0]}–{h.lines[1]}" if h.lines else "")
+        label = RELEVANCE_TEXT[relevance(h.cosine, h.matched)]
         print(
             f"{i}. {h.file_path}"
             + (f" › {h.symbol}" if h.symbol else "")
-            + f"  ({where}, score {h.score:.4f}, cos {h.cosine:.2f})"
+            + f"  ({where}{', ' if where else ''}{label})"
         )
         print(f"   {h.snippet}")
     return 0
+
+
+def _sources_text(sources: Sequence[Any]) -> str:
+    """A model's answer's sources as the extractive answer lists them: ``Sources:`` (the cited ones), then
+    ``Also retrieved:`` (the others it was given); each line ``[n] filePath › symbol (lines a–b) — relevance``."""
+
+    def line(s: Any) -> str:
+        h = s.hit
+        return source_line(s.n, h.file_path, h.symbol, h.lines, h.page, RELEVANCE_TEXT[relevance(h.cosine, h.matched)])
+
+    cited = [line(s) for s in sources if s.cited]
+    rest = [line(s) for s in sources if not s.cited]
+    parts = ["Sources:\n" + "\n".join(cited)] if cited else []
+    parts += ["Also retrieved:\n" + "\n".join(rest)] if rest else []
+    return "\n\n".join(parts)
 
 
 def _answer_service(config: Config, cairn: Any) -> Any:
@@ -144,6 +162,8 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
         _print_json(contract.agent_answer_json(answer))
         return 0
     print(answer.text)
+    if answer.grounded and answer.sources:  # the extractive answer's text lists its sources itself
+        print("\n" + _sources_text(answer.sources))
     if not answer.not_found and not answer.grounded:
         print(
             "\n(Built from your notes' own sentences: "

@@ -27,6 +27,7 @@ from cairn import __version__, contract
 from cairn.audit import AuditLog
 from cairn.errors import BadRequestError, CairnError
 from cairn.policy import ALL_TOOLS, Policy, WithheldTally, Withhold
+from cairn.relevance import RELEVANCE_TEXT
 from cairn.services import Services
 
 log = logging.getLogger("cairn.mcp_server")
@@ -250,7 +251,9 @@ class McpService:
             lines = [f"{len(results)} excerpt(s) from the notes for the query. {DATA_NOTICE}"]
             for i, r in enumerate(results, 1):
                 lines.append(
-                    f"[{i}] {r['filePath']}" + (f" › {r['symbol']}" if r["symbol"] else "") + f" (score {r['score']})"
+                    f"[{i}] {r['filePath']}"
+                    + (f" › {r['symbol']}" if r["symbol"] else "")
+                    + f" ({RELEVANCE_TEXT[r['relevance']]}, score {r['score']})"
                 )
                 lines.append(
                     f"<note-content filePath={json.dumps(r['filePath'])}>\n{_frame(r['snippet'])}\n</note-content>"
@@ -287,7 +290,13 @@ class McpService:
                 f"Notes related to {related['filePath']}:",
                 "Links to: " + (", ".join(dict.fromkeys(link_paths)) or "none"),
                 "Linked from: " + (", ".join(dict.fromkeys(back_paths)) or "none"),
-                "Similar: " + (", ".join(f"{s['filePath']} (score {s['score']})" for s in similar) or "none"),
+                "Similar: "
+                + (
+                    ", ".join(
+                        f"{s['filePath']} ({RELEVANCE_TEXT[s['relevance']]}, score {s['score']})" for s in similar
+                    )
+                    or "none"
+                ),
             ]
         )
         paths = tuple(dict.fromkeys([related["filePath"], *link_paths, *back_paths, *(s["filePath"] for s in similar)]))

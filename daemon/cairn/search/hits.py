@@ -36,6 +36,9 @@ class Hit:
     #: An upper bound on the tokens of ``text`` (the chunk's indexed ``token_count``: title, heading path and text),
     #: 0 when unknown (text masked for a caller); not part of the JSON.
     token_bound: int = 0
+    #: The share (0..1) of the query's terms the chunk holds as the keyword leg matches them;
+    #: read by the JSON's ``relevance`` (:func:`cairn.relevance.relevance`), not part of it.
+    matched: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON as in DESIGN.md (`search` results): :func:`cairn.contract.hit_json`."""

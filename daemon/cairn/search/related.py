@@ -12,6 +12,7 @@ import numpy as np
 
 from cairn.config import COSINE_FLOOR
 from cairn.policy import WithheldTally
+from cairn.relevance import relevance
 from cairn.search.withheld import WithheldSet
 from cairn.store import Store
 
@@ -41,9 +42,10 @@ def similar_notes(
     *,
     floor: float = COSINE_FLOOR,
 ) -> list[dict[str, Any]]:
-    """Up to ``limit`` other notes ``[{filePath, title, score}]``, best first (ties by path): each note's best
-    chunk cosine to the centre of ``rel`` among the :data:`SIMILAR_CANDIDATES` nearest allowed chunks, at least
-    ``floor``. Notes ``hidden`` withholds are left out (and added to ``tally``)."""
+    """Up to ``limit`` other notes ``[{filePath, title, score, relevance}]``, best first (ties by path): ``score`` is
+    each note's best chunk cosine to the centre of ``rel`` among the :data:`SIMILAR_CANDIDATES` nearest allowed
+    chunks, at least ``floor``; ``relevance`` its label (:func:`cairn.relevance.relevance`, from the cosine alone).
+    Notes ``hidden`` withholds are left out (and added to ``tally``)."""
     centre = note_centre(store, rel)
     if centre is None:
         return []
@@ -62,4 +64,7 @@ def similar_notes(
         if row.path not in best or cosine > best[row.path][0]:
             best[row.path] = (cosine, row.title)
     ranked = sorted(best.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
-    return [{"filePath": path, "title": title, "score": round(score, 4)} for path, (score, title) in ranked]
+    return [
+        {"filePath": path, "title": title, "score": round(score, 4), "relevance": relevance(score)}
+        for path, (score, title) in ranked
+    ]

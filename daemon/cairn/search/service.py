@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import cast
 
 import numpy as np
@@ -275,13 +275,39 @@ class SearchService:
         terms = query_terms(query)
         mask = hidden.symbol_masker(self.store) if hidden.redactor else None
         redact = hidden.redact if hidden.redactor else None
+        matched = self._matched(r, terms, chosen, rows)
         hits = [
-            self._hit(
-                rows[c], fused[c], sims.cosine.get(c, 0.0), tags_by_note.get(rows[c].note_id, []), terms, redact, mask
+            replace(
+                self._hit(
+                    rows[c],
+                    fused[c],
+                    sims.cosine.get(c, 0.0),
+                    tags_by_note.get(rows[c].note_id, []),
+                    terms,
+                    redact,
+                    mask,
+                ),
+                matched=matched[c],
             )
             for c in chosen
         ]
         return hits, preference
+
+    def _matched(
+        self, r: _Ranking, terms: Sequence[str], chosen: list[int], rows: dict[int, ChunkRow]
+    ) -> dict[int, float]:
+        """Per chosen chunk, the share (0..1) of the query's ``terms`` it holds as the keyword leg matches them
+        (:meth:`KeywordIndex.term_matches`), or 1 when its note holds every term (the search's coverage): what the
+        hit's relevance label reads (:func:`cairn.relevance.relevance`)."""
+        if not terms or not chosen:
+            return dict.fromkeys(chosen, 0.0)
+        ids = np.asarray(chosen, dtype=np.int64)
+        held = np.zeros(len(ids))
+        for t in terms:
+            held += np.isin(ids, self.keyword.term_matches(t)[0])
+        out = dict(zip(chosen, (held / len(terms)).tolist()))
+        tier = r.coverage.tier if r.coverage is not None else {}
+        return {c: 1.0 if tier.get(rows[c].note_id) == 2 else share for c, share in out.items()}
 
     def _keyword_leg(self, r: _Ranking) -> list[int]:
         """The BM25 candidates (withheld chunks left out before the top is taken); the withheld chunks the

@@ -1,0 +1,51 @@
+"""How relevant a hit reads to a person: one label from its cosine and whether it holds the query's words.
+
+The fused ranking score (RRF) only orders hits: its value means nothing to a reader (a top hit scores about
+``1/61``). The CLI, the plugin and the JSON views (``relevance`` next to ``score``) show this label instead:
+
+- ``strong``: the passage is about what was asked;
+- ``good``: close in meaning, often the answer or next to it;
+- ``keyword``: it (or its note) holds every word of the query, as FTS5 matches them, but is not close in
+  meaning: a real match for a name, a code or a rare word the embedding model does not know;
+- ``weak``: loosely related.
+
+Calibration: the cosines of the top-10 search hits of the dev-set questions (both dev files, each hit marked
+relevant or not by the question's relevant notes, off-corpus questions' hits never relevant), k-fold by question.
+:data:`STRONG_COSINE` is the lowest cosine above which a hit is relevant at least half the time;
+:data:`GOOD_COSINE` the lowest above which relevant hits outnumber the hits of off-corpus questions in every
+cosine band. Both sit above the contract's 0.35 answer floor (:data:`cairn.config.COSINE_FLOOR`), which says what
+may be used at all, not how good it is. ``tests/bench/calibrate_relevance.py`` recomputes them.
+"""
+
+from __future__ import annotations
+
+#: Every label, best first (the JSON views and ``openapi.json`` publish this set).
+RELEVANCE_LABELS = ("strong", "good", "keyword", "weak")
+
+#: Cosine similarity (to the query) from which a hit is ``strong``.
+STRONG_COSINE = 0.72
+#: Cosine similarity from which a hit is ``good``.
+GOOD_COSINE = 0.57
+
+#: What each label reads as after a hit (CLI; the plugin has the same words).
+RELEVANCE_TEXT = {
+    "strong": "strong match",
+    "good": "good match",
+    "keyword": "exact words",
+    "weak": "weak match",
+}
+
+
+def relevance(cosine: float, matched: float = 0.0) -> str:
+    """The label of a hit (one of :data:`RELEVANCE_LABELS`) from its ``cosine`` similarity to the query
+    (-1..1) and ``matched``, the share of the query's terms it holds (0..1; 0 when unknown, e.g. similar notes).
+
+    Words only lift a hit that is not close in meaning: a passage close in meaning keeps its cosine's label
+    whether or not it repeats the words."""
+    if cosine >= STRONG_COSINE:
+        return "strong"
+    if cosine >= GOOD_COSINE:
+        return "good"
+    if matched >= 1.0:
+        return "keyword"
+    return "weak"
