@@ -23,6 +23,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -56,6 +57,8 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",
 ]
 WAIT_MS = 30_000
+#: How the sidebar shows a hit's relevance (packaging/obsidian-plugin/src/relevance.ts).
+RELEVANCE_WORDS = re.compile(r"(strong match|good match|exact words|weak match)$")
 NOT_RUNNING = "Cairn isn't running — start it with `cairn serve` or from the tray"
 
 TOMATO_QUESTION = "When do I sow tomatoes, and when do they go into the polytunnel?"
@@ -343,7 +346,14 @@ def test_an_answer_streams_in_with_clickable_citations_and_the_sources_list(side
     sources = sidebar.locator(".cairn-source")
     assert sources.count() >= 1
     first = sources.first.inner_text()
-    assert first.startswith("[1]") and "Garden/Tomatoes.md › " in first and "score" in first
+    assert first.startswith("[1]") and "Garden/Tomatoes.md › " in first, first
+    # Each source says how relevant it is in words, never the raw fused score.
+    assert RELEVANCE_WORDS.search(first) and "score" not in sidebar.locator(".cairn-sources").inner_text(), first
+    # The sources the answer cites ([1], [4]) come first; the others it was given are listed under "Also retrieved".
+    lists = sidebar.locator(".cairn-sources ol")
+    assert [n.split("]")[0] + "]" for n in lists.first.locator(".cairn-source").all_inner_texts()] == ["[1]", "[4]"]
+    titles = sidebar.locator(".cairn-sources .cairn-section-title").all_inner_texts()
+    assert [t.lower() for t in titles] == (["sources", "also retrieved"] if sources.count() > 2 else ["sources"])
     # The model's answer: no "built from passages" banner.
     assert not sidebar.locator(".cairn-banner-ungrounded").is_visible()
 
@@ -431,6 +441,8 @@ def test_search_shows_results_as_you_type_with_the_match_and_opens_the_chunk(sid
     assert marked and marked <= {"sourdough", "starter"}, marked
     title = results.first.locator(".cairn-result-title")
     expected = title.inner_text().split(" › ")[0]
+    metas = sidebar.locator(".cairn-result-meta").all_inner_texts()
+    assert metas and all(RELEVANCE_WORDS.search(m) and "score" not in m for m in metas), metas
     shoot(sidebar, "plugin-search.png")
     title.click()
     assert sidebar.evaluate("window.__opened")[-1]["path"] == expected
@@ -477,6 +489,8 @@ def test_related_shows_links_backlinks_and_similar_notes_for_the_active_note(sid
     assert "Garden/Tomatoes.md" in text
     assert "Garden/Pests and problems.md" in text  # [[Pests and problems#Late blight]]
     assert "Kitchen/Tomato sauce.md" in text  # links to [[Tomatoes|tomato beds]]
+    similar = related.locator("ul").nth(2).locator("li").all_inner_texts()
+    assert similar and all(RELEVANCE_WORDS.search(row) and "score" not in row for row in similar), similar
     backlinks = related.locator("ul").nth(1).locator("li").all_inner_texts()
     assert len(backlinks) == len(set(backlinks)), backlinks  # one row per linking note
     shoot(sidebar, "plugin-related.png")

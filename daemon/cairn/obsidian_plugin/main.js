@@ -437,13 +437,13 @@ var import_obsidian = require("obsidian");
 
 // src/citations.ts
 var CITATION_RE = /\[(\d{1,3})\]/g;
-function splitCitations(text, known) {
+function splitCitations(text, known2) {
   const parts = [];
   let last = 0;
   for (const m of text.matchAll(CITATION_RE)) {
     const n = Number(m[1]);
     const at = m.index ?? 0;
-    if (n < 1 || known && !known.has(n)) continue;
+    if (n < 1 || known2 && !known2.has(n)) continue;
     if (text[at - 1] === "[" || text[at + m[0].length] === "]" || text[at + m[0].length] === "(") continue;
     if (at > last) parts.push(text.slice(last, at));
     parts.push({ n, text: m[0] });
@@ -452,13 +452,18 @@ function splitCitations(text, known) {
   if (last < text.length) parts.push(text.slice(last));
   return parts;
 }
+var ALSO_HEADING = "Also retrieved:";
+function footerLine(line) {
+  const t = line.trim();
+  return /^(\[\d+\].*|\[\d*)?$/.test(t) || ALSO_HEADING.startsWith(t);
+}
 function answerBody(text) {
   let heading = null;
   const re = /\n[ \t]*\n[ \t]*Sources:[ \t]*(?=\n|$)/g;
   for (let m = re.exec(text); m; m = re.exec(text)) heading = m;
   if (heading) {
     const rest = text.slice(heading.index + heading[0].length).split("\n");
-    if (rest.every((line) => /^\s*(\[\d+\].*|\[\d*)?$/.test(line))) return text.slice(0, heading.index).trimEnd();
+    if (rest.every(footerLine)) return text.slice(0, heading.index).trimEnd();
     return text.trimEnd();
   }
   const tail = /\n[ \t]*\n[ \t]*(S|So|Sou|Sour|Sourc|Source|Sources)$/.exec(text);
@@ -520,7 +525,7 @@ function clear(el) {
 function show(el, visible) {
   el.hidden = !visible;
 }
-function linkCitations(root, known) {
+function linkCitations(root, known2) {
   const texts = [];
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT, {
     acceptNode(node) {
@@ -534,7 +539,7 @@ function linkCitations(root, known) {
   for (let n = walker.nextNode(); n; n = walker.nextNode()) texts.push(n);
   const links = [];
   for (const node of texts) {
-    const parts = splitCitations(node.nodeValue ?? "", known);
+    const parts = splitCitations(node.nodeValue ?? "", known2);
     if (parts.every((p) => typeof p === "string")) continue;
     const frag = document.createDocumentFragment();
     for (const part of parts) {
@@ -549,6 +554,33 @@ function linkCitations(root, known) {
     node.parentNode?.replaceChild(frag, node);
   }
   return links;
+}
+
+// src/relevance.ts
+var RELEVANCE_TEXT = {
+  strong: "strong match",
+  good: "good match",
+  keyword: "exact words",
+  weak: "weak match"
+};
+var RELEVANCE_HINT = {
+  strong: "About what you asked",
+  good: "Close in meaning to what you asked",
+  keyword: "Holds every word you typed, though not close in meaning",
+  weak: "Only loosely related"
+};
+function known(r) {
+  return typeof r === "string" && Object.prototype.hasOwnProperty.call(RELEVANCE_TEXT, r);
+}
+function relevanceText(relevance) {
+  return known(relevance) ? RELEVANCE_TEXT[relevance] : "";
+}
+function relevanceHint(relevance) {
+  return known(relevance) ? RELEVANCE_HINT[relevance] : "";
+}
+function groupSources(sources) {
+  if (!sources.some((s) => s.cited === true)) return { cited: [...sources], also: [] };
+  return { cited: sources.filter((s) => s.cited === true), also: sources.filter((s) => s.cited !== true) };
 }
 
 // src/status.ts
@@ -866,8 +898,8 @@ var CairnView = class extends import_obsidian.ItemView {
       child.unload();
       return;
     }
-    const known = this.sources.length ? new Set(this.sources.map((s) => s.n)) : void 0;
-    for (const a of linkCitations(target, known)) {
+    const known2 = this.sources.length ? new Set(this.sources.map((s) => s.n)) : void 0;
+    for (const a of linkCitations(target, known2)) {
       const source = this.sources.find((s) => s.n === Number(a.dataset.n));
       a.title = source ? `${sourceLabel(source)} ${locationLabel(source)}`.trim() : "source arriving\u2026";
       if (!source) a.classList.add("is-pending");
@@ -877,22 +909,35 @@ var CairnView = class extends import_obsidian.ItemView {
     clear(this.answerEl);
     while (target.firstChild) this.answerEl.appendChild(target.firstChild);
   }
+  /** The sources the answer cites under "Sources", then the others it was given under "Also retrieved". */
   renderSources() {
     clear(this.sourcesEl);
     if (!this.sources.length) return;
-    h("div", { cls: "cairn-section-title", text: "Sources" }, this.sourcesEl);
-    const list = h("ol", { cls: "cairn-source-list" }, this.sourcesEl);
-    for (const s of this.sources) {
-      const li = h("li", { cls: "cairn-source", "data-n": s.n }, list);
-      h("span", { cls: "cairn-source-n", text: `[${s.n}]` }, li);
-      const link = h("a", { cls: "cairn-source-link", href: "#", text: sourceLabel(s) }, li);
-      link.addEventListener("click", (ev) => {
-        ev.preventDefault();
-        void this.host.openTarget(targetOf(s));
-      });
-      const meta = [locationLabel(s), `score ${s.score.toFixed(4)}`].filter(Boolean).join(" \xB7 ");
-      h("span", { cls: "cairn-source-meta", text: meta }, li);
+    const { cited, also } = groupSources(this.sources);
+    for (const [title, group, cls] of [["Sources", cited, ""], ["Also retrieved", also, " cairn-source-list-also"]]) {
+      if (!group.length) continue;
+      h("div", { cls: "cairn-section-title", text: title }, this.sourcesEl);
+      const list = h("ol", { cls: `cairn-source-list${cls}` }, this.sourcesEl);
+      for (const s of group) {
+        const li = h("li", { cls: "cairn-source", "data-n": s.n }, list);
+        h("span", { cls: "cairn-source-n", text: `[${s.n}]` }, li);
+        const link = h("a", { cls: "cairn-source-link", href: "#", text: sourceLabel(s) }, li);
+        link.addEventListener("click", (ev) => {
+          ev.preventDefault();
+          void this.host.openTarget(targetOf(s));
+        });
+        this.meta(li, "cairn-source-meta", locationLabel(s), s.relevance);
+      }
     }
+  }
+  /** A hit's meta line: where it is, then its relevance in words (with a tooltip), never the raw score. */
+  meta(parent, cls, where, relevance) {
+    const el = h("span", { cls }, parent);
+    if (where) el.appendChild(document.createTextNode(where));
+    const words = relevanceText(relevance);
+    if (!words) return;
+    if (where) el.appendChild(document.createTextNode(" \xB7 "));
+    h("span", { cls: `cairn-relevance cairn-relevance-${String(relevance)}`, text: words, title: relevanceHint(relevance) }, el);
   }
   // -- Search --------------------------------------------------------------------------------
   buildSearch(pane) {
@@ -945,7 +990,7 @@ var CairnView = class extends import_obsidian.ItemView {
         ev.preventDefault();
         void this.host.openTarget(targetOf(hit));
       });
-      h("div", { cls: "cairn-result-meta", text: [locationLabel(hit), `score ${hit.score.toFixed(4)}`].filter(Boolean).join(" \xB7 ") }, item);
+      this.meta(h("div", { cls: "cairn-result-meta" }, item), "cairn-result-where", locationLabel(hit), hit.relevance);
       const snippet = h("div", { cls: "cairn-result-snippet" }, item);
       for (const run of highlightRuns(hit.snippet ?? "", q)) {
         if (run.match) h("mark", { text: run.text }, snippet);
@@ -1009,7 +1054,7 @@ var CairnView = class extends import_obsidian.ItemView {
         } else {
           h("span", { cls: "cairn-unresolved", text: row.label, title: "Not a note in the vault" }, li);
         }
-        if (row.meta) h("span", { cls: "cairn-related-meta", text: row.meta }, li);
+        if (row.meta || relevanceText(row.relevance)) this.meta(li, "cairn-related-meta", row.meta ?? "", row.relevance);
       }
     };
     const seen = /* @__PURE__ */ new Set();
@@ -1034,7 +1079,8 @@ var CairnView = class extends import_obsidian.ItemView {
     section("Backlinks", [...backlinks.values()], "No notes link here.");
     section("Similar notes", (res.similar ?? []).map((s) => ({
       label: s.title || s.filePath,
-      meta: `${s.filePath.includes("/") ? s.filePath.slice(0, s.filePath.lastIndexOf("/") + 1) + " \xB7 " : ""}score ${s.score.toFixed(2)}`,
+      meta: s.filePath.includes("/") ? s.filePath.slice(0, s.filePath.lastIndexOf("/") + 1) : "",
+      relevance: s.relevance,
       target: { path: s.filePath }
     })), "Nothing similar yet (vectors may still be computing).");
   }

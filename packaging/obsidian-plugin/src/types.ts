@@ -2,12 +2,17 @@
  * Shapes of the Cairn daemon's HTTP API (DESIGN.md "HTTP"; daemon/cairn/openapi.json). JSON is camelCase.
  */
 
+import type { Relevance } from "./relevance";
+
 /** One ranked chunk of `GET /search`. `lines` are 1-based inclusive line numbers of the chunk in its note. */
 export interface SearchHit {
   filePath: string;
   /** Heading path joined with ` › ` (e.g. `Tomatoes › Care`), or `page N` for a PDF. */
   symbol: string;
+  /** The fused ranking score: orders the results, means nothing to a reader. */
   score: number;
+  /** How relevant the hit is, in a word (see relevance.ts); absent from a daemon older than the field. */
+  relevance?: Relevance;
   snippet: string;
   cosine?: number;
   tags?: string[];
@@ -24,9 +29,12 @@ export interface SearchResponse {
 /** One numbered source of an answer: exactly a chunk that was in the prompt; `n` is the `[n]` it is cited by. */
 export interface AnswerSource {
   n: number;
+  /** The answer's text cites `[n]`; the others were in the context and are listed under "Also retrieved". */
+  cited?: boolean;
   filePath: string;
   symbol: string;
   score: number;
+  relevance?: Relevance;
   snippet?: string;
   lines?: [number, number];
   page?: number;
@@ -61,7 +69,7 @@ export interface RelatedResponse {
   filePath?: string;
   links: RelatedLink[];
   backlinks: { filePath: string; line?: number | null }[];
-  similar: { filePath: string; title?: string; score: number }[];
+  similar: { filePath: string; title?: string; score: number; relevance?: Relevance }[];
 }
 
 export interface TagCount {

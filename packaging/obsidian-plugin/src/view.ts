@@ -11,6 +11,7 @@ import type { CairnClient } from "./api";
 import { answerBody, highlightRuns, locationLabel, NoteTarget, sourceLabel, targetOf } from "./citations";
 import { clear, h, linkCitations, show } from "./dom";
 import { CairnError, describeError, toCairnError } from "./errors";
+import { groupSources, relevanceHint, relevanceText } from "./relevance";
 import type { CairnSettings } from "./settings";
 import { progressLine, statsLine } from "./status";
 import type { AnswerSource, AskDone, RelatedResponse, SearchHit, TagCount } from "./types";
@@ -371,22 +372,36 @@ export class CairnView extends ItemView {
     while (target.firstChild) this.answerEl.appendChild(target.firstChild);
   }
 
+  /** The sources the answer cites under "Sources", then the others it was given under "Also retrieved". */
   private renderSources(): void {
     clear(this.sourcesEl);
     if (!this.sources.length) return;
-    h("div", { cls: "cairn-section-title", text: "Sources" }, this.sourcesEl);
-    const list = h("ol", { cls: "cairn-source-list" }, this.sourcesEl);
-    for (const s of this.sources) {
-      const li = h("li", { cls: "cairn-source", "data-n": s.n }, list);
-      h("span", { cls: "cairn-source-n", text: `[${s.n}]` }, li);
-      const link = h("a", { cls: "cairn-source-link", href: "#", text: sourceLabel(s) }, li);
-      link.addEventListener("click", (ev) => {
-        ev.preventDefault();
-        void this.host.openTarget(targetOf(s));
-      });
-      const meta = [locationLabel(s), `score ${s.score.toFixed(4)}`].filter(Boolean).join(" · ");
-      h("span", { cls: "cairn-source-meta", text: meta }, li);
+    const { cited, also } = groupSources(this.sources);
+    for (const [title, group, cls] of [["Sources", cited, ""], ["Also retrieved", also, " cairn-source-list-also"]] as const) {
+      if (!group.length) continue;
+      h("div", { cls: "cairn-section-title", text: title }, this.sourcesEl);
+      const list = h("ol", { cls: `cairn-source-list${cls}` }, this.sourcesEl);
+      for (const s of group) {
+        const li = h("li", { cls: "cairn-source", "data-n": s.n }, list);
+        h("span", { cls: "cairn-source-n", text: `[${s.n}]` }, li);
+        const link = h("a", { cls: "cairn-source-link", href: "#", text: sourceLabel(s) }, li);
+        link.addEventListener("click", (ev) => {
+          ev.preventDefault();
+          void this.host.openTarget(targetOf(s));
+        });
+        this.meta(li, "cairn-source-meta", locationLabel(s), s.relevance);
+      }
     }
+  }
+
+  /** A hit's meta line: where it is, then its relevance in words (with a tooltip), never the raw score. */
+  private meta(parent: HTMLElement, cls: string, where: string, relevance: unknown): void {
+    const el = h("span", { cls }, parent);
+    if (where) el.appendChild(document.createTextNode(where));
+    const words = relevanceText(relevance);
+    if (!words) return;
+    if (where) el.appendChild(document.createTextNode(" · "));
+    h("span", { cls: `cairn-relevance cairn-relevance-${String(relevance)}`, text: words, title: relevanceHint(relevance) }, el);
   }
 
   // -- Search --------------------------------------------------------------------------------
@@ -443,7 +458,7 @@ export class CairnView extends ItemView {
         ev.preventDefault();
         void this.host.openTarget(targetOf(hit));
       });
-      h("div", { cls: "cairn-result-meta", text: [locationLabel(hit), `score ${hit.score.toFixed(4)}`].filter(Boolean).join(" · ") }, item);
+      this.meta(h("div", { cls: "cairn-result-meta" }, item), "cairn-result-where", locationLabel(hit), hit.relevance);
       const snippet = h("div", { cls: "cairn-result-snippet" }, item);
       for (const run of highlightRuns(hit.snippet ?? "", q)) {
         if (run.match) h("mark", { text: run.text }, snippet);
@@ -492,7 +507,7 @@ export class CairnView extends ItemView {
 
   private renderRelated(res: RelatedResponse): void {
     const el = this.relatedEl;
-    const section = (title: string, rows: { label: string; meta?: string; target?: NoteTarget }[], empty: string) => {
+    const section = (title: string, rows: { label: string; meta?: string; relevance?: unknown; target?: NoteTarget }[], empty: string) => {
       h("div", { cls: "cairn-section-title", text: title }, el);
       if (!rows.length) {
         h("div", { cls: "cairn-empty", text: empty }, el);
@@ -511,7 +526,7 @@ export class CairnView extends ItemView {
         } else {
           h("span", { cls: "cairn-unresolved", text: row.label, title: "Not a note in the vault" }, li);
         }
-        if (row.meta) h("span", { cls: "cairn-related-meta", text: row.meta }, li);
+        if (row.meta || relevanceText(row.relevance)) this.meta(li, "cairn-related-meta", row.meta ?? "", row.relevance);
       }
     };
     const seen = new Set<string>();
@@ -537,7 +552,8 @@ export class CairnView extends ItemView {
     section("Backlinks", [...backlinks.values()], "No notes link here.");
     section("Similar notes", (res.similar ?? []).map((s) => ({
       label: s.title || s.filePath,
-      meta: `${s.filePath.includes("/") ? s.filePath.slice(0, s.filePath.lastIndexOf("/") + 1) + " · " : ""}score ${s.score.toFixed(2)}`,
+      meta: s.filePath.includes("/") ? s.filePath.slice(0, s.filePath.lastIndexOf("/") + 1) : "",
+      relevance: s.relevance,
       target: { path: s.filePath },
     })), "Nothing similar yet (vectors may still be computing).");
   }

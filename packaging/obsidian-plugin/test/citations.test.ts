@@ -85,6 +85,13 @@ describe("answerBody", () => {
     }
   });
 
+  it("drops the Also retrieved list after the Sources list too, at every moment while it streams in", () => {
+    const both = `${full}\n\nAlso retrieved:\n[3] Garden/Compost.md › Compost (lines 2–4) — weak match`;
+    for (let i = body.length + 1; i <= both.length; i++) {
+      expect(answerBody(both.slice(0, i)), `after ${i} characters`).toBe(body);
+    }
+  });
+
   it("keeps an answer that only mentions sources, or has text after them", () => {
     const text = "Check these.\n\nSources: the seed packet says March.";
     expect(answerBody(text)).toBe(text);

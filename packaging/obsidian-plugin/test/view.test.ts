@@ -150,6 +150,50 @@ describe("Ask", () => {
     expect($(mounted.root, ".cairn-answer").textContent).toBe("Plant cloves 5 cm deep. [1]");
   });
 
+  it("lists the cited sources under Sources and the others under Also retrieved, each with its relevance in words", async () => {
+    const text = "Feed it 1:1:1 on Sundays. [2]\n\nSources:\n[2] Kitchen/Sourdough starter.md › Feeding (lines 10–16) — strong match\n\nAlso retrieved:\n[1] Kitchen/Sourdough.md › Sourdough (lines 10–13) — weak match";
+    mounted = await mount({
+      "/ask": () =>
+        stream(
+          sse([
+            ["token", { text }],
+            [
+              "sources",
+              [
+                { n: 1, cited: false, filePath: "Kitchen/Sourdough.md", symbol: "Sourdough", score: 0.0213, relevance: "weak", lines: [10, 13] },
+                { n: 2, cited: true, filePath: "Kitchen/Sourdough starter.md", symbol: "Feeding", score: 0.0208, relevance: "strong", lines: [10, 16] },
+              ],
+            ],
+            ["done", { grounded: false, notFound: false, elapsedMs: 30 }],
+          ]),
+        ),
+    });
+    await ask(mounted, "How do I feed my starter?");
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-elapsed")).toBeTruthy());
+    const titles = [...mounted.root.querySelectorAll(".cairn-sources .cairn-section-title")].map((e) => e.textContent);
+    expect(titles).toEqual(["Sources", "Also retrieved"]);
+    const lists = [...mounted.root.querySelectorAll(".cairn-sources ol")].map((ol) =>
+      [...ol.querySelectorAll(".cairn-source")].map((li) => li.textContent),
+    );
+    expect(lists).toEqual([
+      ["[2]Kitchen/Sourdough starter.md › Feedinglines 10–16 · strong match"],
+      ["[1]Kitchen/Sourdough.md › Sourdoughlines 10–13 · weak match"],
+    ]);
+    expect($(mounted.root, ".cairn-sources").textContent).not.toContain("score");
+    expect($(mounted.root, ".cairn-answer").textContent).toBe("Feed it 1:1:1 on Sundays. [2]");
+  });
+
+  it("a daemon that marks no source cited lists them all under Sources", async () => {
+    mounted = await mount({
+      "/ask": () => stream(sse([["token", { text: "Sow in March [1]." }], ["sources", SOURCES], ["done", { grounded: true, notFound: false, elapsedMs: 5 }]])),
+    });
+    await ask(mounted, "q");
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-elapsed")).toBeTruthy());
+    const titles = [...mounted.root.querySelectorAll(".cairn-sources .cairn-section-title")].map((e) => e.textContent);
+    expect(titles).toEqual(["Sources"]);
+    expect(mounted.root.querySelectorAll(".cairn-source")).toHaveLength(2);
+  });
+
   it("a 5xx is shown inline with the daemon's message, and Retry asks again", async () => {
     let n = 0;
     mounted = await mount({
@@ -243,6 +287,34 @@ describe("Search", () => {
     await vi.waitFor(() => expect($(mounted!.root, ".cairn-result-snippet mark")?.textContent).toBe("sourd"));
     ($(mounted.root, ".cairn-result-title") as HTMLElement).click();
     expect(mounted.host.openTarget).toHaveBeenCalledWith({ path: "Kitchen/Sourdough.md", line: 9 });
+  });
+});
+
+describe("relevance in words", () => {
+  it("search results and similar notes say strong / good / exact words / weak, never the raw score", async () => {
+    const hit = (filePath: string, relevance: string, score: number) => ({ filePath, symbol: "", score, relevance, snippet: "banneton", lines: [1, 2] });
+    mounted = await mount({
+      "/search": () =>
+        json({ results: [hit("Kitchen/Sourdough.md", "keyword", 0.0323), hit("Kitchen/Bread.md", "good", 0.0161), hit("Home.md", "weak", 0.0159)] }),
+      "/related": () =>
+        json({ filePath: "Kitchen/Sourdough.md", links: [], backlinks: [], similar: [{ filePath: "Kitchen/Sourdough starter.md", title: "Sourdough starter", score: 0.8123, relevance: "strong" }] }),
+    });
+    $(mounted.root, ".cairn-tab[data-tab='search']").click();
+    const input = $(mounted.root, ".cairn-search-input") as HTMLInputElement;
+    input.value = "banneton";
+    input.dispatchEvent(new Event("input"));
+    await vi.waitFor(() => expect(mounted!.root.querySelectorAll(".cairn-result")).toHaveLength(3), { timeout: 3000 });
+    const metas = [...mounted.root.querySelectorAll(".cairn-result-meta")].map((e) => e.textContent);
+    expect(metas).toEqual(["lines 1–2 · exact words", "lines 1–2 · good match", "lines 1–2 · weak match"]);
+    const label = $(mounted.root, ".cairn-result-meta .cairn-relevance");
+    expect(label.classList.contains("cairn-relevance-keyword")).toBe(true);
+    expect(label.title).toBe("Holds every word you typed, though not close in meaning");
+    expect($(mounted.root, ".cairn-search-results").textContent).not.toMatch(/score|0\.0/);
+
+    Object.assign(mounted.view.app.workspace, { getActiveFile: () => ({ path: "Kitchen/Sourdough.md", extension: "md" }) });
+    $(mounted.root, ".cairn-tab[data-tab='related']").click();
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-related-meta")?.textContent).toBe("Kitchen/ · strong match"));
+    expect($(mounted.root, ".cairn-related").textContent).not.toContain("0.81");
   });
 });
 
