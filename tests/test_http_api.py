@@ -820,13 +820,13 @@ def test_search_returns_the_real_services_results(request):
 def test_search_results_say_in_a_word_how_relevant_each_hit_is(request):
     """``relevance`` next to the raw ``score``: a passage about the query is ``strong``; one that holds the query's
     rare word without being close in meaning is ``keyword`` ("exact words"), and only a passage holding the word is
-    (examples/vault: "hooch" is in Kitchen/Sourdough starter.md alone)."""
+    (examples/vault: "hooch" is in Kitchen/Sourdough starter.md alone, "banneton" in Kitchen/Sourdough.md)."""
     config, query_service, stats_fn, health_fn = _sample(request)
 
     async def scenario():
         async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:
             found = {}
-            for q in ("sourdough starter", "hooch"):
+            for q in ("sourdough starter", "hooch", "banneton"):
                 async with client.get("/search", params={"q": q, "topK": "5"}, headers=AUTH) as resp:
                     assert resp.status == 200
                     found[q] = (await resp.json())["results"]
@@ -839,6 +839,8 @@ def test_search_results_say_in_a_word_how_relevant_each_hit_is(request):
     holding = {r["filePath"] for r in found["hooch"] if "hooch" in (SAMPLE_VAULT / r["filePath"]).read_text().lower()}
     assert holding == {"Kitchen/Sourdough starter.md"}
     assert {r["filePath"] for r in found["hooch"] if r["relevance"] == "keyword"} == holding, found["hooch"]
+    # A word the embedding model does not know: found by its words alone, and said so rather than "weak".
+    assert (found["banneton"][0]["filePath"], found["banneton"][0]["relevance"]) == ("Kitchen/Sourdough.md", "keyword")
 
 
 def test_ask_stream_starts_before_the_answer_is_ready(request):

@@ -304,7 +304,10 @@ class SearchService:
         ids = np.asarray(chosen, dtype=np.int64)
         held = np.zeros(len(ids))
         for t in terms:
-            held += np.isin(ids, self.keyword.term_matches(t)[0])
+            holding = self.keyword.term_matches(t)[0]  # ascending chunk ids (rowid order, in memory and in FTS5)
+            if len(holding):
+                at = np.minimum(np.searchsorted(holding, ids), len(holding) - 1)
+                held += holding[at] == ids
         out = dict(zip(chosen, (held / len(terms)).tolist()))
         tier = r.coverage.tier if r.coverage is not None else {}
         return {c: 1.0 if tier.get(rows[c].note_id) == 2 else share for c, share in out.items()}
