@@ -22,12 +22,14 @@ index on a background thread and rebuilds it once a bulk change is over.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import math
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -51,6 +53,81 @@ def fts5_bm25(tf: np.ndarray, length: np.ndarray, n_hit: int, n_rows: int, avgdl
     if idf <= 0.0:
         idf = 1e-6
     return -(idf * ((tf * (K1 + 1.0)) / (tf + K1 * ((1 - B) + (B * length) / avgdl))))
+
+
+def edit_distance(a: str, b: str, limit: int) -> int:
+    """Optimal string alignment distance of ``a`` and ``b`` (insertions, deletions, substitutions and swaps of two
+    adjacent characters, each one edit), or ``limit + 1`` as soon as it must exceed ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        if min(cur) > limit:
+            return limit + 1
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+class Vocabulary:
+    """The tokens of a set of FTS5 rows, sorted, with the number of rows holding each: prefix lookups by bisection,
+    typo candidates by a character-count bound (:meth:`near`), so neither walks the vocabulary in Python."""
+
+    #: Character classes of the count bound (code point modulo this).
+    BUCKETS = 32
+
+    def __init__(self, terms: Sequence[str], rows: np.ndarray) -> None:
+        order = sorted(range(len(terms)), key=terms.__getitem__)
+        self.terms = [terms[i] for i in order]
+        self.rows = np.asarray(rows, dtype=np.int64)[order] if len(order) else np.zeros(0, dtype=np.int64)
+        self.lengths = np.fromiter(map(len, self.terms), dtype=np.int64, count=len(self.terms))
+        self._counts: np.ndarray | None = None
+
+    def with_prefix(self, prefix: str, limit: int) -> list[tuple[str, int]]:
+        """(token, rows) of at most ``limit`` tokens starting with ``prefix``, the most frequent first."""
+        lo = bisect.bisect_left(self.terms, prefix)
+        hi = bisect.bisect_left(self.terms, prefix + "\U0010ffff", lo)
+        if hi <= lo:
+            return []
+        best = lo + np.argsort(-self.rows[lo:hi], kind="stable")[:limit]
+        return [(self.terms[i], int(self.rows[i])) for i in best.tolist()]
+
+    def near(self, token: str, edits: int, limit: int) -> list[tuple[str, int, int]]:
+        """(token, rows, distance) of at most ``limit`` tokens within ``edits`` edits of ``token``
+        (:func:`edit_distance`), nearest then most frequent first. Candidates are the tokens whose length and
+        character counts allow it (an edit changes the counts by at most 2 in all), computed on arrays; only those
+        are compared."""
+        counts = self._char_counts()
+        rows_near = np.flatnonzero(np.abs(self.lengths - len(token)) <= edits)
+        if not len(rows_near):
+            return []
+        want = np.zeros(self.BUCKETS, dtype=np.int64)
+        np.add.at(want, np.frombuffer(token.encode("utf-32-le"), dtype=np.uint32) % self.BUCKETS, 1)
+        bound = np.abs(counts[rows_near].astype(np.int64) - want).sum(axis=1)
+        found = []
+        for i in rows_near[bound <= 2 * edits].tolist():
+            d = edit_distance(token, self.terms[i], edits)
+            if d <= edits:
+                found.append((self.terms[i], int(self.rows[i]), d))
+        found.sort(key=lambda f: (f[2], -f[1], f[0]))
+        return found[:limit]
+
+    def _char_counts(self) -> np.ndarray:
+        """(tokens, BUCKETS) uint16: each token's characters counted by class (built on first use)."""
+        if self._counts is None:
+            counts = np.zeros((len(self.terms), self.BUCKETS), dtype=np.uint16)
+            if self.terms:
+                codes = np.frombuffer("".join(self.terms).encode("utf-32-le"), dtype=np.uint32) % self.BUCKETS
+                owner = np.repeat(np.arange(len(self.terms)), self.lengths)
+                np.add.at(counts, (owner, codes), 1)
+            self._counts = counts
+        return self._counts
 
 
 @dataclass(frozen=True)
@@ -79,6 +156,13 @@ class _Postings:
         names = list(vocab)
         tf = counts.astype(np.float64)
         return cls({names[int(term_of[s])]: (ids[s:e], tf[s:e]) for s, e in zip(starts, ends)})
+
+    @cached_property
+    def vocabulary(self) -> Vocabulary:
+        """The tokens held, with their row counts (rows deleted since the build included: a bound, for ranking
+        expansions)."""
+        terms = list(self.terms)
+        return Vocabulary(terms, np.fromiter((len(self.terms[t][0]) for t in terms), dtype=np.int64, count=len(terms)))
 
 
 class Bm25Index:
@@ -227,6 +311,15 @@ class Bm25Index:
         self._base, self._extra, self._extra_rows, self._marker = None, _Postings({}), 0, None
         self._deletion_seq = None
 
+    def vocabularies(self) -> list[Vocabulary] | None:
+        """The vocabularies of the postings held (the main ones and those added since), or None when the index is
+        not ready. Each is built on first use and kept with its postings."""
+        with self._lock:
+            base, extra = self._base, self._extra
+        if base is None:
+            return None
+        return [base.vocabulary, extra.vocabulary] if extra.terms else [base.vocabulary]
+
     def scores(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         """(chunk ids (k,) int64 ascending, bm25 (k,) float64 < 0) of every row holding ``term``'s phrase: exactly
         :meth:`Store.fts_phrase_scores` of the quoted term. None when the index is not ready, or when the term is
@@ -276,6 +369,7 @@ class KeywordIndex:
         self._phrases: EpochLRU[str, tuple[np.ndarray, np.ndarray]] = EpochLRU(
             self.TERM_CACHE_MAX_ROWS, size=lambda v: len(v[0])
         )
+        self._fts_vocabulary: tuple[int, Vocabulary] | None = None
         self._auto = False
         self._building: threading.Thread | None = None
         self._started_at = -math.inf
@@ -341,6 +435,25 @@ class KeywordIndex:
         BM25 holds it (same values), else from FTS5."""
         found = self.terms.scores(term)
         return found if found is not None else self._phrase_scores(fts_phrase(term))
+
+    def vocabularies(self) -> list[Vocabulary]:
+        """The vocabularies of the index as it is now (tokens and row counts, for prefix and typo expansion): the
+        in-memory BM25's when it is built, else FTS5's own (read with ``fts5vocab``, kept for the epoch)."""
+        self._follow()
+        held = self.terms.vocabularies()
+        if held is not None:
+            return held
+        epoch = self.epoch.value
+        cached = self._fts_vocabulary
+        if cached is None or cached[0] != epoch:
+            cached = (epoch, Vocabulary(*self.store.fts_vocabulary()))
+            self._fts_vocabulary = cached
+        return [cached[1]]
+
+    def phrase_matches(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids, bm25) of every chunk holding ``text`` as an exact phrase (its tokens in order), quoted by us
+        (:func:`cairn.ranking.fts_phrase`): user text is never read as FTS5 syntax."""
+        return self._phrase_scores(fts_phrase(text))
 
     def term_matches(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         """(chunk ids (k,) int64, bm25 (k,) float64 < 0) of every chunk holding ``term`` (one query term, tokenized

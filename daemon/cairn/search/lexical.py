@@ -18,8 +18,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cairn.notes import normalise_tag
+from cairn.ranking import query_terms
 from cairn.search.cache import StoreEpoch
+from cairn.search.keyword import KeywordIndex, Vocabulary
+from cairn.search.syntax import And, Field, Node, Not, Or, ParsedQuery, Phrase, Word
 from cairn.store import Store
+
+#: (chunk ids (k,) int64, BM25 (k,) float64 < 0) of the chunks holding a term or phrase.
+Matches = tuple[np.ndarray, np.ndarray]
 
 #: A clause held by at most this many notes is rare: its notes rank first.
 RARE_NOTES = 5
@@ -83,27 +90,27 @@ class NoteMaps:
 
 @dataclass(frozen=True)
 class Coverage:
-    """The lexical evidence of one query. ``lexical`` (k,) int64 ascending: chunk ids holding at least one clause
-    (never dropped for their cosine in search); ``tier``: note id → 2 when the note holds every clause, 1 when some
-    (absent: none); ``rare``: note id → how many rare clauses it holds; ``extra``: chunk ids to add to the keyword
-    candidates, best BM25 first: the best chunk of each note holding every clause or a rare one that the keyword
-    top lacks."""
+    """The lexical evidence of one query. ``lexical`` (k,) int64 ascending: chunk ids holding a term of the query
+    (never dropped for their cosine in search); ``tier``: note id → 2 when the note matches the whole query (every
+    term, as Obsidian), 1 when it holds some term (absent: none); ``rare``: note id → how many rare terms it holds;
+    ``extra``: chunk ids to add to the keyword candidates, best BM25 first: the best chunk of each note of tier 2 or
+    holding a rare term that the keyword top lacks; ``tiered``: whether :meth:`rank_key` ranks by tier."""
 
     lexical: np.ndarray
     tier: dict[int, int]
     rare: dict[int, int]
     extra: list[int]
-    clauses: int = 0
+    tiered: bool = True
 
     def lexical_among(self, chunk_ids: Collection[int]) -> set[int]:
-        """The chunks of ``chunk_ids`` that hold a clause."""
+        """The chunks of ``chunk_ids`` that hold a term of the query."""
         ids = np.asarray(list(chunk_ids), dtype=np.int64)
-        return set(ids[np.isin(ids, self.lexical, assume_unique=False)].tolist())
+        return set(ids[np.isin(ids, self.lexical)].tolist())
 
     def rank_key(self, note_id: int) -> tuple[int, int]:
-        """Sort key (descending) of a chunk of note ``note_id``: (rare clauses held, tier); (0, 0) for every note of
-        a query of more than :data:`TIERED_CLAUSES` clauses (a question in words: ranked by the fused order)."""
-        if self.clauses > TIERED_CLAUSES:
+        """Sort key (descending) of a chunk of note ``note_id``: (rare terms held, tier); (0, 0) for every note when
+        the query is not tiered (a question in words: ranked by the fused order)."""
+        if not self.tiered:
             return 0, 0
         return self.rare.get(note_id, 0), self.tier.get(note_id, 0)
 
@@ -112,19 +119,22 @@ _EMPTY = np.zeros(0, dtype=np.int64)
 
 
 def coverage(
-    clauses: Sequence[tuple[np.ndarray, np.ndarray]],
+    leaves: Sequence[Matches],
     notes: NoteMap,
     keyword_top: Sequence[int],
     *,
     within: Sequence[int] | None,
     excluding: Sequence[int],
     max_extra: int,
+    full: set[int] | None = None,
+    tiered: bool = True,
 ) -> Coverage:
-    """The :class:`Coverage` of ``clauses``: per clause, (chunk ids (k,) int64, BM25 (k,) float64 < 0) of the chunks
-    holding it. Only chunks in ``within`` (None: all) and not in ``excluding`` count. ``keyword_top``: the keyword
-    candidates already held; at most ``max_extra`` chunks are added."""
-    kept: list[tuple[np.ndarray, np.ndarray]] = []
-    for ids, scores in clauses:
+    """The :class:`Coverage` of a query whose terms (words, phrases) match ``leaves``: per term, (chunk ids (k,)
+    int64, BM25 (k,) float64 < 0) of the chunks holding it. ``full``: the notes matching the whole query (None:
+    those holding every term). Only chunks in ``within`` (None: all) and not in ``excluding`` count.
+    ``keyword_top``: the keyword candidates already held; at most ``max_extra`` chunks are added."""
+    kept: list[Matches] = []
+    for ids, scores in leaves:
         mask = np.ones(len(ids), dtype=bool)
         if within is not None:
             mask &= np.isin(ids, np.asarray(within, dtype=np.int64))
@@ -132,11 +142,13 @@ def coverage(
             mask &= ~np.isin(ids, np.asarray(excluding, dtype=np.int64))
         kept.append((ids[mask], scores[mask]))
     if not kept:
-        return Coverage(_EMPTY, {}, {}, [])
+        return Coverage(_EMPTY, {}, {}, [], tiered)
     held_by = [np.unique(notes.notes(ids)) for ids, _ in kept]
     held_by = [h[h >= 0] for h in held_by]
     note_ids, counts = np.unique(np.concatenate(held_by), return_counts=True)
-    tier = {int(n): 2 if k == len(kept) else 1 for n, k in zip(note_ids.tolist(), counts.tolist())}
+    if full is None:
+        full = {n for n, k in zip(note_ids.tolist(), counts.tolist()) if k == len(kept)}
+    tier = {n: 2 if n in full else 1 for n in note_ids.tolist()}
     rare: dict[int, int] = {}
     for held in held_by:
         if len(held) <= RARE_NOTES:
@@ -144,11 +156,11 @@ def coverage(
                 rare[n] = rare.get(n, 0) + 1
     lexical = np.unique(np.concatenate([ids for ids, _ in kept]))
     wanted = {n for n, t in tier.items() if t == 2} | set(rare)
-    return Coverage(lexical, tier, rare, _best_chunks(kept, notes, wanted, keyword_top, max_extra), len(kept))
+    return Coverage(lexical, tier, rare, _best_chunks(kept, notes, wanted, keyword_top, max_extra), tiered)
 
 
 def _best_chunks(
-    kept: Sequence[tuple[np.ndarray, np.ndarray]], notes: NoteMap, wanted: set[int], held: Sequence[int], limit: int
+    kept: Sequence[Matches], notes: NoteMap, wanted: set[int], held: Sequence[int], limit: int
 ) -> list[int]:
     """The chunk with the best summed BM25 of each note in ``wanted`` that has no chunk in ``held``, best first (ties
     by chunk id), at most ``limit``."""
@@ -165,3 +177,187 @@ def _best_chunks(
     firsts = order[np.r_[True, owner[order][1:] != owner[order][:-1]]] if len(order) else order
     best = firsts[np.lexsort((chunk_ids[firsts], acc[firsts]))][:limit]
     return chunk_ids[best].tolist()
+
+
+#: The query's last bare word also matches the tokens it begins when it has at least this many characters (fewer
+#: would match a good part of the vocabulary while one is still typing); at most PREFIX_EXPANSIONS of them, the most
+#: frequent.
+PREFIX_MIN = 3
+PREFIX_EXPANSIONS = 16
+#: A word matching nothing matches the tokens within one edit when it has at least TYPO_ONE_EDIT characters, two
+#: from TYPO_TWO_EDITS (MiniSearch's fuzzy 0.2 × length, rounded, as Omnisearch uses it); at most TYPO_EXPANSIONS.
+TYPO_ONE_EDIT = 5
+TYPO_TWO_EDITS = 8
+TYPO_EXPANSIONS = 4
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What search does with a query's words and syntax. ``keyword_text``: the words of the BM25 leg (the positive
+    words and phrases, plus prefix and typo expansions); ``dense_text``: what the dense leg embeds; ``allowed``: the
+    note ids the filters (``tag:``, ``path:``, ``file:``) and exclusions allow (None: all); ``leaves``: the matches of
+    each positive word or phrase; ``full``: the notes matching the whole expression (None: those holding every
+    leaf); ``tiered``: rank by tier (:class:`Coverage`)."""
+
+    keyword_text: str
+    dense_text: str
+    allowed: set[int] | None
+    leaves: list[Matches]
+    full: set[int] | None
+    tiered: bool
+
+
+def _merge(parts: Sequence[Matches]) -> Matches:
+    """The union of several matches, each chunk with its best (lowest) BM25."""
+    parts = [p for p in parts if len(p[0])]
+    if not parts:
+        return _EMPTY, np.zeros(0, dtype=np.float64)
+    if len(parts) == 1:
+        return parts[0]
+    ids = np.concatenate([p[0] for p in parts])
+    scores = np.concatenate([p[1] for p in parts])
+    order = np.lexsort((scores, ids))
+    ids, scores = ids[order], scores[order]
+    first = np.r_[True, ids[1:] != ids[:-1]]
+    return ids[first], scores[first]
+
+
+class Matcher:
+    """Evaluates one query against the index as it is now: each word and phrase → the chunks holding it (FTS5's
+    tokens, phrases quoted by us), each operator → notes, the expression → notes, as Obsidian's search
+    (:mod:`cairn.search.syntax`). Prefix and typo expansion use the keyword index's vocabularies."""
+
+    def __init__(self, keyword: KeywordIndex, store: Store, notes: NoteMap) -> None:
+        self.keyword = keyword
+        self.store = store
+        self.notes = notes
+        self.expansions: list[str] = []
+        self._leaves: dict[tuple[Node, bool], Matches | None] = {}
+        self._vocabularies: list[Vocabulary] | None = None
+
+    def plan(self, query: str, parsed: ParsedQuery) -> Plan:
+        """The :class:`Plan` of ``query`` (``parsed`` is :func:`cairn.search.syntax.parse` of it). A query without
+        syntax is its :func:`cairn.ranking.query_terms`, tiered (and expanded) only when it has at most
+        :data:`TIERED_CLAUSES` terms; a query with syntax is always tiered."""
+        if parsed.plain:
+            terms = query_terms(query)
+            tiered = len(terms) <= TIERED_CLAUSES
+            found = [self.leaf(Word(t, prefix=i == len(terms) - 1), expand=tiered) for i, t in enumerate(terms)]
+            leaves = [m for m in found if m is not None]
+            text = " ".join([query, *self.expansions])
+            return Plan(text, query, None, leaves, None, tiered)
+        leaves = [m for m in (self.leaf(n, expand=True) for n in _positive_leaves(parsed.root)) if m is not None]
+        dense = parsed.text or " ".join(_field_values(parsed.root)) or query
+        return Plan(
+            " ".join([parsed.text, *self.expansions]),
+            dense,
+            self.hard(parsed.root),
+            leaves,
+            self.notes_of(parsed.root),
+            True,
+        )
+
+    def leaf(self, node: Word | Phrase, *, expand: bool) -> Matches | None:
+        """The chunks holding a word (or its prefix and typo expansions when ``expand``) or a phrase; None for a word
+        that is only stopwords or a phrase with no token (no constraint)."""
+        key = (node, expand)
+        if key not in self._leaves:
+            self._leaves[key] = self._phrase(node.text) if isinstance(node, Phrase) else self._word(node, expand)
+        return self._leaves[key]
+
+    def _phrase(self, text: str) -> Matches | None:
+        if not self.store.fts_tokens(text):
+            return None
+        return self.keyword.phrase_matches(text)
+
+    def _word(self, word: Word, expand: bool) -> Matches | None:
+        terms = query_terms(word.text)
+        if not terms:
+            return None
+        if len(terms) > 1:  # e.g. "e-mail": its words in order
+            return self._phrase(word.text)
+        tokens = self.store.fts_tokens(terms[0])
+        if len(tokens) != 1:
+            return self._phrase(terms[0])
+        found = self.keyword.term_matches(terms[0])
+        if not expand:
+            return found
+        token, more = tokens[0], []
+        if word.prefix and len(token) >= PREFIX_MIN:
+            more += [t for v in self._vocab() for t, _ in v.with_prefix(token, PREFIX_EXPANSIONS) if t != token]
+        if not len(found[0]) and len(token) >= TYPO_ONE_EDIT:
+            edits = 2 if len(token) >= TYPO_TWO_EDITS else 1
+            near = sorted((n for v in self._vocab() for n in v.near(token, edits, TYPO_EXPANSIONS)), key=_nearest)
+            more += [t for t, _, _ in near[:TYPO_EXPANSIONS] if t != token]
+        parts = [found]
+        for t in dict.fromkeys(more):
+            if self.store.fts_tokens(t) == [t]:  # a token that FTS5 reads back as itself
+                parts.append(self.keyword.term_matches(t))
+                self.expansions.append(t)
+        return _merge(parts)
+
+    def _vocab(self) -> list[Vocabulary]:
+        if self._vocabularies is None:
+            self._vocabularies = self.keyword.vocabularies()
+        return self._vocabularies
+
+    def notes_of(self, node: Node) -> set[int] | None:
+        """The notes matching ``node`` (None: no constraint, e.g. a word that is only stopwords)."""
+        if isinstance(node, Word | Phrase):
+            found = self.leaf(node, expand=not isinstance(node, Phrase))
+            return None if found is None else set(self.notes.notes(np.unique(found[0])).tolist()) - {-1}
+        if isinstance(node, Field):
+            return self._field(node)
+        if isinstance(node, Not):
+            inner = self.notes_of(node.node)
+            return None if inner is None else set(self.notes.paths) - inner
+        sets = [s for s in (self.notes_of(n) for n in node.items) if s is not None]
+        if not sets:
+            return None
+        return set.intersection(*sets) if isinstance(node, And) else set.union(*sets)
+
+    def hard(self, node: Node) -> set[int] | None:
+        """The notes the filters and exclusions of ``node`` allow: in a conjunction, every operator and exclusion
+        must hold; in a disjunction, those of one branch (None: no restriction)."""
+        if isinstance(node, Field | Not):
+            return self.notes_of(node)
+        if isinstance(node, And):
+            sets = [s for s in (self.hard(n) for n in node.items) if s is not None]
+            return set.intersection(*sets) if sets else None
+        if isinstance(node, Or):
+            branches = [self.hard(n) for n in node.items]
+            return None if any(b is None for b in branches) else set.union(*branches)  # type: ignore[arg-type]
+        return None
+
+    def _field(self, field: Field) -> set[int]:
+        value = field.value.strip().lower()
+        if field.name == "tag":
+            tag = normalise_tag(field.value)
+            if tag is None:
+                return set()
+            chunks = np.asarray(self.store.scoped_chunk_ids([tag], []), dtype=np.int64)
+            return set(self.notes.notes(chunks).tolist()) - {-1}
+        if field.name == "file":
+            return {n for n, p in self.notes.paths.items() if value in p.rsplit("/", 1)[-1].lower()}
+        return {n for n, p in self.notes.paths.items() if value in p.lower()}
+
+
+def _nearest(found: tuple[str, int, int]) -> tuple[int, int, str]:
+    return found[2], -found[1], found[0]
+
+
+def _positive_leaves(node: Node) -> list[Word | Phrase]:
+    """The words and phrases a matching note may hold (not under an exclusion)."""
+    if isinstance(node, Word | Phrase):
+        return [node]
+    if isinstance(node, And | Or):
+        return [leaf for n in node.items for leaf in _positive_leaves(n)]
+    return []
+
+
+def _field_values(node: Node) -> list[str]:
+    if isinstance(node, Field):
+        return [node.value.lstrip("#")]
+    if isinstance(node, And | Or):
+        return [v for n in node.items for v in _field_values(n)]
+    return []

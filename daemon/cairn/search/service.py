@@ -33,7 +33,8 @@ from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.search.dense import DenseQuery
 from cairn.search.hits import Hit, SearchResult, check_query, make_snippet, scope_folders, scope_tags
 from cairn.search.keyword import KeywordIndex
-from cairn.search.lexical import Coverage, NoteMaps, coverage
+from cairn.search.lexical import Coverage, Matcher, NoteMaps, Plan, coverage
+from cairn.search.syntax import parse
 from cairn.search.vectors import Vectors, VectorSnapshot
 from cairn.search.withheld import WithheldSet
 from cairn.store import ChunkRow, Store
@@ -72,6 +73,8 @@ class _Ranking:
     touched: set[int] = field(default_factory=set)
     keyword: list[int] = field(default_factory=list)
     pool: list[int] = field(default_factory=list)
+    #: the query's words and syntax (search purpose; None for ask)
+    plan: Plan | None = None
     #: the notes holding the query's terms (search purpose with a keyword leg; None otherwise)
     coverage: Coverage | None = None
     #: fused candidates that pass only as lexical evidence (below the cosine floor)
@@ -248,17 +251,22 @@ class SearchService:
     ) -> tuple[list[Hit], str | None]:
         """:meth:`retrieve` on validated arguments, without the result cache."""
         within = self.store.scoped_chunk_ids(tags, folders) if (tags or folders) else None
+        plan = None
+        if purpose == "search" and (within is None or within):
+            plan, within = self._plan(query, within)
         if within is not None and not within:
             return [], None
         hidden = WithheldSet.load(self.store, withhold)
-        qvec = self.vector_cache.embed([query])[0]
+        text = plan.dense_text if plan is not None else query
+        qvec = self.vector_cache.embed([text])[0]
         preference = self.classifier.classify(query)
         snap = self.vectors.for_query()
-        r = _Ranking(query, mode, purpose, within, hidden, qvec, snap, self.vectors.query_scores(snap, query, qvec))
+        r = _Ranking(query, mode, purpose, within, hidden, qvec, snap, self.vectors.query_scores(snap, text, qvec))
+        r.plan = plan
         if mode in ("hybrid", "bm25"):
             r.keyword = self._keyword_leg(r)
-            if purpose == "search":
-                r.coverage = self._coverage(r)
+            if plan is not None:
+                r.coverage = self._coverage(r, plan)
         newer = self._embedded_since(r)
         if mode in ("hybrid", "dense"):
             r.pool = self._dense_leg(r) + newer
@@ -272,7 +280,7 @@ class SearchService:
         if hidden:  # defence in depth: a note tagged since the withheld set was read
             chosen = [c for c in chosen if not hidden.withhold.tag_withheld(tags_by_note.get(rows[c].note_id, []))]
             self._tally_withheld(r, tally)
-        terms = query_terms(query)
+        terms = query_terms(plan.keyword_text if plan is not None else query)
         mask = hidden.symbol_masker(self.store) if hidden.redactor else None
         redact = hidden.redact if hidden.redactor else None
         matched = self._matched(r, terms, chosen, rows)
@@ -316,23 +324,39 @@ class SearchService:
         """The BM25 candidates (withheld chunks left out before the top is taken); the withheld chunks the
         unfiltered list held are noted in ``r.touched``."""
         excluded = list(r.hidden.chunks)
-        found = self.keyword.ranking(r.query, self.CANDIDATES, within=r.within, excluding=excluded)
+        text = r.plan.keyword_text if r.plan is not None else r.query
+        found = self.keyword.ranking(text, self.CANDIDATES, within=r.within, excluding=excluded)
         if excluded:
-            unfiltered = self.keyword.ranking(r.query, self.CANDIDATES, within=r.within)
+            unfiltered = self.keyword.ranking(text, self.CANDIDATES, within=r.within)
             r.touched.update(c for c in unfiltered if c in r.hidden.chunks)
         return found
 
-    def _coverage(self, r: _Ranking) -> Coverage:
+    def _plan(self, query: str, within: list[int] | None) -> tuple[Plan, list[int] | None]:
+        """The search :class:`~cairn.search.lexical.Plan` of ``query`` (Obsidian's syntax,
+        :mod:`cairn.search.syntax`), and the scope ``within`` narrowed to the notes its filters and exclusions
+        allow."""
+        notes = self.note_maps.get()
+        plan = Matcher(self.keyword, self.store, notes).plan(query, parse(query))
+        if plan.allowed is not None:
+            allowed = notes.chunks_of(sorted(plan.allowed))
+            if within is not None:
+                allowed = allowed[np.isin(allowed, np.asarray(within, dtype=np.int64))]
+            within = allowed.tolist()
+        return plan, within
+
+    def _coverage(self, r: _Ranking, plan: Plan) -> Coverage:
         """Which notes hold the query's terms (:func:`cairn.search.lexical.coverage`); the best chunk of each note
-        holding every term or a rare one is added to the keyword candidates when the BM25 top lacks it."""
-        clauses = [self.keyword.term_matches(t) for t in query_terms(r.query)]
+        matching the whole query or holding a rare term is added to the keyword candidates when the BM25 top lacks
+        it."""
         found = coverage(
-            clauses,
+            plan.leaves,
             self.note_maps.get(),
             r.keyword,
             within=r.within,
             excluding=list(r.hidden.chunks),
             max_extra=self.CANDIDATES,
+            full=plan.full,
+            tiered=plan.tiered,
         )
         r.keyword = r.keyword + found.extra
         return found

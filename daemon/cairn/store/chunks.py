@@ -221,3 +221,12 @@ class ChunkTables(StoreBase):
             ).reshape(-1, 2)
             paths = {int(i): str(p) for i, p in c.execute("SELECT id, path FROM notes WHERE status='ok'")}
         return pairs[:, 0].copy(), pairs[:, 1].copy(), paths
+
+    def fts_vocabulary(self) -> tuple[list[str], np.ndarray]:
+        """(every token of ``chunks_fts``, the number of rows holding each (k,) int64), in FTS5's order (ascending),
+        from an ``fts5vocab`` table in this connection's temp schema (created on first use; a read-only index
+        works too). A scan of the whole vocabulary: for prefix and typo expansion when no in-memory BM25 holds it."""
+        c = self.conn
+        c.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_vocab USING fts5vocab(main, 'chunks_fts', 'row')")
+        rows = c.execute("SELECT term, doc FROM temp.chunks_fts_vocab").fetchall()
+        return [str(t) for t, _ in rows], np.fromiter((d for _, d in rows), dtype=np.int64, count=len(rows))
