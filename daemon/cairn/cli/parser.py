@@ -26,6 +26,22 @@ def _top_k_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(exc.message) from None
 
 
+SEARCH_SYNTAX = """\
+Ranked passages for QUERY: every note containing its words, then notes similar in meaning.
+QUERY uses Obsidian's search syntax:
+  banneton               notes with the word (a word in <= 5 notes puts them first)
+  garden compost         notes with both words first, then with one, then similar notes
+  "cold proof"           the exact phrase
+  garden -tomato         no note containing "tomato"; also -"a phrase", -(a b)
+  tag:#kitchen bread     only notes tagged kitchen or kitchen/...
+  path:Garden file:sour  only notes whose path / file name contains the text
+  compost OR mulch       either; OR binds loosest, (parentheses) group
+Words match as the index reads them (case, accents, endings ignored). The last word also
+matches as a prefix from 3 letters (bannet); a word of 5+ letters matching nothing matches
+the nearest words, one edit away, two from 8 letters (banetton). Plain queries of more than
+3 words read as a question. Malformed syntax is read as plain words."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``cairn`` argument parser: global options, then one sub-command each (DESIGN.md, Interfaces → CLI)."""
     parser = argparse.ArgumentParser(
@@ -58,7 +74,13 @@ def _add_index_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
     for name, helptext in (("search", "ranked chunks for a query"), ("ask", "an answer with [n] citations")):
-        p = sub.add_parser(name, parents=[common], help=helptext)
+        p = sub.add_parser(
+            name,
+            parents=[common],
+            help=helptext,
+            description=SEARCH_SYNTAX if name == "search" else None,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         p.add_argument("text", metavar="QUERY" if name == "search" else "QUESTION")
         p.add_argument(
             "--tag", action="append", default=[], help="only notes with this tag (any of; nested tags match)"

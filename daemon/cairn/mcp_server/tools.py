@@ -46,7 +46,9 @@ SERVER_INSTRUCTIONS = (
 
 _DESCRIPTIONS = {
     "search_notes": "Search the notes (keyword + semantic, hybrid ranking). Returns excerpts with their filePath, "
-    "heading (symbol) and score; only passages similar enough to the query are returned.",
+    "heading (symbol) and score: every note containing the query's words first, then passages similar enough to "
+    'the query. Obsidian search syntax: "exact phrase", -word (exclude), tag:#x, path:folder, file:name, OR, '
+    "(groups).",
     "get_note": "Read one note: its text, title, tags, aliases, front-matter, outgoing links and backlinks.",
     "get_related_notes": "Notes related to one note: the notes it links to, the notes linking to it, and "
     "semantically similar notes.",

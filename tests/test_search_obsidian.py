@@ -1,0 +1,278 @@
+"""Search finds every note that contains the words, with Obsidian's search syntax (issue 17, items 1 and 2).
+
+On the sample vault (examples/vault) through the query service, the real ``cairn search`` CLI, the HTTP
+``/search`` and MCP ``search_notes``; the parser on its own; a note added after the index was built, found before
+it has vectors; the in-memory BM25's vocabulary and FTS5's give the same prefix and typo expansions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cairn.search.keyword import Vocabulary, edit_distance
+from cairn.search.syntax import And, Field, Not, Or, Phrase, Word, parse
+from conftest import SAMPLE_VAULT, make_config
+from helpers import cairn_env, cairn_executable
+
+SOURDOUGH = "Kitchen/Sourdough.md"
+TIMEOUT_S = 180
+
+
+def notes_holding(word: str) -> set[str]:
+    """The sample vault's notes whose text holds ``word`` as a word (any case)."""
+    pattern = re.compile(rf"\b{re.escape(word)}\b", re.IGNORECASE)
+    return {
+        p.relative_to(SAMPLE_VAULT).as_posix()
+        for p in SAMPLE_VAULT.rglob("*.md")
+        if pattern.search(p.read_text(encoding="utf-8"))
+    }
+
+
+def paths(query, text: str, **kw) -> list[str]:
+    return [h.file_path for h in query.search(text, **kw).hits]
+
+
+# -- the parser -------------------------------------------------------------------------------------------------------
+
+
+def test_words_phrases_exclusions_and_operators_parse_as_obsidian_reads_them():
+    assert parse("garden -tomato").root == And((Word("garden"), Not(Word("tomato"))))
+    assert parse('"cold proof"').root == And((Phrase("cold proof"),))
+    assert parse('-"cold proof" bread').root == And((Not(Phrase("cold proof")), Word("bread", prefix=True)))
+    assert parse("tag:#kitchen bread").root == And((Field("tag", "#kitchen"), Word("bread", prefix=True)))
+    assert parse('path:"Daily notes/2022" x').root.items[0] == Field("path", "Daily notes/2022")
+    assert parse("file:Sour").root == And((Field("file", "Sour"),))
+    # OR binds loosest: (meeting work) OR (meetup personal)
+    assert parse("meeting work OR meetup personal").root == Or(
+        (And((Word("meeting"), Word("work"))), And((Word("meetup"), Word("personal", prefix=True))))
+    )
+    assert parse("meeting (work OR meetup) personal").root == And(
+        (Word("meeting"), Or((Word("work"), Word("meetup"))), Word("personal", prefix=True))
+    )
+    assert parse("meeting -(work meetup)").root == And((Word("meeting"), Not(And((Word("work"), Word("meetup"))))))
+    assert parse(r'"they said \"hello\""').root == And((Phrase('they said "hello"'),))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['"unbalanced quote', "lone - dash", "-", "((((", "a) b (c", "OR OR", "x OR", 'tag: "', "--flag value", '""'],
+)
+def test_malformed_syntax_degrades_to_words_without_failing(text):
+    parsed = parse(text)
+    words = [w for w in re.findall(r"[\w-]+", text) if w not in ("OR", "-")]
+    for w in words:
+        if w.startswith("--") or w.isalpha():
+            assert w in parsed.text or w == "tag"
+
+
+def test_a_question_in_words_is_plain_even_with_dashes_and_parentheses():
+    assert parse("What colour does the theme use for --background-primary?").plain
+    assert parse("Is there a plugin for YNAB (You Need A Budget)?").plain
+    assert not parse("garden -tomato").plain and not parse('"cold proof"').plain
+
+
+def test_edit_distance_counts_a_swap_as_one_edit_and_stops_at_the_limit():
+    assert edit_distance("banneton", "banetton", 2) == 2
+    assert edit_distance("compost", "compsot", 1) == 1
+    assert edit_distance("garlic", "garden", 1) == 2  # limit + 1: more than the limit
+
+
+def test_vocabulary_prefix_and_near_tokens():
+    vocab = Vocabulary(["banneton", "banana", "bread", "bake", "banner"], [1, 5, 9, 3, 2])
+    assert [t for t, _ in vocab.with_prefix("ban", 10)] == ["banana", "banner", "banneton"]  # most frequent first
+    assert [t for t, _ in vocab.with_prefix("ban", 1)] == ["banana"]
+    assert [t for t, _, _ in vocab.near("banetton", 2, 5)] == ["banneton"]
+    assert vocab.near("brexd", 1, 5) == [("bread", 9, 1)]
+
+
+# -- the query service on the sample vault ----------------------------------------------------------------------------
+
+
+def test_a_rare_word_finds_its_note_first_whatever_its_cosine(sample_cairn):
+    hits = sample_cairn.query.search("banneton").hits
+    assert hits and hits[0].file_path == SOURDOUGH == next(iter(notes_holding("banneton")))
+    assert hits[0].cosine < 0.35  # the floor would have dropped it
+
+
+def test_a_word_the_note_holds_ranks_it_above_notes_that_are_only_similar(sample_cairn):
+    (holder,) = notes_holding("cornichons") | notes_holding("cornichon")
+    assert paths(sample_cairn.query, "Cornichon", top_k=3)[0] == holder
+
+
+@pytest.mark.parametrize("name", ["Okafor", "Margaret"])
+def test_names_in_notes_are_found(sample_cairn, name):
+    holders = notes_holding(name)
+    assert holders
+    assert set(paths(sample_cairn.query, name, top_k=3)[: len(holders)]) == holders
+
+
+def test_an_exact_phrase_finds_the_note_that_holds_it(sample_cairn):
+    for phrase in ("cold proof", "seam side up"):
+        holders = {p for p in notes_holding(phrase.split()[0]) if phrase in (SAMPLE_VAULT / p).read_text().lower()}
+        hits = sample_cairn.query.search(f'"{phrase}"').hits
+        assert holders == {SOURDOUGH} and hits[0].file_path == SOURDOUGH
+        below = [h for h in hits if h.cosine < 0.35]  # kept only as lexical evidence: they hold the phrase
+        assert all(phrase in " ".join(h.text.lower().split()) for h in below)
+
+
+def test_an_excluded_word_removes_every_note_holding_it(sample_cairn):
+    found = paths(sample_cairn.query, "garden -tomato", top_k=20)
+    assert found
+    assert not set(found) & (notes_holding("tomato") | notes_holding("tomatoes"))
+
+
+def test_a_tag_operator_keeps_only_notes_with_the_tag(sample_cairn):
+    hits = sample_cairn.query.search("tag:#kitchen bread", top_k=20).hits
+    assert hits
+    assert all(any(t == "kitchen" or t.startswith("kitchen/") for t in h.tags) for h in hits)
+
+
+def test_path_and_file_operators_match_the_path_and_the_file_name(sample_cairn):
+    assert {p.split("/")[0] for p in paths(sample_cairn.query, "path:garden water", top_k=20)} == {"Garden"}
+    assert set(paths(sample_cairn.query, "file:sourdough", top_k=20)) == {SOURDOUGH, "Kitchen/Sourdough starter.md"}
+
+
+def test_the_last_word_matches_as_a_prefix_while_typing(sample_cairn):
+    assert paths(sample_cairn.query, "bannet")[0] == SOURDOUGH
+
+
+def test_a_misspelt_word_that_matches_nothing_finds_the_nearest_word(sample_cairn):
+    assert paths(sample_cairn.query, "banetton")[0] == SOURDOUGH
+
+
+def test_an_answer_keeps_the_cosine_floor(sample_cairn):
+    hits, _ = sample_cairn.query.retrieve("banneton", purpose="ask")
+    assert all(h.cosine >= 0.35 for h in hits)
+
+
+def test_the_in_memory_vocabulary_expands_as_fts5s_does(fresh_cairn):
+    fresh_cairn.index()
+    before = {q: paths(fresh_cairn.query, q) for q in ("bannet", "banetton", "sourdo bread")}
+    assert fresh_cairn.query.start_keyword_index() is not None
+    fresh_cairn.query.keyword.wait(60)
+    assert fresh_cairn.query.keyword.terms.ready
+    fresh_cairn.query.results.clear()
+    assert {q: paths(fresh_cairn.query, q) for q in before} == before
+    assert before["bannet"][0] == before["banetton"][0] == SOURDOUGH
+
+
+def test_a_word_of_a_note_added_since_is_found_before_it_has_vectors(fresh_cairn, vault_copy):
+    fresh_cairn.index()
+    (vault_copy / "Garden" / "Seed swap.md").write_text(
+        "# Seed swap\n\nTraded three packets of Quillwort beans at the village hall.\n", encoding="utf-8"
+    )
+    fresh_cairn.indexer.sync_text()  # keyword-ready: no vector for the new note yet
+    fresh_cairn.query.SIMILARITY_EMBED_TEXTS = 0  # and none computed while searching
+    assert paths(fresh_cairn.query, "quillwort")[:1] == ["Garden/Seed swap.md"]
+
+
+# -- the adapters: CLI, HTTP, MCP -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cli_home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("search-cli-home")
+    run_cli(home, "index", "--vault", str(SAMPLE_VAULT), "--json")
+    return home
+
+
+def run_cli(home: Path, *args: str) -> dict:
+    proc = subprocess.run(
+        [cairn_executable(), *args], env=cairn_env(home), capture_output=True, text=True, timeout=TIMEOUT_S
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+ACCEPTANCE = [
+    ("banneton", SOURDOUGH),
+    ("Cornichon", "Kitchen/Pickled cucumbers.md"),
+    ('"cold proof"', SOURDOUGH),
+    ("bannet", SOURDOUGH),
+    ("banetton", SOURDOUGH),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("text", "first"), ACCEPTANCE)
+def test_cairn_search_finds_the_note_holding_the_words(cli_home, text, first):
+    out = run_cli(cli_home, "search", text, "--vault", str(SAMPLE_VAULT), "--json")
+    assert out["results"][0]["filePath"] == first
+
+
+@pytest.mark.slow
+def test_cairn_search_excludes_and_filters(cli_home):
+    out = run_cli(cli_home, "search", "garden -tomato", "--vault", str(SAMPLE_VAULT), "--top-k", "20", "--json")
+    assert out["results"] and not {r["filePath"] for r in out["results"]} & notes_holding("tomato")
+    out = run_cli(cli_home, "search", "tag:#kitchen bread", "--vault", str(SAMPLE_VAULT), "--json")
+    assert out["results"] and all(any(t.split("/")[0] == "kitchen" for t in r["tags"]) for r in out["results"])
+
+
+def test_http_search_takes_the_syntax_in_q(sample_cairn):
+    from test_http_api import AUTH, running
+
+    async def scenario():
+        found = {}
+        async with running(sample_cairn.query) as client:
+            for text, _ in [*ACCEPTANCE, ("garden -tomato", None), ("-", None), ('"unbalanced', None)]:
+                async with client.get("/search", params={"q": text, "topK": "10"}, headers=AUTH) as resp:
+                    assert resp.status == 200, (text, await resp.text())
+                    found[text] = [r["filePath"] for r in (await resp.json())["results"]]
+        return found
+
+    found = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+    for text, first in ACCEPTANCE:
+        assert found[text][0] == first, text
+    assert found["garden -tomato"] and not set(found["garden -tomato"]) & notes_holding("tomato")
+
+
+@pytest.mark.e2e
+def test_mcp_search_notes_uses_the_same_search(tmp_path, embedder):
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from cairn.app import Cairn
+    from test_mcp_stdio import POLICY, make_home
+
+    home = make_home(tmp_path / "home", POLICY)
+    vault = tmp_path / "vault"
+    shutil.copytree(SAMPLE_VAULT, vault)
+    cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
+    try:
+        cairn.index()
+    finally:
+        cairn.close()
+    params = StdioServerParameters(
+        command=cairn_executable(),
+        args=["mcp", "--vault", str(vault), "--client", "claude-desktop", "--tool", "search_notes"],
+        env=cairn_env(home),
+    )
+
+    async def scenario():
+        async with Client(stdio_client(params), mode="legacy", read_timeout_seconds=120) as client:
+            return await client.call_tool("search_notes", {"query": "banetton"})
+
+    result = asyncio.run(asyncio.wait_for(scenario(), timeout=300))
+    assert not result.is_error
+    assert result.structured_content["results"][0]["filePath"] == SOURDOUGH
+
+
+def test_the_syntax_is_documented_in_cairn_search_help_and_openapi():
+    from importlib import resources
+
+    from cairn.cli.parser import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    help_text = sub.choices["search"].format_help()
+    spec = json.loads(resources.files("cairn").joinpath("openapi.json").read_text("utf-8"))
+    (q,) = [p for p in spec["paths"]["/search"]["get"]["parameters"] if p["name"] == "q"]
+    for text in (help_text, q["description"]):
+        for example in ('"', "-", "tag:#", "path:", "file:", "OR", "prefix"):
+            assert example in text, example
