@@ -82,7 +82,8 @@ def test_editing_a_note_embeds_only_new_text(cairn, vault):
     os.utime(p, ns=(p.stat().st_atime_ns, p.stat().st_mtime_ns + 10_000_000))
     report = cairn.index()
     assert (report.updated, report.unchanged) == (1, 4)
-    assert report.texts_embedded == 1  # one new chunk text; the title vector comes from the cache
+    # The new sentence, and the chunk read whole (its whole-chunk vector); the title vector comes from the cache.
+    assert report.texts_embedded == 2
     assert "Spelt" in cairn.store.chunks_of_note("Flour.md")[0].text
 
 
@@ -94,7 +95,9 @@ def test_moving_a_note_embeds_nothing_and_renaming_embeds_only_its_title(cairn, 
     assert (moved.added, moved.deleted, moved.texts_embedded) == (1, 1, 0)
     shutil.move(vault / "Bread" / "Sourdough.md", vault / "Bread" / "Levain.md")
     renamed = cairn.index()
-    assert renamed.texts_embedded == 1  # the new title; every chunk vector came from the cache
+    # The new title, and each chunk read whole under it (the title leads its whole-chunk text); every sentence
+    # vector came from the cache.
+    assert renamed.texts_embedded == 1 + len(cairn.store.chunks_of_note("Bread/Levain.md"))
     assert "Sourdough.md" not in indexed_paths(cairn)
 
 
@@ -165,10 +168,10 @@ def test_a_search_during_a_full_reindex_takes_candidate_vectors_from_the_embeddi
 def test_a_keyword_ready_search_embeds_a_bounded_number_of_texts(cairn):
     cairn.indexer.sync_text()
     assert cairn.stats()["vectors"] == 0
-    cairn.query.SIMILARITY_EMBED_TEXTS = 2
+    cairn.query.SIMILARITY_EMBED_TEXTS = 3  # a one-sentence chunk: its sentence, title and whole-chunk text
     before = cairn.embedder.embeddings_computed
     hits = cairn.query.search("rye flour ferments").hits
-    assert cairn.embedder.embeddings_computed - before <= 1 + 2  # the question + at most the budget
+    assert cairn.embedder.embeddings_computed - before <= 1 + 3  # the question + at most the budget
     assert hits and hits[0].file_path == "Flour.md"  # the best keyword candidate comes first in the budget
 
 
@@ -286,7 +289,7 @@ def test_deleted_text_keeps_its_cached_vector_for_the_grace_period_then_it_is_pr
     flour = vault / "Flour.md"
     original = flour.read_text(encoding="utf-8")
     _edit(flour, "Spelt needs less water. #baking\n")
-    assert cairn.index().texts_embedded == 1
+    assert cairn.index().texts_embedded == 2  # the new sentence, and the chunk read whole
     _edit(flour, original)  # edited back within the grace period: nothing is embedded again
     back = cairn.index()
     assert (back.texts_embedded, back.cache_pruned) == (0, 0)
@@ -294,10 +297,10 @@ def test_deleted_text_keeps_its_cached_vector_for_the_grace_period_then_it_is_pr
     _edit(flour, "Spelt needs less water. #baking\n")
     cairn.index()
     _age_cache(cairn, 31)
-    report = cairn.index()  # the rye sentence is in no note now and older than 30 days
-    assert report.cache_pruned == 1 and report.to_json()["cachePruned"] == 1
+    report = cairn.index()  # the rye sentence and its chunk read whole are in no note now and older than 30 days
+    assert report.cache_pruned == 2 and report.to_json()["cachePruned"] == 2
     _edit(flour, original)
-    assert cairn.index().texts_embedded == 1  # it had to be embedded again
+    assert cairn.index().texts_embedded == 2  # they had to be embedded again
 
 
 def test_pruning_keeps_every_vector_the_vault_still_uses_and_drops_other_models_rows(cairn, vault):

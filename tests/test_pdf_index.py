@@ -153,8 +153,9 @@ def test_asking_for_the_pdf_prefers_pdf_pages_over_a_note_saying_the_same(pdf_va
         cairn.index()
         plain = cairn.query.search("how to build a cairn that lasts the winter").hits
         pdf = cairn.query.search("what does the pdf say about building a cairn that lasts the winter").hits
-        assert plain[0].file_path == "Cairn building.md"
         assert pdf[0].file_path == "Attachments/Field guide.pdf" and pdf[0].page == 3
+        # Without the mention of the pdf the two, saying the same, are the top two in either order.
+        assert {h.file_path for h in plain[:2]} == {"Cairn building.md", "Attachments/Field guide.pdf"}
     finally:
         cairn.close()
 

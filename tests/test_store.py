@@ -103,7 +103,7 @@ def test_deleting_a_note_leaves_no_rows(tmp_path):
     )
     vec = np.ones(384, np.float32) / np.sqrt(384)
     pending = store.pending_chunks(10)
-    store.set_vectors([(cid, h, vec, [(uid, vec) for uid, _, _ in units]) for cid, h, _title, units in pending])
+    store.set_vectors([(p.chunk_id, p.content_hash, vec, [(u.unit_id, vec) for u in p.sentences]) for p in pending])
     assert _counts(store) == {
         "notes": 1,
         "chunks": 2,

@@ -140,14 +140,16 @@ def test_an_atomic_save_gives_one_update_with_the_same_note_identity(cairn):
     assert hit_paths(cairn, "Zanzibar layout for stacking pinned tabs in groups")[0] == note
 
 
-def test_renaming_a_note_embeds_only_its_new_title(cairn, embedder):
+def test_renaming_a_note_embeds_only_its_new_title_and_its_chunks_read_whole(cairn, embedder):
     vault = cairn.config.vault
 
     async def scenario(watcher):
         before = embedder.embeddings_computed
         os.rename(vault / "User interface/Ribbon.md", vault / "User interface/Command ribbon.md")
         await converge(cairn, watcher, lambda: "User interface/Command ribbon.md" in paths(cairn))
-        assert embedder.embeddings_computed - before == 1  # the new title; every chunk text came from the cache
+        # The new title, and each chunk's whole-chunk text (the title leads it); every sentence came from the cache.
+        chunks = cairn.store.chunks_of_note("User interface/Command ribbon.md")
+        assert embedder.embeddings_computed - before == 1 + len(chunks)
         assert watcher.reconciles == 0
 
     run(cairn, scenario)
@@ -215,7 +217,9 @@ def test_a_case_only_rename_follows_the_new_spelling(cairn, embedder):
         before = embedder.embeddings_computed
         os.rename(vault / "User interface/Hotkeys.md", vault / "User interface/hotkeys.md")
         await converge(cairn, watcher, lambda: "User interface/hotkeys.md" in paths(cairn))
-        assert embedder.embeddings_computed - before <= 1  # at most the title, now spelled "hotkeys"
+        # At most the title, now spelled "hotkeys", and each chunk's whole-chunk text (the title leads it).
+        chunks = cairn.store.chunks_of_note("User interface/hotkeys.md")
+        assert embedder.embeddings_computed - before <= 1 + len(chunks)
 
     run(cairn, scenario)
     assert "User interface/Hotkeys.md" not in paths(cairn)

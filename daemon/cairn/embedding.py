@@ -3,10 +3,16 @@ text → vector cache of the query side.
 
 Recipe: a chunk is split into its prose sentences and list items (cleaned of markdown, at least three words), plus
 the whole chunk (heading path + text) for code, tables and chunks without a sentence; each of these texts is
-embedded on its own (a **sentence vector**), and the note's title once. The chunk's vector is
-``normalise(mean(sentence vectors) + TITLE_WEIGHT · title vector)``; the sentence vectors are kept too, so a
-question can match one sentence closely. Texts are keyed in the store's embedding cache by :func:`content_hash`
-(titles by :func:`title_hash`), so unchanged text is never embedded twice.
+embedded on its own (a **sentence vector**), and the note's title once. The chunk as a whole is embedded too, with
+the note title and heading path in front (:func:`whole_chunk_text`, truncated by the model to 256 tokens: a
+**whole-chunk vector**). The chunk's vector is
+
+    normalise(WHOLE_WEIGHT · whole-chunk vector + mean(sentence vectors) + TITLE_WEIGHT · title vector)
+
+so "the chunk's cosine" to a question is its cosine with that blend: the passage read as one text, and the average
+of its sentences, which keeps a long chunk's several topics. The sentence vectors are kept too, so a question can
+match one sentence closely. Texts are keyed in the store's embedding cache by :func:`content_hash` (titles by
+:func:`title_hash`, whole chunks by :func:`whole_chunk_hash`), so unchanged text is never embedded twice.
 
 The indexer writes vectors with this recipe; the query side (search, extractive answers) reads them back or makes
 the same vectors for text the index does not hold yet.
@@ -25,8 +31,13 @@ from cairn.embedder import Embedder
 from cairn.prompt import candidate_sentences
 from cairn.store import Store
 
-#: Weight of the title vector added to each chunk's text vector (tuned on the dev set; see README, Evaluation).
-TITLE_WEIGHT = 0.5
+#: Weight of the title vector in each chunk's vector (chosen by cross-validation on the dev questions).
+TITLE_WEIGHT = 0.25
+#: Weight of the whole-chunk vector in each chunk's vector, beside the mean of its sentence vectors (weight 1;
+#: chosen by cross-validation on the dev questions).
+WHOLE_WEIGHT = 1.0
+#: Identifies the recipe above in the index's ``vector_recipe``: a change re-makes every chunk vector once.
+RECIPE_VERSION = "sentences-v1+whole-v1"
 
 
 def chunk_embed_text(symbol: str, text: str) -> str:
@@ -44,13 +55,25 @@ def embedding_texts(symbol: str, text: str, kind: str) -> list[str]:
     return list(dict.fromkeys(t for t in texts if t.strip()))
 
 
+def whole_chunk_text(title: str, symbol: str, text: str) -> str:
+    """The text of a chunk's whole-chunk vector: note title, heading path (when there is one), then the text."""
+    return f"{title}\n{symbol}\n{text}" if symbol else f"{title}\n{text}"
+
+
 def chunk_vector(
-    sentence_vectors: Sequence[np.ndarray] | np.ndarray, title_vector: np.ndarray, title_weight: float = TITLE_WEIGHT
+    sentence_vectors: Sequence[np.ndarray] | np.ndarray,
+    title_vector: np.ndarray,
+    whole_vector: np.ndarray | None = None,
+    title_weight: float = TITLE_WEIGHT,
+    whole_weight: float = WHOLE_WEIGHT,
 ) -> np.ndarray:
-    """A chunk's vector from its sentence vectors and its note title's (each (384,) float32):
-    ``normalise(mean(sentence vectors) + title_weight · title vector)``, (384,) float32, L2-normalised."""
+    """A chunk's vector from its sentence vectors, its note title's and its whole-chunk vector (each (384,)
+    float32): ``normalise(whole_weight · whole + mean(sentence vectors) + title_weight · title)`` (no whole-chunk
+    term when ``whole_vector`` is None), (384,) float32, L2-normalised."""
     vec = np.mean(sentence_vectors, axis=0) if len(sentence_vectors) else np.zeros_like(title_vector)
     vec = vec + title_weight * title_vector
+    if whole_vector is not None:
+        vec = vec + whole_weight * whole_vector
     return (vec / max(float(np.linalg.norm(vec)), 1e-12)).astype(np.float32)
 
 
@@ -62,6 +85,13 @@ def content_hash(text: str) -> str:
 def title_hash(title: str) -> str:
     """The embedding-cache key of a note title's vector (distinct from a sentence with the same text)."""
     return content_hash("\x1ftitle\x1f" + title)
+
+
+def whole_chunk_hash(title: str, chunk_hash: str) -> str:
+    """The embedding-cache key of a chunk's whole-chunk vector, from its note title and the chunk's content hash
+    (``chunks.content_hash``: sha256 of heading path + text), which together fix :func:`whole_chunk_text`. Computable
+    from the store's columns without reading chunk text (the cache pruning keeps these keys)."""
+    return content_hash("\x1fwhole\x1f" + title + "\x1f" + chunk_hash)
 
 
 class VectorCache:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +28,18 @@ import numpy as np
 from cairn.chunking import chunk_note
 from cairn.config import Config
 from cairn.embedder import Embedder
-from cairn.embedding import TITLE_WEIGHT, chunk_embed_text, chunk_vector, content_hash, embedding_texts, title_hash
+from cairn.embedding import (
+    RECIPE_VERSION,
+    TITLE_WEIGHT,
+    WHOLE_WEIGHT,
+    chunk_embed_text,
+    chunk_vector,
+    content_hash,
+    embedding_texts,
+    title_hash,
+    whole_chunk_hash,
+    whole_chunk_text,
+)
 from cairn.link_targets import LinkCache
 from cairn.notes import PARSER_VERSION, LinkResolver, ParsedNote, parse_note
 from cairn.store import ChunkRecord, NoteState, Store
@@ -166,6 +177,7 @@ class Indexer:
         embedder: Embedder,
         *,
         title_weight: float = TITLE_WEIGHT,
+        whole_weight: float = WHOLE_WEIGHT,
         on_removed: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
@@ -173,6 +185,7 @@ class Indexer:
         self.store = store
         self.embedder = embedder
         self.title_weight = float(title_weight)
+        self.whole_weight = float(whole_weight)
         self.lock = threading.RLock()
         #: Called with a note's vault-relative path right after its rows are deleted (its file is gone: deleted, or
         #: renamed or moved away — the new path is indexed as an added note). The daemon publishes ``removed``.
@@ -186,14 +199,20 @@ class Indexer:
     @property
     def vector_recipe(self) -> str:
         """Identifies how chunk vectors are made; a change invalidates stored vectors (the cache stays)."""
-        return f"{self.embedder.model_id}|units=sentences-v1|title_weight={self.title_weight:g}"
+        return (
+            f"{self.embedder.model_id}|units={RECIPE_VERSION}|title_weight={self.title_weight:g}"
+            f"|whole_weight={self.whole_weight:g}"
+        )
 
     def _check_vector_recipe(self) -> None:
         stored = self.store.get_meta("vector_recipe")
         if stored != self.vector_recipe:
             if stored is not None:
                 log.info(
-                    "vector recipe changed (%s -> %s): rebuilding vectors from the cache", stored, self.vector_recipe
+                    "vector recipe changed (%s -> %s): re-making every chunk vector once (texts already embedded "
+                    "come from the embedding cache)",
+                    stored,
+                    self.vector_recipe,
                 )
                 self.store.reset_vectors()
             self.store.set_meta("vector_recipe", self.vector_recipe)
@@ -441,9 +460,10 @@ class Indexer:
         if not rows:
             return 0, 0, 0
         wanted: dict[str, str] = {}
-        for _cid, _chash, title, units in rows:
-            wanted[title_hash(title)] = title
-            for _uid, text, uhash in units:
+        for row in rows:
+            wanted[title_hash(row.title)] = row.title
+            wanted[whole_chunk_hash(row.title, row.content_hash)] = whole_chunk_text(row.title, row.symbol, row.text)
+            for _uid, text, uhash in row.sentences:
                 wanted[uhash] = text
         cache = self.store.cached_vectors(wanted, model_id)
         missing = [h for h in wanted if h not in cache]
@@ -461,16 +481,19 @@ class Indexer:
             cache.update(fresh)
             embedded += len(missing)
         items = []
-        for cid, chash, title, units in rows:
-            unit_vecs = [(uid, cache[uhash]) for uid, _text, uhash in units]
-            items.append(
-                (cid, chash, self.chunk_vector([v for _, v in unit_vecs], cache[title_hash(title)]), unit_vecs)
-            )
+        for row in rows:
+            unit_vecs = [(uid, cache[uhash]) for uid, _text, uhash in row.sentences]
+            title_vec, whole_vec = cache[title_hash(row.title)], cache[whole_chunk_hash(row.title, row.content_hash)]
+            vec = self.chunk_vector([v for _, v in unit_vecs], title_vec, whole_vec)
+            items.append((row.chunk_id, row.content_hash, vec, unit_vecs))
         w = self.store.set_vectors(items)
         return w, embedded, len(rows)
 
-    def chunk_vector(self, unit_vectors: Sequence[np.ndarray], title_vector: np.ndarray) -> np.ndarray:
-        return chunk_vector(unit_vectors, title_vector, self.title_weight)
+    def chunk_vector(
+        self, unit_vectors: Sequence[np.ndarray], title_vector: np.ndarray, whole_vector: np.ndarray
+    ) -> np.ndarray:
+        """:func:`cairn.embedding.chunk_vector` with this indexer's weights."""
+        return chunk_vector(unit_vectors, title_vector, whole_vector, self.title_weight, self.whole_weight)
 
     def index(
         self,
@@ -515,12 +538,16 @@ class Indexer:
 
     def prune_embedding_cache(self, *, now: float | None = None) -> int:
         """Drop embedding-cache rows no note has used for :data:`CACHE_GRACE_S` (:meth:`Store.prune_embedding_cache`:
-        rows older than that whose text — a sentence, a code block, a note title — is in no note now, and every row
-        of another model). Without it the cache grows by every sentence ever written or deleted. Returns the number
-        of rows deleted."""
+        rows older than that whose text — a sentence, a code block, a note title, a whole chunk — is in no note now,
+        and every row of another model). Without it the cache grows by every sentence ever written or deleted.
+        Returns the number of rows deleted."""
         cutoff = (time.time() if now is None else now) - CACHE_GRACE_S
-        keep = (title_hash(t) for t in self.store.note_titles())
-        pruned = self.store.prune_embedding_cache(self.embedder.model_id, keep, cutoff)
+
+        def keep() -> Iterator[str]:  # read only when some rows are old enough to prune
+            yield from (title_hash(t) for t in self.store.note_titles())
+            yield from (whole_chunk_hash(t, h) for t, h in self.store.chunk_title_hashes())
+
+        pruned = self.store.prune_embedding_cache(self.embedder.model_id, keep(), cutoff)
         if pruned:
             log.info("embedding cache: %d unused rows older than %d days dropped", pruned, CACHE_GRACE_S // 86400)
         return pruned

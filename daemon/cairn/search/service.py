@@ -25,7 +25,16 @@ import numpy as np
 
 from cairn.config import COSINE_FLOOR, DEFAULT_TOP_K
 from cairn.embedder import Embedder
-from cairn.embedding import TITLE_WEIGHT, VectorCache, chunk_vector, content_hash, embedding_texts, title_hash
+from cairn.embedding import (
+    TITLE_WEIGHT,
+    VectorCache,
+    chunk_vector,
+    content_hash,
+    embedding_texts,
+    title_hash,
+    whole_chunk_hash,
+    whole_chunk_text,
+)
 from cairn.errors import BadRequestError
 from cairn.policy import WithheldTally, Withhold
 from cairn.ranking import FusionWeights, QueryClassifier, limit_per_group, query_terms, rrf_fuse
@@ -503,18 +512,23 @@ class SearchService:
         texts = {r.chunk_id: embedding_texts(r.symbol, r.text, r.kind) for r in missing}
         wanted = {content_hash(t): t for r in missing for t in texts[r.chunk_id]}
         wanted.update({title_hash(r.title): r.title for r in missing})
+        whole = {r.chunk_id: whole_chunk_hash(r.title, r.content_hash) for r in missing}
+        wanted.update({whole[r.chunk_id]: whole_chunk_text(r.title, r.symbol, r.text) for r in missing})
         found = self.store.cached_vectors(wanted, self.embedder.model_id)
         budget = self.SIMILARITY_EMBED_TEXTS
         for r in missing:
             c = r.chunk_id
-            need = [h for h in dict.fromkeys([*map(content_hash, texts[c]), title_hash(r.title)]) if h not in found]
+            keys = [*map(content_hash, texts[c]), title_hash(r.title), whole[c]]
+            need = [h for h in dict.fromkeys(keys) if h not in found]
             if len(need) > budget:
                 continue
             if need:
                 found.update(zip(need, self.embedder.embed([wanted[h] for h in need])))
                 budget -= len(need)
             sentence_vecs[c] = np.stack([found[content_hash(t)] for t in texts[c]])
-            chunk_vecs[c] = chunk_vector(sentence_vecs[c], found[title_hash(r.title)], self.title_weight)
+            chunk_vecs[c] = chunk_vector(
+                sentence_vecs[c], found[title_hash(r.title)], found[whole[c]], self.title_weight
+            )
 
     @staticmethod
     def _hit(

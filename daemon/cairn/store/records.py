@@ -50,12 +50,14 @@ class PendingSentence(NamedTuple):
 
 
 class PendingChunk(NamedTuple):
-    """A chunk without a vector: its id, content hash, note title and sentences."""
+    """A chunk without a vector: its id, content hash, note title, sentences, heading path and text."""
 
     chunk_id: int
     content_hash: str
     title: str
     sentences: list[PendingSentence]
+    symbol: str
+    text: str
 
 
 class Neighbour(NamedTuple):

@@ -19,7 +19,7 @@ class VectorTables(StoreBase):
     def pending_chunks(
         self, limit: int, *, pdf: bool | None = None, note_path: str | None = None
     ) -> list[PendingChunk]:
-        """Up to ``limit`` chunks without vectors, by id, each with its sentences in order.
+        """Up to ``limit`` chunks without vectors, by id, each with its sentences in order, heading path and text.
         ``pdf``: only PDF chunks (True), only the others (False), or all (None); ``note_path``: only that file's."""
         where = "c.embedded=0"
         args: list[object] = []
@@ -30,12 +30,12 @@ class VectorTables(StoreBase):
             args.append(note_path)
         chunks = list(
             self.conn.execute(
-                "SELECT c.id, c.content_hash, n.title FROM chunks c JOIN notes n ON n.id=c.note_id "
+                "SELECT c.id, c.content_hash, n.title, c.symbol, c.text FROM chunks c JOIN notes n ON n.id=c.note_id "
                 f"WHERE {where} ORDER BY c.id LIMIT ?",
                 (*args, limit),
             )
         )
-        units: dict[int, list[PendingSentence]] = {cid: [] for cid, _, _ in chunks}
+        units: dict[int, list[PendingSentence]] = {row[0]: [] for row in chunks}
         if chunks:
             for uid, cid, text, h in self.conn.execute(
                 "SELECT id, chunk_id, text, content_hash FROM chunk_units WHERE chunk_id IN "
@@ -43,7 +43,14 @@ class VectorTables(StoreBase):
                 (json.dumps(list(units)),),
             ):
                 units[cid].append(PendingSentence(uid, text, h))
-        return [PendingChunk(cid, h, title, units[cid]) for cid, h, title in chunks]
+        return [PendingChunk(cid, h, title, units[cid], symbol, text) for cid, h, title, symbol, text in chunks]
+
+    def chunk_title_hashes(self) -> list[tuple[str, str]]:
+        """(note title, chunk content hash) of every chunk, distinct: what a whole-chunk vector's cache key is made
+        of (:func:`cairn.embedding.whole_chunk_hash`), without reading chunk text."""
+        return list(
+            self.conn.execute("SELECT DISTINCT n.title, c.content_hash FROM chunks c JOIN notes n ON n.id = c.note_id")
+        )
 
     def count_pending(self) -> int:
         """The number of chunks without a vector."""
