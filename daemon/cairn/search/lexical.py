@@ -90,13 +90,13 @@ class NoteMaps:
 
 @dataclass(frozen=True)
 class Coverage:
-    """The lexical evidence of one query. ``lexical`` (k,) int64 ascending: chunk ids holding a term of the query
-    (never dropped for their cosine in search); ``tier``: note id → 2 when the note matches the whole query (every
+    """The lexical evidence of one query. ``lexical``: per term, the chunk ids holding it, ascending (a chunk holding
+    one is never dropped for its cosine in search); ``tier``: note id → 2 when the note matches the whole query (every
     term, as Obsidian), 1 when it holds some term (absent: none); ``rare``: note id → how many rare terms it holds;
     ``extra``: chunk ids to add to the keyword candidates, best BM25 first: the best chunk of each note of tier 2 or
     holding a rare term that the keyword top lacks; ``tiered``: whether :meth:`rank_key` ranks by tier."""
 
-    lexical: np.ndarray
+    lexical: tuple[np.ndarray, ...]
     tier: dict[int, int]
     rare: dict[int, int]
     extra: list[int]
@@ -105,7 +105,12 @@ class Coverage:
     def lexical_among(self, chunk_ids: Collection[int]) -> set[int]:
         """The chunks of ``chunk_ids`` that hold a term of the query."""
         ids = np.asarray(list(chunk_ids), dtype=np.int64)
-        return set(ids[np.isin(ids, self.lexical)].tolist())
+        held = np.zeros(len(ids), dtype=bool)
+        for sorted_ids in self.lexical:  # bisection: the candidates are few, a term's chunks may be many
+            if len(sorted_ids):
+                at = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+                held |= sorted_ids[at] == ids
+        return set(ids[held].tolist())
 
     def rank_key(self, note_id: int) -> tuple[int, int]:
         """Sort key (descending) of a chunk of note ``note_id``: (rare terms held, tier); (0, 0) for every note when
@@ -132,7 +137,11 @@ def coverage(
     """The :class:`Coverage` of a query whose terms (words, phrases) match ``leaves``: per term, (chunk ids (k,)
     int64, BM25 (k,) float64 < 0) of the chunks holding it. ``full``: the notes matching the whole query (None:
     those holding every term). Only chunks in ``within`` (None: all) and not in ``excluding`` count.
-    ``keyword_top``: the keyword candidates already held; at most ``max_extra`` chunks are added."""
+    ``keyword_top``: the keyword candidates already held; at most ``max_extra`` chunks are added. A query that is
+    not ``tiered`` gets the lexical evidence alone (no tier, rare term or extra chunk: it would not be used)."""
+    lexical = tuple(ids if _ascending(ids) else np.sort(ids) for ids, _ in leaves)
+    if not tiered:
+        return Coverage(lexical, {}, {}, [], tiered)
     kept: list[Matches] = []
     for ids, scores in leaves:
         mask = np.ones(len(ids), dtype=bool)
@@ -142,7 +151,7 @@ def coverage(
             mask &= ~np.isin(ids, np.asarray(excluding, dtype=np.int64))
         kept.append((ids[mask], scores[mask]))
     if not kept:
-        return Coverage(_EMPTY, {}, {}, [], tiered)
+        return Coverage(lexical, {}, {}, [], tiered)
     held_by = [np.unique(notes.notes(ids)) for ids, _ in kept]
     held_by = [h[h >= 0] for h in held_by]
     note_ids, counts = np.unique(np.concatenate(held_by), return_counts=True)
@@ -154,9 +163,12 @@ def coverage(
         if len(held) <= RARE_NOTES:
             for n in held.tolist():
                 rare[n] = rare.get(n, 0) + 1
-    lexical = np.unique(np.concatenate([ids for ids, _ in kept]))
     wanted = {n for n, t in tier.items() if t == 2} | set(rare)
     return Coverage(lexical, tier, rare, _best_chunks(kept, notes, wanted, keyword_top, max_extra), tiered)
+
+
+def _ascending(ids: np.ndarray) -> bool:
+    return bool(np.all(ids[1:] > ids[:-1]))
 
 
 def _best_chunks(
