@@ -82,10 +82,12 @@ def rrf_fuse(rankings: Mapping[str, Sequence[K]], weights: Mapping[str, float], 
 
 @dataclass(frozen=True, slots=True)
 class FusionWeights:
-    """Weights of the ranked lists in RRF, tuned on ../shared/eval/dev.jsonl (README, Evaluation)."""
+    """Weights of the ranked lists in RRF and its ``k`` (``Σ weight / (k + rank)``: a smaller ``k`` gives the top
+    ranks of each list more say), chosen by k-fold cross-validation over the dev questions."""
 
     dense: float = 1.0
     bm25: float = 0.3
+    k: int = RRF_K
 
 
 class QueryClassifier:

@@ -445,11 +445,12 @@ class SearchService:
         visible = {c for c in candidates if c in rows and not (hidden and hidden.hides(rows[c].note_id, rows[c].path))}
         passing = {c for c in visible if sims.floor.get(c, -1.0) >= self.floor}
         weights = {"dense": self.weights.dense, "bm25": self.weights.bm25}
-        fused = rrf_fuse({name: [c for c in ranked if c in passing] for name, ranked in rankings.items()}, weights)
+        k = self.weights.k
+        fused = rrf_fuse({name: [c for c in ranked if c in passing] for name, ranked in rankings.items()}, weights, k)
         if r.coverage is not None:  # lexical evidence below the floor: fused among every candidate kept
             r.below_floor = r.coverage.lexical_among(visible - passing)
             kept = passing | r.below_floor
-            wider = rrf_fuse({name: [c for c in ranked if c in kept] for name, ranked in rankings.items()}, weights)
+            wider = rrf_fuse({name: [c for c in ranked if c in kept] for name, ranked in rankings.items()}, weights, k)
             fused.update({c: wider[c] for c in r.below_floor if c in wider})
         for cid in fused:
             fused[cid] *= self.classifier.boost(preference, rows[cid].kind)
