@@ -35,6 +35,10 @@ def notes_holding(word: str) -> set[str]:
     }
 
 
+def rel(path: Path, root: Path) -> str:
+    return path.relative_to(root).as_posix()
+
+
 def paths(query, text: str, **kw) -> list[str]:
     return [h.file_path for h in query.search(text, **kw).hits]
 
@@ -70,6 +74,11 @@ def test_malformed_syntax_degrades_to_words_without_failing(text):
     for w in words:
         if w.startswith("--") or w.isalpha():
             assert w in parsed.text or w == "tag"
+
+
+def test_parentheses_nested_too_deep_are_ignored_and_their_words_kept():
+    parsed = parse("(" * 400 + "bread" + ")" * 3 + " OR rye")
+    assert "bread" in parsed.text and "rye" in parsed.text
 
 
 def test_a_question_in_words_is_plain_even_with_dashes_and_parentheses():
@@ -145,6 +154,30 @@ def test_the_last_word_matches_as_a_prefix_while_typing(sample_cairn):
 
 def test_a_misspelt_word_that_matches_nothing_finds_the_nearest_word(sample_cairn):
     assert paths(sample_cairn.query, "banetton")[0] == SOURDOUGH
+
+
+@pytest.mark.parametrize("text", ["crown", "crow", "rhubarb crown"])
+def test_a_withheld_notes_words_change_nothing_a_withheld_caller_finds(sample_cairn, tmp_path, embedder, text):
+    """Whether a word matches, its typo and prefix expansions: decided without the withheld notes, so a caller
+    cannot probe them: the results equal those of the same vault without the withheld notes."""
+    from cairn.app import Cairn  # noqa: PLC0415
+    from cairn.policy import Withhold  # noqa: PLC0415
+
+    withhold = Withhold(("personal",))
+    vault = tmp_path / "vault"
+    shutil.copytree(SAMPLE_VAULT, vault)
+    withheld = [p for p in vault.rglob("*.md") if withhold.tag_withheld(sample_cairn.store.note_tags(rel(p, vault)))]
+    assert withheld
+    for path in withheld:
+        path.unlink()
+    without = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    try:
+        without.index()
+        expected = [(h.file_path, h.symbol) for h in without.query.search(text, top_k=20).hits]
+        got = [(h.file_path, h.symbol) for h in sample_cairn.query.search(text, top_k=20, withhold=withhold).hits]
+    finally:
+        without.close()
+    assert got == expected
 
 
 def test_an_answer_keeps_the_cosine_floor(sample_cairn):
@@ -231,6 +264,23 @@ def test_http_search_takes_the_syntax_in_q(sample_cairn):
     for text, first in ACCEPTANCE:
         assert found[text][0] == first, text
     assert found["garden -tomato"] and not set(found["garden -tomato"]) & notes_holding("tomato")
+
+
+def test_http_search_takes_a_non_ascii_query_up_to_the_length_limit(sample_cairn):
+    from cairn.contract import LIMITS  # noqa: PLC0415
+    from test_http_api import AUTH, running
+
+    async def scenario():
+        statuses = {}
+        async with running(sample_cairn.query) as client:
+            for n in (LIMITS.text_chars, LIMITS.text_chars + 1):
+                async with client.get("/search", params={"q": "東" * n}, headers=AUTH) as resp:
+                    statuses[n] = (resp.status, resp.content_type)
+        return statuses
+
+    statuses = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+    assert statuses[LIMITS.text_chars] == (200, "application/json")
+    assert statuses[LIMITS.text_chars + 1] == (400, "application/json")  # our limit, as a JSON error
 
 
 @pytest.mark.e2e

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
+from cairn.contract import LIMITS
 from cairn.errors import ConfigError
 from cairn.http import routes
 from cairn.http.errors import MAX_BODY_BYTES, errors_middleware
@@ -81,6 +82,12 @@ async def _on_shutdown(app: web.Application) -> None:
     app[STATE].closing.set()
 
 
+#: Longest request line (bytes): a query or question of ``LIMITS.text_chars`` characters percent-encoded (up to
+#: 12 bytes each: 4 UTF-8 bytes as ``%XX``) plus the path and other parameters fits; aiohttp's default (8190) cut
+#: non-ASCII queries far below the limit.
+MAX_REQUEST_LINE = 12 * LIMITS.text_chars + 8192
+
+
 @dataclass
 class RunningServer:
     """A started server: ``url`` is ``http://127.0.0.1:<port>`` (``port`` is the bound port,
@@ -146,6 +153,7 @@ async def serve(
         handle_signals=False,
         shutdown_timeout=2.0,
         handler_cancellation=True,  # a client that leaves cancels its handler, and so its LLM request
+        max_line_size=MAX_REQUEST_LINE,
     )
     await runner.setup()
     site = web.TCPSite(runner, host, port)

@@ -201,6 +201,9 @@ PREFIX_EXPANSIONS = 16
 TYPO_ONE_EDIT = 5
 TYPO_TWO_EDITS = 8
 TYPO_EXPANSIONS = 4
+#: For a caller with withheld chunks, this many times more candidate expansions are drawn, then ranked by the rows
+#: visible to the caller.
+HIDDEN_OVERSAMPLE = 4
 
 
 @dataclass(frozen=True)
@@ -237,12 +240,18 @@ def _merge(parts: Sequence[Matches]) -> Matches:
 class Matcher:
     """Evaluates one query against the index as it is now: each word and phrase → the chunks holding it (FTS5's
     tokens, phrases quoted by us), each operator → notes, the expression → notes, as Obsidian's search
-    (:mod:`cairn.search.syntax`). Prefix and typo expansion use the keyword index's vocabularies."""
+    (:mod:`cairn.search.syntax`). Prefix and typo expansion use the keyword index's vocabularies.
 
-    def __init__(self, keyword: KeywordIndex, store: Store, notes: NoteMap) -> None:
+    ``hidden``: chunk ids withheld from the caller. Their matches count for nothing, so what a word matches, whether
+    it "matches nothing" (typo expansion) and which expansions are used are decided on the visible chunks only: a
+    withheld note's words never change what the caller gets. Candidate expansions are drawn from the whole
+    vocabulary, so for such a caller more are drawn (:data:`HIDDEN_OVERSAMPLE`) and ranked by visible rows."""
+
+    def __init__(self, keyword: KeywordIndex, store: Store, notes: NoteMap, hidden: Collection[int] = ()) -> None:
         self.keyword = keyword
         self.store = store
         self.notes = notes
+        self._hidden = np.asarray(sorted(hidden), dtype=np.int64)
         self.expansions: list[str] = []
         self._leaves: dict[tuple[Node, bool], Matches | None] = {}
         self._vocabularies: list[Vocabulary] | None = None
@@ -280,7 +289,17 @@ class Matcher:
     def _phrase(self, text: str) -> Matches | None:
         if not self.store.fts_tokens(text):
             return None
-        return self.keyword.phrase_matches(text)
+        return self._visible(self.keyword.phrase_matches(text))
+
+    def _visible(self, found: Matches) -> Matches:
+        """``found`` without the chunks withheld from the caller."""
+        if not len(self._hidden) or not len(found[0]):
+            return found
+        keep = ~np.isin(found[0], self._hidden)
+        return found[0][keep], found[1][keep]
+
+    def _term(self, term: str) -> Matches:
+        return self._visible(self.keyword.term_matches(term))
 
     def _word(self, word: Word, expand: bool) -> Matches | None:
         terms = query_terms(word.text)
@@ -291,22 +310,40 @@ class Matcher:
         tokens = self.store.fts_tokens(terms[0])
         if len(tokens) != 1:
             return self._phrase(terms[0])
-        found = self.keyword.term_matches(terms[0])
+        found = self._term(terms[0])
         if not expand:
             return found
-        token, more = tokens[0], []
+        token = tokens[0]
+        draw = HIDDEN_OVERSAMPLE if len(self._hidden) else 1
+        more: list[str] = []
         if word.prefix and len(token) >= PREFIX_MIN:
-            more += [t for v in self._vocab() for t, _ in v.with_prefix(token, PREFIX_EXPANSIONS) if t != token]
+            prefixed = [(t, 0) for v in self._vocab() for t, _ in v.with_prefix(token, PREFIX_EXPANSIONS * draw)]
+            more += self._expand(token, prefixed, PREFIX_EXPANSIONS)
         if not len(found[0]) and len(token) >= TYPO_ONE_EDIT:
             edits = 2 if len(token) >= TYPO_TWO_EDITS else 1
-            near = sorted((n for v in self._vocab() for n in v.near(token, edits, TYPO_EXPANSIONS)), key=_nearest)
-            more += [t for t, _, _ in near[:TYPO_EXPANSIONS] if t != token]
-        parts = [found]
-        for t in dict.fromkeys(more):
-            if self.store.fts_tokens(t) == [t]:  # a token that FTS5 reads back as itself
-                parts.append(self.keyword.term_matches(t))
-                self.expansions.append(t)
-        return _merge(parts)
+            near = sorted(
+                (n for v in self._vocab() for n in v.near(token, edits, TYPO_EXPANSIONS * draw)), key=_nearest
+            )
+            more += self._expand(token, [(t, d) for t, _, d in near[: TYPO_EXPANSIONS * draw]], TYPO_EXPANSIONS)
+        more = list(dict.fromkeys(more))
+        self.expansions.extend(t for t in more if t not in self.expansions)
+        return _merge([found, *(self._term(t) for t in more)])
+
+    def _expand(self, token: str, candidates: Sequence[tuple[str, int]], limit: int) -> list[str]:
+        """The expansions of ``token`` from ``candidates`` ((token, edit distance), best first) that FTS5 reads
+        back as themselves. Everyone else keeps them as drawn; for a caller with withheld chunks only those visible
+        chunks hold count, nearest then most held by visible chunks first, at most ``limit`` per vocabulary."""
+        picked: list[tuple[str, int, int]] = []
+        for t, distance in dict.fromkeys(candidates):
+            if t == token or self.store.fts_tokens(t) != [t]:
+                continue
+            held = len(self._term(t)[0]) if len(self._hidden) else 1
+            if held:
+                picked.append((t, distance, held))
+        if len(self._hidden):
+            picked.sort(key=lambda p: (p[1], -p[2], p[0]))
+            picked = picked[: limit * len(self._vocab())]
+        return [t for t, _, _ in picked]
 
     def _vocab(self) -> list[Vocabulary]:
         if self._vocabularies is None:

@@ -261,11 +261,11 @@ class SearchService:
         """:meth:`retrieve` on validated arguments, without the result cache."""
         within = self.store.scoped_chunk_ids(tags, folders) if (tags or folders) else None
         plan = None
+        hidden = WithheldSet.load(self.store, withhold)
         if purpose == "search" and (within is None or within):
-            plan, within = self._plan(query, within)
+            plan, within = self._plan(query, within, hidden)
         if within is not None and not within:
             return [], None
-        hidden = WithheldSet.load(self.store, withhold)
         text = plan.dense_text if plan is not None else query
         qvec = self.vector_cache.embed([text])[0]
         preference = self.classifier.classify(query)
@@ -340,12 +340,12 @@ class SearchService:
             r.touched.update(c for c in unfiltered if c in r.hidden.chunks)
         return found
 
-    def _plan(self, query: str, within: list[int] | None) -> tuple[Plan, list[int] | None]:
+    def _plan(self, query: str, within: list[int] | None, hidden: WithheldSet) -> tuple[Plan, list[int] | None]:
         """The search :class:`~cairn.search.lexical.Plan` of ``query`` (Obsidian's syntax,
         :mod:`cairn.search.syntax`), and the scope ``within`` narrowed to the notes its filters and exclusions
-        allow."""
+        allow. The chunks ``hidden`` withholds count for nothing in it (nor in its expansions)."""
         notes = self.note_maps.get()
-        plan = Matcher(self.keyword, self.store, notes).plan(query, parse(query))
+        plan = Matcher(self.keyword, self.store, notes, hidden.chunks).plan(query, parse(query))
         if plan.allowed is not None:
             allowed = notes.chunks_of(sorted(plan.allowed))
             if within is not None:

@@ -8,10 +8,10 @@ vault-relative path contains the text), ``file:text`` (the file name contains it
 Words match as FTS5 tokenizes them (case, diacritics and word endings ignored), not as substrings.
 
 Parsing never fails: an unbalanced quote reads the rest as words, a lone ``-`` or an unmatched parenthesis is
-ignored, an unknown ``name:value`` is plain words, and so is a word starting with ``--`` (``--background-primary``,
-a command-line flag: not an exclusion). A query that is only words (parentheses that only group them included) is
-``plain``: a question in words, not syntax. Nothing here reaches FTS5: the matcher
-(:mod:`cairn.search.lexical`) builds its own quoted phrases from the words.
+ignored (so are parentheses nested deeper than :data:`MAX_DEPTH`), an unknown ``name:value`` is plain words, and
+so is a word starting with ``--`` (``--background-primary``, a command-line flag: not an exclusion). A query that
+is only words (parentheses that only group them included) is ``plain``: a question in words, not syntax. Nothing
+here reaches FTS5: the matcher (:mod:`cairn.search.lexical`) builds its own quoted phrases from the words.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 #: The operators understood; any other ``name:`` is read as words.
 FIELDS = ("tag", "path", "file", "content")
+#: Parentheses nested deeper than this are ignored (their words still count): the parser recurses per level.
+MAX_DEPTH = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +164,8 @@ class _Parser:
         if kind == "phrase":
             return Phrase(value) if value.strip() else None
         if kind == "open":
+            if self.depth >= MAX_DEPTH:
+                return None  # too deep: this parenthesis is ignored, what follows is read at this level
             self.depth += 1
             inner = self.parse_or()
             self.depth -= 1
