@@ -250,11 +250,25 @@ def test_backlinks_and_similar_notes_leave_out_withheld_notes_yet_keep_allowed_o
     assert withheld["similar"] == owner_allowed
 
 
-def test_similar_notes_still_fill_the_limit_with_allowed_notes(canary_cairn, withhold):
-    owner = canary_cairn.library.related("Recipes/Bread.md", limit=50)["similar"]
-    allowed = [s for s in owner if s["filePath"] not in CANARY_WITHHELD]
-    limit = max(1, len(allowed))
-    assert len(canary_cairn.library.related("Recipes/Bread.md", limit=limit, withhold=withhold)["similar"]) == limit
+def test_similar_notes_still_fill_the_limit_with_allowed_notes(canary_copy, tmp_path, embedder, withhold):
+    """Withheld notes nearer than allowed ones do not use up the limit: an allowed note holding the end of a withheld
+    dream note (without its tag) is similar to the lighthouse trip, a little less than the original."""
+    from cairn.app import Cairn
+
+    (canary_copy / "Travel" / "Dream notes.md").write_text(
+        "# Dream notes\n\nThe dream ends at the lighthouse stairs.\n"
+    )
+    cairn = Cairn(make_config(canary_copy, tmp_path / "data"), embedder=embedder)
+    try:
+        cairn.index()
+        owner = cairn.library.related("Travel/Lighthouse trip.md", limit=50)["similar"]
+        allowed = [s["filePath"] for s in owner if s["filePath"] not in CANARY_WITHHELD]
+        assert allowed and len(allowed) < len(owner)  # withheld notes are among the owner's similar notes
+        assert [s["filePath"] for s in owner].index(allowed[-1]) >= len(allowed)  # one ranks above an allowed one
+        got = cairn.library.related("Travel/Lighthouse trip.md", limit=len(allowed), withhold=withhold)["similar"]
+        assert [s["filePath"] for s in got] == allowed
+    finally:
+        cairn.close()
 
 
 @pytest.mark.parametrize(
