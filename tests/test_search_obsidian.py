@@ -148,6 +148,35 @@ def test_path_and_file_operators_match_the_path_and_the_file_name(sample_cairn):
     assert set(paths(sample_cairn.query, "file:sourdough", top_k=20)) == {SOURDOUGH, "Kitchen/Sourdough starter.md"}
 
 
+def test_filters_or_exclusions_alone_list_every_note_they_allow(sample_cairn):
+    """As Obsidian lists every matching file: no note they allow is dropped for its cosine to the field's text."""
+    store = sample_cairn.store
+    kitchen = {p for p in notes_holding("") if any(t.split("/")[0] == "kitchen" for t in store.note_tags(p))}
+    garden = {p for p in notes_holding("") if p.startswith("Garden/")}
+    assert len(kitchen) >= 5 and len(garden) >= 5
+    assert set(paths(sample_cairn.query, "tag:#kitchen", top_k=50)) == kitchen
+    assert set(paths(sample_cairn.query, "path:Gard", top_k=50)) == garden
+    every, tomato = notes_holding(""), notes_holding("tomato") | notes_holding("tomatoes")
+    assert set(paths(sample_cairn.query, "-tomato", top_k=50)) == every - tomato
+
+
+def test_a_misspelt_word_ranks_as_the_word_it_was_taken_for(sample_cairn):
+    assert paths(sample_cairn.query, "garlik", top_k=5)[0] == paths(sample_cairn.query, "garlic", top_k=5)[0]
+    assert paths(sample_cairn.query, "garlik", top_k=1) == ["Garden/Garlic.md"]
+
+
+def test_content_operator_searches_the_text_alone(sample_cairn):
+    assert parse("content:banneton").plain is False
+    assert paths(sample_cairn.query, "content:banneton", top_k=10) == [SOURDOUGH]
+
+
+def test_a_tag_operator_naming_no_tag_is_a_clear_error(sample_cairn):
+    from cairn.errors import BadRequestError  # noqa: PLC0415
+
+    with pytest.raises(BadRequestError, match="tag:# names no valid tag"):
+        sample_cairn.query.search("tag:# bread")
+
+
 def test_the_last_word_matches_as_a_prefix_while_typing(sample_cairn):
     assert paths(sample_cairn.query, "bannet")[0] == SOURDOUGH
 

@@ -12,12 +12,14 @@ others.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from cairn.errors import BadRequestError
 from cairn.notes import normalise_tag
 from cairn.ranking import query_terms
 from cairn.search.cache import StoreEpoch
@@ -253,6 +255,8 @@ class Matcher:
         self.notes = notes
         self._hidden = np.asarray(sorted(hidden), dtype=np.int64)
         self.expansions: list[str] = []
+        #: query term that matched nothing → the nearest token it was expanded to (what the dense leg embeds)
+        self.corrections: dict[str, str] = {}
         self._leaves: dict[tuple[Node, bool], Matches | None] = {}
         self._vocabularies: list[Vocabulary] | None = None
 
@@ -266,9 +270,9 @@ class Matcher:
             found = [self.leaf(Word(t, prefix=i == len(terms) - 1), expand=tiered) for i, t in enumerate(terms)]
             leaves = [m for m in found if m is not None]
             text = " ".join([query, *self.expansions])
-            return Plan(text, query, None, leaves, None, tiered)
+            return Plan(text, self._corrected(query), None, leaves, None, tiered)
         leaves = [m for m in (self.leaf(n, expand=True) for n in _positive_leaves(parsed.root)) if m is not None]
-        dense = parsed.text or " ".join(_field_values(parsed.root)) or query
+        dense = self._corrected(parsed.text) or " ".join(_field_values(parsed.root)) or query
         return Plan(
             " ".join([parsed.text, *self.expansions]),
             dense,
@@ -277,6 +281,13 @@ class Matcher:
             self.notes_of(parsed.root),
             True,
         )
+
+    def _corrected(self, text: str) -> str:
+        """``text`` with each word that matched nothing replaced by the token it was expanded to (a typo embeds as
+        something else entirely: ``garlik`` is not near garlic for the model)."""
+        for term, token in self.corrections.items():
+            text = re.sub(rf"(?<!\w){re.escape(term)}(?!\w)", token, text, flags=re.IGNORECASE)
+        return text
 
     def leaf(self, node: Word | Phrase, *, expand: bool) -> Matches | None:
         """The chunks holding a word (or its prefix and typo expansions when ``expand``) or a phrase; None for a word
@@ -324,7 +335,10 @@ class Matcher:
             near = sorted(
                 (n for v in self._vocab() for n in v.near(token, edits, TYPO_EXPANSIONS * draw)), key=_nearest
             )
-            more += self._expand(token, [(t, d) for t, _, d in near[: TYPO_EXPANSIONS * draw]], TYPO_EXPANSIONS)
+            typos = self._expand(token, [(t, d) for t, _, d in near[: TYPO_EXPANSIONS * draw]], TYPO_EXPANSIONS)
+            if typos:
+                self.corrections[terms[0]] = typos[0]
+            more += typos
         more = list(dict.fromkeys(more))
         self.expansions.extend(t for t in more if t not in self.expansions)
         return _merge([found, *(self._term(t) for t in more)])
@@ -383,7 +397,9 @@ class Matcher:
         if field.name == "tag":
             tag = normalise_tag(field.value)
             if tag is None:
-                return set()
+                raise BadRequestError(
+                    f"tag:{field.value} names no valid tag; expected e.g. tag:#project or tag:#project/alpha."
+                )
             chunks = np.asarray(self.store.scoped_chunk_ids([tag], []), dtype=np.int64)
             return set(self.notes.notes(chunks).tolist()) - {-1}
         if field.name == "file":

@@ -448,7 +448,9 @@ class SearchService:
         k = self.weights.k
         fused = rrf_fuse({name: [c for c in ranked if c in passing] for name, ranked in rankings.items()}, weights, k)
         if r.coverage is not None:  # lexical evidence below the floor: fused among every candidate kept
-            r.below_floor = r.coverage.lexical_among(visible - passing)
+            only_filters = r.plan is not None and r.plan.allowed is not None and not r.plan.leaves
+            # tag:, path:, file: or exclusions alone: every note they allow matches, as in Obsidian
+            r.below_floor = (visible - passing) if only_filters else r.coverage.lexical_among(visible - passing)
             kept = passing | r.below_floor
             wider = rrf_fuse({name: [c for c in ranked if c in kept] for name, ranked in rankings.items()}, weights, k)
             fused.update({c: wider[c] for c in r.below_floor if c in wider})

@@ -114,6 +114,7 @@ class _Parser:
         self.tokens = tokens
         self.i = 0
         self.depth = 0
+        self.operators = False  # a ``content:`` was read (its words are plain words, but the text is syntax)
 
     def peek(self) -> tuple[str, str, bool] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -181,10 +182,12 @@ class _Parser:
         if colon and name.lower() in FIELDS:
             if not rest and (t := self.peek()) is not None and t[2] and t[0] in ("phrase", "open"):
                 inner = self.parse_atom()  # path:"Daily notes" or content:(a OR b)
+                self.operators = True
                 if name.lower() == "content" or inner is None:
                     return inner
                 return Field(name.lower(), _words_of(inner))
             if name.lower() == "content":
+                self.operators = True
                 return Word(rest) if rest else None
             return Field(name.lower(), rest) if rest else None
         return Word(value)
@@ -235,7 +238,7 @@ def parse(text: str) -> ParsedQuery:
     root = _mark_last_word(_flatten(root))
     words: list[str] = []
     _positive_text(root, words)
-    plain = isinstance(root, And) and all(isinstance(n, Word) for n in root.items)
+    plain = not parser.operators and isinstance(root, And) and all(isinstance(n, Word) for n in root.items)
     return ParsedQuery(root=root, plain=plain, text=" ".join(words))
 
 
