@@ -165,6 +165,21 @@ def test_a_misspelt_word_ranks_as_the_word_it_was_taken_for(sample_cairn):
     assert paths(sample_cairn.query, "garlik", top_k=1) == ["Garden/Garlic.md"]
 
 
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("calendar", "Garden/Planting calendar.md"),
+        ("Pantry", "Kitchen/Pantry staples.md"),
+        ("starter", "Kitchen/Sourdough starter.md"),
+        ("plan", "Kitchen/Meal plan.md"),
+        ("Pests and", "Garden/Pests and problems.md"),
+    ],
+)
+def test_a_note_named_by_the_query_comes_first(sample_cairn, text, named):
+    """Words of a title find the note so named first, above notes (an index page) that only mention them."""
+    assert paths(sample_cairn.query, text, top_k=3)[0] == named
+
+
 def test_content_operator_searches_the_text_alone(sample_cairn):
     assert parse("content:banneton").plain is False
     assert paths(sample_cairn.query, "content:banneton", top_k=10) == [SOURDOUGH]

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -90,19 +90,57 @@ class NoteMaps:
         return note_map
 
 
+class Names:
+    """Which notes a query names: every token of its words (FTS5's tokens: case, diacritics and word endings
+    ignored; the last word also as a prefix) is in the note's title or in one of its aliases, as one finds a note by
+    its name in Obsidian's quick switcher. Names are tokenized once per text and kept (at most :attr:`MAX_NAMES`)."""
+
+    MAX_NAMES = 200_000
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._tokens: dict[str, frozenset[str]] = {}
+
+    def tokens(self, name: str) -> frozenset[str]:
+        held = self._tokens.get(name)
+        if held is None:
+            if len(self._tokens) >= self.MAX_NAMES:
+                self._tokens.clear()
+            held = self._tokens[name] = frozenset(self.store.fts_tokens(name))
+        return held
+
+    def named(self, note_ids: Collection[int], wanted: Sequence[tuple[str, bool]]) -> dict[int, int]:
+        """{note id: tokens of its closest name beyond ``wanted``} for the notes of ``note_ids`` named by ``wanted``
+        ((token, also as a prefix) pairs; none: no note is named)."""
+        if not wanted or not note_ids:
+            return {}
+        out: dict[int, int] = {}
+        for note_id, names in self.store.note_names(note_ids).items():
+            for name in names:
+                tokens = self.tokens(name)
+                if all(t in tokens or (prefix and any(n.startswith(t) for n in tokens)) for t, prefix in wanted):
+                    extra = len(tokens) - len(wanted)
+                    out[note_id] = min(extra, out.get(note_id, extra))
+        return out
+
+
 @dataclass(frozen=True)
 class Coverage:
     """The lexical evidence of one query. ``lexical``: per term, the chunk ids holding it, ascending (a chunk holding
     one is never dropped for its cosine in search); ``tier``: note id → 2 when the note matches the whole query (every
     term, as Obsidian), 1 when it holds some term (absent: none); ``rare``: note id → how many rare terms it holds;
     ``extra``: chunk ids to add to the keyword candidates, best BM25 first: the best chunk of each note of tier 2 or
-    holding a rare term that the keyword top lacks; ``tiered``: whether :meth:`rank_key` ranks by tier."""
+    holding a rare term, or named by the query, that the keyword top lacks; ``tiered``: whether :meth:`rank_key`
+    ranks by tier."""
 
     lexical: tuple[np.ndarray, ...]
     tier: dict[int, int]
     rare: dict[int, int]
     extra: list[int]
     tiered: bool = True
+    #: note id → how many tokens its closest name (title or alias) holds beyond the query's, for the notes named by
+    #: the query (:class:`Names`)
+    named: dict[int, int] = field(default_factory=dict)
 
     def lexical_among(self, chunk_ids: Collection[int]) -> set[int]:
         """The chunks of ``chunk_ids`` that hold a term of the query."""
@@ -114,12 +152,15 @@ class Coverage:
                 held |= sorted_ids[at] == ids
         return set(ids[held].tolist())
 
-    def rank_key(self, note_id: int) -> tuple[int, int]:
-        """Sort key (descending) of a chunk of note ``note_id``: (rare terms held, tier); (0, 0) for every note when
-        the query is not tiered (a question in words: ranked by the fused order)."""
+    def rank_key(self, note_id: int) -> tuple[int, int, int, int]:
+        """Sort key (descending) of a chunk of note ``note_id``: (rare terms held, named by the query, minus the extra
+        tokens of its name, tier). A query that is not tiered (a question in words) keeps the fused order but for the
+        notes it names (every word of it in the title or an alias: what one types to find a note by its name)."""
+        extra = self.named.get(note_id)
+        name = (1, -extra) if extra is not None else (0, 0)
         if not self.tiered:
-            return 0, 0
-        return self.rare.get(note_id, 0), self.tier.get(note_id, 0)
+            return 0, *name, 0
+        return self.rare.get(note_id, 0), *name, self.tier.get(note_id, 0)
 
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -135,15 +176,15 @@ def coverage(
     max_extra: int,
     full: set[int] | None = None,
     tiered: bool = True,
+    names: Callable[[Collection[int]], dict[int, int]] | None = None,
 ) -> Coverage:
     """The :class:`Coverage` of a query whose terms (words, phrases) match ``leaves``: per term, (chunk ids (k,)
     int64, BM25 (k,) float64 < 0) of the chunks holding it. ``full``: the notes matching the whole query (None:
     those holding every term). Only chunks in ``within`` (None: all) and not in ``excluding`` count.
     ``keyword_top``: the keyword candidates already held; at most ``max_extra`` chunks are added. A query that is
-    not ``tiered`` gets the lexical evidence alone (no tier, rare term or extra chunk: it would not be used)."""
+    not ``tiered`` gets the lexical evidence and the notes it names alone (no tier or rare term: they would not be
+    used). ``names``: note ids → {note id: extra name tokens} of those the query names (:meth:`Names.named`)."""
     lexical = tuple(ids if _ascending(ids) else np.sort(ids) for ids, _ in leaves)
-    if not tiered:
-        return Coverage(lexical, {}, {}, [], tiered)
     kept: list[Matches] = []
     for ids, scores in leaves:
         mask = np.ones(len(ids), dtype=bool)
@@ -159,6 +200,9 @@ def coverage(
     note_ids, counts = np.unique(np.concatenate(held_by), return_counts=True)
     if full is None:
         full = {n for n, k in zip(note_ids.tolist(), counts.tolist()) if k == len(kept)}
+    named = names(full) if names is not None else {}
+    if not tiered:
+        return Coverage(lexical, {}, {}, _best_chunks(kept, notes, set(named), keyword_top, max_extra), tiered, named)
     tier = {n: 2 if n in full else 1 for n in note_ids.tolist()}
     rare: dict[int, int] = {}
     for held in held_by:
@@ -166,7 +210,8 @@ def coverage(
             for n in held.tolist():
                 rare[n] = rare.get(n, 0) + 1
     wanted = {n for n, t in tier.items() if t == 2} | set(rare)
-    return Coverage(lexical, tier, rare, _best_chunks(kept, notes, wanted, keyword_top, max_extra), tiered)
+    extra = _best_chunks(kept, notes, wanted, keyword_top, max_extra)
+    return Coverage(lexical, tier, rare, extra, tiered, named)
 
 
 def _ascending(ids: np.ndarray) -> bool:
@@ -214,7 +259,7 @@ class Plan:
     words and phrases, plus prefix and typo expansions); ``dense_text``: what the dense leg embeds; ``allowed``: the
     note ids the filters (``tag:``, ``path:``, ``file:``) and exclusions allow (None: all); ``leaves``: the matches of
     each positive word or phrase; ``full``: the notes matching the whole expression (None: those holding every
-    leaf); ``tiered``: rank by tier (:class:`Coverage`)."""
+    leaf); ``tiered``: rank by tier (:class:`Coverage`); ``name_terms``: see :class:`Names`."""
 
     keyword_text: str
     dense_text: str
@@ -222,6 +267,8 @@ class Plan:
     leaves: list[Matches]
     full: set[int] | None
     tiered: bool
+    #: (token, also as a prefix) of the positive words and phrases: what a note's name must hold to be named
+    name_terms: tuple[tuple[str, bool], ...] = ()
 
 
 def _merge(parts: Sequence[Matches]) -> Matches:
@@ -270,8 +317,10 @@ class Matcher:
             found = [self.leaf(Word(t, prefix=i == len(terms) - 1), expand=tiered) for i, t in enumerate(terms)]
             leaves = [m for m in found if m is not None]
             text = " ".join([query, *self.expansions])
-            return Plan(text, self._corrected(query), None, leaves, None, tiered)
-        leaves = [m for m in (self.leaf(n, expand=True) for n in _positive_leaves(parsed.root)) if m is not None]
+            words = [Word(t, prefix=i == len(terms) - 1) for i, t in enumerate(terms)]
+            return Plan(text, self._corrected(query), None, leaves, None, tiered, self._name_terms(words))
+        positive = _positive_leaves(parsed.root)
+        leaves = [m for m in (self.leaf(n, expand=True) for n in positive) if m is not None]
         dense = self._corrected(parsed.text) or " ".join(_field_values(parsed.root)) or query
         return Plan(
             " ".join([parsed.text, *self.expansions]),
@@ -280,7 +329,20 @@ class Matcher:
             leaves,
             self.notes_of(parsed.root),
             True,
+            self._name_terms(positive),
         )
+
+    def _name_terms(self, leaves: Sequence[Word | Phrase]) -> tuple[tuple[str, bool], ...]:
+        """(token, also as a prefix) of every word and phrase of ``leaves``, as FTS5 tokenizes them (stopwords of a
+        word left out, as its matching does)."""
+        out: dict[str, bool] = {}
+        for leaf in leaves:
+            words = query_terms(leaf.text) if isinstance(leaf, Word) else [leaf.text]
+            tokens = [t for w in words for t in self.store.fts_tokens(w)]
+            for i, t in enumerate(tokens):
+                prefix = isinstance(leaf, Word) and leaf.prefix and i == len(tokens) - 1 and len(t) >= PREFIX_MIN
+                out[t] = out.get(t, False) or prefix
+        return tuple(out.items())
 
     def _corrected(self, text: str) -> str:
         """``text`` with each word that matched nothing replaced by the token it was expanded to (a typo embeds as

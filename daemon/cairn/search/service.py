@@ -42,7 +42,7 @@ from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.search.dense import DenseQuery
 from cairn.search.hits import Hit, SearchResult, check_query, make_snippet, scope_folders, scope_tags
 from cairn.search.keyword import KeywordIndex
-from cairn.search.lexical import Coverage, Matcher, NoteMaps, Plan, coverage
+from cairn.search.lexical import Coverage, Matcher, Names, NoteMaps, Plan, coverage
 from cairn.search.syntax import parse
 from cairn.search.vectors import Vectors, VectorSnapshot
 from cairn.search.withheld import WithheldSet
@@ -154,6 +154,7 @@ class SearchService:
         self.vectors = Vectors(store)
         self.keyword = KeywordIndex(store, self.epoch)
         self.note_maps = NoteMaps(store, self.epoch)
+        self.names = Names(store)
         self.results: EpochLRU[tuple, tuple[tuple[Hit, ...], str | None, frozenset[str]]] = EpochLRU(
             self.RESULT_CACHE_MAX
         )
@@ -366,6 +367,7 @@ class SearchService:
             max_extra=self.CANDIDATES,
             full=plan.full,
             tiered=plan.tiered,
+            names=lambda notes: self.names.named(notes, plan.name_terms),
         )
         r.keyword = r.keyword + found.extra
         return found
@@ -466,8 +468,8 @@ class SearchService:
         if r.coverage is None:
             return sorted(fused, key=lambda c: (-fused[c], -cos.get(c, 0.0), c))
         key, below = r.coverage.rank_key, r.below_floor
-        tiers = {c: key(rows[c].note_id) for c in fused}
-        return sorted(fused, key=lambda c: (-tiers[c][0], -tiers[c][1], c in below, -fused[c], -cos.get(c, 0.0), c))
+        tiers = {c: tuple(-x for x in key(rows[c].note_id)) for c in fused}
+        return sorted(fused, key=lambda c: (tiers[c], c in below, -fused[c], -cos.get(c, 0.0), c))
 
     def _tally_withheld(self, r: _Ranking, tally: WithheldTally) -> None:
         """Add to ``tally`` the withheld notes with a candidate chunk that would have passed the floor (a chunk not
