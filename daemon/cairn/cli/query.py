@@ -104,7 +104,7 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
         _print_json(contract.search_json(result))
         return 0
     if not result.hits:
-        print("No results above the similarity floor.")
+        print("No note holds these words or comes close to them in meaning.")
     for i, h in enumerate(result.hits, 1):
         where = f"p.{h.page}" if h.page else (f"lines {h.lines[0]}–{h.lines[1]}" if h.lines else "")
         label = RELEVANCE_TEXT[relevance(h.cosine, h.matched)]

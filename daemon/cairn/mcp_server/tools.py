@@ -262,7 +262,7 @@ class McpService:
                 )
             text = "\n".join(lines)
         else:
-            text = "No passage in the notes is similar enough to this query."
+            text = "No note holds these words or comes close to them in meaning."
         return ToolOutcome({"notice": DATA_NOTICE, "results": results}, text, tuple(r["filePath"] for r in results))
 
     def _get_note(self, args: dict[str, Any], withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
