@@ -12,6 +12,7 @@ others.
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections.abc import Callable, Collection, Sequence
@@ -93,13 +94,17 @@ class NoteMaps:
 class Names:
     """Which notes a query names: every token of its words (FTS5's tokens: case, diacritics and word endings
     ignored; the last word also as a prefix) is in the note's title or in one of its aliases, as one finds a note by
-    its name in Obsidian's quick switcher. Names are tokenized once per text and kept (at most :attr:`MAX_NAMES`)."""
+    its name in Obsidian's quick switcher. Holds, per store epoch, an inverted index name token → notes (names are
+    tokenized once per text: a commit costs one read of the titles)."""
 
     MAX_NAMES = 200_000
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, epoch: StoreEpoch) -> None:
         self.store = store
+        self.epoch = epoch
         self._tokens: dict[str, frozenset[str]] = {}
+        self._held: tuple[int, dict[str, set[int]], list[str], dict[int, list[frozenset[str]]]] | None = None
+        self._lock = threading.Lock()
 
     def tokens(self, name: str) -> frozenset[str]:
         held = self._tokens.get(name)
@@ -109,16 +114,45 @@ class Names:
             held = self._tokens[name] = frozenset(self.store.fts_tokens(name))
         return held
 
+    def _index(self) -> tuple[dict[str, set[int]], list[str], dict[int, list[frozenset[str]]]]:
+        """(token → note ids whose names hold it, the tokens sorted, note id → its names' tokens) now."""
+        epoch = self.epoch.value
+        held = self._held
+        if held is not None and held[0] == epoch:
+            return held[1], held[2], held[3]
+        by_token: dict[str, set[int]] = {}
+        names: dict[int, list[frozenset[str]]] = {}
+        for note_id, texts in self.store.note_names().items():
+            names[note_id] = [self.tokens(t) for t in texts]
+            for tokens in names[note_id]:
+                for t in tokens:
+                    by_token.setdefault(t, set()).add(note_id)
+        with self._lock:
+            if self.epoch.value == epoch:
+                self._held = (epoch, by_token, sorted(by_token), names)
+        return by_token, sorted(by_token), names
+
     def named(self, note_ids: Collection[int], wanted: Sequence[tuple[str, bool]]) -> dict[int, int]:
         """{note id: tokens of its closest name beyond ``wanted``} for the notes of ``note_ids`` named by ``wanted``
         ((token, also as a prefix) pairs; none: no note is named)."""
         if not wanted or not note_ids:
             return {}
+        by_token, ordered, names = self._index()
+        found: set[int] | None = None
+        for t, prefix in wanted:
+            notes = set(by_token.get(t, ()))
+            if prefix:
+                at = bisect.bisect_left(ordered, t)
+                while at < len(ordered) and ordered[at].startswith(t):
+                    notes |= by_token[ordered[at]]
+                    at += 1
+            found = notes if found is None else found & notes
+            if not found:
+                return {}
         out: dict[int, int] = {}
-        for note_id, names in self.store.note_names(note_ids).items():
-            for name in names:
-                tokens = self.tokens(name)
-                if all(t in tokens or (prefix and any(n.startswith(t) for n in tokens)) for t, prefix in wanted):
+        for note_id in (found or set()) & set(note_ids):
+            for tokens in names.get(note_id, []):
+                if all(t in tokens or (p and any(n.startswith(t) for n in tokens)) for t, p in wanted):
                     extra = len(tokens) - len(wanted)
                     out[note_id] = min(extra, out.get(note_id, extra))
         return out
@@ -199,7 +233,7 @@ def coverage(
     held_by = [h[h >= 0] for h in held_by]
     note_ids, counts = np.unique(np.concatenate(held_by), return_counts=True)
     if full is None:
-        full = {n for n, k in zip(note_ids.tolist(), counts.tolist()) if k == len(kept)}
+        full = set(note_ids[counts == len(kept)].tolist())
     named = names(full) if names is not None else {}
     if not tiered:
         return Coverage(lexical, {}, {}, _best_chunks(kept, notes, set(named), keyword_top, max_extra), tiered, named)

@@ -154,7 +154,7 @@ class SearchService:
         self.vectors = Vectors(store)
         self.keyword = KeywordIndex(store, self.epoch)
         self.note_maps = NoteMaps(store, self.epoch)
-        self.names = Names(store)
+        self.names = Names(store, self.epoch)
         self.results: EpochLRU[tuple, tuple[tuple[Hit, ...], str | None, frozenset[str]]] = EpochLRU(
             self.RESULT_CACHE_MAX
         )

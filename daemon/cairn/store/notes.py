@@ -269,12 +269,9 @@ class NoteTables(StoreBase):
                 out[nid].append(tag)
         return out
 
-    def note_names(self, note_ids: Iterable[int]) -> dict[int, list[str]]:
-        """{note id: [title, *aliases]} of the given notes (status ok); ids not found are absent."""
-        ids = json.dumps([int(i) for i in note_ids])
-        rows = self.conn.execute(
-            "SELECT id, title, aliases FROM notes WHERE status='ok' AND id IN (SELECT value FROM json_each(?))", (ids,)
-        )
+    def note_names(self) -> dict[int, list[str]]:
+        """{note id: [title, *aliases]} of every indexed note (status ok)."""
+        rows = self.conn.execute("SELECT id, title, aliases FROM notes WHERE status='ok'")
         return {int(i): [str(t), *(str(a) for a in json.loads(a or "[]"))] for i, t, a in rows}
 
     def note_titles(self) -> list[str]:
