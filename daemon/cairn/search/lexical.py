@@ -422,7 +422,7 @@ class Matcher:
             return found
         token = tokens[0]
         draw = HIDDEN_OVERSAMPLE if len(self._hidden) else 1
-        more: list[str] = []
+        more: list[tuple[str, Matches]] = []
         if word.prefix and len(token) >= PREFIX_MIN:
             prefixed = [(t, 0) for v in self._vocab() for t, _ in v.with_prefix(token, PREFIX_EXPANSIONS * draw)]
             more += self._expand(token, prefixed, PREFIX_EXPANSIONS)
@@ -433,27 +433,28 @@ class Matcher:
             )
             typos = self._expand(token, [(t, d) for t, _, d in near[: TYPO_EXPANSIONS * draw]], TYPO_EXPANSIONS)
             if typos:
-                self.corrections[terms[0]] = typos[0]
+                self.corrections[terms[0]] = typos[0][0]
             more += typos
-        more = list(dict.fromkeys(more))
-        self.expansions.extend(t for t in more if t not in self.expansions)
-        return _merge([found, *(self._term(t) for t in more)])
+        chosen = dict(more)  # token → its visible matches, in the order drawn
+        self.expansions.extend(t for t in chosen if t not in self.expansions)
+        return _merge([found, *chosen.values()])
 
-    def _expand(self, token: str, candidates: Sequence[tuple[str, int]], limit: int) -> list[str]:
-        """The expansions of ``token`` from ``candidates`` ((token, edit distance), best first) that FTS5 reads
-        back as themselves. Everyone else keeps them as drawn; for a caller with withheld chunks only those visible
-        chunks hold count, nearest then most held by visible chunks first, at most ``limit`` per vocabulary."""
-        picked: list[tuple[str, int, int]] = []
+    def _expand(self, token: str, candidates: Sequence[tuple[str, int]], limit: int) -> list[tuple[str, Matches]]:
+        """(expansion, its visible matches) of ``token`` from ``candidates`` ((token, edit distance), best first)
+        that FTS5 reads back as themselves. Everyone else keeps them as drawn; for a caller with withheld chunks only
+        those visible chunks hold count, nearest then most held by visible chunks first, at most ``limit`` per
+        vocabulary."""
+        picked: list[tuple[str, int, Matches]] = []
         for t, distance in dict.fromkeys(candidates):
             if t == token or self.store.fts_tokens(t) != [t]:
                 continue
-            held = len(self._term(t)[0]) if len(self._hidden) else 1
-            if held:
-                picked.append((t, distance, held))
+            matches = self._term(t)
+            if len(matches[0]) or not len(self._hidden):
+                picked.append((t, distance, matches))
         if len(self._hidden):
-            picked.sort(key=lambda p: (p[1], -p[2], p[0]))
+            picked.sort(key=lambda p: (p[1], -len(p[2][0]), p[0]))
             picked = picked[: limit * len(self._vocab())]
-        return [t for t, _, _ in picked]
+        return [(t, m) for t, _, m in picked]
 
     def _vocab(self) -> list[Vocabulary]:
         if self._vocabularies is None:
