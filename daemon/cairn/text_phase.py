@@ -20,6 +20,7 @@ from cairn.link_targets import LINK_FILES_META, LinkCache, LinkTargets, fingerpr
 from cairn.notes import LinkResolver
 from cairn.store import LinkRecord, NoteRecord, NoteState
 from cairn.vault import VaultFile, duplicate_reason, file_digest, read_note_text
+from cairn.vault.lifeline import exit_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,11 @@ BATCH_BYTES = 8 * 1024 * 1024
 _worker_tokenizer = None
 
 
-def _worker_init(model_dir: str) -> None:
+def _worker_init(model_dir: str, parent_pid: int) -> None:
+    """A parse worker's start: it exits when the daemon (``parent_pid``) dies, even by ``kill -9``; then the
+    tokenizer is loaded."""
     global _worker_tokenizer
+    exit_with_parent(parent_pid)
     _worker_tokenizer = load_tokenizer(Path(model_dir))
 
 
@@ -129,7 +133,7 @@ class TextRun:
                 max_workers=workers,
                 mp_context=ctx,
                 initializer=_worker_init,
-                initargs=(str(self.indexer.embedder.model_dir),),
+                initargs=(str(self.indexer.embedder.model_dir), os.getpid()),
             )
         if self._pool is not None:
             return self._pool.map(_worker_prepare, items, chunksize=max(1, min(16, len(items) // (4 * workers))))
