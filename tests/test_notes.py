@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from cairn.notes import Link, LinkResolver, ParsedNote, normalise_tag, parse_note, tag_in_scope
+from cairn.notes import FRONTMATTER_INVALID, Link, LinkResolver, ParsedNote, normalise_tag, parse_note, tag_in_scope
 
 
 def L(target, heading=None, block_id=None, alias=None, is_embed=False, line=1) -> Link:
@@ -58,12 +58,20 @@ def test_crlf_and_cr_line_endings_become_lf_and_lines_stay_right():
     assert note.links == (L("Link", line=5), L("Other", line=6))
 
 
-def test_tabs_in_front_matter_are_accepted_like_obsidian():
-    text = "---\ntitle:\tTabbed\ntags:\n\t- one\n\t- two\n---\nx"
+def test_tabs_that_only_separate_in_front_matter_are_accepted_like_obsidian():
+    text = "---\ntitle:\tTabbed\ntags:\n  -\tone\n  - two\n---\nx"
     note = parse_note(text, "n.md")
     assert note.frontmatter_error is None
     assert note.frontmatter == {"title": "Tabbed", "tags": ["one", "two"]}
     assert note.tags == ("one", "two")
+
+
+@pytest.mark.parametrize("yaml_text", ["tags:\n\t- one\n\t- two", "tags:\n- one\n\t- two", "tags:\n  - one\n\t- two"])
+def test_a_tab_indented_front_matter_line_is_reported_and_no_tags_are_guessed(yaml_text):
+    note = parse_note(f"---\n{yaml_text}\n---\nx #body", "n.md")
+    assert note.frontmatter == {} and note.tags == ("body",)
+    assert note.frontmatter_error_code == FRONTMATTER_INVALID
+    assert "indented with a tab" in (note.frontmatter_error or "")
 
 
 def test_dashes_inside_quoted_and_block_values_do_not_close_front_matter():

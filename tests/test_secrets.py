@@ -203,3 +203,78 @@ def test_keyring_errors_fall_back_to_the_file(config, use_keyring, caplog):
     assert cairn_secrets.get_or_create_token(config) == token
     assert len(caplog.records) == 1
     assert token not in caplog.text
+
+
+# -- keyring = "required": the keyring or nothing ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["env", "config"])
+def test_keyring_required_without_a_backend_refuses_and_writes_no_token_file(config, use_keyring, monkeypatch, where):
+    use_keyring(fail.Keyring())
+    if where == "env":
+        monkeypatch.setenv("CAIRN_KEYRING", "required")
+    else:
+        config = config.replace(keyring="required")
+    for call in (cairn_secrets.get_or_create_token, cairn_secrets.read_token, cairn_secrets.rotate_token):
+        with pytest.raises(ConfigError) as err:
+            call(config)
+        assert 'keyring = "required"' in err.value.message and "no usable OS keyring backend" in err.value.message
+    assert not (config.config_dir / "api-token").exists()
+
+
+def test_keyring_required_with_a_failing_backend_refuses_instead_of_falling_back(config, use_keyring, monkeypatch):
+    use_keyring(MemoryKeyring(fail_with=KeyringError("locked")))
+    monkeypatch.setenv("CAIRN_KEYRING", "required")
+    with pytest.raises(ConfigError, match="the keyring failed: KeyringError"):
+        cairn_secrets.get_or_create_token(config)
+    assert not (config.config_dir / "api-token").exists()
+
+
+def test_keyring_required_with_a_backend_keeps_the_token_there(config, use_keyring, monkeypatch):
+    backend = use_keyring(MemoryKeyring())
+    monkeypatch.setenv("CAIRN_KEYRING", "required")
+    token = cairn_secrets.get_or_create_token(config)
+    assert backend.values[("cairn", "api-token")] == token
+    assert not (config.config_dir / "api-token").exists()
+
+
+@posix_only
+def test_without_a_backend_the_default_still_falls_back_to_a_0600_file_with_a_warning(config, use_keyring, caplog):
+    use_keyring(fail.Keyring())
+    with caplog.at_level(logging.WARNING, logger="cairn.secrets"):
+        token = cairn_secrets.get_or_create_token(config)
+    assert (config.config_dir / "api-token").read_text().strip() == token
+    assert _mode(config.config_dir / "api-token") == 0o600
+    assert any("not in the OS keyring" in r.getMessage() for r in caplog.records)
+
+
+def test_a_bad_keyring_setting_is_a_config_error_naming_the_values():
+    from cairn.config import load_config
+
+    with pytest.raises(ConfigError, match="auto, file, required"):
+        load_config({}, env={"CAIRN_KEYRING": "sometimes"})
+
+
+def test_the_daemon_refuses_to_start_when_the_keyring_is_required_and_missing(tmp_path):
+    """``cairn serve`` with ``CAIRN_KEYRING=required`` and no keyring backend exits 1 with the reason, before
+    serving anything (no service file advertised)."""
+    import subprocess
+
+    from helpers import cairn_env, cairn_executable
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Note.md").write_text("A note.\n", encoding="utf-8")
+    env = cairn_env(tmp_path)
+    env.update({"CAIRN_KEYRING": "required", "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"})
+    proc = subprocess.run(
+        [cairn_executable(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert 'keyring = "required"' in proc.stderr
+    assert not (tmp_path / "config" / "api-token").exists()
+    assert not list(tmp_path.glob("data/service*.json"))

@@ -360,8 +360,8 @@ async def run_daemon(
 
     stop = stop or asyncio.Event()
     _stop_on_signals(stop)
+    token = await asyncio.to_thread(TokenWatch, config)  # first: keyring = "required" refuses before any work
     lock, cairn = await _open_exclusive(config)
-    token = await asyncio.to_thread(TokenWatch, config)
     model = await _answer_model(config)
     remote = model is not None and model.remote
     # One live policy for what MCP clients and a remote model may see.

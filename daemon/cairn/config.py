@@ -124,6 +124,9 @@ class Config:
     mcp_http: bool = True
     #: The MCP governance policy; None → ``<config_dir>/mcp-serve.yaml`` (created from the shipped default).
     mcp_policy: Path | None = None
+    #: Where the API token lives (:mod:`cairn.secrets`): ``auto`` (the OS keyring, else a 0600 file with a
+    #: warning), ``file`` (the file), ``required`` (the OS keyring or refuse to start). ``CAIRN_KEYRING`` too.
+    keyring: str = "auto"
     debug: bool = False
 
     def require_vault(self) -> Path:
@@ -193,7 +196,10 @@ _ENV = {
     "CAIRN_LOG_DIR": "log_dir",
     "CAIRN_PORT": "port",
     "CAIRN_MCP_PORT": "mcp_port",
+    "CAIRN_KEYRING": "keyring",
 }
+#: The values of ``keyring``.
+KEYRING_MODES = ("auto", "file", "required")
 
 
 def _coerce_llm(key: str, value: Any, origin: str) -> Any:
@@ -283,6 +289,11 @@ def _coerce_value(key: str, value: Any) -> Any:
         return float(value)
     if key in ("debug", "mcp_http", "pdf"):
         return _boolean(value)
+    if key == "keyring":
+        mode = str(value).strip().lower()
+        if mode not in KEYRING_MODES:
+            raise ValueError(f"expected one of {', '.join(KEYRING_MODES)}")
+        return mode
     return str(value)
 
 

@@ -3,9 +3,11 @@
 One token per install. It lives in the OS keyring (service ``cairn``, username
 ``api-token``) when a usable keyring backend exists. Otherwise — no backend
 (``keyring.backends.fail.Keyring``, a chainer with no backends, the null
-backend), any keyring error, or ``CAIRN_KEYRING=file`` in the environment — it
+backend), any keyring error, or ``keyring = "file"`` (config, or ``CAIRN_KEYRING=file``) — it
 lives in the file ``<config_dir>/api-token``, created with mode ``0600``, and ONE
-warning per process says so.
+warning per process says so. With ``keyring = "required"`` there is no such file:
+every token operation raises :class:`~cairn.errors.ConfigError` instead (the daemon
+refuses to start), naming why the keyring is not usable.
 
 Token: ``secrets.token_urlsafe(32)`` — 32 bytes of entropy, 43 URL-safe
 characters. The token is never logged, and never put in an error message.
@@ -16,7 +18,7 @@ belongs to another user) it is refused with :class:`~cairn.errors.ConfigError`.
 
 Errors: :class:`~cairn.errors.ConfigError` when the token file is unusable
 (foreign owner, unrepairable permissions, not a regular file, unwritable
-config folder).
+config folder), or the keyring is required and not usable.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import stat
 import threading
 from pathlib import Path
 
-from cairn.config import Config
+from cairn.config import KEYRING_MODES, Config
 from cairn.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,7 @@ KEYRING_SERVICE = "cairn"
 KEYRING_USERNAME = "api-token"
 #: File name of the fallback token file inside ``config.config_dir``.
 TOKEN_FILE_NAME = "api-token"
-#: ``CAIRN_KEYRING=file`` forces the file backend (tests, headless servers).
+#: ``CAIRN_KEYRING=file`` forces the file backend (tests, headless servers); ``=required`` refuses any file.
 KEYRING_ENV = "CAIRN_KEYRING"
 #: Bytes of entropy in a new token (``secrets.token_urlsafe`` argument).
 TOKEN_BYTES = 32
@@ -60,7 +62,7 @@ def read_token(config: Config) -> str | None:
     Looks in the keyring first (when usable), then in the token file. Raises
     :class:`ConfigError` when the token file exists but is unsafe and cannot be repaired.
     """
-    keyring_mod = _usable_keyring()
+    keyring_mod = _usable_keyring(config)
     if keyring_mod is not None:
         try:
             value = keyring_mod.get_password(KEYRING_SERVICE, KEYRING_USERNAME)
@@ -191,7 +193,7 @@ def set_secret(config: Config, name: str, value: str) -> str:
     value = (value or "").strip()
     if not _SECRET_RE.match(value):
         raise ConfigError(f"The value for {name!r} is empty or has spaces/control characters; paste the key alone.")
-    keyring_mod = _usable_keyring()
+    keyring_mod = _usable_keyring(config)
     path = config.config_dir / name
     if keyring_mod is not None:
         try:
@@ -212,7 +214,7 @@ def set_secret(config: Config, name: str, value: str) -> str:
 def get_secret(config: Config, name: str) -> str | None:
     """Secret ``name`` from the keyring, else from ``<config_dir>/<name>``; ``None`` when not set."""
     _check_secret_name(name)
-    keyring_mod = _usable_keyring()
+    keyring_mod = _usable_keyring(config)
     if keyring_mod is not None:
         try:
             value = keyring_mod.get_password(KEYRING_SERVICE, name)
@@ -230,10 +232,36 @@ def _new_token() -> str:
     return secrets.token_urlsafe(TOKEN_BYTES)
 
 
-def _usable_keyring():
-    """The ``keyring`` module when a real backend is configured, else ``None``."""
-    if os.environ.get(KEYRING_ENV, "").strip().lower() == "file":
+def _usable_keyring(config: Config):
+    """The ``keyring`` module when a real backend is configured, else ``None`` — or, with ``keyring =
+    "required"``, :class:`ConfigError` saying why there is none (the owner asked for no token file)."""
+    mode = keyring_mode(config)
+    if mode == "file":
         return None
+    found = _keyring_backend()
+    if found is None and mode == "required":
+        raise ConfigError(_required_message("no usable OS keyring backend was found"))
+    return found
+
+
+def keyring_mode(config: Config) -> str:
+    """``auto``, ``file`` or ``required``: ``CAIRN_KEYRING`` when set (the environment wins, as for every
+    setting), else the config's ``keyring``."""
+    env = os.environ.get(KEYRING_ENV, "").strip().lower()
+    return env if env in KEYRING_MODES else config.keyring
+
+
+def _required_message(why: str) -> str:
+    return (
+        f'keyring = "required" is set, so Cairn keeps the API token only in the OS keyring, and {why}; it '
+        "refuses to start rather than write the token to a file. Install and unlock a keyring backend (Secret "
+        "Service such as GNOME Keyring or KWallet, macOS Keychain, Windows Credential Locker), or remove the "
+        "setting (config.toml `keyring`, CAIRN_KEYRING) to allow the 0600 token file."
+    )
+
+
+def _keyring_backend():
+    """The ``keyring`` module when a real backend is configured, else ``None``."""
     try:
         import keyring
         from keyring.backends import chainer, fail
@@ -257,7 +285,7 @@ def _usable_keyring():
 
 def _store_in_keyring(config: Config, token: str) -> bool:
     """Store ``token`` in the keyring; ``False`` (after the one warning) when that is not possible."""
-    keyring_mod = _usable_keyring()
+    keyring_mod = _usable_keyring(config)
     if keyring_mod is None:
         return False
     try:
@@ -270,12 +298,14 @@ def _store_in_keyring(config: Config, token: str) -> bool:
 
 def _warn_file_fallback(config: Config, reason: str) -> None:
     global _warned_file_fallback
+    if keyring_mode(config) == "required":
+        raise ConfigError(_required_message(reason))
     with _warn_lock:
         if _warned_file_fallback:
             return
         _warned_file_fallback = True
-    forced = os.environ.get(KEYRING_ENV, "").strip().lower() == "file"
-    why = f"{KEYRING_ENV}=file is set" if forced else reason
+    forced = keyring_mode(config) == "file"
+    why = 'keyring = "file" is set (config.toml or CAIRN_KEYRING)' if forced else reason
     log.warning(
         "The API token is stored in the file %s (mode 0600), not in the OS keyring: %s. "
         "Install a keyring backend (e.g. Secret Service, macOS Keychain, Windows Credential Locker) to keep it there.",
@@ -457,7 +487,7 @@ def _ensure_mcp_dir(config: Config) -> None:
 def read_mcp_token(config: Config, name: str) -> str | None:
     """Client ``name``'s MCP token (keyring first, then its file), or ``None`` when it has none."""
     check_mcp_client_name(name)
-    keyring_mod = _usable_keyring()
+    keyring_mod = _usable_keyring(config)
     if keyring_mod is not None:
         try:
             value = keyring_mod.get_password(KEYRING_SERVICE, f"mcp-token:{name}")
@@ -478,7 +508,7 @@ def mcp_token(config: Config, name: str, *, rotate: bool = False) -> str:
             _remember_mcp_client(config, name)
             return existing
     token = _new_token()
-    keyring_mod = _usable_keyring()
+    keyring_mod = _usable_keyring(config)
     path = _mcp_dir(config) / name
     stored = False
     if keyring_mod is not None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from cairn.answers.events import Source
 from cairn.embedding import VectorCache, content_hash, title_hash
+from cairn.notes import strip_block_ids
 from cairn.prompt import (
     Sentence,
     candidate_sentences,
@@ -89,7 +90,8 @@ class ExtractiveAnswers:
 
     @staticmethod
     def _candidates(sources: Sequence[Source]) -> list[tuple[int, int, str, str, str, str]]:
-        """(n, position, sentence as quoted, sentence in its context, the text the indexer embedded, title)."""
+        """(n, position, sentence as quoted — block-id markers left out —, sentence in its context, the text the
+        indexer embedded, title)."""
         out: list[tuple[int, int, str, str, str, str]] = []
         for s in sources:
             context = " › ".join(p for p in (s.hit.title, s.hit.symbol) if p)
@@ -98,7 +100,8 @@ class ExtractiveAnswers:
             plain = candidate_sentences(s.hit.text)[:40]
             if len(plain) != len(quoted):
                 plain = quoted
-            for pos, (sent, embedded) in enumerate(zip(quoted, plain)):
+            for pos, (raw, embedded) in enumerate(zip(quoted, plain)):
+                sent = strip_block_ids(raw)  # quoted without its ``^blockid``; scored on what the indexer embedded
                 out.append((s.n, pos, sent, f"{context}: {sent}", embedded, s.hit.title))
         return out
 

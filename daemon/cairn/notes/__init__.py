@@ -25,6 +25,7 @@ markdown-it-py's inline tokens carry no column positions.
 
 from cairn.notes.frontmatter import FRONTMATTER_ERROR_CODES, FRONTMATTER_INVALID, FRONTMATTER_REPEATED_PROPERTY
 from cairn.notes.links import Link, LinkResolver
+from cairn.notes.markup import strip_block_ids
 from cairn.notes.parse import PARSER_VERSION, ParsedNote, parse_note
 from cairn.notes.tags import normalise_tag, tag_in_scope
 
@@ -38,5 +39,6 @@ __all__ = [
     "ParsedNote",
     "normalise_tag",
     "parse_note",
+    "strip_block_ids",
     "tag_in_scope",
 ]

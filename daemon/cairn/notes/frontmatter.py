@@ -169,18 +169,31 @@ def _key_str(key: Any) -> str:
 
 
 def _untab_yaml(text: str) -> str:
-    """Replace tabs YAML forbids (indentation, after ``key:`` or ``-``) with spaces.
+    """Replace the tabs that only separate (after ``key:`` or ``-``) with a space; used on a retry.
 
-    Obsidian's YAML parser accepts these; PyYAML does not. Only used on a retry.
-    """
+    PyYAML refuses these where Obsidian reads them. Tabs in the indentation are left as they are: an indent
+    decides the structure, a tab has no defined width, and reading one as some number of spaces is a guess
+    (a tab-indented list item then reads as text: ``tags: [one - two]``, tags ``-``, ``one``, ``two``)."""
     lines = []
     for line in text.split("\n"):
         stripped = line.lstrip(" \t")
-        indent = line[: len(line) - len(stripped)].replace("\t", "    ")
+        indent = line[: len(line) - len(stripped)]
         stripped = re.sub(r"^-\t+", "- ", stripped)
         stripped = re.sub(r"^([^\s\"'#][^:\"']*?):\t+", r"\1: ", stripped)
         lines.append(indent + stripped)
     return "\n".join(lines)
+
+
+def _tab_indent_reason(text: str, first_line: int) -> str | None:
+    """The problem to report when a line of ``text`` is indented with a tab (None when none is)."""
+    for i, line in enumerate(text.split("\n")):
+        indent = line[: len(line) - len(line.lstrip(" \t"))]
+        if "\t" in indent and line.strip():
+            return (
+                f"invalid YAML front-matter at line {first_line + i}: indented with a tab (YAML indents with "
+                "spaces only); the properties were not read — re-indent that line with spaces"
+            )
+    return None
 
 
 def _yaml_error_reason(exc: yaml.YAMLError, first_line: int) -> str:
@@ -232,6 +245,9 @@ def load_frontmatter(yaml_text: str, first_line: int) -> tuple[dict, str | None,
     except yaml.YAMLError as exc:
         if "\t" not in yaml_text:
             return {}, _yaml_error_reason(exc, first_line), FRONTMATTER_INVALID
+        tabbed = _tab_indent_reason(yaml_text, first_line)
+        if tabbed is not None:
+            return {}, tabbed, FRONTMATTER_INVALID
         try:
             duplicates.clear()
             data = _yaml_load(_untab_yaml(yaml_text), duplicates)

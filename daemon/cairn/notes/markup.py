@@ -135,3 +135,14 @@ def blank(text: str, ranges: Iterable[tuple[int, int]], fill: str = " ") -> str:
         last = b
     parts.append(text[last:])
     return "".join(parts)
+
+
+#: An Obsidian block id: ``^`` and letters, digits or dashes ending a line, after a space (``text ^d1``) or alone
+#: on its line under the block it names.
+_BLOCK_ID_RE = re.compile(r"(?:^|[ \t]+)\^[A-Za-z0-9-]+[ \t]*$", re.MULTILINE)
+
+
+def strip_block_ids(text: str) -> str:
+    """``text`` without Obsidian block-id markers (``We chose option B. ^d1`` → ``We chose option B.``), for text
+    shown to a reader (answers, snippets). The ids stay in the index: ``[[Note#^d1]]`` still resolves."""
+    return _BLOCK_ID_RE.sub("", text) if "^" in text else text

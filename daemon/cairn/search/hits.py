@@ -10,7 +10,7 @@ from typing import Any
 
 from cairn.contract import LIMITS, hit_json, search_json
 from cairn.errors import BadRequestError
-from cairn.notes import normalise_tag
+from cairn.notes import normalise_tag, strip_block_ids
 
 MAX_QUESTION_CHARS = LIMITS.text_chars
 
@@ -82,8 +82,9 @@ def check_chars(text: str, what: str) -> None:
 
 
 def make_snippet(text: str, terms: Sequence[str], width: int = 220) -> str:
-    """A one-line excerpt of ``text`` (≤ ``width`` chars) around the densest run of query terms."""
-    flat = " ".join(text.split())
+    """A one-line excerpt of ``text`` (≤ ``width`` chars) around the densest run of query terms; block-id
+    markers (``^d1``) are left out."""
+    flat = " ".join(strip_block_ids(text).split())
     if len(flat) <= width:
         return flat
     if terms:

@@ -236,11 +236,12 @@ class NoteTables(StoreBase):
         ]
 
     def backlinks(self, path: str) -> list[Backlink]:
-        """The notes linking to vault-relative ``path`` (one entry per source line), by path then line."""
+        """The other notes linking to vault-relative ``path`` (one entry per source line), by path then line. A
+        note's links to itself (``[[#Heading]]``, ``[[#^block]]``, its own name) make it no backlink of its own."""
         rows = self.conn.execute(
             "SELECT DISTINCT n.path, l.line FROM links l JOIN notes n ON n.id=l.note_id WHERE l.target_path=? "
-            "ORDER BY n.path, l.line",
-            (path,),
+            "AND n.path<>? ORDER BY n.path, l.line",
+            (path, path),
         )
         return [Backlink(path=r[0], line=r[1]) for r in rows]
 

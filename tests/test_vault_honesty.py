@@ -1,0 +1,106 @@
+"""What sync tools and hand-edited notes leave in a vault, seen through the real HTTP API over a real index (issue 18,
+items 12 and 13): a tab-indented front-matter item is reported, not guessed into tags; a note's links to its own
+headings make it no backlink of its own; Obsidian block ids (``^d1``) stay out of answers and snippets.
+
+Real files in a temp vault, the real model, a real aiohttp server on 127.0.0.1. Nothing sleeps.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+from tests.conftest import make_config
+
+from cairn.app import Cairn
+from test_http_api import AUTH, read_events, run
+from test_http_routes import api
+
+NOTES = {
+    "Tabbed.md": "---\ntags:\n- one\n\t- two\n---\nA note whose front-matter has one tab-indented list item.\n",
+    "Tabbed list.md": "---\ntags:\n\t- alpha\n\t- beta\n---\nEvery list item of this one is indented with a tab.\n",
+    "Decisions.md": (
+        "# Decisions\n\nSee [[#Why]] below and [[#^d1]].\n\n## Why\n\n"
+        "We compared the three storage options for a week. ^d0\n\n"
+        "We chose option B for the archive storage. ^d1\n\n"
+        "The archive storage moves next spring.\n^d2\n"
+    ),
+    "Reader.md": "A reader links to [[Decisions#Why]] and [[Decisions#^d1]].\n",
+}
+
+
+@pytest.fixture(scope="module")
+def honesty_cairn(tmp_path_factory, embedder):
+    base = tmp_path_factory.mktemp("honesty")
+    vault = base / "vault"
+    vault.mkdir()
+    for name, text in NOTES.items():
+        (vault / name).write_text(text, encoding="utf-8")
+    cairn = Cairn(make_config(vault, base / "data"), embedder=embedder)
+    cairn.index()
+    yield cairn
+    cairn.close()
+
+
+async def get_json(session, url: str) -> dict:
+    async with session.get(url, headers=AUTH) as resp:
+        assert resp.status == 200, await resp.text()
+        return await resp.json()
+
+
+def test_a_tab_indented_front_matter_item_is_reported_as_broken_not_guessed_into_tags(honesty_cairn):
+    async def scenario():
+        async with api(honesty_cairn) as (_app, server, session):
+            notes = {
+                p: await get_json(session, f"{server.url}/notes/{quote(p)}") for p in ("Tabbed.md", "Tabbed list.md")
+            }
+            stats = await get_json(session, f"{server.url}/index/stats")
+            tags = await get_json(session, f"{server.url}/tags")
+        return notes, stats, tags
+
+    notes, stats, tags = run(scenario())
+    for note in notes.values():
+        assert note["tags"] == [] and note["frontmatter"] == {}, note
+    errors = {e["filePath"]: e["reason"] for e in stats["errors"]}
+    for path in notes:
+        assert "indented with a tab" in errors[path], errors
+    listed = {t["tag"] if isinstance(t, dict) else t for t in tags.get("tags", tags)}
+    assert not listed & {"-", "one", "two", "alpha", "beta"}, listed
+
+
+def test_links_to_a_notes_own_headings_and_blocks_make_it_no_backlink_of_itself(honesty_cairn):
+    async def scenario():
+        async with api(honesty_cairn) as (_app, server, session):
+            note = await get_json(session, f"{server.url}/notes/{quote('Decisions.md')}")
+            related = await get_json(session, f"{server.url}/related?path={quote('Decisions.md')}")
+        return note, related
+
+    note, related = run(scenario())
+    assert note["backlinks"] == [{"filePath": "Reader.md", "line": 1}]
+    assert {b["filePath"] for b in related["backlinks"]} == {"Reader.md"}
+    assert any(link["targetPath"] == "Decisions.md" for link in note["links"])  # the links themselves are kept
+
+
+def test_block_ids_stay_out_of_the_extractive_answer_and_the_snippets(honesty_cairn):
+    async def scenario():
+        async with api(honesty_cairn) as (_app, server, session):
+            async with session.post(
+                f"{server.url}/ask",
+                json={"question": "which option did we choose for the archive storage"},
+                headers=AUTH,
+            ) as resp:
+                assert resp.status == 200
+                events = await read_events(resp)
+            search = await get_json(session, f"{server.url}/search?q=archive+storage+option")
+            note = await get_json(session, f"{server.url}/notes/{quote('Decisions.md')}")
+        return events, search, note
+
+    events, search, note = run(scenario())
+    answer = "".join(d["text"] for n, d in events if n == "token")
+    assert "We chose option B for the archive storage." in answer, answer
+    assert "^d" not in answer, answer
+    sources = [d for n, d in events if n == "sources"][0]
+    snippets = [h["snippet"] for h in [*search["results"], *sources] if h["filePath"] == "Decisions.md"]
+    assert snippets and all("^d" not in s for s in snippets), snippets
+    assert "^d1" in note["content"]  # the note's own text keeps them: they are link targets
+    assert any(link.get("blockId") == "d1" for link in note["links"]), note["links"]
