@@ -41,6 +41,7 @@ lint: venv
 SOAK_CYCLES ?= 1000
 soak: venv
 	CAIRN_KILL_CYCLES=$(SOAK_CYCLES) $(PY) -m pytest -q -s -o timeout=0 tests/test_crash.py -k kill_9
+	$(PY) tests/bench/soak_policy.py --rewrites 100 --gap-ms 100 --clients 8
 
 ## fuzz: schemathesis against the live daemon, FUZZ_EXAMPLES cases per operation (default 500; make test
 ## runs the same with 12 and a fixed seed); FUZZ_SEED picks other cases

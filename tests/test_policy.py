@@ -279,7 +279,7 @@ def test_a_lenient_holder_fails_closed_on_a_missing_policy_and_says_why(tmp_path
 def test_an_edit_is_picked_up_without_restart_and_an_invalid_edit_fails_closed_until_fixed(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(GOOD, encoding="utf-8")
-    holder = PolicyHolder(path, strict=True, check_interval_s=0.0)
+    holder = PolicyHolder(path, strict=True, check_interval_s=0.0, settle_s=0.0)  # an edit is used at once
     assert holder.current().is_local("my-local-agent")
 
     _write(path, GOOD.replace("my-local-agent: {local: true", "my-local-agent: {local: false"))
@@ -299,7 +299,7 @@ def test_an_edit_is_picked_up_without_restart_and_an_invalid_edit_fails_closed_u
 def test_the_holder_checks_the_file_at_most_once_per_interval(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(GOOD, encoding="utf-8")
-    holder = PolicyHolder(path, strict=True, check_interval_s=3600.0)
+    holder = PolicyHolder(path, strict=True, check_interval_s=3600.0, settle_s=0.0)
     _write(path, GOOD.replace("local: true", "local: false"))
     assert holder.current().is_local("my-local-agent")  # not re-read yet
     assert not holder.reload().is_local("my-local-agent")
@@ -308,7 +308,7 @@ def test_the_holder_checks_the_file_at_most_once_per_interval(tmp_path):
 def test_readers_always_see_a_whole_policy_while_it_is_edited(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(GOOD, encoding="utf-8")
-    holder = PolicyHolder(path, strict=True, check_interval_s=0.0)
+    holder = PolicyHolder(path, strict=True, check_interval_s=0.0, settle_s=0.0)
     variants = [GOOD, GOOD.replace("folders: [Private]", "folders: [Private, Journal]")]
     seen: set[tuple] = set()
     stop = threading.Event()

@@ -17,7 +17,6 @@ import logging.handlers
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 from cairn.answers import AnswerService
@@ -30,6 +29,7 @@ from cairn.indexer import Indexer, IndexReport
 from cairn.indexing import Indexing, LLMProbe, Watcher
 from cairn.library import NoteViews
 from cairn.pdf_index import PdfIndexer, PdfQueue
+from cairn.policy_file import daemon_policy, policy_holder
 from cairn.search import SearchService
 from cairn.store import Store
 from cairn.store.recovery import InstanceLock, instance_lock_path, open_verified
@@ -166,28 +166,6 @@ class McpHttp:
         await self.server.close()
 
 
-def mcp_policy_path(config: Config) -> Path:
-    """The policy file: ``mcp_policy`` when configured, else the owner's copy in the config folder (created
-    from the shipped default on first use). Raises :class:`~cairn.policy.PolicyError` when it cannot be made."""
-    from cairn.policy_file import ensure_owner_policy
-
-    return config.mcp_policy if config.mcp_policy is not None else ensure_owner_policy(config.config_dir)
-
-
-def daemon_policy(config: Config) -> Any:
-    """The governance policy as the daemon reads it: a live :class:`~cairn.policy_file.PolicyHolder` over
-    :func:`mcp_policy_path` that fails closed (never raises) when the file is missing and cannot be made,
-    invalid, or from a newer version (logged, and its ``fail_closed_reason`` said in ``/health``)."""
-    from cairn.policy import PolicyError
-    from cairn.policy_file import PolicyHolder
-
-    try:
-        path = mcp_policy_path(config)
-    except PolicyError as exc:
-        path = Path(exc.file)
-    return PolicyHolder(path, strict=False)
-
-
 def remote_model_withhold(config: Config, policy: Any = None) -> Callable[[], Any]:
     """What a remote language model must not see, read live (a function for
     :class:`~cairn.answers.AnswerService`): the governance policy's ``withhold`` (tags and folders: the model is
@@ -257,12 +235,11 @@ async def run_mcp_stdio(config: Config, *, client: str | None, tools: list[str])
     :class:`~cairn.errors.BadRequestError` for an unknown ``--tool``, :class:`~cairn.errors.ConfigError` when the
     vault has no index yet. Nothing is written to stdout but the protocol."""
     from cairn.mcp_server import serve_stdio
-    from cairn.policy_file import PolicyHolder
     from cairn.secrets import check_mcp_client_name
 
     if client is not None:
         check_mcp_client_name(client)
-    policy = PolicyHolder(mcp_policy_path(config), strict=True)
+    policy = policy_holder(config, strict=True)
     policy.current().served_tools(client, tools)  # an unknown --tool name fails here, before serving
     _require_index(config)
     cairn = Cairn(config, readonly=True)
@@ -301,10 +278,9 @@ async def run_mcp_http(
     no indexing, no watcher, no plugin API), until SIGINT/SIGTERM or ``stop``. The policy is loaded strictly at
     start (as for stdio); a later invalid edit fails closed. Raises as :func:`run_mcp_stdio`."""
     from cairn.mcp_server import McpHttpServer
-    from cairn.policy_file import PolicyHolder
     from cairn.secrets import McpTokens
 
-    policy = PolicyHolder(mcp_policy_path(config), strict=True)
+    policy = policy_holder(config, strict=True)
     _require_index(config)
     stop = stop or asyncio.Event()
     _stop_on_signals(stop)

@@ -127,6 +127,9 @@ class Config:
     #: Where the API token lives (:mod:`cairn.secrets`): ``auto`` (the OS keyring, else a 0600 file with a
     #: warning), ``file`` (the file), ``required`` (the OS keyring or refuse to start). ``CAIRN_KEYRING`` too.
     keyring: str = "auto"
+    #: A changed policy file is used once it has stayed the same this long (seconds; 0..60): a save in
+    #: several writes is never used half-written. The previous policy stays in force meanwhile.
+    mcp_policy_settle_s: float = 1.0
     debug: bool = False
 
     def require_vault(self) -> Path:
@@ -286,6 +289,10 @@ def _coerce_value(key: str, value: Any) -> Any:
     if key == "pdf_timeout_s":
         if isinstance(value, bool) or not float(value) > 0:
             raise ValueError("must be a positive number of seconds")
+        return float(value)
+    if key == "mcp_policy_settle_s":
+        if isinstance(value, bool) or not 0 <= float(value) <= 60:
+            raise ValueError("must be 0..60 seconds")
         return float(value)
     if key in ("debug", "mcp_http", "pdf"):
         return _boolean(value)

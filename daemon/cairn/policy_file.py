@@ -9,9 +9,10 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from cairn.config import Config
 from cairn.policy import (
     DEFAULT_POLICY_NAME,
     MAX_POLICY_BYTES,
@@ -24,7 +25,15 @@ from cairn.policy import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PolicyHolder", "ensure_owner_policy", "load_policy", "owner_policy_path"]
+__all__ = [
+    "PolicyHolder",
+    "daemon_policy",
+    "ensure_owner_policy",
+    "load_policy",
+    "mcp_policy_path",
+    "owner_policy_path",
+    "policy_holder",
+]
 
 
 def owner_policy_path(config_dir: Path) -> Path:
@@ -58,22 +67,46 @@ def ensure_owner_policy(config_dir: Path) -> Path:
 def load_policy(path: Path) -> Policy:
     """Read and validate the policy file at ``path``. Raises :class:`PolicyError` when it is missing,
     unreadable, too large, not UTF-8, invalid or of a newer version (``path:line: reason``)."""
-    path = Path(path)
-    source = str(path)
+    return _policy_of(_read_snapshot(Path(path)), str(path))
+
+
+# ------------------------------------------------------------------------------------ reading a snapshot
+@dataclass(frozen=True)
+class _Snapshot:
+    """What one read of the policy file found: ``stamp`` (device, inode, mtime_ns, size) of the opened file,
+    its first ``MAX_POLICY_BYTES + 1`` bytes, or ``problem`` (why there is nothing to parse: missing, a folder,
+    unreadable). Two equal snapshots mean the file did not change between the two reads."""
+
+    stamp: tuple[int, int, int, int] | None
+    raw: bytes | None
+    problem: str | None = None
+
+
+_MISSING = (
+    "no policy file here; restore your copy, or create one from the shipped default with `cairn policy init` "
+    "(`cairn policy check FILE` checks another path)"
+)
+
+
+def _read_snapshot(path: Path) -> _Snapshot:
     try:
         with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
             raw = fh.read(MAX_POLICY_BYTES + 1)
     except FileNotFoundError:
-        raise PolicyError(
-            source,
-            None,
-            "no policy file here; check the path (`cairn policy check` without FILE "
-            "creates your copy in the config folder from the shipped default)",
-        ) from None
+        return _Snapshot(None, None, _MISSING)
     except IsADirectoryError:
-        raise PolicyError(source, None, "this is a folder, not a policy file") from None
+        return _Snapshot(None, None, "this is a folder, not a policy file")
     except OSError as exc:
-        raise PolicyError(source, None, f"cannot read the policy ({exc.strerror or exc})") from None
+        return _Snapshot(None, None, f"cannot read the policy ({exc.strerror or exc})")
+    return _Snapshot((st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size), raw)
+
+
+def _policy_of(snapshot: _Snapshot, source: str) -> Policy:
+    """The policy in ``snapshot``; raises :class:`PolicyError` as :func:`load_policy`."""
+    if snapshot.problem is not None or snapshot.raw is None:
+        raise PolicyError(source, None, snapshot.problem or _MISSING)
+    raw = snapshot.raw
     if len(raw) > MAX_POLICY_BYTES:
         raise PolicyError(
             source, None, f"the policy is larger than {MAX_POLICY_BYTES:,} bytes; expected a short YAML file"
@@ -87,76 +120,146 @@ def load_policy(path: Path) -> Policy:
 
 
 # ------------------------------------------------------------------------------------ live policy
-@dataclass
-class _Loaded:
-    policy: Policy
-    stamp: tuple[int, int] | None  # (mtime_ns, size) of the file it came from; None when missing
-    checked_at: float = field(default=0.0)
+#: Seconds a changed policy file must stay the same before it is used (``mcp_policy_settle_s``).
+DEFAULT_SETTLE_S = 1.0
+#: At start, a file changed less than ``settle_s`` plus this long ago (seconds, by its mtime) is watched for
+#: ``settle_s`` first: some file systems keep mtimes to the second or two.
+_MTIME_SLACK_S = 2.0
 
 
 class PolicyHolder:
-    """Thread-safe current policy; reloads when the file's (mtime_ns, size) changes, at most every
-    ``check_interval_s`` (1 s) — validating first and swapping atomically, so a caller always gets a
-    whole policy. ``strict=True`` (``cairn mcp``): an initial load error raises :class:`PolicyError`;
-    a later invalid edit makes the holder fail closed (logged with ``file:line: reason``) until the
-    file is fixed. ``strict=False`` (daemon HTTP): a missing/invalid file → :func:`fail_closed_policy`
-    (its ``fail_closed_reason`` is the PolicyError text), logged, re-checked the same way."""
+    """Thread-safe current policy that follows edits of the file, never serving a half-saved one.
 
-    def __init__(self, path: Path, *, strict: bool, check_interval_s: float = 1.0) -> None:
+    At most every ``check_interval_s`` seconds (1 s) the file is read again. A file that differs from the one
+    in force (content or stamp) is used only once it has stayed exactly the same — re-read and compared —
+    for ``settle_s`` seconds: a save in several writes shows its first part as a valid policy of its own
+    (``version`` and ``withhold.tags`` without the ``folders`` or clients that follow), and serving that would
+    hand withheld notes to clients not declared local. Meanwhile the previous policy stays in force. A settled
+    file that is invalid (or missing) makes the holder fail closed (:func:`fail_closed_policy`, its
+    ``fail_closed_reason`` the ``file:line: reason``, logged) until it is fixed.
+
+    At start, a file changed within the last ``settle_s`` (+2 s of mtime slack) is watched for ``settle_s``
+    first (blocking). ``strict=True`` (``cairn mcp``): an unusable file at start raises :class:`PolicyError`.
+    ``strict=False`` (the daemon): it starts failed closed and keeps checking.
+    """
+
+    def __init__(
+        self, path: Path, *, strict: bool, check_interval_s: float = 1.0, settle_s: float = DEFAULT_SETTLE_S
+    ) -> None:
         self.path = Path(path)
         self.strict = strict
         self.check_interval_s = check_interval_s
+        self.settle_s = max(0.0, settle_s)
         self._lock = threading.Lock()
-        stamp = self._stamp()
-        try:
-            policy = load_policy(self.path)
-        except PolicyError as exc:
-            if strict:
-                raise
-            log.error(
-                "MCP policy unusable, failing closed (no note goes to an MCP client or a remote model until "
-                "it is fixed): %s",
-                exc,
-            )
-            policy = fail_closed_policy(str(exc))
-        self._loaded = _Loaded(policy, stamp, time.monotonic())
+        self._accepted: _Snapshot | None = None
+        self._pending: _Snapshot | None = None
+        self._pending_since = 0.0
+        self._checked_at = float("-inf")
+        self._error: PolicyError | None = None
+        self._policy = fail_closed_policy(f"{self.path}: the policy file is being saved; waiting for it to settle")
+        first = _read_snapshot(self.path)
+        if not self._changed_recently(first):
+            self._checked_at = time.monotonic()
+            self._accept(first)
+        else:
+            self.reload(timeout_s=self.settle_s * 10 + 1.0)
+            if self._accepted is None:
+                self._give_up_at_start()
+        if strict and self._error is not None:
+            raise self._error
 
-    def _stamp(self) -> tuple[int, int] | None:
+    def _changed_recently(self, snapshot: _Snapshot) -> bool:
+        """Whether ``snapshot``'s mtime is recent (or in the future) by the wall clock."""
+        if self.settle_s == 0 or snapshot.stamp is None:
+            return False
+        return time.time() - snapshot.stamp[2] / 1e9 < self.settle_s + _MTIME_SLACK_S
+
+    def _give_up_at_start(self) -> None:
+        reason = f"the policy file kept changing for {self.settle_s * 10 + 1:.0f} s; save it once"
+        self._error = PolicyError(str(self.path), None, reason)
+        if not self.strict:
+            log.error("MCP policy unusable, failing closed until it settles: %s", self._error)
+            self._policy = fail_closed_policy(str(self._error))
+
+    def _accept(self, snapshot: _Snapshot) -> None:
+        """Make ``snapshot`` the policy in force (or fail closed on it), logging the change."""
+        start = self._accepted is None
+        was_closed = self._policy.fail_closed_reason is not None and not start
+        self._accepted, self._pending = snapshot, None
         try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_mtime_ns, st.st_size)
+            self._policy, self._error = _policy_of(snapshot, str(self.path)), None
+        except PolicyError as exc:
+            self._policy, self._error = fail_closed_policy(str(exc)), exc
+            if not (start and self.strict):
+                log.error(
+                    "MCP policy unusable, failing closed (no note goes to an MCP client or a remote model until "
+                    "it is fixed): %s",
+                    exc,
+                )
+            return
+        if was_closed:
+            log.warning("MCP policy %s is valid again; fail-closed mode ended", self.path)
+        elif not start:
+            log.info("MCP policy %s reloaded", self.path)
+
+    def _check(self, now: float) -> None:
+        """Read the file (under the lock); note a change, and use it once it has stayed the same ``settle_s``."""
+        self._checked_at = now
+        snapshot = _read_snapshot(self.path)
+        if snapshot == self._accepted:
+            self._pending = None
+            return
+        if snapshot != self._pending:
+            self._pending, self._pending_since = snapshot, now
+        if now - self._pending_since >= self.settle_s:
+            self._accept(snapshot)
 
     def current(self) -> Policy:
-        """The policy in force now (a reload is attempted when the file changed and the last check
-        is older than ``check_interval_s``). Never raises after construction."""
-        loaded = self._loaded
-        now = time.monotonic()
-        if now - loaded.checked_at < self.check_interval_s:
-            return loaded.policy
+        """The policy in force now (the file is checked when the last check is older than
+        ``check_interval_s``). Never raises after construction."""
+        if time.monotonic() - self._checked_at < self.check_interval_s:
+            return self._policy
         with self._lock:
-            loaded = self._loaded
-            if now - loaded.checked_at < self.check_interval_s:
-                return loaded.policy
-            stamp = self._stamp()
-            if stamp == loaded.stamp:
-                loaded.checked_at = now
-                return loaded.policy
-            try:
-                policy = load_policy(self.path)
-                if loaded.policy.fail_closed_reason:
-                    log.warning("MCP policy %s is valid again; fail-closed mode ended", self.path)
-                else:
-                    log.info("MCP policy %s reloaded", self.path)
-            except PolicyError as exc:
-                log.error("MCP policy edit refused, failing closed until it is fixed: %s", exc)
-                policy = fail_closed_policy(str(exc))
-            self._loaded = _Loaded(policy, stamp, now)
-            return policy
+            now = time.monotonic()
+            if now - self._checked_at >= self.check_interval_s:
+                self._check(now)
+            return self._policy
 
-    def reload(self) -> Policy:
-        """Check the file now, whatever the interval (for tests and explicit reload requests)."""
-        with self._lock:
-            self._loaded.checked_at = float("-inf")
-        return self.current()
+    def reload(self, timeout_s: float | None = None) -> Policy:
+        """Check the file now, whatever the interval, and when it changed wait (blocking, at most ``timeout_s``:
+        by default ``10 × settle_s + 1`` s) until the change has settled and is in force; returns the policy
+        in force then (the previous one when the file kept changing until the timeout)."""
+        deadline = time.monotonic() + (self.settle_s * 10 + 1.0 if timeout_s is None else timeout_s)
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                self._check(now)
+                if self._pending is None or now >= deadline:
+                    return self._policy
+                wait = self._pending_since + self.settle_s - now
+            time.sleep(min(max(wait, 0.005), max(deadline - now, 0.0)))
+
+
+# ------------------------------------------------------------------------------------ the configured policy
+def mcp_policy_path(config: Config) -> Path:
+    """The policy file: ``mcp_policy`` when configured, else the owner's copy in the config folder (created
+    from the shipped default on first use). Raises :class:`PolicyError` when it cannot be made."""
+    return config.mcp_policy if config.mcp_policy is not None else ensure_owner_policy(config.config_dir)
+
+
+def policy_holder(config: Config, *, strict: bool) -> PolicyHolder:
+    """A live :class:`PolicyHolder` over :func:`mcp_policy_path` with the configured settle time.
+    ``strict`` (``cairn mcp``): raises :class:`PolicyError` for a policy that is missing, cannot be made or is
+    invalid. Not strict (the daemon): never raises; it fails closed (logged, and said in ``/health``)."""
+    try:
+        path = mcp_policy_path(config)
+    except PolicyError as exc:
+        if strict:
+            raise
+        path = Path(exc.file)
+    return PolicyHolder(path, strict=strict, settle_s=config.mcp_policy_settle_s)
+
+
+def daemon_policy(config: Config) -> PolicyHolder:
+    """The governance policy as the daemon reads it: :func:`policy_holder` not strict."""
+    return policy_holder(config, strict=False)

@@ -104,8 +104,7 @@ def cmd_policy(args: argparse.Namespace, config: Config) -> int:
     """``cairn policy check [FILE]``: ``ok: FILE`` (exit 0), or ``Error: FILE:LINE: reason`` on stderr (exit 1).
     Without FILE it checks the policy `cairn mcp` uses: ``mcp_policy`` when configured, else the owner's copy in
     the config folder (created from the shipped default first)."""
-    from cairn.app import mcp_policy_path
-    from cairn.policy_file import load_policy
+    from cairn.policy_file import load_policy, mcp_policy_path
 
     path = Path(args.file) if args.file else mcp_policy_path(config)
     load_policy(path)  # PolicyError → `Error: FILE:LINE: reason`, exit 1 (main)

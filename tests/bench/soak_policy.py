@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Bounded attack on live policy reloads (issue 18, item 1). Figures, not a test.
+
+The daemon's MCP endpoint (streamable HTTP on loopback, the daemon's fail-closed policy holder with the
+configured settle time) serves the canary vault, indexed first. The owner's policy withholds the tag
+``personal`` and the folder ``Private``. It is then saved REWRITES times in two writes GAP_MS apart: the first
+write (``version`` and ``withhold.tags``) is a valid policy on its own that does not withhold the folder.
+Meanwhile CLIENTS clients not declared local, each with its own token and the SDK's client, call ``get_note``
+on ``Private/Salary.md`` (withheld by its folder only) in a loop.
+
+Prints the calls served under a partial policy (must be 0) and the total calls; exits 1 when any was served.
+
+Usage: soak_policy.py [--rewrites 100] [--gap-ms 100] [--clients 8] [--settle-s 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "daemon"))
+os.environ["CAIRN_KEYRING"] = "file"  # tokens in the temporary config folder, never the owner's keyring
+
+import httpx2  # noqa: E402
+from mcp import Client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from cairn.app import Cairn, start_mcp_http  # noqa: E402
+from cairn.config import load_config  # noqa: E402
+from cairn.secrets import mcp_token  # noqa: E402
+
+VAULT = REPO / "tests" / "fixtures" / "canary_vault"
+NOTE = "Private/Salary.md"
+POLICY = """\
+version: 1
+withhold:
+  tags: [personal]
+  folders: [Private]
+default_tools: [get_note, list_notes]
+clients:
+  claude-desktop: {local: false, tools: [search_notes, get_note, list_notes]}
+  my-local-agent: {local: true, tools: all}
+audit: {enabled: false}
+"""
+FIRST_WRITE = POLICY[: POLICY.index("  folders:")]
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.served = 0
+        self.errors: dict[str, int] = {}
+
+
+async def client_loop(url: str, token: str, tally: Tally, stop: asyncio.Event) -> None:
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(60)) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+            while not stop.is_set():
+                result = await client.call_tool("get_note", {"path": NOTE})
+                tally.calls += 1
+                if not result.is_error:
+                    tally.served += 1
+                else:
+                    code = (result.structured_content or {}).get("error", {}).get("code", "?")
+                    tally.errors[code] = tally.errors.get(code, 0) + 1
+
+
+async def rewrite(path: Path, rewrites: int, gap_s: float) -> None:
+    """Save the policy ``rewrites`` times in two writes ``gap_s`` apart, ``gap_s`` between saves."""
+    for _ in range(rewrites):
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(FIRST_WRITE)
+            fh.flush()
+            await asyncio.sleep(gap_s)
+            fh.write(POLICY[len(FIRST_WRITE) :])
+        await asyncio.sleep(gap_s)
+
+
+async def attack(args: argparse.Namespace, home: Path) -> Tally:
+    config = load_config(
+        {
+            "vault": str(VAULT),
+            "data_dir": str(home / "data"),
+            "config_dir": str(home / "config"),
+            "log_dir": str(home / "log"),
+            "mcp_port": 0,
+            **({"mcp_policy_settle_s": args.settle_s} if args.settle_s is not None else {}),
+        },
+        env={},
+    )
+    policy_file = home / "config" / "mcp-serve.yaml"
+    policy_file.parent.mkdir(parents=True)
+    policy_file.write_text(POLICY, encoding="utf-8")
+    cairn = await asyncio.to_thread(Cairn, config)
+    try:
+        await asyncio.to_thread(cairn.index)
+        mcp = await start_mcp_http(config, cairn)
+        tokens = [mcp_token(config, "claude-desktop") for _ in range(args.clients)]
+        tally, stop = Tally(), asyncio.Event()
+        clients = [asyncio.create_task(client_loop(mcp.url, t, tally, stop)) for t in tokens]
+        try:
+            await rewrite(policy_file, args.rewrites, args.gap_ms / 1000)
+        finally:
+            stop.set()
+            await asyncio.gather(*clients)
+            await mcp.close()
+        return tally
+    finally:
+        cairn.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rewrites", type=int, default=100)
+    parser.add_argument("--gap-ms", type=float, default=100.0)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--settle-s", type=float, default=None, help="mcp_policy_settle_s (default: the config's)")
+    args = parser.parse_args()
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="cairn-soak-policy-") as tmp:
+        tally = asyncio.run(attack(args, Path(tmp)))
+    settle = "as configured" if args.settle_s is None else f"{args.settle_s:g} s"
+    print(
+        f"soak_policy: {args.rewrites} saves in two writes {args.gap_ms:.0f} ms apart, {args.clients} clients not "
+        f"declared local calling get_note({NOTE}), settle {settle}, {time.monotonic() - start:.0f} s"
+    )
+    print(f"  calls served under a partial policy: {tally.served}")
+    print(f"  total calls: {tally.calls}  (refused: {', '.join(f'{k} {v}' for k, v in sorted(tally.errors.items()))})")
+    return 1 if tally.served else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
