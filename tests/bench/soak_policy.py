@@ -92,7 +92,7 @@ async def attack(args: argparse.Namespace, home: Path) -> Tally:
             "mcp_port": 0,
             **({"mcp_policy_settle_s": args.settle_s} if args.settle_s is not None else {}),
         },
-        env={},
+        env={"CAIRN_KEYRING": "file"},
     )
     policy_file = home / "config" / "mcp-serve.yaml"
     policy_file.parent.mkdir(parents=True)
