@@ -237,7 +237,7 @@ def test_a_policy_file_loads_with_its_path_as_source(tmp_path):
 # ------------------------------------------------------------------------------ the owner's copy
 def test_the_owners_policy_is_created_from_the_default_readable_only_by_the_owner(tmp_path):
     config = tmp_path / "config"
-    path = ensure_owner_policy(config)
+    path = ensure_owner_policy(config, tmp_path / "data")
     assert path == owner_policy_path(config) == config / "mcp-serve.yaml"
     assert path.read_text(encoding="utf-8") == default_policy_text()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
@@ -246,8 +246,30 @@ def test_the_owners_policy_is_created_from_the_default_readable_only_by_the_owne
 def test_an_existing_owners_policy_is_never_overwritten(tmp_path):
     path = owner_policy_path(tmp_path)
     path.write_text(GOOD, encoding="utf-8")
-    ensure_owner_policy(tmp_path)
+    ensure_owner_policy(tmp_path, tmp_path / "data")
     assert path.read_text(encoding="utf-8") == GOOD
+
+
+def test_a_policy_created_or_found_once_is_never_recreated_when_deleted(tmp_path):
+    created, found = tmp_path / "created", tmp_path / "found"
+    ensure_owner_policy(created, created / "data")  # the true first use
+    owner_policy_path(found).parent.mkdir()
+    owner_policy_path(found).write_text(GOOD, encoding="utf-8")  # an install from before the record
+    ensure_owner_policy(found, found / "data")
+    for config in (created, found):
+        owner_policy_path(config).unlink()
+        with pytest.raises(PolicyError) as info:
+            ensure_owner_policy(config, config / "data")
+        assert info.value.file == str(owner_policy_path(config)) and "the policy file is gone" in info.value.reason
+        assert not owner_policy_path(config).exists()
+
+
+def test_a_data_folder_that_served_mcp_before_counts_as_a_policy_created(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "mcp-audit.jsonl").write_text("", encoding="utf-8")
+    with pytest.raises(PolicyError, match="served MCP from this data folder before"):
+        ensure_owner_policy(tmp_path / "config", tmp_path / "data")
+    assert not owner_policy_path(tmp_path / "config").exists()
 
 
 # ------------------------------------------------------------------------------ live reload

@@ -5,6 +5,8 @@ Layer 1 (a resource: it reads and writes the owner's files); parsing is :mod:`ca
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 import logging
 import os
 import threading
@@ -12,6 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cairn.audit import audit_path
 from cairn.config import Config
 from cairn.policy import (
     DEFAULT_POLICY_NAME,
@@ -27,6 +30,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "PolicyHolder",
+    "create_policy",
     "daemon_policy",
     "ensure_owner_policy",
     "load_policy",
@@ -41,27 +45,93 @@ def owner_policy_path(config_dir: Path) -> Path:
     return Path(config_dir) / DEFAULT_POLICY_NAME
 
 
-def ensure_owner_policy(config_dir: Path) -> Path:
-    """The owner's policy path, created from the shipped default (mode 0600) if it does not exist yet.
-    An existing file is never touched. Raises :class:`PolicyError` when it cannot be created."""
+#: In the data folder: the policy files Cairn created from the shipped default (or found), and when.
+CREATED_RECORD_NAME = "mcp-policy-created.json"
+
+
+def created_record_path(data_dir: Path) -> Path:
+    """Where Cairn records the policies it created: ``data_dir / "mcp-policy-created.json"``."""
+    return Path(data_dir) / CREATED_RECORD_NAME
+
+
+def _created(data_dir: Path) -> dict[str, str]:
+    """``{policy path: ISO time first created or seen}`` (empty when there is no readable record)."""
+    try:
+        data = json.loads(created_record_path(data_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def _record_created(data_dir: Path, path: Path) -> None:
+    """Add ``path`` to the record (temp file + rename); a failure is logged, never raised."""
+    seen = _created(data_dir)
+    if str(path) in seen:
+        return
+    seen[str(path)] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    record = created_record_path(data_dir)
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(seen, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, record)
+    except OSError as exc:
+        log.warning("cannot record in %s that the MCP policy %s exists: %s", record, path, exc)
+
+
+def _refuse_to_recreate(path: Path, data_dir: Path) -> None:
+    """Raise :class:`PolicyError` when ``path`` is missing but existed before (recorded, or MCP was served from
+    this data folder: its audit log exists): recreating the shipped default could withhold less than the
+    owner's own policy did."""
+    when = _created(data_dir).get(str(path))
+    if when is None and not audit_path(data_dir).exists():
+        return
+    since = f"Cairn created or found it on {when}" if when else "Cairn served MCP from this data folder before"
+    raise PolicyError(
+        str(path),
+        None,
+        f"the policy file is gone ({since}); Cairn fails closed instead of recreating the shipped default, "
+        "which may withhold less than yours did. Restore your copy, or run `cairn policy init` to start again "
+        "from the shipped default",
+    )
+
+
+def ensure_owner_policy(config_dir: Path, data_dir: Path) -> Path:
+    """The owner's policy path, created from the shipped default (mode 0600) only on the true first use, and
+    recorded in ``data_dir`` (:data:`CREATED_RECORD_NAME`); an existing file is recorded as created and never
+    touched. Raises :class:`PolicyError` when it cannot be created, or when it is missing after it was
+    created (a deleted policy stays fail-closed; ``cairn policy init`` makes it again)."""
     path = owner_policy_path(config_dir)
     if path.exists():
+        _record_created(data_dir, path)
         return path
+    _refuse_to_recreate(path, data_dir)
+    create_policy(path, data_dir)
+    return path
+
+
+def create_policy(path: Path, data_dir: Path) -> bool:
+    """Write the shipped default to ``path`` (mode 0600) unless a file is there, and record it in ``data_dir``.
+    Returns False when a file was already there (left untouched). Raises :class:`PolicyError` when it cannot
+    be written."""
+    path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        return path
+        _record_created(data_dir, path)
+        return False
     except OSError as exc:
         raise PolicyError(
             str(path),
             None,
-            f"cannot create the policy from the default ({exc.strerror or exc}); check the config folder's permissions",
+            f"cannot create the policy from the default ({exc.strerror or exc}); check the folder's permissions",
         ) from None
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(default_policy_text())
     log.info("created the MCP policy %s from the shipped default", path)
-    return path
+    _record_created(data_dir, path)
+    return True
 
 
 def load_policy(path: Path) -> Policy:
@@ -243,8 +313,11 @@ class PolicyHolder:
 # ------------------------------------------------------------------------------------ the configured policy
 def mcp_policy_path(config: Config) -> Path:
     """The policy file: ``mcp_policy`` when configured, else the owner's copy in the config folder (created
-    from the shipped default on first use). Raises :class:`PolicyError` when it cannot be made."""
-    return config.mcp_policy if config.mcp_policy is not None else ensure_owner_policy(config.config_dir)
+    from the shipped default on the true first use only: :func:`ensure_owner_policy`). Raises
+    :class:`PolicyError` when it cannot be made, or is gone after it was created."""
+    if config.mcp_policy is not None:
+        return config.mcp_policy
+    return ensure_owner_policy(config.config_dir, config.data_dir)
 
 
 def policy_holder(config: Config, *, strict: bool) -> PolicyHolder:

@@ -103,9 +103,20 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
 def cmd_policy(args: argparse.Namespace, config: Config) -> int:
     """``cairn policy check [FILE]``: ``ok: FILE`` (exit 0), or ``Error: FILE:LINE: reason`` on stderr (exit 1).
     Without FILE it checks the policy `cairn mcp` uses: ``mcp_policy`` when configured, else the owner's copy in
-    the config folder (created from the shipped default first)."""
-    from cairn.policy_file import load_policy, mcp_policy_path
+    the config folder (created from the shipped default on the true first use only). ``cairn policy init``:
+    writes the shipped default there when no file is there (exit 1 when one is)."""
+    from cairn.errors import ConfigError
+    from cairn.policy_file import create_policy, load_policy, mcp_policy_path, owner_policy_path
 
+    if args.policy_command == "init":
+        path = config.mcp_policy or owner_policy_path(config.config_dir)
+        if not create_policy(path, config.data_dir):
+            raise ConfigError(f"{path} already exists; edit it (then `cairn policy check`), or move it away first.")
+        print(
+            f"Created {path} from the shipped default (it withholds notes tagged personal from clients not declared "
+            "local); edit it to add your withheld folders and clients."
+        )
+        return 0
     path = Path(args.file) if args.file else mcp_policy_path(config)
     load_policy(path)  # PolicyError → `Error: FILE:LINE: reason`, exit 1 (main)
     print(f"ok: {path}")

@@ -100,7 +100,7 @@ def _add_index_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _add_mcp_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """``token``, ``mcp`` (``token``, ``audit``), ``policy check``."""
+    """``token``, ``mcp`` (``token``, ``audit``), ``policy check``, ``policy init``."""
     p = sub.add_parser("token", parents=[common], help="print the API token the Obsidian plugin uses")
     p.add_argument("--rotate", action="store_true", help="make a new token (the old one stops working)")
 
@@ -136,7 +136,7 @@ def _add_mcp_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     q.add_argument("--json", action="store_true", help="print the JSON lines as they are stored")
 
     p = sub.add_parser("policy", parents=[common], help="the MCP governance policy")
-    policy_sub = p.add_subparsers(dest="policy_command", required=True, metavar="check")
+    policy_sub = p.add_subparsers(dest="policy_command", required=True, metavar="check|init")
     q = policy_sub.add_parser(
         "check", parents=[common], help="validate a policy; exit 1 with FILE:LINE: reason if invalid"
     )
@@ -144,7 +144,12 @@ def _add_mcp_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "file",
         nargs="?",
         metavar="FILE",
-        help="the policy to check (default: your copy in the config folder, created from the default)",
+        help="the policy to check (default: your copy in the config folder, created from the default on first use)",
+    )
+    policy_sub.add_parser(
+        "init",
+        parents=[common],
+        help="write the shipped default policy where `cairn mcp` reads it, if no file is there (never overwrites)",
     )
 
 
