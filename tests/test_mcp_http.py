@@ -55,8 +55,8 @@ class Mcp:
         parts = urlsplit(url)
         self.host, self.port = parts.hostname, parts.port
 
-    def health(self) -> dict:
-        status, body = self.daemon.get_json("/health")
+    def health(self, *, owner: bool = False) -> dict:
+        status, body = self.daemon.get_json("/health", **({"token": self.daemon.token} if owner else {}))
         assert status == 200
         return body
 
@@ -315,7 +315,7 @@ def test_an_invalid_policy_edit_fails_closed_and_a_fix_is_picked_up(mcp):
     def health_policy(expected: str):
         end = time.monotonic() + 30
         while time.monotonic() < end:
-            state = mcp.health()["mcp"]
+            state = mcp.health(owner=True)["mcp"]
             if state["policy"] == expected:
                 return state
             time.sleep(0.2)
@@ -329,7 +329,7 @@ def test_an_invalid_policy_edit_fails_closed_and_a_fix_is_picked_up(mcp):
             encoding="utf-8",
         )
         state = health_policy("fail-closed")
-        assert f"{policy}:7: " in state["failClosedReason"]
+        assert f"{policy}:7: " in state["failClosedDetail"] and state["failClosedReason"] == "policy_unusable"
         tools, note = run(local_view())
         assert tools == {"get_note", "list_notes"}
         assert note.is_error and CANARY not in blob(note)  # not local while the policy is broken
@@ -342,13 +342,18 @@ def test_an_invalid_policy_edit_fails_closed_and_a_fix_is_picked_up(mcp):
     assert CANARY in note.structured_content["content"]
 
 
-def test_a_daemon_started_with_an_invalid_policy_serves_mcp_fail_closed(tmp_path):
-    home = make_home(tmp_path, POLICY.replace("version: 1", "version: 7"))
+def test_a_daemon_started_with_an_invalid_policy_serves_mcp_fail_closed_and_tells_only_the_owner_why(tmp_path):
+    secret = "Divorce lawyer Hartmann"  # a withheld folder's name, quoted by the broken line
+    home = make_home(tmp_path, POLICY.replace("folders: [Private]", f"folders: [Private, ../{secret}]"))
     with running_daemon(home, CANARY_VAULT) as daemon:
         info = json.loads(daemon.service_file.read_text(encoding="utf-8"))
-        status, health = daemon.get_json("/health")
+        status, health = daemon.get_json("/health")  # no token: anyone on this machine, any web page
         assert status == 200 and health["mcp"]["policy"] == "fail-closed"
-        assert f"{home / 'config' / 'mcp-serve.yaml'}:1: " in health["mcp"]["failClosedReason"]
+        assert health["mcp"]["failClosedReason"] == "policy_unusable"
+        assert secret not in json.dumps(health) and str(home) not in json.dumps(health)
+        status, owners = daemon.get_json("/health", token=daemon.token)  # the owner's view says why
+        assert f"{home / 'config' / 'mcp-serve.yaml'}:2: " in owners["mcp"]["failClosedDetail"]
+        assert secret in owners["mcp"]["failClosedDetail"] and secret in daemon.stderr()  # and so does the log
         token = mcp_token(daemon.env, "my-local-agent")
 
         def indexed():
@@ -364,7 +369,9 @@ def test_a_daemon_started_with_an_invalid_policy_serves_mcp_fail_closed(tmp_path
         tools, listed = run(go())
         assert tools == {"get_note", "list_notes"}
         # fail closed: no note at all, since the broken file's folder rule (Private/) cannot be known
-        assert listed.is_error and "policy cannot be used" in blob(listed) and "cairn policy check" in blob(listed)
+        assert listed.is_error and listed.structured_content["error"]["code"] == "policy_unusable"
+        assert "policy cannot be used" in blob(listed) and "cairn policy check" in blob(listed)
+        assert secret not in blob(listed) and str(home) not in blob(listed) and "mcp-serve.yaml" not in blob(listed)
         assert "Salary" not in blob(listed) and not any(p.split("/")[-1][:-3] in blob(listed) for p in ALLOWED)
 
 

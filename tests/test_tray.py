@@ -744,6 +744,18 @@ def test_the_status_line_says_starting_indexing_paused_error_or_up_to_date():
     assert len(err.tooltip) <= tray_mod.TOOLTIP_MAX
 
 
+def test_an_unusable_mcp_policy_is_a_menu_warning_that_says_why_for_the_owner():
+    base = {"notes": 3, "pending": 0, "indexing": False, "paused": False, "indexError": None}
+    ok = describe({**base, "mcpPolicy": {"policy": "ok", "failClosedReason": None, "failClosedDetail": None}})
+    assert ok.warning is None and ok.tooltip == "Cairn - 3 notes · up to date"
+    why = "/home/ann/.config/cairn/mcp-serve.yaml:2: withhold.folders[1]: '../Divorce' is not a vault folder"
+    broken = describe(
+        {**base, "mcpPolicy": {"policy": "fail-closed", "failClosedReason": "policy_unusable", "failClosedDetail": why}}
+    )
+    assert broken.warning == f"MCP policy unusable, nothing served: {why}"
+    assert broken.text == "3 notes · up to date" and broken.tooltip.endswith("MCP policy unusable, nothing served")
+
+
 def test_each_state_has_its_own_shipped_icon_as_the_packaging_script_draws_it():
     from PIL import Image
 

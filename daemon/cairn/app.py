@@ -16,7 +16,7 @@ import logging
 import logging.handlers
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from cairn.answers import AnswerService
@@ -69,6 +69,8 @@ class Cairn:
         self.indexing = Indexing(
             config, self.store, self.embedder, self.indexer, self.pdfs, self.events, recovered=recovered
         )
+        #: The daemon's live MCP policy (:func:`daemon_policy`), when MCP or a remote model reads one.
+        self.policy: Any = None
 
     # Shortcuts to ``indexing`` for the CLI and tests.
     def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
@@ -153,14 +155,10 @@ class McpHttp:
     def url(self) -> str:
         return self.server.url
 
-    def health(self) -> dict[str, Any]:
-        """``/health``'s ``mcp`` entry: ``{http, policy: "ok"|"fail-closed", failClosedReason}``."""
-        policy = self.policy.current()
-        return {
-            "http": self.url,
-            "policy": "fail-closed" if policy.fail_closed_reason else "ok",
-            "failClosedReason": policy.fail_closed_reason,
-        }
+    def health(self, detail: bool = False) -> dict[str, Any]:
+        """``/health``'s ``mcp`` entry: ``{http, policy: "ok"|"fail-closed", failClosedReason}``, plus
+        ``failClosedDetail`` for the owner (``detail``): :meth:`~cairn.policy_file.PolicyHolder.status`."""
+        return {"http": self.url, **self.policy.status(detail=detail)}
 
     async def close(self) -> None:
         await self.server.close()
@@ -185,7 +183,9 @@ def remote_model_withhold(config: Config, policy: Any = None) -> Callable[[], An
     return current
 
 
-def edge_services(cairn: Cairn, answers: AnswerService, health: Callable[[], Any]) -> Any:
+def edge_services(
+    cairn: Cairn, answers: AnswerService, health: Callable[[], Any], health_detail: Callable[[], Any] | None = None
+) -> Any:
     """The :class:`~cairn.services.Services` an edge (HTTP, MCP) takes, over this vault's use cases."""
     from cairn.services import Services
 
@@ -197,6 +197,7 @@ def edge_services(cairn: Cairn, answers: AnswerService, health: Callable[[], Any
         indexing=cairn.indexing,
         events=cairn.events,
         health=health,
+        health_detail=health_detail,
     )
 
 
@@ -346,6 +347,7 @@ async def run_daemon(
         cairn.query, model, withhold_tags=remote_model_withhold(config, policy) if remote else config.llm.withhold_tags
     )
     mcp, mcp_off = await _start_mcp_if_configured(config, cairn, policy)
+    cairn.policy = policy
     app = _http_app(config, cairn, token, answers, _daemon_health(cairn, LLMProbe(model), mcp, mcp_off))
     watcher = await _start_watching(config, cairn)
     try:
@@ -426,27 +428,27 @@ async def _start_mcp_if_configured(config: Config, cairn: Cairn, policy: Any) ->
         return None, exc.message
 
 
-def _daemon_health(
-    cairn: Cairn, probe: LLMProbe, mcp: McpHttp | None, mcp_off: str | None
-) -> Callable[[], Awaitable[dict[str, Any]]]:
-    """``GET /health``: the index's health, the model endpoint's (:class:`~cairn.indexing.LLMProbe`) and MCP's."""
+def _daemon_health(cairn: Cairn, probe: LLMProbe, mcp: McpHttp | None, mcp_off: str | None) -> tuple[Any, Any]:
+    """``GET /health``: the index's health, the model endpoint's (:class:`~cairn.indexing.LLMProbe`) and MCP's;
+    as anyone sees it, and as the owner (the API token) does: with why the MCP policy is unusable."""
 
-    async def health() -> dict[str, Any]:
+    async def health(detail: bool = False) -> dict[str, Any]:
         out = await asyncio.to_thread(cairn.indexing.health)
         out["llm"] = await probe.status()
-        out["mcp"] = await asyncio.to_thread(mcp.health) if mcp is not None else {"http": None, "off": mcp_off}
+        out["mcp"] = await asyncio.to_thread(mcp.health, detail) if mcp is not None else {"http": None, "off": mcp_off}
         return out
 
-    return health
+    async def owner_health() -> dict[str, Any]:
+        return await health(detail=True)
+
+    return health, owner_health
 
 
-def _http_app(
-    config: Config, cairn: Cairn, token: Any, answers: AnswerService, health: Callable[[], Awaitable[dict[str, Any]]]
-) -> Any:
-    """The plugin's HTTP API over this vault's services (not yet listening)."""
+def _http_app(config: Config, cairn: Cairn, token: Any, answers: AnswerService, health: tuple[Any, Any]) -> Any:
+    """The plugin's HTTP API over this vault's services (not yet listening); ``health``: :func:`_daemon_health`."""
     from cairn.http import make_app
 
-    return make_app(edge_services(cairn, answers, health), token=token)
+    return make_app(edge_services(cairn, answers, *health), token=token)
 
 
 async def _start_watching(config: Config, cairn: Cairn) -> VaultWatcher:
@@ -544,7 +546,7 @@ def _serve_with_tray(config: Config, ready: Callable[[str], None] | None, on_tra
         return asyncio.run(run_daemon(config, ready=ready))
 
     def started(cairn: Cairn) -> None:  # on the daemon's loop, once the API listens
-        host.actions.stats = cairn.indexing.stats
+        host.actions.stats = lambda: _tray_stats(cairn)
         host.actions.reindex = cairn.indexing.request_full_reindex
         host.actions.set_paused = cairn.indexing.set_paused
         if token_file(config).exists():
@@ -552,6 +554,14 @@ def _serve_with_tray(config: Config, ready: Callable[[str], None] | None, on_tra
         host.follow(cairn.events)
 
     return host.run(lambda stop: run_daemon(config, ready=ready, stop=stop, started=started), on_tray)
+
+
+def _tray_stats(cairn: Cairn) -> dict[str, Any]:
+    """What the tray shows: the index's stats and, for the owner, the MCP policy's state with its reason."""
+    out = cairn.indexing.stats()
+    if cairn.policy is not None:
+        out["mcpPolicy"] = cairn.policy.status(detail=True)
+    return out
 
 
 def _tray_actions(config: Config, stop_daemon: Callable[[], None]) -> Any:

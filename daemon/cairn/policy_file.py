@@ -13,12 +13,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cairn.audit import audit_path
 from cairn.config import Config
 from cairn.policy import (
     DEFAULT_POLICY_NAME,
     MAX_POLICY_BYTES,
+    POLICY_UNUSABLE,
     Policy,
     PolicyError,
     default_policy_text,
@@ -308,6 +310,19 @@ class PolicyHolder:
                     return self._policy
                 wait = self._pending_since + self.settle_s - now
             time.sleep(min(max(wait, 0.005), max(deadline - now, 0.0)))
+
+    def status(self, *, detail: bool) -> dict[str, Any]:
+        """``{policy: "ok"|"fail-closed", failClosedReason}`` for ``/health``: the reason is the generic
+        ``"policy_unusable"`` unless ``detail`` (the owner's views), which also gives ``failClosedDetail``
+        (``file:line: reason``: it can name a withheld folder and the owner's home folder)."""
+        policy = self.current()
+        out: dict[str, Any] = {
+            "policy": "fail-closed" if policy.fail_closed_reason else "ok",
+            "failClosedReason": POLICY_UNUSABLE if policy.fail_closed_reason else None,
+        }
+        if detail:
+            out["failClosedDetail"] = policy.fail_closed_reason
+        return out
 
 
 # ------------------------------------------------------------------------------------ the configured policy

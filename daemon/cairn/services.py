@@ -130,3 +130,6 @@ class Services:
     indexing: Indexing
     events: EventSource
     health: HealthCheck
+    #: ``/health`` for a request that carries the API token (the owner): ``health`` plus what only the owner may
+    #: see (why the MCP policy is unusable: ``file:line: reason``); ``None`` → the same as ``health``.
+    health_detail: HealthCheck | None = None

@@ -208,9 +208,18 @@ async def tags(request: web.Request) -> web.Response:
 # -- the index ------------------------------------------------------------------------------------------
 
 
+def _from_the_owner(request: web.Request) -> bool:
+    """Whether ``request`` carries the API token (compared in constant time; a wrong one is just not the owner)."""
+    scheme, _, presented = (request.headers.get("Authorization") or "").strip().partition(" ")
+    expected = request.app[TOKEN].current().encode("utf-8")
+    return scheme.lower() == "bearer" and hmac.compare_digest(presented.strip().encode("utf-8", "replace"), expected)
+
+
 async def health(request: web.Request) -> web.Response:
-    """``GET /health`` (no token) → ``health()`` (a coroutine function, or blocking → worker thread)."""
-    check = request.app[SERVICES].health
+    """``GET /health`` (no token) → ``health()`` (a coroutine function, or blocking → worker thread); with the API
+    token, ``health_detail()`` when there is one (the owner's view)."""
+    services = request.app[SERVICES]
+    check = services.health_detail if services.health_detail and _from_the_owner(request) else services.health
     if asyncio.iscoroutinefunction(check):
         result = await check()
     else:

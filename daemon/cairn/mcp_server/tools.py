@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from cairn import __version__, contract
 from cairn.audit import AuditLog
 from cairn.errors import BadRequestError, CairnError
-from cairn.policy import ALL_TOOLS, Policy, WithheldTally, Withhold
+from cairn.policy import ALL_TOOLS, POLICY_UNUSABLE, Policy, WithheldTally, Withhold
 from cairn.relevance import RELEVANCE_TEXT
 from cairn.services import Services
 
@@ -168,11 +168,12 @@ class McpService:
         if policy.fail_closed_reason:
             # Fail closed means no note at all: the broken file may have withheld folders or tags that the
             # stand-in policy cannot know (it only withholds `personal`), so nothing is served until it is fixed.
+            # The reason stays out: its `file:line: reason` can quote a withheld folder or the owner's home path
+            # (the owner finds it in the log, the tray, the authenticated /health and `cairn policy check`).
             return _error(
-                "policy_unusable",
-                f"The owner's MCP policy cannot be used ({policy.fail_closed_reason}), "
-                "so no notes are served to any client until it is fixed; `cairn policy check` shows "
-                "where.",
+                POLICY_UNUSABLE,
+                "The owner's MCP policy cannot be used right now, so no notes are served to any client until the "
+                "owner fixes it (`cairn policy check` shows the owner why).",
                 decision="denied",
             )
         served = self.served(client, requested)

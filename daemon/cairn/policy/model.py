@@ -16,6 +16,9 @@ CONTAINED_READS = frozenset({"get_note", "list_notes"})
 POLICY_VERSION = 1
 DEFAULT_POLICY_NAME = "mcp-serve.yaml"
 SCHEMA_NAME = "mcp-serve.schema.json"
+#: The one code clients not declared local (and the unauthenticated ``/health``) get while the owner's policy is
+#: unusable: the reason itself (``file:line: reason``) can quote a withheld folder or the owner's home path.
+POLICY_UNUSABLE = "policy_unusable"
 #: A policy file larger than this is refused (bytes); the shipped one is ~1.5 KB.
 MAX_POLICY_BYTES = 1_000_000
 

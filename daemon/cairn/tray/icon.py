@@ -67,6 +67,12 @@ class Tray:
         return pystray.Menu(
             item(lambda _i: self._status.text, None, enabled=False),
             item(
+                lambda _i: f"⚠ {self._status.warning}",
+                None,
+                enabled=False,
+                visible=lambda _i: bool(self._status.warning),
+            ),
+            item(
                 lambda _i: f"⚠ {self.actions.warning}",
                 None,
                 enabled=False,

@@ -3,6 +3,7 @@ the icon's state, the status line and the tooltip."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Mapping
@@ -45,11 +46,13 @@ def icon_path(state: str) -> Path:
 
 @dataclass(frozen=True)
 class TrayStatus:
-    """What the tray shows: ``state`` (icon), ``text`` (status line), ``tooltip``."""
+    """What the tray shows: ``state`` (icon), ``text`` (status line), ``tooltip``, and a ``warning`` line for the
+    menu (the MCP policy is unusable, and why)."""
 
     state: str
     text: str
     tooltip: str
+    warning: str | None = None
 
 
 def tooltip(text: str) -> str:
@@ -61,8 +64,24 @@ def tooltip(text: str) -> str:
 
 
 def describe(stats: Mapping[str, Any] | None, progress: Mapping[str, Any] | None = None) -> TrayStatus:
-    """The status for ``stats`` (``Cairn.stats()``: notes, pending, indexing, paused, indexError) and the
-    last ``progress`` event (``{phase, done, total}``; phases ``scan``, ``index``, ``embed``).
+    """The status for ``stats`` (``Cairn.stats()``: notes, pending, indexing, paused, indexError; ``mcpPolicy``
+    from the daemon: ``{policy, failClosedDetail}``) and the last ``progress`` event (``{phase, done, total}``;
+    phases ``scan``, ``index``, ``embed``): :func:`describe_index`, with a ``warning`` (and a tooltip that says so)
+    while the MCP policy is unusable, naming why (the tray is the owner's: ``file:line: reason``)."""
+    status = describe_index(stats, progress)
+    policy = (stats or {}).get("mcpPolicy") or {}
+    if policy.get("policy") != "fail-closed":
+        return status
+    why = str(policy.get("failClosedDetail") or "see the log")
+    return dataclasses.replace(
+        status,
+        warning=f"MCP policy unusable, nothing served: {why}",
+        tooltip=tooltip(f"{status.text} - MCP policy unusable, nothing served"),
+    )
+
+
+def describe_index(stats: Mapping[str, Any] | None, progress: Mapping[str, Any] | None = None) -> TrayStatus:
+    """The index's part of :func:`describe`.
 
     Precedence: not started yet (``stats`` None) → indexing "Starting…"; an indexing error → error;
     paused → paused; indexing or pending work → indexing with the counts; else idle "N notes · up to date".
