@@ -64,14 +64,14 @@ def test_default_fusion_leans_on_dense():
     assert w.dense >= w.bm25 > 0
 
 
-def test_the_search_fuses_with_the_rrf_k_of_its_weights(sample_cairn):
+def test_the_search_fuses_with_the_rrf_k_of_its_weights_when_told_to_use_rrf(sample_cairn):
     # A small k lets each list's first ranks decide; the service's fused scores follow the k it is given.
     service = sample_cairn.query
     default = service.weights
     try:
         fused = {}
         for k in (1, 60):
-            service.weights = FusionWeights(dense=default.dense, bm25=default.bm25, k=k)
+            service.weights = FusionWeights(dense=default.dense, bm25=default.bm25, k=k, method="rrf")
             service.results.clear()  # results are cached by query, not by weights
             hits, _ = service.retrieve("how to feed a sourdough starter", top_k=3, mode="dense", per_note=1)
             fused[k] = hits[0].score

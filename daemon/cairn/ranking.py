@@ -1,10 +1,9 @@
-"""Ranking: FTS5 query building, fusion, the query classifier, per-note de-duplication. Pure.
+"""Ranking: FTS5 query building, fusion settings and RRF, the query classifier, per-note de-duplication. Pure.
 
-Fusion is reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009:
-``score = Σ w_i / (k + rank_i)``, k = 60 as in the DESIGN.md contract) with
-per-list weights; plain (equal-weight) RRF was measured to do worse than dense
-alone on the help vault, so the weights are tuned on the dev set (README,
-Evaluation).
+Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009: ``score = Σ w_i / (k + rank_i)``, k = 60 as in the
+DESIGN.md contract) with per-list weights is one of the search's two fusion methods (:class:`FusionWeights`; the
+other, a convex combination of normalised scores, is in :mod:`cairn.search.fusion`), chosen by cross-validation on
+the dev questions.
 """
 
 from __future__ import annotations
@@ -82,12 +81,22 @@ def rrf_fuse(rankings: Mapping[str, Sequence[K]], weights: Mapping[str, float], 
 
 @dataclass(frozen=True, slots=True)
 class FusionWeights:
-    """Weights of the ranked lists in RRF and its ``k`` (``Σ weight / (k + rank)``: a smaller ``k`` gives the top
-    ranks of each list more say), chosen by k-fold cross-validation over the dev questions."""
+    """How the search fuses its ranked lists (:mod:`cairn.search.fusion`), chosen by k-fold cross-validation over
+    the dev questions. ``method``: ``"convex"`` (``alpha`` · min-max normalised dense score + (1 − ``alpha``) ·
+    min-max normalised BM25) or ``"rrf"`` (``Σ weight / (k + rank)`` with the ``dense`` and ``bm25`` weights: a
+    smaller ``k`` gives the top ranks of each list more say). ``second``: weight of a note's second best chunk
+    added to each of its chunks' fused scores (note aggregation; 0: a note ranks by its best chunk alone)."""
 
     dense: float = 1.0
     bm25: float = 0.3
     k: int = RRF_K
+    method: str = "convex"
+    alpha: float = 0.45
+    second: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.method not in ("convex", "rrf"):
+            raise ValueError(f"fusion method must be 'convex' or 'rrf', got {self.method!r}")
 
 
 class QueryClassifier:

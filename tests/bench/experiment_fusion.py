@@ -70,6 +70,8 @@ class Setting:
     depth_bm25: int = 60
     depth_dense: int = 60
     below_last: bool = True
+    title: float = 0.0  # weight of the title-vector list (RRF) or term (convex)
+    depth_title: int = 0
 
     def label(self) -> str:
         base = Setting()
@@ -100,16 +102,20 @@ def _normalised(values: np.ndarray, ref: np.ndarray, norm: str, zero_floor: bool
     return np.clip((values - lo) / span, 0.0, None)
 
 
-def _convex(alpha: float, norm: str, dense_scores: np.ndarray | None) -> Callable:
+def _convex(alpha: float, norm: str, dense_scores: np.ndarray | None, title: float = 0.0) -> Callable:
     def fuse(ev: QuestionEvidence, lists: dict[str, list[int]], allowed: set[int]) -> dict[int, float]:
         cands = np.asarray(sorted({c for ranked in lists.values() for c in ranked}), dtype=np.int64)
         if not len(cands):
             return {}
         dense = ev.dense if dense_scores is None else dense_scores
+        nt = 0.0
+        if title:
+            ref = np.asarray(lists["title"], dtype=np.int64) if "title" in lists else cands
+            nt = _normalised(ev.title[cands], ev.title[ref], norm, False)
         nd = _normalised(dense[cands], dense[np.asarray(lists["dense"], dtype=np.int64)], norm, False)
         bm_ref = ev.bm25[np.asarray(lists["bm25"], dtype=np.int64)]
         nb = _normalised(ev.bm25[cands], bm_ref, norm, norm == "tmm")
-        fused = alpha * nd + (1 - alpha) * nb
+        fused = alpha * nd + (1 - alpha) * nb + title * nt
         if norm == "z":
             fused = fused - fused.min() + 1e-9  # positive, so the kind boost (a factor) raises a score
         return dict(zip(cands.tolist(), fused.tolist()))
@@ -141,12 +147,12 @@ def rank(rp: Replay, ev: QuestionEvidence, s: Setting) -> list[str]:
     """The top 10 notes of ``ev`` under setting ``s``."""
     dense = _prf_scores(rp, ev, s.prf_k, s.prf_beta) if s.prf_k else None
     if s.fusion == "convex":
-        fuse = _convex(s.alpha, s.norm, dense)
+        fuse = _convex(s.alpha, s.norm, dense, s.title)
     else:
         w = s.bm25
         if s.adapt and _feature(rp, ev, s.adapt) >= s.threshold:
             w = s.bm25_high
-        fuse = _rrf({"dense": 1.0, "bm25": w}, s.k)
+        fuse = _rrf({"dense": 1.0, "bm25": w, "title": s.title}, s.k)
     return rp.rank(
         ev,
         fuse,
@@ -155,6 +161,7 @@ def rank(rp: Replay, ev: QuestionEvidence, s: Setting) -> list[str]:
         second=s.second,
         dense=dense,
         below_last=s.below_last,
+        depth_title=s.depth_title,
     )
 
 
@@ -188,7 +195,36 @@ def grids(best: dict[str, Setting] | None = None) -> dict[str, list[Setting]]:
         "depth": [t]
         + [Setting(depth_bm25=b, depth_dense=d) for b in (20, 40, 60, 100, 200) for d in (40, 60, 100, 200)],
         "floor": [t, Setting(below_last=False)],
+        "title": [t]
+        + [Setting(title=w, depth_title=d) for w in (0.1, 0.2, 0.3, 0.5, 1.0) for d in (10, 20, 60)]
+        + [
+            Setting(fusion="convex", alpha=a, norm="tmm", title=w, depth_title=d)
+            for a in (0.45, 0.55)
+            for w in (0.05, 0.1, 0.2)
+            for d in (10, 20)
+        ],
     }
+    out["convex+"] = [t] + [
+        Setting(fusion="convex", alpha=a, norm=n, title=w, depth_title=d if w else 0, depth_bm25=db)
+        for n in ("tmm", "mm")
+        for a in (0.35, 0.4, 0.45, 0.5, 0.55)
+        for w in (0.0, 0.025, 0.05, 0.1)
+        for d in (5, 10, 20)
+        for db in (60, 100)
+        if w or d == 10
+    ]
+    out["title-cands"] = [t] + [
+        Setting(fusion="convex", alpha=a, norm="tmm", title=w, depth_title=d)
+        for a in (0.45, 0.5)
+        for w in (0.025, 0.05, 0.1)
+        for d in (0, 10)
+    ]
+    out["combined"] = [t] + [
+        Setting(fusion="convex", alpha=a, norm="tmm", title=w, depth_title=d, second=x)
+        for a in (0.4, 0.45, 0.5)
+        for w, d in ((0.0, 0), (0.05, 5), (0.05, 10))
+        for x in (0.0, 0.1, 0.2)
+    ]
     if best:
         keys = ("bm25", "k", "second", "depth_bm25", "depth_dense", "below_last", "prf_k", "prf_beta")
         choices = {k: sorted({getattr(s, k) for s in best.values()}, key=repr) for k in keys}

@@ -25,6 +25,7 @@ sys.path.insert(0, str(REPO / "daemon"))
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.embedder import Embedder  # noqa: E402
+from cairn.embedding import title_hash  # noqa: E402
 from cairn.ranking import query_terms  # noqa: E402
 from cairn.search.service import SearchService  # noqa: E402
 
@@ -46,6 +47,7 @@ class QuestionEvidence:
     cosine: np.ndarray  # (n,) max(chunk cos, best sentence cos)
     floor: np.ndarray  # (n,) max(chunk cos, FLOOR_SENTENCE_WEIGHT * best sentence cos)
     bm25: np.ndarray  # (n,) BM25 sum of the keyword terms, positive (0: no term)
+    title: np.ndarray  # (n,) cosine of the question with the title of each row's note
     cache: dict = field(default_factory=dict)
 
 
@@ -63,7 +65,22 @@ class Replay:
         self.note = np.asarray([rows[int(c)].note_id for c in snap.chunk_ids], dtype=np.int64)
         self.kind = np.asarray([rows[int(c)].kind for c in snap.chunk_ids])
         self.row_of = snap.row_of
+        self.titles = self._title_vectors(rows)
         self.items = [self._capture(q) for q in questions]
+
+    def _title_vectors(self, rows: dict) -> np.ndarray:  # noqa: ANN001
+        """(n, 384) the title vector of each snapshot row's note (from the embedding cache, else embedded now)."""
+        titles = sorted({rows[int(c)].title for c in self.chunk_ids})
+        keys = {title_hash(t): t for t in titles}
+        found = self.service.store.cached_vectors(keys, self.service.embedder.model_id)
+        missing = [t for h, t in keys.items() if h not in found]
+        vecs = {keys[h]: v for h, v in found.items()}
+        if missing:
+            vecs.update(zip(missing, self.service.embedder.embed(missing)))
+        order = {t: i for i, t in enumerate(titles)}
+        mat = np.stack([vecs[t] for t in titles]).astype(np.float32)
+        self.title_row = np.asarray([order[rows[int(c)].title] for c in self.chunk_ids], dtype=np.int64)
+        return mat
 
     # ------------------------------------------------------------------ capture
     def _capture(self, q: dict) -> QuestionEvidence:
@@ -98,6 +115,7 @@ class Replay:
             cosine=np.maximum(cos, sentence),
             floor=np.maximum(cos, fw * sentence),
             bm25=self.bm25_of(terms),
+            title=(self.titles @ r.qvec)[self.title_row],
         )
 
     def bm25_of(self, terms: Sequence[str]) -> np.ndarray:
@@ -119,10 +137,16 @@ class Replay:
 
     # ------------------------------------------------------------------ ranking again
     def legs(
-        self, ev: QuestionEvidence, depth_bm25: int, depth_dense: int, dense: np.ndarray | None = None
+        self,
+        ev: QuestionEvidence,
+        depth_bm25: int,
+        depth_dense: int,
+        dense: np.ndarray | None = None,
+        depth_title: int = 0,
     ) -> dict[str, list[int]]:
-        """The two ranked lists as snapshot rows: BM25 top (ties by chunk id) plus the coverage extras, dense top."""
-        key = ("legs", depth_bm25, depth_dense, id(dense))
+        """The ranked lists as snapshot rows: BM25 top (ties by chunk id) plus the coverage extras, dense top, and
+        with ``depth_title`` the best dense chunk of each of the notes whose titles are nearest the question."""
+        key = ("legs", depth_bm25, depth_dense, id(dense), depth_title)
         if key in ev.cache and dense is None:
             return ev.cache[key]
         d = ev.dense if dense is None else dense
@@ -132,8 +156,23 @@ class Replay:
         top = np.argpartition(-d, depth_dense)[:depth_dense] if depth_dense < len(d) else np.arange(len(d))
         dn = top[np.lexsort((self.chunk_ids[top], -d[top].astype(np.float64)))].tolist()
         out = {"bm25": kw, "dense": dn}
+        if depth_title:
+            out["title"] = self._title_list(ev, d, depth_title)
         if dense is None:
             ev.cache[key] = out
+        return out
+
+    def _title_list(self, ev: QuestionEvidence, dense: np.ndarray, depth: int) -> list[int]:
+        order = np.lexsort((-dense.astype(np.float64), -ev.title.astype(np.float64)))
+        out: list[int] = []
+        seen: set[int] = set()
+        for c in order:
+            n = int(self.note[c])
+            if n not in seen:
+                seen.add(n)
+                out.append(int(c))
+                if len(out) >= depth:
+                    break
         return out
 
     def rank(
@@ -146,14 +185,15 @@ class Replay:
         second: float = 0.0,
         dense: np.ndarray | None = None,
         below_last: bool = True,
+        depth_title: int = 0,
         limit: int = 10,
     ) -> list[str]:
         """The top ``limit`` notes under ``fuse`` (``SearchService._fuse`` then ``_order``, one chunk per note).
         ``second``: each chunk's fused score gains ``second`` × the fused score of its note's second best chunk.
         ``dense``: other dense scores (n,) than the question's (feedback). ``below_last``: lexical evidence below
         the floor after the chunks that pass it (the service), else among them by fused score."""
-        legs = self.legs(ev, depth_bm25, depth_dense, dense)
-        cands = list(dict.fromkeys(legs["bm25"] + legs["dense"]))
+        legs = self.legs(ev, depth_bm25, depth_dense, dense, depth_title)
+        cands = list(dict.fromkeys(c for lst in legs.values() for c in lst))
         floor = self.service.floor
         passing = {c for c in cands if ev.floor[c] >= floor}
         fused = fuse(ev, {n: [c for c in lst if c in passing] for n, lst in legs.items()}, passing)

@@ -37,9 +37,10 @@ from cairn.embedding import (
 )
 from cairn.errors import BadRequestError
 from cairn.policy import WithheldTally, Withhold
-from cairn.ranking import FusionWeights, QueryClassifier, limit_per_group, query_terms, rrf_fuse
+from cairn.ranking import FusionWeights, QueryClassifier, limit_per_group, query_terms
 from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.search.dense import DenseQuery
+from cairn.search.fusion import add_second_best, bm25_scores, fuse
 from cairn.search.hits import Hit, SearchResult, check_query, make_snippet, scope_folders, scope_tags
 from cairn.search.keyword import KeywordIndex
 from cairn.search.lexical import Coverage, Matcher, Names, NoteMaps, Plan, coverage
@@ -432,9 +433,10 @@ class SearchService:
         sims: _Similarities,
         preference: str | None,
     ) -> dict[int, float]:
-        """RRF of the ranked lists over the candidates that pass the floor (and are not withheld), each score
-        boosted by the query classifier's preference for the chunk's kind. In search (``r.coverage`` set) a chunk
-        holding a query term passes whatever its cosine."""
+        """Fusion of the ranked lists (:func:`cairn.search.fusion.fuse`) over the candidates that pass the floor (and
+        are not withheld), each score boosted by the query classifier's preference for the chunk's kind, then, when
+        two lists are fused, each note's second best chunk added (:func:`~cairn.search.fusion.add_second_best`). In
+        search (``r.coverage`` set) a chunk holding a query term passes whatever its cosine."""
         rankings: dict[str, list[int]] = {}
         if r.mode in ("hybrid", "bm25"):
             rankings["bm25"] = r.keyword
@@ -446,19 +448,38 @@ class SearchService:
         hidden = r.hidden
         visible = {c for c in candidates if c in rows and not (hidden and hidden.hides(rows[c].note_id, rows[c].path))}
         passing = {c for c in visible if sims.floor.get(c, -1.0) >= self.floor}
-        weights = {"dense": self.weights.dense, "bm25": self.weights.bm25}
-        k = self.weights.k
-        fused = rrf_fuse({name: [c for c in ranked if c in passing] for name, ranked in rankings.items()}, weights, k)
+        scores = self._leg_scores(r, rankings, candidates, sims)
+
+        def fused_among(kept: set[int]) -> dict[int, float]:
+            return fuse(
+                {name: [c for c in ranked if c in kept] for name, ranked in rankings.items()}, scores, self.weights
+            )
+
+        fused = fused_among(passing)
         if r.coverage is not None:  # lexical evidence below the floor: fused among every candidate kept
             only_filters = r.plan is not None and r.plan.allowed is not None and not r.plan.leaves
             # tag:, path:, file: or exclusions alone: every note they allow matches, as in Obsidian
             r.below_floor = (visible - passing) if only_filters else r.coverage.lexical_among(visible - passing)
-            kept = passing | r.below_floor
-            wider = rrf_fuse({name: [c for c in ranked if c in kept] for name, ranked in rankings.items()}, weights, k)
+            wider = fused_among(passing | r.below_floor)
             fused.update({c: wider[c] for c in r.below_floor if c in wider})
         for cid in fused:
             fused[cid] *= self.classifier.boost(preference, rows[cid].kind)
-        return fused
+        if len(rankings) < 2:  # one list alone (bm25, dense modes): ranked as that leg ranks
+            return fused
+        return add_second_best(fused, {c: rows[c].note_id for c in fused}, self.weights.second)
+
+    def _leg_scores(
+        self, r: _Ranking, rankings: dict[str, list[int]], candidates: list[int], sims: _Similarities
+    ) -> dict[str, dict[int, float]]:
+        """The legs' raw scores of the candidates, for a fusion of scores (:mod:`cairn.search.fusion`): the dense
+        ranking score, and the BM25 of the keyword leg's terms (positive); none for RRF."""
+        if self.weights.method == "rrf":
+            return {}
+        scores = {"dense": sims.dense}
+        if "bm25" in rankings:
+            text = r.plan.keyword_text if r.plan is not None else r.query
+            scores["bm25"] = bm25_scores(self.keyword, query_terms(text), candidates)
+        return scores
 
     @staticmethod
     def _order(r: _Ranking, fused: dict[int, float], sims: _Similarities, rows: dict[int, ChunkRow]) -> list[int]:
