@@ -37,11 +37,14 @@ lint: venv
 	$(VENV)/bin/mypy
 
 ## soak: kill -9 `cairn serve` at random points during indexing SOAK_CYCLES times (default 1000), checking
-## integrity_check, the FTS5 check and the reconcile diff (make test runs the same with 20 cycles)
+## integrity_check, the FTS5 check and the reconcile diff (make test runs the same with 20 cycles); then one
+## token holder opening MCP sessions in a loop, and 1,100 idle connections under a 1,024-descriptor limit
 SOAK_CYCLES ?= 1000
 soak: venv
 	CAIRN_KILL_CYCLES=$(SOAK_CYCLES) $(PY) -m pytest -q -s -o timeout=0 tests/test_crash.py -k kill_9
 	$(PY) tests/bench/soak_policy.py --rewrites 100 --gap-ms 100 --clients 8
+	$(PY) tests/bench/soak_sessions.py
+	$(PY) tests/bench/soak_connections.py
 
 ## fuzz: schemathesis against the live daemon, FUZZ_EXAMPLES cases per operation (default 500; make test
 ## runs the same with 12 and a fixed seed); FUZZ_SEED picks other cases

@@ -124,7 +124,9 @@ def setup_logging(config: Config, *, to_file: bool = True) -> None:
     level = logging.DEBUG if config.debug else logging.INFO
     root = logging.getLogger()
     root.setLevel(level)
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from cairn.logsafe import SafeFormatter  # every message one line: request text cannot forge log lines
+
+    fmt = SafeFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not any(getattr(h, "_cairn", False) for h in root.handlers):
         err = logging.StreamHandler(sys.stderr)
         err.setFormatter(fmt)
@@ -224,7 +226,7 @@ async def start_mcp_http(config: Config, cairn: Cairn, policy: Any = None) -> Mc
     if policy is None:
         policy = await asyncio.to_thread(daemon_policy, config)
     service = mcp_service(config, cairn, policy, "http")
-    server = McpHttpServer(service, McpTokens(config).current, config.host, config.mcp_http_port)
+    server = McpHttpServer.for_config(service, McpTokens(config).current, config)
     await server.start()
     return McpHttp(policy, server)
 
@@ -288,9 +290,7 @@ async def run_mcp_http(
     cairn = await asyncio.to_thread(lambda: Cairn(config, readonly=True))
     cairn.query.start_keyword_index()
     try:
-        server = McpHttpServer(
-            mcp_service(config, cairn, policy, "http"), McpTokens(config).current, config.host, config.mcp_http_port
-        )
+        server = McpHttpServer.for_config(mcp_service(config, cairn, policy, "http"), McpTokens(config).current, config)
         await server.start()
         log.info("MCP (streamable HTTP) for %s at %s", config.vault, server.url)
         if ready:

@@ -130,6 +130,17 @@ class Config:
     #: A changed policy file is used once it has stayed the same this long (seconds; 0..60): a save in
     #: several writes is never used half-written. The previous policy stays in force meanwhile.
     mcp_policy_settle_s: float = 1.0
+    #: Both HTTP servers (the plugin API and MCP): seconds a connection may take to send a request's headers
+    #: (after connecting, or between two requests on a keep-alive connection), then its body; open connections
+    #: per server (lowered to fit the open-file limit; the longest idle one is closed to make room).
+    http_header_timeout_s: float = 10.0
+    http_body_timeout_s: float = 30.0
+    http_max_connections: int = 512
+    #: MCP over HTTP: open sessions per client (its least recently used one is closed to make room), open
+    #: sessions in all, and the seconds without a request after which a session is closed.
+    mcp_sessions_per_client: int = 16
+    mcp_sessions_max: int = 256
+    mcp_session_idle_s: float = 300.0
     debug: bool = False
 
     def require_vault(self) -> Path:
@@ -188,7 +199,12 @@ _INT_KEYS = {
     "mcp_port",
     "pdf_max_pages",
     "pdf_max_bytes",
+    "http_max_connections",
+    "mcp_sessions_per_client",
+    "mcp_sessions_max",
 }
+#: Keys holding a positive number of seconds.
+_SECONDS_KEYS = {"pdf_timeout_s", "http_header_timeout_s", "http_body_timeout_s", "mcp_session_idle_s"}
 _LLM_FIELDS = {f.name: f for f in dataclasses.fields(LLMConfig)}
 _ENV = {
     "CAIRN_LLM_BASE_URL": "llm.base_url",
@@ -286,7 +302,7 @@ def _coerce_value(key: str, value: Any) -> Any:
         return tuple(str(v).strip() for v in value)
     if key in _INT_KEYS:
         return _whole_number(key, value)
-    if key == "pdf_timeout_s":
+    if key in _SECONDS_KEYS:
         if isinstance(value, bool) or not float(value) > 0:
             raise ValueError("must be a positive number of seconds")
         return float(value)
@@ -313,6 +329,9 @@ _INT_RANGES: dict[str, tuple[int, int | None, str]] = {
     "top_k": (LIMITS.top_k_min, LIMITS.top_k_max, f"top_k must be {LIMITS.top_k_min}..{LIMITS.top_k_max}"),
     "pdf_max_pages": (1, None, "must be at least 1"),
     "pdf_max_bytes": (1, None, "must be at least 1"),
+    "http_max_connections": (8, None, "must be at least 8"),
+    "mcp_sessions_per_client": (1, None, "must be at least 1"),
+    "mcp_sessions_max": (1, None, "must be at least 1"),
 }
 
 

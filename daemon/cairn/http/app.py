@@ -8,23 +8,34 @@ import os
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
+from cairn.connections import (
+    ACCEPT_BACKLOG,
+    ConnectionGuard,
+    ListenerLimits,
+    quiet_accept_errors,
+    raise_descriptor_limit,
+)
 from cairn.contract import LIMITS
 from cairn.errors import ConfigError
 from cairn.http import routes
-from cairn.http.errors import MAX_BODY_BYTES, errors_middleware
+from cairn.http.errors import MAX_BODY_BYTES, JsonErrorHandler, errors_middleware
 from cairn.http.security import (
+    CONNECTIONS,
     BadTokenThrottle,
     add_common_headers,
     auth_middleware,
+    connection_middleware,
     host_middleware,
     is_loopback,
     origin_middleware,
 )
 from cairn.http.state import HEARTBEAT, SERVICES, STATE, TOKEN, State, StaticToken, TokenSource
+from cairn.logsafe import printable
 from cairn.services import Services
 
 log = logging.getLogger("cairn.http")
@@ -53,7 +64,7 @@ def make_app(
     if not isinstance(current, str) or len(current) < 16:
         raise ConfigError("The API token is missing or shorter than 16 characters; run `cairn token --rotate`.")
     app = web.Application(
-        middlewares=[errors_middleware, host_middleware, origin_middleware, auth_middleware],
+        middlewares=[errors_middleware, connection_middleware, host_middleware, origin_middleware, auth_middleware],
         client_max_size=MAX_BODY_BYTES,
     )
     app[SERVICES] = services
@@ -136,7 +147,9 @@ async def serve(
 
     Blocking work then runs on at most ``workers`` threads (default :func:`default_workers`): the
     running loop's default executor is replaced by a pool of that size the first time a server starts
-    on it; ``asyncio.run`` shuts it down with the loop.
+    on it; ``asyncio.run`` shuts it down with the loop. The soft open-file limit is raised where allowed,
+    connections are held to a :class:`~cairn.connections.ConnectionGuard` (cap, header deadline: the app's
+    ``config`` limits), and a failing ``accept()`` is one rate-limited log line.
 
     Raises :class:`ConfigError` for a non-loopback host (the API is local-only by design)
     and for a port that cannot be bound.
@@ -146,17 +159,26 @@ async def serve(
             f"HTTP host {host!r} is not a loopback address; Cairn serves on 127.0.0.1, ::1 or localhost only."
         )
     _bound_default_executor(workers or default_workers())
+    quiet_accept_errors(asyncio.get_running_loop())
+    raise_descriptor_limit()
+    guard = app[CONNECTIONS] = ConnectionGuard("HTTP API", ListenerLimits.of(app[SERVICES].config))
+    handler_args: dict[str, Any] = {
+        "access_log_class": _AccessLogger,
+        "access_log": access_log,
+        "max_line_size": MAX_REQUEST_LINE,
+        # an idle connection (no complete request yet, or between two) is closed after this; the guard does
+        # the same for the connections it holds, this is aiohttp's own copy of the rule
+        "keepalive_timeout": guard.limits.header_timeout_s,
+    }
     runner = web.AppRunner(
         app,
-        access_log_class=_AccessLogger,
-        access_log=access_log,
         handle_signals=False,
         shutdown_timeout=2.0,
         handler_cancellation=True,  # a client that leaves cancels its handler, and so its LLM request
-        max_line_size=MAX_REQUEST_LINE,
+        **handler_args,
     )
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    site = _GuardedSite(runner, host, port, guard, handler_args)
     try:
         await site.start()
     except OSError as exc:
@@ -164,19 +186,44 @@ async def serve(
         raise ConfigError(
             f"Cannot listen on {host}:{port}: {exc.strerror}; pick another port with --port or CAIRN_PORT."
         ) from None
-    bound = port
-    for address in runner.addresses:
-        bound = address[1]
-        break
-    log.info("HTTP API listening on %s:%s", host, bound)
-    return RunningServer(runner=runner, host=host, port=bound)
+    log.info("HTTP API listening on %s:%s (at most %d connections)", host, site.port, guard.cap)
+    return RunningServer(runner=runner, host=host, port=site.port)
+
+
+class _GuardedSite(web.TCPSite):
+    """A TCP site whose connections are :class:`JsonErrorHandler`s wrapped by ``guard``."""
+
+    def __init__(
+        self, runner: web.AppRunner, host: str, port: int, guard: ConnectionGuard, handler_args: dict[str, Any]
+    ) -> None:
+        super().__init__(runner, host, port, backlog=ACCEPT_BACKLOG)
+        self.guard = guard
+        self.handler_args = handler_args
+
+    async def start(self) -> None:
+        await web.BaseSite.start(self)
+        loop = asyncio.get_running_loop()
+        server = self._runner.server
+        assert server is not None
+
+        def factory() -> asyncio.Protocol:
+            return self.guard.protocol(JsonErrorHandler(server, loop=loop, **self.handler_args))
+
+        self._server = await loop.create_server(factory, self._host, self._port, backlog=self._backlog)
+        sockets = self._server.sockets
+        self._bound_port = sockets[0].getsockname()[1] if sockets else self._port
 
 
 class _AccessLogger(AbstractAccessLogger):
     """Method, path without query string, status, bytes, milliseconds. No headers, no query (which may
-    hold search text), so never the token."""
+    hold search text), so never the token. Method and path are client text: control characters escaped."""
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         self.logger.info(
-            "%s %s %s %s %.1fms", request.method, request.path, response.status, response.body_length, time * 1000
+            "%s %s %s %s %.1fms",
+            printable(request.method, 20),
+            printable(request.path, 300),
+            response.status,
+            response.body_length,
+            time * 1000,
         )

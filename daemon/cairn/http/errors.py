@@ -12,9 +12,12 @@ import logging
 from collections.abc import Mapping
 
 from aiohttp import web
+from aiohttp.http_exceptions import LineTooLong
+from aiohttp.web_protocol import RequestHandler
 
 from cairn.errors import CairnError, TooManyRequestsError
 from cairn.http.security import Handler
+from cairn.logsafe import printable
 
 log = logging.getLogger("cairn.http")
 
@@ -26,6 +29,7 @@ _STATUS_CODES = {
     401: "unauthorized",
     403: "forbidden",
     404: "not_found",
+    408: "request_timeout",
     421: "misdirected_request",
     429: "too_many_requests",
     405: "method_not_allowed",
@@ -49,14 +53,14 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         if isinstance(exc, TooManyRequestsError):
             headers = {"Retry-After": str(exc.retry_after)}
         if exc.http_status >= 500:
-            log.error("%s %s failed: %s", request.method, request.path, exc.message)
+            log.error("%s %s failed: %s", printable(request.method, 20), printable(request.path, 300), exc.message)
         return error_response(exc.http_status, exc.code, exc.message, headers)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         return _http_exception_response(request, exc)
     except Exception:
-        log.exception("Unexpected error answering %s %s", request.method, request.path)
+        log.exception("Unexpected error answering %s %s", printable(request.method, 20), printable(request.path, 300))
         return error_response(500, "internal", "Internal error in the Cairn daemon; see its log for details.")
 
 
@@ -77,3 +81,45 @@ def _http_exception_response(request: web.Request, exc: web.HTTPException) -> we
         message = exc.reason or "Request failed."
     code = _STATUS_CODES.get(exc.status, f"http_{exc.status}")
     return error_response(exc.status, code, message, headers or None)
+
+
+class JsonErrorHandler(RequestHandler):
+    """aiohttp's per-connection request handler, with Cairn's JSON error shape for what its HTTP parser refuses
+    before any route or middleware runs (an over-long request line or header, a malformed request line,
+    a bad header): ``{"error": {"code": "bad_request", "message"}}`` instead of aiohttp's ``text/plain`` page
+    quoting the request. The log gets one line naming the kind of error and the peer, never the request
+    line (it may hold search text, or forged lines)."""
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if status >= 500:
+            log.error("Unexpected error in the HTTP layer for a request from %s", request.remote, exc_info=exc)
+            text = "Internal error in the Cairn daemon; see its log for details."
+        else:
+            kind = type(exc).__name__ if exc is not None else "malformed request"
+            log.info("refused a malformed HTTP request from %s: %s (HTTP %d)", request.remote, kind, status)
+            text = _parser_message(exc)
+        if request.writer.output_size > 0:  # a response is already under way: only closing is left
+            raise ConnectionError("Response is sent already, cannot send another response with the error message")
+        response = error_response(
+            status, _STATUS_CODES.get(status, f"http_{status}") if status < 500 else "internal", text
+        )
+        response.force_close()
+        return response
+
+
+def _parser_message(exc: BaseException | None) -> str:
+    """What the client is told about a request aiohttp's parser refused (never the request text itself)."""
+    if isinstance(exc, LineTooLong):
+        limit = exc.args[1] if len(exc.args) > 1 else "the limit of"
+        return (
+            f"The request line or a header is longer than {limit} bytes; send a shorter request "
+            "(a long question goes in the JSON body of POST /ask)."
+        )
+    kind = type(exc).__name__ if exc is not None else "request"
+    return f"Malformed HTTP request ({kind}); send a well-formed HTTP/1.1 request."

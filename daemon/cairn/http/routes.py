@@ -77,7 +77,7 @@ async def json_body(request: web.Request) -> dict[str, Any]:
 
 
 async def _optional_body(request: web.Request) -> dict[str, Any]:
-    if request.can_read_body and (request.content_length or 0) != 0:
+    if request.body_exists and (request.content_length or 0) != 0:  # may be read already (body deadline)
         return await json_body(request)
     return {}
 

@@ -1,5 +1,8 @@
 """The HTTP API's security middlewares, applied to every route in this order after the error middleware:
 
+0. **Connection marks** — the request's connection counts as busy (not idle: neither timed out nor closed
+   for room by the :class:`~cairn.connections.ConnectionGuard`) while it is handled, and a request body must
+   arrive within ``http_body_timeout_s`` (else 408 and the connection closes).
 1. **Host allowlist** — ``127.0.0.1``, ``localhost`` or ``[::1]``, optionally with the port the server
    listens on; anything else is 421 (DNS-rebinding defence).
 2. **Origin allowlist** — a request carrying ``Origin`` not in ``config.cors_origins`` (default
@@ -13,18 +16,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
+import json
 import re
 import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from cairn.connections import ConnectionGuard
 from cairn.errors import ForbiddenError, MisdirectedRequestError, TooManyRequestsError, UnauthorizedError
 from cairn.http.state import SERVICES, STATE, TOKEN
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+#: The app's connection guard (made by ``make_app``; ``serve`` puts its connections behind it).
+CONNECTIONS = web.AppKey("connections", ConnectionGuard)
 
 #: Bad-token throttle: this many wrong tokens in a burst, then one more allowed per REFILL seconds.
 BAD_TOKEN_BURST, BAD_TOKEN_REFILL_S = 10, 2.0
@@ -78,6 +87,31 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+@web.middleware
+async def connection_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Mark the connection busy while the request is handled; read a body within the body timeout (408 and
+    close otherwise). Larger than the body limit → 413 from the error middleware."""
+    guard = request.app.get(CONNECTIONS)
+    if guard is None:
+        return await handler(request)
+    peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+    with guard.busy(peer):
+        if request.body_exists:
+            try:
+                async with asyncio.timeout(guard.limits.body_timeout_s):
+                    await request.read()  # kept by aiohttp: the route's request.json() reads it from memory
+            except TimeoutError:
+                message = f"The request body did not arrive within {guard.limits.body_timeout_s:g} s; send it at once."
+                response = web.Response(
+                    status=408,
+                    text=json.dumps({"error": {"code": "request_timeout", "message": message}}),
+                    content_type="application/json",
+                )
+                response.force_close()
+                return response
+        return await handler(request)
 
 
 @web.middleware

@@ -7,6 +7,13 @@ Origin allowlists: this loopback host and port only) and every request must carr
 ``Authorization: Bearer <client token>`` (compared with :func:`hmac.compare_digest`; missing or unknown →
 401). Extra tools are asked for in the URL the owner writes into the agent's config, the analogue of
 ``--tool``: ``/mcp?tool=search_notes&tool=ask``.
+
+Sessions are bounded per client (:class:`SessionLimits`): a client at its cap (default 16) gets a new session
+by closing its own least recently used one, and when all sessions together reach ``total`` the client holding
+the most (a client not declared local first) gives one up — so one token holder opening sessions in a loop
+never locks another client out, and the owner's local clients never lose a session to a non-local one.
+A session without a request for ``idle_s`` is closed. Connections are held to a
+:class:`~cairn.connections.ConnectionGuard` (cap, header deadline) like the plugin API's.
 """
 
 from __future__ import annotations
@@ -20,17 +27,27 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qs
 
+import anyio
 import uvicorn
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from cairn.connections import (
+    ACCEPT_BACKLOG,
+    ConnectionGuard,
+    ListenerLimits,
+    quiet_accept_errors,
+    raise_descriptor_limit,
+)
 from cairn.errors import CairnError
+from cairn.mcp_server.sessions import FairSessionManager, SessionLimits
 from cairn.mcp_server.tools import MAX_MESSAGE_BYTES, McpService, build_server
 from cairn.policy import ALL_TOOLS
 
@@ -120,21 +137,83 @@ def _http_identity(ctx: Any) -> tuple[str | None, tuple[str, ...]]:
     return ident
 
 
-def build_http_app(service: McpService, tokens: Callable[[], Mapping[str, str]], *, host: str, port: int) -> Starlette:
-    """The ASGI app serving ``/mcp`` (streamable HTTP) for ``host:port``: bearer gate, then the SDK's
-    session manager with DNS-rebinding protection (Host must be this loopback host:port; an Origin, when
-    sent, must be this same origin) and a :data:`MAX_MESSAGE_BYTES` body limit."""
+def build_http_app(
+    service: McpService,
+    tokens: Callable[[], Mapping[str, str]],
+    *,
+    host: str,
+    port: int,
+    sessions: SessionLimits | None = None,
+    guard: ConnectionGuard | None = None,
+) -> Starlette:
+    """The ASGI app serving ``/mcp`` (streamable HTTP) for ``host:port``: connection marks for ``guard``, the
+    bearer gate, then the session manager (:class:`~cairn.mcp_server.sessions.FairSessionManager` with
+    ``sessions``) with DNS-rebinding protection (Host must be this loopback host:port; an Origin, when sent,
+    must be this same origin) and a :data:`MAX_MESSAGE_BYTES` body limit."""
     names = {host, "127.0.0.1", "localhost"} if host in ("127.0.0.1", "localhost") else {host}
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=[f"{h}:{port}" for h in sorted(names)],
         allowed_origins=[f"http://{h}:{port}" for h in sorted(names)],
     )
-    manager = StreamableHTTPSessionManager(
-        app=build_server(service, _http_identity), security_settings=security, max_request_body_size=MAX_MESSAGE_BYTES
+    manager = FairSessionManager(
+        app=build_server(service, _http_identity),
+        security_settings=security,
+        max_request_body_size=MAX_MESSAGE_BYTES,
+        limits=sessions or SessionLimits(),
+        is_local=lambda client: service.policy().is_local(client),
     )
-    endpoint = _BearerGate(StreamableHTTPASGIApp(manager), tokens)
-    return Starlette(routes=[Route("/mcp", endpoint=endpoint)], lifespan=lambda app: manager.run())
+    endpoint: Any = _BearerGate(StreamableHTTPASGIApp(manager), tokens)
+    if guard is not None:
+        endpoint = _ConnectionMarks(endpoint, guard)
+    app = Starlette(routes=[Route("/mcp", endpoint=endpoint)], lifespan=lambda app: manager.run())
+    app.state.sessions = manager
+    return app
+
+
+class _ConnectionMarks:
+    """ASGI middleware: the request's connection is busy for ``guard`` while it is handled, and its body must
+    arrive within ``guard.limits.body_timeout_s`` (else the connection is closed and the app sees a
+    disconnect)."""
+
+    def __init__(self, app: Any, guard: ConnectionGuard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        peer = scope.get("client")
+        body_done = False
+
+        async def timed_receive() -> dict:
+            nonlocal body_done
+            if body_done:
+                return await receive()
+            with anyio.move_on_after(self.guard.limits.body_timeout_s) as waited:
+                message = await receive()
+            if waited.cancelled_caught:
+                log.info("MCP HTTP: a request body did not arrive within %g s", self.guard.limits.body_timeout_s)
+                self.guard.close(peer)
+                body_done = True
+                return {"type": "http.disconnect"}
+            if message.get("type") != "http.request" or not message.get("more_body", False):
+                body_done = True
+            return message
+
+        with self.guard.busy(peer):
+            await self.app(scope, timed_receive, send)
+
+
+class _GuardedH11:
+    """uvicorn's ``http`` protocol factory: its h11 protocol for each connection, wrapped by ``guard``."""
+
+    def __init__(self, guard: ConnectionGuard) -> None:
+        self.guard = guard
+
+    def __call__(self, **kwargs: Any) -> asyncio.Protocol:
+        return self.guard.protocol(H11Protocol(**kwargs))
 
 
 class _Uvicorn(uvicorn.Server):
@@ -148,16 +227,43 @@ class _Uvicorn(uvicorn.Server):
 class McpHttpServer:
     """The streamable-HTTP MCP endpoint on a loopback port. ``await start()`` binds (port 0 picks a free one)
     and returns once serving; ``url`` is ``http://HOST:PORT/mcp``; ``await close()`` stops it (open streams
-    get up to 3 s)."""
+    get up to 3 s). ``listener`` bounds its connections, ``sessions`` its MCP sessions (defaults when not
+    given); ``guard`` and ``manager`` (the session manager) exist once started."""
 
-    def __init__(self, service: McpService, tokens: Callable[[], Mapping[str, str]], host: str, port: int) -> None:
+    def __init__(
+        self,
+        service: McpService,
+        tokens: Callable[[], Mapping[str, str]],
+        host: str,
+        port: int,
+        *,
+        listener: ListenerLimits | None = None,
+        sessions: SessionLimits | None = None,
+    ) -> None:
         self.service = service
         self.tokens = tokens
         self.host = host
         self.requested_port = port
         self.port = port
+        self.listener = listener or ListenerLimits()
+        self.sessions = sessions or SessionLimits()
+        self.guard: ConnectionGuard | None = None
+        self.manager: FairSessionManager | None = None
         self._server: _Uvicorn | None = None
         self._task: asyncio.Task | None = None
+
+    @classmethod
+    def for_config(cls, service: McpService, tokens: Callable[[], Mapping[str, str]], config: Any) -> McpHttpServer:
+        """The server on ``config.host``:``config.mcp_http_port`` with the connection and session limits of
+        ``config`` (a :class:`~cairn.config.Config`)."""
+        return cls(
+            service,
+            tokens,
+            config.host,
+            config.mcp_http_port,
+            listener=ListenerLimits.of(config),
+            sessions=SessionLimits.of(config),
+        )
 
     @property
     def url(self) -> str:
@@ -169,7 +275,7 @@ class McpHttpServer:
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((self.host, self.requested_port))
-            sock.listen(128)
+            sock.listen(ACCEPT_BACKLOG)
             sock.setblocking(False)
         except OSError as exc:
             sock.close()
@@ -178,9 +284,18 @@ class McpHttpServer:
                 "set mcp_port in the config (0 picks a free port)."
             ) from None
         self.port = sock.getsockname()[1]
-        app = build_http_app(self.service, self.tokens, host=self.host, port=self.port)
+        quiet_accept_errors(asyncio.get_running_loop())
+        raise_descriptor_limit()
+        self.guard = ConnectionGuard("MCP HTTP", self.listener)
+        app = build_http_app(
+            self.service, self.tokens, host=self.host, port=self.port, sessions=self.sessions, guard=self.guard
+        )
+        self.manager = app.state.sessions
         config = uvicorn.Config(
             app,
+            http=_GuardedH11(self.guard),  # type: ignore[arg-type]  # a protocol factory, as uvicorn calls it
+            ws="none",
+            backlog=ACCEPT_BACKLOG,
             log_config=None,
             access_log=False,
             lifespan="on",
@@ -197,7 +312,7 @@ class McpHttpServer:
                 await self.close()
                 raise CairnError(f"The MCP HTTP server on {self.host}:{self.port} did not start; see the log.")
             await asyncio.sleep(0.02)
-        log.info("MCP (streamable HTTP) at %s", self.url)
+        log.info("MCP (streamable HTTP) at %s (at most %d connections)", self.url, self.guard.cap)
         return self
 
     async def close(self) -> None:

@@ -1,0 +1,145 @@
+"""Hostile bytes on the plugin API's wire: control characters in a request path (forged log lines), requests
+aiohttp's own parser refuses (an over-long request line or header), and connections that never finish their
+headers or body.
+
+Real server on 127.0.0.1 over the real index of the sample vault, spoken to through raw sockets. Each wait is
+bounded by a read timeout (a bound on a hang, not a timing assertion); the daemon's timeouts are lowered
+through its config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+
+import pytest
+
+from cairn.http import make_app, serve
+from cairn.http.app import MAX_REQUEST_LINE
+from helpers import run
+from test_http_api import TOKEN, StandInIndexing, services_of
+
+#: Longest wait for the server's answer or for it to close a connection.
+READ_TIMEOUT_S = 30.0
+
+
+async def exchange(port: int, data: bytes, *, timeout_s: float = READ_TIMEOUT_S) -> bytes:
+    """Send ``data`` on a fresh connection and return all the server sends until it closes the connection."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(data)
+        await writer.drain()
+        return await asyncio.wait_for(reader.read(), timeout_s)
+    finally:
+        writer.close()
+
+
+def parse(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    """(status, lower-cased headers, body) of one HTTP/1.1 response."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, body
+
+
+def with_daemon(cairn, scenario, **config):
+    """Run ``scenario(port)`` against a real server over ``cairn`` with ``config`` changes; return its result."""
+    services = services_of(cairn, indexing=StandInIndexing(cairn.stats))
+    services = dataclasses.replace(services, config=cairn.config.replace(**config))
+
+    async def go():
+        server = await serve(make_app(services, token=TOKEN), "127.0.0.1", 0)
+        try:
+            return await scenario(server.port)
+        finally:
+            await server.close()
+
+    return run(go())
+
+
+# -- item 11: log forging ----------------------------------------------------------------------------------------
+FORGING_PATHS = [
+    b"/health%0aFORGED-one",
+    b"/health%0d%0aFORGED-two",
+    b"/nope%0d%0a2026-12-01%2000:00:00,000%20ERROR%20cairn.http:%20FORGED-three",
+    b"/notes/x%E2%80%A8FORGED-four",  # U+2028 LINE SEPARATOR
+    b"/notes/y%C2%85FORGED-five",  # U+0085 NEXT LINE
+    b"/search%0bFORGED-six%0c%1b[2J",
+]
+
+
+def test_control_characters_in_a_request_path_never_start_a_log_line(sample_cairn, caplog):
+    caplog.set_level(logging.DEBUG)
+
+    async def scenario(port):
+        out = []
+        for path in FORGING_PATHS:
+            out.append(
+                await exchange(port, b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            )
+        return out
+
+    answers = with_daemon(sample_cairn, scenario)
+    assert all(parse(raw)[0] in (200, 401, 404) for raw in answers)
+    messages = [r.getMessage() for r in caplog.records if "FORGED" in r.getMessage()]
+    assert len(messages) >= len(FORGING_PATHS)  # every request was logged (its access line) ...
+    for message in messages:
+        assert message.splitlines() == [message], message  # ... each as one line
+    assert any("\\x0a" in m for m in messages) and any("\\u2028" in m for m in messages)
+
+
+# -- item 13: what aiohttp's parser refuses ----------------------------------------------------------------------
+MARKER = "QUERYTEXT"
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        f"GET /search?q={MARKER * (MAX_REQUEST_LINE // len(MARKER) + 10)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        f"GET /search?q=bees HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: {MARKER * 1000}\r\n\r\n",
+        f"GET /search?q={MARKER}\x01 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    ],
+    ids=["request line too long", "header too long", "control byte in the request line"],
+)
+def test_a_request_the_http_parser_refuses_is_a_json_400_that_stays_out_of_the_log(sample_cairn, caplog, request_bytes):
+    caplog.set_level(logging.DEBUG)
+
+    async def scenario(port):
+        return await exchange(port, request_bytes.encode("latin-1"))
+
+    status, headers, body = parse(with_daemon(sample_cairn, scenario))
+    assert status == 400
+    assert headers["content-type"].startswith("application/json")
+    error = json.loads(body)["error"]
+    assert error["code"] == "bad_request" and MARKER not in error["message"]
+    assert MARKER not in caplog.text
+    assert any("refused a malformed HTTP request" in r.getMessage() for r in caplog.records)
+
+
+# -- item 7: header and body deadlines ---------------------------------------------------------------------------
+def test_a_connection_that_never_finishes_its_headers_is_closed_after_the_header_timeout(sample_cairn):
+    async def scenario(port):
+        partial = await exchange(port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        silent = await exchange(port, b"")
+        healthy = await exchange(port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        return partial, silent, healthy
+
+    partial, silent, healthy = with_daemon(sample_cairn, scenario, http_header_timeout_s=0.5)
+    assert partial == b"" and silent == b""  # closed by the server, not by the read timeout
+    assert parse(healthy)[0] == 200
+
+
+def test_a_body_that_never_arrives_is_a_json_408_and_the_connection_closes(sample_cairn):
+    head = (
+        "POST /ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nContent-Length: 200\r\n\r\n"
+    )
+
+    async def scenario(port):
+        return await exchange(port, head.encode() + b'{"question": "bees')
+
+    status, headers, body = parse(with_daemon(sample_cairn, scenario, http_body_timeout_s=0.5))
+    assert status == 408 and headers["content-type"].startswith("application/json")
+    assert json.loads(body)["error"]["code"] == "request_timeout"
