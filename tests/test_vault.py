@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.errors import NoteReadError, NotFoundError, PathOutsideVaultError
+from cairn.errors import FileOpenError, NoteReadError, NotFoundError, PathOutsideVaultError
 from cairn.notes import LinkResolver, parse_note
 from cairn.vault import (
     IgnoreRules,
@@ -430,10 +430,11 @@ def test_read_refuses_latin1_with_byte_offset_and_line(tmp_path):
     assert "byte 0xE9 at offset 12 (line 2)" in info.value.message
 
 
-def test_read_unreadable_file_raises_note_read_error(tmp_path):
-    with pytest.raises(NoteReadError, match="cannot read the file"):
+def test_a_file_that_cannot_be_opened_now_raises_file_open_error_not_a_skip_reason(tmp_path):
+    # FileOpenError (a NoteReadError): the indexer keeps the note's indexed version and looks again later
+    with pytest.raises(FileOpenError, match="cannot open or read the file now"):
         read_note_text(tmp_path / "missing.md", max_bytes=MB)
-    with pytest.raises(NoteReadError, match="cannot read the file"):
+    with pytest.raises(FileOpenError, match="cannot open or read the file now"):
         read_note_text(tmp_path, max_bytes=MB)  # a folder
 
 

@@ -9,7 +9,10 @@ the work was done by the event hints (no full reconcile ran) unless the scenario
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
+import resource
 import shutil
 import time
 import unicodedata
@@ -453,3 +456,70 @@ def test_a_note_named_like_another_in_nfc_made_while_watching_is_reported_and_th
     run(cairn, scenario)
     assert hit_paths(cairn, "zqnfcword zqnfdword", mode="bm25") == [NFC_NAME]
     assert "decomposed" in cairn.store.chunks_of_note(NFC_NAME)[0].text
+
+
+# -- an error opening a file is never a deletion (issue 18, item 7) ------------------------------------------------
+
+
+@contextlib.contextmanager
+def no_free_descriptors():
+    """While inside: this process has no file descriptor left, so every ``open()`` and ``scandir()`` fails with
+    EMFILE (too many open files), as under a flood of idle connections. The soft limit is lowered to what is open
+    now plus a few, those are taken, and both are given back on the way out."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 8, hard))
+    held: list[int] = []
+    try:
+        while True:
+            try:
+                held.append(os.open(os.devnull, os.O_RDONLY))
+            except OSError as exc:
+                assert exc.errno == errno.EMFILE
+                break
+        yield
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open descriptors in /proc")
+def test_a_note_edited_while_no_file_can_be_opened_is_kept_then_indexed_once_files_open_again(cairn):
+    vault = cairn.config.vault
+    rel = "User interface/Hotkeys.md"
+    edited = (vault / rel).read_text(encoding="utf-8") + "\nzqemfileword arrived while no file could be opened.\n"
+    watcher = app_watcher(cairn)
+    cairn.indexing.watcher = watcher
+
+    async def scenario(w: VaultWatcher):
+        await after_marker(cairn, w, "Warm.md")  # the indexing thread has its database connection open
+        fd = os.open(vault / rel, os.O_WRONLY)  # opened before: the edit itself needs no new descriptor
+        try:
+            batches = w.batches
+            with no_free_descriptors():
+                os.ftruncate(fd, 0)
+                os.write(fd, edited.encode("utf-8"))
+                while not (w.batches > batches and not w.busy):  # the batch ran while nothing could be opened
+                    await asyncio.sleep(0.05)
+                assert rel in paths(cairn)  # kept: not turned into a deletion
+                unreadable = cairn.indexing.stats()["unreadable"]
+                assert unreadable and "Too many open files" in unreadable[0]["reason"], unreadable
+        finally:
+            os.close(fd)
+        await converge(cairn, w, lambda: hit_paths(cairn, "zqemfileword") == [rel])
+        assert cairn.indexing.stats()["unreadable"] == []
+
+    asyncio.run(asyncio.wait_for(run_with(watcher, scenario), DEADLINE_S * 2))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts open descriptors in /proc")
+def test_a_full_scan_while_no_file_can_be_opened_deletes_nothing_and_keeps_links(cairn):
+    before = paths(cairn)
+    links_before = cairn.store.backlinks("User interface/Settings.md")
+    assert links_before
+    with no_free_descriptors():
+        report = cairn.indexer.sync_text()
+    assert report.deleted == 0 and [p for p, _r in report.deferred] == [""]
+    assert paths(cairn) == before
+    assert cairn.store.backlinks("User interface/Settings.md") == links_before
+    assert cairn.indexer.reconcile_diff() == EMPTY

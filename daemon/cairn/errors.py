@@ -93,6 +93,14 @@ class NoteReadError(CairnError):
     http_status = 422
 
 
+class FileOpenError(NoteReadError):
+    """A vault file could not be opened or read just now (permission denied, too many open files, locked by
+    another program, vanished): a property of the moment, not of the note. Its indexed version is kept and the
+    file is looked at again later; it is never recorded as skipped or deleted for this."""
+
+    code = "file_unreadable_now"
+
+
 class PdfReadError(NoteReadError):
     """Nothing of a PDF can be indexed (encrypted, damaged, not a PDF, too big, no text layer, time limit,
     reader crash)."""

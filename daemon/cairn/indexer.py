@@ -49,6 +49,7 @@ from cairn.vault import (
     file_digest,
     hinted_changes,
     hints_change_files,
+    kept_unreadable,
     list_all_files,
     scan_vault,
 )
@@ -129,6 +130,9 @@ class IndexReport:
     unchanged: int = 0
     deleted: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    #: (path, reason) of the places that exist but could not be read now — a folder not listed, a file not opened
+    #: (permission denied, too many open files, locked): what was indexed there is kept, to be looked at again.
+    deferred: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
     chunks_written: int = 0
     vectors_written: int = 0
@@ -143,6 +147,7 @@ class IndexReport:
         for name in _SUMMED.split():
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.extend(other.skipped)
+        self.deferred.extend(other.deferred)
         self.warnings.extend(other.warnings)
         self.stopped = self.stopped or other.stopped
         return self
@@ -155,6 +160,7 @@ class IndexReport:
             "unchanged": self.unchanged,
             "deleted": self.deleted,
             "skipped": [{"filePath": p, "reason": r} for p, r in self.skipped],
+            "unreadable": [{"filePath": p, "reason": r} for p, r in self.deferred],
             "warnings": [{"filePath": p, "reason": r} for p, r in self.warnings],
             "chunksWritten": self.chunks_written,
             "vectorsWritten": self.vectors_written,
@@ -227,12 +233,13 @@ class Indexer:
         note written so far is complete, and the next run does the rest.
         Returns the report; never raises for a bad note (it is recorded as skipped with its reason)."""
         with self.lock:
-            files = list(scan_vault(self.root, self.config.ignore))
+            unreadable: dict[str, str] = {}
+            files = list(scan_vault(self.root, self.config.ignore, unreadable=unreadable))
             known = self.markdown_states()
-            on_disk = {f.path for f in files}
+            gone = set(known) - {f.path for f in files} - kept_unreadable(known, unreadable)
             self._links = None
             return self._sync(
-                files, sorted(set(known) - on_disk), known, full=full, progress=progress, should_stop=should_stop
+                files, sorted(gone), known, full=full, progress=progress, should_stop=should_stop, unreadable=unreadable
             )
 
     def markdown_states(self) -> dict[str, NoteState]:
@@ -244,11 +251,11 @@ class Indexer:
         """The disk-vs-store comparison, read-only: ``{"added", "changed", "deleted"}`` (sorted vault-relative
         paths; notes, and PDFs when ``config.pdf``). ``changed`` means the bytes differ from what was indexed (a
         new mtime with the same hash is not a change). All three empty means the store matches the vault (the
-        source of truth for tests)."""
+        source of truth for tests). A note under a place that cannot be read now is not counted as deleted."""
+        unreadable: dict[str, str] = {}
         with self.lock:
-            files = list(
-                scan_vault(self.root, self.config.ignore, extensions=(".md", ".pdf") if self.config.pdf else (".md",))
-            )
+            exts = (".md", ".pdf") if self.config.pdf else (".md",)
+            files = list(scan_vault(self.root, self.config.ignore, extensions=exts, unreadable=unreadable))
             known = self.store.note_states() if self.config.pdf else self.markdown_states()
         added, changed = [], []
         for vf in files:
@@ -259,8 +266,8 @@ class Indexer:
                 vf.abs_path
             ) != state.content_hash:
                 changed.append(vf.path)
-        on_disk = {f.path for f in files}
-        return {"added": added, "changed": changed, "deleted": sorted(set(known) - on_disk)}
+        gone = set(known) - {f.path for f in files} - kept_unreadable(known, unreadable)
+        return {"added": added, "changed": changed, "deleted": sorted(gone)}
 
     def index_paths(
         self, paths: Iterable[str], *, progress: Progress | None = None, should_stop: Callable[[], bool] | None = None
@@ -283,7 +290,8 @@ class Indexer:
         rules = IgnoreRules(self.config.ignore)
         # What the full scan would find there now (a file, or every note under a folder, whatever its name), and
         # what is indexed at or under a hinted path but not found there now: deleted, moved away, no longer read.
-        files, gone = hinted_changes(self.root, paths, rules, known)
+        unreadable: dict[str, str] = {}
+        files, gone = hinted_changes(self.root, paths, rules, known, unreadable=unreadable)
         links, self._links = self._links, None
         if links is not None and hints_change_files(self.root, paths, rules, links.file_set):
             links = None
@@ -297,7 +305,8 @@ class Indexer:
             should_stop=should_stop,
             whole_vault=False,
             links=links,
-            files_changed=links is None,
+            files_changed=links is None and not unreadable,  # a file list read now may lack what could not be
+            unreadable=unreadable,
         )
 
     def _sync(
@@ -312,12 +321,14 @@ class Indexer:
         whole_vault: bool = True,
         links: LinkCache | None = None,
         files_changed: bool = False,
+        unreadable: dict[str, str] | None = None,
     ) -> IndexReport:
         """Write the new or changed notes among ``files`` and delete the notes at ``gone``. Links elsewhere
         are re-resolved after a whole-vault run with changes (attachments may have come or gone), and after
         a hinted batch when a note was added or removed, its aliases changed (a skipped note loses them), or
         ``files_changed`` (a hint added, removed or moved a file or folder: attachments are link targets too);
-        an edit of a note's text cannot change how another note's links resolve.
+        an edit of a note's text cannot change how another note's links resolve. ``unreadable``: the places the
+        scan could not read now (``report.deferred``, with the notes that could not be opened).
 
         Memory stays bounded whatever the vault's size: changed notes are read, parsed and written in
         batches of at most :data:`~cairn.text_phase.BATCH_NOTES` notes or
@@ -334,11 +345,16 @@ class Indexer:
         run = TextRun(self, report, known, stop, progress, len(todo), links=links)
         try:
             run.write_changed(todo, full)
+            if unreadable:  # the file list read now lacks what could not be read: no new link targets from it
+                whole_vault = files_changed = False
             self._links = run.finish_links(whole_vault=whole_vault, files_changed=files_changed)
         finally:
             run.close()
         if progress and todo and not report.stopped:
             progress("index", len(todo), len(todo))
+        report.deferred[:0] = sorted((unreadable or {}).items())
+        if report.deferred:  # the file list links resolved against may lack what could not be read
+            self._links = None
         report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
         return report
 

@@ -24,7 +24,7 @@ from cairn.indexer import Indexer, IndexReport
 from cairn.library import checked_rel_path
 from cairn.pdf_index import PdfIndexer, PdfQueue
 from cairn.store import IndexStats, Store
-from cairn.vault import resolve_in_vault
+from cairn.vault import paths_under, resolve_in_vault
 
 #: Chunks per vector slice of a watcher batch (a few seconds of the model): how long a new save may wait behind
 #: an earlier one's vectors before its text is written (:meth:`Indexing.index_paths`).
@@ -59,6 +59,7 @@ class Watcher(Protocol):
     def pause(self) -> None: ...
     def resume(self) -> None: ...
     def stats(self) -> dict[str, Any]: ...
+    def retry_later(self, paths: Iterable[str], *, settled: Iterable[str] = ()) -> None: ...
 
 
 class Indexing:
@@ -97,6 +98,9 @@ class Indexing:
         self.stop_requested = threading.Event()
         self.last_report: IndexReport | None = None
         self.index_error: str | None = None
+        #: The places that exist but could not be read at the last look (vault-relative, ``""`` the vault folder;
+        #: → the OS's reason): what is indexed there is kept and the watcher looks again (``/index/stats``).
+        self.unreadable: dict[str, str] = {}
         self._reindex_lock = threading.Lock()
         self._reindex_thread: threading.Thread | None = None
         self._recovery_queued = False  # a reconcile is queued for when the vault is back (_vault_is_there)
@@ -132,6 +136,7 @@ class Indexing:
                 report.merge(self.pdfs.sync(full=full, progress=both, should_stop=self.stop_requested.is_set))
             self.last_report = report
             self.index_error = None
+            self._note_unreadable(report, None)
             self._publish_indexed(report)
             return report
         except Exception as exc:
@@ -151,6 +156,7 @@ class Indexing:
         try:
             stop = self.stop_requested.is_set
             report = self.indexer.index_paths(paths, should_stop=stop)
+            self._note_unreadable(report, paths)
             if not report.stopped:
                 report.vectors_written, report.texts_embedded = self.indexer.embed_pending(
                     should_stop=self._yield_to_new_changes(stop),
@@ -175,6 +181,19 @@ class Indexing:
             return report
         finally:
             self.running.clear()
+
+    def _note_unreadable(self, report: IndexReport, hinted: set[str] | None) -> None:
+        """Keep :attr:`unreadable` in line with a run (``hinted``: a watcher batch's paths; None: the whole vault)
+        and have the watcher look again at what could not be read (with backoff, then a reconcile)."""
+        before = set(self.unreadable)
+        if hinted is None:
+            self.unreadable = {}
+        else:
+            for path in paths_under(self.unreadable, hinted):
+                del self.unreadable[path]
+        self.unreadable.update(report.deferred)
+        if self.watcher is not None and (report.deferred or before):
+            self.watcher.retry_later(sorted({p for p, _r in report.deferred}), settled=before - set(self.unreadable))
 
     def _yield_to_new_changes(self, stop: Callable[[], bool]) -> Callable[[], bool]:
         """``should_stop`` for the vector phase of a watcher batch: after its first slice, it also stops while the
@@ -293,8 +312,10 @@ class Indexing:
     # ------------------------------------------------------------------------------------------------ reports
     def stats(self) -> dict[str, Any]:
         """``/index/stats``: {notes, skipped, chunks, vectors, pending, lastIngestedAt, indexing, watching, paused,
-        pendingPaths, recovered, errors, vault, schemaVersion, model, indexError, pdf}. ``pending`` counts chunks
-        awaiting vectors plus changed paths awaiting indexing. Queues the reconcile of a vault that is back."""
+        pendingPaths, recovered, errors, vault, schemaVersion, model, indexError, pdf, unreadable}. ``pending``
+        counts chunks awaiting vectors plus changed paths awaiting indexing. ``unreadable``: the places that could
+        not be read at the last look, their indexed notes kept: [{filePath, reason}]. Queues the reconcile of a
+        vault that is back."""
         out = index_stats_json(self.store.stats())
         watch = self.watcher.stats() if self.watcher is not None else {}
         pending_paths = int(watch.get("pendingPaths", 0))
@@ -318,6 +339,7 @@ class Indexing:
                 "model": self.embedder.model_id,
                 "indexError": index_error,
                 "pdf": self.pdf_queue.stats() if self.pdf_queue is not None else None,
+                "unreadable": [{"filePath": p or ".", "reason": r} for p, r in sorted(self.unreadable.items())],
             }
         )
         return out

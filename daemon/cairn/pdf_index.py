@@ -48,6 +48,7 @@ from cairn.vault import (
     duplicate_reason,
     file_digest,
     hinted_changes,
+    kept_unreadable,
     normalise_rel_path,
     scan_vault,
 )
@@ -203,9 +204,10 @@ class PdfIndexer:
             return [], sorted(known)
         root = self.indexer.root
         if paths is None:
-            files = list(scan_vault(root, self.config.ignore, extensions=(".pdf",)))
+            unreadable: dict[str, str] = {}  # places not readable now: their PDFs are not gone (kept_unreadable)
+            files = list(scan_vault(root, self.config.ignore, extensions=(".pdf",), unreadable=unreadable))
             on_disk = {f.path for f in files}
-            return files, sorted(set(known) - on_disk)
+            return files, sorted(set(known) - on_disk - kept_unreadable(known, unreadable))
         # The full scan's rules, file or folder as on disk (see Indexer.index_paths).
         return hinted_changes(root, paths, IgnoreRules(self.config.ignore), known, extensions=(".pdf",))
 

@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from cairn.embedder import load_tokenizer
-from cairn.errors import NoteReadError
+from cairn.errors import FileOpenError, NoteReadError
 from cairn.indexer import Indexer, IndexReport, PreparedNote, Progress, prepare_note
 from cairn.link_targets import LINK_FILES_META, LinkCache, LinkTargets, fingerprint
 from cairn.notes import LinkResolver
@@ -113,6 +113,10 @@ class TextRun:
             return None
         try:
             text, digest = read_note_text(vf.abs_path, max_bytes=indexer.config.max_note_bytes)
+        except FileOpenError as exc:  # a moment's error, not the note's: its indexed version stays (see deferred)
+            self.report.deferred.append((vf.path, exc.message))
+            log.warning("cannot read %s now (%s); its last indexed version is kept", vf.path, exc.message)
+            return None
         except NoteReadError as exc:
             indexer.record_skipped(vf, file_digest(vf.abs_path), exc.message, self.report, state=state)
             log.warning("skipped %s: %s", vf.path, exc.message)

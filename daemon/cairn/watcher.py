@@ -10,6 +10,10 @@ A full ``reconcile()`` (disk against store) runs when the watcher fails or resta
 than ``max_hints`` paths pile up (an overflow: a ``git checkout`` of thousands of files is cheaper
 as one scan), when watching resumes after a pause, and every ``reconcile_interval_s``.
 
+An error reading a place (permission denied, too many open files, a file locked a moment) is never a
+deletion: the indexer keeps what it indexed there and reports the place; :meth:`VaultWatcher.retry_later`
+then hints it again with backoff and, when it still cannot be read, asks for one full reconcile.
+
 The callbacks are plain blocking functions supplied by the composition root (``cairn.app``);
 this module knows nothing of the store or the indexer.
 """
@@ -35,6 +39,10 @@ DEFAULT_DEBOUNCE_MS = 300
 DEFAULT_RECONCILE_INTERVAL_S = 600.0
 #: More pending paths than this → drop them and run one full reconcile instead.
 DEFAULT_MAX_HINTS = 5000
+#: A place that could not be read is looked at again after 1, 2, 4, 8, 16 s (:meth:`VaultWatcher.retry_later`);
+#: then one full reconcile, then only the periodic one.
+DEFAULT_RETRY_BASE_S = 1.0
+DEFAULT_MAX_RETRIES = 5
 
 
 def lower_thread_priority(niceness: int = 10) -> None:
@@ -69,6 +77,8 @@ class VaultWatcher:
         initial: Callable[[], Any] | None = None,
         executor: ThreadPoolExecutor | None = None,
         force_polling: bool | None = None,
+        retry_base_s: float = DEFAULT_RETRY_BASE_S,
+        max_retries: int = DEFAULT_MAX_RETRIES,
     ) -> None:
         self.root = Path(root)
         self._root_str = str(self.root)
@@ -90,6 +100,10 @@ class VaultWatcher:
         self._first_hint_at = 0.0
         self._last_hint_at = 0.0
         self._reconcile_wanted = False
+        self.retry_base_s = retry_base_s
+        self.max_retries = max_retries
+        self._retries: dict[str, int] = {}  # place → looks so far that found it unreadable
+        self._retry_at: dict[str, float] = {}  # place → when to look again (monotonic s)
         self._paused = False
         self._watching = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -153,6 +167,40 @@ class VaultWatcher:
                 self._last_hint_at = now
         self._poke()
 
+    def retry_later(self, paths: Iterable[str], *, settled: Iterable[str] = ()) -> None:
+        """Look again at vault-relative ``paths`` that could not be read (``""``: the vault folder): hinted after
+        ``retry_base_s`` × 2^(n-1) s for the n-th failed look, up to ``max_retries``; the next failure asks for one
+        full reconcile, later ones wait for the periodic reconcile. ``settled``: places read fine again (their
+        count starts over). A file event for a place also starts its count over."""
+        now = time.monotonic()
+        with self._lock:
+            for path in settled:
+                self._retries.pop(path, None)
+                self._retry_at.pop(path, None)
+            for path in paths:
+                n = self._retries.get(path, 0) + 1
+                self._retries[path] = n
+                if n <= self.max_retries:
+                    self._retry_at[path] = now + self.retry_base_s * 2 ** (n - 1)
+                elif n == self.max_retries + 1:
+                    log.info("%r still cannot be read; reconciling the whole vault", path or ".")
+                    self._reconcile_wanted = True
+        self._poke()
+
+    def _due_retries(self, now: float) -> float | None:
+        """Move the retries due by ``now`` into the pending hints (``""`` into a reconcile); returns when the next
+        one is due, or None. Call with :attr:`_lock` held."""
+        due = [p for p, at in self._retry_at.items() if at <= now]
+        for path in due:
+            del self._retry_at[path]
+            if not path:
+                self._reconcile_wanted = True
+                continue
+            if not self._pending:
+                self._first_hint_at = self._last_hint_at = now - self.debounce_s
+            self._pending.add(path)
+        return min(self._retry_at.values(), default=None)
+
     def request_reconcile(self) -> None:
         with self._lock:
             self._reconcile_wanted = True
@@ -195,7 +243,7 @@ class VaultWatcher:
     def idle(self) -> bool:
         """No hint pending, no reconcile wanted, nothing running."""
         with self._lock:
-            return not self._pending and not self._reconcile_wanted and not self.busy
+            return not self._pending and not self._reconcile_wanted and not self.busy and not self._retry_at
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -204,6 +252,7 @@ class VaultWatcher:
             "pendingPaths": self.pending_count(),
             "batches": self.batches,
             "reconciles": self.reconciles,
+            "retrying": len(self._retry_at),
             "watchError": self.last_error,
         }
 
@@ -272,6 +321,10 @@ class VaultWatcher:
                         break
                     rels = {r for _c, p in changes if (r := self.relative(p)) is not None}
                     self.hints_seen += len(rels)
+                    if self._retries:
+                        with self._lock:
+                            for rel in rels:
+                                self._retries.pop(rel, None)
                     if rels:
                         self.add_hints(rels)
                     nxt = asyncio.ensure_future(it.__anext__())
@@ -312,6 +365,7 @@ class VaultWatcher:
             now = time.monotonic()
             with self._lock:
                 paused = self._paused
+                retry_at = None if paused else self._due_retries(now)
                 pending = bool(self._pending)
                 quiet_at = min(self._last_hint_at + self.debounce_s, self._first_hint_at + self.max_wait_s)
                 reconcile = self._reconcile_wanted or (not paused and now >= next_reconcile)
@@ -335,7 +389,8 @@ class VaultWatcher:
                 await self._run(self._apply_hints, batch)
                 continue
             # Sleep until the batch is due, the periodic reconcile, or a wake-up.
-            timeout = max(0.0, (quiet_at if pending and not paused else next_reconcile) - now)
+            due = min(quiet_at if pending and not paused else next_reconcile, retry_at or next_reconcile)
+            timeout = max(0.0, due - now)
             if paused:
                 timeout = self.reconcile_interval_s
             try:

@@ -26,17 +26,18 @@ NFD; Obsidian links are typed in NFC), without a leading ``./``.
 from __future__ import annotations
 
 import bisect
+import errno
 import hashlib
 import logging
 import os
 import re
 import stat
 import unicodedata
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cairn.errors import NoteReadError, NotFoundError, PathOutsideVaultError
+from cairn.errors import FileOpenError, NoteReadError, NotFoundError, PathOutsideVaultError
 from cairn.vault.ignore import IgnoreRules
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "duplicate_reason",
     "on_disk_path",
     "file_digest",
+    "kept_unreadable",
 ]
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,8 @@ def normalise_rel_path(p: str) -> str:
 # ----------------------------------------------------------------------- scanning
 
 _Id = tuple[int, int]  # (st_dev, st_ino) of a folder
+#: The errors that say a path is not there (any other error listing or stat'ing it says nothing of the kind).
+_GONE_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR})
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +139,14 @@ class _Tree:
       recorded apart. Case is significant (``Note.md`` and ``note.md`` are two files on a case-sensitive disk).
     """
 
-    def __init__(self, root: Path, ignore: Sequence[str] | IgnoreRules = ()) -> None:
+    def __init__(
+        self, root: Path, ignore: Sequence[str] | IgnoreRules = (), unreadable: dict[str, str] | None = None
+    ) -> None:
         self.root = Path(root)
+        #: The places (NFC vault-relative; ``""`` for the vault folder) that exist but could not be listed or
+        #: stat'ed now (permission denied, too many open files, a busy network share), with the OS's reason:
+        #: what was indexed under them is not known to be gone.
+        self.unreadable: dict[str, str] = {} if unreadable is None else unreadable
         try:
             self.root_real = self.root.resolve(strict=True)
             root_st = self.root.stat()
@@ -178,13 +188,7 @@ class _Tree:
         files: dict[str, list[tuple[str, os.stat_result]]] = {}  # abs paths as str: a Path each costs time
         folders: dict[str, list[tuple[str, os.stat_result]]] = {}
         for abs_dir in dirs:
-            try:
-                with os.scandir(abs_dir) as it:
-                    entries = list(it)
-            except OSError as exc:
-                log.warning("Skipping folder %r of the vault: %s", rel_dir or ".", exc.strerror or exc)
-                continue
-            for entry in entries:
+            for entry in self._list(abs_dir, rel_dir):
                 name = unicodedata.normalize("NFC", entry.name)
                 if (only is not None and name != only) or name.startswith("."):
                     continue
@@ -194,7 +198,9 @@ class _Tree:
                         self._symlink_skipped(entry.path, rel)
                         continue
                     st = entry.stat(follow_symlinks=False)
-                except OSError:  # vanished, permission denied
+                except OSError as exc:  # vanished; or there but not stat'able now
+                    if exc.errno not in _GONE_ERRNOS:
+                        self.unreadable[rel] = exc.strerror or str(exc)
                     continue
                 is_dir = stat.S_ISDIR(st.st_mode)
                 if not is_dir and not stat.S_ISREG(st.st_mode):
@@ -209,6 +215,17 @@ class _Tree:
             if len(group) > 1:
                 group.sort(key=lambda item: self._preference(item[0]))
         return files, folders
+
+    def _list(self, abs_dir: str | Path, rel_dir: str) -> list[os.DirEntry[str]]:
+        """The entries of one folder; [] when it cannot be listed (recorded in :attr:`unreadable` unless gone)."""
+        try:
+            with os.scandir(abs_dir) as it:
+                return list(it)
+        except OSError as exc:
+            log.warning("Skipping folder %r of the vault: %s", rel_dir or ".", exc.strerror or exc)
+            if exc.errno not in _GONE_ERRNOS:
+                self.unreadable[rel_dir] = exc.strerror or str(exc)
+            return []
 
     def _raw_rel(self, abs_path: str) -> str:
         return Path(abs_path).relative_to(self.root).as_posix()
@@ -284,8 +301,16 @@ def _vault_files(found: Iterable[_Found], exts: Sequence[str]) -> Iterator[Vault
             yield VaultFile(f.rel, Path(f.abs_path), f.st.st_mtime_ns, f.st.st_size, kind, f.duplicate_of)
 
 
-def scan_vault(root: Path, ignore: Sequence[str] = (), *, extensions: Sequence[str] = (".md",)) -> Iterator[VaultFile]:
+def scan_vault(
+    root: Path,
+    ignore: Sequence[str] = (),
+    *,
+    extensions: Sequence[str] = (".md",),
+    unreadable: dict[str, str] | None = None,
+) -> Iterator[VaultFile]:
     """Yield the vault's files with one of ``extensions`` (case-insensitive), sorted by vault-relative path.
+    ``unreadable``, when given, is filled with the places that exist but could not be read now, with the reason
+    (see :func:`kept_unreadable`: what is indexed there is not gone).
 
     The rules are :class:`_Tree`'s: hidden files and folders and the gitignore-style ``ignore`` globs
     (:class:`IgnoreRules`) are skipped, no symlink is followed (one leading outside the vault would leak, one
@@ -293,7 +318,18 @@ def scan_vault(root: Path, ignore: Sequence[str] = (), *, extensions: Sequence[s
     in Unicode NFC is yielded with ``duplicate_of`` set (right after the one indexed). Raises
     ``FileNotFoundError`` when ``root`` does not exist or is not a folder.
     """
-    yield from _vault_files(_Tree(root, ignore).walk(), _norm_exts(extensions))
+    yield from _vault_files(_Tree(root, ignore, unreadable).walk(), _norm_exts(extensions))
+
+
+def kept_unreadable(known: Iterable[str], unreadable: Mapping[str, str]) -> set[str]:
+    """The paths among ``known`` at or under a place of ``unreadable`` (``""``: the whole vault): not found by a
+    scan, but not known to be gone either — an error listing a folder or opening a file (permission denied,
+    too many open files, a file locked a moment) is never a deletion; the last indexed version is kept."""
+    if not unreadable:
+        return set()
+    if "" in unreadable:
+        return set(known)
+    return paths_under(known, unreadable)
 
 
 def stat_hint(root: Path, rel: str, rules: IgnoreRules, *, extensions: Sequence[str] = (".md",)) -> list[VaultFile]:
@@ -307,18 +343,28 @@ def stat_hint(root: Path, rel: str, rules: IgnoreRules, *, extensions: Sequence[
 
 
 def hinted_changes(
-    root: Path, paths: Iterable[str], rules: IgnoreRules, known: Iterable[str], *, extensions: Sequence[str] = (".md",)
+    root: Path,
+    paths: Iterable[str],
+    rules: IgnoreRules,
+    known: Iterable[str],
+    *,
+    extensions: Sequence[str] = (".md",),
+    unreadable: dict[str, str] | None = None,
 ) -> tuple[list[VaultFile], list[str]]:
     """What a batch of file-event hints means for the indexed paths ``known``: (the files with one of ``extensions``
     at or under the hinted paths now, sorted by path — what :func:`stat_hint` finds for each; the known paths at
-    or under them that are not found there now — deleted, moved away or no longer read, sorted). Hints that are
+    or under them that are not found there now — deleted, moved away or no longer read, sorted). A place that
+    could not be read now is not a deletion: ``unreadable``, when given, is filled with those places and their
+    reasons, and the known paths there are left out of the second list (:func:`kept_unreadable`). Hints that are
     not worth a look are dropped (:func:`hinted_paths`). Raises ``FileNotFoundError`` as :func:`stat_hint` does."""
     hinted = list(hinted_paths(paths, rules))
     if not hinted:
         return [], []
-    tree, exts = _Tree(root, rules), _norm_exts(extensions)
+    known = list(known)
+    tree, exts = _Tree(root, rules, unreadable), _norm_exts(extensions)
     found = {vf.path: vf for rel in hinted for vf in _vault_files(tree.look(rel), exts)}
-    return [found[p] for p in sorted(found)], sorted(paths_under(known, hinted) - set(found))
+    gone = paths_under(known, hinted) - set(found) - kept_unreadable(known, tree.unreadable)
+    return [found[p] for p in sorted(found)], sorted(gone)
 
 
 def hints_change_files(root: Path, paths: Iterable[str], rules: IgnoreRules, files: Collection[str]) -> bool:
@@ -425,8 +471,9 @@ def read_note_text(abs_path: Path, *, max_bytes: int) -> tuple[str, str]:
 
     Raises :class:`~cairn.errors.NoteReadError` with a human reason when the file
     is larger than ``max_bytes`` ("file is 7.2 MB, limit 5 MB"), looks binary
-    (NUL bytes; UTF-16 is named as such), is not valid UTF-8 (the byte, its
-    offset and line are given) or cannot be read (the OS error).
+    (NUL bytes; UTF-16 is named as such) or is not valid UTF-8 (the byte, its
+    offset and line are given); its subclass :class:`~cairn.errors.FileOpenError` when the file cannot be
+    opened or read now (the OS error: permission denied, too many open files, locked, vanished).
     """
     limit = _human_size(max_bytes)
     try:
@@ -439,8 +486,8 @@ def read_note_text(abs_path: Path, *, max_bytes: int) -> tuple[str, str]:
             raw = fh.read(max_bytes + 1)
     except NoteReadError:
         raise
-    except OSError as exc:
-        raise NoteReadError(f"cannot read the file: {exc.strerror or exc}") from None
+    except OSError as exc:  # not a property of the note's bytes: looked at again later, never a deletion
+        raise FileOpenError(f"cannot open or read the file now: {exc.strerror or exc}") from None
     if len(raw) > max_bytes:  # grew while we were reading
         raise NoteReadError(f"file is over {limit}, limit {limit}; raise max_note_bytes in the config to index it")
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
