@@ -427,3 +427,35 @@ def test_the_openapi_document_is_served_with_a_token_and_names_every_route(sampl
     assert doc["openapi"].startswith("3.1")
     documented = {(m, p) for p, ops in doc["paths"].items() for m in ops if m in {"get", "post"}}
     assert documented == routes
+
+
+def test_health_gives_the_owners_view_only_to_a_request_with_the_api_token():
+    import dataclasses
+
+    token = "owner-token-" + "x" * 20
+    public = {"status": "ok", "mcp": {"policy": "fail-closed", "failClosedReason": "policy_unusable"}}
+    owners = {"status": "ok", "mcp": {**public["mcp"], "failClosedDetail": "/home/ann/p.yaml:2: 'Divorce'"}}
+    services = dataclasses.replace(
+        stand_in_services(EmptyQuery(), health=lambda: dict(public)), health_detail=lambda: dict(owners)
+    )
+
+    async def scenario():
+        server = await serve(make_app(services, token=token), "127.0.0.1", 0)
+        try:
+            async with aiohttp.ClientSession() as session:
+
+                async def health(headers):
+                    async with session.get(server.url + "/health", headers=headers) as r:
+                        return r.status, await r.json()
+
+                return [
+                    await health({}),
+                    await health({"Authorization": "Bearer not-the-token"}),
+                    await health({"Authorization": f"Bearer {token}"}),
+                ]
+        finally:
+            await server.close()
+
+    anyone, wrong, owner = run(scenario())
+    assert anyone == (200, public) and wrong == (200, public)
+    assert owner == (200, owners)

@@ -127,3 +127,16 @@ def test_a_settled_edit_is_used_and_the_previous_policy_stays_until_then(tmp_pat
     assert holder.current().fail_closed_reason is None  # the previous policy meanwhile
     broken = holder.reload()
     assert broken.fail_closed_reason and f"{path}:8:" in broken.fail_closed_reason  # settled and invalid
+
+
+def test_the_settle_time_is_a_config_value_of_0_to_60_seconds():
+    import pytest
+
+    from cairn.config import Config, load_config
+    from cairn.errors import ConfigError
+
+    assert Config().mcp_policy_settle_s == 1.0
+    assert load_config({"mcp_policy_settle_s": "0.25"}, env={}).mcp_policy_settle_s == 0.25
+    for bad in ("-1", "61", "soon"):
+        with pytest.raises(ConfigError, match="mcp_policy_settle_s"):
+            load_config({"mcp_policy_settle_s": bad}, env={})
