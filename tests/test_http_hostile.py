@@ -1,10 +1,10 @@
 """Hostile bytes on the plugin API's wire: control characters in a request path (forged log lines), requests
-aiohttp's own parser refuses (an over-long request line or header), and connections that never finish their
-headers or body.
+aiohttp's own parser refuses (an over-long request line or header), connections that never finish their
+headers or body, more connections than the cap; and the MCP server's header and body deadlines.
 
-Real server on 127.0.0.1 over the real index of the sample vault, spoken to through raw sockets. Each wait is
-bounded by a read timeout (a bound on a hang, not a timing assertion); the daemon's timeouts are lowered
-through its config.
+Real servers on 127.0.0.1 over the real indexes of the sample and canary vaults, spoken to through raw
+sockets. Each wait is bounded by a read timeout (a bound on a hang, not a timing assertion); the daemon's
+timeouts are lowered through its config.
 """
 
 from __future__ import annotations
@@ -143,3 +143,53 @@ def test_a_body_that_never_arrives_is_a_json_408_and_the_connection_closes(sampl
     status, headers, body = parse(with_daemon(sample_cairn, scenario, http_body_timeout_s=0.5))
     assert status == 408 and headers["content-type"].startswith("application/json")
     assert json.loads(body)["error"]["code"] == "request_timeout"
+
+
+def test_a_request_in_progress_is_never_cut_to_make_room_for_new_connections(sample_cairn):
+    """At the connection cap, a new connection closes the longest idle one; an open SSE stream stays."""
+
+    async def scenario(port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode())
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b": connected\n"), READ_TIMEOUT_S)
+        idle = []
+        for _ in range(30):  # well past the cap of 8
+            idle.append(await asyncio.open_connection("127.0.0.1", port))
+            idle[-1][1].write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        closed = 0
+        for r, _ in idle[:20]:  # the oldest idle ones were closed for room
+            closed += await asyncio.wait_for(r.read(), READ_TIMEOUT_S) == b""
+        healthy = await exchange(port, b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        stream_open = not reader.at_eof()
+        for _, w in idle:
+            w.close()
+        writer.close()
+        return head, closed, healthy, stream_open
+
+    head, closed, healthy, stream_open = with_daemon(sample_cairn, scenario, http_max_connections=8)
+    assert b"200" in head.split(b"\r\n", 1)[0] and stream_open
+    assert closed == 20 and parse(healthy)[0] == 200
+
+
+# -- the MCP server's deadlines (item 7) -------------------------------------------------------------------------
+def test_the_mcp_server_closes_connections_that_never_finish_their_headers_or_body(canary_cairn, tmp_path):
+    from cairn.connections import ListenerLimits
+    from test_mcp_sessions import TOKENS, mcp_server
+
+    head = (
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nAuthorization: Bearer {TOKENS['reader']}\r\n"
+        "Content-Length: 300\r\n\r\n"
+    )
+
+    async def scenario():
+        limits = ListenerLimits(header_timeout_s=0.5, body_timeout_s=0.5)
+        async with mcp_server(canary_cairn, tmp_path, listener=limits) as server:
+            partial = await exchange(server.port, b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            body = await exchange(server.port, head.encode() + b'{"jsonrpc": "2.0", ')
+            return partial, body
+
+    partial, body = run(scenario())
+    assert partial == b""  # closed by the server, not by the read timeout
+    assert body == b""  # the half-sent body: closed, never answered as a request
