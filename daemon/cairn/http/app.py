@@ -29,6 +29,7 @@ from cairn.http.security import (
     BadTokenThrottle,
     add_common_headers,
     auth_middleware,
+    body_deadline_middleware,
     connection_middleware,
     host_middleware,
     is_loopback,
@@ -64,7 +65,14 @@ def make_app(
     if not isinstance(current, str) or len(current) < 16:
         raise ConfigError("The API token is missing or shorter than 16 characters; run `cairn token --rotate`.")
     app = web.Application(
-        middlewares=[errors_middleware, connection_middleware, host_middleware, origin_middleware, auth_middleware],
+        middlewares=[
+            errors_middleware,
+            connection_middleware,
+            host_middleware,
+            origin_middleware,
+            auth_middleware,
+            body_deadline_middleware,
+        ],
         client_max_size=MAX_BODY_BYTES,
     )
     app[SERVICES] = services

@@ -1,8 +1,7 @@
 """The HTTP API's security middlewares, applied to every route in this order after the error middleware:
 
 0. **Connection marks** — the request's connection counts as busy (not idle: neither timed out nor closed
-   for room by the :class:`~cairn.connections.ConnectionGuard`) while it is handled, and a request body must
-   arrive within ``http_body_timeout_s`` (else 408 and the connection closes).
+   for room by the :class:`~cairn.connections.ConnectionGuard`) while it is handled.
 1. **Host allowlist** — ``127.0.0.1``, ``localhost`` or ``[::1]``, optionally with the port the server
    listens on; anything else is 421 (DNS-rebinding defence).
 2. **Origin allowlist** — a request carrying ``Origin`` not in ``config.cors_origins`` (default
@@ -12,6 +11,8 @@
 3. **Bearer token** — ``Authorization: Bearer <token>`` on every route except ``GET /health``, compared
    with :func:`hmac.compare_digest`. A token in the URL query is never accepted (a request carrying one
    is 401). Wrong tokens are throttled (:class:`BadTokenThrottle`).
+4. **Body deadline** — a request body must arrive within ``http_body_timeout_s`` (else 408 and the
+   connection closes).
 """
 
 from __future__ import annotations
@@ -91,27 +92,36 @@ def is_loopback(host: str) -> bool:
 
 @web.middleware
 async def connection_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Mark the connection busy while the request is handled; read a body within the body timeout (408 and
-    close otherwise). Larger than the body limit → 413 from the error middleware."""
+    """Mark the request's connection busy while the request is handled (see :data:`CONNECTIONS`)."""
     guard = request.app.get(CONNECTIONS)
     if guard is None:
         return await handler(request)
     peer = request.transport.get_extra_info("peername") if request.transport is not None else None
     with guard.busy(peer):
-        if request.body_exists:
-            try:
-                async with asyncio.timeout(guard.limits.body_timeout_s):
-                    await request.read()  # kept by aiohttp: the route's request.json() reads it from memory
-            except TimeoutError:
-                message = f"The request body did not arrive within {guard.limits.body_timeout_s:g} s; send it at once."
-                response = web.Response(
-                    status=408,
-                    text=json.dumps({"error": {"code": "request_timeout", "message": message}}),
-                    content_type="application/json",
-                )
-                response.force_close()
-                return response
         return await handler(request)
+
+
+@web.middleware
+async def body_deadline_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Read a request body within the body timeout: 408 and the connection closes otherwise. Runs after the
+    token check, so a client without the token cannot hold a connection busy by sending a body slowly.
+    Larger than the body limit → 413 from the error middleware."""
+    guard = request.app.get(CONNECTIONS)
+    if guard is None or not request.body_exists:
+        return await handler(request)
+    try:
+        async with asyncio.timeout(guard.limits.body_timeout_s):
+            await request.read()  # kept by aiohttp: the route's request.read()/json() get it from memory
+    except TimeoutError:
+        message = f"The request body did not arrive within {guard.limits.body_timeout_s:g} s; send it at once."
+        response = web.Response(
+            status=408,
+            text=json.dumps({"error": {"code": "request_timeout", "message": message}}),
+            content_type="application/json",
+        )
+        response.force_close()
+        return response
+    return await handler(request)
 
 
 @web.middleware
