@@ -26,7 +26,13 @@ NOTES = {
         "The archive storage moves next spring.\n^d2\n"
     ),
     "Reader.md": "A reader links to [[Decisions#Why]] and [[Decisions#^d1]].\n",
+    "Plans/Trip.md": "The zqtripword plan: the train on Friday at nine.\n",
+    # Syncthing's copy of the other side of a conflicting edit, and one of a note without an extension's kind
+    "Plans/Trip.sync-conflict-20240315-101112-ABCDEF7.md": "The zqtripword plan: the bus on Saturday.\n",
+    # iCloud's placeholder of a note that was never downloaded here
+    "Plans/.Packing.md.icloud": "bplist00 placeholder\n",
 }
+CONFLICT = "Plans/Trip.sync-conflict-20240315-101112-ABCDEF7.md"
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +41,7 @@ def honesty_cairn(tmp_path_factory, embedder):
     vault = base / "vault"
     vault.mkdir()
     for name, text in NOTES.items():
+        (vault / name).parent.mkdir(parents=True, exist_ok=True)
         (vault / name).write_text(text, encoding="utf-8")
     cairn = Cairn(make_config(vault, base / "data"), embedder=embedder)
     cairn.index()
@@ -104,3 +111,47 @@ def test_block_ids_stay_out_of_the_extractive_answer_and_the_snippets(honesty_ca
     assert snippets and all("^d" not in s for s in snippets), snippets
     assert "^d1" in note["content"]  # the note's own text keeps them: they are link targets
     assert any(link.get("blockId") == "d1" for link in note["links"]), note["links"]
+
+
+def test_a_syncthing_conflict_copy_is_not_indexed_as_the_note_and_is_listed_in_stats(honesty_cairn):
+    async def scenario():
+        async with api(honesty_cairn) as (_app, server, session):
+            search = await get_json(session, f"{server.url}/search?q=zqtripword")
+            stats = await get_json(session, f"{server.url}/index/stats")
+            async with session.get(f"{server.url}/notes/{quote(CONFLICT)}", headers=AUTH) as resp:
+                status = resp.status
+        return search, stats, status
+
+    search, stats, status = run(scenario())
+    assert {h["filePath"] for h in search["results"]} == {"Plans/Trip.md"}
+    listed = {e["filePath"]: e for e in stats["errors"]}
+    assert listed[CONFLICT]["skipped"] is True
+    assert "Syncthing conflict copy of 'Plans/Trip.md'" in listed[CONFLICT]["reason"]
+    assert status == 404
+
+
+def test_conflict_copies_are_indexed_when_the_config_says_so(tmp_path, embedder):
+    vault = tmp_path / "vault"
+    (vault / "Plans").mkdir(parents=True)
+    for name in ("Plans/Trip.md", CONFLICT):
+        (vault / name).write_text(NOTES[name], encoding="utf-8")
+    cairn = Cairn(make_config(vault, tmp_path / "data").replace(sync_conflicts="index"), embedder=embedder)
+    try:
+        cairn.index()
+        hits = {h.file_path for h in cairn.query.search("zqtripword", top_k=5).hits}
+    finally:
+        cairn.close()
+    assert hits == {"Plans/Trip.md", CONFLICT}
+
+
+def test_an_icloud_placeholder_of_a_note_never_indexed_is_listed_as_not_downloaded(honesty_cairn):
+    async def scenario():
+        async with api(honesty_cairn) as (_app, server, session):
+            return await get_json(session, f"{server.url}/index/stats")
+
+    stats = run(scenario())
+    listed = {e["filePath"]: e["reason"] for e in stats["notDownloaded"]}
+    assert set(listed) == {"Plans/Packing.md"}
+    assert (
+        listed["Plans/Packing.md"].startswith("not downloaded") and ".Packing.md.icloud" in listed["Plans/Packing.md"]
+    )

@@ -23,7 +23,10 @@ from tests import pdfgen
 from tests.conftest import HELP_VAULT, make_config
 
 from cairn.app import Cairn
+from cairn.vault import list_all_files
 from cairn.watcher import VaultWatcher
+from test_http_api import AUTH
+from test_http_routes import api
 
 #: The slice copied: every note of one folder, three of another.
 FOLDERS = {"User interface": "*.md", "Editing and formatting": "[CFT][ao][lg]*.md"}
@@ -523,3 +526,91 @@ def test_a_full_scan_while_no_file_can_be_opened_deletes_nothing_and_keeps_links
     assert paths(cairn) == before
     assert cairn.store.backlinks("User interface/Settings.md") == links_before
     assert cairn.indexer.reconcile_diff() == EMPTY
+
+
+# -- iCloud placeholders (issue 18, item 12) -------------------------------------------------------------------------
+
+
+def test_a_note_icloud_evicts_keeps_its_last_version_and_is_listed_as_not_downloaded(cairn):
+    """iCloud Drive replaces a note it keeps only online by the hidden ``.Ribbon.md.icloud``: the note stays
+    searchable (its last indexed version) and ``/index/stats`` says it is not downloaded; downloaded again, its
+    new text is indexed."""
+    vault = cairn.config.vault
+    rel, placeholder = "User interface/Ribbon.md", vault / "User interface" / ".Ribbon.md.icloud"
+    watcher = app_watcher(cairn)
+    cairn.indexing.watcher = watcher
+
+    async def stats() -> dict:
+        async with api(cairn) as (_app, server, session):
+            async with session.get(f"{server.url}/index/stats", headers=AUTH) as resp:
+                return await resp.json()
+
+    async def scenario(w: VaultWatcher):
+        before = hit_paths(cairn, "ribbon")
+        assert rel in before
+        placeholder.write_bytes(b"bplist00\x00placeholder")
+        (vault / rel).unlink()
+        await after_marker(cairn, w, "Marker.md")
+        assert rel in paths(cairn) and rel in hit_paths(cairn, "ribbon")
+        listed = {e["filePath"]: e["reason"] for e in (await stats())["notDownloaded"]}
+        assert set(listed) == {rel} and listed[rel].startswith("not downloaded"), listed
+        (vault / rel).write_text("# Ribbon\n\nThe zqdownloadedword ribbon, downloaded again.\n", encoding="utf-8")
+        placeholder.unlink()
+        await converge(cairn, w, lambda: hit_paths(cairn, "zqdownloadedword") == [rel])
+        assert (await stats())["notDownloaded"] == []
+
+    asyncio.run(run_with(watcher, scenario))
+
+
+# -- the watcher's mode and cost; polling enters no ignored folder (issue 18, item 12) ------------------------------
+
+
+def test_forced_polling_is_shown_with_its_cost_and_walks_no_ignored_folder(cairn):
+    """With polling forced, ``/index/stats`` says so and what a pass costs; a pass looks at the files the index
+    scan reads and never enters an ignored folder (the 200 files under ``Templates/`` cost nothing); an edit is
+    still picked up, and an edit inside the ignored folder causes no work."""
+    vault = cairn.config.vault
+    (vault / "Templates").mkdir()
+    for i in range(200):
+        (vault / "Templates" / f"T{i}.md").write_text(f"Template {i}.\n", encoding="utf-8")
+    watcher = VaultWatcher(
+        vault,
+        apply_hints=cairn.index_paths,
+        reconcile=cairn.index,
+        ignore=cairn.config.ignore,
+        force_polling=True,
+        poll_interval_s=0.2,
+    )
+    cairn.indexing.watcher = watcher
+
+    async def stats() -> dict:
+        async with api(cairn) as (_app, server, session):
+            async with session.get(f"{server.url}/index/stats", headers=AUTH) as resp:
+                return await resp.json()
+
+    async def scenario(w: VaultWatcher):
+        shown = (await stats())["watcher"]
+        assert shown["mode"] == "polling" and shown["intervalS"] == 0.2
+        assert shown["files"] == len(list(list_all_files(vault, cairn.config.ignore)))
+        entered = [p for p in vault.rglob("*") if p.is_dir() and not {"Templates", ".obsidian"} & set(p.parts)]
+        assert shown["folders"] == 1 + len(entered)
+        assert 0 <= shown["cpuShare"] < 1 and shown["lastPassMs"] >= 0
+        batches = w.batches
+        (vault / "Templates" / "T0.md").write_text("Template zqignoredword.\n", encoding="utf-8")
+        (vault / "User interface" / "Ribbon.md").write_text("# Ribbon\n\nThe zqpolledword ribbon.\n", encoding="utf-8")
+        await converge(cairn, w, lambda: hit_paths(cairn, "zqpolledword") == ["User interface/Ribbon.md"])
+        assert w.last_batch == {"User interface/Ribbon.md"} and w.batches == batches + 1
+        assert not [p for p in paths(cairn) if p.startswith("Templates/")]
+
+    asyncio.run(run_with(watcher, scenario))
+
+
+def test_native_file_events_are_shown_as_the_watcher_mode(cairn, monkeypatch):
+    monkeypatch.delenv("WATCHFILES_FORCE_POLLING", raising=False)
+
+    async def scenario(w: VaultWatcher):
+        assert cairn.indexing.stats()["watcher"]["mode"] == "native"
+
+    watcher = app_watcher(cairn)
+    cairn.indexing.watcher = watcher
+    asyncio.run(run_with(watcher, scenario))

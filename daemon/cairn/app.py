@@ -459,6 +459,7 @@ async def _start_watching(config: Config, cairn: Cairn) -> VaultWatcher:
         apply_hints=cairn.indexing.index_paths,
         reconcile=cairn.indexing.index,
         ignore=config.ignore,
+        force_polling={"native": False, "polling": True}.get(config.watch),
     )
     cairn.indexing.watcher = watcher
     cairn.start_pdf_queue(watcher)

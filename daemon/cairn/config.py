@@ -127,6 +127,11 @@ class Config:
     #: Where the API token lives (:mod:`cairn.secrets`): ``auto`` (the OS keyring, else a 0600 file with a
     #: warning), ``file`` (the file), ``required`` (the OS keyring or refuse to start). ``CAIRN_KEYRING`` too.
     keyring: str = "auto"
+    #: Syncthing conflict copies (``*.sync-conflict-*.md``): ``skip`` (listed in ``/index/stats``) or ``index``.
+    sync_conflicts: str = "skip"
+    #: How the daemon follows file changes: ``auto`` (native file events unless ``WATCHFILES_FORCE_POLLING`` is
+    #: set), ``native``, or ``polling`` (a pass over the vault every 2 s; ignored folders are not entered).
+    watch: str = "auto"
     #: A changed policy file is used once it has stayed the same this long (seconds; 0..60): a save in
     #: several writes is never used half-written. The previous policy stays in force meanwhile.
     mcp_policy_settle_s: float = 1.0
@@ -219,6 +224,8 @@ _ENV = {
 }
 #: The values of ``keyring``.
 KEYRING_MODES = ("auto", "file", "required")
+#: The keys that take one of a few words, and those words.
+_CHOICES = {"keyring": KEYRING_MODES, "sync_conflicts": ("skip", "index"), "watch": ("auto", "native", "polling")}
 
 
 def _coerce_llm(key: str, value: Any, origin: str) -> Any:
@@ -312,11 +319,11 @@ def _coerce_value(key: str, value: Any) -> Any:
         return float(value)
     if key in ("debug", "mcp_http", "pdf"):
         return _boolean(value)
-    if key == "keyring":
-        mode = str(value).strip().lower()
-        if mode not in KEYRING_MODES:
-            raise ValueError(f"expected one of {', '.join(KEYRING_MODES)}")
-        return mode
+    if key in _CHOICES:
+        choice = str(value).strip().lower()
+        if choice not in _CHOICES[key]:
+            raise ValueError(f"expected one of {', '.join(_CHOICES[key])}")
+        return choice
     return str(value)
 
 

@@ -49,6 +49,7 @@ from cairn.vault import (
     file_digest,
     hinted_changes,
     hints_change_files,
+    is_not_downloaded,
     kept_unreadable,
     list_all_files,
     scan_vault,
@@ -133,6 +134,8 @@ class IndexReport:
     #: (path, reason) of the places that exist but could not be read now — a folder not listed, a file not opened
     #: (permission denied, too many open files, locked): what was indexed there is kept, to be looked at again.
     deferred: list[tuple[str, str]] = field(default_factory=list)
+    #: (path, reason) of the notes only an iCloud placeholder stands for: their last indexed version is kept.
+    not_downloaded: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[tuple[str, str]] = field(default_factory=list)
     chunks_written: int = 0
     vectors_written: int = 0
@@ -148,6 +151,7 @@ class IndexReport:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.extend(other.skipped)
         self.deferred.extend(other.deferred)
+        self.not_downloaded.extend(other.not_downloaded)
         self.warnings.extend(other.warnings)
         self.stopped = self.stopped or other.stopped
         return self
@@ -161,6 +165,7 @@ class IndexReport:
             "deleted": self.deleted,
             "skipped": [{"filePath": p, "reason": r} for p, r in self.skipped],
             "unreadable": [{"filePath": p, "reason": r} for p, r in self.deferred],
+            "notDownloaded": [{"filePath": p, "reason": r} for p, r in self.not_downloaded],
             "warnings": [{"filePath": p, "reason": r} for p, r in self.warnings],
             "chunksWritten": self.chunks_written,
             "vectorsWritten": self.vectors_written,
@@ -169,6 +174,11 @@ class IndexReport:
             "keywordReadySeconds": round(self.keyword_ready_s, 2),
             "elapsedSeconds": round(self.elapsed_s, 2),
         }
+
+
+def _errors(unreadable: dict[str, str]) -> dict[str, str]:
+    """The places of ``unreadable`` that could not be read for an error (not iCloud placeholders)."""
+    return {p: r for p, r in unreadable.items() if not is_not_downloaded(r)}
 
 
 class Indexer:
@@ -305,7 +315,7 @@ class Indexer:
             should_stop=should_stop,
             whole_vault=False,
             links=links,
-            files_changed=links is None and not unreadable,  # a file list read now may lack what could not be
+            files_changed=links is None and not _errors(unreadable),  # a file list read now may lack what was not
             unreadable=unreadable,
         )
 
@@ -328,7 +338,8 @@ class Indexer:
         a hinted batch when a note was added or removed, its aliases changed (a skipped note loses them), or
         ``files_changed`` (a hint added, removed or moved a file or folder: attachments are link targets too);
         an edit of a note's text cannot change how another note's links resolve. ``unreadable``: the places the
-        scan could not read now (``report.deferred``, with the notes that could not be opened).
+        scan could not read now (``report.deferred``, with the notes that could not be opened; iCloud placeholders
+        go to ``report.not_downloaded``).
 
         Memory stays bounded whatever the vault's size: changed notes are read, parsed and written in
         batches of at most :data:`~cairn.text_phase.BATCH_NOTES` notes or
@@ -345,14 +356,16 @@ class Indexer:
         run = TextRun(self, report, known, stop, progress, len(todo), links=links)
         try:
             run.write_changed(todo, full)
-            if unreadable:  # the file list read now lacks what could not be read: no new link targets from it
+            if _errors(unreadable or {}):  # the file list read now lacks what could not be read: no link targets
                 whole_vault = files_changed = False
             self._links = run.finish_links(whole_vault=whole_vault, files_changed=files_changed)
         finally:
             run.close()
         if progress and todo and not report.stopped:
             progress("index", len(todo), len(todo))
-        report.deferred[:0] = sorted((unreadable or {}).items())
+        places = sorted((unreadable or {}).items())
+        report.deferred[:0] = [(p, r) for p, r in places if not is_not_downloaded(r)]
+        report.not_downloaded = [(p, r) for p, r in places if is_not_downloaded(r)]
         if report.deferred:  # the file list links resolved against may lack what could not be read
             self._links = None
         report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
@@ -376,9 +389,12 @@ class Indexer:
         """The cheap pass (stat only): the files that may have changed. Their bytes are read batch by batch."""
         todo: list[VaultFile] = []
         total = len(files)
+        skip_conflicts = self.config.sync_conflicts == "skip"
         for i, vf in enumerate(files):
             state = known.get(vf.path)
-            if state and not full and state.mtime_ns == vf.mtime_ns and state.size == vf.size:
+            # A conflict copy indexed under the other sync_conflicts setting is read again whatever its stat says.
+            stale = vf.conflict_of is not None and state is not None and (state.status == "skipped") != skip_conflicts
+            if state and not full and not stale and state.mtime_ns == vf.mtime_ns and state.size == vf.size:
                 report.unchanged += 1
             else:
                 todo.append(vf)

@@ -101,6 +101,9 @@ class Indexing:
         #: The places that exist but could not be read at the last look (vault-relative, ``""`` the vault folder;
         #: → the OS's reason): what is indexed there is kept and the watcher looks again (``/index/stats``).
         self.unreadable: dict[str, str] = {}
+        #: The notes only an iCloud placeholder stands for at the last look (→ what to do), their last indexed
+        #: version kept; not retried: the download is a file event (``/index/stats`` ``notDownloaded``).
+        self.not_downloaded: dict[str, str] = {}
         self._reindex_lock = threading.Lock()
         self._reindex_thread: threading.Thread | None = None
         self._recovery_queued = False  # a reconcile is queued for when the vault is back (_vault_is_there)
@@ -187,11 +190,13 @@ class Indexing:
         and have the watcher look again at what could not be read (with backoff, then a reconcile)."""
         before = set(self.unreadable)
         if hinted is None:
-            self.unreadable = {}
+            self.unreadable, self.not_downloaded = {}, {}
         else:
-            for path in paths_under(self.unreadable, hinted):
-                del self.unreadable[path]
+            for places in (self.unreadable, self.not_downloaded):
+                for path in paths_under(places, hinted):
+                    del places[path]
         self.unreadable.update(report.deferred)
+        self.not_downloaded.update(report.not_downloaded)
         if self.watcher is not None and (report.deferred or before):
             self.watcher.retry_later(sorted({p for p, _r in report.deferred}), settled=before - set(self.unreadable))
 
@@ -312,10 +317,11 @@ class Indexing:
     # ------------------------------------------------------------------------------------------------ reports
     def stats(self) -> dict[str, Any]:
         """``/index/stats``: {notes, skipped, chunks, vectors, pending, lastIngestedAt, indexing, watching, paused,
-        pendingPaths, recovered, errors, vault, schemaVersion, model, indexError, pdf, unreadable}. ``pending``
+        pendingPaths, recovered, errors, vault, schemaVersion, model, indexError, pdf, unreadable, watcher}. ``pending``
         counts chunks awaiting vectors plus changed paths awaiting indexing. ``unreadable``: the places that could
-        not be read at the last look, their indexed notes kept: [{filePath, reason}]. Queues the reconcile of a
-        vault that is back."""
+        not be read at the last look, their indexed notes kept: [{filePath, reason}]; ``notDownloaded`` the same for
+        iCloud placeholders; ``watcher`` how the vault is watched and its cost (``VaultWatcher.mode_stats``). Queues
+        the reconcile of a vault that is back."""
         out = index_stats_json(self.store.stats())
         watch = self.watcher.stats() if self.watcher is not None else {}
         pending_paths = int(watch.get("pendingPaths", 0))
@@ -334,12 +340,14 @@ class Indexing:
                 "indexing": self.running.is_set() or pdf_busy,
                 "watching": bool(watch.get("watching", False)) and vault_there,
                 "paused": bool(watch.get("paused", self._paused)),
+                "watcher": watch.get("watcher"),
                 "vault": str(self.config.vault),
                 "schemaVersion": self.store.schema_version,
                 "model": self.embedder.model_id,
                 "indexError": index_error,
                 "pdf": self.pdf_queue.stats() if self.pdf_queue is not None else None,
                 "unreadable": [{"filePath": p or ".", "reason": r} for p, r in sorted(self.unreadable.items())],
+                "notDownloaded": [{"filePath": p, "reason": r} for p, r in sorted(self.not_downloaded.items())],
             }
         )
         return out

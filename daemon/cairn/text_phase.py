@@ -19,7 +19,7 @@ from cairn.indexer import Indexer, IndexReport, PreparedNote, Progress, prepare_
 from cairn.link_targets import LINK_FILES_META, LinkCache, LinkTargets, fingerprint
 from cairn.notes import LinkResolver
 from cairn.store import LinkRecord, NoteRecord, NoteState
-from cairn.vault import VaultFile, duplicate_reason, file_digest, read_note_text
+from cairn.vault import VaultFile, conflict_reason, duplicate_reason, file_digest, read_note_text
 from cairn.vault.lifeline import exit_with_parent
 
 log = logging.getLogger(__name__)
@@ -104,10 +104,12 @@ class TextRun:
     def _read_changed(self, vf: VaultFile, state: NoteState | None, full: bool) -> tuple[VaultFile, str, str] | None:
         """(file, text, sha256) of a note whose bytes need indexing; None when it cannot be read (recorded as
         skipped) or its bytes are the ones indexed (only its mtime moved: the new stat is remembered). A file whose
-        name equals an indexed one's in Unicode NFC (``vf.duplicate_of``) is recorded as skipped, naming that one."""
+        name equals an indexed one's in Unicode NFC (``vf.duplicate_of``) is recorded as skipped, naming that one;
+        so is a Syncthing conflict copy (``vf.conflict_of``) unless ``sync_conflicts = "index"``."""
         indexer = self.indexer
-        if vf.duplicate_of is not None:
-            reason = duplicate_reason(vf)
+        conflict = vf.conflict_of if indexer.config.sync_conflicts == "skip" else None
+        if vf.duplicate_of is not None or conflict is not None:
+            reason = duplicate_reason(vf) if conflict is None else conflict_reason(vf.path, conflict)
             indexer.record_skipped(vf, file_digest(vf.abs_path), reason, self.report, state=state)
             log.warning("skipped %s: %s", vf.path, reason)
             return None

@@ -6,6 +6,11 @@ after the first hint) and handed as ONE batch to ``apply_hints(paths)``, which r
 decides what changed by (mtime, size, hash). Batches run one at a time on a dedicated indexing
 thread (never on the event loop); hints arriving meanwhile form the next batch.
 
+Native file events (inotify, FSEvents, ReadDirectoryChangesW via ``watchfiles``) are used unless polling is
+forced (``force_polling``, ``WATCHFILES_FORCE_POLLING``): then this module polls by itself, every
+``poll_interval_s``, with the scan's rules — hidden and ignored folders are never entered, so a big ignored
+folder costs nothing — and :meth:`VaultWatcher.stats` reports the mode and what the polling costs.
+
 A full ``reconcile()`` (disk against store) runs when the watcher fails or restarts, when more
 than ``max_hints`` paths pile up (an overflow: a ``git checkout`` of thousands of files is cheaper
 as one scan), when watching resumes after a pause, and every ``reconcile_interval_s``.
@@ -21,6 +26,7 @@ this module knows nothing of the store or the indexer.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import threading
@@ -43,6 +49,18 @@ DEFAULT_MAX_HINTS = 5000
 #: then one full reconcile, then only the periodic one.
 DEFAULT_RETRY_BASE_S = 1.0
 DEFAULT_MAX_RETRIES = 5
+#: Seconds between two passes of the polling watcher (no native file events: network shares, some containers).
+DEFAULT_POLL_INTERVAL_S = 2.0
+#: The errors that say a path is not there.
+_GONE = frozenset({errno.ENOENT, errno.ENOTDIR})
+
+
+def polling_wanted(force_polling: bool | None) -> bool:
+    """Whether to poll instead of using native file events: ``force_polling`` when given, else what the
+    environment variable ``WATCHFILES_FORCE_POLLING`` says (set and not ``0``/``false``/``no``/``off``)."""
+    if force_polling is not None:
+        return force_polling
+    return os.environ.get("WATCHFILES_FORCE_POLLING", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def lower_thread_priority(niceness: int = 10) -> None:
@@ -79,6 +97,7 @@ class VaultWatcher:
         force_polling: bool | None = None,
         retry_base_s: float = DEFAULT_RETRY_BASE_S,
         max_retries: int = DEFAULT_MAX_RETRIES,
+        poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
     ) -> None:
         self.root = Path(root)
         self._root_str = str(self.root)
@@ -91,6 +110,10 @@ class VaultWatcher:
         self.reconcile_interval_s = reconcile_interval_s
         self.max_hints = max_hints
         self.force_polling = force_polling
+        #: ``native`` (file events) or ``polling`` (:meth:`_poll_pass` every ``poll_interval_s``).
+        self.mode = "polling" if polling_wanted(force_polling) else "native"
+        self.poll_interval_s = poll_interval_s
+        self._poll_cost: dict[str, Any] = {}
         self._own_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="cairn-index", initializer=lower_thread_priority
@@ -254,7 +277,98 @@ class VaultWatcher:
             "reconciles": self.reconciles,
             "retrying": len(self._retry_at),
             "watchError": self.last_error,
+            "watcher": self.mode_stats(),
         }
+
+    def mode_stats(self) -> dict[str, Any]:
+        """How the vault is watched and what it costs: ``{mode: "native", hints}`` (file events: no cost while
+        nothing changes), or ``{mode: "polling", intervalS, files, folders, lastPassMs, cpuShare}`` — the files
+        and folders the last pass looked at (ignored and hidden folders are not entered), its duration, and its
+        CPU time over the interval: the share of one core that polling takes (0.01 = 1 %)."""
+        if self.mode == "native":
+            return {"mode": "native", "hints": self.hints_seen}
+        return {"mode": "polling", "intervalS": self.poll_interval_s, **self._poll_cost}
+
+    # ------------------------------------------------------------------ polling
+    def _poll_pass(self, previous: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+        """{vault-relative NFC path: (mtime ns, size)} of every file the scan's rules let through (hidden and
+        ignored folders not entered, no symlink followed). What could not be listed or stat'ed now keeps its
+        ``previous`` entry: an error is no change (never a hint of a deletion). Blocking; on a worker thread."""
+        wall, cpu = time.perf_counter(), time.thread_time()
+        out: dict[str, tuple[int, int]] = {}
+        stack: list[tuple[str, str]] = [("", self._root_str)]
+        seen: set[tuple[int, int]] = set()
+        folders = 0
+        while stack:
+            rel_dir, abs_dir = stack.pop()
+            folders += 1
+            try:
+                with os.scandir(abs_dir) as it:
+                    entries = list(it)
+            except OSError as exc:
+                if exc.errno not in _GONE:
+                    prefix = f"{rel_dir}/" if rel_dir else ""
+                    out.update((p, sig) for p, sig in previous.items() if p.startswith(prefix))
+                continue
+            for entry in entries:
+                self._poll_entry(entry, rel_dir, out, stack, seen, previous)
+        self._poll_cost = {
+            "files": len(out),
+            "folders": folders,
+            "lastPassMs": round((time.perf_counter() - wall) * 1000, 1),
+            "cpuShare": round((time.thread_time() - cpu) / max(self.poll_interval_s, 1e-3), 4),
+        }
+        return out
+
+    def _poll_entry(
+        self,
+        entry: os.DirEntry[str],
+        rel_dir: str,
+        out: dict[str, tuple[int, int]],
+        stack: list[tuple[str, str]],
+        seen: set[tuple[int, int]],
+        previous: dict[str, tuple[int, int]],
+    ) -> None:
+        """One folder entry of :meth:`_poll_pass`: a file into ``out``, a folder onto ``stack`` (once each)."""
+        name = unicodedata.normalize("NFC", entry.name)
+        if name.startswith("."):
+            return
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        try:
+            if entry.is_symlink():
+                return
+            st = entry.stat(follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno not in _GONE and rel in previous:
+                out[rel] = previous[rel]
+            return
+        if entry.is_dir(follow_symlinks=False):
+            if not (self._rules and self._rules.ignored(rel, True)) and (st.st_dev, st.st_ino) not in seen:
+                seen.add((st.st_dev, st.st_ino))
+                stack.append((rel, entry.path))
+        elif not (self._rules and self._rules.ignored(rel, False)):
+            out[rel] = (st.st_mtime_ns, st.st_size)
+
+    async def _poll_loop(self, ready: asyncio.Event) -> None:
+        """The polling watcher: a pass every ``poll_interval_s``; each path whose (mtime, size) changed, came or
+        went is a hint."""
+        assert self._stop is not None
+        snapshot = await asyncio.to_thread(self._poll_pass, {})
+        self._watching = True
+        ready.set()
+        while not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), timeout=self.poll_interval_s)
+                break
+            except TimeoutError:
+                pass
+            fresh = await asyncio.to_thread(self._poll_pass, snapshot)
+            changed = {p for p, sig in fresh.items() if snapshot.get(p) != sig} | (snapshot.keys() - fresh.keys())
+            snapshot = fresh
+            if changed:
+                self.hints_seen += len(changed)
+                self.add_hints(changed)
+        self._watching = False
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -263,7 +377,9 @@ class VaultWatcher:
         self._stop = asyncio.Event()
         ready = asyncio.Event()
         self._tasks = [
-            asyncio.create_task(self._watch_loop(ready), name="cairn-watch"),
+            asyncio.create_task(
+                self._poll_loop(ready) if self.mode == "polling" else self._watch_loop(ready), name="cairn-watch"
+            ),
             asyncio.create_task(self._work_loop(), name="cairn-index-worker"),
         ]
         try:

@@ -14,6 +14,10 @@ The vault is read-only to Cairn: nothing here writes, moves or deletes a file.
   same rules (:class:`_Tree`); a hinted path is a folder or a file as the disk says.
 - Two files whose paths are equal in Unicode NFC are not both indexed: one is, the
   other is yielded with :attr:`VaultFile.duplicate_of` (see :class:`_Tree`).
+- What sync tools leave (:mod:`cairn.vault.sync_copies`): a Syncthing conflict copy is yielded with
+  :attr:`VaultFile.conflict_of`; an iCloud placeholder (``.Note.md.icloud``) stands for ``Note.md``: a link
+  target, never read, and — like a place that cannot be read now (permission denied, too many open files) —
+  reported in ``unreadable`` so that what is indexed there is kept (:func:`kept_unreadable`), never deleted.
 - :func:`read_note_text` decodes a note as UTF-8 or raises
   :class:`~cairn.errors.NoteReadError` with a reason the owner can act on.
 - :func:`resolve_in_vault` turns a client-supplied vault-relative path into an
@@ -27,7 +31,6 @@ from __future__ import annotations
 
 import bisect
 import errno
-import hashlib
 import logging
 import os
 import re
@@ -37,8 +40,16 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cairn.errors import FileOpenError, NoteReadError, NotFoundError, PathOutsideVaultError
+from cairn.errors import NotFoundError, PathOutsideVaultError
 from cairn.vault.ignore import IgnoreRules
+from cairn.vault.reading import file_digest, read_note_text
+from cairn.vault.sync_copies import (
+    conflict_copy_of,
+    conflict_reason,
+    icloud_placeholder_of,
+    is_not_downloaded,
+    not_downloaded_reason,
+)
 
 __all__ = [
     "VaultFile",
@@ -56,6 +67,8 @@ __all__ = [
     "on_disk_path",
     "file_digest",
     "kept_unreadable",
+    "conflict_reason",
+    "is_not_downloaded",
 ]
 
 log = logging.getLogger(__name__)
@@ -76,6 +89,9 @@ class VaultFile:
     (NFC; e.g. ``Résumé.md`` stored once composed, once decomposed, as a Mac sync can leave them): it is the
     path of the file indexed in its place, and ``path`` is then this file's own spelling (not NFC), so the
     indexer can record it as skipped apart from the one indexed.
+
+    ``conflict_of`` is set when the file is a Syncthing conflict copy: the path of the note it copies
+    (:func:`~cairn.vault.sync_copies.conflict_copy_of`; the indexer skips it unless ``sync_conflicts = "index"``).
     """
 
     path: str
@@ -84,6 +100,7 @@ class VaultFile:
     size: int
     kind: str
     duplicate_of: str | None = None
+    conflict_of: str | None = None
 
 
 def normalise_rel_path(p: str) -> str:
@@ -115,6 +132,12 @@ class _Found:
     abs_path: str
     st: os.stat_result
     duplicate_of: str | None = None
+    placeholder: bool = False  # an iCloud placeholder standing for the file ``rel``: a link target, never read
+
+
+def _is_placeholder(abs_path: str) -> bool:
+    """Whether a file the tree found is an iCloud placeholder (the only hidden names it lets through)."""
+    return os.path.basename(abs_path).startswith(".")
 
 
 class _Tree:
@@ -189,32 +212,48 @@ class _Tree:
         folders: dict[str, list[tuple[str, os.stat_result]]] = {}
         for abs_dir in dirs:
             for entry in self._list(abs_dir, rel_dir):
-                name = unicodedata.normalize("NFC", entry.name)
-                if (only is not None and name != only) or name.startswith("."):
-                    continue
-                rel = f"{rel_dir}/{name}" if rel_dir else name
-                try:
-                    if entry.is_symlink():
-                        self._symlink_skipped(entry.path, rel)
-                        continue
-                    st = entry.stat(follow_symlinks=False)
-                except OSError as exc:  # vanished; or there but not stat'able now
-                    if exc.errno not in _GONE_ERRNOS:
-                        self.unreadable[rel] = exc.strerror or str(exc)
-                    continue
-                is_dir = stat.S_ISDIR(st.st_mode)
-                if not is_dir and not stat.S_ISREG(st.st_mode):
-                    continue
-                if self.rules and self.rules.ignored(rel, is_dir):
-                    continue
-                if is_dir and (st.st_dev, st.st_ino) in ancestors:
-                    log.info("Skipping %r: the folder is one of its own parents (a loop)", rel)
-                    continue
-                (folders if is_dir else files).setdefault(name, []).append((entry.path, st))
+                found = self._entry(entry, rel_dir, ancestors, only)
+                if found is not None:
+                    name, st, is_dir = found
+                    (folders if is_dir else files).setdefault(name, []).append((entry.path, st))
         for group in (*files.values(), *folders.values()):
             if len(group) > 1:
                 group.sort(key=lambda item: self._preference(item[0]))
         return files, folders
+
+    def _entry(
+        self, entry: os.DirEntry[str], rel_dir: str, ancestors: frozenset[_Id], only: str | None
+    ) -> tuple[str, os.stat_result, bool] | None:
+        """(NFC name, lstat, is a folder) of one folder entry the rules let through, else None. An iCloud
+        placeholder (``.Note.md.icloud``) counts as the file it stands for (``Note.md``), recorded in
+        :attr:`unreadable` as not downloaded: found (its index entry kept, a link target) but never read."""
+        name = unicodedata.normalize("NFC", entry.name)
+        placeholder = icloud_placeholder_of(name) if name.startswith(".") else None
+        if placeholder:
+            name = placeholder
+        if (only is not None and name != only) or name.startswith("."):
+            return None
+        rel = f"{rel_dir}/{name}" if rel_dir else name
+        try:
+            if entry.is_symlink():
+                self._symlink_skipped(entry.path, rel)
+                return None
+            st = entry.stat(follow_symlinks=False)
+        except OSError as exc:  # vanished; or there but not stat'able now
+            if exc.errno not in _GONE_ERRNOS:
+                self.unreadable[rel] = exc.strerror or str(exc)
+            return None
+        is_dir = stat.S_ISDIR(st.st_mode)
+        if (not is_dir and not stat.S_ISREG(st.st_mode)) or (placeholder and is_dir):
+            return None
+        if self.rules and self.rules.ignored(rel, is_dir):
+            return None
+        if is_dir and (st.st_dev, st.st_ino) in ancestors:
+            log.info("Skipping %r: the folder is one of its own parents (a loop)", rel)
+            return None
+        if placeholder:
+            self.unreadable.setdefault(rel, not_downloaded_reason(entry.name))
+        return name, st, is_dir
 
     def _list(self, abs_dir: str | Path, rel_dir: str) -> list[os.DirEntry[str]]:
         """The entries of one folder; [] when it cannot be listed (recorded in :attr:`unreadable` unless gone)."""
@@ -230,16 +269,21 @@ class _Tree:
     def _raw_rel(self, abs_path: str) -> str:
         return Path(abs_path).relative_to(self.root).as_posix()
 
-    def _preference(self, abs_path: str) -> tuple[bool, str]:
+    def _preference(self, abs_path: str) -> tuple[bool, bool, str]:
         raw = self._raw_rel(abs_path)
-        return (not unicodedata.is_normalized("NFC", raw), raw)
+        return (_is_placeholder(abs_path), not unicodedata.is_normalized("NFC", raw), raw)
 
     def _file_group(self, rel: str, group: list[tuple[str, os.stat_result]]) -> Iterator[_Found]:
-        """The winner of files whose NFC path is ``rel`` under ``rel``, then the others as duplicates."""
+        """The winner of files whose NFC path is ``rel`` under ``rel``, then the others as duplicates. An iCloud
+        placeholder comes last and is no duplicate: beside the file itself (being downloaded) it is not there."""
         (first, first_st), rest = group[0], group[1:]
-        yield _Found(rel, rel, first, first_st)
+        placeholder = _is_placeholder(first)
+        if not placeholder and len(group) > 1 and _is_placeholder(group[-1][0]):
+            self.unreadable.pop(rel, None)
+        yield _Found(rel, rel, first, first_st, placeholder=placeholder)
         for abs_path, st in rest:
-            yield _Found(self._raw_rel(abs_path), rel, abs_path, st, duplicate_of=rel)
+            if not _is_placeholder(abs_path):
+                yield _Found(self._raw_rel(abs_path), rel, abs_path, st, duplicate_of=rel)
 
     def _walk(self, dirs: Sequence[str | Path], rel_dir: str, ancestors: frozenset[_Id]) -> Iterator[_Found]:
         files, folders = self._children(dirs, rel_dir, ancestors)
@@ -296,9 +340,10 @@ def _norm_exts(extensions: Sequence[str]) -> tuple[str, ...]:
 
 def _vault_files(found: Iterable[_Found], exts: Sequence[str]) -> Iterator[VaultFile]:
     for f in found:
-        kind = _kind_of(f.nfc, exts)
+        kind = None if f.placeholder else _kind_of(f.nfc, exts)
         if kind is not None:
-            yield VaultFile(f.rel, Path(f.abs_path), f.st.st_mtime_ns, f.st.st_size, kind, f.duplicate_of)
+            conflict = conflict_copy_of(f.nfc)
+            yield VaultFile(f.rel, Path(f.abs_path), f.st.st_mtime_ns, f.st.st_size, kind, f.duplicate_of, conflict)
 
 
 def scan_vault(
@@ -433,18 +478,6 @@ def paths_under(known: Iterable[str], rels: Iterable[str]) -> set[str]:
     return out
 
 
-def file_digest(path: Path) -> str:
-    """sha256 (hex) of the file's bytes, read 1 MB at a time; ``""`` when it cannot be read."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    except OSError:
-        return ""
-    return h.hexdigest()
-
-
 def list_all_files(root: Path, ignore: Sequence[str] = ()) -> Iterator[str]:
     """Yield the vault-relative path of every non-ignored file (notes and attachments), sorted.
 
@@ -454,58 +487,6 @@ def list_all_files(root: Path, ignore: Sequence[str] = ()) -> Iterator[str]:
     for f in _Tree(root, ignore).walk():
         if f.duplicate_of is None:
             yield f.rel
-
-
-# ------------------------------------------------------------------------ reading
-
-
-def _human_size(n: int) -> str:
-    for unit, factor in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= factor:
-            return f"{n / factor:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{n} bytes"
-
-
-def read_note_text(abs_path: Path, *, max_bytes: int) -> tuple[str, str]:
-    """Read a note as UTF-8: return (text without BOM, sha256 hex digest of the raw bytes).
-
-    Raises :class:`~cairn.errors.NoteReadError` with a human reason when the file
-    is larger than ``max_bytes`` ("file is 7.2 MB, limit 5 MB"), looks binary
-    (NUL bytes; UTF-16 is named as such) or is not valid UTF-8 (the byte, its
-    offset and line are given); its subclass :class:`~cairn.errors.FileOpenError` when the file cannot be
-    opened or read now (the OS error: permission denied, too many open files, locked, vanished).
-    """
-    limit = _human_size(max_bytes)
-    try:
-        with open(abs_path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            if size > max_bytes:
-                raise NoteReadError(
-                    f"file is {_human_size(size)}, limit {limit}; raise max_note_bytes in the config to index it"
-                )
-            raw = fh.read(max_bytes + 1)
-    except NoteReadError:
-        raise
-    except OSError as exc:  # not a property of the note's bytes: looked at again later, never a deletion
-        raise FileOpenError(f"cannot open or read the file now: {exc.strerror or exc}") from None
-    if len(raw) > max_bytes:  # grew while we were reading
-        raise NoteReadError(f"file is over {limit}, limit {limit}; raise max_note_bytes in the config to index it")
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise NoteReadError("file is UTF-16 text, not UTF-8; re-save it as UTF-8 to index it")
-    nul = raw.find(b"\x00")
-    if nul >= 0:
-        raise NoteReadError(f"file looks binary (NUL byte at offset {nul}), not a UTF-8 text note")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise NoteReadError(
-            f"file is not valid UTF-8: byte 0x{raw[exc.start]:02X} at offset {exc.start} (line {line}); "
-            "re-save it as UTF-8 (it may be Latin-1 or Windows-1252)"
-        ) from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    return text, hashlib.sha256(raw).hexdigest()
 
 
 # -------------------------------------------------------------------- containment
