@@ -8,6 +8,11 @@
 
 A miss passing both is bound by the embedding model: only a better model (or text in the note that says it)
 would find it. The table counts each, and lists the ids of the misses bound by both.
+
+A third count bounds what fusion can do: **no leg's top 5** — no relevant note is among the first 5 notes of the
+BM25 leg (``SearchService.keyword_ranking``, each note at its best chunk) nor among the 5 nearest by best-vector
+cosine. Such a miss needs a leg to rank the note better; no fusion of these legs puts it in the top 5 but by
+pushing up a note that neither leg puts high.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from eval_known import Vocabulary
 
 from cairn.embedder import Embedder
 from cairn.ranking import query_terms
+from cairn.search import SearchService
 from cairn.store import Store
 
 DENSE_DEPTH = 100
@@ -62,6 +68,7 @@ class BoundReport:
     outside_dense: int = 0
     no_shared_word: int = 0
     both: list[str] = field(default_factory=list)
+    no_leg_top5: list[str] = field(default_factory=list)
 
 
 def content_tokens(store: Store, question: str) -> set[str]:
@@ -69,18 +76,35 @@ def content_tokens(store: Store, question: str) -> set[str]:
     return {t for term in query_terms(question) for t in store.fts_tokens(term)}
 
 
+def first_notes(paths: Sequence[str], n: int) -> list[str]:
+    """The first ``n`` distinct notes of ``paths``, in order."""
+    return list(dict.fromkeys(paths))[:n]
+
+
 def analyse_misses(
-    store: Store, embedder: Embedder, vocab: Vocabulary, misses: Sequence[dict], depth: int = DENSE_DEPTH
+    store: Store,
+    embedder: Embedder,
+    vocab: Vocabulary,
+    misses: Sequence[dict],
+    depth: int = DENSE_DEPTH,
+    query: SearchService | None = None,
 ) -> BoundReport:
-    """Both tests (module docstring) for each missed question (dev-file rows)."""
+    """The tests (module docstring) for each missed question (dev-file rows); the legs' top 5 with ``query``."""
     report = BoundReport(misses=len(misses))
     if not misses:
         return report
     vectors = NoteVectors.of(store)
     for q in misses:
         relevant = set(q["relevant"])
-        near = set(vectors.nearest(embedder.embed([q["question"]])[0], depth))
+        ranked = vectors.nearest(embedder.embed([q["question"]])[0], depth)
+        near = set(ranked)
         outside = not relevant & near
+        if query is not None:
+            chunks = query.keyword_ranking(q["question"], 200)
+            rows = query.store.chunk_rows(chunks)
+            paths = [rows[c].path for c in chunks if c in rows]
+            if not relevant & (set(first_notes(paths, 5)) | set(ranked[:5])):
+                report.no_leg_top5.append(q["id"])
         shared = any(vocab.notes.get(t, set()) & relevant for t in content_tokens(store, q["question"]))
         report.outside_dense += outside
         report.no_shared_word += not shared

@@ -117,7 +117,17 @@ def bound_table(results: Sequence[VaultResult]) -> str:
         b = r.bound
         if b is not None:
             ids = ", ".join(b.both) or "none"
-            rows.append([r.vault, str(b.misses), str(b.outside_dense), str(b.no_shared_word), f"{len(b.both)} ({ids})"])
+            legs = ", ".join(b.no_leg_top5) or "none"
+            rows.append(
+                [
+                    r.vault,
+                    str(b.misses),
+                    str(b.outside_dense),
+                    str(b.no_shared_word),
+                    f"{len(b.both)} ({ids})",
+                    f"{len(b.no_leg_top5)} ({legs})",
+                ]
+            )
     return "### Hybrid misses: bound by the embedding model?\n\n" + _table(
         [
             "vault",
@@ -125,6 +135,7 @@ def bound_table(results: Sequence[VaultResult]) -> str:
             f"outside the dense top {DENSE_DEPTH}",
             "no content word shared",
             "both (question ids)",
+            "in no leg's top 5 notes (BM25, dense)",
         ],
         rows,
     )

@@ -111,7 +111,7 @@ def evaluate_vault(cairn: Cairn, vault: str, questions: list[dict], args: argpar
     vocab = _timed(f"{vault}: vocabulary", lambda: Vocabulary.of(store))
     if "hybrid" in result.ranking:
         missed = [q for q in result.in_corpus() if not result.ranking["hybrid"][q["id"]][0]]
-        result.bound = _timed(f"{vault}: misses", lambda: analyse_misses(store, embedder, vocab, missed))
+        result.bound = _timed(f"{vault}: misses", lambda: analyse_misses(store, embedder, vocab, missed, query=query))
     if not args.no_known:
         result.known.append(_timed(f"{vault}: rare terms", lambda: check_rare_terms(store, query, vocab=vocab)))
         result.known.append(_timed(f"{vault}: titles", lambda: check_titles(store, query)))

@@ -3,7 +3,8 @@
 answerable questions, on the search's own evidence (:mod:`fusion_replay`: exact replays of
 ``SearchService._fuse`` / ``_order``, hybrid, search purpose, one chunk per note, top 10, as ``eval_retrieval.py``).
 
-Families (each a grid of settings; ``today`` is the service's default, first in every grid):
+Families (each a grid of settings; the fusion before them, weighted RRF, first in every grid; the service's
+default, :data:`DEFAULT`, in several):
 
 - ``rrf``: weighted RRF, BM25 weight × RRF k;
 - ``convex``: α · norm(dense) + (1 − α) · norm(BM25) of per-query normalised scores (Bruch et al., "An Analysis of
@@ -34,7 +35,7 @@ import itertools
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,8 @@ from cairn.embedder import Embedder  # noqa: E402
 from cairn.ranking import FusionWeights, query_terms  # noqa: E402
 
 TODAY = FusionWeights()
+#: The fusion before this experiment (weighted RRF, note at its best chunk): every setting's fields default to it.
+BEFORE = FusionWeights(method="rrf", dense=1.0, bm25=0.3, k=60, second=0.0)
 
 
 @dataclass(frozen=True)
@@ -57,13 +60,13 @@ class Setting:
     """One configuration of the replayed fusion."""
 
     fusion: str = "rrf"  # rrf | convex
-    bm25: float = TODAY.bm25  # RRF weight of the BM25 list
-    k: int = TODAY.k
+    bm25: float = BEFORE.bm25  # RRF weight of the BM25 list
+    k: int = BEFORE.k
     alpha: float = 0.7  # convex: weight of the dense score
     norm: str = "mm"  # convex: mm | tmm | z
     adapt: str = ""  # "" | agree | peak | terms
     threshold: float = 0.0
-    bm25_high: float = TODAY.bm25  # the BM25 weight at or above the threshold
+    bm25_high: float = BEFORE.bm25  # the BM25 weight at or above the threshold
     second: float = 0.0
     prf_k: int = 0
     prf_beta: float = 0.0
@@ -75,7 +78,11 @@ class Setting:
 
     def label(self) -> str:
         base = Setting()
-        return ", ".join(f"{k}={v}" for k, v in vars(self).items() if getattr(base, k) != v) or "today"
+        return ", ".join(f"{k}={v}" for k, v in vars(self).items() if getattr(base, k) != v) or "rrf (before)"
+
+
+#: The service's default fusion (:class:`cairn.ranking.FusionWeights`) as a setting.
+DEFAULT = Setting(fusion=TODAY.method, alpha=TODAY.alpha, norm="tmm", second=TODAY.second)
 
 
 # ---------------------------------------------------------------------------------------------- fusion functions
@@ -177,6 +184,7 @@ def _prf_scores(rp: Replay, ev: QuestionEvidence, k: int, beta: float) -> np.nda
 # ---------------------------------------------------------------------------------------------- grids
 def grids(best: dict[str, Setting] | None = None) -> dict[str, list[Setting]]:
     t = Setting()
+    now = DEFAULT
     out = {
         "rrf": [t] + [Setting(bm25=w, k=k) for w in (0.2, 0.3, 0.5, 0.7, 1.0) for k in (10, 20, 40, 60, 100)],
         "convex": [t]
@@ -190,11 +198,14 @@ def grids(best: dict[str, Setting] | None = None) -> dict[str, list[Setting]]:
             for hi in (0.1, 0.3, 0.5, 1.0)
             if lo != hi
         ],
-        "second": [t] + [Setting(second=x) for x in (0.1, 0.2, 0.3, 0.5, 0.8)],
-        "prf": [t] + [Setting(prf_k=k, prf_beta=b) for k in (3, 5, 10) for b in (0.2, 0.5, 1.0)],
+        "second": [t, now] + [Setting(second=x) for x in (0.1, 0.2, 0.3, 0.5, 0.8)],
+        "prf": [t, now]
+        + [Setting(prf_k=k, prf_beta=b) for k in (3, 5, 10) for b in (0.2, 0.5, 1.0)]
+        + [replace(now, prf_k=k, prf_beta=b) for k in (3, 5, 10) for b in (0.2, 0.5)],
         "depth": [t]
-        + [Setting(depth_bm25=b, depth_dense=d) for b in (20, 40, 60, 100, 200) for d in (40, 60, 100, 200)],
-        "floor": [t, Setting(below_last=False)],
+        + [Setting(depth_bm25=b, depth_dense=d) for b in (20, 40, 60, 100, 200) for d in (40, 60, 100, 200)]
+        + [replace(now, depth_bm25=b, depth_dense=d) for b in (40, 60, 100) for d in (40, 60, 100)],
+        "floor": [t, Setting(below_last=False), now, replace(now, below_last=False)],
         "title": [t]
         + [Setting(title=w, depth_title=d) for w in (0.1, 0.2, 0.3, 0.5, 1.0) for d in (10, 20, 60)]
         + [
@@ -260,7 +271,7 @@ def cross_validate(scores: np.ndarray, questions: list[dict], folds: int, seeds:
             test = np.zeros(len(questions), dtype=bool)
             test[[pos[m["id"]] for m in members]] = True
             train = objective[:, ~test].mean(axis=1)
-            best = int(np.flatnonzero(train == train.max())[0])  # ties: the earlier setting (today first)
+            best = int(np.flatnonzero(train == train.max())[0])  # ties: the earlier setting (the one before first)
             chosen[best] += 1
             held[test] += scores[best][test]
     return held / seeds, chosen
@@ -280,7 +291,7 @@ def report_family(name: str, grid: list[Setting], scores: np.ndarray, questions:
     objective = scores.mean(axis=(1, 2))
     best = int(np.argmax(objective))
     print(f"\n## {name} ({len(grid)} settings)  Hit@5 / MRR@10")
-    print(f"  today                 : {per_vault(scores[0], questions)}")
+    print(f"  rrf (before)          : {per_vault(scores[0], questions)}")
     print(f"  held out (CV)         : {per_vault(held, questions)}")
     print(f"  in-sample best        : {per_vault(scores[best], questions)}  [{grid[best].label()}]")
     for vault in sorted({q["vault"] for q in questions}):
@@ -310,7 +321,7 @@ def main() -> int:
     for vault in sorted({q["vault"] for q in questions}):
         cairn = open_vault(vault, args.vaults, args.data_dir, embedder)
         replays.append(Replay(vault, cairn.query, [q for q in questions if q["vault"] == vault]))
-        mismatch = replays[-1].check(_rrf({"dense": TODAY.dense, "bm25": TODAY.bm25}, TODAY.k))
+        mismatch = [ev.question["id"] for ev in replays[-1].items if rank(replays[-1], ev, DEFAULT) != ev.ranked]
         print(
             f"# {vault}: replay differs from the service on {len(mismatch)} questions {mismatch[:5]}", file=sys.stderr
         )
