@@ -367,6 +367,94 @@ def test_a_damaged_database_is_moved_aside_rebuilt_and_reported(small_vault, tmp
     assert reconcile_diff(home, small_vault, embedder) == EMPTY
 
 
+# -- the index file deleted or replaced while serving ------------------------------------------
+
+
+def tiny_vault(root: Path, word: str) -> Path:
+    """Three short notes; ``Topic.md`` holds ``word`` (a word no other test vault holds)."""
+    root.mkdir(parents=True)
+    (root / "Topic.md").write_text(f"# Topic\n\nThe {word} is kept in the lower cabinet.\n", encoding="utf-8")
+    (root / "Other.md").write_text("# Other\n\nTabs, panes and themes.\n", encoding="utf-8")
+    (root / "Third.md").write_text("# Third\n\nHotkeys and the command palette.\n", encoding="utf-8")
+    return root
+
+
+def request(url: str, path: str, token: str | None) -> tuple[int, dict]:
+    """(HTTP status, JSON body) of one GET; no assertion on the status."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {token}"} if token else {})
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+READS = ["/search?q=cabinet", "/index/stats", "/notes/Topic.md", "/tags", "/search?q=lighthouse+keeper"]
+
+
+def assert_refused_clearly(url: str, token: str) -> None:
+    """Every read is a 503 ``index_file_changed`` saying what happened (never a 500, never another vault's
+    notes), and ``/health`` is degraded with that reason."""
+    for n in range(30):
+        status, body = request(url, READS[n % len(READS)], token)
+        assert status == 503 and body["error"]["code"] == "index_file_changed", (status, body)
+        assert "Restart Cairn" in body["error"]["message"]
+    status, body = request(url, "/health", None)
+    assert status == 200 and body["status"] == "degraded", body
+    assert body["store"] == {"ok": False, "reason": "index_file_changed"}
+
+
+def test_an_index_file_deleted_while_serving_is_refused_then_rebuilt_at_restart(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    vault = tiny_vault(tmp_path / "vault", "quillwort")
+    db = db_file(home, vault)
+    with serving(home, vault) as (proc, url):
+        token = token_for(home)
+        wait_indexed(url, token, proc, notes=3)
+        db.unlink()
+        (vault / "Added later.md").write_text("The lighthouse keeper's log.\n", encoding="utf-8")
+        assert_refused_clearly(url, token)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    with serving(home, vault) as (proc, url):
+        wait_indexed(url, token, proc, notes=4)
+        assert [r["filePath"] for r in search(url, token, "lighthouse keeper log")][:1] == ["Added later.md"]
+    assert "was deleted while Cairn was using it" in (home / "serve.stderr").read_text()
+
+
+def test_an_index_file_replaced_by_another_vaults_is_never_served(tmp_path, embedder):
+    home = tmp_path / "home"
+    home.mkdir()
+    vault = tiny_vault(tmp_path / "vault", "quillwort")
+    other_vault = tiny_vault(tmp_path / "other vault", "bladderwrack")
+    other = Cairn(make_config(other_vault.resolve(), tmp_path / "other data"), embedder=embedder, verify=True)
+    other.index()
+    other_db = other.store.path
+    other.close()
+    db = db_file(home, vault)
+    with serving(home, vault) as (proc, url):
+        token = token_for(home)
+        wait_indexed(url, token, proc, notes=3)
+        shutil.copyfile(other_db, tmp_path / "copy.sqlite3")
+        os.replace(tmp_path / "copy.sqlite3", db)  # e.g. a backup of another vault's index restored here
+        assert_refused_clearly(url, token)
+        status, body = request(url, "/search?q=bladderwrack", token)
+        assert status == 503, body
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+    # At the next start the file names another vault: moved aside (kept) and this vault's index rebuilt.
+    with serving(home, vault) as (proc, url):
+        stats = wait_indexed(url, token, proc, notes=3)
+        moved = Path(stats["recovered"]["movedTo"])
+        assert moved.name.startswith(db.name + ".other-vault-") and moved.exists()
+        assert search(url, token, "bladderwrack") == []
+        assert [r["filePath"] for r in search(url, token, "quillwort cabinet")][:1] == ["Topic.md"]
+    assert "belongs to another vault" in (home / "serve.stderr").read_text()
+
+
 # -- one instance; changes while stopped -------------------------------------------------------
 
 

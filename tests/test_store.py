@@ -200,3 +200,46 @@ def test_an_index_this_process_cannot_open_now_is_reported_as_such_and_never_mov
     assert "open files" in out.stdout.lower() and "Delete it" not in out.stdout
     assert path.exists() and not list(tmp_path.glob("i.db.*damaged*")) and len(list(tmp_path.iterdir())) <= 3
     Store(path).close()  # still a good index
+
+
+def test_an_existing_index_records_its_vault_in_place_and_one_of_another_vault_is_refused_or_moved(tmp_path):
+    from cairn.errors import IndexOfAnotherVaultError
+    from cairn.store.recovery import open_verified
+
+    db = tmp_path / "index.sqlite3"
+    old = Store(db)  # as an index written before the vault was recorded
+    old.write_note(_note(), _chunks("alpha"), [], [])
+    old.close()
+    store, recovered = open_verified(db, vault=tmp_path / "vault A")
+    assert recovered is None and store.stats().notes == 1  # upgraded in place, nothing rebuilt
+    store.close()
+    with pytest.raises(IndexOfAnotherVaultError, match="vault A"):
+        Store(db, readonly=True, vault=tmp_path / "vault B")  # cairn mcp: refused, with both vaults named
+    store, recovered = open_verified(db, vault=tmp_path / "vault B")  # the daemon: moved aside, rebuilt
+    assert recovered is not None and ".other-vault-" in recovered["movedTo"]
+    assert store.stats().notes == 0
+    store.close()
+    kept = Store(recovered["movedTo"])
+    assert kept.stats().notes == 1  # kept as it was
+    kept.close()
+
+
+def test_a_store_whose_file_is_deleted_or_replaced_refuses_every_use(tmp_path):
+    from cairn.errors import IndexFileChangedError
+
+    for change in ("delete", "replace"):
+        db = tmp_path / f"{change}.sqlite3"
+        store = Store(db)
+        store.write_note(_note(), _chunks("alpha"), [], [])
+        if change == "delete":
+            db.unlink()
+        else:
+            Store(tmp_path / "other.sqlite3").close()
+            (tmp_path / "other.sqlite3").replace(db)
+        store.IDENTITY_CHECK_S = 0.0  # checked at the next use
+        with pytest.raises(IndexFileChangedError, match="deleted" if change == "delete" else "replaced"):
+            store.stats()
+        with pytest.raises(IndexFileChangedError):
+            store.write_note(_note("b.md"), _chunks("beta"), [], [])
+        store.close()
+        assert not db.with_name(db.name + "-wal").exists()  # never replayed into the next file at that path

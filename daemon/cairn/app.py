@@ -43,8 +43,9 @@ class Cairn:
     attachments), ``query``, ``library`` (:class:`~cairn.library.NoteViews`), ``events`` (index progress for
     ``GET /events``) and ``indexing`` (:class:`~cairn.indexing.Indexing`). Close with :meth:`close`.
 
-    ``verify`` (the daemon): check the database first; a damaged one is moved aside and rebuilt (said in
-    ``stats()["recovered"]``). ``readonly`` (``cairn mcp``): the index as it is; nothing is written.
+    ``verify`` (the daemon): check the database first; a damaged one, or one built for another vault, is moved
+    aside and rebuilt (said in ``stats()["recovered"]``). ``readonly`` (``cairn mcp``): the index as it is;
+    nothing is written.
     Raises :class:`~cairn.errors.ConfigError` (no vault), :class:`~cairn.errors.StoreError`
     / ``SchemaTooNewError`` (index unusable), :class:`~cairn.errors.ModelError` (model files).
     """
@@ -57,9 +58,11 @@ class Cairn:
         self.embedder = embedder or Embedder(threads=config.embed_threads)
         recovered = None
         if verify:
-            self.store, recovered = open_verified(config.db_path)
+            self.store, recovered = open_verified(config.db_path, vault=config.vault)
         else:
-            self.store = Store(config.db_path, readonly=readonly)
+            # The vault recorded in the index is checked where an index is served (the daemon, cairn mcp); the
+            # CLI and tests may open an index copied along with its vault.
+            self.store = Store(config.db_path, readonly=readonly, vault=config.vault if readonly else None)
         self.indexer = Indexer(config, self.store, self.embedder)
         self.pdfs = PdfIndexer(self.indexer)
         self.query = SearchService(self.store, self.embedder)

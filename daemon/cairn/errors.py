@@ -73,6 +73,20 @@ class StoreUnavailableError(StoreError):
     file itself may be fine, so it is never moved aside or rebuilt for it."""
 
 
+class IndexFileChangedError(StoreError):
+    """The index file was deleted or replaced by another file while this process used it: nothing more is read
+    from or written to it until Cairn is restarted (which checks the file at that path again)."""
+
+    code = "index_file_changed"
+
+
+class IndexOfAnotherVaultError(StoreError):
+    """The index file records another vault's path than the one it was opened for (copied or restored from
+    elsewhere)."""
+
+    code = "index_of_another_vault"
+
+
 class SchemaTooNewError(StoreError):
     """The database was written by a newer Cairn (``PRAGMA user_version`` above what this code knows)."""
 

@@ -19,16 +19,21 @@ from typing import Any, Protocol
 from cairn import __version__
 from cairn.config import Config
 from cairn.embedder import Embedder
+from cairn.errors import CairnError
 from cairn.events import EventBus
 from cairn.indexer import Indexer, IndexReport
 from cairn.library import checked_rel_path
 from cairn.pdf_index import PdfIndexer, PdfQueue
-from cairn.store import IndexStats, Store
+from cairn.store import IndexStats, Store, disk_full
 from cairn.vault import paths_under, resolve_in_vault
 
 #: Chunks per vector slice of a watcher batch (a few seconds of the model): how long a new save may wait behind
 #: an earlier one's vectors before its text is written (:meth:`Indexing.index_paths`).
 WATCH_EMBED_BATCH = 64
+#: Seconds before indexing is tried again after a run failed for lack of disk space; doubled after each such
+#: failure up to :data:`DISK_FULL_RETRY_MAX_S`, back to the first once a run succeeds.
+DISK_FULL_RETRY_FIRST_S = 5.0
+DISK_FULL_RETRY_MAX_S = 300.0
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +114,10 @@ class Indexing:
         self._recovery_queued = False  # a reconcile is queued for when the vault is back (_vault_is_there)
         self._paused = False
         self._full_requested = threading.Event()  # the tray's "Reindex now": the next run re-reads every note
+        #: Why the index cannot be written now ("disk_full"), None while it can; said by /health.
+        self.write_error: str | None = None
+        self._retry_s = DISK_FULL_RETRY_FIRST_S
+        self._retry: threading.Timer | None = None
 
     # ------------------------------------------------------------------------------------------------ runs
     def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
@@ -140,6 +149,8 @@ class Indexing:
             self.last_report = report
             self.index_error = None
             self._note_unreadable(report, None)
+            if not report.stopped:
+                self._space_is_back()
             self._publish_indexed(report)
             return report
         except Exception as exc:
@@ -147,6 +158,7 @@ class Indexing:
             # Retried by stats() once the vault is back, only when it was gone (not a loop on other failures).
             vault = self.config.vault  # never None here: the vault was required when the Cairn was built
             self._recovery_queued = vault is not None and vault.is_dir()
+            self._retry_if_disk_full(exc)
             self.events.publish("error", {"message": f"Indexing failed: {type(exc).__name__}; see the daemon log."})
             raise
         finally:
@@ -182,6 +194,9 @@ class Indexing:
                     report.texts_embedded,
                 )
             return report
+        except Exception as exc:
+            self._retry_if_disk_full(exc)
+            raise
         finally:
             self.running.clear()
 
@@ -199,6 +214,33 @@ class Indexing:
         self.not_downloaded.update(report.not_downloaded)
         if self.watcher is not None and (report.deferred or before):
             self.watcher.retry_later(sorted({p for p, _r in report.deferred}), settled=before - set(self.unreadable))
+
+    def _retry_if_disk_full(self, exc: BaseException) -> None:
+        """After a run that failed for lack of disk space: say so (``write_error``, ``/health``) and queue a
+        reconcile in ``_retry_s`` seconds (then twice as long, up to :data:`DISK_FULL_RETRY_MAX_S`), so indexing
+        resumes by itself once space is freed. Other failures: nothing."""
+        if not disk_full(exc) or self.stop_requested.is_set():
+            return
+        self.write_error = "disk_full"
+        with self._reindex_lock:
+            if self._retry is not None and self._retry.is_alive():
+                return  # one retry queued at a time (a failed watcher batch is followed by a failed reconcile)
+            delay, self._retry_s = self._retry_s, min(self._retry_s * 2, DISK_FULL_RETRY_MAX_S)
+            log.error("the index cannot be written: the disk is full (%s); trying again in %.0f s", exc, delay)
+            self._retry = threading.Timer(delay, self._retry_now)
+            self._retry.daemon = True
+            self._retry.start()
+
+    def _retry_now(self) -> None:
+        if not self.stop_requested.is_set():
+            self.request_reindex()
+
+    def _space_is_back(self) -> None:
+        """A run wrote what it had to: forget a disk-full state and its backoff."""
+        if self.write_error is not None:
+            log.info("the index is written again (disk space was freed)")
+        self.write_error = None
+        self._retry_s = DISK_FULL_RETRY_FIRST_S
 
     def _yield_to_new_changes(self, stop: Callable[[], bool]) -> Callable[[], bool]:
         """``should_stop`` for the vector phase of a watcher batch: after its first slice, it also stops while the
@@ -367,14 +409,19 @@ class Indexing:
         return there
 
     def health(self) -> dict[str, Any]:
-        """``/health``: {status, version, store, embedder, llm}; ``status`` is ``ok`` only when the store and the
-        model both answer. Never raises (a failed check is logged and reported)."""
+        """``/health``: {status, version, store: {ok, reason}, embedder, llm}; ``status`` is ``ok`` only when the
+        store can be read and written and the model answers. ``store.reason`` (``None`` when ok) is a code, never
+        a path (``/health`` needs no token): ``disk_full`` (the last run could not write; retried with backoff),
+        ``index_file_changed`` (the index file was deleted or replaced while served), ``unreadable``. Never raises
+        (a failed check is logged and reported)."""
         store_ok = embedder_ok = True
+        reason = self.write_error
         try:
             self.store.check_readable()
         except Exception as exc:  # report, never raise, from a health check
-            store_ok = False
+            reason = exc.code if isinstance(exc, CairnError) else "unreadable"
             log.warning("health: store check failed: %s", exc)
+        store_ok = reason is None
         try:
             embedder_ok = self.embedder.embed_query("health").shape == (self.embedder.dim,)
         except Exception as exc:
@@ -383,7 +430,7 @@ class Indexing:
         return {
             "status": "ok" if store_ok and embedder_ok else "degraded",
             "version": __version__,
-            "store": {"ok": store_ok},
+            "store": {"ok": store_ok, "reason": reason},
             "embedder": {"ok": embedder_ok, "model": self.embedder.model_id},
             "llm": {"configured": self.config.llm.configured, "reachable": False, "remote": self.config.llm.remote},
         }
@@ -391,6 +438,8 @@ class Indexing:
     def close(self) -> None:
         """Ask running work to stop and stop the PDF queue (the store is closed by its owner)."""
         self.stop_requested.set()
+        if self._retry is not None:
+            self._retry.cancel()
         if self.pdf_queue is not None:
             self.pdf_queue.stop()
         self.pdfs.close()

@@ -18,7 +18,7 @@ from cairn.errors import FileOpenError, NoteReadError
 from cairn.indexer import Indexer, IndexReport, PreparedNote, Progress, prepare_note
 from cairn.link_targets import LINK_FILES_META, LinkCache, LinkTargets, fingerprint
 from cairn.notes import LinkResolver
-from cairn.store import LinkRecord, NoteRecord, NoteState
+from cairn.store import LinkRecord, NoteRecord, NoteState, disk_full
 from cairn.vault import VaultFile, conflict_reason, duplicate_reason, file_digest, read_note_text
 from cairn.vault.lifeline import exit_with_parent
 
@@ -192,6 +192,8 @@ class TextRun:
         try:
             chunks = self._write_note(vf, digest, prepared, resolver)
         except Exception as exc:  # e.g. a title too long to fit a chunk: skip the note, keep going
+            if disk_full(exc):  # not this note's fault: the run fails (and is retried once there is space)
+                raise
             log.exception("cannot index %s", vf.path)
             self.indexer.record_skipped(vf, digest, f"cannot index: {exc}", report, title=note.title)
             return

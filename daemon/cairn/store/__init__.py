@@ -13,6 +13,7 @@ meta). Every method returns plain values or the rows of :mod:`~cairn.store.recor
 
 from __future__ import annotations
 
+from cairn.store.base import disk_full
 from cairn.store.chunks import ChunkTables
 from cairn.store.notes import NoteTables
 from cairn.store.records import (
@@ -41,6 +42,7 @@ from cairn.store.vectors import VectorTables
 
 __all__ = [
     "Store",
+    "disk_full",
     "NoteState",
     "NoteRecord",
     "ChunkRecord",

@@ -8,6 +8,7 @@ import errno
 import logging
 import os
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,13 @@ import apsw
 import numpy as np
 import sqlite_vec
 
-from cairn.errors import SchemaTooNewError, StoreError, StoreUnavailableError
+from cairn.errors import (
+    IndexFileChangedError,
+    IndexOfAnotherVaultError,
+    SchemaTooNewError,
+    StoreError,
+    StoreUnavailableError,
+)
 from cairn.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -32,6 +39,31 @@ def scalar(conn: apsw.Connection, sql: str, args: Sequence[Any] = ()) -> Any:
 
 def vec_bytes(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype="<f4").tobytes()
+
+
+#: The ``meta`` key holding the vault path the index was built for (:func:`vault_key`).
+VAULT_META = "vault"
+
+
+def vault_key(vault: Path | str) -> str:
+    """How a vault's path is recorded in its index: the path's bytes as UTF-8, undecodable bytes as ``\\xNN``."""
+    return os.fsencode(vault).decode("utf-8", "backslashreplace")
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc``, or an error it was raised from or while handling, says the index could not be written for
+    lack of space (SQLite's ``SQLITE_FULL``, or the operating system's ``ENOSPC`` / ``EDQUOT``): not the note's
+    fault, and over once space is freed. The chain matters: SQLite rolls a transaction back by itself on
+    ``SQLITE_FULL``, so leaving a ``with connection:`` block raises "cannot rollback" from the ``FullError``."""
+    full = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, apsw.FullError) or (isinstance(cur, OSError) and cur.errno in full):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 def _open_error(path: Path, exc: apsw.Error) -> StoreError:
@@ -60,22 +92,35 @@ class StoreBase:
     switches to WAL and applies pending migrations. Raises
     :class:`~cairn.errors.SchemaTooNewError` for a database from a newer Cairn and
     :class:`~cairn.errors.StoreError` when the file cannot be opened or is not a database.
+
+    ``vault``: the vault the index is for. Its path is recorded in the index (``meta``, :data:`VAULT_META`) at the
+    first writable open, and an index recording another vault raises
+    :class:`~cairn.errors.IndexOfAnotherVaultError`. Whatever ``vault``, the file's identity (device, inode) is
+    taken at open and compared with the file at :attr:`path` at most every :data:`IDENTITY_CHECK_S` seconds
+    when a connection is used: once the file was deleted or replaced, every use raises
+    :class:`~cairn.errors.IndexFileChangedError` (a 503 at the HTTP edge), so nothing is served from another
+    vault's index and no edit is written into an unlinked file.
     """
 
     BUSY_TIMEOUT_MS = 5000
+    #: Seconds between two checks that the file at :attr:`path` is still the one opened (one ``stat``).
+    IDENTITY_CHECK_S = 0.05
     #: Newest entries kept in the deletion log (table ``chunk_deletions``, schema migration 3; 16 bytes each):
     #: a reader that fell further behind (a re-index of a vault this size while it slept) scans instead.
     DELETION_LOG_KEEP = 50_000
     #: Deletions a reader applies from the log; more, and :meth:`fts_snapshot` scans FTS5's row ids instead.
     DELETION_LOG_MAX_READ = 5_000
 
-    def __init__(self, path: Path | str, *, readonly: bool = False) -> None:
+    def __init__(self, path: Path | str, *, readonly: bool = False, vault: Path | str | None = None) -> None:
         self.path = Path(path)
         self.readonly = readonly
         self._local = threading.local()
         self._write_lock = threading.RLock()
         self._all: list[apsw.Connection] = []
         self._all_lock = threading.Lock()
+        self._identity: tuple[int, int] | None = None  # the opened file's, set by the first _open
+        self._identity_checked = 0.0
+        self._changed: str | None = None  # why the file is no longer used, once it was deleted or replaced
         if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         conn = self.conn
@@ -83,6 +128,8 @@ class StoreBase:
             self._migrate(conn)
         else:
             self._check_version(conn)
+        if vault is not None:
+            self.check_vault(vault)
 
     def _open(self) -> apsw.Connection:
         flags = apsw.SQLITE_OPEN_READONLY if self.readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
@@ -98,17 +145,66 @@ class StoreBase:
             conn.execute("PRAGMA synchronous=NORMAL")
         except apsw.Error as exc:
             raise _open_error(self.path, exc) from exc
+        if self._identity is None:
+            self._identity = self.file_identity()
         with self._all_lock:
             self._all.append(conn)
         return conn
 
     @property
     def conn(self) -> apsw.Connection:
-        """This thread's connection (created on first use)."""
+        """This thread's connection (created on first use). Raises :class:`~cairn.errors.IndexFileChangedError`
+        once the file at :attr:`path` is no longer the one opened."""
+        self._check_identity()
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = self._open()
         return conn
+
+    def _check_identity(self) -> None:
+        if self._changed is None and self._identity is not None:
+            now = time.monotonic()
+            if now - self._identity_checked < self.IDENTITY_CHECK_S:
+                return
+            self._identity_checked = now
+            current = self.file_identity()
+            if current == self._identity:
+                return
+            what = "deleted" if current == (0, 0) else "replaced by another file"
+            self._changed = (
+                f"The index file {str(self.path)!r} was {what} while Cairn was using it: nothing more is read from "
+                "or written to it. Restart Cairn to rebuild the index from the vault."
+            )
+            log.error("%s", self._changed)
+            if not self.readonly:
+                self._drop_own_wal()
+        if self._changed is not None:
+            raise IndexFileChangedError(self._changed)
+
+    def _drop_own_wal(self) -> None:
+        """Delete the ``-wal`` / ``-shm`` at :attr:`path`: this writer's, left beside a file that is no longer its
+        database (SQLite keeps them when the file went), where the next open would replay them into the new file.
+        Only a writable store does it: it holds the index's instance lock, so no other Cairn writes those files."""
+        for extra in ("-wal", "-shm"):
+            try:
+                self.path.with_name(self.path.name + extra).unlink(missing_ok=True)
+            except OSError as exc:
+                log.warning("cannot delete the stale %s of %s: %s", extra, self.path, exc)
+
+    def check_vault(self, vault: Path | str) -> None:
+        """Record ``vault`` (as :func:`vault_key`) as the index's vault when none is recorded (and the store is
+        writable); raise :class:`~cairn.errors.IndexOfAnotherVaultError` when another vault is recorded."""
+        key = vault_key(vault)
+        recorded = self.get_meta(VAULT_META)
+        if recorded is None:
+            if not self.readonly:
+                self.set_meta(VAULT_META, key)
+            return
+        if recorded != key:
+            raise IndexOfAnotherVaultError(
+                f"The index file {str(self.path)!r} was built for the vault {recorded!r}, not {key!r} (copied or "
+                "restored from elsewhere?)."
+            )
 
     def close_thread_connection(self) -> None:
         """Close this thread's connection, if it has one (a later use opens a new one). For threads that end: a

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import apsw
 
-from cairn.errors import SchemaTooNewError, StoreError, StoreUnavailableError
+from cairn.errors import IndexOfAnotherVaultError, SchemaTooNewError, StoreError, StoreUnavailableError
 
 log = logging.getLogger(__name__)
 
@@ -184,12 +184,13 @@ def _alive(pid: int) -> bool:  # pragma: no cover - non-POSIX fallback
     return True
 
 
-def quarantine(db_path: Path | str, reason: str) -> dict:
-    """Move a damaged database (and its ``-wal`` / ``-shm``) aside with a timestamp suffix; nothing is
-    deleted. Returns ``{"movedTo", "reason", "at"}`` (``at``: unix seconds)."""
+def quarantine(db_path: Path | str, reason: str, *, label: str = "corrupt", what: str = "was damaged") -> dict:
+    """Move a damaged database (and its ``-wal`` / ``-shm``) aside with a timestamp suffix (``.<label>-<time>``);
+    nothing is deleted. ``what`` says what was wrong with it in the log line. Returns ``{"movedTo", "reason",
+    "at"}`` (``at``: unix seconds)."""
     db_path = Path(db_path)
     at = time.time()
-    suffix = ".corrupt-" + time.strftime("%Y%m%d-%H%M%S", time.localtime(at))
+    suffix = f".{label}-" + time.strftime("%Y%m%d-%H%M%S", time.localtime(at))
     target = db_path.with_name(db_path.name + suffix)
     n = 1
     while target.exists():
@@ -200,37 +201,59 @@ def quarantine(db_path: Path | str, reason: str) -> dict:
         if src.exists():
             os.replace(src, target.with_name(target.name + extra))
     log.error(
-        "the index database %s was damaged (%s); moved it to %s and rebuilding the index from the vault",
+        "the index database %s %s (%s); moved it to %s and rebuilding the index from the vault",
         db_path,
+        what,
         reason,
         target,
     )
     return {"movedTo": str(target), "reason": reason, "at": at}
 
 
-def open_verified(db_path: Path | str):
-    """Open the index at ``db_path`` after checking it (quick_check, FTS5 integrity, invariants).
-    A file that cannot be opened or fails a check is quarantined and a fresh, empty index is made.
+def _drop_wal_without_database(db_path: Path) -> None:
+    """Delete a ``-wal`` / ``-shm`` left beside no database (the index file was deleted while a process had it
+    open, and that process was killed): SQLite would replay that WAL into the new, empty file."""
+    if db_path.exists():
+        return
+    for extra in ("-wal", "-shm"):
+        leftover = db_path.with_name(db_path.name + extra)
+        if leftover.exists():
+            leftover.unlink()
+            log.warning("deleted %s: its index file is gone (a new index is built)", leftover)
+
+
+def open_verified(db_path: Path | str, *, vault: Path | str | None = None):
+    """Open the index at ``db_path`` (for ``vault``: see :class:`~cairn.store.Store`) after checking it
+    (quick_check, FTS5 integrity, invariants). A file that cannot be opened or fails a check is quarantined and
+    a fresh, empty index is made; so is an index built for another vault (moved to ``.other-vault-<time>``).
     Returns ``(store, recovered)`` with ``recovered`` None or as :func:`quarantine` returns.
     A database from a newer Cairn is refused (:class:`~cairn.errors.SchemaTooNewError`), never moved."""
     from cairn.store import Store
 
     db_path = Path(db_path)
+    _drop_wal_without_database(db_path)
     try:
-        store = Store(db_path)
+        store = Store(db_path)  # the vault is checked (and recorded) once the file is known to be sound
     except (SchemaTooNewError, StoreUnavailableError):
         raise  # a newer Cairn's file, or one this process cannot open now: kept
     except (StoreError, apsw.Error) as exc:
         if not db_path.exists():
             raise
         recovered = quarantine(db_path, f"cannot open: {getattr(exc, 'message', None) or exc}")
-        return Store(db_path), recovered
+        return Store(db_path, vault=vault), recovered
     try:
         problems = store.integrity_problems()
     except apsw.Error as exc:
         problems = [f"check failed: {exc}"]
     if not problems:
-        return store, None
+        try:
+            if vault is not None:
+                store.check_vault(vault)
+            return store, None
+        except IndexOfAnotherVaultError as exc:
+            store.close()
+            recovered = quarantine(db_path, exc.message, label="other-vault", what="belongs to another vault")
+            return Store(db_path, vault=vault), recovered
     store.close()
     recovered = quarantine(db_path, "; ".join(problems))
-    return Store(db_path), recovered
+    return Store(db_path, vault=vault), recovered
