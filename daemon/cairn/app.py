@@ -66,7 +66,7 @@ class Cairn:
         self.indexer = Indexer(config, self.store, self.embedder)
         self.pdfs = PdfIndexer(self.indexer)
         self.query = SearchService(self.store, self.embedder)
-        self.library = NoteViews(config, self.store)
+        self.library = NoteViews(config, self.store, self.query.visible)
         self.events = EventBus()
         self.indexer.on_removed = self.events.removed
         self.indexing = Indexing(

@@ -28,6 +28,7 @@ from cairn.errors import BadRequestError, NotFoundError, PathOutsideVaultError
 from cairn.notes import normalise_tag, parse_note
 from cairn.policy import WithheldTally, Withhold
 from cairn.search.related import similar_notes
+from cairn.search.visible import VisibleViews
 from cairn.search.withheld import WithheldSet
 from cairn.store import Backlink, LinkRecord, Store, StoredNote
 from cairn.store.reads import list_notes as _list_notes
@@ -83,9 +84,11 @@ class NoteViews:
     it reads the index (and the note's file); ``similar`` notes come from the search package
     (:func:`cairn.search.related.similar_notes`: its cosine floor and withholding)."""
 
-    def __init__(self, config: Config, store: Store) -> None:
+    def __init__(self, config: Config, store: Store, visible: VisibleViews | None = None) -> None:
         self.config = config
         self.store = store
+        #: the search's views of withheld callers (redacted vectors for similar notes)
+        self.visible = visible
 
     def _indexed(
         self, raw: Any, hidden: WithheldSet | None = None, tally: WithheldTally | None = None
@@ -218,7 +221,7 @@ class NoteViews:
             "filePath": rel,
             "links": links,
             "backlinks": backlinks,
-            "similar": similar_notes(self.store, rel, limit, hidden, tally),
+            "similar": similar_notes(self.store, rel, limit, hidden, tally, visible=self.visible),
         }
 
     def tags(self, withhold: Withhold | None = None, tally: WithheldTally | None = None) -> dict[str, Any]:

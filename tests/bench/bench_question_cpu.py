@@ -8,7 +8,9 @@ note titles, so no evaluation question is needed. CPU is ``time.process_time`` (
 the question included); the wall time is printed alongside. Compare two commits side by side by running this
 script from each tree alternately on their own copies of the index (``--data-dir``).
 
-Usage: bench_question_cpu.py VAULT [--data-dir DIR] [--questions N] [--json]
+``--withhold-folder F`` (repeatable) measures a client not declared local that is withheld those folders.
+
+Usage: bench_question_cpu.py VAULT [--data-dir DIR] [--questions N] [--withhold-folder F]... [--json]
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ sys.path.insert(0, str(REPO / "daemon"))
 from cairn.answers.service import AnswerService  # noqa: E402
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
+from cairn.policy import Withhold  # noqa: E402
 
 
 def questions_of(cairn: Cairn, n: int, seed: int = 17) -> list[str]:
@@ -56,6 +59,7 @@ def main() -> int:
     ap.add_argument("vault", type=Path)
     ap.add_argument("--data-dir", type=Path, help="index folder (default: a temporary one, indexed first)")
     ap.add_argument("--questions", type=int, default=120)
+    ap.add_argument("--withhold-folder", action="append", default=[], help="measure a client withheld this folder")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="cairn-bench-q-"))
@@ -68,11 +72,13 @@ def main() -> int:
     answers = AnswerService(cairn.query, None)
     qs = questions_of(cairn, args.questions * 2 + 4)
     warm, search_qs, ask_qs = qs[:4], qs[4 : 4 + args.questions], qs[4 + args.questions :]
+    w = Withhold.of(folders=args.withhold_folder) if args.withhold_folder else None
     for q in warm:
-        cairn.query.search(q)
-        asyncio.run(answers.answer(q))
-    s_cpu, s_wall = measure(lambda q: cairn.query.search(q), search_qs)
-    a_cpu, a_wall = measure(lambda q: asyncio.run(answers.answer(q)), ask_qs)
+        cairn.query.search(q, withhold=w)
+        asyncio.run(answers.answer(q, withhold=w))
+    cairn.query.visible.wait()  # the one-off embedding of chunks shown redacted to that client
+    s_cpu, s_wall = measure(lambda q: cairn.query.search(q, withhold=w), search_qs)
+    a_cpu, a_wall = measure(lambda q: asyncio.run(answers.answer(q, withhold=w)), ask_qs)
     cairn.close()
     rows = {
         "search": {

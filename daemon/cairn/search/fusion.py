@@ -23,7 +23,7 @@ from typing import TypeVar
 import numpy as np
 
 from cairn.ranking import FusionWeights, rrf_fuse
-from cairn.search.keyword import KeywordIndex
+from cairn.search.keyword import KeywordLookup
 
 K = TypeVar("K", bound=Hashable)
 
@@ -90,7 +90,7 @@ def add_second_best(fused: Mapping[K, float], group_of: Mapping[K, Hashable], we
     return {item: score + bonus[group_of[item]] for item, score in fused.items()}
 
 
-def bm25_scores(keyword: KeywordIndex, terms: Sequence[str], chunk_ids: Sequence[int]) -> dict[int, float]:
+def bm25_scores(keyword: KeywordLookup, terms: Sequence[str], chunk_ids: Sequence[int]) -> dict[int, float]:
     """{chunk id: BM25 of the OR of ``terms``, positive (0: none held)} for ``chunk_ids``: the sum
     :meth:`KeywordIndex.ranking` orders by, negated, read from each term's matches (ascending chunk ids) by binary
     search."""

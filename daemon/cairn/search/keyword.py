@@ -27,15 +27,17 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Protocol
 
 import numpy as np
 
 from cairn.ranking import fts_phrase, query_terms
 from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.store import FtsSnapshot, Store
+from cairn.store.reads import fts_row_sizes
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +165,55 @@ class _Postings:
         expansions)."""
         terms = list(self.terms)
         return Vocabulary(terms, np.fromiter((len(self.terms[t][0]) for t in terms), dtype=np.int64, count=len(terms)))
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The collection statistics of BM25 values: ``n_rows`` rows, ``n_tokens`` tokens in all of them, and
+    ``sizes(ids)`` (k,) int64 the rows' sizes in tokens (all columns; -1 for an id that is not a row)."""
+
+    n_rows: int
+    n_tokens: int
+    sizes: Callable[[np.ndarray], np.ndarray]
+
+
+class KeywordLookup(Protocol):
+    """What the lexical matcher reads from a keyword index (:class:`KeywordIndex`, or a caller's view of it)."""
+
+    def term_matches(self, term: str) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def phrase_matches(self, text: str) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def vocabularies(self) -> list[Vocabulary]: ...
+
+    def ranking(
+        self, query: str, limit: int, *, within: Sequence[int] | None = None, excluding: Sequence[int] = ()
+    ) -> list[int]: ...
+
+
+def top_chunks(
+    parts: Sequence[tuple[np.ndarray, np.ndarray]],
+    limit: int,
+    within: Sequence[int] | None = None,
+    excluding: Sequence[int] = (),
+) -> list[int]:
+    """The ``limit`` chunk ids with the best (lowest) sum of the per-term BM25 ``parts`` ((chunk ids, bm25) each,
+    summed in their order, as FTS5 sums an OR query's phrases), best first, ties by chunk id; ``within`` restricts to
+    chunk ids, ``excluding`` leaves chunk ids out before the top is taken."""
+    top = max((int(ids.max()) for ids, _ in parts if len(ids)), default=-1)
+    acc = np.zeros(top + 1)
+    for ids, scores in parts:
+        acc[ids] += scores
+    ids = np.flatnonzero(acc < 0)
+    if within is not None:
+        ids = ids[np.isin(ids, np.asarray(within, dtype=np.int64))]
+    if excluding:
+        ids = ids[~np.isin(ids, np.asarray(excluding, dtype=np.int64))]
+    if len(ids) > limit:  # keep the best `limit` values, with every tie of the last one
+        kth = np.partition(acc[ids], limit - 1)[limit - 1]
+        ids = ids[acc[ids] <= kth]
+    order = np.lexsort((ids, acc[ids]))[:limit]
+    return ids[order].tolist()
 
 
 class Bm25Index:
@@ -319,6 +370,21 @@ class Bm25Index:
         if base is None:
             return None
         return [base.vocabulary, extra.vocabulary] if extra.terms else [base.vocabulary]
+
+    def corpus(self) -> Corpus | None:
+        """The row count, token count and row sizes its values are computed with now; None when not ready."""
+        with self._lock:
+            if self._base is None:
+                return None
+            length, n_rows, n_tokens = self._length, self._n_rows, self._n_tokens
+
+        def sizes(ids: np.ndarray) -> np.ndarray:
+            inside = ids < len(length)
+            out = np.full(len(ids), -1, dtype=np.int64)
+            out[inside] = length[ids[inside]]
+            return out
+
+        return Corpus(n_rows, n_tokens, sizes)
 
     def scores(self, term: str) -> tuple[np.ndarray, np.ndarray] | None:
         """(chunk ids (k,) int64 ascending, bm25 (k,) float64 < 0) of every row holding ``term``'s phrase: exactly
@@ -484,18 +550,15 @@ class KeywordIndex:
         if not terms:
             return []
         self._follow()
-        parts = [self._term_scores(t) for t in terms]
-        top = max((int(ids.max()) for ids, _ in parts if len(ids)), default=-1)
-        acc = np.zeros(top + 1)
-        for ids, scores in parts:  # in query order, as FTS5 sums them
-            acc[ids] += scores
-        ids = np.flatnonzero(acc < 0)
-        if within is not None:
-            ids = ids[np.isin(ids, np.asarray(within, dtype=np.int64))]
-        if excluding:
-            ids = ids[~np.isin(ids, np.asarray(excluding, dtype=np.int64))]
-        if len(ids) > limit:  # keep the best `limit` values, with every tie of the last one
-            kth = np.partition(acc[ids], limit - 1)[limit - 1]
-            ids = ids[acc[ids] <= kth]
-        order = np.lexsort((ids, acc[ids]))[:limit]
-        return ids[order].tolist()
+        return top_chunks([self._term_scores(t) for t in terms], limit, within, excluding)
+
+    def corpus(self) -> Corpus:
+        """The statistics :meth:`term_matches` and :meth:`phrase_matches` values are computed with now: the
+        in-memory index's when it is built, else FTS5's own (its averages record and row-size table)."""
+        self._follow()
+        held = self.terms.corpus()
+        if held is not None:
+            return held
+        counts = self.store.fts_counts()
+        n_rows, n_tokens = (counts[0], counts[1]) if counts is not None else (0, 0)
+        return Corpus(n_rows, n_tokens, lambda ids: fts_row_sizes(self.store, ids))

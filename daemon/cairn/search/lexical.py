@@ -15,7 +15,7 @@ from __future__ import annotations
 import bisect
 import re
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,7 +24,7 @@ from cairn.errors import BadRequestError
 from cairn.notes import normalise_tag
 from cairn.ranking import query_terms
 from cairn.search.cache import StoreEpoch
-from cairn.search.keyword import KeywordIndex, Vocabulary
+from cairn.search.keyword import KeywordLookup, Vocabulary
 from cairn.search.syntax import And, Field, Node, Not, Or, ParsedQuery, Phrase, Word
 from cairn.store import Store
 
@@ -132,12 +132,20 @@ class Names:
                 self._held = (epoch, by_token, sorted(by_token), names)
         return by_token, sorted(by_token), names
 
-    def named(self, note_ids: Collection[int], wanted: Sequence[tuple[str, bool]]) -> dict[int, int]:
+    def named(
+        self,
+        note_ids: Collection[int],
+        wanted: Sequence[tuple[str, bool]],
+        replaced: Mapping[int, list[frozenset[str]]] | None = None,
+    ) -> dict[int, int]:
         """{note id: tokens of its closest name beyond ``wanted``} for the notes of ``note_ids`` named by ``wanted``
-        ((token, also as a prefix) pairs; none: no note is named)."""
+        ((token, also as a prefix) pairs; none: no note is named). ``replaced``: note id → its names' tokens as
+        the caller sees them (aliases linking to a withheld note redacted), read instead of the index's."""
         if not wanted or not note_ids:
             return {}
         by_token, ordered, names = self._index()
+        if replaced:
+            names = {**names, **replaced}
         found: set[int] | None = None
         for t, prefix in wanted:
             notes = set(by_token.get(t, ()))
@@ -147,10 +155,10 @@ class Names:
                     notes |= by_token[ordered[at]]
                     at += 1
             found = notes if found is None else found & notes
-            if not found:
+            if not found and not replaced:
                 return {}
         out: dict[int, int] = {}
-        for note_id in (found or set()) & set(note_ids):
+        for note_id in ((found or set()) | set(replaced or ())) & set(note_ids):
             for tokens in names.get(note_id, []):
                 if all(t in tokens or (p and any(n.startswith(t) for n in tokens)) for t, p in wanted):
                     extra = len(tokens) - len(wanted)
@@ -330,7 +338,7 @@ class Matcher:
     withheld note's words never change what the caller gets. Candidate expansions are drawn from the whole
     vocabulary, so for such a caller more are drawn (:data:`HIDDEN_OVERSAMPLE`) and ranked by visible rows."""
 
-    def __init__(self, keyword: KeywordIndex, store: Store, notes: NoteMap, hidden: Collection[int] = ()) -> None:
+    def __init__(self, keyword: KeywordLookup, store: Store, notes: NoteMap, hidden: Collection[int] = ()) -> None:
         self.keyword = keyword
         self.store = store
         self.notes = notes

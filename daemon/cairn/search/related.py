@@ -6,6 +6,7 @@ withholding (:class:`~cairn.search.WithheldSet`). Blocking (SQLite): call from a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy as np
 from cairn.config import COSINE_FLOOR
 from cairn.policy import WithheldTally
 from cairn.relevance import relevance
+from cairn.search.visible import VisibleViews
 from cairn.search.withheld import WithheldSet
 from cairn.store import Store
 
@@ -20,10 +22,12 @@ from cairn.store import Store
 SIMILAR_CANDIDATES = 60
 
 
-def note_centre(store: Store, rel: str) -> np.ndarray | None:
+def note_centre(store: Store, rel: str, redacted: Mapping[int, np.ndarray] | None = None) -> np.ndarray | None:
     """The L2-normalised mean of the chunk vectors of the note at ``rel`` ((384,) float32); ``None`` when it has
-    no vectors yet or they cancel out."""
+    no vectors yet or they cancel out. ``redacted``: chunk id → the vector of its redacted text, used instead."""
     vectors = store.vectors([chunk.chunk_id for chunk in store.chunks_of_note(rel)])
+    if redacted:
+        vectors = {c: redacted.get(c, v) for c, v in vectors.items()}
     if not vectors:
         return None
     centre = np.mean(np.stack(list(vectors.values())), axis=0)
@@ -41,16 +45,25 @@ def similar_notes(
     tally: WithheldTally | None = None,
     *,
     floor: float = COSINE_FLOOR,
+    visible: VisibleViews | None = None,
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` other notes ``[{filePath, title, score, relevance}]``, best first (ties by path): ``score`` is
     each note's best chunk cosine to the centre of ``rel`` among the :data:`SIMILAR_CANDIDATES` nearest allowed
     chunks, at least ``floor``; ``relevance`` its label (:func:`cairn.relevance.relevance`, from the cosine alone).
-    Notes ``hidden`` withholds are left out (and added to ``tally``)."""
-    centre = note_centre(store, rel)
+    Notes ``hidden`` withholds are left out (and added to ``tally``). With ``visible``, the chunks holding a link
+    to a withheld note count by the vectors of their redacted text (:mod:`cairn.search.visible`), in the centre and
+    as candidates."""
+    view = visible.get(hidden) if visible is not None and hidden else None
+    redacted = visible.vectors(view, view.redacted) if visible is not None and view is not None else {}
+    centre = note_centre(store, rel, {c: v[0] for c, v in redacted.items()})
     if centre is None:
         return []
     extra = len(hidden.chunks) if hidden else 0
-    hits = store.knn(centre, SIMILAR_CANDIDATES + extra)
+    hits = [(n[0], n[1]) for n in store.knn(centre, SIMILAR_CANDIDATES + extra + (len(view.redacted) if view else 0))]
+    if view is not None:  # a redacted chunk by its redacted vector, or not at all
+        hits = [(cid, cos) for cid, cos in hits if cid not in view.redacted]
+        hits += [(cid, float(v[0] @ centre)) for cid, v in redacted.items()]
+        hits.sort(key=lambda h: (-h[1], h[0]))
     rows = store.chunk_rows([cid for cid, _ in hits])
     best: dict[str, tuple[float, str]] = {}
     for cid, cosine in hits:

@@ -42,10 +42,11 @@ from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.search.dense import DenseQuery
 from cairn.search.fusion import add_second_best, bm25_scores, fuse
 from cairn.search.hits import Hit, SearchResult, check_query, make_snippet, scope_folders, scope_tags
-from cairn.search.keyword import KeywordIndex
+from cairn.search.keyword import KeywordIndex, KeywordLookup
 from cairn.search.lexical import Coverage, Matcher, Names, NoteMaps, Plan, coverage
 from cairn.search.syntax import parse
 from cairn.search.vectors import Vectors, VectorSnapshot
+from cairn.search.visible import Visible, VisibleViews
 from cairn.search.withheld import WithheldSet
 from cairn.store import ChunkRow, Store
 
@@ -89,6 +90,10 @@ class _Ranking:
     coverage: Coverage | None = None
     #: fused candidates that pass only as lexical evidence (below the cosine floor)
     below_floor: set[int] = field(default_factory=set)
+    #: what the caller sees (search/visible; None: nothing withheld), its keyword index, redacted rows' cosines
+    view: Visible | None = None
+    lookup: KeywordLookup | None = None
+    redacted_cos: dict[int, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,7 @@ class SearchService:
         self.keyword = KeywordIndex(store, self.epoch)
         self.note_maps = NoteMaps(store, self.epoch)
         self.names = Names(store, self.epoch)
+        self.visible = VisibleViews(store, self.epoch, self.vector_cache, title_weight)
         self.results: EpochLRU[tuple, tuple[tuple[Hit, ...], str | None, frozenset[str]]] = EpochLRU(
             self.RESULT_CACHE_MAX
         )
@@ -264,8 +270,9 @@ class SearchService:
         within = self.store.scoped_chunk_ids(tags, folders) if (tags or folders) else None
         plan = None
         hidden = WithheldSet.load(self.store, withhold)
+        view, lookup = self.visible.lookup(hidden, self.keyword)
         if purpose == "search" and (within is None or within):
-            plan, within = self._plan(query, within, hidden)
+            plan, within = self._plan(query, within, hidden, lookup)
         if within is not None and not within:
             return [], None
         text = plan.dense_text if plan is not None else query
@@ -273,7 +280,7 @@ class SearchService:
         preference = self.classifier.classify(query)
         snap = self.vectors.for_query()
         r = _Ranking(query, mode, purpose, within, hidden, qvec, snap, self.vectors.query_scores(snap, text, qvec))
-        r.plan = plan
+        r.plan, r.view, r.lookup = plan, view, lookup
         if mode in ("hybrid", "bm25"):
             r.keyword = self._keyword_leg(r)
             if plan is not None:
@@ -322,8 +329,9 @@ class SearchService:
             return dict.fromkeys(chosen, 0.0)
         ids = np.asarray(chosen, dtype=np.int64)
         held = np.zeros(len(ids))
+        lookup = r.lookup or self.keyword  # the keyword index as the caller sees it
         for t in terms:
-            holding = self.keyword.term_matches(t)[0]  # ascending chunk ids (rowid order, in memory and in FTS5)
+            holding = lookup.term_matches(t)[0]  # ascending chunk ids (rowid order, in memory and in FTS5)
             if len(holding):
                 at = np.minimum(np.searchsorted(holding, ids), len(holding) - 1)
                 held += holding[at] == ids
@@ -336,18 +344,20 @@ class SearchService:
         unfiltered list held are noted in ``r.touched``."""
         excluded = list(r.hidden.chunks)
         text = r.plan.keyword_text if r.plan is not None else r.query
-        found = self.keyword.ranking(text, self.CANDIDATES, within=r.within, excluding=excluded)
+        found = (r.lookup or self.keyword).ranking(text, self.CANDIDATES, within=r.within, excluding=excluded)
         if excluded:
             unfiltered = self.keyword.ranking(text, self.CANDIDATES, within=r.within)
             r.touched.update(c for c in unfiltered if c in r.hidden.chunks)
         return found
 
-    def _plan(self, query: str, within: list[int] | None, hidden: WithheldSet) -> tuple[Plan, list[int] | None]:
+    def _plan(
+        self, query: str, within: list[int] | None, hidden: WithheldSet, lookup: KeywordLookup
+    ) -> tuple[Plan, list[int] | None]:
         """The search :class:`~cairn.search.lexical.Plan` of ``query`` (Obsidian's syntax,
         :mod:`cairn.search.syntax`), and the scope ``within`` narrowed to the notes its filters and exclusions
         allow. The chunks ``hidden`` withholds count for nothing in it (nor in its expansions)."""
         notes = self.note_maps.get()
-        plan = Matcher(self.keyword, self.store, notes, hidden.chunks).plan(query, parse(query))
+        plan = Matcher(lookup, self.store, notes, hidden.chunks).plan(query, parse(query))
         if plan.allowed is not None:
             allowed = notes.chunks_of(sorted(plan.allowed))
             if within is not None:
@@ -368,7 +378,7 @@ class SearchService:
             max_extra=self.CANDIDATES,
             full=plan.full,
             tiered=plan.tiered,
-            names=lambda notes: self.names.named(notes, plan.name_terms),
+            names=lambda notes: self.names.named(notes, plan.name_terms, r.view.names if r.view else None),
         )
         r.keyword = r.keyword + found.extra
         return found
@@ -398,8 +408,9 @@ class SearchService:
                 top_all = r.dense.top(self.CANDIDATES, self.sentence_weight, ids, allowed)
                 r.touched.update(int(ids[i]) for i in top_all if hide[i])
             allowed = ~hide if allowed is None else allowed & ~hide
+        allowed, extra = self.visible.dense(r.view, r.qvec, ids, allowed, self.sentence_weight, r.redacted_cos)
         top = r.dense.top(self.CANDIDATES, self.sentence_weight, ids, allowed)
-        return [int(ids[i]) for i in top]
+        return [int(ids[i]) for i in top] + extra[: self.CANDIDATES]
 
     def _similarities(self, r: _Ranking, candidates: list[int], rows: dict[int, ChunkRow]) -> _Similarities:
         """Exact cosines of every candidate: from the snapshot when it holds the chunk, else from the store (and
@@ -416,6 +427,7 @@ class SearchService:
             more_cos, more_sentence = self._stored_similarities(r.qvec, missing, rows, compute=set(r.keyword))
             chunk_cos.update(more_cos)
             sentence_cos.update(more_sentence)
+        self.visible.override(r.view, r.qvec, candidates, r.redacted_cos, (chunk_cos, sentence_cos))  # redacted rows
         w, fw = self.sentence_weight, self.FLOOR_SENTENCE_WEIGHT
         return _Similarities(
             chunk=chunk_cos,
@@ -478,7 +490,7 @@ class SearchService:
         scores = {"dense": sims.dense}
         if "bm25" in rankings:
             text = r.plan.keyword_text if r.plan is not None else r.query
-            scores["bm25"] = bm25_scores(self.keyword, query_terms(text), candidates)
+            scores["bm25"] = bm25_scores(r.lookup or self.keyword, query_terms(text), candidates)
         return scores
 
     @staticmethod

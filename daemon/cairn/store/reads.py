@@ -7,6 +7,8 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from cairn.notes import FRONTMATTER_ERROR_CODES
 from cairn.store.base import scalar
 from cairn.store.records import NoteListing, TagCount
@@ -69,6 +71,62 @@ def withheld_notes(
         ):
             out.setdefault(nid, (path, json.loads(aliases or "[]")))
     return out
+
+
+def link_sources(store: Store, match: Callable[[str, str | None], bool]) -> set[int]:
+    """Ids of the notes holding a link (wikilink, embed, Markdown link; body or front-matter) whose
+    ``(raw target, resolved vault-relative path or None)`` ``match`` accepts. Reads every link once."""
+    seen: dict[tuple[str, str | None], bool] = {}
+    out: set[int] = set()
+    for nid, raw, target in store.conn.execute("SELECT note_id, raw_target, target_path FROM links"):
+        key = (raw, target)
+        if key not in seen:
+            seen[key] = match(raw, target)
+        if seen[key]:
+            out.add(int(nid))
+    return out
+
+
+def note_names_of(store: Store, note_ids: Iterable[int]) -> dict[int, list[str]]:
+    """{note id: [title, *aliases]} of the given notes."""
+    ids = list(note_ids)
+    if not ids:
+        return {}
+    rows = store.conn.execute(
+        "SELECT id, title, aliases FROM notes WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
+    )
+    return {int(i): [str(t), *(str(a) for a in json.loads(a or "[]"))] for i, t, a in rows}
+
+
+def fts_row_sizes(store: Store, ids: np.ndarray) -> np.ndarray:
+    """(k,) int64: the size in tokens (all columns) of the full-text rows ``ids`` (k,), from FTS5's row-size table
+    (one varint per column), -1 for an id without a row."""
+    out = np.full(len(ids), -1, dtype=np.int64)
+    if not len(ids):
+        return out
+    at = {cid: i for i, cid in enumerate(np.asarray(ids, dtype=np.int64).tolist())}
+    for cid, blob in store.conn.execute(
+        "SELECT id, sz FROM chunks_fts_docsize WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(at)),)
+    ):
+        out[at[int(cid)]] = sum(_varints(bytes(blob)))
+    return out
+
+
+def _varints(blob: bytes) -> list[int]:
+    """The SQLite varints of ``blob`` (big-endian groups of 7 bits, high bit set on all but the last; a ninth byte
+    holds 8 bits)."""
+    values, value, n = [], 0, 0
+    for byte in blob:
+        n += 1
+        if n == 9:
+            values.append((value << 8) | byte)
+            value, n = 0, 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            values.append((value << 7) | byte)
+            value, n = 0, 0
+    return values
 
 
 def chunk_notes(store: Store, note_ids: Iterable[int]) -> dict[int, int]:
