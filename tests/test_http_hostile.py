@@ -193,3 +193,18 @@ def test_the_mcp_server_closes_connections_that_never_finish_their_headers_or_bo
     partial, body = run(scenario())
     assert partial == b""  # closed by the server, not by the read timeout
     assert body == b""  # the half-sent body: closed, never answered as a request
+
+
+def test_a_request_the_mcp_servers_parser_refuses_is_a_json_400(canary_cairn, tmp_path):
+    from test_mcp_sessions import mcp_server
+
+    async def scenario():
+        async with mcp_server(canary_cairn, tmp_path) as server:
+            bad_header = f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n{MARKER} without a colon\r\n\r\n".encode()
+            garbage = b"NOT HTTP AT ALL\x00\r\n\r\n"
+            return [await exchange(server.port, data) for data in (bad_header, garbage)]
+
+    for raw in run(scenario()):
+        status, headers, body = parse(raw)
+        assert status == 400 and headers["content-type"].startswith("application/json")
+        assert json.loads(body)["error"]["code"] == "bad_request"

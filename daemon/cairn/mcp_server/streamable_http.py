@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 import logging
 import socket
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +29,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import anyio
+import h11
 import uvicorn
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -206,6 +208,25 @@ class _ConnectionMarks:
             await self.app(scope, timed_receive, send)
 
 
+class _JsonErrorsH11(H11Protocol):
+    """uvicorn's h11 protocol answering a request h11 refuses (malformed, a header block over the size limit)
+    with the JSON error shape the bearer gate uses, instead of a ``text/plain`` line."""
+
+    def send_400_response(self, msg: str) -> None:
+        body = json.dumps(
+            {
+                "error": {
+                    "code": "bad_request",
+                    "message": "Malformed HTTP request; send a well-formed HTTP/1.1 request.",
+                }
+            }
+        ).encode()
+        headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
+        for event in (h11.Response(status_code=400, headers=headers), h11.Data(data=body), h11.EndOfMessage()):
+            self.transport.write(self.conn.send(event) or b"")
+        self.transport.close()
+
+
 class _GuardedH11:
     """uvicorn's ``http`` protocol factory: its h11 protocol for each connection, wrapped by ``guard``."""
 
@@ -213,7 +234,7 @@ class _GuardedH11:
         self.guard = guard
 
     def __call__(self, **kwargs: Any) -> asyncio.Protocol:
-        return self.guard.protocol(H11Protocol(**kwargs))
+        return self.guard.protocol(_JsonErrorsH11(**kwargs))
 
 
 class _Uvicorn(uvicorn.Server):
