@@ -49,25 +49,30 @@ def evidence_of(cairn, question: str, **kw) -> tuple[list, Evidence]:
 
 # -- the rule on its own ----------------------------------------------------------------------------------------------
 
-
-def test_without_unknown_terms_any_coverage_is_answerable():
-    assert Answerability.answers(Evidence(coverage=0.0, unknown=0))
-    assert Answerability.answers(Evidence(coverage=1.0, unknown=0))
+ANSWERED = Evidence(coverage=1.0, unknown=0, uncovered=0.0, top=0.8)
 
 
-def test_an_unknown_term_with_little_of_the_question_covered_is_not_answerable():
-    penalty, least = Answerability.UNKNOWN_PENALTY, Answerability.COVERAGE_MIN
-    assert not Answerability.answers(Evidence(coverage=0.0, unknown=1))
-    assert not Answerability.answers(Evidence(coverage=least + penalty - 0.01, unknown=1))
-    assert Answerability.answers(Evidence(coverage=least + penalty, unknown=1))
-    assert Answerability.answers(Evidence(coverage=1.0, unknown=1))
+def test_a_question_wholly_found_in_a_close_passage_is_answerable():
+    assert Answerability.answers(ANSWERED)
 
 
-def test_each_unknown_term_needs_more_coverage():
+def test_no_coverage_and_a_distant_passage_is_not_answerable():
+    assert not Answerability.answers(Evidence(coverage=0.0, unknown=0, uncovered=1.0, top=0.4))
+
+
+def test_more_coverage_or_a_closer_passage_never_turns_an_answer_into_not_found():
+    for coverage in (0.0, 0.3, 0.6):
+        for top in (0.4, 0.55, 0.7):
+            ev = Evidence(coverage, 0, 1.0, top)
+            better = (Evidence(coverage + 0.3, 0, 1.0, top), Evidence(coverage, 0, 1.0, top + 0.1))
+            assert all(Answerability.score(b) > Answerability.score(ev) for b in better)
+
+
+def test_each_unknown_term_needs_more_evidence():
     for coverage in (0.3, 0.5, 0.7, 0.9):
-        one, two = (Answerability.answers(Evidence(coverage, n)) for n in (1, 2))
+        one, two = (Answerability.answers(Evidence(coverage, n, float(n), 0.6)) for n in (1, 2))
         assert one or not two  # never answerable with two unknown terms but not with one
-    assert not Answerability.answers(Evidence(coverage=0.5, unknown=2))
+    assert Answerability.score(Evidence(0.6, 1, 1.0, 0.6)) < Answerability.score(Evidence(0.6, 0, 1.0, 0.6))
 
 
 # -- evidence on a real index -----------------------------------------------------------------------------------------
@@ -76,7 +81,8 @@ def test_each_unknown_term_needs_more_coverage():
 def test_a_question_whose_terms_are_all_in_the_retrieved_chunks_is_fully_covered(orchard):
     hits, ev = evidence_of(orchard, "When should I prune the apricot trees?")
     assert hits and hits[0].file_path == "Orchard/Apricots.md"
-    assert ev.coverage == pytest.approx(1.0) and ev.unknown == 0
+    assert ev.coverage == pytest.approx(1.0) and ev.unknown == 0 and ev.uncovered == 0.0
+    assert ev.top == pytest.approx(hits[0].cosine)
     assert Answerability.answers(ev)
 
 
@@ -85,12 +91,25 @@ def test_a_name_the_vault_never_mentions_is_an_unknown_term_and_lowers_coverage(
     hits, ev = evidence_of(orchard, "When should I prune the apricot trees with my Felco?")
     assert hits and hits[0].file_path == "Orchard/Apricots.md"
     assert ev.unknown == 1 and 0.0 < ev.coverage < 1.0
+    assert ev.uncovered == pytest.approx(1.0)  # counted as a term of the largest idf
 
 
 def test_a_common_word_the_vault_does_not_use_is_not_unknown(orchard):
     assert orchard.embedder.count_tokens("bicycle") == 1
     _, ev = evidence_of(orchard, "Can I prune the apricot trees from my bicycle?")
     assert ev.unknown == 0 and ev.coverage < 1.0  # not unknown, but still not covered
+    assert ev.uncovered == pytest.approx(Answerability.ABSENT_COMMON)
+
+
+def test_a_vault_term_the_hits_lack_counts_by_its_rarity(orchard):
+    question = "Should I prune the apricot trees before I knead the dough?"
+    answers = AnswerService(orchard.query)
+    hits = [h for h in answers.retrieve(question) if h.file_path == "Orchard/Apricots.md"]
+    assert hits and not any("knead" in h.text.lower() for h in hits)
+    ev = answers.answerability.evidence(question, hits)
+    assert 0.0 < ev.uncovered < 1.0  # "knead" is in one chunk of four: rare, but not the rarest possible
+    whole = answers.answerability.evidence(question, answers.retrieve(question))
+    assert whole.uncovered < ev.uncovered  # the Bread chunk, once among the hits, covers it
 
 
 def test_a_term_only_a_withheld_note_holds_counts_as_absent_for_that_caller(orchard):
@@ -102,15 +121,48 @@ def test_a_term_only_a_withheld_note_holds_counts_as_absent_for_that_caller(orch
     assert owner.unknown == 0 and caller.unknown == 1
 
 
+# -- the ask path on the Obsidian help vault -------------------------------------------------------------------------
+
+#: Questions the help vault does not answer, in the issue's words: a near miss (the vault has a note on a tax, not on
+#: filing an income tax return) and plainly off-topic ones.
+HELP_OFF_CORPUS = (
+    "How do I file my income tax return?",
+    "What is the capital of France?",
+    "Where do I find a guacamole recipe?",
+)
+#: Questions the help vault answers.
+HELP_IN_CORPUS = (
+    "How do I create a new note from a template?",
+    "How can I see which notes link to the note I am reading?",
+    "Can I sync my vault between my phone and my laptop?",
+    "How do I embed an image in a note?",
+    "How do I publish my notes as a website?",
+)
+
+
+@pytest.mark.parametrize("question", HELP_OFF_CORPUS)
+def test_a_question_the_help_vault_does_not_answer_gets_the_not_found_answer(help_cairn, question):
+    answer = run(AnswerService(help_cairn.query).answer(question))
+    assert answer.not_found and answer.text == NOT_FOUND_ANSWER and answer.sources == []
+
+
+@pytest.mark.parametrize("question", HELP_IN_CORPUS)
+def test_a_question_the_help_vault_answers_gets_an_answer_from_its_notes(help_cairn, question):
+    answer = run(AnswerService(help_cairn.query).answer(question))
+    assert not answer.not_found and answer.sources and answer.text != NOT_FOUND_ANSWER
+
+
 # -- the ask path over HTTP -------------------------------------------------------------------------------------------
 
 
-def test_a_near_miss_question_gets_the_not_found_answer_and_the_model_is_never_called(sample_cairn):
-    assert sample_cairn.query.retrieve(NEAR_MISS, per_note=3)[0]  # chunks pass the cosine floor
+@pytest.mark.parametrize("question", [NEAR_MISS, "What is the capital of France?"])
+def test_a_near_miss_question_gets_the_not_found_answer_and_the_model_is_never_called(sample_cairn, question):
+    if question == NEAR_MISS:
+        assert sample_cairn.query.retrieve(question, per_note=3)[0]  # chunks pass the cosine floor
 
     async def scenario():
         async with stub_server("normal") as stub, daemon(sample_cairn, OpenAIChatModel(llm_config(stub.url))) as c:
-            events = await c.ask(NEAR_MISS)
+            events = await c.ask(question)
         return stub, events
 
     stub, events = run(scenario())

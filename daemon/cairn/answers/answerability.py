@@ -2,20 +2,32 @@
 
 The 0.35 cosine floor (:mod:`cairn.search.service`) only says that a chunk is about the question's topic. A question
 about something the notes never mention still finds chunks on the topic ("sync my tasks with <an app the vault never
-names>" finds the sync plugins), so :class:`Answerability` also asks whether the evidence holds the question's words:
+names>" finds the sync plugins), so :class:`Answerability` also asks whether the evidence holds the question's words.
+Its :class:`Evidence`, all read from the hits and the keyword index the retrieval has just used:
 
 - **coverage**: the idf-weighted share of the question's terms (:func:`cairn.ranking.query_terms`, matched as FTS5
   phrases, so stemmed as the keyword index is) that occur in at least one retrieved chunk. A term in many chunks
   weighs little, a rare one much;
+- **uncovered**: how much of the question no retrieved chunk holds: the sum, over those terms, of their idf as a
+  share of the largest idf possible (a term in one chunk of a large vault counts nearly 1, a common word nearly 0).
+  A term in no chunk at all counts 1 when it is an unknown term (below) and :attr:`Answerability.ABSENT_COMMON`
+  otherwise (a common word the notes happen not to use is often just the user's wording);
 - **unknown terms**: the question's terms that occur in no chunk of the vault *and* that the embedding model splits
   into two or more WordPieces. A word the model's vocabulary lacks is mostly a name (a product, a service, a
-  technical term); one the notes lack too is what the question is about and the notes are not. Common words the
-  notes happen not to use are single WordPieces and do not count.
+  technical term); one the notes lack too is what the question is about and the notes are not;
+- **top**: the best hit's cosine (chunk or sentence): how close the nearest passage is at all.
 
-The rule is linear: answerable when ``coverage - UNKNOWN_PENALTY * unknown >= COVERAGE_MIN``. The constants are
-calibrated by k-fold cross-validation on questions with known answers and off-corpus questions
-(``tests/bench/calibrate_answerability.py``), at the operating point that keeps answerable questions wrongly
-refused rare.
+The rule is a logistic model on these four numbers: answerable when ``INTERCEPT + W_COVERAGE·coverage + W_TOP·top +
+W_UNKNOWN·unknown + W_UNCOVERED·uncovered >= 0``. Coverage and a close top hit speak for an answer, unknown terms
+against. ``uncovered`` weighs *for* an answer once coverage is given: at equal coverage, more uncovered rarity means
+more found as well: a question in the user's own words is long and wordy and has much of both, a near miss (a
+question on one kind of tax finds a note on another kind, which holds "tax" but not the rarer word naming the
+kind) is short and specific, and its few terms are either found or not. The weights are fitted by k-fold
+cross-validation on questions with known answers and off-corpus questions of both eval vaults
+(``tests/bench/calibrate_answerability.py``), the intercept at the operating point that keeps answerable questions
+wrongly refused rare. Signals tried and left out (they did not help held out): the best dense score against the
+question's scores over every chunk (z-score, gap to the 100th), the margin between the first and the tenth,
+agreement of the BM25 and dense legs' top notes.
 
 Withholding: a chunk the caller may not see does not count, neither as evidence nor for a term's document
 frequency, so the decision says nothing about withheld notes.
@@ -40,11 +52,14 @@ from cairn.search.service import SearchService
 
 @dataclass(frozen=True, slots=True)
 class Evidence:
-    """What :class:`Answerability` decides on. ``coverage`` in [0, 1] (1 when the question has no term with
-    positive idf); ``unknown``: the number of unknown terms (module docstring); ``terms``: the question's terms."""
+    """What :class:`Answerability` decides on (module docstring). ``coverage`` in [0, 1] (1 when the question has no
+    term with positive idf); ``unknown``: the number of unknown terms; ``uncovered`` >= 0: the rarity summed over the
+    terms no hit holds; ``top``: the best hit's cosine (0 without hits); ``terms``: the question's terms."""
 
     coverage: float
     unknown: int
+    uncovered: float = 0.0
+    top: float = 1.0
     terms: tuple[str, ...] = ()
 
 
@@ -54,11 +69,16 @@ class Answerability:
     ``search``: the service the hits came from (its keyword index gives the terms' chunks, its embedder the
     WordPiece counts)."""
 
-    #: Least ``coverage - UNKNOWN_PENALTY * unknown`` of an answerable question. Below zero: coverage alone never
-    #: refuses (questions in the user's own words share few terms with the notes), it only outweighs unknown terms.
-    COVERAGE_MIN = -0.04
-    #: What one unknown term costs, in coverage.
-    UNKNOWN_PENALTY = 0.40
+    #: The logistic model's weights, per unit of each :class:`Evidence` field, and its intercept (the operating point
+    #: folded in): the score is >= 0 exactly when the question is answerable (module docstring).
+    INTERCEPT = -11.31
+    W_COVERAGE = 6.82
+    W_TOP = 10.58
+    W_UNKNOWN = -3.00
+    W_UNCOVERED = 2.20
+    #: What a term in no chunk counts in ``uncovered`` when it is a single WordPiece (a common word); an unknown term
+    #: counts 1, as a term of the largest idf.
+    ABSENT_COMMON = 0.25
     #: WordPieces from which a term absent from the vault counts as unknown.
     UNKNOWN_PIECES = 2
 
@@ -69,33 +89,51 @@ class Answerability:
         """The :class:`Evidence` of ``hits`` (the retrieved chunks) for ``question``. ``hidden``: chunk ids the
         caller may not see (left out of every count). Raises :class:`~cairn.errors.StoreError` when the index
         cannot be read."""
+        top = max((h.cosine for h in hits), default=0.0)
         terms = query_terms(question)
         if not terms:
-            return Evidence(1.0, 0, ())
+            return Evidence(1.0, 0, 0.0, top, ())
         counts = self.search.store.fts_counts()
         n_rows = counts.rows if counts is not None else 0
+        idf_max = math.log((n_rows + 0.5) / 0.5) if n_rows else 0.0
         hit_ids = np.asarray([h.chunk_id for h in hits], dtype=np.int64)
         hidden_ids = np.asarray(sorted(hidden), dtype=np.int64) if hidden else None
-        weight_all = weight_found = 0.0
+        weight_all = weight_found = uncovered = 0.0
         unknown = 0
         for term in terms:
             ids = self._chunks_of(term)
             if hidden_ids is not None and len(ids):
                 ids = ids[~np.isin(ids, hidden_ids)]
             df = len(ids)
-            if df == 0 and self.search.embedder.count_tokens(term) >= self.UNKNOWN_PIECES:
-                unknown += 1
             idf = max(math.log((n_rows - df + 0.5) / (df + 0.5)), 0.0) if n_rows else 0.0
             weight_all += idf
             if df and np.isin(ids, hit_ids).any():
                 weight_found += idf
+            elif df:
+                uncovered += idf / idf_max
+            elif self.search.embedder.count_tokens(term) >= self.UNKNOWN_PIECES:
+                unknown += 1
+                uncovered += 1.0
+            else:
+                uncovered += self.ABSENT_COMMON
         coverage = weight_found / weight_all if weight_all > 0 else 1.0
-        return Evidence(coverage, unknown, tuple(terms))
+        return Evidence(coverage, unknown, uncovered, top, tuple(terms))
+
+    @classmethod
+    def score(cls, evidence: Evidence) -> float:
+        """The logistic model's score of ``evidence`` (module docstring): >= 0 means answerable."""
+        return (
+            cls.INTERCEPT
+            + cls.W_COVERAGE * evidence.coverage
+            + cls.W_TOP * evidence.top
+            + cls.W_UNKNOWN * evidence.unknown
+            + cls.W_UNCOVERED * evidence.uncovered
+        )
 
     @classmethod
     def answers(cls, evidence: Evidence) -> bool:
-        """True when ``evidence`` is enough to answer (the linear rule of the module docstring)."""
-        return evidence.coverage - cls.UNKNOWN_PENALTY * evidence.unknown >= cls.COVERAGE_MIN
+        """True when ``evidence`` is enough to answer (the rule of the module docstring)."""
+        return cls.score(evidence) >= 0.0
 
     def answerable(self, question: str, hits: Sequence[Hit], *, hidden: Collection[int] = ()) -> bool:
         """:meth:`answers` of :meth:`evidence`; False without hits."""
