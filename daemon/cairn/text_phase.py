@@ -11,6 +11,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 from cairn.embedder import load_tokenizer
@@ -33,6 +34,8 @@ BATCH_NOTES = 128
 #: …or this many bytes of note text (UTF-8 characters counted), whichever comes first, so the text phase holds one
 #: batch at a time: its memory does not grow with the vault.
 BATCH_BYTES = 8 * 1024 * 1024
+#: Seconds between two looks at ``stop()`` while waiting for the parse workers (a shutdown never waits for them).
+STOP_POLL_S = 0.1
 
 
 _worker_tokenizer = None
@@ -44,6 +47,10 @@ def _worker_init(model_dir: str, parent_pid: int) -> None:
     global _worker_tokenizer
     exit_with_parent(parent_pid)
     _worker_tokenizer = load_tokenizer(Path(model_dir))
+
+
+def _worker_prepare_many(items: list[tuple[str, str]]) -> list[tuple[str, PreparedNote | None, str | None]]:
+    return [_worker_prepare(item) for item in items]
 
 
 def _worker_prepare(item: tuple[str, str]) -> tuple[str, PreparedNote | None, str | None]:
@@ -142,8 +149,26 @@ class TextRun:
                 initargs=(str(self.indexer.embedder.model_dir), os.getpid()),
             )
         if self._pool is not None:
-            return self._pool.map(_worker_prepare, items, chunksize=max(1, min(16, len(items) // (4 * workers))))
+            return self._pool_results(items, chunk=max(1, min(16, len(items) // (4 * workers))))
         return self._prepare_here(items)
+
+    def _pool_results(
+        self, items: list[tuple[str, str]], chunk: int
+    ) -> Iterator[tuple[str, PreparedNote | None, str | None]]:
+        """What the parse workers make of ``items`` (sent ``chunk`` at a time), in order; ends early, with
+        ``report.stopped``, once ``stop()`` says so (looked at every :data:`STOP_POLL_S` s of waiting)."""
+        assert self._pool is not None
+        futures = [self._pool.submit(_worker_prepare_many, items[i : i + chunk]) for i in range(0, len(items), chunk)]
+        for future in futures:
+            while True:
+                try:
+                    results = future.result(timeout=STOP_POLL_S)
+                    break
+                except FutureTimeout:
+                    if self.stop():
+                        self.report.stopped = True
+                        return
+            yield from results
 
     def _prepare_here(self, items: list[tuple[str, str]]) -> Iterator[tuple[str, PreparedNote | None, str | None]]:
         counter = self.indexer.embedder.tokenizer
@@ -260,5 +285,12 @@ class TextRun:
         return None if report.stopped else links.link_cache(complete=whole_vault)
 
     def close(self) -> None:
-        if self._pool is not None:  # also when the run stopped early: drop the queued work
-            self._pool.shutdown(wait=True, cancel_futures=True)
+        """Stop the parse workers: at once when the run stopped early (a shutdown: they hold nothing worth
+        waiting for, and may still be starting), else once idle."""
+        if self._pool is None:
+            return
+        if self.report.stopped:
+            processes = getattr(self._pool, "_processes", None) or {}  # {pid: multiprocessing.Process}
+            for process in list(processes.values()):
+                process.terminate()
+        self._pool.shutdown(wait=True, cancel_futures=True)
