@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from cairn.chunking import chunk_note
 from cairn.embedding import chunk_embed_text, content_hash, embedding_texts
-from cairn.errors import NoteReadError
+from cairn.errors import FileOpenError, NoteReadError
 from cairn.indexer import (
     CHUNK_MAX_TOKENS,
     CHUNK_OVERLAP_TOKENS,
@@ -354,6 +354,10 @@ class PdfIndexer:
         title = Path(vf.path).stem
         try:
             extracted = self._extract(vf.abs_path)
+        except FileOpenError as exc:  # not opened now (permission, too many open files, locked): kept as indexed
+            report.deferred.append((vf.path, exc.message))
+            log.warning("cannot read %s now (%s); its last indexed version is kept", vf.path, exc.message)
+            return None
         except NoteReadError as exc:
             if stop() or self._closed:
                 report.stopped = True

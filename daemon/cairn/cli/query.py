@@ -82,6 +82,8 @@ def cmd_index(args: argparse.Namespace, config: Config) -> int:
         print(f"  skipped {path}: {reason}")
     for path, reason in report.warnings:
         print(f"  warning {path}: {reason}")
+    for path, reason in [*report.deferred, *report.not_downloaded]:  # kept as last indexed, not deleted
+        print(f"  kept {path or '.'}: {reason}")
     told = {p for p, _ in report.skipped}
     earlier = [e for e in stats.get("errors", []) if e.get("skipped") and e["filePath"] not in told]
     if earlier:  # unchanged since an earlier run skipped them: still not in the index, so say so again

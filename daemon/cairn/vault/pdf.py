@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from cairn.errors import PdfReadError
+from cairn.errors import FileOpenError, PdfReadError
 from cairn.vault.pdf_protocol import (
     Done,
     Extract,
@@ -348,11 +348,11 @@ class PdfExtractor:
     def extract(self, path: Path) -> PdfText:
         """Read ``path``'s text page by page; see :class:`PdfText`.
 
-        Raises :class:`~cairn.errors.PdfReadError` when nothing can be indexed: the file cannot be read, is
-        over ``max_bytes``, is not a PDF, needs a password, is damaged beyond repair, has no text on any page,
-        hit the time limit before the first page, or the reader crashed or ran out of memory before it.
-        Partial results (page or time limit, reader crash part-way, pages without text) come back with
-        ``problems`` set.
+        Raises :class:`~cairn.errors.FileOpenError` when the file cannot be opened now, and
+        :class:`~cairn.errors.PdfReadError` when nothing can be indexed: the file is over ``max_bytes``, is not a
+        PDF, needs a password, is damaged beyond repair, has no text on any page, hit the time limit before the
+        first page, or the reader crashed or ran out of memory before it. Partial results (page or time limit,
+        reader crash part-way, pages without text) come back with ``problems`` set.
         """
         path = Path(path)
         with self._lock:
@@ -380,8 +380,8 @@ class PdfExtractor:
             size = path.stat().st_size
             with path.open("rb") as fh:
                 head = fh.read(1024)
-        except OSError as exc:
-            raise PdfReadError(f"cannot read the file: {exc.strerror or exc}") from None
+        except OSError as exc:  # a moment's error, not the PDF's: its indexed version is kept (pdf_index)
+            raise FileOpenError(f"cannot open or read the file now: {exc.strerror or exc}") from None
         if size > self.max_bytes:
             raise PdfReadError(
                 f"too big: {human_bytes(size)}, over pdf_max_bytes {human_bytes(self.max_bytes)}"
