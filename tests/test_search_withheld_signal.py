@@ -31,7 +31,7 @@ from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_hom
 
 pytestmark = pytest.mark.slow  # `cairn mcp` subprocesses
 
-TOOLS = ["--tool", "search_notes", "--tool", "get_related_notes"]
+TOOLS = ["--tool", "search_notes", "--tool", "get_related_notes", "--tool", "ask"]
 NON_LOCAL, LOCAL = "claude-desktop", "my-local-agent"
 
 #: Withheld from NON_LOCAL (tag personal, or the Private folder), holding the public notes' words too.
@@ -77,6 +77,14 @@ QUERIES = [
     '"new lock"',
     "tomat",
     "What should I do with the tomatoes?",
+]
+#: Questions for ``ask`` (no model configured: the extractive answer), some reaching withheld notes by name.
+QUESTIONS = [
+    "Who do I call on Tuesday about the divorce?",
+    "What did the lawyer review?",
+    "What should I bring to the meeting with Hartmann?",
+    "When do the tomatoes need staking?",
+    "What are the fees for the custody hearing?",
 ]
 
 
@@ -134,7 +142,8 @@ async def session(home: Path, vault: Path, client: str) -> AsyncIterator[Client]
 
 
 def results_of(home_vault: tuple[Path, Path], client: str, related: tuple[str, ...] = ()) -> dict[str, Any]:
-    """query → the ``search_notes`` results; ``related:PATH`` → ``get_related_notes``' similar notes."""
+    """query → the ``search_notes`` results; ``related:PATH`` → ``get_related_notes``' similar notes;
+    ``ask:QUESTION`` → the ``ask`` answer (without its time)."""
 
     async def go() -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -147,6 +156,10 @@ def results_of(home_vault: tuple[Path, Path], client: str, related: tuple[str, .
                 res = await c.call_tool("get_related_notes", {"path": path})
                 assert not res.is_error, (path, res.content)
                 out[f"related:{path}"] = res.structured_content["similar"]
+            for question in QUESTIONS:
+                res = await c.call_tool("ask", {"question": question})
+                assert not res.is_error, (question, res.content)
+                out[f"ask:{question}"] = {k: v for k, v in res.structured_content.items() if k != "elapsedMs"}
         return out
 
     return run(go())

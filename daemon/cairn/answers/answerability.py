@@ -48,6 +48,7 @@ import numpy as np
 from cairn.ranking import query_terms
 from cairn.search.hits import Hit
 from cairn.search.service import SearchService
+from cairn.search.visible import VisibleKeyword
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,23 +86,28 @@ class Answerability:
     def __init__(self, search: SearchService) -> None:
         self.search = search
 
-    def evidence(self, question: str, hits: Sequence[Hit], *, hidden: Collection[int] = ()) -> Evidence:
+    def evidence(
+        self, question: str, hits: Sequence[Hit], *, hidden: Collection[int] = (), visible: VisibleKeyword | None = None
+    ) -> Evidence:
         """The :class:`Evidence` of ``hits`` (the retrieved chunks) for ``question``. ``hidden``: chunk ids the
-        caller may not see (left out of every count). Raises :class:`~cairn.errors.StoreError` when the index
-        cannot be read."""
+        caller may not see (left out of every count); ``visible``: the keyword index as that caller sees it (rows
+        and matches without the withheld rows, rows linking to a withheld note by their redacted text). Raises
+        :class:`~cairn.errors.StoreError` when the index cannot be read."""
         top = max((h.cosine for h in hits), default=0.0)
         terms = query_terms(question)
         if not terms:
             return Evidence(1.0, 0, 0.0, top, ())
         counts = self.search.store.fts_counts()
-        n_rows = counts.rows if counts is not None else 0
+        n_rows = visible.n_rows if visible is not None else counts.rows if counts is not None else 0
         idf_max = math.log((n_rows + 0.5) / 0.5) if n_rows else 0.0
         hit_ids = np.asarray([h.chunk_id for h in hits], dtype=np.int64)
         hidden_ids = np.asarray(sorted(hidden), dtype=np.int64) if hidden else None
         weight_all = weight_found = uncovered = 0.0
         unknown = 0
         for term in terms:
-            ids = self._chunks_of(term)
+            ids = (
+                self._chunks_of(term) if visible is None else np.asarray(visible.term_matches(term)[0], dtype=np.int64)
+            )
             if hidden_ids is not None and len(ids):
                 ids = ids[~np.isin(ids, hidden_ids)]
             df = len(ids)
@@ -135,9 +141,11 @@ class Answerability:
         """True when ``evidence`` is enough to answer (the rule of the module docstring)."""
         return cls.score(evidence) >= 0.0
 
-    def answerable(self, question: str, hits: Sequence[Hit], *, hidden: Collection[int] = ()) -> bool:
+    def answerable(
+        self, question: str, hits: Sequence[Hit], *, hidden: Collection[int] = (), visible: VisibleKeyword | None = None
+    ) -> bool:
         """:meth:`answers` of :meth:`evidence`; False without hits."""
-        return bool(hits) and self.answers(self.evidence(question, hits, hidden=hidden))
+        return bool(hits) and self.answers(self.evidence(question, hits, hidden=hidden, visible=visible))
 
     def _chunks_of(self, term: str) -> np.ndarray:
         """(k,) int64: the ids of the chunks holding ``term`` as an FTS5 phrase (the keyword leg's matches)."""

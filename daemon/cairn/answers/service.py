@@ -155,8 +155,10 @@ class AnswerService:
         nothing passed the cosine floor, or what did does not answer the question (:mod:`cairn.answers.answerability`).
         ``withhold``/``tally``: see :meth:`SearchService.retrieve` (withheld notes never become sources)."""
         hits = self.retrieve(question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally)
-        hidden = WithheldSet.load(self.search.store, withhold).chunks if withhold and hits else ()
-        if not self.answerability.answerable(question, hits, hidden=hidden):
+        held = WithheldSet.load(self.search.store, withhold) if withhold and hits else None
+        visible = self.search.visible.keyword_of(held, self.search.keyword) if held is not None else None
+        hidden = held.chunks if held is not None else ()
+        if not self.answerability.answerable(question, hits, hidden=hidden, visible=visible):
             return []
         # Upper bounds first: a block's tokens are its header's plus its text's (WordPiece never joins across the
         # newline), and the text has at most the chunk's indexed token_count. When the bounds fit, every block

@@ -272,6 +272,11 @@ class VisibleViews:
         view = self.get(hidden)
         return view, view.keyword(keyword, self.store) if view is not None else keyword
 
+    def keyword_of(self, hidden: WithheldSet, keyword: KeywordIndex) -> VisibleKeyword | None:
+        """The keyword index as ``hidden``'s caller sees it (None when it withholds nothing)."""
+        view = self.get(hidden)
+        return view.keyword(keyword, self.store) if view is not None else None
+
     def dense(
         self,
         view: Visible | None,
