@@ -175,7 +175,7 @@ def test_two_vaults_differing_only_in_withheld_notes_give_a_non_local_client_the
 
 def test_a_link_naming_a_withheld_note_does_not_match_for_a_non_local_client(vaults):
     got = results_of(vaults["linking+withheld"], NON_LOCAL)
-    paths = {q: [h["filePath"] for h in hits] for q, hits in got.items()}
+    paths = {q: [h["filePath"] for h in got[q]] for q in QUERIES}
     for q in ("divorce lawyer", "hartmann", "divorce lawyer hartmann", "custody hearing lawyer"):
         assert not set(paths[q]) & set(LINKING), f"{q!r} matched a note only by a withheld note's name: {paths[q]}"
     assert "lease.md" in paths["divorce lawyer"]  # a public note holding the word itself still matches
