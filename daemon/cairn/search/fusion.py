@@ -79,15 +79,18 @@ def add_second_best(fused: Mapping[K, float], group_of: Mapping[K, Hashable], we
     ``weight`` 0 or a group of one."""
     if not weight:
         return dict(fused)
-    best: dict[Hashable, list[float]] = {}
+    first: dict[Hashable, float] = {}
+    second: dict[Hashable, float] = {}
     for item, score in fused.items():
-        top = best.setdefault(group_of[item], [-np.inf, -np.inf])
-        if score > top[0]:
-            top[0], top[1] = score, top[0]
-        elif score > top[1]:
-            top[1] = score
-    bonus = {g: weight * top[1] if np.isfinite(top[1]) else 0.0 for g, top in best.items()}
-    return {item: score + bonus[group_of[item]] for item, score in fused.items()}
+        g = group_of[item]
+        top = first.get(g)
+        if top is None:
+            first[g] = score
+        elif score > top:
+            first[g], second[g] = score, top
+        elif score > second.get(g, -np.inf):
+            second[g] = score
+    return {item: score + weight * second.get(group_of[item], 0.0) for item, score in fused.items()}
 
 
 def bm25_scores(keyword: KeywordLookup, terms: Sequence[str], chunk_ids: Sequence[int]) -> dict[int, float]:

@@ -435,6 +435,9 @@ class KeywordIndex:
         self._phrases: EpochLRU[str, tuple[np.ndarray, np.ndarray]] = EpochLRU(
             self.TERM_CACHE_MAX_ROWS, size=lambda v: len(v[0])
         )
+        self._terms_held: EpochLRU[str, tuple[np.ndarray, np.ndarray]] = EpochLRU(
+            self.TERM_CACHE_MAX_ROWS, size=lambda v: len(v[0])
+        )
         self._fts_vocabulary: tuple[int, Vocabulary] | None = None
         self._auto = False
         self._building: threading.Thread | None = None
@@ -498,9 +501,17 @@ class KeywordIndex:
 
     def _term_scores(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         """(chunk ids, bm25) of every chunk matching ``term`` as an FTS5 phrase: from memory when the in-memory
-        BM25 holds it (same values), else from FTS5."""
+        BM25 holds it (same values), else from FTS5; kept while the store is unchanged (a question reads its terms'
+        values for the keyword leg, for fusion and for the hits' term matches)."""
+        epoch = self.epoch.value
+        held = self._terms_held.get(term, epoch)
+        if held is not None:
+            return held
         found = self.terms.scores(term)
-        return found if found is not None else self._phrase_scores(fts_phrase(term))
+        out = found if found is not None else self._phrase_scores(fts_phrase(term))
+        if self.epoch.value == epoch:
+            self._terms_held.put(term, out, epoch)
+        return out
 
     def vocabularies(self) -> list[Vocabulary]:
         """The vocabularies of the index as it is now (tokens and row counts, for prefix and typo expansion): the
