@@ -169,7 +169,7 @@ class RecordingModel:
 def test_a_withheld_caller_never_gets_withheld_notes_in_the_prompt_answer_or_sources(canary_cairn, withhold, remote):
     model = RecordingModel(remote)
     service = AnswerService(canary_cairn.query, model, withhold_tags=())  # the caller's withhold alone must do it
-    for query in [*MATCHING.values(), "money, health and work"]:
+    for query in [*MATCHING.values(), "money, health and work", "how long do the red lentils simmer in the soup"]:
         answer = asyncio.run(service.answer(query, top_k=8, withhold=withhold))
         assert not leaks(answer.to_json()), query
     assert model.prompts, "some question should have reached the model"
