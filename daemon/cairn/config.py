@@ -132,7 +132,7 @@ class Config:
     #: How the daemon follows file changes: ``auto`` (native file events unless ``WATCHFILES_FORCE_POLLING`` is
     #: set), ``native``, or ``polling`` (a pass over the vault every 2 s; ignored folders are not entered).
     watch: str = "auto"
-    #: A changed policy file is used once it has stayed the same this long (seconds; 0..60): a save in
+    #: A changed policy file is used once it has stayed the same this long (seconds; 0.2..60): a save in
     #: several writes is never used half-written. The previous policy stays in force meanwhile.
     mcp_policy_settle_s: float = 1.0
     #: Both HTTP servers (the plugin API and MCP): seconds a connection may take to send a request's headers
@@ -314,8 +314,8 @@ def _coerce_value(key: str, value: Any) -> Any:
             raise ValueError("must be a positive number of seconds")
         return float(value)
     if key == "mcp_policy_settle_s":
-        if isinstance(value, bool) or not 0 <= float(value) <= 60:
-            raise ValueError("must be 0..60 seconds")
+        if isinstance(value, bool) or not 0.2 <= float(value) <= 60:
+            raise ValueError("must be 0.2..60 seconds (0 would use a policy saved in several writes half-written)")
         return float(value)
     if key in ("debug", "mcp_http", "pdf"):
         return _boolean(value)

@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,24 +195,43 @@ def _policy_of(snapshot: _Snapshot, source: str) -> Policy:
 # ------------------------------------------------------------------------------------ live policy
 #: Seconds a changed policy file must stay the same before it is used (``mcp_policy_settle_s``).
 DEFAULT_SETTLE_S = 1.0
-#: At start, a file changed less than ``settle_s`` plus this long ago (seconds, by its mtime) is watched for
-#: ``settle_s`` first: some file systems keep mtimes to the second or two.
+#: A file whose mtime is whole seconds may sit on a file system that keeps mtimes to the second or two: its age
+#: by mtime is trusted only beyond this slack (seconds). Finer mtimes get :data:`_FINE_MTIME_SLACK_S`.
 _MTIME_SLACK_S = 2.0
+_FINE_MTIME_SLACK_S = 0.1
+#: A file still changing after this many settle times makes the holder fail closed (logged).
+_CHURN_SETTLES = 10
+
+
+def _content_key(snapshot: _Snapshot) -> tuple[Any, ...]:
+    """What makes two reads the same policy file: its device and inode, and its bytes (never its mtime, which a
+    tool may touch on its own without changing what the policy says)."""
+    ident = snapshot.stamp[:2] if snapshot.stamp is not None else None
+    return (ident, snapshot.raw, snapshot.problem)
+
+
+#: Stands for "no accepted file" after the holder failed closed on a file that kept changing.
+_CHURNED = _Snapshot(None, None, "the policy file kept changing")
 
 
 class PolicyHolder:
     """Thread-safe current policy that follows edits of the file, never serving a half-saved one.
 
-    At most every ``check_interval_s`` seconds (1 s) the file is read again. A file that differs from the one
-    in force (content or stamp) is used only once it has stayed exactly the same — re-read and compared —
-    for ``settle_s`` seconds: a save in several writes shows its first part as a valid policy of its own
-    (``version`` and ``withhold.tags`` without the ``folders`` or clients that follow), and serving that would
-    hand withheld notes to clients not declared local. Meanwhile the previous policy stays in force. A settled
-    file that is invalid (or missing) makes the holder fail closed (:func:`fail_closed_policy`, its
-    ``fail_closed_reason`` the ``file:line: reason``, logged) until it is fixed.
+    The file is read on a timer (every ``check_interval_s``, at most ``settle_s / 2``, from a daemon thread) and
+    when a call finds the last read older than ``check_interval_s``. A file whose device, inode or bytes differ
+    from the one in force is used only once they have stayed exactly the same for ``settle_s`` seconds, timed
+    from the change: its mtime says how long ago that was (less a slack for coarse mtimes), so a file saved
+    while the holder was idle is used on the first read. A save in several writes shows its first part as a
+    valid policy of its own (``version`` and ``withhold.tags`` without the ``folders`` or clients that
+    follow), and serving that would hand withheld notes to clients not declared local; meanwhile the previous
+    policy stays in force. A touch that changes only the mtime is no change. A settled file that is invalid
+    (or missing) makes the holder fail closed (:func:`fail_closed_policy`, its ``fail_closed_reason`` the
+    ``file:line: reason``, logged) until it is fixed; so does a file still changing after
+    ``10 × settle_s``. A reload that withholds fewer tags or folders than the policy before is logged as a
+    warning.
 
-    At start, a file changed within the last ``settle_s`` (+2 s of mtime slack) is watched for ``settle_s``
-    first (blocking). ``strict=True`` (``cairn mcp``): an unusable file at start raises :class:`PolicyError`.
+    At start, a recently changed file is watched until it settles (blocking, at most ``10 × settle_s + 1`` s).
+    ``strict=True`` (``cairn mcp``): an unusable file at start raises :class:`PolicyError`.
     ``strict=False`` (the daemon): it starts failed closed and keeps checking.
     """
 
@@ -226,28 +246,50 @@ class PolicyHolder:
         self._accepted: _Snapshot | None = None
         self._pending: _Snapshot | None = None
         self._pending_since = 0.0
+        self._changing_since: float | None = None
         self._checked_at = float("-inf")
         self._error: PolicyError | None = None
         self._policy = fail_closed_policy(f"{self.path}: the policy file is being saved; waiting for it to settle")
-        first = _read_snapshot(self.path)
-        if not self._changed_recently(first):
-            self._checked_at = time.monotonic()
-            self._accept(first)
-        else:
-            self.reload(timeout_s=self.settle_s * 10 + 1.0)
+        with self._lock:
+            self._check(time.monotonic())
+        if self._accepted is None:
+            self.reload(timeout_s=self.settle_s * _CHURN_SETTLES + 1.0)
             if self._accepted is None:
                 self._give_up_at_start()
         if strict and self._error is not None:
             raise self._error
+        self._start_timer()
 
-    def _changed_recently(self, snapshot: _Snapshot) -> bool:
-        """Whether ``snapshot``'s mtime is recent (or in the future) by the wall clock."""
-        if self.settle_s == 0 or snapshot.stamp is None:
-            return False
-        return time.time() - snapshot.stamp[2] / 1e9 < self.settle_s + _MTIME_SLACK_S
+    def _start_timer(self) -> None:
+        """Read the file on a timer from a daemon thread that ends with the holder (it holds a weak reference)."""
+        if self.settle_s <= 0:
+            return
+        period = max(0.02, min(self.check_interval_s or self.settle_s, self.settle_s / 2))
+        ref = weakref.ref(self)
+
+        def tick() -> None:
+            while True:
+                time.sleep(period)
+                holder = ref()
+                if holder is None:
+                    return
+                with holder._lock:
+                    holder._check(time.monotonic())
+                del holder
+
+        threading.Thread(target=tick, name=f"cairn-policy-{self.path.name}", daemon=True).start()
+
+    def _age_s(self, snapshot: _Snapshot) -> float:
+        """How long ago (seconds, by the wall clock) ``snapshot``'s file last changed by its mtime, less the
+        slack its mtime's resolution needs; 0 for a missing file or an mtime in the future."""
+        if snapshot.stamp is None:
+            return 0.0
+        mtime_ns = snapshot.stamp[2]
+        slack = _MTIME_SLACK_S if mtime_ns % 1_000_000_000 == 0 else _FINE_MTIME_SLACK_S
+        return max(0.0, time.time() - mtime_ns / 1e9 - slack)
 
     def _give_up_at_start(self) -> None:
-        reason = f"the policy file kept changing for {self.settle_s * 10 + 1:.0f} s; save it once"
+        reason = f"the policy file kept changing for {self.settle_s * _CHURN_SETTLES + 1:.0f} s; save it once"
         self._error = PolicyError(str(self.path), None, reason)
         if not self.strict:
             log.error("MCP policy unusable, failing closed until it settles: %s", self._error)
@@ -256,8 +298,9 @@ class PolicyHolder:
     def _accept(self, snapshot: _Snapshot) -> None:
         """Make ``snapshot`` the policy in force (or fail closed on it), logging the change."""
         start = self._accepted is None
-        was_closed = self._policy.fail_closed_reason is not None and not start
-        self._accepted, self._pending = snapshot, None
+        before = self._policy
+        was_closed = before.fail_closed_reason is not None and not start
+        self._accepted, self._pending, self._changing_since = snapshot, None, None
         try:
             self._policy, self._error = _policy_of(snapshot, str(self.path)), None
         except PolicyError as exc:
@@ -273,18 +316,40 @@ class PolicyHolder:
             log.warning("MCP policy %s is valid again; fail-closed mode ended", self.path)
         elif not start:
             log.info("MCP policy %s reloaded", self.path)
+            _warn_if_laxer(self.path, before, self._policy)
 
     def _check(self, now: float) -> None:
-        """Read the file (under the lock); note a change, and use it once it has stayed the same ``settle_s``."""
+        """Read the file (under the lock); note a change, and use it once its bytes have stayed the same
+        ``settle_s`` (timed from its mtime when that is older than this read); fail closed on a file still
+        changing after ``10 × settle_s``."""
         self._checked_at = now
         snapshot = _read_snapshot(self.path)
-        if snapshot == self._accepted:
-            self._pending = None
+        key = _content_key(snapshot)
+        if self._accepted is not None and key == _content_key(self._accepted):
+            self._pending, self._changing_since = None, None
             return
-        if snapshot != self._pending:
-            self._pending, self._pending_since = snapshot, now
+        if self._accepted is None and snapshot.stamp is None:
+            self._accept(snapshot)  # at start, no file (or no readable one) fails closed at once
+            return
+        if self._pending is None or key != _content_key(self._pending):
+            self._pending_since = now - min(self._age_s(snapshot), self.settle_s)
+            if self._changing_since is None:
+                self._changing_since = self._pending_since
+        self._pending = snapshot
+        changing_since = self._pending_since if self._changing_since is None else self._changing_since
         if now - self._pending_since >= self.settle_s:
             self._accept(snapshot)
+        elif self._accepted not in (None, _CHURNED) and now - changing_since >= self.settle_s * _CHURN_SETTLES:
+            self._fail_closed_on_churn()
+
+    def _fail_closed_on_churn(self) -> None:
+        self._error = PolicyError(
+            str(self.path),
+            None,
+            f"the policy file kept changing for {self.settle_s * _CHURN_SETTLES:g} s; save it once",
+        )
+        log.error("MCP policy unusable, failing closed until it settles: %s", self._error)
+        self._policy, self._accepted = fail_closed_policy(str(self._error)), _CHURNED
 
     def current(self) -> Policy:
         """The policy in force now (the file is checked when the last check is older than
@@ -300,8 +365,8 @@ class PolicyHolder:
     def reload(self, timeout_s: float | None = None) -> Policy:
         """Check the file now, whatever the interval, and when it changed wait (blocking, at most ``timeout_s``:
         by default ``10 × settle_s + 1`` s) until the change has settled and is in force; returns the policy
-        in force then (the previous one when the file kept changing until the timeout)."""
-        deadline = time.monotonic() + (self.settle_s * 10 + 1.0 if timeout_s is None else timeout_s)
+        in force then (the previous one, or failed closed, when the file kept changing until the timeout)."""
+        deadline = time.monotonic() + (self.settle_s * _CHURN_SETTLES + 1.0 if timeout_s is None else timeout_s)
         while True:
             with self._lock:
                 now = time.monotonic()
@@ -351,3 +416,21 @@ def policy_holder(config: Config, *, strict: bool) -> PolicyHolder:
 def daemon_policy(config: Config) -> PolicyHolder:
     """The governance policy as the daemon reads it: :func:`policy_holder` not strict."""
     return policy_holder(config, strict=False)
+
+
+def _warn_if_laxer(path: Path, before: Policy, after: Policy) -> None:
+    """Log a warning when ``after`` withholds fewer tags or folders than ``before`` (case-insensitive), or
+    declares a client local that was not: a half-saved or mistaken edit shows in the log."""
+    if before.fail_closed_reason is not None:
+        return
+    dropped = sorted(
+        {f"tag {t}" for t in before.withhold.tags if t.lower() not in {x.lower() for x in after.withhold.tags}}
+        | {
+            f"folder {f}"
+            for f in before.withhold.folders
+            if f.lower() not in {x.lower() for x in after.withhold.folders}
+        }
+        | {f"client {c} now local" for c, p in after.clients.items() if p.local and not before.is_local(c)}
+    )
+    if dropped:
+        log.warning("MCP policy %s reloaded withholding less than before: %s", path, ", ".join(dropped))
