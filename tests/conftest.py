@@ -26,10 +26,17 @@ SLOW_FIXTURES = {"help_cairn"}  # indexes the whole obsidian-help vault with the
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark ``slow`` every test that uses a fixture of :data:`SLOW_FIXTURES` (wherever the test lives)."""
+    """Mark ``slow`` every test that uses a fixture of :data:`SLOW_FIXTURES` (wherever the test lives).
+
+    Such a test also gets a 1,200 s timeout unless it sets its own: the first one to run pays for the
+    fixture's set-up (the whole help vault embedded), which on a loaded 2-core machine passes the 300 s
+    default, and a failed session fixture fails every later test that uses it.
+    """
     for item in items:
         if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+            if item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(1200))
 
 
 @pytest.fixture(scope="session", autouse=True)
