@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -81,17 +82,25 @@ def check_chars(text: str, what: str) -> None:
         raise BadRequestError(f"{what} holds {why} at character {exc.start + 1}; send the text as UTF-8.") from None
 
 
+@functools.lru_cache(maxsize=64)
+def _word_starts(terms: tuple[str, ...]) -> re.Pattern[str] | None:
+    """A pattern matching, at the start of each word (a run of ``\\w``) that begins with the first 5 characters of
+    one of ``terms``, those characters (None: no term can begin a word). One pass over a chunk's text, for all the
+    hits of one query."""
+    prefixes = sorted({t[:5] for t in terms if _SNIP_WORD.fullmatch(t[:5])}, key=lambda p: (-len(p), p))
+    if not prefixes:
+        return None
+    return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, prefixes)) + ")", re.UNICODE)
+
+
 def make_snippet(text: str, terms: Sequence[str], width: int = 220) -> str:
     """A one-line excerpt of ``text`` (≤ ``width`` chars) around the densest run of query terms; block-id
     markers (``^d1``) are left out."""
     flat = " ".join(strip_block_ids(text).split())
     if len(flat) <= width:
         return flat
-    if terms:
-        prefixes = tuple(t[:5] for t in terms)
-        positions = [m.start() for m in _SNIP_WORD.finditer(flat.lower()) if m.group(0).startswith(prefixes)]
-    else:
-        positions = []
+    starts = _word_starts(tuple(terms))
+    positions = [m.start() for m in starts.finditer(flat.lower())] if starts is not None else []
     if not positions:
         return flat[: width - 1].rsplit(" ", 1)[0] + "…"
     best, best_count = positions[0], 0

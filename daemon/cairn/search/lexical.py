@@ -17,6 +17,7 @@ import re
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -58,10 +59,29 @@ class NoteMap:
     def notes(self, chunk_ids: np.ndarray) -> np.ndarray:
         """The note ids (k,) of ``chunk_ids`` (k,), -1 for a chunk not in the map (added since it was read)."""
         ids = np.asarray(chunk_ids, dtype=np.int64)
-        inside = ids < len(self.note_of)
-        out = np.full(len(ids), -1, dtype=np.int64)
-        out[inside] = self.note_of[ids[inside]]
-        return out
+        return self._padded[np.minimum(ids, len(self.note_of))]
+
+    @cached_property
+    def _padded(self) -> np.ndarray:
+        """``note_of`` and one more -1 (for every id beyond it): one lookup per chunk, no mask."""
+        return np.r_[self.note_of, -1]
+
+    @cached_property
+    def slots(self) -> int:
+        """Note ids are below this; :meth:`slot_of` gives it to a chunk not in the map."""
+        top = int(self.note_of.max()) if len(self.note_of) else -1
+        return max(top, max(self.paths, default=-1)) + 1
+
+    @cached_property
+    def _slot_padded(self) -> np.ndarray:
+        padded = self._padded.copy()
+        padded[padded < 0] = self.slots
+        return padded
+
+    def slot_of(self, chunk_ids: np.ndarray) -> np.ndarray:
+        """:meth:`notes` with :attr:`slots` in place of -1: an index into arrays of ``slots + 1`` per note."""
+        ids = np.asarray(chunk_ids, dtype=np.int64)
+        return self._slot_padded[np.minimum(ids, len(self.note_of))]
 
     def chunks_of(self, note_ids: Sequence[int]) -> np.ndarray:
         """Chunk ids (ascending) of the notes ``note_ids``."""
@@ -169,20 +189,25 @@ class Names:
 @dataclass(frozen=True)
 class Coverage:
     """The lexical evidence of one query. ``lexical``: per term, the chunk ids holding it, ascending (a chunk holding
-    one is never dropped for its cosine in search); ``tier``: note id → 2 when the note matches the whole query (every
-    term, as Obsidian), 1 when it holds some term (absent: none); ``rare``: note id → how many rare terms it holds;
-    ``extra``: chunk ids to add to the keyword candidates, best BM25 first: the best chunk of each note of tier 2 or
-    holding a rare term, or named by the query, that the keyword top lacks; ``tiered``: whether :meth:`rank_key`
-    ranks by tier."""
+    one is never dropped for its cosine in search); ``tier`` (notes,) int8 by note id: 2 when the note matches the
+    whole query (every term, as Obsidian), 1 when it holds some term, 0 none; ``rare`` (notes,) int32 by note id:
+    how many rare terms it holds; ``extra``: chunk ids to add to the keyword candidates, best BM25 first: the best
+    chunk of each note of tier 2 or holding a rare term, or named by the query, that the keyword top lacks;
+    ``tiered``: whether :meth:`rank_key` ranks by tier. A note id beyond the arrays (a note added since the note
+    map was read) has tier 0 and no rare term."""
 
     lexical: tuple[np.ndarray, ...]
-    tier: dict[int, int]
-    rare: dict[int, int]
+    tier: np.ndarray
+    rare: np.ndarray
     extra: list[int]
     tiered: bool = True
     #: note id → how many tokens its closest name (title or alias) holds beyond the query's, for the notes named by
     #: the query (:class:`Names`)
     named: dict[int, int] = field(default_factory=dict)
+
+    def tier_of(self, note_id: int) -> int:
+        """The tier of note ``note_id`` (0, 1 or 2: see the class docstring)."""
+        return int(self.tier[note_id]) if 0 <= note_id < len(self.tier) else 0
 
     def lexical_among(self, chunk_ids: Collection[int]) -> set[int]:
         """The chunks of ``chunk_ids`` that hold a term of the query."""
@@ -202,7 +227,8 @@ class Coverage:
         name = (1, -extra) if extra is not None else (0, 0)
         if not self.tiered:
             return 0, *name, 0
-        return self.rare.get(note_id, 0), *name, self.tier.get(note_id, 0)
+        rare = int(self.rare[note_id]) if 0 <= note_id < len(self.rare) else 0
+        return rare, *name, self.tier_of(note_id)
 
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -225,8 +251,48 @@ def coverage(
     those holding every term). Only chunks in ``within`` (None: all) and not in ``excluding`` count.
     ``keyword_top``: the keyword candidates already held; at most ``max_extra`` chunks are added. A query that is
     not ``tiered`` gets the lexical evidence and the notes it names alone (no tier or rare term: they would not be
-    used). ``names``: note ids → {note id: extra name tokens} of those the query names (:meth:`Names.named`)."""
+    used). ``names``: note ids → {note id: extra name tokens} of those the query names (:meth:`Names.named`). Notes
+    are counted in arrays by note id (:meth:`NoteMap.slot_of`): no sort of a common term's chunks."""
     lexical = tuple(ids if _ascending(ids) else np.sort(ids) for ids, _ in leaves)
+    kept = _kept(leaves, within, excluding)
+    slots = notes.slots
+    if not kept:
+        return Coverage(lexical, np.zeros(slots, dtype=np.int8), np.zeros(slots, dtype=np.int32), [], tiered)
+    owners = [notes.slot_of(ids) for ids, _ in kept]
+    held_by = []
+    count = np.zeros(slots + 1, dtype=np.int32)
+    for owner in owners:
+        held = np.zeros(slots + 1, dtype=bool)
+        held[owner] = True
+        held[slots] = False  # chunks not in the map
+        count += held
+        held_by.append(held)
+    if full is None:
+        whole = count == len(kept)
+        full = set(np.flatnonzero(whole).tolist())
+    else:
+        whole = np.zeros(slots + 1, dtype=bool)
+        whole[[n for n in full if 0 <= n < slots]] = True
+    named = names(full) if names is not None else {}
+    if not tiered:
+        wanted = np.zeros(slots + 1, dtype=bool)
+        wanted[[n for n in named if 0 <= n < slots]] = True
+        extra = _best_chunks(kept, owners, notes, wanted, keyword_top, max_extra)
+        return Coverage(lexical, np.zeros(slots, dtype=np.int8), np.zeros(slots, dtype=np.int32), extra, tiered, named)
+    tier = (count > 0).astype(np.int8)
+    tier[whole & (count > 0)] = 2
+    rare = np.zeros(slots + 1, dtype=np.int32)
+    for held in held_by:
+        if np.count_nonzero(held) <= RARE_NOTES:
+            rare += held
+    extra = _best_chunks(kept, owners, notes, (tier == 2) | (rare > 0), keyword_top, max_extra)
+    return Coverage(lexical, tier[:slots], rare[:slots], extra, tiered, named)
+
+
+def _kept(leaves: Sequence[Matches], within: Sequence[int] | None, excluding: Sequence[int]) -> list[Matches]:
+    """``leaves`` restricted to the chunks in ``within`` (None: all) and not in ``excluding``."""
+    if within is None and not len(excluding):
+        return list(leaves)
     kept: list[Matches] = []
     for ids, scores in leaves:
         mask = np.ones(len(ids), dtype=bool)
@@ -235,25 +301,7 @@ def coverage(
         if len(excluding):
             mask &= ~np.isin(ids, np.asarray(excluding, dtype=np.int64))
         kept.append((ids[mask], scores[mask]))
-    if not kept:
-        return Coverage(lexical, {}, {}, [], tiered)
-    held_by = [np.unique(notes.notes(ids)) for ids, _ in kept]
-    held_by = [h[h >= 0] for h in held_by]
-    note_ids, counts = np.unique(np.concatenate(held_by), return_counts=True)
-    if full is None:
-        full = set(note_ids[counts == len(kept)].tolist())
-    named = names(full) if names is not None else {}
-    if not tiered:
-        return Coverage(lexical, {}, {}, _best_chunks(kept, notes, set(named), keyword_top, max_extra), tiered, named)
-    tier = {n: 2 if n in full else 1 for n in note_ids.tolist()}
-    rare: dict[int, int] = {}
-    for held in held_by:
-        if len(held) <= RARE_NOTES:
-            for n in held.tolist():
-                rare[n] = rare.get(n, 0) + 1
-    wanted = {n for n, t in tier.items() if t == 2} | set(rare)
-    extra = _best_chunks(kept, notes, wanted, keyword_top, max_extra)
-    return Coverage(lexical, tier, rare, extra, tiered, named)
+    return kept
 
 
 def _ascending(ids: np.ndarray) -> bool:
@@ -261,23 +309,35 @@ def _ascending(ids: np.ndarray) -> bool:
 
 
 def _best_chunks(
-    kept: Sequence[Matches], notes: NoteMap, wanted: set[int], held: Sequence[int], limit: int
+    kept: Sequence[Matches],
+    owners: Sequence[np.ndarray],
+    notes: NoteMap,
+    wanted: np.ndarray,
+    held: Sequence[int],
+    limit: int,
 ) -> list[int]:
-    """The chunk with the best summed BM25 of each note in ``wanted`` that has no chunk in ``held``, best first (ties
-    by chunk id), at most ``limit``."""
-    have = set(notes.notes(np.asarray(list(held), dtype=np.int64)).tolist())
-    missing = np.asarray(sorted(wanted - have), dtype=np.int64)
-    if not len(missing) or limit <= 0:
+    """The chunk with the best summed BM25 of each note ``wanted`` ((notes + 1,) bool by note slot) that has no chunk
+    in ``held``, best first (ties by chunk id), at most ``limit``. ``owners``: the note slot of each of ``kept``'s
+    chunks. BM25 is summed per chunk in term order."""
+    missing = wanted.copy()
+    missing[notes.slot_of(np.asarray(list(held), dtype=np.int64))] = False
+    missing[notes.slots] = False
+    if limit <= 0 or not missing.any():
         return []
-    chunk_ids, inverse = np.unique(np.concatenate([ids for ids, _ in kept]), return_inverse=True)
-    acc = np.bincount(inverse, weights=np.concatenate([s for _, s in kept]), minlength=len(chunk_ids))
-    owner = notes.notes(chunk_ids)
-    inside = np.isin(owner, missing)
-    chunk_ids, acc, owner = chunk_ids[inside], acc[inside], owner[inside]
-    order = np.lexsort((chunk_ids, acc, owner))  # per note, best BM25 first
-    firsts = order[np.r_[True, owner[order][1:] != owner[order][:-1]]] if len(order) else order
-    best = firsts[np.lexsort((chunk_ids[firsts], acc[firsts]))][:limit]
-    return chunk_ids[best].tolist()
+    top = max((int(ids.max()) for ids, _ in kept if len(ids)), default=-1) + 1
+    acc = np.zeros(top)
+    touched = np.zeros(top, dtype=bool)
+    for (ids, scores), owner in zip(kept, owners):  # a term's chunk ids are distinct: one += per chunk
+        inside = missing[owner]
+        acc[ids[inside]] += scores[inside]
+        touched[ids[inside]] = True
+    chunk_ids = np.flatnonzero(touched)
+    order = np.argsort(acc[chunk_ids], kind="stable")  # best BM25 first, ties by chunk id (ascending ids)
+    owner = notes.slot_of(chunk_ids[order])
+    first = np.full(notes.slots + 1, len(order))
+    np.minimum.at(first, owner, np.arange(len(order)))  # each note's first place in that order: its best chunk
+    firsts = np.sort(first[first < len(order)])[:limit]
+    return chunk_ids[order[firsts]].tolist()
 
 
 #: The query's last bare word also matches the tokens it begins when it has at least this many characters (fewer
@@ -314,18 +374,19 @@ class Plan:
 
 
 def _merge(parts: Sequence[Matches]) -> Matches:
-    """The union of several matches, each chunk with its best (lowest) BM25."""
+    """The union of several matches, each chunk with its best (lowest) BM25: ids ascending. Accumulated in arrays by
+    chunk id (each part's ids are distinct), not sorted."""
     parts = [p for p in parts if len(p[0])]
     if not parts:
         return _EMPTY, np.zeros(0, dtype=np.float64)
     if len(parts) == 1:
         return parts[0]
-    ids = np.concatenate([p[0] for p in parts])
-    scores = np.concatenate([p[1] for p in parts])
-    order = np.lexsort((scores, ids))
-    ids, scores = ids[order], scores[order]
-    first = np.r_[True, ids[1:] != ids[:-1]]
-    return ids[first], scores[first]
+    top = max(int(ids.max()) for ids, _ in parts) + 1
+    best = np.full(top, np.inf)
+    for ids, scores in parts:
+        best[ids] = np.minimum(best[ids], scores)
+    ids = np.flatnonzero(best < np.inf)
+    return ids, best[ids]
 
 
 class Matcher:

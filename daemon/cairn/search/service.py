@@ -336,8 +336,10 @@ class SearchService:
                 at = np.minimum(np.searchsorted(holding, ids), len(holding) - 1)
                 held += holding[at] == ids
         out = dict(zip(chosen, (held / len(terms)).tolist()))
-        tier = r.coverage.tier if r.coverage is not None else {}
-        return {c: 1.0 if tier.get(rows[c].note_id) == 2 else share for c, share in out.items()}
+        if r.coverage is None:
+            return out
+        tier_of = r.coverage.tier_of
+        return {c: 1.0 if tier_of(rows[c].note_id) == 2 else share for c, share in out.items()}
 
     def _keyword_leg(self, r: _Ranking) -> list[int]:
         """The BM25 candidates (withheld chunks left out before the top is taken); the withheld chunks the
@@ -501,7 +503,8 @@ class SearchService:
         if r.coverage is None:
             return sorted(fused, key=lambda c: (-fused[c], -cos.get(c, 0.0), c))
         key, below = r.coverage.rank_key, r.below_floor
-        tiers = {c: tuple(-x for x in key(rows[c].note_id)) for c in fused}
+        by_note = {n: tuple(-x for x in key(n)) for n in {rows[c].note_id for c in fused}}
+        tiers = {c: by_note[rows[c].note_id] for c in fused}
         return sorted(fused, key=lambda c: (tiers[c], c in below, -fused[c], -cos.get(c, 0.0), c))
 
     def _tally_withheld(self, r: _Ranking, tally: WithheldTally) -> None:
