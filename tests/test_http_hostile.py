@@ -208,3 +208,83 @@ def test_a_request_the_mcp_servers_parser_refuses_is_a_json_400(canary_cairn, tm
         status, headers, body = parse(raw)
         assert status == 400 and headers["content-type"].startswith("application/json")
         assert json.loads(body)["error"]["code"] == "bad_request"
+
+
+def _slow_mcp_post(port: int, token: str, length: int = 300) -> bytes:
+    """The headers of an authenticated ``POST /mcp`` announcing a ``length``-byte body, and the body's first byte."""
+    return (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Length: {length}\r\n\r\n{{"
+    ).encode()
+
+
+def test_a_body_sent_a_byte_at_a_time_is_cut_at_one_deadline_for_the_whole_body(canary_cairn, tmp_path):
+    """The body deadline counts from the first chunk: a byte more often than the deadline does not extend it."""
+    from cairn.connections import ListenerLimits
+    from test_mcp_sessions import TOKENS, mcp_server
+
+    async def scenario():
+        limits = ListenerLimits(body_timeout_s=1.0)
+        async with mcp_server(canary_cairn, tmp_path, listener=limits) as server:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            writer.write(_slow_mcp_post(server.port, TOKENS["reader"]))
+            try:
+                for _ in range(150):  # up to 45 s of drip when the deadline never comes
+                    writer.write(b" ")
+                    await writer.drain()
+                    try:  # a byte every 0.3 s, until the server closes the connection (unanswered)
+                        return await asyncio.wait_for(reader.read(), 0.3) == b""
+                    except TimeoutError:
+                        continue
+                return False
+            except ConnectionError:
+                return True
+            finally:
+                writer.close()
+
+    assert run(scenario())
+
+
+def test_one_token_holders_slow_bodies_at_the_connection_cap_lock_no_other_client_out(canary_cairn, tmp_path):
+    """8 slow authenticated requests of one client at a cap of 8 connections: the client keeps a quarter of the
+    cap, the rest are refused with a JSON 503, and a local and another non-local client are served."""
+    from cairn.connections import ListenerLimits
+    from test_mcp_http import http_session
+    from test_mcp_sessions import TOKENS, mcp_server
+
+    async def scenario():
+        limits = ListenerLimits(max_connections=8, body_timeout_s=120.0)
+        async with mcp_server(canary_cairn, tmp_path, listener=limits) as server:
+            slow = [await asyncio.open_connection("127.0.0.1", server.port) for _ in range(8)]
+            for _, writer in slow:
+                writer.write(_slow_mcp_post(server.port, TOKENS["claude-desktop"]))
+            reads = [asyncio.ensure_future(reader.read()) for reader, _ in slow]
+            try:
+                done: set[asyncio.Future] = set()
+                pending = set(reads)
+                while len(done) < 6:  # the refusals; the admitted two stay unanswered
+                    finished, pending = await asyncio.wait(
+                        pending, timeout=READ_TIMEOUT_S, return_when="FIRST_COMPLETED"
+                    )
+                    if not finished:
+                        break
+                    done |= finished
+                refused = [parse(task.result()) for task in done if task.result()]
+                answers = []
+                for client in ("my-local-agent", "reader"):
+                    async with http_session(server.url, TOKENS[client]) as session:
+                        answers.append(await asyncio.wait_for(session.call_tool("list_notes", {}), READ_TIMEOUT_S))
+                return refused, answers
+            finally:
+                for task in reads:
+                    task.cancel()
+                for _, writer in slow:
+                    writer.close()
+
+    refused, answers = run(scenario())
+    assert len(refused) == 6
+    assert all(
+        status == 503 and json.loads(body)["error"]["code"] == "too_many_requests" for status, _, body in refused
+    )
+    assert all(not answer.is_error for answer in answers)

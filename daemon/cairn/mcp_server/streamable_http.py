@@ -13,7 +13,10 @@ by closing its own least recently used one, and when all sessions together reach
 the most (a client not declared local first) gives one up — so one token holder opening sessions in a loop
 never locks another client out, and the owner's local clients never lose a session to a non-local one.
 A session without a request for ``idle_s`` is closed. Connections are held to a
-:class:`~cairn.connections.ConnectionGuard` (cap, header deadline) like the plugin API's.
+:class:`~cairn.connections.ConnectionGuard` (cap, header deadline) like the plugin API's, each request body
+to one deadline, and a client not declared local to a quarter of the connection cap in requests at once
+(:class:`_ClientShare`): requests in progress are never closed for room, so without that one token holder's
+slow bodies could take every connection.
 """
 
 from __future__ import annotations
@@ -58,14 +61,56 @@ log = logging.getLogger("cairn.mcp_server")
 _SCOPE_KEY = "cairn.mcp.identity"
 
 
+async def _json_error(
+    scope: dict, receive: Any, send: Any, status: int, code: str, message: str, headers: dict | None = None
+) -> None:
+    """Answer with the API's error shape, ``{"error": {"code", "message"}}`` (application/json)."""
+    response = JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+    await response(scope, receive, send)
+
+
+class _ClientShare:
+    """Requests in progress per MCP client (each holds one connection): at most ``limit`` for a client not
+    declared local (``is_local(client)``, read per request; an error counts as not local). Local clients are
+    never refused, so one token holder's slow requests cannot take every connection of the cap from them."""
+
+    def __init__(self, limit: int, is_local: Callable[[str], bool]) -> None:
+        self.limit = max(1, limit)
+        self.is_local = is_local
+        self._held: dict[str, int] = {}
+
+    def _local(self, client: str) -> bool:
+        try:
+            return bool(self.is_local(client))
+        except Exception:  # a broken policy: not local (fail closed)
+            return False
+
+    @contextlib.contextmanager
+    def hold(self, client: str) -> Iterator[bool]:
+        """Count one request of ``client`` for the block; yields False (nothing counted) when it is at its limit."""
+        held = self._held.get(client, 0)
+        if held >= self.limit and not self._local(client):
+            yield False
+            return
+        self._held[client] = held + 1
+        try:
+            yield True
+        finally:
+            self._held[client] -= 1
+            if not self._held[client]:
+                del self._held[client]
+
+
 class _BearerGate:
     """ASGI middleware in front of the SDK transport: ``Authorization: Bearer <token>`` must be one of the
     per-client MCP tokens (→ the client's name); ``?tool=NAME`` (repeatable, or comma-separated) asks for
-    extra tools. Missing/unknown token → 401; unknown tool name → 400. Tokens are never logged."""
+    extra tools. Missing/unknown token → 401; unknown tool name → 400; a client not declared local with
+    ``share.limit`` requests in progress → 503 (connection closed). Tokens are never logged."""
 
-    def __init__(self, app: Any, tokens: Callable[[], Mapping[str, str]]) -> None:
+    def __init__(self, app: Any, tokens: Callable[[], Mapping[str, str]], share: _ClientShare | None = None) -> None:
         self.app = app
         self.tokens = tokens
+        self.share = share
 
     def _client(self, header: str | None) -> str | None:
         if not header or not header[:7].lower() == "bearer ":
@@ -88,37 +133,19 @@ class _BearerGate:
             log.warning("MCP HTTP: cannot read the client tokens: %s", exc.message)
             client = None
         if client is None:
-            response = JSONResponse(
-                {
-                    "error": {
-                        "code": "unauthorized",
-                        "message": (
-                            "Missing or unknown bearer token. Send 'Authorization: Bearer <token>' with the token "
-                            "printed by `cairn mcp token NAME` for this client."
-                        ),
-                    }
-                },
-                status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="cairn-mcp"'},
+            message = (
+                "Missing or unknown bearer token. Send 'Authorization: Bearer <token>' with the token "
+                "printed by `cairn mcp token NAME` for this client."
             )
-            await response(scope, receive, send)
+            auth = {"WWW-Authenticate": 'Bearer realm="cairn-mcp"'}
+            await _json_error(scope, receive, send, 401, "unauthorized", message, auth)
             return
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         requested = tuple(dict.fromkeys(t.strip() for v in query.get("tool", []) for t in v.split(",") if t.strip()))
         unknown = [t for t in requested if t not in ALL_TOOLS]
         if unknown:
-            response = JSONResponse(
-                {
-                    "error": {
-                        "code": "bad_request",
-                        "message": (
-                            f"Unknown tool {unknown[0][:100]!r} in ?tool=; the tools are {', '.join(ALL_TOOLS)}."
-                        ),
-                    }
-                },
-                status_code=400,
-            )
-            await response(scope, receive, send)
+            message = f"Unknown tool {unknown[0][:100]!r} in ?tool=; the tools are {', '.join(ALL_TOOLS)}."
+            await _json_error(scope, receive, send, 400, "bad_request", message)
             return
         access = AccessToken(token="-", client_id=client, scopes=[])  # never the token itself
         scope = {
@@ -127,7 +154,14 @@ class _BearerGate:
             "auth": AuthCredentials([]),
             _SCOPE_KEY: (client, requested),
         }
-        await self.app(scope, receive, send)
+        share = self.share.hold(client) if self.share is not None else contextlib.nullcontext(True)
+        with share as admitted:
+            if admitted:
+                await self.app(scope, receive, send)
+                return
+        message = "This client has too many requests in progress; finish or close some, then retry."
+        busy = {"Retry-After": "1", "Connection": "close"}
+        await _json_error(scope, receive, send, 503, "too_many_requests", message, busy)
 
 
 def _http_identity(ctx: Any) -> tuple[str | None, tuple[str, ...]]:
@@ -165,7 +199,10 @@ def build_http_app(
         limits=sessions or SessionLimits(),
         is_local=lambda client: service.policy().is_local(client),
     )
-    endpoint: Any = _BearerGate(StreamableHTTPASGIApp(manager), tokens)
+    share = None
+    if guard is not None:  # a quarter of the connection cap per client not declared local
+        share = _ClientShare(guard.cap // 4, lambda client: service.policy().is_local(client))
+    endpoint: Any = _BearerGate(StreamableHTTPASGIApp(manager), tokens, share)
     if guard is not None:
         endpoint = _ConnectionMarks(endpoint, guard)
     app = Starlette(routes=[Route("/mcp", endpoint=endpoint)], lifespan=lambda app: manager.run())
@@ -174,8 +211,9 @@ def build_http_app(
 
 
 class _ConnectionMarks:
-    """ASGI middleware: the request's connection is busy for ``guard`` while it is handled, and its body must
-    arrive within ``guard.limits.body_timeout_s`` (else the connection is closed and the app sees a
+    """ASGI middleware: the request's connection is busy for ``guard`` while it is handled, and its whole body
+    must arrive within ``guard.limits.body_timeout_s`` of the app's first ``receive()`` (one deadline, so a body
+    sent a byte at a time cannot hold the connection; else the connection is closed and the app sees a
     disconnect)."""
 
     def __init__(self, app: Any, guard: ConnectionGuard) -> None:
@@ -188,12 +226,16 @@ class _ConnectionMarks:
             return
         peer = scope.get("client")
         body_done = False
+        deadline: float | None = None
 
         async def timed_receive() -> dict:
-            nonlocal body_done
+            nonlocal body_done, deadline
             if body_done:
                 return await receive()
-            with anyio.move_on_after(self.guard.limits.body_timeout_s) as waited:
+            now = anyio.current_time()
+            if deadline is None:  # one deadline for the whole body, not one per chunk
+                deadline = now + self.guard.limits.body_timeout_s
+            with anyio.move_on_after(max(0.0, deadline - now)) as waited:
                 message = await receive()
             if waited.cancelled_caught:
                 log.info("MCP HTTP: a request body did not arrive within %g s", self.guard.limits.body_timeout_s)
