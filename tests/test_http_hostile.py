@@ -288,3 +288,21 @@ def test_one_token_holders_slow_bodies_at_the_connection_cap_lock_no_other_clien
         status == 503 and json.loads(body)["error"]["code"] == "too_many_requests" for status, _, body in refused
     )
     assert all(not answer.is_error for answer in answers)
+
+
+def test_broken_chunked_bodies_on_the_mcp_port_grow_the_log_by_a_bounded_amount(canary_cairn, tmp_path, caplog):
+    """A bad chunk size after the headers is a JSON 400; the app's own late answer never becomes a traceback."""
+    from test_mcp_sessions import mcp_server
+
+    caplog.set_level(logging.DEBUG)
+    attempts = 50
+
+    async def scenario():
+        async with mcp_server(canary_cairn, tmp_path) as server:
+            request = f"POST /x HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"
+            return [await exchange(server.port, request.encode()) for _ in range(attempts)]
+
+    answers = run(scenario())
+    assert all(parse(raw)[0] == 400 for raw in answers)
+    assert "Traceback" not in caplog.text and "Exception in ASGI application" not in caplog.text
+    assert len(caplog.text) < 100 * attempts  # at most a short line per request

@@ -251,10 +251,21 @@ class _ConnectionMarks:
 
 
 class _JsonErrorsH11(H11Protocol):
-    """uvicorn's h11 protocol answering a request h11 refuses (malformed, a header block over the size limit)
-    with the JSON error shape the bearer gate uses, instead of a ``text/plain`` line."""
+    """uvicorn's h11 protocol answering a request h11 refuses (malformed, a header block over the size limit,
+    a bad chunk in a body) with the JSON error shape the bearer gate uses, instead of a ``text/plain`` line.
+
+    When the refusal comes after the headers (a bad body), the app already handles the request: its cycle is
+    marked disconnected first, so its own answer is dropped instead of failing in h11 (which logged a
+    traceback per request: a log amplifier for anyone who can connect)."""
 
     def send_400_response(self, msg: str) -> None:
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete:
+            cycle.disconnected = True
+            cycle.message_event.set()
+            if cycle.response_started:  # too late for a 400: just close
+                self.transport.close()
+                return
         body = json.dumps(
             {
                 "error": {
