@@ -146,7 +146,8 @@ def check_titles(store: Store, query: SearchService, seed: int = SEED) -> Check:
         "ORDER BY n.path"
     ).fetchall()
     titles = [(set(store.fts_tokens(t)), p) for p, t in rows]
-    short = ambiguous = 0
+    tokens_of = {p: tokens for tokens, p in titles}
+    short = ambiguous = tied = tied_misses = 0
     for path, title in rows:
         words = title_words(title)
         if len(words) < 2:
@@ -157,10 +158,17 @@ def check_titles(store: Store, query: SearchService, seed: int = SEED) -> Check:
         found = top_notes(query, " ".join(kept))
         check.add(1.0 if path in found else 0.0, f"{' '.join(kept)!r} for {path} -> {found}")
         words_left = set(store.fts_tokens(" ".join(kept)))
-        others = sum(1 for tokens, p in titles if p != path and words_left <= tokens)
-        ambiguous += path not in found and others >= TOP
+        holding = [tokens for tokens, p in titles if p != path and words_left <= tokens]
+        ambiguous += path not in found and len(holding) >= TOP
+        closest = sum(1 for tokens in holding if len(tokens - words_left) <= len(tokens_of[path] - words_left))
+        tied += closest >= TOP
+        tied_misses += path not in found and closest >= TOP
     check.counts["skipped (title of one word)"] = short
     check.counts[f"misses whose remaining words are in >= {TOP} other titles"] = ambiguous
+    # Diagnostic: items no title evidence can single out (the bound of a names signal on this check).
+    closer = f">= {TOP} other titles hold the remaining words with no more other words"
+    check.counts[f"items where {closer}"] = tied
+    check.counts[f"misses where {closer}"] = tied_misses
     return check
 
 

@@ -12,10 +12,9 @@ others.
 
 from __future__ import annotations
 
-import bisect
 import re
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -26,6 +25,7 @@ from cairn.notes import normalise_tag
 from cairn.ranking import query_terms
 from cairn.search.cache import StoreEpoch
 from cairn.search.keyword import KeywordLookup, Vocabulary
+from cairn.search.names import NameMatch, NameTerm, name_terms
 from cairn.search.syntax import And, Field, Node, Not, Or, ParsedQuery, Phrase, Word
 from cairn.store import Store
 
@@ -111,81 +111,6 @@ class NoteMaps:
         return note_map
 
 
-class Names:
-    """Which notes a query names: every token of its words (FTS5's tokens: case, diacritics and word endings
-    ignored; the last word also as a prefix) is in the note's title or in one of its aliases, as one finds a note by
-    its name in Obsidian's quick switcher. Holds, per store epoch, an inverted index name token → notes (names are
-    tokenized once per text: a commit costs one read of the titles)."""
-
-    MAX_NAMES = 200_000
-
-    def __init__(self, store: Store, epoch: StoreEpoch) -> None:
-        self.store = store
-        self.epoch = epoch
-        self._tokens: dict[str, frozenset[str]] = {}
-        self._held: tuple[int, dict[str, set[int]], list[str], dict[int, list[frozenset[str]]]] | None = None
-        self._lock = threading.Lock()
-
-    def tokens(self, name: str) -> frozenset[str]:
-        held = self._tokens.get(name)
-        if held is None:
-            if len(self._tokens) >= self.MAX_NAMES:
-                self._tokens.clear()
-            held = self._tokens[name] = frozenset(self.store.fts_tokens(name))
-        return held
-
-    def _index(self) -> tuple[dict[str, set[int]], list[str], dict[int, list[frozenset[str]]]]:
-        """(token → note ids whose names hold it, the tokens sorted, note id → its names' tokens) now."""
-        epoch = self.epoch.value
-        held = self._held
-        if held is not None and held[0] == epoch:
-            return held[1], held[2], held[3]
-        by_token: dict[str, set[int]] = {}
-        names: dict[int, list[frozenset[str]]] = {}
-        for note_id, texts in self.store.note_names().items():
-            names[note_id] = [self.tokens(t) for t in texts]
-            for tokens in names[note_id]:
-                for t in tokens:
-                    by_token.setdefault(t, set()).add(note_id)
-        with self._lock:
-            if self.epoch.value == epoch:
-                self._held = (epoch, by_token, sorted(by_token), names)
-        return by_token, sorted(by_token), names
-
-    def named(
-        self,
-        note_ids: Collection[int],
-        wanted: Sequence[tuple[str, bool]],
-        replaced: Mapping[int, list[frozenset[str]]] | None = None,
-    ) -> dict[int, int]:
-        """{note id: tokens of its closest name beyond ``wanted``} for the notes of ``note_ids`` named by ``wanted``
-        ((token, also as a prefix) pairs; none: no note is named). ``replaced``: note id → its names' tokens as
-        the caller sees them (aliases linking to a withheld note redacted), read instead of the index's."""
-        if not wanted or not note_ids:
-            return {}
-        by_token, ordered, names = self._index()
-        if replaced:
-            names = {**names, **replaced}
-        found: set[int] | None = None
-        for t, prefix in wanted:
-            notes = set(by_token.get(t, ()))
-            if prefix:
-                at = bisect.bisect_left(ordered, t)
-                while at < len(ordered) and ordered[at].startswith(t):
-                    notes |= by_token[ordered[at]]
-                    at += 1
-            found = notes if found is None else found & notes
-            if not found and not replaced:
-                return {}
-        out: dict[int, int] = {}
-        for note_id in ((found or set()) | set(replaced or ())) & set(note_ids):
-            for tokens in names.get(note_id, []):
-                if all(t in tokens or (p and any(n.startswith(t) for n in tokens)) for t, p in wanted):
-                    extra = len(tokens) - len(wanted)
-                    out[note_id] = min(extra, out.get(note_id, extra))
-        return out
-
-
 @dataclass(frozen=True)
 class Coverage:
     """The lexical evidence of one query. ``lexical``: per term, the chunk ids holding it, ascending (a chunk holding
@@ -201,9 +126,9 @@ class Coverage:
     rare: np.ndarray
     extra: list[int]
     tiered: bool = True
-    #: note id → how many tokens its closest name (title or alias) holds beyond the query's, for the notes named by
-    #: the query (:class:`Names`)
-    named: dict[int, int] = field(default_factory=dict)
+    #: note id → how its closest name (title or alias) matches the query, for the notes the query names
+    #: (:mod:`cairn.search.names`)
+    named: dict[int, NameMatch] = field(default_factory=dict)
 
     def tier_of(self, note_id: int) -> int:
         """The tier of note ``note_id`` (0, 1 or 2: see the class docstring)."""
@@ -219,12 +144,13 @@ class Coverage:
                 held |= sorted_ids[at] == ids
         return set(ids[held].tolist())
 
-    def rank_key(self, note_id: int) -> tuple[int, int, int, int]:
-        """Sort key (descending) of a chunk of note ``note_id``: (rare terms held, named by the query, minus the extra
-        tokens of its name, tier). A query that is not tiered (a question in words) keeps the fused order but for the
-        notes it names (every word of it in the title or an alias: what one types to find a note by its name)."""
-        extra = self.named.get(note_id)
-        name = (1, -extra) if extra is not None else (0, 0)
+    def rank_key(self, note_id: int) -> tuple[int, ...]:
+        """Sort key (descending) of a chunk of note ``note_id``: (rare terms held, named by the query, query tokens its
+        closest name holds, minus the tokens that name holds beyond the query's, tier). A query that is not tiered
+        (a question in words) keeps the fused order but for the notes it names (every word of it in the title or an
+        alias: what one types to find a note by its name)."""
+        match = self.named.get(note_id)
+        name = (1, *match.key()) if match is not None else (0, 0, 0)
         if not self.tiered:
             return 0, *name, 0
         rare = int(self.rare[note_id]) if 0 <= note_id < len(self.rare) else 0
@@ -244,20 +170,22 @@ def coverage(
     max_extra: int,
     full: set[int] | None = None,
     tiered: bool = True,
-    names: Callable[[Collection[int]], dict[int, int]] | None = None,
+    names: Callable[[Collection[int]], dict[int, NameMatch]] | None = None,
 ) -> Coverage:
     """The :class:`Coverage` of a query whose terms (words, phrases) match ``leaves``: per term, (chunk ids (k,)
     int64, BM25 (k,) float64 < 0) of the chunks holding it. ``full``: the notes matching the whole query (None:
     those holding every term). Only chunks in ``within`` (None: all) and not in ``excluding`` count.
     ``keyword_top``: the keyword candidates already held; at most ``max_extra`` chunks are added. A query that is
     not ``tiered`` gets the lexical evidence and the notes it names alone (no tier or rare term: they would not be
-    used). ``names``: note ids → {note id: extra name tokens} of those the query names (:meth:`Names.named`). Notes
-    are counted in arrays by note id (:meth:`NoteMap.slot_of`): no sort of a common term's chunks."""
+    used). ``names``: note ids → {note id: its :class:`~cairn.search.names.NameMatch`} of those the query names (a
+    query of small words only has no term: the notes it names are its lexical evidence). Notes are counted in arrays
+    by note id (:meth:`NoteMap.slot_of`): no sort of a common term's chunks."""
     lexical = tuple(ids if _ascending(ids) else np.sort(ids) for ids, _ in leaves)
     kept = _kept(leaves, within, excluding)
     slots = notes.slots
     if not kept:
-        return Coverage(lexical, np.zeros(slots, dtype=np.int8), np.zeros(slots, dtype=np.int32), [], tiered)
+        named = names(set(notes.paths)) if names is not None else {}
+        return _named_only(named, notes, within, excluding, max_extra, tiered)
     owners = [notes.slot_of(ids) for ids, _ in kept]
     held_by = []
     count = np.zeros(slots + 1, dtype=np.int32)
@@ -274,10 +202,9 @@ def coverage(
         whole = np.zeros(slots + 1, dtype=bool)
         whole[[n for n in full if 0 <= n < slots]] = True
     named = names(full) if names is not None else {}
+    best = _BestChunks(kept, owners, notes, keyword_top)
     if not tiered:
-        wanted = np.zeros(slots + 1, dtype=bool)
-        wanted[[n for n in named if 0 <= n < slots]] = True
-        extra = _best_chunks(kept, owners, notes, wanted, keyword_top, max_extra)
+        extra = best.of(named, np.zeros(slots + 1, dtype=bool), max_extra)
         return Coverage(lexical, np.zeros(slots, dtype=np.int8), np.zeros(slots, dtype=np.int32), extra, tiered, named)
     tier = (count > 0).astype(np.int8)
     tier[whole & (count > 0)] = 2
@@ -285,8 +212,30 @@ def coverage(
     for held in held_by:
         if np.count_nonzero(held) <= RARE_NOTES:
             rare += held
-    extra = _best_chunks(kept, owners, notes, (tier == 2) | (rare > 0), keyword_top, max_extra)
+    extra = best.of(named, (tier == 2) | (rare > 0), max_extra)
     return Coverage(lexical, tier[:slots], rare[:slots], extra, tiered, named)
+
+
+def _named_only(
+    named: dict[int, NameMatch],
+    notes: NoteMap,
+    within: Sequence[int] | None,
+    excluding: Sequence[int],
+    max_extra: int,
+    tiered: bool,
+) -> Coverage:
+    """The :class:`Coverage` of a query with no term (small words only) that names the notes ``named``: their chunks
+    in ``within`` and not in ``excluding`` hold its words (in the title column) and are its lexical evidence; the
+    first such chunk of each note is a candidate, closest names first."""
+    chunks = notes.chunks_of(sorted(named))
+    chunks = _kept([(chunks, np.zeros(len(chunks)))], within, excluding)[0][0]
+    owner = notes.notes(chunks)
+    firsts = np.r_[True, owner[1:] != owner[:-1]] if len(owner) else np.zeros(0, dtype=bool)
+    first_of = dict(zip(owner[firsts].tolist(), chunks[firsts].tolist()))
+    named = {n: m for n, m in named.items() if n in first_of}
+    ranked = sorted(named, key=lambda n: (-named[n].held, named[n].extra, n))[:max_extra]
+    empty = np.zeros(notes.slots, dtype=np.int8), np.zeros(notes.slots, dtype=np.int32)
+    return Coverage((chunks,), *empty, [first_of[n] for n in ranked], tiered, named)
 
 
 def _kept(leaves: Sequence[Matches], within: Sequence[int] | None, excluding: Sequence[int]) -> list[Matches]:
@@ -308,36 +257,54 @@ def _ascending(ids: np.ndarray) -> bool:
     return bool(np.all(ids[1:] > ids[:-1]))
 
 
-def _best_chunks(
-    kept: Sequence[Matches],
-    owners: Sequence[np.ndarray],
-    notes: NoteMap,
-    wanted: np.ndarray,
-    held: Sequence[int],
-    limit: int,
-) -> list[int]:
-    """The chunk with the best summed BM25 of each note ``wanted`` ((notes + 1,) bool by note slot) that has no chunk
-    in ``held``, best first (ties by chunk id), at most ``limit``. ``owners``: the note slot of each of ``kept``'s
-    chunks. BM25 is summed per chunk in term order."""
-    missing = wanted.copy()
-    missing[notes.slot_of(np.asarray(list(held), dtype=np.int64))] = False
-    missing[notes.slots] = False
-    if limit <= 0 or not missing.any():
-        return []
-    top = max((int(ids.max()) for ids, _ in kept if len(ids)), default=-1) + 1
-    acc = np.zeros(top)
-    touched = np.zeros(top, dtype=bool)
-    for (ids, scores), owner in zip(kept, owners):  # a term's chunk ids are distinct: one += per chunk
-        inside = missing[owner]
-        acc[ids[inside]] += scores[inside]
-        touched[ids[inside]] = True
-    chunk_ids = np.flatnonzero(touched)
-    order = np.argsort(acc[chunk_ids], kind="stable")  # best BM25 first, ties by chunk id (ascending ids)
-    owner = notes.slot_of(chunk_ids[order])
-    first = np.full(notes.slots + 1, len(order))
-    np.minimum.at(first, owner, np.arange(len(order)))  # each note's first place in that order: its best chunk
-    firsts = np.sort(first[first < len(order)])[:limit]
-    return chunk_ids[order[firsts]].tolist()
+class _BestChunks:
+    """The chunk with the best summed BM25 (over the terms ``kept``, in term order) of each note that has no chunk in
+    the keyword top ``held``: the candidates coverage adds. ``owners``: the note slot of each of ``kept``'s chunks."""
+
+    def __init__(
+        self, kept: Sequence[Matches], owners: Sequence[np.ndarray], notes: NoteMap, held: Sequence[int]
+    ) -> None:
+        self.kept, self.owners, self.notes = kept, owners, notes
+        self.have = notes.slot_of(np.asarray(list(held), dtype=np.int64))
+
+    def of(self, named: dict[int, NameMatch], wanted: np.ndarray, limit: int) -> list[int]:
+        """Chunk ids, best BM25 first (ties by chunk id), at most ``limit``: those of every note the query names
+        (the closest names first when they are more than ``limit``), then of the notes ``wanted`` ((notes + 1,) bool
+        by note slot) as the limit allows."""
+        slots = self.notes.slots
+        by_name = np.zeros(slots + 1, dtype=bool)
+        by_name[[n for n in named if 0 <= n < slots]] = True
+        ids, acc = self._best(by_name)
+        if len(ids) > limit:
+            close = [named[int(n)].key() for n in self.notes.notes(ids).tolist()]
+            order = sorted(range(len(ids)), key=lambda i: (-close[i][0], -close[i][1], acc[i], ids[i]))[:limit]
+            ids, acc = ids[order], acc[order]
+        more_ids, more_acc = self._best(wanted & ~by_name)
+        ids, acc = np.r_[ids, more_ids[: max(0, limit - len(ids))]], np.r_[acc, more_acc[: max(0, limit - len(ids))]]
+        return ids[np.lexsort((ids, acc))].tolist()
+
+    def _best(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids, summed BM25) of the best chunk of each note ``wanted`` lacking from the keyword top, best
+        first, ties by chunk id."""
+        missing = wanted.copy()
+        missing[self.have] = False
+        missing[self.notes.slots] = False
+        if not missing.any():
+            return _EMPTY, np.zeros(0)
+        top = max((int(ids.max()) for ids, _ in self.kept if len(ids)), default=-1) + 1
+        acc = np.zeros(top)
+        touched = np.zeros(top, dtype=bool)
+        for (ids, scores), owner in zip(self.kept, self.owners):  # a term's chunk ids are distinct: one += each
+            inside = missing[owner]
+            acc[ids[inside]] += scores[inside]
+            touched[ids[inside]] = True
+        chunk_ids = np.flatnonzero(touched)
+        order = np.argsort(acc[chunk_ids], kind="stable")  # best BM25 first, ties by chunk id (ascending ids)
+        owner = self.notes.slot_of(chunk_ids[order])
+        first = np.full(self.notes.slots + 1, len(order))
+        np.minimum.at(first, owner, np.arange(len(order)))  # each note's first place in that order: its best chunk
+        best = order[np.sort(first[first < len(order)])]
+        return chunk_ids[best], acc[chunk_ids][best]
 
 
 #: The query's last bare word also matches the tokens it begins when it has at least this many characters (fewer
@@ -361,7 +328,7 @@ class Plan:
     words and phrases, plus prefix and typo expansions); ``dense_text``: what the dense leg embeds; ``allowed``: the
     note ids the filters (``tag:``, ``path:``, ``file:``) and exclusions allow (None: all); ``leaves``: the matches of
     each positive word or phrase; ``full``: the notes matching the whole expression (None: those holding every
-    leaf); ``tiered``: rank by tier (:class:`Coverage`); ``name_terms``: see :class:`Names`."""
+    leaf); ``tiered``: rank by tier (:class:`Coverage`); ``name_terms``: see :mod:`cairn.search.names`."""
 
     keyword_text: str
     dense_text: str
@@ -369,8 +336,8 @@ class Plan:
     leaves: list[Matches]
     full: set[int] | None
     tiered: bool
-    #: (token, also as a prefix) of the positive words and phrases: what a note's name must hold to be named
-    name_terms: tuple[tuple[str, bool], ...] = ()
+    #: the tokens of the positive words and phrases that a note's name holds to be named
+    name_terms: tuple[NameTerm, ...] = ()
 
 
 def _merge(parts: Sequence[Matches]) -> Matches:
@@ -420,8 +387,8 @@ class Matcher:
             found = [self.leaf(Word(t, prefix=i == len(terms) - 1), expand=tiered) for i, t in enumerate(terms)]
             leaves = [m for m in found if m is not None]
             text = " ".join([query, *self.expansions])
-            words = [Word(t, prefix=i == len(terms) - 1) for i, t in enumerate(terms)]
-            return Plan(text, self._corrected(query), None, leaves, None, tiered, self._name_terms(words))
+            names = self._name_terms(_positive_leaves(parsed.root))
+            return Plan(text, self._corrected(query), None, leaves, None, tiered, names)
         positive = _positive_leaves(parsed.root)
         leaves = [m for m in (self.leaf(n, expand=True) for n in positive) if m is not None]
         dense = self._corrected(parsed.text) or " ".join(_field_values(parsed.root)) or query
@@ -435,17 +402,10 @@ class Matcher:
             self._name_terms(positive),
         )
 
-    def _name_terms(self, leaves: Sequence[Word | Phrase]) -> tuple[tuple[str, bool], ...]:
-        """(token, also as a prefix) of every word and phrase of ``leaves``, as FTS5 tokenizes them (stopwords of a
-        word left out, as its matching does)."""
-        out: dict[str, bool] = {}
-        for leaf in leaves:
-            words = query_terms(leaf.text) if isinstance(leaf, Word) else [leaf.text]
-            tokens = [t for w in words for t in self.store.fts_tokens(w)]
-            for i, t in enumerate(tokens):
-                prefix = isinstance(leaf, Word) and leaf.prefix and i == len(tokens) - 1 and len(t) >= PREFIX_MIN
-                out[t] = out.get(t, False) or prefix
-        return tuple(out.items())
+    def _name_terms(self, leaves: Sequence[Word | Phrase]) -> tuple[NameTerm, ...]:
+        """The :func:`~cairn.search.names.name_terms` of the words and phrases of ``leaves``."""
+        words = [(leaf.text, isinstance(leaf, Word), isinstance(leaf, Word) and leaf.prefix) for leaf in leaves]
+        return name_terms(words, self.store.fts_tokens, PREFIX_MIN)
 
     def _corrected(self, text: str) -> str:
         """``text`` with each word that matched nothing replaced by the token it was expanded to (a typo embeds as

@@ -43,7 +43,8 @@ from cairn.search.dense import DenseQuery
 from cairn.search.fusion import add_second_best, bm25_scores, fuse
 from cairn.search.hits import Hit, SearchResult, check_query, make_snippet, scope_folders, scope_tags
 from cairn.search.keyword import KeywordIndex, KeywordLookup
-from cairn.search.lexical import Coverage, Matcher, Names, NoteMaps, Plan, coverage
+from cairn.search.lexical import Coverage, Matcher, NoteMaps, Plan, coverage
+from cairn.search.names import Names
 from cairn.search.syntax import parse
 from cairn.search.vectors import Vectors, VectorSnapshot
 from cairn.search.visible import Visible, VisibleViews
