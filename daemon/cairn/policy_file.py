@@ -48,45 +48,80 @@ def owner_policy_path(config_dir: Path) -> Path:
     return Path(config_dir) / DEFAULT_POLICY_NAME
 
 
-#: In the data folder: the policy files Cairn created from the shipped default (or found), and when.
+#: Beside the policy (the config folder): the policy files Cairn created from the shipped default (or found), and
+#: when, keyed by their resolved path. Installs from before kept it in the data folder; that one is read too.
 CREATED_RECORD_NAME = "mcp-policy-created.json"
 
 
-def created_record_path(data_dir: Path) -> Path:
-    """Where Cairn records the policies it created: ``data_dir / "mcp-policy-created.json"``."""
-    return Path(data_dir) / CREATED_RECORD_NAME
+def created_record_path(policy_path: Path) -> Path:
+    """Where Cairn records that it created (or found) ``policy_path``: ``mcp-policy-created.json`` beside it.
+    Beside the policy, not in the data folder: a command run with another data folder must see the record."""
+    return Path(policy_path).parent / CREATED_RECORD_NAME
 
 
-def _created(data_dir: Path) -> dict[str, str]:
+def _record_key(path: Path) -> str:
+    """The record's key for ``path``: its resolved path (the same file named through another link or ``..``)."""
+    return str(Path(path).resolve())
+
+
+def _read_record(record: Path) -> dict[str, str]:
     """``{policy path: ISO time first created or seen}`` (empty when there is no readable record)."""
     try:
-        data = json.loads(created_record_path(data_dir).read_text(encoding="utf-8"))
+        data = json.loads(record.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-def _record_created(data_dir: Path, path: Path) -> None:
-    """Add ``path`` to the record (temp file + rename); a failure is logged, never raised."""
-    seen = _created(data_dir)
-    if str(path) in seen:
+def _created_when(path: Path, data_dir: Path) -> str | None:
+    """When Cairn created or found ``path``: from the record beside it, else the data folder's older record."""
+    key = _record_key(path)
+    when = _read_record(created_record_path(path)).get(key)
+    if when is None:
+        legacy = _read_record(Path(data_dir) / CREATED_RECORD_NAME)
+        when = legacy.get(str(path)) or legacy.get(key)
+    return when
+
+
+def _record_created(path: Path) -> None:
+    """Add ``path`` to the record beside it (temp file + rename); a failure is logged, never raised."""
+    record = created_record_path(path)
+    seen = _read_record(record)
+    key = _record_key(path)
+    if key in seen:
         return
-    seen[str(path)] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    record = created_record_path(data_dir)
+    seen[key] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     try:
         record.parent.mkdir(parents=True, exist_ok=True)
-        tmp = record.with_name(f".{record.name}.{os.getpid()}.tmp")
+        tmp = record.with_name(f".{record.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps(seen, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         os.replace(tmp, record)
     except OSError as exc:
         log.warning("cannot record in %s that the MCP policy %s exists: %s", record, path, exc)
 
 
+_RESTORE_LINK = "restore the file it points to, or remove the link"
+
+
+def _dangling_link(path: Path) -> str | None:
+    """``"a link to TARGET, which is missing"`` when ``path`` is a symbolic link whose target does not exist."""
+    if not path.is_symlink() or path.exists():
+        return None
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return f"this is a link to {target}, which is missing"
+
+
 def _refuse_to_recreate(path: Path, data_dir: Path) -> None:
     """Raise :class:`PolicyError` when ``path`` is missing but existed before (recorded, or MCP was served from
-    this data folder: its audit log exists): recreating the shipped default could withhold less than the
-    owner's own policy did."""
-    when = _created(data_dir).get(str(path))
+    this data folder: its audit log exists), or is a link to a missing file: recreating the shipped default
+    could withhold less than the owner's own policy did."""
+    dangling = _dangling_link(path)
+    if dangling is not None:
+        raise PolicyError(str(path), None, f"{dangling}; {_RESTORE_LINK}")
+    when = _created_when(path, data_dir)
     if when is None and not audit_path(data_dir).exists():
         return
     since = f"Cairn created or found it on {when}" if when else "Cairn served MCP from this data folder before"
@@ -101,40 +136,69 @@ def _refuse_to_recreate(path: Path, data_dir: Path) -> None:
 
 def ensure_owner_policy(config_dir: Path, data_dir: Path) -> Path:
     """The owner's policy path, created from the shipped default (mode 0600) only on the true first use, and
-    recorded in ``data_dir`` (:data:`CREATED_RECORD_NAME`); an existing file is recorded as created and never
-    touched. Raises :class:`PolicyError` when it cannot be created, or when it is missing after it was
+    recorded beside it (:data:`CREATED_RECORD_NAME`); an existing file is recorded as created and never
+    touched. ``data_dir``: its older record and its audit log also count as "created before". Raises
+    :class:`PolicyError` when it cannot be created, is a link to a missing file, or is missing after it was
     created (a deleted policy stays fail-closed; ``cairn policy init`` makes it again)."""
     path = owner_policy_path(config_dir)
     if path.exists():
-        _record_created(data_dir, path)
+        _record_created(path)
         return path
     _refuse_to_recreate(path, data_dir)
     create_policy(path, data_dir)
     return path
 
 
-def create_policy(path: Path, data_dir: Path) -> bool:
-    """Write the shipped default to ``path`` (mode 0600) unless a file is there, and record it in ``data_dir``.
-    Returns False when a file was already there (left untouched). Raises :class:`PolicyError` when it cannot
-    be written."""
+def create_policy(path: Path, data_dir: Path | None = None) -> bool:
+    """Write the shipped default to ``path`` (mode 0600) unless a file (or a link) is there, and record it
+    beside it. The file appears whole: written to a temp file, then hard-linked into place (a second process
+    never reads it empty). Returns False when a file was already there (left untouched). Raises
+    :class:`PolicyError` when it cannot be written, or when ``path`` is a link to a missing file.
+    ``data_dir`` is unused (kept for callers)."""
     path = Path(path)
+    dangling = _dangling_link(path)
+    if dangling is not None:
+        raise PolicyError(str(path), None, f"{dangling}; {_RESTORE_LINK}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        _record_created(data_dir, path)
-        return False
+        created = _place_whole(path, default_policy_text().encode("utf-8"))
     except OSError as exc:
         raise PolicyError(
             str(path),
             None,
             f"cannot create the policy from the default ({exc.strerror or exc}); check the folder's permissions",
         ) from None
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(default_policy_text())
-    log.info("created the MCP policy %s from the shipped default", path)
-    _record_created(data_dir, path)
-    return True
+    if created:
+        log.info("created the MCP policy %s from the shipped default", path)
+    _record_created(path)
+    return created
+
+
+def _place_whole(path: Path, data: bytes) -> bool:
+    """Put ``data`` at ``path`` (mode 0600) only if nothing is there, all at once: a temp file beside it,
+    hard-linked into place (a link never overwrites). Where hard links are not supported, an exclusive create
+    then one write. Returns False when something was already there. Raises OSError."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError:  # no hard links here (some file systems): the older, non-atomic way
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def load_policy(path: Path) -> Policy:
@@ -167,7 +231,8 @@ def _read_snapshot(path: Path) -> _Snapshot:
             st = os.fstat(fh.fileno())
             raw = fh.read(MAX_POLICY_BYTES + 1)
     except FileNotFoundError:
-        return _Snapshot(None, None, _MISSING)
+        dangling = _dangling_link(path)
+        return _Snapshot(None, None, f"{dangling}; {_RESTORE_LINK}" if dangling else _MISSING)
     except IsADirectoryError:
         return _Snapshot(None, None, "this is a folder, not a policy file")
     except OSError as exc:
