@@ -306,3 +306,30 @@ def test_broken_chunked_bodies_on_the_mcp_port_grow_the_log_by_a_bounded_amount(
     assert all(parse(raw)[0] == 400 for raw in answers)
     assert "Traceback" not in caplog.text and "Exception in ASGI application" not in caplog.text
     assert len(caplog.text) < 100 * attempts  # at most a short line per request
+
+
+def test_every_refusal_on_the_mcp_port_is_a_json_error(canary_cairn, tmp_path):
+    """Unknown paths, a wrong Host or Origin, a wrong Content-Type: the API's error shape, never text/plain."""
+    from test_mcp_sessions import TOKENS, mcp_server
+
+    async def scenario():
+        async with mcp_server(canary_cairn, tmp_path) as server:
+            host = f"127.0.0.1:{server.port}"
+            auth = f"Authorization: Bearer {TOKENS['reader']}\r\n"
+            body = "Accept: application/json, text/event-stream\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+            requests = [
+                f"GET /x HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n",
+                f"POST /mcp/x HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: application/json\r\n{body}",
+                f"POST /mcp HTTP/1.1\r\nHost: elsewhere:80\r\n{auth}Content-Type: application/json\r\n{body}",
+                f"POST /mcp HTTP/1.1\r\nHost: {host}\r\nOrigin: http://evil.test\r\n{auth}"
+                f"Content-Type: application/json\r\n{body}",
+                f"POST /mcp HTTP/1.1\r\nHost: {host}\r\n{auth}Content-Type: text/plain\r\n{body}",
+            ]
+            return [parse(await exchange(server.port, r.encode())) for r in requests]
+
+    answers = run(scenario())
+    assert [status for status, _, _ in answers] == [404, 404, 421, 403, 400]
+    for status, headers, body in answers:
+        assert headers["content-type"].startswith("application/json"), (status, body)
+        error = json.loads(body)["error"]
+        assert isinstance(error["code"], str) and error["message"]

@@ -40,6 +40,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials
+from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -185,7 +186,7 @@ def build_http_app(
     """The ASGI app serving ``/mcp`` (streamable HTTP) for ``host:port``: connection marks for ``guard``, the
     bearer gate, then the session manager (:class:`~cairn.mcp_server.sessions.FairSessionManager` with
     ``sessions``) with DNS-rebinding protection (Host must be this loopback host:port; an Origin, when sent,
-    must be this same origin) and a :data:`MAX_MESSAGE_BYTES` body limit."""
+    must be this same origin) and a :data:`MAX_MESSAGE_BYTES` body limit; every non-2xx answer is JSON."""
     names = {host, "127.0.0.1", "localhost"} if host in ("127.0.0.1", "localhost") else {host}
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -205,9 +206,73 @@ def build_http_app(
     endpoint: Any = _BearerGate(StreamableHTTPASGIApp(manager), tokens, share)
     if guard is not None:
         endpoint = _ConnectionMarks(endpoint, guard)
-    app = Starlette(routes=[Route("/mcp", endpoint=endpoint)], lifespan=lambda app: manager.run())
+    app = Starlette(
+        routes=[Route("/mcp", endpoint=endpoint)],
+        middleware=[Middleware(_JsonErrors)],
+        exception_handlers={Exception: _internal_error},
+        lifespan=lambda app: manager.run(),
+    )
     app.state.sessions = manager
     return app
+
+
+#: The error code (the API's ``error.code``) and message of a non-2xx answer that came without a JSON body.
+_STATUS_ERRORS = {
+    400: ("bad_request", "Malformed request."),
+    401: ("unauthorized", "Missing or unknown bearer token."),
+    403: ("forbidden", "This origin may not use the MCP endpoint."),
+    404: ("not_found", "Not found; the MCP endpoint is /mcp."),
+    405: ("method_not_allowed", "Method not allowed on this path."),
+    413: ("payload_too_large", "Request body too large."),
+    421: ("misdirected_request", "Wrong Host header; use the host and port the daemon advertises."),
+    500: ("internal_error", "Internal error; see the daemon's log."),
+}
+
+
+class _JsonErrors:
+    """ASGI middleware: a non-2xx answer whose body is not JSON (Starlette's plain 404/405, the SDK's Host,
+    Origin, Content-Type and body-size refusals) is replaced by the API's error shape,
+    ``{"error": {"code", "message"}}``; the SDK's JSON-RPC errors and every 2xx pass through unchanged."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        replacing: dict | None = None
+
+        async def checked_send(message: dict) -> None:
+            nonlocal replacing
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                types = [v for k, v in message.get("headers", []) if k.lower() == b"content-type"]
+                if status >= 400 and not any(t.startswith(b"application/json") for t in types):
+                    replacing = message
+                    return
+            elif replacing is not None and message["type"] == "http.response.body":
+                if not message.get("more_body", False):
+                    await self._replace(replacing, send)
+                return
+            await send(message)
+
+        await self.app(scope, receive, checked_send)
+
+    @staticmethod
+    async def _replace(start: dict, send: Any) -> None:
+        status = int(start["status"])
+        code, message = _STATUS_ERRORS.get(status, ("error", f"HTTP {status}."))
+        body = json.dumps({"error": {"code": code, "message": message}}).encode()
+        keep = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-type", b"content-length")]
+        headers = [*keep, (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _internal_error(request: Any, exc: Exception) -> JSONResponse:
+    code, message = _STATUS_ERRORS[500]
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=500)
 
 
 class _ConnectionMarks:
