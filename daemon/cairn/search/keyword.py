@@ -435,7 +435,7 @@ class KeywordIndex:
         self._phrases: EpochLRU[str, tuple[np.ndarray, np.ndarray]] = EpochLRU(
             self.TERM_CACHE_MAX_ROWS, size=lambda v: len(v[0])
         )
-        self._terms_held: EpochLRU[str, tuple[np.ndarray, np.ndarray]] = EpochLRU(
+        self._terms_held: EpochLRU[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = EpochLRU(
             self.TERM_CACHE_MAX_ROWS, size=lambda v: len(v[0])
         )
         self._fts_vocabulary: tuple[int, Vocabulary] | None = None
@@ -504,13 +504,14 @@ class KeywordIndex:
         BM25 holds it (same values), else from FTS5; kept while the store is unchanged (a question reads its terms'
         values for the keyword leg, for fusion and for the hits' term matches)."""
         epoch = self.epoch.value
-        held = self._terms_held.get(term, epoch)
+        key = (term, self.terms.ready)  # the in-memory values are never served from FTS5's, nor back
+        held = self._terms_held.get(key, epoch)
         if held is not None:
             return held
         found = self.terms.scores(term)
         out = found if found is not None else self._phrase_scores(fts_phrase(term))
         if self.epoch.value == epoch:
-            self._terms_held.put(term, out, epoch)
+            self._terms_held.put(key, out, epoch)
         return out
 
     def vocabularies(self) -> list[Vocabulary]:
