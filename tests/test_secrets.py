@@ -238,6 +238,50 @@ def test_keyring_required_with_a_backend_keeps_the_token_there(config, use_keyri
     assert not (config.config_dir / "api-token").exists()
 
 
+def test_keyring_required_moves_every_secret_left_in_a_file_into_the_keyring(config, use_keyring, monkeypatch):
+    """Files written in file mode (API token, an MCP token, the LLM key) are moved into the keyring and deleted
+    once ``keyring = "required"`` is set, instead of being used from the files."""
+    backend = use_keyring(MemoryKeyring())
+    monkeypatch.setenv("CAIRN_KEYRING", "file")
+    api = cairn_secrets.get_or_create_token(config)
+    mcp = cairn_secrets.mcp_token(config, "reader")
+    cairn_secrets.set_secret(config, "llm-api-key", "sk-test-123")
+    files = [
+        config.config_dir / "api-token",
+        config.config_dir / "mcp-tokens" / "reader",
+        config.config_dir / "llm-api-key",
+    ]
+    assert all(f.exists() for f in files) and not backend.values
+    monkeypatch.setenv("CAIRN_KEYRING", "required")
+    assert cairn_secrets.get_or_create_token(config) == api
+    assert cairn_secrets.mcp_token(config, "reader") == mcp
+    assert cairn_secrets.get_secret(config, "llm-api-key") == "sk-test-123"
+    assert backend.values == {
+        ("cairn", "api-token"): api,
+        ("cairn", "mcp-token:reader"): mcp,
+        ("cairn", "llm-api-key"): "sk-test-123",
+    }
+    assert not any(f.exists() for f in files)
+    assert cairn_secrets.read_token(config) == api  # now from the keyring
+
+
+def test_keyring_required_refusals_name_the_secret_asked_for(config, use_keyring, monkeypatch):
+    use_keyring(MemoryKeyring(fail_with=KeyringError("locked")))
+    monkeypatch.setenv("CAIRN_KEYRING", "required")
+    with pytest.raises(ConfigError) as mcp:
+        cairn_secrets.mcp_token(config, "reader")
+    with pytest.raises(ConfigError) as secret:
+        cairn_secrets.set_secret(config, "llm-api-key", "sk-test-123")
+    use_keyring(fail.Keyring())
+    with pytest.raises(ConfigError) as missing:
+        cairn_secrets.read_mcp_token(config, "reader")
+    for err, named in ((mcp, "MCP token"), (secret, "'llm-api-key'"), (missing, "MCP token")):
+        assert named in err.value.message and "API token" not in err.value.message, err.value.message
+    assert (
+        not (config.config_dir / "llm-api-key").exists() and not (config.config_dir / "mcp-tokens" / "reader").exists()
+    )
+
+
 @posix_only
 def test_without_a_backend_the_default_still_falls_back_to_a_0600_file_with_a_warning(config, use_keyring, caplog):
     use_keyring(fail.Keyring())

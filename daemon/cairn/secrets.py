@@ -7,7 +7,8 @@ backend), any keyring error, or ``keyring = "file"`` (config, or ``CAIRN_KEYRING
 lives in the file ``<config_dir>/api-token``, created with mode ``0600``, and ONE
 warning per process says so. With ``keyring = "required"`` there is no such file:
 every token operation raises :class:`~cairn.errors.ConfigError` instead (the daemon
-refuses to start), naming why the keyring is not usable.
+refuses to start), naming why the keyring is not usable; a file left from an earlier
+mode (API token, MCP token, secret) is moved into the keyring and deleted when read.
 
 Token: ``secrets.token_urlsafe(32)`` — 32 bytes of entropy, 43 URL-safe
 characters. The token is never logged, and never put in an error message.
@@ -71,7 +72,7 @@ def read_token(config: Config) -> str | None:
         else:
             if value and _TOKEN_RE.match(value):
                 return value
-    value = _read_file(config)
+    value = _file_value(config, keyring_mod, KEYRING_USERNAME, token_file(config), _TOKEN_RE, "the API token")
     if value is not None and keyring_mod is None:
         _warn_file_fallback(config, "no keyring backend is available")
     return value
@@ -193,13 +194,13 @@ def set_secret(config: Config, name: str, value: str) -> str:
     value = (value or "").strip()
     if not _SECRET_RE.match(value):
         raise ConfigError(f"The value for {name!r} is empty or has spaces/control characters; paste the key alone.")
-    keyring_mod = _usable_keyring(config)
+    keyring_mod = _usable_keyring(config, f"the secret {name!r}")
     path = config.config_dir / name
     if keyring_mod is not None:
         try:
             keyring_mod.set_password(KEYRING_SERVICE, name, value)
         except Exception as exc:
-            _warn_file_fallback(config, f"the keyring failed: {type(exc).__name__}")
+            _warn_file_fallback(config, f"the keyring failed: {type(exc).__name__}", f"the secret {name!r}")
         else:
             try:
                 path.unlink()
@@ -214,7 +215,7 @@ def set_secret(config: Config, name: str, value: str) -> str:
 def get_secret(config: Config, name: str) -> str | None:
     """Secret ``name`` from the keyring, else from ``<config_dir>/<name>``; ``None`` when not set."""
     _check_secret_name(name)
-    keyring_mod = _usable_keyring(config)
+    keyring_mod = _usable_keyring(config, f"the secret {name!r}")
     if keyring_mod is not None:
         try:
             value = keyring_mod.get_password(KEYRING_SERVICE, name)
@@ -222,7 +223,7 @@ def get_secret(config: Config, name: str) -> str | None:
             value = None
         if value and _SECRET_RE.match(value):
             return value
-    return _read_file(config, config.config_dir / name, _SECRET_RE)
+    return _file_value(config, keyring_mod, name, config.config_dir / name, _SECRET_RE, f"the secret {name!r}")
 
 
 # -- keyring -------------------------------------------------------------------------
@@ -232,16 +233,32 @@ def _new_token() -> str:
     return secrets.token_urlsafe(TOKEN_BYTES)
 
 
-def _usable_keyring(config: Config):
+def _usable_keyring(config: Config, what: str = "the API token"):
     """The ``keyring`` module when a real backend is configured, else ``None`` — or, with ``keyring =
-    "required"``, :class:`ConfigError` saying why there is none (the owner asked for no token file)."""
+    "required"``, :class:`ConfigError` saying why there is none for ``what`` (the owner asked for no file)."""
     mode = keyring_mode(config)
     if mode == "file":
         return None
     found = _keyring_backend()
     if found is None and mode == "required":
-        raise ConfigError(_required_message("no usable OS keyring backend was found"))
+        raise ConfigError(_required_message("no usable OS keyring backend was found", what))
     return found
+
+
+def _file_value(config: Config, keyring_mod, username: str, path: Path, pattern: re.Pattern, what: str):
+    """The secret in the file ``path`` (:func:`_read_file`; called once the keyring had none). With ``keyring =
+    "required"`` a file can only be left from an earlier mode: its value is moved into the keyring as
+    ``username`` and the file deleted. Raises :class:`ConfigError` naming ``what`` when the keyring refuses."""
+    value = _read_file(config, path, pattern)
+    if value is None or keyring_mod is None or keyring_mode(config) != "required":
+        return value
+    try:
+        keyring_mod.set_password(KEYRING_SERVICE, username, value)
+    except Exception as exc:
+        raise ConfigError(_required_message(f"the keyring failed: {type(exc).__name__}", what)) from None
+    path.unlink(missing_ok=True)
+    log.info('Moved %s from the file %s into the OS keyring (keyring = "required").', what, path)
+    return value
 
 
 def keyring_mode(config: Config) -> str:
@@ -251,12 +268,12 @@ def keyring_mode(config: Config) -> str:
     return env if env in KEYRING_MODES else config.keyring
 
 
-def _required_message(why: str) -> str:
+def _required_message(why: str, what: str = "the API token") -> str:
     return (
-        f'keyring = "required" is set, so Cairn keeps the API token only in the OS keyring, and {why}; it '
-        "refuses to start rather than write the token to a file. Install and unlock a keyring backend (Secret "
+        f'keyring = "required" is set, so Cairn keeps {what} only in the OS keyring, and {why}; it '
+        "refuses rather than write it to a file. Install and unlock a keyring backend (Secret "
         "Service such as GNOME Keyring or KWallet, macOS Keychain, Windows Credential Locker), or remove the "
-        "setting (config.toml `keyring`, CAIRN_KEYRING) to allow the 0600 token file."
+        "setting (config.toml `keyring`, CAIRN_KEYRING) to allow 0600 files."
     )
 
 
@@ -296,10 +313,10 @@ def _store_in_keyring(config: Config, token: str) -> bool:
     return True
 
 
-def _warn_file_fallback(config: Config, reason: str) -> None:
+def _warn_file_fallback(config: Config, reason: str, what: str = "the API token") -> None:
     global _warned_file_fallback
     if keyring_mode(config) == "required":
-        raise ConfigError(_required_message(reason))
+        raise ConfigError(_required_message(reason, what))
     with _warn_lock:
         if _warned_file_fallback:
             return
@@ -444,6 +461,7 @@ def _read_file(config: Config, path: Path | None = None, pattern: re.Pattern = _
 MCP_CLIENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MCP_TOKEN_DIR = "mcp-tokens"
 MCP_CLIENTS_FILE = "clients"
+_MCP_WHAT = "the MCP tokens"
 
 
 def check_mcp_client_name(name: str) -> str:
@@ -487,7 +505,7 @@ def _ensure_mcp_dir(config: Config) -> None:
 def read_mcp_token(config: Config, name: str) -> str | None:
     """Client ``name``'s MCP token (keyring first, then its file), or ``None`` when it has none."""
     check_mcp_client_name(name)
-    keyring_mod = _usable_keyring(config)
+    keyring_mod = _usable_keyring(config, _MCP_WHAT)
     if keyring_mod is not None:
         try:
             value = keyring_mod.get_password(KEYRING_SERVICE, f"mcp-token:{name}")
@@ -495,7 +513,7 @@ def read_mcp_token(config: Config, name: str) -> str | None:
             value = None
         if value and _TOKEN_RE.match(value):
             return value
-    return _read_file(config, _mcp_dir(config) / name)
+    return _file_value(config, keyring_mod, f"mcp-token:{name}", _mcp_dir(config) / name, _TOKEN_RE, _MCP_WHAT)
 
 
 def mcp_token(config: Config, name: str, *, rotate: bool = False) -> str:
@@ -508,7 +526,7 @@ def mcp_token(config: Config, name: str, *, rotate: bool = False) -> str:
             _remember_mcp_client(config, name)
             return existing
     token = _new_token()
-    keyring_mod = _usable_keyring(config)
+    keyring_mod = _usable_keyring(config, _MCP_WHAT)
     path = _mcp_dir(config) / name
     stored = False
     if keyring_mod is not None:
@@ -516,7 +534,7 @@ def mcp_token(config: Config, name: str, *, rotate: bool = False) -> str:
             keyring_mod.set_password(KEYRING_SERVICE, f"mcp-token:{name}", token)
             stored = True
         except Exception as exc:
-            _warn_file_fallback(config, f"the keyring failed: {type(exc).__name__}")
+            _warn_file_fallback(config, f"the keyring failed: {type(exc).__name__}", _MCP_WHAT)
     _ensure_mcp_dir(config)
     if stored:
         try:
