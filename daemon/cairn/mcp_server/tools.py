@@ -25,8 +25,16 @@ from mcp.shared.exceptions import MCPError
 
 from cairn import __version__, contract
 from cairn.audit import AuditLog
-from cairn.errors import BadRequestError, CairnError
-from cairn.policy import ALL_TOOLS, POLICY_UNUSABLE, Policy, WithheldTally, Withhold
+from cairn.errors import (
+    BadRequestError,
+    CairnError,
+    ConfigError,
+    LLMError,
+    ModelError,
+    PdfReadError,
+    StoreError,
+)
+from cairn.policy import ALL_TOOLS, POLICY_UNUSABLE, Policy, PolicyError, WithheldTally, Withhold
 from cairn.relevance import RELEVANCE_TEXT
 from cairn.services import Services
 
@@ -95,6 +103,22 @@ def _error(code: str, message: str, decision: str = "error") -> ToolOutcome:
     return ToolOutcome(
         {"error": {"code": code, "message": message}}, f"Error ({code}): {message}", is_error=True, decision=decision
     )
+
+
+#: Errors whose message can carry the owner's paths (the index file, the model, the config, the policy, the PDF
+#: reader) or a model server's address: a client not declared local gets only their code.
+_OWNER_DETAIL: tuple[type[CairnError], ...] = (StoreError, ModelError, ConfigError, PolicyError, PdfReadError, LLMError)
+
+
+def _error_for(exc: CairnError, policy: Policy, client: str | None, tool: str) -> ToolOutcome:
+    """The error ``exc`` as ``client`` sees it: whole for a client declared local; for any other, an error that
+    can carry the owner's paths becomes its code and a generic message (the detail goes to the log)."""
+    if isinstance(exc, _OWNER_DETAIL) and not policy.is_local(client):
+        log.warning("MCP tool %s failed for the client %s (%s): %s", tool, client or "unknown", exc.code, exc.message)
+        return _error(
+            exc.code, f"Cairn cannot answer this right now ({exc.code}); the owner can find why in Cairn's log."
+        )
+    return _error(exc.code, exc.message)
 
 
 class McpService:
@@ -231,7 +255,7 @@ class McpService:
             else:
                 outcome = await asyncio.to_thread(getattr(self, "_" + name), request or args, withhold, tally)
         except CairnError as exc:
-            outcome = _error(exc.code, exc.message)
+            outcome = _error_for(exc, policy, client, name)
         except Exception:
             log.exception("MCP tool %s failed", name)
             outcome = _error(
