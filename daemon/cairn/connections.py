@@ -291,6 +291,40 @@ class _Guarded(asyncio.Protocol):
         self.inner.resume_writing()
 
 
+class RepeatedRecords(logging.Filter):
+    """A logger filter letting through at most one record per :data:`NOTICE_INTERVAL_S` of each message in
+    ``messages`` (exact format strings, e.g. uvicorn's per-request warnings that anyone who can connect can
+    trigger), the next one let through saying how many were dropped. Other records pass unchanged."""
+
+    def __init__(self, messages: tuple[str, ...], clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.messages = frozenset(messages)
+        self.clock = clock
+        self._last: dict[str, float] = {}
+        self._missed: dict[str, int] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = record.msg if isinstance(record.msg, str) else ""
+        if key not in self.messages:
+            return True
+        now = self.clock()
+        last = self._last.get(key)
+        if last is not None and now - last < NOTICE_INTERVAL_S:
+            self._missed[key] = self._missed.get(key, 0) + 1
+            return False
+        missed = self._missed.pop(key, 0)
+        if missed:
+            record.msg = f"{key.rstrip()} ({missed} more since the last such line)"
+        self._last[key] = now
+        return True
+
+
+def quiet_repeated_records(logger: logging.Logger, messages: tuple[str, ...]) -> None:
+    """Install :class:`RepeatedRecords` for ``messages`` on ``logger`` once (idempotent)."""
+    if not any(isinstance(f, RepeatedRecords) for f in logger.filters):
+        logger.addFilter(RepeatedRecords(messages))
+
+
 def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
     """Make ``loop`` report a failing ``accept()`` (out of descriptors or memory) as one warning line per
     :data:`NOTICE_INTERVAL_S` instead of a traceback per attempt; everything else goes to the handler that

@@ -50,6 +50,7 @@ from cairn.connections import (
     ConnectionGuard,
     ListenerLimits,
     quiet_accept_errors,
+    quiet_repeated_records,
     raise_descriptor_limit,
 )
 from cairn.errors import CairnError
@@ -60,6 +61,8 @@ from cairn.policy import ALL_TOOLS
 log = logging.getLogger("cairn.mcp_server")
 
 _SCOPE_KEY = "cairn.mcp.identity"
+#: uvicorn's per-request log records that any peer can trigger: one line a minute each.
+_UVICORN_REPEATED = ("Invalid HTTP request received.", "Exception in ASGI application\n")
 
 
 async def _json_error(
@@ -424,6 +427,7 @@ class McpHttpServer:
             ) from None
         self.port = sock.getsockname()[1]
         quiet_accept_errors(asyncio.get_running_loop())
+        quiet_repeated_records(logging.getLogger("uvicorn.error"), _UVICORN_REPEATED)
         raise_descriptor_limit()
         self.guard = ConnectionGuard("MCP HTTP", self.listener)
         app = build_http_app(
