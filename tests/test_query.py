@@ -190,7 +190,7 @@ def test_a_repeated_question_embeds_nothing_again_and_gets_the_same_answer(sampl
     # the question's are kept in memory, so asking again (or asking another question that lands on
     # the same notes) costs no model run for them.
     query, embedder = sample_cairn.query, sample_cairn.query.embedder
-    question = "How many days do the garlic cloves need before they sprout, and how deep?"
+    question = "How deep and how far apart should the garlic cloves be planted?"
     first = ask(query, question)
     assert not first.not_found
     before = embedder.embeddings_computed

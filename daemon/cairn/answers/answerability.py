@@ -82,6 +82,9 @@ class Answerability:
     ABSENT_COMMON = 0.25
     #: WordPieces from which a term absent from the vault counts as unknown.
     UNKNOWN_PIECES = 2
+    #: Words that say the question is put to the notes ("what do my notes say about …"), not what it is about: in a
+    #: small vault they are rare, and their idf would outweigh the topic's words.
+    FRAMING = frozenset({"note", "notes", "say", "says", "said", "tell", "mention", "mentions", "mentioned"})
 
     def __init__(self, search: SearchService) -> None:
         self.search = search
@@ -94,7 +97,7 @@ class Answerability:
         and matches without the withheld rows, rows linking to a withheld note by their redacted text). Raises
         :class:`~cairn.errors.StoreError` when the index cannot be read."""
         top = max((h.cosine for h in hits), default=0.0)
-        terms = query_terms(question)
+        terms = [t for t in query_terms(question) if t not in self.FRAMING]
         if not terms:
             return Evidence(1.0, 0, 0.0, top, ())
         counts = self.search.store.fts_counts()
@@ -108,6 +111,8 @@ class Answerability:
             ids = (
                 self._chunks_of(term) if visible is None else np.asarray(visible.term_matches(term)[0], dtype=np.int64)
             )
+            if not len(ids) and visible is None and (singular := _singular(term)):
+                ids = self._chunks_of(singular)  # the keyword index is not stemmed: "cloves" for a note's "clove"
             if hidden_ids is not None and len(ids):
                 ids = ids[~np.isin(ids, hidden_ids)]
             df = len(ids)
@@ -150,3 +155,12 @@ class Answerability:
     def _chunks_of(self, term: str) -> np.ndarray:
         """(k,) int64: the ids of the chunks holding ``term`` as an FTS5 phrase (the keyword leg's matches)."""
         return np.asarray(self.search.keyword.term_matches(term)[0], dtype=np.int64)
+
+
+def _singular(term: str) -> str | None:
+    """``term`` without an English plural ``-s`` / ``-es`` (``None`` when it has none or is short)."""
+    if len(term) > 4 and term.endswith("es") and term[-3] in "sxz":
+        return term[:-2]
+    if len(term) > 3 and term.endswith("s") and not term.endswith("ss"):
+        return term[:-1]
+    return None
