@@ -69,9 +69,17 @@ The chain is waxed every 300 km.
 }
 
 
-def run_cairn(home: Path, *args: str, check: bool = True, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cairn(
+    home: Path, *args: str, check: bool = True, cwd: Path | None = None, stdin=None, env: dict | None = None
+) -> subprocess.CompletedProcess:
     proc = subprocess.run(
-        [cairn_executable(), *args], env=cairn_env(home), cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT_S
+        [cairn_executable(), *args],
+        env={**cairn_env(home), **(env or {})},
+        cwd=cwd,
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
     )
     if check and proc.returncode != 0:
         pytest.fail(f"cairn {' '.join(args)} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")

@@ -56,6 +56,7 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
         print(mcp_token(config, args.name, rotate=args.rotate))
         if args.rotate:
             print(f"New MCP token for {args.name}; a running daemon refuses the old one from now on.", file=sys.stderr)
+        _policy_hints(config, args.name)
         return 0
     if action == "audit":
         from cairn.audit import audit_path, read_audit
@@ -98,6 +99,20 @@ def cmd_mcp(args: argparse.Namespace, config: Config) -> int:
         return asyncio.run(run_mcp_http(config, ready=ready))
     setup_logging(config)  # stderr and the log file; stdout carries only the protocol
     return asyncio.run(run_mcp_stdio(config, client=args.client, tools=args.tool))
+
+
+def _policy_hints(config: Config, client: str) -> None:
+    """``Warning: …`` on stderr when ``client`` is not declared in the policy ``cairn mcp`` uses (or that policy
+    cannot be read), with the line to add (:meth:`cairn.policy.Policy.hints`)."""
+    from cairn.policy import PolicyError
+    from cairn.policy_file import load_policy, mcp_policy_path
+
+    try:
+        hints = load_policy(mcp_policy_path(config)).hints(client, ())
+    except PolicyError as exc:
+        hints = [f"the MCP policy cannot be used, so every client gets the fail-closed default: {exc.message}"]
+    for hint in hints:
+        print(f"Warning: {hint}", file=sys.stderr)
 
 
 def cmd_policy(args: argparse.Namespace, config: Config) -> int:

@@ -144,11 +144,18 @@ class McpService:
         self.policy = policy
         self.audit = audit
         self.transport = transport
+        self._hinted: set[str] = set()  # policy hints already logged by this server (once each)
 
     # ------------------------------------------------------------------ tools/list
     def served(self, client: str | None, requested: Iterable[str]) -> list[str]:
         """The tool names served to ``client`` (in the order of ALL_TOOLS): default tools ∪ (requested ∩ allowed)."""
-        served = self.policy().served_tools(client, requested)
+        policy = self.policy()
+        requested = list(requested)
+        served = policy.served_tools(client, requested)
+        for hint in policy.hints(client, requested):  # a tool the policy drops, an undeclared client: say so once
+            if hint not in self._hinted:
+                self._hinted.add(hint)
+                log.warning("%s", hint)
         return [name for name in ALL_TOOLS if name in served]
 
     def list_tools(self, client: str | None, requested: Iterable[str]) -> types.ListToolsResult:

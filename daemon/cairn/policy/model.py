@@ -80,6 +80,59 @@ class Policy:
     def is_local(self, client: str | None) -> bool:
         return self.client(client).local
 
+    def hints(self, client: str | None, requested: Iterable[str]) -> list[str]:
+        """What the owner should know before ``client`` is served: one message when it is not declared in the
+        policy, one per tool in ``requested`` the policy does not give it (dropped, not served). Each names the
+        client, the tool and the policy line to write (:func:`client_line`). The same text for ``cairn mcp``,
+        ``cairn mcp token`` and the daemon's MCP HTTP log (one edge contract)."""
+        tools = [t for t in dict.fromkeys(requested) if t in ALL_TOOLS]
+        if self.fail_closed_reason is not None:
+            return []  # the owner is told why the policy is unusable instead
+        if not client:
+            denied = [t for t in tools if t not in self.default_tools]
+            return (
+                [
+                    f"MCP: no --client given, so {_names(denied)} {'is' if len(denied) == 1 else 'are'} not served "
+                    f"(only the default tools: {_names(sorted(self.default_tools))}); pass --client NAME, with NAME "
+                    f"declared under `clients:` in {self.source}."
+                ]
+                if denied
+                else []
+            )
+        out: list[str] = []
+        declared = self.clients.get(client)
+        if declared is None:
+            wanted = [t for t in tools if t not in self.default_tools]
+            out.append(
+                f"MCP client {client!r} is not declared in the policy {self.source}: it gets the default tools only "
+                f"({_names(sorted(self.default_tools))}){_not_served(wanted)} and is not local (withheld notes stay "
+                f"hidden from it). To declare it, add under `clients:`: {client_line(client, False, wanted)}"
+            )
+            declared = ClientPolicy(client, local=False, tools=frozenset())
+        for tool in tools:
+            if tool not in declared.tools and tool not in self.default_tools and client in self.clients:
+                out.append(
+                    f"MCP client {client!r} asked for the tool {tool!r}, which the policy {self.source} does not "
+                    f"give it, so it is not served. To allow it, make its line under `clients:` read: "
+                    f"{client_line(client, declared.local, [*declared.tools, tool])}"
+                )
+        return out
+
+
+def _names(tools: Iterable[str]) -> str:
+    return ", ".join(tools) or "none"
+
+
+def _not_served(tools: list[str]) -> str:
+    return f", so {_names(tools)} {'is' if len(tools) == 1 else 'are'} not served" if tools else ""
+
+
+def client_line(name: str, local: bool, tools: Iterable[str]) -> str:
+    """The policy's YAML line declaring client ``name``: ``  name: {local: false, tools: [a, b]}`` (tools in the
+    order of ALL_TOOLS)."""
+    have = [t for t in ALL_TOOLS if t in set(tools)]
+    return f"  {name}: {{local: {'true' if local else 'false'}, tools: [{', '.join(have)}]}}"
+
 
 def fail_closed_policy(reason: str) -> Policy:
     """The stand-in used when the owner's policy cannot be used: ``personal`` withheld from everyone

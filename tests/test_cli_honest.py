@@ -1,0 +1,67 @@
+"""What a new user is told by the real ``cairn`` console script (subprocesses): policy mistakes named on stderr
+with the line to add, the keyring notice once (and right when the file is chosen), a folder with no notes, an
+empty index, ``index --full`` with nothing changed, a model URL without a model name."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from test_cli import run_cairn
+
+pytestmark = pytest.mark.slow  # a `cairn` subprocess per call
+
+
+def small_vault(root: Path) -> Path:
+    vault = root / "vault"
+    (vault / "Garden").mkdir(parents=True)
+    (vault / "Garden" / "Garlic.md").write_text(
+        "# Garlic\n\nPlant garlic cloves 5 cm deep in October, pointy end up.\n", encoding="utf-8"
+    )
+    (vault / "Boiler.md").write_text("# Boiler\n\nThe boiler pressure sits at 1.3 bar when cold.\n", encoding="utf-8")
+    return vault
+
+
+def mcp_stdio(home: Path, vault: Path, *args: str) -> subprocess.CompletedProcess:
+    """``cairn mcp`` over stdio with stdin at EOF: it starts, says what it serves on stderr, and exits."""
+    return run_cairn(home, "mcp", "--vault", str(vault), *args, stdin=subprocess.DEVNULL)
+
+
+# -- item 6: policy mistakes are named ----------------------------------------------------
+
+
+def test_a_tool_the_policy_does_not_give_the_client_is_named_with_the_line_to_write(tmp_path):
+    vault = small_vault(tmp_path)
+    run_cairn(tmp_path, "index", "--vault", str(vault))
+    policy = tmp_path / "config" / "mcp-serve.yaml"
+    proc = mcp_stdio(tmp_path, vault, "--client", "claude-desktop", "--tool", "ask")
+    warnings = [line for line in proc.stderr.splitlines() if "WARNING" in line]
+    assert len(warnings) == 1, proc.stderr
+    assert "'claude-desktop'" in warnings[0] and "'ask'" in warnings[0] and str(policy) in warnings[0]
+    line = "claude-desktop: {local: false, tools: [search_notes, get_note, get_related_notes, list_notes, ask]}"
+    assert warnings[0].endswith(line)
+    assert proc.stdout == ""  # the protocol's channel stays clean
+
+
+def test_a_client_the_policy_does_not_declare_is_named_with_the_line_to_add(tmp_path):
+    vault = small_vault(tmp_path)
+    run_cairn(tmp_path, "index", "--vault", str(vault))
+    policy = tmp_path / "config" / "mcp-serve.yaml"
+    proc = run_cairn(tmp_path, "mcp", "token", "not-in-policy")
+    assert len(proc.stdout.strip()) >= 40  # the token itself, alone on stdout
+    assert proc.stderr.startswith("Warning: MCP client 'not-in-policy' is not declared in the policy ")
+    assert str(policy) in proc.stderr and proc.stderr.rstrip().endswith("not-in-policy: {local: false, tools: []}")
+    proc = mcp_stdio(tmp_path, vault, "--client", "not-in-policy", "--tool", "search_notes")
+    assert "so search_notes is not served" in proc.stderr
+    assert "not-in-policy: {local: false, tools: [search_notes]}" in proc.stderr
+
+
+def test_a_declared_client_with_its_tools_gets_no_warning(tmp_path):
+    vault = small_vault(tmp_path)
+    run_cairn(tmp_path, "index", "--vault", str(vault))
+    proc = mcp_stdio(tmp_path, vault, "--client", "claude-desktop", "--tool", "search_notes")
+    assert "WARNING" not in proc.stderr
+    proc = run_cairn(tmp_path, "mcp", "token", "claude-desktop")
+    assert "Warning" not in proc.stderr
