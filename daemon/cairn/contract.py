@@ -6,7 +6,8 @@ names onto the canonical keys below and calls ``XRequest.parse(mapping)``, which
 :class:`~cairn.errors.BadRequestError` with one message per rule, so the same bad request gets the same
 ``bad_request`` message at every edge. The views turn search hits, numbered sources and answers into the
 JSON each edge sends (HTTP and the CLI's ``search --json``: everything; MCP results and the CLI's
-``ask --json``: without the ranking internals ``cosine``, ``kind`` and ``indexedAt``).
+``ask --json``: without the ranking internals ``cosine`` and ``kind``). A hit's ``symbol`` is its heading path,
+or its note's title for a chunk above the note's first heading (a note without headings): never empty.
 
 The tag and folder rule (at most 64 entries of at most 512 characters each) is the one the HTTP API
 publishes in ``openapi.json``; MCP tool schemas are built from the same :data:`LIMITS`.
@@ -229,6 +230,8 @@ class HitView(Protocol):
     @property
     def file_path(self) -> str: ...
     @property
+    def title(self) -> str: ...
+    @property
     def symbol(self) -> str: ...
     @property
     def score(self) -> float: ...
@@ -282,7 +285,14 @@ class AnswerView(Protocol):
 
 
 #: Ranking internals that MCP results and the CLI's ``ask --json`` leave out.
-INTERNAL_KEYS = ("cosine", "kind", "indexedAt")
+INTERNAL_KEYS = ("cosine", "kind")
+
+
+def hit_symbol(hit: HitView) -> str:
+    """The ``symbol`` a hit is shown with: its heading path (``A › B``, or ``page N`` for a PDF), else its note's
+    title (a chunk above the first heading). Only the view falls back: the stored symbol stays ``""``, so the text
+    indexed and embedded for the chunk (and its cached vectors) does not change."""
+    return hit.symbol or hit.title
 
 
 def _where(hit: HitView, out: dict[str, Any]) -> dict[str, Any]:
@@ -301,7 +311,7 @@ def hit_json(hit: HitView) -> dict[str, Any]:
         hit,
         {
             "filePath": hit.file_path,
-            "symbol": hit.symbol,
+            "symbol": hit_symbol(hit),
             "score": round(hit.score, 4),
             "relevance": relevance(hit.cosine, hit.matched),
             "cosine": round(hit.cosine, 4),
@@ -314,16 +324,18 @@ def hit_json(hit: HitView) -> dict[str, Any]:
 
 
 def agent_hit_json(hit: HitView) -> dict[str, Any]:
-    """An MCP ``search_notes`` result: ``{filePath, symbol, score, relevance, snippet, tags, lines|page}``."""
+    """An MCP ``search_notes`` result: ``{filePath, symbol, score, relevance, snippet, tags, indexedAt, lines|page}``
+    (``indexedAt``: unix seconds when the note was last indexed, as over HTTP)."""
     return _where(
         hit,
         {
             "filePath": hit.file_path,
-            "symbol": hit.symbol,
+            "symbol": hit_symbol(hit),
             "score": round(hit.score, 4),
             "relevance": relevance(hit.cosine, hit.matched),
             "snippet": hit.snippet,
             "tags": list(hit.tags),
+            "indexedAt": hit.indexed_at,
         },
     )
 

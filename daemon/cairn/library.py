@@ -73,6 +73,21 @@ def link_json(link: LinkRecord) -> dict[str, Any]:
     }
 
 
+def _first_per_note(links: list[LinkRecord], rel: str) -> list[LinkRecord]:
+    """``links`` (in document order) keeping the first link to each other note: by its resolved vault-relative
+    path, or, unresolved, by its target as written (casefolded); links resolved to ``rel`` itself are dropped."""
+    seen: set[str] = set()
+    kept: list[LinkRecord] = []
+    for link in links:
+        if link.target_path == rel:
+            continue
+        key = link.target_path if link.target_path else "\0" + link.raw_target.casefold()
+        if key not in seen:
+            seen.add(key)
+            kept.append(link)
+    return kept
+
+
 def backlink_json(backlink: Backlink) -> dict[str, Any]:
     """The JSON view of a backlink: ``{filePath, line}``."""
     return {"filePath": backlink.path, "line": backlink.line}
@@ -206,14 +221,19 @@ class NoteViews:
     def related(
         self, raw: Any, limit: int = 10, withhold: Withhold | None = None, tally: WithheldTally | None = None
     ) -> dict[str, Any]:
-        """``{filePath, links, backlinks, similar: [{filePath, title, score}]}``; ``similar`` are the
-        notes whose chunks are nearest (cosine ≥ the floor) to the mean of this note's chunk vectors
-        (:func:`~cairn.search.related.similar_notes`).
-        ``withhold``: withheld notes are left out of all three (``similar`` still holds up to ``limit``)."""
+        """``{filePath, links, backlinks, similar: [{filePath, title, score}]}``: other notes, each listed once.
+        ``links``: one per note linked to (its first link; an unresolved link once per target as written), without
+        the note's links to itself (``[[#Heading]]``); ``backlinks``: one per linking note (its first line).
+        ``similar`` are the notes whose chunks are nearest (cosine ≥ the floor) to the mean of this note's chunk
+        vectors (:func:`~cairn.search.related.similar_notes`). ``withhold``: withheld notes are left out of all
+        three (``similar`` still holds up to ``limit``). ``GET /notes`` keeps every link and backlink line."""
         hidden = WithheldSet.load(self.store, withhold) if withhold else None
         rel, _ = self._indexed(raw, hidden, tally)
-        links = [link_json(link) for link in self.store.links_of_note(rel)]
-        backlinks = [backlink_json(b) for b in self.store.backlinks(rel)]
+        links = [link_json(link) for link in _first_per_note(self.store.links_of_note(rel), rel)]
+        first_lines: dict[str, Backlink] = {}
+        for b in self.store.backlinks(rel):  # by path, then line
+            first_lines.setdefault(b.path, b)
+        backlinks = [backlink_json(b) for b in first_lines.values()]
         if hidden:
             links = self._drop_links(links, hidden, tally)
             backlinks = self._drop_backlinks(backlinks, hidden, tally)
