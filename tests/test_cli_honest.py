@@ -65,3 +65,23 @@ def test_a_declared_client_with_its_tools_gets_no_warning(tmp_path):
     assert "WARNING" not in proc.stderr
     proc = run_cairn(tmp_path, "mcp", "token", "claude-desktop")
     assert "Warning" not in proc.stderr
+
+
+# -- item 9: the keyring notice -------------------------------------------------------------
+
+NO_KEYRING = {"CAIRN_KEYRING": "auto", "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
+
+
+def test_the_keyring_warning_is_shown_once_not_on_every_call(tmp_path):
+    first = run_cairn(tmp_path, "token", env=NO_KEYRING)
+    assert "not in the OS keyring" in first.stderr and "Install a keyring backend" in first.stderr
+    for _ in range(2):
+        again = run_cairn(tmp_path, "token", env=NO_KEYRING)
+        assert again.stdout == first.stdout and again.stderr == ""
+
+
+def test_with_keyring_file_chosen_nothing_asks_to_install_a_keyring(tmp_path):
+    proc = run_cairn(tmp_path, "token", env={"CAIRN_KEYRING": "file"})
+    assert proc.stderr == ""
+    proc = run_cairn(tmp_path, "--debug", "token", env={"CAIRN_KEYRING": "file"})
+    assert 'as keyring = "file" asks' in proc.stderr and "Install" not in proc.stderr

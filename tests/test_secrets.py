@@ -107,7 +107,8 @@ def test_rotation_replaces_the_token_and_keeps_the_file_private(config):
     assert sorted(p.name for p in config.config_dir.iterdir()) == ["api-token", "api-token.generation"]
 
 
-def test_file_fallback_logs_one_warning_and_never_the_token(config, caplog):
+def test_file_fallback_logs_one_warning_and_never_the_token(config, use_keyring, caplog):
+    use_keyring(fail.Keyring())
     caplog.set_level(logging.DEBUG)
     token = cairn_secrets.get_or_create_token(config)
     cairn_secrets.read_token(config)
@@ -115,8 +116,25 @@ def test_file_fallback_logs_one_warning_and_never_the_token(config, caplog):
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "not in the OS keyring" in warnings[0].getMessage()
-    assert "api-token" in warnings[0].getMessage()
+    assert str(config.config_dir) in warnings[0].getMessage()
     assert token not in caplog.text
+
+
+def test_the_fallback_warning_is_not_repeated_by_the_next_process_for_the_same_reason(config, use_keyring, caplog):
+    use_keyring(fail.Keyring())
+    caplog.set_level(logging.DEBUG)
+    cairn_secrets.get_or_create_token(config)
+    cairn_secrets._warned_file_fallback = False  # what a new `cairn` process starts with
+    cairn_secrets.read_token(config)
+    levels = [r.levelno for r in caplog.records if "not in the OS keyring" in r.getMessage()]
+    assert levels == [logging.WARNING, logging.INFO]
+
+
+def test_a_file_chosen_by_the_owner_is_said_at_info_without_asking_for_a_keyring(config, caplog):
+    caplog.set_level(logging.DEBUG)
+    cairn_secrets.get_or_create_token(config)
+    assert [r.levelno for r in caplog.records] == [logging.INFO]
+    assert 'as keyring = "file" asks' in caplog.text and "Install" not in caplog.text
 
 
 @posix_only

@@ -24,16 +24,21 @@ config folder), or the keyring is required and not usable.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import secrets
-import stat
 import threading
 from pathlib import Path
 
 from cairn.config import KEYRING_MODES, Config
 from cairn.errors import ConfigError
+from cairn.secret_files import create_complete as _create_complete
+from cairn.secret_files import ensure_config_dir as _ensure_config_dir
+from cairn.secret_files import read_file
+from cairn.secret_files import tmp_name as _tmp_name
+from cairn.secret_files import write_replace as _write_replace
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,8 @@ KEYRING_SERVICE = "cairn"
 KEYRING_USERNAME = "api-token"
 #: File name of the fallback token file inside ``config.config_dir``.
 TOKEN_FILE_NAME = "api-token"
+#: The last reason the keyring was not used, so that the warning is not repeated on every ``cairn`` call.
+NOTICE_FILE_NAME = "keyring-notice"
 #: ``CAIRN_KEYRING=file`` forces the file backend (tests, headless servers); ``=required`` refuses any file.
 KEYRING_ENV = "CAIRN_KEYRING"
 #: Bytes of entropy in a new token (``secrets.token_urlsafe`` argument).
@@ -97,7 +104,7 @@ def get_or_create_token(config: Config) -> str:
         _create_complete(path, token)
     except FileExistsError:
         # Another process won the race, or the file is empty/corrupt.
-        winner = _read_file(config)
+        winner = read_file(path, _TOKEN_RE)
         if winner is not None:
             return winner
         log.warning("Token file %s is empty or corrupt; replacing it with a new token.", path)
@@ -242,14 +249,17 @@ def _usable_keyring(config: Config, what: str = "the API token"):
     found = _keyring_backend()
     if found is None and mode == "required":
         raise ConfigError(_required_message("no usable OS keyring backend was found", what))
+    if found is not None:  # a keyring again: warn again if it goes away
+        with contextlib.suppress(OSError):
+            (config.config_dir / NOTICE_FILE_NAME).unlink(missing_ok=True)
     return found
 
 
 def _file_value(config: Config, keyring_mod, username: str, path: Path, pattern: re.Pattern, what: str):
-    """The secret in the file ``path`` (:func:`_read_file`; called once the keyring had none). With ``keyring =
-    "required"`` a file can only be left from an earlier mode: its value is moved into the keyring as
+    """The secret in the file ``path`` (:func:`cairn.secret_files.read_file`; called once the keyring had none).
+    With ``keyring = "required"`` a file can only be left from an earlier mode: its value is moved into the keyring as
     ``username`` and the file deleted. Raises :class:`ConfigError` naming ``what`` when the keyring refuses."""
-    value = _read_file(config, path, pattern)
+    value = read_file(path, pattern)
     if value is None or keyring_mod is None or keyring_mode(config) != "required":
         return value
     try:
@@ -314,138 +324,43 @@ def _store_in_keyring(config: Config, token: str) -> bool:
 
 
 def _warn_file_fallback(config: Config, reason: str, what: str = "the API token") -> None:
+    """Say once where ``what`` is kept when it is not the OS keyring: a warning the first time ``reason`` holds
+    for this config folder (remembered in ``keyring-notice`` there, so not on every ``cairn`` call), INFO after;
+    INFO only when the owner chose the file (``keyring = "file"``). Raises ConfigError when it is ``required``."""
     global _warned_file_fallback
-    if keyring_mode(config) == "required":
+    mode = keyring_mode(config)
+    if mode == "required":
         raise ConfigError(_required_message(reason, what))
     with _warn_lock:
         if _warned_file_fallback:
             return
         _warned_file_fallback = True
-    forced = keyring_mode(config) == "file"
-    why = 'keyring = "file" is set (config.toml or CAIRN_KEYRING)' if forced else reason
-    log.warning(
-        "The API token is stored in the file %s (mode 0600), not in the OS keyring: %s. "
-        "Install a keyring backend (e.g. Secret Service, macOS Keychain, Windows Credential Locker) to keep it there.",
-        token_file(config),
-        why,
+    what = what[:1].upper() + what[1:]
+    if mode == "file":
+        log.info('%s is kept in a 0600 file in %s, as keyring = "file" asks.', what, config.config_dir)
+        return
+    text = (
+        f"{what} is kept in a 0600 file in {config.config_dir}, not in the OS keyring: {reason}. "
+        "Install a keyring backend (e.g. Secret Service, macOS Keychain, Windows Credential Locker) to keep it "
+        'there, or set keyring = "file" (config.toml or CAIRN_KEYRING) to keep the file without this warning.'
     )
+    log.log(logging.WARNING if _first_notice(config, reason) else logging.INFO, "%s", text)
 
 
-# -- file backend --------------------------------------------------------------------
-
-
-def _ensure_config_dir(config: Config) -> None:
+def _first_notice(config: Config, reason: str) -> bool:
+    """True when ``reason`` was not the last one noted in ``<config_dir>/keyring-notice`` (then noted)."""
+    path = config.config_dir / NOTICE_FILE_NAME
     try:
-        config.config_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"Cannot create the config folder {str(config.config_dir)!r}: {exc.strerror}; "
-            "set CAIRN_CONFIG_DIR to a writable folder."
-        ) from None
-
-
-def _write_exclusive(path: Path, token: str) -> None:
-    """Create ``path`` with mode 0600 and write ``token``; ``FileExistsError`` if it exists."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        if path.read_text(encoding="utf-8").strip() == reason:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
     try:
-        fd = os.open(path, flags, 0o600)
-    except FileExistsError:
-        raise
-    except OSError as exc:
-        raise ConfigError(f"Cannot create the token file {str(path)!r}: {exc.strerror}.") from None
-    try:
-        os.write(fd, (token + "\n").encode("ascii"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _tmp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-
-
-def _create_complete(path: Path, token: str) -> None:
-    """Create ``path`` (0600) holding ``token``, never visible half-written; ``FileExistsError`` if it exists.
-
-    The token is written to a temporary file first and hard-linked into place (atomic, fails if
-    ``path`` exists), so a concurrent reader sees either no file or the whole token.
-    """
-    tmp = _tmp_name(path)
-    _write_exclusive(tmp, token)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise
-    except OSError:
-        # File systems without hard links: fall back to a direct exclusive create.
-        _write_exclusive(path, token)
-    finally:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-
-
-def _write_replace(path: Path, token: str) -> None:
-    """Atomically replace ``path`` with a new 0600 file holding ``token``."""
-    tmp = _tmp_name(path)
-    _write_exclusive(tmp, token)
-    try:
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise ConfigError(f"Cannot write the token file {str(path)!r}: {exc.strerror}.") from None
-
-
-def _read_file(config: Config, path: Path | None = None, pattern: re.Pattern = _TOKEN_RE) -> str | None:
-    """The secret in ``path`` (default: the token file); ``None`` when absent, empty or not matching
-    ``pattern``. Repairs loose permissions."""
-    path = path or token_file(config)
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ConfigError(
-            f"Cannot open the token file {str(path)!r}: {exc.strerror}; "
-            "delete it and run `cairn token --rotate` to create a new one."
-        ) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(
-                f"The token file {str(path)!r} is not a regular file; delete it and run `cairn token --rotate`."
-            )
-        if os.name == "posix":
-            if info.st_uid != os.getuid():
-                raise ConfigError(
-                    f"The token file {str(path)!r} belongs to another user (uid {info.st_uid}); "
-                    "delete it and run `cairn token --rotate`."
-                )
-            loose = stat.S_IMODE(info.st_mode) & 0o077
-            if loose:
-                log.warning(
-                    "The token file %s was readable or writable by other users (mode %o); restricting it to 0600. "
-                    "Consider `cairn token --rotate` in case it was read.",
-                    path,
-                    stat.S_IMODE(info.st_mode),
-                )
-                try:
-                    os.fchmod(fd, 0o600)
-                except OSError as exc:
-                    raise ConfigError(
-                        f"The token file {str(path)!r} has mode {stat.S_IMODE(info.st_mode):o} (expected 600) and "
-                        f"cannot be repaired: {exc.strerror}; run `chmod 600` on it or delete it."
-                    ) from None
-        data = os.read(fd, 4096)
-    finally:
-        os.close(fd)
-    value = data.decode("utf-8", errors="replace").strip()
-    return value if pattern.match(value) else None
+        _ensure_config_dir(config)
+        _write_replace(path, reason)
+    except (OSError, ConfigError):
+        pass
+    return True
 
 
 # -- per-client MCP tokens -----------------------------------------------------------------
