@@ -1,12 +1,12 @@
 """Screenshot of the tray icon with its menu open (``docs/tray.png``), taken on a private Xvfb display.
 
-Runs the real ``cairn serve`` on the sample vault with pystray's GTK backend (needs PyGObject and
-GTK 3 — e.g. ``pip install 'PyGObject<3.51'`` on Debian 12 with ``libgirepository1.0-dev`` — and a
-D-Bus session, started here with ``dbus-daemon --session``), docks its icon in the minimal tray manager
-of ``tests/test_tray.py``, right-clicks it with ``xdotool`` and grabs the screen with Pillow. Without
-PyGObject the ``xorg`` backend is used: the icon and tooltip, no menu.
+Runs the real ``cairn serve`` on the sample vault with the backend Cairn chooses (``--backend`` forces
+one): with PyGObject and GTK 3 the GTK backend (a D-Bus session is started here with ``dbus-daemon
+--session``, as a desktop has), else the ``xorg`` one (the icon and tooltip, no menu). Docks its icon
+in the minimal tray manager of ``tests/test_tray.py``, right-clicks it (XTEST) and grabs the screen
+with Pillow. Prints what it did as JSON, with the log line naming the backend.
 
-    .venv/bin/python packaging/tray_screenshot.py [--out docs/tray.png]
+    .venv/bin/python packaging/tray_screenshot.py [--out docs/tray.png] [--backend auto|gtk|xorg]
 """
 
 from __future__ import annotations
@@ -54,29 +54,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "tray.png")
     parser.add_argument("--vault", type=Path, default=REPO / "examples" / "vault")
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "gtk", "xorg"),
+        default="auto",
+        help="pystray backend (PYSTRAY_BACKEND); auto: the one Cairn chooses, named in its log",
+    )
     args = parser.parse_args()
     from PIL import ImageGrab
 
     sys.path.insert(0, str(REPO / "tests"))
     from test_tray import TrayHost  # the minimal XEmbed tray manager the tests use
 
-    try:
-        import gi  # noqa: F401
-
-        backend = "gtk"
-    except ImportError:
-        backend = "xorg"
     xvfb, display = start_xvfb("360x330")
     home = Path(tempfile.mkdtemp(prefix="cairn-shot-"))
     serve = None
     bus_pid = None
     try:
         host = TrayHost(display)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "XDG_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "XDG_", "PYSTRAY_"))}
+        if args.backend != "auto":
+            env["PYSTRAY_BACKEND"] = args.backend
         env.update(
             {
                 "DISPLAY": display,
-                "PYSTRAY_BACKEND": backend,
                 "HOME": str(home),
                 "XDG_CONFIG_HOME": str(home / ".config"),
                 "CAIRN_DATA_DIR": str(home / "data"),
@@ -86,7 +87,7 @@ def main() -> int:
             }
         )
         cmd = [str(Path(sys.executable).parent / "cairn"), "serve", "--vault", str(args.vault), "--port", "0"]
-        if backend == "gtk" and shutil.which("dbus-daemon"):  # GTK's notifications need a session bus
+        if shutil.which("dbus-daemon"):  # the GTK backends need a session bus, as on a desktop
             out = subprocess.run(
                 ["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
                 capture_output=True,
@@ -98,12 +99,12 @@ def main() -> int:
         with open(log, "wb") as err:
             serve = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
         wait("the index", lambda: "index up to date" in log.read_text(errors="replace"))
+        line = next((ln for ln in log.read_text(errors="replace").splitlines() if "tray icon" in ln), "")
+        backend = line.split("pystray's ", 1)[-1].split(" ", 1)[0] if "pystray's " in line else "none"
         with host.cond:
             host.cond.wait_for(lambda: host.docked, 60)
         time.sleep(3)  # the tray's status poll (2 s) shows the note count
-        subprocess.run(
-            ["xdotool", "mousemove", "16", "16", "click", "3"], env={**os.environ, "DISPLAY": display}, check=True
-        )
+        host.click(host.docked[-1], button=3)  # a real right click (XTEST) on the docked icon
         time.sleep(1.5)
         shot = ImageGrab.grab(xdisplay=display)
         bbox = shot.convert("L").point(lambda v: 255 if v > 0 else 0).getbbox()  # drop the empty black screen
@@ -118,6 +119,7 @@ def main() -> int:
                 {
                     "out": str(args.out),
                     "backend": backend,
+                    "trayLog": line.split(" INFO ", 1)[-1],
                     "size": shot.size,
                     "ctrlCExit": code,
                     "stopS": round(time.monotonic() - started, 2),

@@ -60,7 +60,6 @@ MENU = [
 #: one JSON answer per line on stdout). argv: vault.
 DRIVER = r"""
 import json, sys, threading
-import pystray
 from cairn.app import serve, setup_logging
 from cairn.config import load_config
 
@@ -68,6 +67,7 @@ config = load_config({"vault": sys.argv[1], "port": 0})
 setup_logging(config)
 
 def items(tray):
+    import pystray  # loaded by Cairn's choice of backend; importing it first would run pystray's own choice
     return [i for i in tray.icon.menu.items if i is not pystray.Menu.SEPARATOR]
 
 def on_tray(tray):
@@ -213,11 +213,13 @@ class TrayHost:
             return ""
 
     def click(self, wid: int, button: int = 1) -> None:
-        """A real pointer click (XTEST) in the middle of the docked icon ``wid``."""
+        """A real pointer click (XTEST) in the middle of the docked icon ``wid``, at the size it has now (GTK's
+        icon shrinks its window to 16×16 px after docking)."""
         from Xlib.ext import xtest
 
         x, y = self.where[wid]
-        xtest.fake_input(self.q, self.X.MotionNotify, x=x + 16, y=y + 16)
+        size = self.q.create_resource_object("window", wid).get_geometry()
+        xtest.fake_input(self.q, self.X.MotionNotify, x=x + size.width // 2, y=y + size.height // 2)
         xtest.fake_input(self.q, self.X.ButtonPress, button)
         xtest.fake_input(self.q, self.X.ButtonRelease, button)
         self.q.sync()
@@ -482,6 +484,34 @@ def test_open_vault_and_logs_folders_hand_the_folders_to_the_desktop_opener(tray
     assert sorted(opened) == sorted([str(d.vault), str(d.home / "log")])
 
 
+def zombie_children(pid: int) -> list[str]:
+    """The command names of ``pid``'s children that exited but were never waited for (state ``Z``)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # gone meanwhile
+            continue
+        head, _, tail = text.rpartition(")")  # "PID (NAME) STATE PPID ..."; NAME may hold spaces
+        state, ppid = tail.split()[:2]
+        if state == "Z" and int(ppid) == pid:
+            found.append(head.partition("(")[2])
+    return found
+
+
+def test_an_opened_folder_leaves_no_zombie_opener_behind(tray_daemon, indexed):
+    if not Path("/proc/self/stat").exists():
+        pytest.skip("needs /proc")
+    d = tray_daemon
+    opened = d.home / "opened.txt"
+    before = len(opened.read_text().splitlines()) if opened.exists() else 0
+    d.click("Open vault folder")
+    d.until("the folder opened", lambda: opened.exists() and len(opened.read_text().splitlines()) > before)
+    # The opener (here a shell script) has exited; the daemon must have reaped it, not keep an `xdg-open` zombie.
+    d.until("no zombie opener", lambda: not zombie_children(d.proc.pid), deadline=10)
+    assert d.proc.poll() is None
+
+
 def test_a_left_click_on_the_icon_opens_the_vault_folder(tray_daemon, indexed, host):
     """pystray's X11 backend has no menu; a click runs the default item, Open vault folder."""
     d = tray_daemon
@@ -513,6 +543,20 @@ def test_copy_api_token_puts_the_token_on_the_clipboard_and_never_in_the_log(tra
     assert pasted == d.token
     logs = d.stderr + "".join(p.read_text(errors="replace") for p in (d.home / "log").glob("*.log*"))
     assert d.token not in logs
+
+
+def test_a_notice_such_as_token_copied_leaves_the_menu_again_after_a_few_seconds(tray_daemon, indexed):
+    d = tray_daemon
+
+    def visible() -> list[str]:
+        return [i["text"] for i in d.menu() if i["visible"]]
+
+    d.until("the idle menu", lambda: visible()[0].endswith("up to date"))
+    d.click("Copy API token")
+    notice = d.until("the notice", lambda: d.send("status")["notice"])
+    assert notice in visible()  # "API token copied to the clipboard" (or why not), under the status
+    items = d.until("the notice gone", lambda: notice not in (v := visible()) and v)
+    assert items[2:] == MENU  # every item back in its place, below the status and the keyring line
 
 
 def test_start_at_login_checkbox_installs_and_removes_the_systemd_user_unit(tray_daemon, indexed):

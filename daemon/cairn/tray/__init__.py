@@ -21,13 +21,15 @@ state — ``idle``, ``indexing``, ``paused``, ``error`` — and the tooltip carr
 Both are updated from the indexer's progress events (:class:`cairn.events.EventBus`) and from a
 ``stats()`` poll every ``poll_s`` seconds (pauses made over HTTP, watcher batches).
 
-Backends: pystray picks AppIndicator or GTK (with PyGObject) or plain X11 (``xorg``) on Linux,
-and the native ones on macOS and Windows. The ``xorg`` backend shows the icon and tooltip but no
-menu (a left click runs the default item, ``Open vault folder``); pystray's API drives the menu
-on every backend.
+Backends (:mod:`cairn.tray.backend`): on Linux the first of AppIndicator, GTK (both with PyGObject
+and a D-Bus session bus) and plain X11 (``xorg``) that loads, named in one INFO line; the native ones
+on macOS and Windows; ``PYSTRAY_BACKEND`` forces one. The ``xorg`` backend shows the icon and tooltip
+but no menu (a left click runs the default item, ``Open vault folder``), and its INFO line says so
+and how to get one; pystray's API drives the menu on every backend.
 """
 
 from cairn.tray.actions import TrayActions, copy_to_clipboard, open_folder
+from cairn.tray.backend import Backend, TrayUnavailable, choose_backend
 from cairn.tray.host import TrayHost
 from cairn.tray.icon import Tray
 from cairn.tray.status import (
@@ -42,6 +44,7 @@ from cairn.tray.status import (
 )
 
 __all__ = [
+    "Backend",
     "DEFAULT_POLL_S",
     "ERROR_MAX",
     "STATES",
@@ -50,6 +53,8 @@ __all__ = [
     "TrayActions",
     "TrayHost",
     "TrayStatus",
+    "TrayUnavailable",
+    "choose_backend",
     "copy_to_clipboard",
     "describe",
     "icon_path",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,20 +35,22 @@ class TrayActions:
 
 
 def open_folder(path: Path) -> None:
-    """Open ``path`` in the desktop's file manager (``xdg-open``, ``open``, Explorer). Returns at once.
+    """Open ``path`` in the desktop's file manager (``xdg-open``, ``open``, Explorer). Returns at once; a
+    helper thread waits for the opener so that it does not stay behind as a zombie process.
     Raises ``OSError`` when no opener exists (Linux without xdg-utils)."""
     path.mkdir(parents=True, exist_ok=True)
     if sys.platform == "win32":
         os.startfile(str(path))  # type: ignore[attr-defined]
         return
     opener = "open" if sys.platform == "darwin" else "xdg-open"
-    subprocess.Popen(
+    proc = subprocess.Popen(
         [opener, str(path)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    threading.Thread(target=proc.wait, name="cairn-opener-reaper", daemon=True).start()
 
 
 def copy_to_clipboard(text: str) -> None:

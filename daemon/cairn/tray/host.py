@@ -84,7 +84,11 @@ class TrayHost:
         ).start()
         try:
             self.tray.run()
-        except Exception as exc:  # the icon failed; the daemon goes on without it
+        except Exception as exc:
+            if self.tray.stopping:  # e.g. GTK's clean-up asking a missing notification service: nothing goes on
+                log.debug("the tray icon's clean-up failed while stopping: %s: %s", type(exc).__name__, exc)
+                return
+            # the icon failed; the daemon goes on without it
             log.warning("the tray icon stopped (%s: %s); the daemon keeps running headless", type(exc).__name__, exc)
             self._install_signal_handlers()
         else:

@@ -14,10 +14,15 @@ from typing import Any
 
 from cairn.events import EventBus
 from cairn.tray.actions import TrayActions, copy_to_clipboard, open_folder
+from cairn.tray.backend import Backend, choose_backend
+from cairn.tray.backend import describe as describe_backend
 from cairn.tray.status import DEFAULT_POLL_S, STATES, TrayStatus, describe, icon_path, tooltip
 from cairn.tray.xorg import XorgBridge, stop_xorg, xorg_clicks
 
 log = logging.getLogger(__name__)
+
+#: Seconds a notice (``API token copied to the clipboard``, ``Reindex failed: …``) stays in the menu.
+NOTICE_S = 8.0
 
 
 class Tray:
@@ -25,13 +30,23 @@ class Tray:
     :meth:`stop`); :meth:`bind` it to the daemon's loop once the daemon runs; :meth:`follow` is the
     coroutine (run on that loop) that keeps the status current.
 
-    Raises ``ImportError``/``OSError`` from pystray when no backend can start (check
-    :func:`unavailable_reason` first).
+    ``backend``: the pystray backend to use (default: :func:`~cairn.tray.backend.choose_backend`, logged at
+    INFO). Raises :class:`~cairn.tray.backend.TrayUnavailable` when no backend loads (check
+    :func:`unavailable_reason` first), or what the backend raises when it cannot make an icon.
     """
 
-    def __init__(self, actions: TrayActions, *, name: str = "cairn", poll_s: float = DEFAULT_POLL_S) -> None:
-        import pystray
+    def __init__(
+        self,
+        actions: TrayActions,
+        *,
+        name: str = "cairn",
+        poll_s: float = DEFAULT_POLL_S,
+        backend: Backend | None = None,
+    ) -> None:
         from PIL import Image
+
+        self.backend = backend or choose_backend()
+        import pystray  # loaded by choose_backend with its inert backend: only Menu and MenuItem are used
 
         self.actions = actions
         self.poll_s = poll_s
@@ -41,6 +56,9 @@ class Tray:
         self._stats: Mapping[str, Any] | None = None
         self._progress: Mapping[str, Any] | None = None
         self._notice: str | None = None
+        self._notice_serial = 0
+        self._notice_lock = threading.Lock()
+        self.notice_s = NOTICE_S
         self._quitting = False
         self._ready = threading.Event()
         self._stopped = threading.Event()
@@ -54,12 +72,13 @@ class Tray:
         #: Futures of actions sent to the loop (the last few), for callers that want to wait.
         self.pending: list[Future] = []
         self.menu = self._menu(pystray)
-        self.icon = pystray.Icon(
+        self.icon = self.backend.icon_class(
             name, icon=self._images[self._status.state], title=self._status.tooltip, menu=self.menu
         )
+        log.info("%s", describe_backend(self.backend))
         self._updater = threading.Thread(target=self._apply_updates, name="cairn-tray-update", daemon=True)
         #: pystray's plain X11 backend: shown and updated through :class:`XorgBridge`.
-        self._xorg = type(self.icon).__module__ == "pystray._xorg"
+        self._xorg = self.backend.name == "xorg"
 
     def _menu(self, pystray: Any) -> Any:
         """The menu (see the package docstring); labels and states are read each time it is shown."""
@@ -113,6 +132,11 @@ class Tray:
     @property
     def notice(self) -> str | None:
         return self._notice
+
+    @property
+    def stopping(self) -> bool:
+        """True once Quit was chosen or :meth:`stop` was called (any thread)."""
+        return self._quitting or self._stop_wanted.is_set()
 
     def _can_act(self) -> bool:
         return self._loop is not None and not self._quitting
@@ -295,7 +319,23 @@ class Tray:
                 bridge.close()
 
     def _say(self, notice: str | None) -> None:
-        self._notice = notice
+        """Show ``notice`` (the result of the last action) as a menu line for :data:`NOTICE_S` seconds: it says
+        what happened, then gives its place back so the items do not stay pushed down."""
+        with self._notice_lock:
+            self._notice = notice
+            self._notice_serial += 1
+            serial = self._notice_serial
+        self._push()
+        if notice is not None:
+            timer = threading.Timer(self.notice_s, self._expire_notice, args=(serial,))
+            timer.daemon = True
+            timer.start()
+
+    def _expire_notice(self, serial: int) -> None:
+        with self._notice_lock:
+            if serial != self._notice_serial:  # a newer notice replaced it and has its own timer
+                return
+            self._notice = None
         self._push()
 
     # ------------------------------------------------------------------ actions (tray thread)

@@ -1,4 +1,4 @@
-"""What the tray shows for the index's state (pure apart from :func:`unavailable_reason`, which imports pystray):
+"""What the tray shows for the index's state (pure apart from :func:`unavailable_reason`, which loads pystray):
 the icon's state, the status line and the tooltip."""
 
 from __future__ import annotations
@@ -24,16 +24,18 @@ ERROR_MAX = 60
 def unavailable_reason(env: Mapping[str, str] | None = None) -> str | None:
     """Why no tray icon can be shown here, or ``None`` when one can.
 
-    Linux and other X11/Wayland systems need ``DISPLAY`` or ``WAYLAND_DISPLAY``; then pystray must
-    import (it connects to the display and picks a backend; ``PYSTRAY_BACKEND`` forces one).
+    Linux and other X11/Wayland systems need ``DISPLAY`` or ``WAYLAND_DISPLAY``; then one of pystray's
+    backends must load (:func:`cairn.tray.backend.choose_backend`; ``PYSTRAY_BACKEND`` forces one).
     """
     env = os.environ if env is None else env
     if sys.platform not in ("darwin", "win32") and not env.get("DISPLAY") and not env.get("WAYLAND_DISPLAY"):
         return "no display (DISPLAY and WAYLAND_DISPLAY are not set)"
+    from cairn.tray.backend import TrayUnavailable, choose_backend
+
     try:
-        import pystray  # noqa: F401  (imports the backend, which opens the display)
-    except Exception as exc:  # ImportError, or Xlib's display errors
-        return f"no tray backend ({type(exc).__name__}: {str(exc).strip() or 'no detail'})"
+        choose_backend(env)  # imports the backends in turn; each opens the display
+    except TrayUnavailable as exc:
+        return f"no tray backend ({exc})"
     return None
 
 
