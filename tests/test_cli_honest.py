@@ -85,3 +85,38 @@ def test_with_keyring_file_chosen_nothing_asks_to_install_a_keyring(tmp_path):
     assert proc.stderr == ""
     proc = run_cairn(tmp_path, "--debug", "token", env={"CAIRN_KEYRING": "file"})
     assert 'as keyring = "file" asks' in proc.stderr and "Install" not in proc.stderr
+
+
+# -- item 8: a folder with no notes; item 9: --full with nothing changed -----------------------------
+
+
+def test_indexing_a_folder_without_notes_warns_and_search_says_the_index_is_empty(tmp_path):
+    downloads = tmp_path / "Downloads"
+    downloads.mkdir()
+    (downloads / "invoice.txt").write_text("garlic invoice\n", encoding="utf-8")
+    proc = run_cairn(tmp_path, "index", "--vault", str(downloads))
+    assert f"Warning: no Markdown notes found in {str(downloads)!r} (and no .obsidian folder)" in proc.stderr
+    assert "is this your vault?" in proc.stderr
+    proc = run_cairn(tmp_path, "search", "--vault", str(downloads), "garlic")
+    assert proc.stdout.startswith("The index is empty: no Markdown notes were found in ")
+    assert "No note holds" not in proc.stdout
+    proc = run_cairn(tmp_path, "ask", "--vault", str(downloads), "How deep do I plant garlic?")
+    assert "The index is empty" in proc.stderr
+
+
+def test_a_vault_with_notes_gets_no_such_warning_and_a_miss_is_a_plain_no_results(tmp_path):
+    vault = small_vault(tmp_path)
+    proc = run_cairn(tmp_path, "index", "--vault", str(vault))
+    assert "Warning" not in proc.stderr
+    proc = run_cairn(tmp_path, "search", "--vault", str(vault), "xylophone quasar")
+    assert proc.stdout.strip() == "No note holds these words or comes close to them in meaning."
+
+
+def test_index_full_with_nothing_changed_reports_every_note_unchanged(tmp_path):
+    vault = small_vault(tmp_path)
+    run_cairn(tmp_path, "index", "--vault", str(vault))
+    proc = run_cairn(tmp_path, "index", "--full", "--vault", str(vault))
+    assert "2 files scanned — 0 added, 0 updated, 2 unchanged, 0 removed" in proc.stdout
+    (vault / "Boiler.md").write_text("# Boiler\n\nThe boiler pressure sits at 1.5 bar now.\n", encoding="utf-8")
+    proc = run_cairn(tmp_path, "index", "--full", "--vault", str(vault))
+    assert "0 added, 1 updated, 1 unchanged" in proc.stdout

@@ -468,12 +468,14 @@ def test_an_index_made_by_another_note_parser_re_reads_every_note_once_and_embed
     with cairn.store.conn as c:  # what an index written before the parser changed holds
         c.execute("UPDATE meta SET value='notes-v1' WHERE key='text_recipe'")
     again = cairn.index()
-    assert (again.updated, again.texts_embedded) == (5, 0)  # every note re-parsed; vectors from the cache
+    # every note re-parsed (its chunks written again), but no note changed; vectors from the cache
+    assert (again.updated, again.unchanged, again.texts_embedded) == (0, 5, 0)
+    assert again.chunks_written == cairn.store.stats().chunks
     assert (
         cairn.store.get_meta("text_recipe").startswith("notes-v") and cairn.store.get_meta("text_recipe") != "notes-v1"
     )
     third = cairn.index()
-    assert (third.unchanged, third.updated) == (5, 0)
+    assert (third.unchanged, third.updated, third.chunks_written) == (5, 0, 0)
 
 
 def _count_walks(monkeypatch) -> list[int]:

@@ -48,6 +48,25 @@ class Limits:
 
 LIMITS = Limits()
 
+#: What every edge says when a search finds nothing in an index that holds notes.
+NO_RESULTS_TEXT = "No note holds these words or comes close to them in meaning."
+
+
+def empty_index_text(vault: Any) -> str:
+    """What every edge says when a search or question meets an index holding no note of the vault ``vault``."""
+    return (
+        f"The index is empty: no Markdown notes were found in {str(vault)!r}, so nothing can match. "
+        "Is this your vault? Pass the folder that holds your notes (the one with .obsidian in it) as --vault."
+    )
+
+
+def no_notes_text(vault: Any, *, obsidian: bool) -> str:
+    """The warning after indexing a folder with no note in it; ``obsidian``: it has a ``.obsidian`` folder."""
+    return (
+        f"no Markdown notes found in {str(vault)!r}{'' if obsidian else ' (and no .obsidian folder)'} — is this "
+        "your vault? Pass the folder that holds your notes as --vault (or set CAIRN_VAULT)."
+    )
+
 
 # -- rules ---------------------------------------------------------------------------------------------
 

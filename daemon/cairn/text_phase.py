@@ -225,8 +225,11 @@ class TextRun:
         report.chunks_written += chunks
         if note.frontmatter_error:
             report.warnings.append((vf.path, note.frontmatter_error))
-        if self.known.get(vf.path) is None:
+        known = self.known.get(vf.path)
+        if known is None:
             report.added += 1
+        elif known.content_hash == digest and known.status == "ok":  # re-read (--full), not changed
+            report.unchanged += 1
         else:
             report.updated += 1
         self.written += 1

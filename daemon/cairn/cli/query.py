@@ -65,6 +65,7 @@ def cmd_index(args: argparse.Namespace, config: Config) -> int:
         lock.release()
     if args.json:
         _print_json({**report.to_json(), "stats": {k: stats[k] for k in ("notes", "chunks", "vectors", "pending")}})
+        _warn_if_no_notes(config, stats)
         return 0
     print(
         f"Indexed {config.vault}: {report.scanned} files scanned — {report.added} added, {report.updated} updated, "
@@ -78,6 +79,7 @@ def cmd_index(args: argparse.Namespace, config: Config) -> int:
     )
     if report.cache_pruned:
         print(f"Dropped {report.cache_pruned} cached vectors of text no note uses any more (cached over 30 days ago).")
+    _warn_if_no_notes(config, stats)
     for path, reason in report.skipped:
         print(f"  skipped {path}: {reason}")
     for path, reason in report.warnings:
@@ -93,6 +95,20 @@ def cmd_index(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def _warn_if_no_notes(config: Config, stats: dict[str, Any]) -> None:
+    """``Warning: no Markdown notes found in …`` on stderr when the index holds no note and none was skipped."""
+    if not stats.get("notes") and not stats.get("errors"):
+        assert config.vault is not None
+        print(
+            f"Warning: {contract.no_notes_text(config.vault, obsidian=(config.vault / '.obsidian').is_dir())}",
+            file=sys.stderr,
+        )
+
+
+def _index_is_empty(cairn: Any) -> bool:
+    return not cairn.stats().get("notes")
+
+
 def cmd_search(args: argparse.Namespace, config: Config) -> int:
     wanted = contract.SearchRequest.parse(
         {"query": args.text, "top_k": args.top_k, "tags": args.tag, "folders": args.folder}, default_top_k=config.top_k
@@ -100,13 +116,16 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
     cairn = _open_for_query(config)
     try:
         result = cairn.query.search(wanted.query, top_k=wanted.top_k, tags=wanted.tags, folders=wanted.folders)
+        empty = not result.hits and _index_is_empty(cairn)
     finally:
         cairn.close()
     if args.json:
         _print_json(contract.search_json(result))
+        if empty:
+            print(f"Warning: {contract.empty_index_text(config.vault)}", file=sys.stderr)
         return 0
     if not result.hits:
-        print("No note holds these words or comes close to them in meaning.")
+        print(contract.empty_index_text(config.vault) if empty else contract.NO_RESULTS_TEXT)
     for i, h in enumerate(result.hits, 1):
         where = f"p.{h.page}" if h.page else (f"lines {h.lines[0]}–{h.lines[1]}" if h.lines else "")
         label = RELEVANCE_TEXT[relevance(h.cosine, h.matched)]
@@ -158,6 +177,8 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     try:
         service = _answer_service(config, cairn)
         answer = asyncio.run(service.answer(wanted.question, top_k=wanted.top_k, tags=wanted.tags))
+        if answer.not_found and _index_is_empty(cairn):
+            print(f"Warning: {contract.empty_index_text(config.vault)}", file=sys.stderr)
     finally:
         cairn.close()
     if args.json:

@@ -294,7 +294,7 @@ class McpService:
                 )
             text = "\n".join(lines)
         else:
-            text = "No note holds these words or comes close to them in meaning."
+            text = contract.NO_RESULTS_TEXT
         return ToolOutcome({"notice": DATA_NOTICE, "results": results}, text, tuple(r["filePath"] for r in results))
 
     def _get_note(self, args: dict[str, Any], withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
