@@ -7,31 +7,44 @@ SHARED ?= ../shared
 EVAL   ?= $(SHARED)/eval/dev.jsonl $(SHARED)/eval/dev2.jsonl
 BENCH_VAULT ?= $(SHARED)/vaults/obsidian-hub
 
-.PHONY: run test check lint soak fuzz eval bench model venv clean
+.PHONY: run test check lint soak fuzz eval bench model venv test-venv wheel clean
 
-$(VENV)/.installed: pyproject.toml
+## venv: what running needs (`pip install -e .`); test-venv adds the [test] extras (pytest, playwright, ruff, ...)
+$(VENV)/.installed-run: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Cairn needs Python 3.11+, found " + sys.version'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed-run
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed-run
+test-venv: $(VENV)/.installed-test
 
 ## run: the daemon on $(VAULT) (default: the sample vault shipped in examples/vault)
 run: venv
 	$(VENV)/bin/cairn serve --vault "$(VAULT)" --no-tray
 
 ## test: the whole test suite
-test: venv
+test: test-venv
 	$(PY) -m pytest -q
 
 ## check: the fast tests for the inner loop (no slow, e2e or soak tests)
-check: venv
+check: test-venv
 	$(PY) -m pytest -q -m "not slow and not e2e and not soak"
 
+## wheel: dist/cairn_notes-<version>-py3-none-any.whl, the model and the Obsidian plugin inside
+## (`pipx install dist/cairn_notes-*.whl`); build/ is removed first so no stale module gets in
+wheel: venv
+	rm -rf build
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
+	rm -rf build
+
 ## lint: ruff (lint and format) and mypy, as CI runs them
-lint: venv
+lint: test-venv
 	$(VENV)/bin/ruff check daemon tests packaging
 	$(VENV)/bin/ruff format --check daemon tests packaging
 	$(VENV)/bin/mypy
@@ -40,7 +53,7 @@ lint: venv
 ## integrity_check, the FTS5 check and the reconcile diff (make test runs the same with 20 cycles); then one
 ## token holder opening MCP sessions in a loop, and 1,100 idle connections under a 1,024-descriptor limit
 SOAK_CYCLES ?= 1000
-soak: venv
+soak: test-venv
 	CAIRN_KILL_CYCLES=$(SOAK_CYCLES) $(PY) -m pytest -q -s -o timeout=0 tests/test_crash.py -k kill_9
 	$(PY) tests/bench/soak_policy.py --rewrites 100 --gap-ms 100 --clients 8
 	$(PY) tests/bench/soak_sessions.py
@@ -50,14 +63,14 @@ soak: venv
 ## runs the same with 12 and a fixed seed); FUZZ_SEED picks other cases
 FUZZ_EXAMPLES ?= 500
 FUZZ_SEED ?= 20261130
-fuzz: venv
+fuzz: test-venv
 	CAIRN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) CAIRN_FUZZ_SEED=$(FUZZ_SEED) $(PY) -m pytest -q -o timeout=0 tests/test_openapi_fuzz.py
 
 ## eval: on the dev files $(EVAL) (pooled): Hit@5 / Recall@5 / MRR@10 with 95 % bootstrap intervals for naive,
 ## bm25, dense and hybrid per vault and kind; not-found rates through the ask path; known-item checks generated
 ## from the vaults. Writes docs/eval.md. Indexes and the naive pipeline's whole-chunk vectors are cached in
 ## .eval-cache/: the first run indexes each vault and embeds every chunk whole once more (obsidian-hub: ~12 min)
-eval: venv
+eval: test-venv
 	$(PY) tests/bench/eval_retrieval.py $(EVAL) --vaults "$(SHARED)/vaults" --record docs/eval.md
 
 ## bench: embedding throughput and index time (keyword-ready, fully embedded); freshness with the file watcher
@@ -67,7 +80,7 @@ eval: venv
 ## the CPU of one new question in process (search, and ask without a model).
 ## Each table is also written to docs/benchmarks.md with the date and the commit (tests/bench/record.py).
 RECORD := $(PY) tests/bench/record.py
-bench: venv
+bench: test-venv
 	$(RECORD) index -- tests/bench/bench_index.py "$(BENCH_VAULT)"
 	$(RECORD) freshness -- tests/bench/bench_freshness.py "$(BENCH_VAULT)"
 	$(RECORD) http -- tests/bench/bench_http.py "$(BENCH_VAULT)"
@@ -79,4 +92,4 @@ model:
 	$(PYTHON) packaging/build_model.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info daemon/*.egg-info
+	rm -rf $(VENV) build dist *.egg-info daemon/*.egg-info

@@ -2,7 +2,9 @@
 
 All onnxruntime and tokenizers code in Cairn lives here; nothing else imports them
 (DESIGN.md, Layout). The model files live in ``onnx_models/all-MiniLM-L6-v2/``
-(built reproducibly by ``packaging/build_model.py``):
+(built reproducibly by ``packaging/build_model.py``), reached from the package as
+``cairn/onnx_models/`` (a symlink in the source tree, real files in the wheel) so an installed
+Cairn finds the same model:
 
 - ``model.onnx`` (float32) and ``model_int8.onnx`` (dynamic int8): BERT encoder,
   inputs ``input_ids``/``attention_mask``/``token_type_ids`` (int64, [batch, seq]),
@@ -40,8 +42,9 @@ from cairn.errors import ConfigError, ModelError
 log = logging.getLogger(__name__)
 
 MODEL_NAME = "all-MiniLM-L6-v2"
-#: Default model folder: ``<repo>/onnx_models/all-MiniLM-L6-v2``, found relative to this file.
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[2] / "onnx_models" / MODEL_NAME
+#: Default model folder: ``cairn/onnx_models/all-MiniLM-L6-v2`` beside this file (in a checkout a symlink to
+#: ``<repo>/onnx_models/``; in a wheel the files themselves, pyproject.toml's package-data).
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "onnx_models" / MODEL_NAME
 #: Environment variable overriding the default model folder.
 MODEL_DIR_ENV = "CAIRN_MODEL_DIR"
 MANIFEST_FILE = "manifest.json"
@@ -209,7 +212,7 @@ class Embedder:
 
     Args:
         model_dir: the model folder; default ``$CAIRN_MODEL_DIR`` or
-            ``<repo>/onnx_models/all-MiniLM-L6-v2``.
+            ``cairn/onnx_models/all-MiniLM-L6-v2`` in the package.
         variant: ``"fp32"`` (``model.onnx``) or ``"int8"`` (``model_int8.onnx``);
             default: the manifest's ``default``.
         threads: how many batches run at once (one core each); default ``os.cpu_count()``.
