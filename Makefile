@@ -7,7 +7,7 @@ SHARED ?= ../shared
 EVAL   ?= $(SHARED)/eval/dev.jsonl $(SHARED)/eval/dev2.jsonl
 BENCH_VAULT ?= $(SHARED)/vaults/obsidian-hub
 
-.PHONY: run test check lint soak fuzz eval bench model venv test-venv wheel clean
+.PHONY: run test check lint soak fuzz eval bench model venv test-venv wheel plugin-zip clean
 
 ## venv: what running needs (`pip install -e .`); test-venv adds the [test] extras (pytest, playwright, ruff, ...)
 $(VENV)/.installed-run: pyproject.toml
@@ -42,6 +42,13 @@ wheel: venv
 	rm -rf build
 	$(PY) -m pip wheel --quiet --no-deps --wheel-dir dist .
 	rm -rf build
+
+## plugin-zip: $(DIST)/cairn-obsidian-<version>.zip (main.js, manifest.json, styles.css) to unpack into
+## <vault>/.obsidian/plugins/cairn/ or attach to a release for BRAT; from the build shipped in
+## daemon/cairn/obsidian_plugin/, so it needs only Python (no venv, no Node.js)
+DIST ?= dist
+plugin-zip:
+	$(PYTHON) packaging/plugin_zip.py --out "$(DIST)"
 
 ## lint: ruff (lint and format) and mypy, as CI runs them
 lint: test-venv
