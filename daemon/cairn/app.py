@@ -30,6 +30,7 @@ from cairn.indexing import Indexing, LLMProbe, Watcher
 from cairn.library import NoteViews
 from cairn.pdf_index import PdfIndexer, PdfQueue
 from cairn.policy_file import daemon_policy, policy_holder
+from cairn.private_files import private_dir, private_file, tighten_install
 from cairn.search import SearchService
 from cairn.store import Store
 from cairn.store.recovery import InstanceLock, instance_lock_path, open_verified
@@ -123,7 +124,9 @@ class Cairn:
 
 
 def setup_logging(config: Config, *, to_file: bool = True) -> None:
-    """Log to stderr and (for the daemon) a rotating file in the platform log folder. Never stdout."""
+    """Log to stderr and (for the daemon) a rotating file in the platform log folder (0600 in a 0700 folder).
+    Never stdout. Then the data, config and log folders of an older install are made private
+    (:func:`~cairn.private_files.tighten_install`), every change logged."""
     level = logging.DEBUG if config.debug else logging.INFO
     root = logging.getLogger()
     root.setLevel(level)
@@ -137,7 +140,8 @@ def setup_logging(config: Config, *, to_file: bool = True) -> None:
         root.addHandler(err)
         if to_file:
             try:
-                config.log_dir.mkdir(parents=True, exist_ok=True)
+                private_dir(config.log_dir)
+                private_file(config.log_dir / "cairn.log")  # what was searched is logged: 0600, as its rotations
                 fh = logging.handlers.RotatingFileHandler(
                     config.log_dir / "cairn.log", maxBytes=5_000_000, backupCount=3, encoding="utf-8"
                 )
@@ -147,6 +151,7 @@ def setup_logging(config: Config, *, to_file: bool = True) -> None:
             except OSError as exc:
                 log.warning("cannot write the log file in %s: %s", config.log_dir, exc)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING if not config.debug else logging.INFO)
+    tighten_install(config)  # an older install's folders and files made private, each change in this log
 
 
 class McpHttp:

@@ -9,6 +9,7 @@ import time
 
 from cairn import __version__
 from cairn.config import Config
+from cairn.private_files import private_dir
 
 
 def write_service_file(config: Config, url: str, port: int, mcp_url: str | None = None) -> None:
@@ -17,7 +18,7 @@ def write_service_file(config: Config, url: str, port: int, mcp_url: str | None 
     Never a token. Written twice: ``service-<index>.json`` (``config.service_file``, this vault's; what
     ``cairn status --vault`` and the plugin read) and ``service.json`` (``config.shared_service_file``: the
     daemon started last, for readers that know no vault). ``vault`` is the resolved vault path."""
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(config.data_dir)
     info = {
         "port": port,
         "pid": os.getpid(),

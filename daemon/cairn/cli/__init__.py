@@ -29,6 +29,7 @@ from cairn.cli.parser import build_parser
 from cairn.cli.query import cmd_ask, cmd_index, cmd_search, cmd_status
 from cairn.config import Config, load_config
 from cairn.errors import CairnError
+from cairn.private_files import set_private_umask, tighten_install
 
 log = logging.getLogger("cairn.cli")
 
@@ -61,7 +62,9 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``cairn`` console script. Returns the exit code."""
+    """Entry point of the ``cairn`` console script. Returns the exit code. Every file and folder Cairn creates is
+    its user's alone (umask 077, :mod:`cairn.private_files`); an older install's are made so at start."""
+    set_private_umask()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -72,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stream=sys.stderr,
                 format="%(levelname)s %(name)s: %(message)s",
             )
+            tighten_install(config)  # `serve` and `mcp` do it once their log file is open (app.setup_logging)
         code = COMMANDS[args.command](args, config)
         sys.stdout.flush()  # a closed pipe shows up here, inside the try, not at interpreter exit
         return code

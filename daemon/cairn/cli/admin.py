@@ -225,6 +225,7 @@ def cmd_plugin(args: argparse.Namespace, config: Config) -> int:
     from importlib import resources
 
     from cairn.errors import ConfigError
+    from cairn.private_files import users_umask
 
     vault = config.require_vault()
     obsidian = vault / ".obsidian"
@@ -248,11 +249,12 @@ def cmd_plugin(args: argparse.Namespace, config: Config) -> int:
             f"{dest} (or a file in it) is a symbolic link; Cairn does not write through links. "
             "Remove the link, or copy the plugin files there yourself."
         )
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in PLUGIN_FILES:
-        tmp = dest / f".{name}.cairn-tmp"
-        tmp.write_bytes(source.joinpath(name).read_bytes())
-        os.replace(tmp, dest / name)
+    with users_umask():  # the vault's files keep the user's usual modes, not Cairn's private ones
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in PLUGIN_FILES:
+            tmp = dest / f".{name}.cairn-tmp"
+            tmp.write_bytes(source.joinpath(name).read_bytes())
+            os.replace(tmp, dest / name)
     version = json.loads((dest / "manifest.json").read_text(encoding="utf-8")).get("version", "?")
     print(f"Installed the Cairn plugin {version} into {dest}")
     print(

@@ -24,6 +24,7 @@ from cairn.errors import (
     StoreError,
     StoreUnavailableError,
 )
+from cairn.private_files import make_private, private_dir, private_file
 from cairn.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def _open_error(path: Path, exc: apsw.Error) -> StoreError:
 class StoreBase:
     """An open index database.
 
-    ``Store(path)`` creates the file and folders if needed, loads sqlite-vec,
+    ``Store(path)`` creates the file (0600) and folders (0700) if needed, loads sqlite-vec,
     switches to WAL and applies pending migrations. Raises
     :class:`~cairn.errors.SchemaTooNewError` for a database from a newer Cairn and
     :class:`~cairn.errors.StoreError` when the file cannot be opened or is not a database.
@@ -122,7 +123,7 @@ class StoreBase:
         self._identity_checked = 0.0
         self._changed: str | None = None  # why the file is no longer used, once it was deleted or replaced
         if not readonly:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._private_files()
         conn = self.conn
         if not readonly:
             self._migrate(conn)
@@ -130,6 +131,17 @@ class StoreBase:
             self._check_version(conn)
         if vault is not None:
             self.check_vault(vault)
+
+    def _private_files(self) -> None:
+        """The index's folder (0700) and file (0600) made or left private before SQLite opens it: SQLite gives the
+        ``-wal`` and ``-shm`` it creates the index file's mode, and an index of an older install (0644, with its
+        ``-wal`` / ``-shm``) is narrowed, each change logged."""
+        private_dir(self.path.parent)
+        private_file(self.path)
+        for extra in ("-wal", "-shm"):
+            change = make_private(self.path.with_name(self.path.name + extra))
+            if change is not None:
+                log.warning("made %s%s yours alone: mode %o → %o", self.path, extra, *change)
 
     def _open(self) -> apsw.Connection:
         flags = apsw.SQLITE_OPEN_READONLY if self.readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE

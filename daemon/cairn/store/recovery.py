@@ -16,6 +16,7 @@ from pathlib import Path
 import apsw
 
 from cairn.errors import IndexOfAnotherVaultError, SchemaTooNewError, StoreError, StoreUnavailableError
+from cairn.private_files import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class InstanceLock:
 
     def acquire(self) -> InstanceLock:
         """Take the lock or raise :class:`AlreadyRunning` naming the running pid."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         if fcntl is not None:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
