@@ -42,6 +42,8 @@ OWN_ENTRIES: dict[str, tuple[str, ...]] = {
         "mcp-serve.yaml",
         "mcp-policy-created.json",
         "mcp-tokens/",
+        "keyring-notice",
+        ".*.tmp",
     ),
     "log": ("cairn.log*",),
 }
