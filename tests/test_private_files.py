@@ -99,6 +99,24 @@ def test_the_index_wal_and_shm_sqlite_creates_are_0600_whatever_the_umask(tmp_pa
         os.umask(previous)
 
 
+def test_an_older_index_left_open_with_its_wal_and_shm_is_narrowed_at_the_next_open(tmp_path, caplog):
+    path = tmp_path / "indexes" / "v.sqlite3"
+    first = Store(path)  # stands for a process killed while writing: its -wal and -shm stay
+    try:
+        first.set_meta("k", "v")
+        files = [path, *(path.with_name(path.name + x) for x in ("-wal", "-shm"))]
+        for f in files:
+            f.chmod(0o644)
+        with caplog.at_level("WARNING"):
+            second = Store(path)
+        second.close()
+        assert {f.name: oct(mode(f)) for f in files} == {f.name: "0o600" for f in files}
+        for f in files:
+            assert f"{f}: mode 644 → 600" in caplog.text, caplog.text
+    finally:
+        first.close()
+
+
 def old_install(home: Path) -> dict[str, Path]:
     """Folders 0755 and files 0644 as a Cairn before this change left them (an index, a moved-aside damaged one,
     the config, the token, the audit log, the log)."""

@@ -93,7 +93,7 @@ def private_file(path: Path) -> None:
     except FileExistsError:
         change = make_private(path)
         if change is not None:
-            log.warning("made %s yours alone: mode %o → %o", path, *change)
+            log.warning("made private to you: %s: mode %o → %o", path, *change)
     except OSError:
         pass
 
@@ -174,4 +174,4 @@ def _note(changes: list[str], what: str, path: Path, change: tuple[int, int] | N
         return
     line = f"{what + ' ' if what else ''}{path}: mode {change[0]:o} → {change[1]:o}"
     changes.append(line)
-    log.warning("made Cairn's private data yours alone: %s", line)
+    log.warning("made private to you: %s", line)

@@ -141,7 +141,7 @@ class StoreBase:
         for extra in ("-wal", "-shm"):
             change = make_private(self.path.with_name(self.path.name + extra))
             if change is not None:
-                log.warning("made %s%s yours alone: mode %o → %o", self.path, extra, *change)
+                log.warning("made private to you: %s%s: mode %o → %o", self.path, extra, *change)
 
     def _open(self) -> apsw.Connection:
         flags = apsw.SQLITE_OPEN_READONLY if self.readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
