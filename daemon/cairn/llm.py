@@ -62,6 +62,8 @@ class OpenAIChatModel:
 
     async def stream(self, messages: Sequence[dict[str, str]]) -> AsyncIterator[str]:
         """Yield the answer's text pieces as the model streams them. Raises :class:`LLMError`."""
+        if not self.model:
+            self.model = await self._only_model()
         body: dict[str, Any] = {
             "model": self.model,
             "messages": list(messages),
@@ -131,6 +133,31 @@ class OpenAIChatModel:
             if piece:
                 first = False
                 yield piece
+
+    async def _only_model(self) -> str:
+        """The model to name when ``llm.model`` is not set: the one model ``GET {base_url}/models`` lists. Raises
+        :class:`LLMError` saying to set ``llm.model`` when the server lists none or several (naming a few), or
+        cannot be asked; an empty ``model`` is never sent (servers answer it with errors that do not say why)."""
+        fix = "set llm.model (CAIRN_LLM_MODEL) to the model to use"
+        try:
+            async with self._session(self.config.connect_timeout_s + self.config.first_token_timeout_s) as session:
+                async with session.get(self.base_url + "/models", headers=self._headers()) as resp:
+                    listed = (await resp.json(content_type=None)).get("data") if resp.status < 400 else None
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError, AttributeError) as exc:
+            raise LLMError(
+                f"llm.model is not set and the models of {self.base_url} cannot be listed "
+                f"({type(exc).__name__}); {fix}."
+            ) from None
+        names = [m["id"] for m in listed or [] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        if len(names) != 1:
+            offered = f"offers {len(names)} models ({', '.join(names[:5])}{', …' if len(names) > 5 else ''})"
+            raise LLMError(
+                f"llm.model is not set and {self.base_url} "
+                + (offered if names else "lists no model at /models")
+                + f"; {fix}."
+            )
+        log.info("llm.model is not set: using %s, the one model %s offers", names[0], self.base_url)
+        return names[0]
 
     async def probe(self, timeout: float = 2.0) -> bool:
         """True when the endpoint answers HTTP at all (``GET {base_url}/models``), within ``timeout`` seconds."""

@@ -163,6 +163,8 @@ class Answer:
     elapsed_ms: float = 0.0
     #: withheld notes removed from the candidates (for the audit log; not part of to_json)
     withheld: int = 0
+    #: the ``error`` event's message when the model stopped mid-answer (``text`` is what it wrote until then)
+    error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return answer_json(self)

@@ -43,6 +43,7 @@ from cairn.answers.events import (
     Answer,
     Done,
     Event,
+    Failure,
     Source,
     Sources,
     Token,
@@ -325,6 +326,7 @@ class AnswerService:
         parts: list[str] = []
         chosen: list[Source] = []
         final = Done(False)
+        error: str | None = None
         tally = tally if tally is not None else WithheldTally()
         async for event in self.stream(
             question, top_k=top_k, tags=tags, folders=folders, chosen=chosen, withhold=withhold, tally=tally
@@ -333,6 +335,8 @@ class AnswerService:
                 parts.append(event.text)
             elif isinstance(event, Done):
                 final = event
+            elif isinstance(event, Failure):
+                error = event.message
         return Answer(
             text="".join(parts),
             grounded=final.grounded,
@@ -340,6 +344,7 @@ class AnswerService:
             sources=list(chosen),
             elapsed_ms=final.elapsed_ms,
             withheld=tally.count,
+            error=error,
         )
 
 

@@ -148,7 +148,7 @@ def _sources_text(sources: Sequence[Any]) -> str:
 
     cited = [line(s) for s in sources if s.cited]
     rest = [line(s) for s in sources if not s.cited]
-    parts = ["Sources:\n" + "\n".join(cited)] if cited else []
+    parts = ["Sources:\n" + ("\n".join(cited) if cited else "(the answer cites none of the passages below)")]
     parts += ["Also retrieved:\n" + "\n".join(rest)] if rest else []
     return "\n\n".join(parts)
 
@@ -185,9 +185,13 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
         _print_json(contract.agent_answer_json(answer))
         return 0
     print(answer.text)
-    if answer.grounded and answer.sources:  # the extractive answer's text lists its sources itself
+    model_wrote = answer.grounded or answer.error is not None  # else extractive: its text lists its sources
+    if model_wrote and answer.sources:
         print("\n" + _sources_text(answer.sources))
-    if not answer.not_found and not answer.grounded:
+    if answer.error is not None:
+        sys.stdout.flush()
+        print(f"Warning: {answer.error}", file=sys.stderr)
+    elif not answer.not_found and not answer.grounded:
         print(
             "\n(Built from your notes' own sentences: "
             + ("the language model did not answer.)" if config.llm.configured else "no language model is configured.)")
