@@ -3,7 +3,7 @@
 Runs the real ``cairn serve`` on the sample vault with the backend Cairn chooses (``--backend`` forces
 one): with PyGObject and GTK 3 the GTK backend (a D-Bus session is started here with ``dbus-daemon
 --session``, as a desktop has), else the ``xorg`` one (the icon and tooltip, no menu). Docks its icon
-in the minimal tray manager of ``tests/test_tray.py``, right-clicks it (XTEST) and grabs the screen
+in the minimal tray manager of ``tests/tray_harness.py``, right-clicks it (XTEST) and grabs the screen
 with Pillow. Prints what it did as JSON, with the log line naming the backend.
 
     .venv/bin/python packaging/tray_screenshot.py [--out docs/tray.png] [--backend auto|gtk|xorg]
@@ -64,7 +64,7 @@ def main() -> int:
     from PIL import ImageGrab
 
     sys.path.insert(0, str(REPO / "tests"))
-    from test_tray import TrayHost  # the minimal XEmbed tray manager the tests use
+    from tray_harness import TrayHost  # the minimal XEmbed tray manager the tests use
 
     xvfb, display = start_xvfb("360x330")
     home = Path(tempfile.mkdtemp(prefix="cairn-shot-"))

@@ -24,17 +24,17 @@ from types import SimpleNamespace
 
 import pytest
 
-import test_tray
+import tray_harness
 from cairn.tray.backend import LINUX_ORDER, TrayUnavailable, candidates, choose_backend
 from cairn.tray.backend import describe as describe_backend
 from helpers import read_service
-from test_tray import DRIVER, MENU, START_DEADLINE_S, TrayDaemon, daemon_env, tray_lines, write_vault
+from tray_harness import DRIVER, MENU, START_DEADLINE_S, TrayDaemon, daemon_env, tray_lines, write_vault
 
 pytestmark = pytest.mark.e2e
 
 SYSTEM_GI = Path("/usr/lib/python3/dist-packages/gi")
-xvfb = test_tray.xvfb  # the fixtures: a private Xvfb display and its minimal tray manager
-host = test_tray.host
+xvfb = tray_harness.xvfb  # the fixtures: a private Xvfb display and its minimal tray manager
+host = tray_harness.host
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def has_appindicator(env: dict[str, str]) -> bool:
 
 
 def start_driver(home: Path, env: dict[str, str]) -> TrayDaemon:
-    """The daemon with its tray (``test_tray.DRIVER``) on ``home``'s vault; its first answer read."""
+    """The daemon with its tray (``tray_harness.DRIVER``) on ``home``'s vault; its first answer read."""
     vault = write_vault(home / "vault")
     with open(home / "serve.stderr", "wb") as err:
         proc = subprocess.Popen(
@@ -120,7 +120,7 @@ def stop_driver(d: TrayDaemon) -> None:
 
 
 def auto_env(home: Path, display: str) -> dict[str, str]:
-    """:func:`test_tray.daemon_env` with the backend left to Cairn (no ``PYSTRAY_BACKEND``)."""
+    """:func:`tray_harness.daemon_env` with the backend left to Cairn (no ``PYSTRAY_BACKEND``)."""
     env = daemon_env(home, display)
     env.pop("PYSTRAY_BACKEND")
     return env
