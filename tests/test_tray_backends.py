@@ -8,8 +8,9 @@ in the daemon's venv the way the README says (the venv reaching the system's ``p
 ``dbus-daemon`` gives it the session bus a desktop has. The order itself (AppIndicator → GTK → xorg,
 ``PYSTRAY_BACKEND`` forcing one) is checked without a display with a stand-in loader.
 
-``.ci/run`` installs ``python3-gi``, ``gir1.2-gtk-3.0`` and ``dbus`` when missing and root; without them the
-GTK tests skip saying so.
+``.ci/run`` installs ``python3-gi``, ``gir1.2-gtk-3.0`` and ``dbus`` when missing and root, and unpacks
+Debian's AppIndicator library into a private folder for the AppIndicator test; without them those tests
+skip saying so.
 """
 
 from __future__ import annotations
@@ -198,6 +199,50 @@ def test_quitting_from_the_gtk_tray_exits_0_without_claiming_to_run_headless(gtk
     assert code == 0, d.stderr[-3000:]
     assert "tray: quit requested" in d.stderr and "shutting down" in d.stderr
     assert "headless" not in d.stderr and "tray icon stopped" not in d.stderr, tray_lines(d.stderr)
+
+
+def with_appindicator(env: dict[str, str]) -> dict[str, str]:
+    """``env`` reaching the AppIndicator library and typelib unpacked in ``$CAIRN_TEST_APPINDICATOR_DIR`` (a lib
+    folder holding ``girepository-1.0/``; ``.ci/run`` unpacks Debian's packages there: installed system-wide
+    they would make the GTK fallback untestable on the same machine)."""
+    lib = os.environ.get("CAIRN_TEST_APPINDICATOR_DIR", "")
+    if not lib or not (Path(lib) / "girepository-1.0").is_dir():
+        return env
+    paths = {"GI_TYPELIB_PATH": str(Path(lib) / "girepository-1.0"), "LD_LIBRARY_PATH": lib}
+    return {**env, **{k: os.pathsep.join(p for p in (v, env.get(k, "")) if p) for k, v in paths.items()}}
+
+
+def test_with_appindicator_it_comes_first_with_its_menu(tmp_path, xvfb, host, system_gi, session_bus):
+    env = auto_env(tmp_path, xvfb)
+    env.update({"PYTHONPATH": with_gi(env, system_gi), "DBUS_SESSION_BUS_ADDRESS": session_bus})
+    env = with_appindicator(env)
+    if not has_appindicator(env):
+        pytest.skip(
+            "no AppIndicator typelib: install gir1.2-ayatanaappindicator3-0.1, or unpack it into "
+            "$CAIRN_TEST_APPINDICATOR_DIR as .ci/run does"
+        )
+    docked = len(host.docked)
+    d = start_driver(tmp_path, env)
+    try:
+        assert d.hello["ready"] and d.hello["backend"] == "pystray._appindicator", d.stderr[-3000:]
+        assert backend_line(d.stderr).endswith("tray icon: pystray's appindicator backend, with its menu")
+        visible = d.until("the idle menu", lambda: (m := d.menu())[0]["text"].endswith("up to date") and m)
+        assert [i["text"] for i in visible if i["visible"] and i["enabled"]] == MENU
+        # No StatusNotifier host on Xvfb: the library falls back to a classic tray icon, which the host docks
+        # (it may replace its window as the icon changes: the newest one still there is the icon).
+        wid = host.wait(
+            "the AppIndicator icon docked",
+            lambda: next((w for w in reversed(host.docked[docked:]) if w in host.current), None),
+        )
+        popups = Popups(xvfb)
+        before = popups.shown()
+        host.click(wid, button=3)
+        d.until("the menu popped up", lambda: popups.shown() - before)
+        d.click("Quit")
+        assert d.proc.wait(timeout=30) == 0, d.stderr[-3000:]
+        assert "headless" not in d.stderr, tray_lines(d.stderr)
+    finally:
+        stop_driver(d)
 
 
 def test_without_pygobject_the_xorg_backend_is_used_and_the_log_says_there_is_no_menu(tmp_path, xvfb, host):
