@@ -70,8 +70,10 @@ def test_the_systemd_unit_runs_cairn_serve_with_the_vault_and_the_current_folder
     assert autostart.command_in("linux", entry.content) == autostart.launch_command(config, "linux")
     assert autostart.command_in("linux", entry.content)[-3:] == ["serve", "--vault", str(vault)]
     assert unit["Service"]["Environment"] == '"CAIRN_DATA_DIR=/data/100%% cairn"'  # %% is systemd's literal %
-    assert entry.path == home / ".config" / "systemd" / "user" / "cairn.service"
-    assert entry.link == entry.path.parent / "default.target.wants" / "cairn.service"
+    name = f"cairn-{autostart.entry_id(vault)}.service"
+    assert name.startswith("cairn-My_Vault-")
+    assert entry.path == home / ".config" / "systemd" / "user" / name
+    assert entry.link == entry.path.parent / "default.target.wants" / name
 
 
 def test_the_systemd_unit_quotes_odd_vault_names_so_the_argument_survives(home, tmp_path):
@@ -96,11 +98,11 @@ def test_the_launch_agent_plist_runs_cairn_serve_at_login_with_the_vault(home, v
         entry_env={"CAIRN_LOG_DIR": "/logs/<cairn> & co"},
     )
     plist = plistlib.loads(entry.content.encode("utf-8"))
-    assert plist["Label"] == "org.cairn-notes.cairn"
+    assert plist["Label"] == f"org.cairn-notes.cairn.{autostart.entry_id(vault)}"
     assert plist["ProgramArguments"] == ["/opt/cairn/bin/cairn", "serve", "--vault", ODD_NAME]
     assert plist["RunAtLoad"] is True and plist["KeepAlive"] == {"SuccessfulExit": False}
     assert plist["EnvironmentVariables"] == {"CAIRN_LOG_DIR": "/logs/<cairn> & co"}
-    assert entry.path == home / "Library" / "LaunchAgents" / "org.cairn-notes.cairn.plist" and entry.link is None
+    assert entry.path == home / "Library" / "LaunchAgents" / f"{plist['Label']}.plist" and entry.link is None
     assert autostart.command_in("macos", entry.content) == plist["ProgramArguments"]
 
 
@@ -116,7 +118,15 @@ def test_the_windows_startup_entry_starts_pythonw_with_the_vault_in_crlf_lines(h
     assert autostart.command_in("windows", entry.content) == argv
     assert (
         entry.path
-        == home / "AppData" / "Roaming" / "Microsoft" / "Windows" / "Start Menu" / "Programs" / "Startup" / "Cairn.cmd"
+        == home
+        / "AppData"
+        / "Roaming"
+        / "Microsoft"
+        / "Windows"
+        / "Start Menu"
+        / "Programs"
+        / "Startup"
+        / f"Cairn {autostart.entry_id(vault)}.cmd"
     )
 
 
@@ -169,8 +179,7 @@ def test_enable_installs_a_unit_systemd_accepts_status_reports_it_and_disable_re
     config = config_for(vault)
     assert autostart.status(config)["installed"] is False
     entry = autostart.enable(config)
-    unit = home / ".config" / "systemd" / "user" / "cairn.service"
-    link = unit.parent / "default.target.wants" / "cairn.service"
+    unit, link = autostart.entry_path("linux", vault=vault)
     assert entry.path == unit and unit.read_text(encoding="utf-8") == entry.content
     assert link.is_symlink() and link.resolve() == unit.resolve()
     assert oct(unit.stat().st_mode & 0o777) == "0o644"
@@ -184,8 +193,11 @@ def test_enable_installs_a_unit_systemd_accepts_status_reports_it_and_disable_re
         "current": True,
         "command": autostart.launch_command(config),
         "vault": str(vault),
+        "entries": [
+            {"path": str(unit), "installed": True, "enabled": True, "command": status["command"], "vault": str(vault)}
+        ],
     }
-    assert sorted(autostart.disable()) == sorted([unit, link])
+    assert sorted(autostart.disable(config)) == sorted([unit, link])
     assert not unit.exists() and not link.is_symlink()
     assert autostart.status(config)["installed"] is False
     assert autostart.disable() == []
@@ -218,15 +230,16 @@ def test_enable_for_another_platform_writes_its_file_under_the_fake_home(home, v
     with open(entry.path, encoding="utf-8", newline="") as fh:
         assert fh.read() == entry.content
     assert autostart.status(config, platform=platform)["enabled"] is True
-    assert autostart.disable(platform=platform) == [entry.path]
+    assert autostart.disable(config, platform=platform) == [entry.path]
 
 
-def test_status_says_when_the_entry_was_written_for_another_vault(home, vault, tmp_path):
+def test_status_of_another_vault_says_it_has_no_entry_and_lists_the_one_there_is(home, vault, tmp_path):
     autostart.enable(config_for(vault))
     other = tmp_path / "Other vault"
     other.mkdir()
     status = autostart.status(config_for(other))
-    assert status["enabled"] is True and status["current"] is False and status["vault"] == str(vault)
+    assert status["installed"] is False and status["enabled"] is False
+    assert [e["vault"] for e in status["entries"]] == [str(vault)]
 
 
 # -- the CLI -------------------------------------------------------------------------------------
@@ -236,12 +249,12 @@ def test_status_says_when_the_entry_was_written_for_another_vault(home, vault, t
 def test_cairn_autostart_enable_status_disable_from_the_command_line(home, vault, capsys):
     assert main(["autostart", "enable", "--vault", str(vault)]) == 0
     out = capsys.readouterr().out
-    unit = home / ".config" / "systemd" / "user" / "cairn.service"
+    unit, _ = autostart.entry_path("linux", vault=vault)
     assert f"Start at login enabled: {unit} runs `cairn serve --vault {vault}`." in out
-    assert "systemctl --user start cairn" in out
+    assert f"systemctl --user start {unit.stem}" in out
     assert main(["autostart", "status"]) == 0
     out = capsys.readouterr().out
-    assert f"Start at login: enabled ({unit})" in out and f"cairn serve --vault {vault}" in out
+    assert f"  enabled      cairn serve --vault {vault}  ({unit})" in out
     assert main(["autostart", "disable"]) == 0
     assert "Start at login disabled: removed" in capsys.readouterr().out and not unit.exists()
     assert main(["autostart", "status"]) == 0
@@ -269,3 +282,52 @@ def test_cairn_paths_prints_the_config_data_log_and_cache_folders(capsys, monkey
     import json
 
     assert json.loads(capsys.readouterr().out)["data"] == str(tmp_path / "d")
+
+
+# -- one entry per vault (issue 20, item 7) ------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(autostart.current_platform() != "linux", reason="the Linux entries (systemd user units)")
+def test_enabling_a_second_vault_keeps_the_first_status_lists_both_and_disable_removes_one(home, tmp_path):
+    from test_cli import run_cairn
+
+    env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
+    a, b = tmp_path / "A", tmp_path / "B"
+    a.mkdir()
+    b.mkdir()
+    run_cairn(tmp_path, "autostart", "enable", "--vault", str(a), env=env)
+    run_cairn(tmp_path, "autostart", "enable", "--vault", str(b), env=env)
+    unit_a, link_a = autostart.entry_path("linux", vault=a)
+    unit_b, link_b = autostart.entry_path("linux", vault=b)
+    assert unit_a != unit_b and all(p.exists() for p in (unit_a, link_a, unit_b, link_b))
+    assert autostart.command_in("linux", unit_a.read_text(encoding="utf-8"))[-1] == str(a)
+    out = run_cairn(tmp_path, "autostart", "status", env=env).stdout
+    assert "Start at login entries (2):" in out
+    assert f"enabled      cairn serve --vault {a}  ({unit_a})" in out
+    assert f"enabled      cairn serve --vault {b}  ({unit_b})" in out
+    out = run_cairn(tmp_path, "autostart", "disable", "--vault", str(b), env=env).stdout
+    assert out.startswith("Start at login disabled: removed ") and str(unit_b) in out
+    assert not unit_b.exists() and not link_b.is_symlink() and unit_a.exists() and link_a.is_symlink()
+    out = run_cairn(tmp_path, "autostart", "status", "--vault", str(a), env=env).stdout
+    assert out.startswith(f"Start at login: enabled for {a} ({unit_a})")
+    assert "Start at login entries (1):" in out
+
+
+def test_an_entry_from_before_entries_were_per_vault_stays_for_its_vault_until_that_vault_is_enabled(
+    home, vault, tmp_path
+):
+    old = autostart.render("linux", config_for(vault)).content
+    legacy, legacy_link = autostart.entry_path("linux")
+    legacy.parent.mkdir(parents=True)
+    legacy.write_text(old, encoding="utf-8")
+    other = tmp_path / "Other"
+    other.mkdir()
+    autostart.enable(config_for(other), platform="linux")  # another vault: the old entry is the first vault's
+    assert legacy.exists()
+    status = autostart.status(config_for(vault), platform="linux")
+    assert status["path"] == str(legacy) and status["vault"] == str(vault) and status["current"] is False
+    assert sorted(e["vault"] for e in status["entries"]) == sorted([str(vault), str(other)])
+    autostart.enable(config_for(vault), platform="linux")  # its own vault: replaced by the per-vault entry
+    assert not legacy.exists()
+    assert autostart.status(config_for(vault), platform="linux")["current"] is True

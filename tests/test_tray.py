@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 import tray_harness
+from cairn import autostart
 from cairn import tray as tray_mod
 from cairn.tray import STATES, describe, icon_path
 from helpers import cairn_executable, read_service, wait_until
@@ -250,12 +251,12 @@ def test_a_notice_such_as_token_copied_leaves_the_menu_again_after_a_few_seconds
 
 def test_start_at_login_checkbox_installs_and_removes_the_systemd_user_unit(tray_daemon, indexed):
     d = tray_daemon
-    unit = d.home / ".config" / "systemd" / "user" / "cairn.service"
+    unit = d.home / ".config" / "systemd" / "user" / f"cairn-{autostart.entry_id(Path(d.vault).resolve())}.service"
     d.click("Start at login")
     d.until("the box ticked", lambda: next(i for i in d.menu() if i["text"] == "Start at login")["checked"])
     text = unit.read_text(encoding="utf-8")
     assert f'"--vault" "{d.vault}"' in text and '"serve"' in text
-    assert (unit.parent / "default.target.wants" / "cairn.service").is_symlink()
+    assert (unit.parent / "default.target.wants" / unit.name).is_symlink()
     d.click("Start at login")
     d.until("the box cleared", lambda: not next(i for i in d.menu() if i["text"] == "Start at login")["checked"])
     assert not unit.exists()

@@ -585,5 +585,5 @@ def _tray_actions(config: Config, stop_daemon: Callable[[], None]) -> Any:
         quit=stop_daemon,
         token=lambda: get_or_create_token(config),
         autostart_enabled=lambda: autostart.status(config)["enabled"],
-        set_autostart=lambda enable: autostart.enable(config) if enable else autostart.disable(),
+        set_autostart=lambda enable: autostart.enable(config) if enable else autostart.disable(config),
     )

@@ -1,19 +1,25 @@
 """Start at login (layer 1 resource: the OS's per-user login-items folders).
 
 ``cairn autostart enable|disable|status`` and the tray's "Start at login" checkbox install or remove
-one per-user entry that runs ``cairn serve --vault VAULT`` when the owner logs in:
+one per-user entry PER VAULT that runs ``cairn serve --vault VAULT`` when the owner logs in. An entry is named
+after its vault (:func:`entry_id`: ``<vault folder name>-<8 hex of sha256(vault path)>``), so enabling a second
+vault never replaces the first:
 
 ==========  =============================================================  ==========================
 platform    file                                                           template (packaging/autostart)
 ==========  =============================================================  ==========================
-linux       ``$XDG_CONFIG_HOME/systemd/user/cairn.service`` (default        ``cairn.service``
+linux       ``$XDG_CONFIG_HOME/systemd/user/cairn-ID.service`` (default     ``cairn.service``
             ``~/.config``), enabled by the link
-            ``default.target.wants/cairn.service`` (what ``systemctl --user
-            enable`` makes)
-macos       ``~/Library/LaunchAgents/org.cairn-notes.cairn.plist``           ``cairn.plist``
+            ``default.target.wants/cairn-ID.service`` (what ``systemctl
+            --user enable`` makes)
+macos       ``~/Library/LaunchAgents/org.cairn-notes.cairn.ID.plist``        ``cairn.plist``
 windows     ``%APPDATA%\\Microsoft\\Windows\\Start Menu\\Programs\\Startup\\   ``cairn.cmd``
-            Cairn.cmd``
+            Cairn ID.cmd``
 ==========  =============================================================  ==========================
+
+An entry written before entries were per vault (``cairn.service``, ``org.cairn-notes.cairn.plist``,
+``Cairn.cmd``) is listed too, with the vault it runs; ``enable`` for that vault replaces it, ``disable`` for that
+vault removes it.
 
 The templates ship inside the package (``cairn/autostart_templates`` is a link to
 ``packaging/autostart``). Every value put into a file is escaped for that format (systemd
@@ -28,6 +34,7 @@ unknown; the vault must be configured (``config.require_vault``).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import string
 import sys
@@ -90,20 +97,59 @@ def carried_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return {k: env[k] for k in CARRIED_ENV if env.get(k)}
 
 
-def entry_path(platform: str, env: Mapping[str, str] | None = None) -> tuple[Path, Path | None]:
-    """(file, enabling link or None) for ``platform``, from ``HOME`` / ``XDG_CONFIG_HOME`` / ``APPDATA``."""
+def entry_id(vault: Path) -> str:
+    """The name of ``vault``'s entry: its folder name in ASCII letters, digits, ``-`` and ``_`` (at most 40), then
+    8 hex of the sha256 of its path (two vaults of one name differ); a word systemd, launchd and Windows accept."""
+    safe = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_") else "_" for ch in vault.name)[:40]
+    return f"{safe.strip('_') or 'vault'}-{hashlib.sha256(os.fsencode(vault)).hexdigest()[:8]}"
+
+
+def _folder(platform: str, env: Mapping[str, str] | None) -> Path:
     env = os.environ if env is None else env
     home = Path(env.get("HOME") or env.get("USERPROFILE") or Path.home())
     if platform == "linux":
         base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else home / ".config"
-        unit_dir = base / "systemd" / "user"
-        return unit_dir / UNIT_NAME, unit_dir / "default.target.wants" / UNIT_NAME
+        return base / "systemd" / "user"
     if platform == "macos":
-        return home / "Library" / "LaunchAgents" / f"{LAUNCHD_LABEL}.plist", None
+        return home / "Library" / "LaunchAgents"
     if platform == "windows":
         appdata = Path(env["APPDATA"]) if env.get("APPDATA") else home / "AppData" / "Roaming"
-        return appdata / "Microsoft" / "Windows" / "Start Menu" / "Programs" / "Startup" / WINDOWS_ENTRY, None
+        return appdata / "Microsoft" / "Windows" / "Start Menu" / "Programs" / "Startup"
     raise ConfigError(f"Unknown platform {platform!r} for start at login; expected one of {', '.join(PLATFORMS)}.")
+
+
+def _file_name(platform: str, ident: str | None) -> str:
+    """The entry's file name; ``ident`` None: the one entry written before entries were per vault."""
+    if platform == "linux":
+        return f"cairn-{ident}.service" if ident else UNIT_NAME
+    if platform == "macos":
+        return f"{launchd_label(ident)}.plist"
+    return f"Cairn {ident}.cmd" if ident else WINDOWS_ENTRY
+
+
+def launchd_label(ident: str | None) -> str:
+    return f"{LAUNCHD_LABEL}.{ident}" if ident else LAUNCHD_LABEL
+
+
+def entry_path(
+    platform: str, env: Mapping[str, str] | None = None, vault: Path | None = None
+) -> tuple[Path, Path | None]:
+    """(file, enabling link or None) of ``vault``'s entry for ``platform`` (without ``vault``: the single entry
+    of older versions), from ``HOME`` / ``XDG_CONFIG_HOME`` / ``APPDATA``."""
+    folder = _folder(platform, env)
+    path = folder / _file_name(platform, entry_id(vault) if vault is not None else None)
+    return path, (folder / "default.target.wants" / path.name if platform == "linux" else None)
+
+
+def installed_entries(platform: str, env: Mapping[str, str] | None = None) -> list[tuple[Path, Path | None]]:
+    """Every Cairn entry installed for ``platform`` (per-vault ones and the older single one), sorted by path."""
+    folder = _folder(platform, env)
+    pattern = {"linux": "cairn*.service", "macos": f"{LAUNCHD_LABEL}*.plist", "windows": "Cairn*.cmd"}[platform]
+    try:
+        found = sorted(p for p in folder.glob(pattern) if p.is_file())
+    except OSError:
+        return []
+    return [(p, folder / "default.target.wants" / p.name if platform == "linux" else None) for p in found]
 
 
 def template(platform: str) -> str:
@@ -148,8 +194,8 @@ def render(
     (default :func:`carried_env`) set, placed by :func:`entry_path` under ``env``'s home folders."""
     argv = list(argv) if argv is not None else launch_command(config, platform)
     extra = dict(entry_env) if entry_env is not None else carried_env()
-    path, link = entry_path(platform, env)
     vault = config.require_vault()
+    path, link = entry_path(platform, env, vault)
     if platform == "linux":
         values = {
             "vault_name": vault.name.replace("%", "%%").replace("\n", " "),
@@ -169,7 +215,7 @@ def render(
                 + "  </dict>\n"
             )
         content = string.Template(template(platform)).substitute(
-            {"label": LAUNCHD_LABEL, "program_arguments": args, "environment": env_xml}
+            {"label": launchd_label(entry_id(vault)), "program_arguments": args, "environment": env_xml}
         )
     elif platform == "windows":
         env_cmd = "".join(f'set "{k}={v.replace("%", "%%")}"\n' for k, v in extra.items())
@@ -200,9 +246,11 @@ def _write(path: Path, content: str) -> None:
 
 
 def enable(config: Config, *, platform: str | None = None, env: Mapping[str, str] | None = None) -> Entry:
-    """Install (or replace) the entry for this platform; on Linux also make the enabling link.
-    Returns what was written. Raises :class:`ConfigError` when a file cannot be written."""
-    entry = render(platform or current_platform(), config, env=env)
+    """Install (or replace) the entry of ``config``'s vault for this platform; on Linux also make the enabling
+    link. An older single entry that runs this same vault is removed (this one replaces it); other vaults' entries
+    stay. Returns what was written. Raises :class:`ConfigError` when a file cannot be written."""
+    platform = platform or current_platform()
+    entry = render(platform, config, env=env)
     _write(entry.path, entry.content)
     if entry.link is not None:
         try:
@@ -212,20 +260,41 @@ def enable(config: Config, *, platform: str | None = None, env: Mapping[str, str
             entry.link.symlink_to(Path("..") / entry.path.name)
         except OSError as exc:
             raise ConfigError(f"Cannot enable the unit with the link {str(entry.link)!r}: {exc.strerror}.") from None
+    old = entry_path(platform, env)
+    if old[0] != entry.path and _runs_vault(platform, old[0], config.require_vault()):
+        _remove(old)
     return entry
 
 
-def disable(*, platform: str | None = None, env: Mapping[str, str] | None = None) -> list[Path]:
-    """Remove the entry (and its enabling link). Returns the paths removed (empty when none existed)."""
-    path, link = entry_path(platform or current_platform(), env)
+def _runs_vault(platform: str, path: Path, vault: Path) -> bool:
+    return path.is_file() and _vault_of(command_in(platform, _read(path))) == str(vault)
+
+
+def _remove(entry: tuple[Path, Path | None]) -> list[Path]:
     removed = []
-    for p in (link, path):
+    for p in (entry[1], entry[0]):
         if p is not None and (p.is_symlink() or p.exists()):
             try:
                 p.unlink()
             except OSError as exc:
                 raise ConfigError(f"Cannot remove the start-at-login entry {str(p)!r}: {exc.strerror}.") from None
             removed.append(p)
+    return removed
+
+
+def disable(
+    config: Config | None = None, *, platform: str | None = None, env: Mapping[str, str] | None = None
+) -> list[Path]:
+    """Remove the entry of ``config``'s vault (and its enabling link; an older single entry too when it runs that
+    vault); without a vault, every Cairn entry. Returns the paths removed (empty when none existed)."""
+    platform = platform or current_platform()
+    vault = config.vault if config is not None else None
+    if vault is None:
+        return [p for entry in installed_entries(platform, env) for p in _remove(entry)]
+    removed = _remove(entry_path(platform, env, vault))
+    old = entry_path(platform, env)
+    if _runs_vault(platform, old[0], vault):
+        removed += _remove(old)
     return removed
 
 
@@ -248,29 +317,63 @@ def command_in(platform: str, content: str) -> list[str] | None:
     return None
 
 
-def status(config: Config | None = None, *, platform: str | None = None, env: Mapping[str, str] | None = None) -> dict:
-    """``{platform, path, installed, enabled, current, command, vault}``: ``enabled`` — the entry will run at
-    login (Linux: unit file and enabling link both present); ``current`` — the file is what ``enable``
-    would write now for ``config`` (same vault, program and folders; ``None`` without a config);
-    ``command`` / ``vault`` — what the installed entry runs (``None`` when not installed)."""
-    platform = platform or current_platform()
-    path, link = entry_path(platform, env)
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def _vault_of(command: list[str] | None) -> str | None:
+    return command[command.index("--vault") + 1] if command and "--vault" in command[:-1] else None
+
+
+def _describe(platform: str, path: Path, link: Path | None) -> dict:
+    """``{path, installed, enabled, command, vault}`` of the entry file ``path``."""
     installed = path.is_file()
-    command = command_in(platform, path.read_text(encoding="utf-8")) if installed else None
-    vault = command[command.index("--vault") + 1] if command and "--vault" in command[:-1] else None
+    command = command_in(platform, _read(path)) if installed else None
     enabled = installed and (link is None or (link.is_symlink() and link.resolve() == path.resolve()))
-    current = None
-    if installed and config is not None and config.vault is not None:
-        try:
-            current = path.read_text(encoding="utf-8") == render(platform, config, env=env).content
-        except (OSError, ConfigError):
-            current = False
     return {
-        "platform": platform,
         "path": str(path),
         "installed": installed,
         "enabled": enabled,
-        "current": current,
         "command": command,
-        "vault": vault,
+        "vault": _vault_of(command),
     }
+
+
+def status(config: Config | None = None, *, platform: str | None = None, env: Mapping[str, str] | None = None) -> dict:
+    """``{platform, path, installed, enabled, current, command, vault, entries}`` for ``config``'s vault:
+    ``enabled`` — its entry will run at login (Linux: unit file and enabling link both present); ``current`` — the
+    file is what ``enable`` would write now (same vault, program and folders; ``None`` without a vault);
+    ``command`` / ``vault`` — what the installed entry runs (``None`` when not installed). An older single entry
+    that runs this vault stands for it (``current`` false: enable again to update it). ``entries``: every
+    installed entry, ``[{path, installed, enabled, command, vault}]``. Without a vault the top level describes the
+    only entry when there is one, else says whether any is installed."""
+    platform = platform or current_platform()
+    entries = [_describe(platform, path, link) for path, link in installed_entries(platform, env)]
+    vault = config.vault if config is not None else None
+    current = None
+    if vault is not None:
+        own, link = entry_path(platform, env, vault)
+        path, old = own, entry_path(platform, env)
+        if not own.is_file() and _runs_vault(platform, old[0], vault):
+            path, link = old
+        top = _describe(platform, path, link)
+        if top["installed"]:
+            try:
+                wanted = render(platform, config, env=env).content  # type: ignore[arg-type]
+                current = path == own and _read(path) == wanted
+            except ConfigError:
+                current = False
+    elif len(entries) == 1:
+        top = entries[0]
+    else:
+        top = {
+            "path": str(_folder(platform, env)),
+            "installed": bool(entries),
+            "enabled": any(e["enabled"] for e in entries),
+            "command": None,
+            "vault": None,
+        }
+    return {"platform": platform, **top, "current": current, "entries": entries}

@@ -139,7 +139,8 @@ def cmd_policy(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_autostart(args: argparse.Namespace, config: Config) -> int:
-    """``cairn autostart enable|disable|status``: the login entry of :mod:`cairn.autostart`."""
+    """``cairn autostart enable|disable|status``: the login entries of :mod:`cairn.autostart`, one per vault.
+    ``enable`` needs ``--vault``; ``disable --vault`` removes that vault's entry, ``disable`` alone every one."""
     from cairn import autostart
 
     if args.autostart_action == "enable":
@@ -148,36 +149,48 @@ def cmd_autostart(args: argparse.Namespace, config: Config) -> int:
         if entry.platform == "linux":
             print(
                 "It starts at your next login; to start it now: systemctl --user daemon-reload && "
-                "systemctl --user start cairn"
+                f"systemctl --user start {entry.path.stem}"
             )
         return 0
     if args.autostart_action == "disable":
-        removed = autostart.disable()
+        removed = autostart.disable(config)
+        whose = f" for {config.vault}" if config.vault is not None else ""
         print(
             "Start at login disabled: removed " + ", ".join(str(p) for p in removed)
             if removed
-            else "Start at login was not enabled; nothing to remove."
+            else f"Start at login was not enabled{whose}; nothing to remove."
         )
         return 0
     out = autostart.status(config if config.vault is not None else None)
     if args.json:
         _print_json(out)
         return 0
-    if not out["installed"]:
-        print(
-            f"Start at login: disabled (no entry at {out['path']}). Enable it with: cairn autostart enable --vault PATH"
-        )
-    else:
-        state = "enabled" if out["enabled"] else "installed but not enabled"
-        print(f"Start at login: {state} ({out['path']})")
-        if out["vault"]:
-            print(f"Runs:           cairn serve --vault {out['vault']}")
-        if out["current"] is False:
-            print(
-                "The entry was written for another vault, program or folders; run `cairn autostart enable` again "
-                "to update it."
-            )
+    _print_autostart(out, config)
     return 0
+
+
+def _print_autostart(out: dict, config: Config) -> None:
+    """``cairn autostart status``: this vault's entry (with ``--vault``), then every entry installed."""
+    if config.vault is not None:
+        if not out["installed"]:
+            print(f"Start at login: disabled for {config.vault}. Enable it with: cairn autostart enable --vault PATH")
+        else:
+            state = "enabled" if out["enabled"] else "installed but not enabled"
+            print(f"Start at login: {state} for {config.vault} ({out['path']})")
+            if out["current"] is False:
+                print(
+                    "The entry was written for another program, folders or Cairn version; run `cairn autostart "
+                    "enable` again to update it."
+                )
+    entries = out["entries"]
+    if not entries:
+        if config.vault is None:
+            print("Start at login: disabled (no entry). Enable it with: cairn autostart enable --vault PATH")
+        return
+    print(f"Start at login entries ({len(entries)}):")
+    for e in entries:
+        state = "enabled" if e["enabled"] else "not enabled"
+        print(f"  {state:<12} cairn serve --vault {e['vault'] or '?'}  ({e['path']})")
 
 
 def cmd_paths(args: argparse.Namespace, config: Config) -> int:
