@@ -50,7 +50,7 @@ def wait(what: str, check, timeout: float = 120.0):
     return value
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "tray.png")
     parser.add_argument("--vault", type=Path, default=REPO / "examples" / "vault")
@@ -60,9 +60,63 @@ def main() -> int:
         default="auto",
         help="pystray backend (PYSTRAY_BACKEND); auto: the one Cairn chooses, named in its log",
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def serve_env(home: Path, display: str, backend: str) -> dict[str, str]:
+    """The environment of ``cairn serve``: every user folder inside ``home``, the display, the backend."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "XDG_", "PYSTRAY_"))}
+    if backend != "auto":
+        env["PYSTRAY_BACKEND"] = backend
+    env.update(
+        {
+            "DISPLAY": display,
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "CAIRN_DATA_DIR": str(home / "data"),
+            "CAIRN_CONFIG_DIR": str(home / "config"),
+            "CAIRN_LOG_DIR": str(home / "log"),
+            "CAIRN_KEYRING": "file",
+        }
+    )
+    return env
+
+
+def start_bus(env: dict[str, str]) -> int | None:
+    """A private D-Bus session bus (the GTK backends need one, as on a desktop), its address put in ``env``;
+    returns its pid, or None without ``dbus-daemon``."""
+    if not shutil.which("dbus-daemon"):
+        return None
+    out = subprocess.run(
+        ["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    env["DBUS_SESSION_BUS_ADDRESS"] = out[0]
+    return int(out[1])
+
+
+def shoot(host, display: str, out: Path) -> tuple[int, int]:
+    """Right-click the newest docked icon (XTEST), grab the screen down to what is drawn, save it to ``out``."""
     from PIL import ImageGrab
 
+    with host.cond:
+        host.cond.wait_for(lambda: host.current, 60)
+    time.sleep(3)  # the tray's status poll (2 s) shows the note count
+    wid = next(w for w in reversed(host.docked) if w in host.current)  # AppIndicator may replace its window
+    host.click(wid, button=3)
+    time.sleep(1.5)
+    shot = ImageGrab.grab(xdisplay=display)
+    bbox = shot.convert("L").point(lambda v: 255 if v > 0 else 0).getbbox()  # drop the empty black screen
+    shot = shot.crop((0, 0, shot.width, min(shot.height, (bbox[3] if bbox else shot.height) + 8)))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shot.save(out, optimize=True)
+    return shot.size
+
+
+def main() -> int:
+    args = parse_args()
     sys.path.insert(0, str(REPO / "tests"))
     from tray_harness import TrayHost  # the minimal XEmbed tray manager the tests use
 
@@ -72,57 +126,30 @@ def main() -> int:
     bus_pid = None
     try:
         host = TrayHost(display)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CAIRN_", "XDG_", "PYSTRAY_"))}
-        if args.backend != "auto":
-            env["PYSTRAY_BACKEND"] = args.backend
-        env.update(
-            {
-                "DISPLAY": display,
-                "HOME": str(home),
-                "XDG_CONFIG_HOME": str(home / ".config"),
-                "CAIRN_DATA_DIR": str(home / "data"),
-                "CAIRN_CONFIG_DIR": str(home / "config"),
-                "CAIRN_LOG_DIR": str(home / "log"),
-                "CAIRN_KEYRING": "file",
-            }
-        )
+        env = serve_env(home, display, args.backend)
+        bus_pid = start_bus(env)
         cmd = [str(Path(sys.executable).parent / "cairn"), "serve", "--vault", str(args.vault), "--port", "0"]
-        if shutil.which("dbus-daemon"):  # the GTK backends need a session bus, as on a desktop
-            out = subprocess.run(
-                ["dbus-daemon", "--session", "--fork", "--print-address=1", "--print-pid=1"],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.split()
-            env["DBUS_SESSION_BUS_ADDRESS"], bus_pid = out[0], int(out[1])
         log = home / "serve.log"
         with open(log, "wb") as err:
             serve = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
         wait("the index", lambda: "index up to date" in log.read_text(errors="replace"))
         line = next((ln for ln in log.read_text(errors="replace").splitlines() if "tray icon" in ln), "")
         backend = line.split("pystray's ", 1)[-1].split(" ", 1)[0] if "pystray's " in line else "none"
-        with host.cond:
-            host.cond.wait_for(lambda: host.docked, 60)
-        time.sleep(3)  # the tray's status poll (2 s) shows the note count
-        host.click(host.docked[-1], button=3)  # a real right click (XTEST) on the docked icon
-        time.sleep(1.5)
-        shot = ImageGrab.grab(xdisplay=display)
-        bbox = shot.convert("L").point(lambda v: 255 if v > 0 else 0).getbbox()  # drop the empty black screen
-        shot = shot.crop((0, 0, shot.width, min(shot.height, (bbox[3] if bbox else shot.height) + 8)))
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        shot.save(args.out, optimize=True)
+        size = shoot(host, display, args.out)
         started = time.monotonic()
         serve.send_signal(signal.SIGINT)  # Ctrl-C: the GTK backend resets SIGINT; cairn puts its handler back
         code = serve.wait(timeout=15)
+        stop_s = round(time.monotonic() - started, 2)
+        trays = line.split(" INFO ", 1)[-1]
         print(
             json.dumps(
                 {
                     "out": str(args.out),
                     "backend": backend,
-                    "trayLog": line.split(" INFO ", 1)[-1],
-                    "size": shot.size,
+                    "trayLog": trays,
+                    "size": size,
                     "ctrlCExit": code,
-                    "stopS": round(time.monotonic() - started, 2),
+                    "stopS": stop_s,
                 }
             )
         )
