@@ -431,10 +431,6 @@ def test_an_index_file_deleted_while_serving_is_refused_then_rebuilt_at_restart(
     assert "was deleted while Cairn was using it" in first_log
 
 
-@pytest.mark.skip(
-    reason="intermittent (about 1 run in 3): at the restart the replaced index is sometimes not moved aside "
-    "(recovered is None); under investigation, see issue 18's note"
-)
 def test_an_index_file_replaced_by_another_vaults_is_never_served(tmp_path, embedder):
     home = tmp_path / "home"
     home.mkdir()

@@ -243,3 +243,43 @@ def test_a_store_whose_file_is_deleted_or_replaced_refuses_every_use(tmp_path):
             store.write_note(_note("b.md"), _chunks("beta"), [], [])
         store.close()
         assert not db.with_name(db.name + "-wal").exists()  # never replayed into the next file at that path
+
+
+def test_a_connection_opened_on_a_replaced_file_before_the_next_check_writes_nothing_into_it(tmp_path):
+    """A thread's first connection opened between two identity checks (a query thread reloading its vectors):
+    it must not read the replaced file through this store's WAL nor, when closed, checkpoint into it."""
+    import threading
+
+    from cairn.errors import IndexFileChangedError
+    from cairn.store.base import VAULT_META
+
+    db = tmp_path / "index.sqlite3"
+    store = Store(db, vault=tmp_path / "vault A")
+    store.write_note(_note(), _chunks("alpha"), [], [])  # frames in this store's -wal, not yet checkpointed
+    other = Store(tmp_path / "other.sqlite3", vault=tmp_path / "vault B")
+    other.write_note(_note("b.md"), _chunks("beta"), [], [])
+    other.close()
+    other_bytes = (tmp_path / "other.sqlite3").read_bytes()
+    (tmp_path / "copy.sqlite3").write_bytes(other_bytes)
+    (tmp_path / "copy.sqlite3").replace(db)  # e.g. a backup of another vault's index restored here
+    store.IDENTITY_CHECK_S = 3600.0  # the last check is recent: the window between two checks
+    seen: list[object] = []
+
+    def reader() -> None:
+        try:
+            seen.append(store.get_meta(VAULT_META))
+        except IndexFileChangedError as exc:
+            seen.append(exc)
+        finally:
+            store.close_thread_connection()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    thread.join(timeout=30)
+    store.close()
+    assert len(seen) == 1 and isinstance(seen[0], IndexFileChangedError), seen
+    assert db.read_bytes() == other_bytes  # the other vault's file is as it was restored
+    assert not db.with_name(db.name + "-wal").exists()
+    reopened = Store(db, readonly=True)
+    assert reopened.get_meta(VAULT_META) == str(tmp_path / "vault B") and reopened.stats().notes == 1
+    reopened.close()

@@ -147,6 +147,7 @@ class StoreBase:
         flags = apsw.SQLITE_OPEN_READONLY if self.readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
         try:
             conn = apsw.Connection(str(self.path), flags=flags)
+            self._refuse_if_replaced(conn)
             conn.set_busy_timeout(self.BUSY_TIMEOUT_MS)
             conn.enable_load_extension(True)
             conn.load_extension(sqlite_vec.loadable_path())
@@ -162,6 +163,18 @@ class StoreBase:
         with self._all_lock:
             self._all.append(conn)
         return conn
+
+    def _refuse_if_replaced(self, conn: apsw.Connection) -> None:
+        """Close ``conn`` (just opened, nothing read yet) and raise :class:`~cairn.errors.IndexFileChangedError`
+        when the file at :attr:`path` is no longer the one first opened. Checked before the first statement: a
+        connection to the new file would see this store's ``-wal`` over it, and closing it would checkpoint this
+        vault's pages into that file. A stat after the open cannot miss that case: a file replaced after the stat
+        leaves the connection on the original one, which later checks catch."""
+        if self._identity is None or self.file_identity() == self._identity:
+            return
+        conn.close()
+        self._identity_checked = 0.0
+        self._check_identity()
 
     @property
     def conn(self) -> apsw.Connection:
@@ -229,21 +242,32 @@ class StoreBase:
         self._local.fts_tokenizer = None
         with self._all_lock:
             self._all = [c for c in self._all if c is not conn]
-        try:
-            conn.close()
-        except apsw.Error:  # pragma: no cover - closing is best effort
-            pass
+        self._close_connections([conn])
 
     def close(self) -> None:
         """Close every connection opened by any thread."""
         with self._all_lock:
             conns, self._all = self._all, []
+        self._close_connections(conns)
+        self._local = threading.local()
+
+    def _close_connections(self, conns: list[apsw.Connection]) -> None:
+        """Close ``conns``; once the file at :attr:`path` was deleted or replaced (checked now), without the
+        checkpoint SQLite runs at the last close: its ``-wal`` holds this store's pages, which must reach neither the
+        file now at the path nor, through a leftover ``-wal``, the next open."""
+        if self._changed is None and self._identity is not None:
+            self._identity_checked = 0.0
+            try:
+                self._check_identity()
+            except IndexFileChangedError:
+                pass
         for conn in conns:
             try:
+                if self._changed is not None:
+                    conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
                 conn.close()
             except apsw.Error:  # pragma: no cover - closing is best effort
                 pass
-        self._local = threading.local()
 
     def _version(self, conn: apsw.Connection) -> int:
         try:
