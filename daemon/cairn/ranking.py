@@ -8,6 +8,7 @@ the dev questions.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -37,6 +38,12 @@ _WORD = re.compile(r"[\w][\w'’-]*", re.UNICODE)
 
 def query_terms(text: str) -> list[str]:
     """Lower-cased word terms of a user's text, stopwords removed, order kept, de-duplicated."""
+    return list(_query_terms(text))
+
+
+@functools.lru_cache(maxsize=256)
+def _query_terms(text: str) -> tuple[str, ...]:
+    """:func:`query_terms` (cached: one search reads the terms of its text in several places)."""
     text = unicodedata.normalize("NFKC", text)
     seen: dict[str, None] = {}
     for m in _WORD.finditer(text.lower()):
@@ -48,7 +55,7 @@ def query_terms(text: str) -> list[str]:
         for part in re.split(r"[-']", word):
             if part and part not in STOPWORDS and (len(part) > 1 or part.isdigit()):
                 seen.setdefault(part, None)
-    return list(seen)
+    return tuple(seen)
 
 
 def fts_phrase(term: str) -> str:

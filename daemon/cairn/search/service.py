@@ -475,8 +475,9 @@ class SearchService:
             only_filters = r.plan is not None and r.plan.allowed is not None and not r.plan.leaves
             # tag:, path:, file: or exclusions alone: every note they allow matches, as in Obsidian
             r.below_floor = (visible - passing) if only_filters else r.coverage.lexical_among(visible - passing)
-            wider = fused_among(passing | r.below_floor)
-            fused.update({c: wider[c] for c in r.below_floor if c in wider})
+            if r.below_floor:
+                wider = fused_among(passing | r.below_floor)
+                fused.update({c: wider[c] for c in r.below_floor if c in wider})
         for cid in fused:
             fused[cid] *= self.classifier.boost(preference, rows[cid].kind)
         if len(rankings) < 2:  # one list alone (bm25, dense modes): ranked as that leg ranks
