@@ -362,8 +362,9 @@ def test_no_vault_at_all_exits_1_and_says_how_to_give_one(tmp_path):
 def test_a_corrupt_index_exits_1_with_an_error_saying_what_to_do(tmp_path, vault):
     home = tmp_path / "home"
     db = Path(run_json(home, "status", "--vault", str(vault), "--json")["database"])
-    db.parent.mkdir(parents=True, exist_ok=True)
+    db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # private, as Cairn makes them: the error alone
     db.write_bytes(b"this is not a SQLite database" * 200)
+    db.chmod(0o600)
     proc = run_cairn(home, "search", "boiler", "--vault", str(vault), "--json", check=False)
     assert proc.returncode == 1
     assert proc.stdout == ""
