@@ -28,10 +28,12 @@ from cairn.events import EventBus
 from cairn.indexer import Indexer, IndexReport
 from cairn.indexing import Indexing, LLMProbe, Watcher
 from cairn.library import NoteViews
+from cairn.memory import rss_bytes
 from cairn.pdf_index import PdfIndexer, PdfQueue
 from cairn.policy_file import daemon_policy, policy_holder
 from cairn.private_files import private_dir, private_file, tighten_install
 from cairn.search import SearchService
+from cairn.search.memory import daemon_memory
 from cairn.store import Store
 from cairn.store.recovery import InstanceLock, instance_lock_path, open_verified
 from cairn.watcher import VaultWatcher, lower_thread_priority
@@ -75,6 +77,9 @@ class Cairn:
         )
         #: The daemon's live MCP policy (:func:`daemon_policy`), when MCP or a remote model reads one.
         self.policy: Any = None
+        #: Resident bytes the MCP HTTP server added when started (its libraries and objects; 0 when not started).
+        self.mcp_http_bytes = 0
+        self.indexing.memory = lambda: daemon_memory(self.query, self.embedder, self.pdfs, self.mcp_http_bytes)
 
     # Shortcuts to ``indexing`` for the CLI and tests.
     def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
@@ -228,6 +233,7 @@ async def start_mcp_http(config: Config, cairn: Cairn, policy: Any = None) -> Mc
     """Serve MCP over streamable HTTP on ``config.host``:``config.mcp_http_port`` (see cairn.mcp_server for
     why a second port) under ``policy`` (:func:`daemon_policy`, made when not given): it fails closed when
     missing or invalid (logged, and said in ``/health``)."""
+    before = rss_bytes()
     from cairn.mcp_server import McpHttpServer
     from cairn.secrets import McpTokens
 
@@ -236,6 +242,8 @@ async def start_mcp_http(config: Config, cairn: Cairn, policy: Any = None) -> Mc
     service = mcp_service(config, cairn, policy, "http")
     server = McpHttpServer.for_config(service, McpTokens(config).current, config)
     await server.start()
+    after = rss_bytes()
+    cairn.mcp_http_bytes = max(0, after - before) if before is not None and after is not None else 0
     return McpHttp(policy, server)
 
 

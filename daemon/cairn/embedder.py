@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from cairn.errors import ConfigError, ModelError
+from cairn.memory import rss_bytes
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +272,14 @@ class Embedder:
                 f"{_fix_hint(self.model_dir)}"
             )
         self.model_id: str = f"{manifest.get('name', MODEL_NAME)}/{variant}@{actual_sha[:12]}"
+        before = rss_bytes()
         self._session = self._load_session(onnx_path)
+        after = rss_bytes()
+        #: Resident bytes the session added when made (its weights and graph), or the ONNX file's size where the
+        #: system does not tell; onnxruntime's work buffers come and go with the batches (not counted).
+        self.session_bytes: int = (
+            max(0, after - before) if before is not None and after is not None else onnx_path.stat().st_size
+        )
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None  # batches beyond the caller's own, made on first need
         self.embeddings_computed: int = 0
@@ -452,6 +460,7 @@ class Int8Dot:
         if rows.ndim != 2 or rows.shape[1] != DIM:
             raise ModelError(f"Int8Dot needs an (n, {DIM}) int8 matrix, got shape {rows.shape}.")
         self.n = len(rows)
+        self._matrix_bytes = rows.nbytes
         try:
             import onnxruntime as ort  # noqa: PLC0415
 
@@ -472,6 +481,12 @@ class Int8Dot:
         got = self.dot(probe)[0, :: max(1, self.n // self.PROBE_ROWS)][: self.PROBE_ROWS]
         if not np.array_equal(got, sample.astype(np.int32) @ probe[0]):
             raise ModelError("onnxruntime's int8 dot products are not exact on this machine; scoring in float32.")
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held: the (384, n) matrix handed to onnxruntime and the packed copy its kernel makes of it (about
+        as large)."""
+        return 2 * self._matrix_bytes
 
     def dot(self, q: np.ndarray) -> np.ndarray:
         """(m, n) int32: ``q @ rows.T`` for ``q`` (m, 384) integers in -63..63 (ValueError outside)."""

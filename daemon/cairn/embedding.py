@@ -21,6 +21,7 @@ the same vectors for text the index does not hold yet.
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -112,6 +113,12 @@ class VectorCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._vectors)
+
+    def nbytes(self) -> int:
+        """Approximate bytes held: each vector (its array object included) and its text key."""
+        with self._lock:
+            keys = list(self._vectors)
+        return sum(sys.getsizeof(k) + 112 + self.embedder.dim * 4 for k in keys)
 
     def _take(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}

@@ -102,6 +102,8 @@ class Indexing:
         #: Daemon shutdown: runs end early (between notes, between vector batches); the next run resumes.
         self.stop_requested = threading.Event()
         self.last_report: IndexReport | None = None
+        #: The daemon's memory breakdown for :meth:`stats` (:mod:`cairn.memory`), set by the composition root.
+        self.memory: Callable[[], dict[str, Any]] | None = None
         self.index_error: str | None = None
         #: The places that exist but could not be read at the last look (vault-relative, ``""`` the vault folder;
         #: → the OS's reason): what is indexed there is kept and the watcher looks again (``/index/stats``).
@@ -390,6 +392,7 @@ class Indexing:
                 "pdf": self.pdf_queue.stats() if self.pdf_queue is not None else None,
                 "unreadable": [{"filePath": p or ".", "reason": r} for p, r in sorted(self.unreadable.items())],
                 "notDownloaded": [{"filePath": p, "reason": r} for p, r in sorted(self.not_downloaded.items())],
+                "memory": self.memory() if self.memory is not None else None,
             }
         )
         return out

@@ -183,6 +183,12 @@ class PdfIndexer:
             extractor = self._extractor
         return extractor.extract(path)
 
+    @property
+    def worker_pid(self) -> int | None:
+        """The PDF reader's worker process id, None when none runs (the memory breakdown lists its resident set)."""
+        extractor = self._extractor
+        return extractor.worker_pid if extractor is not None else None
+
     def close(self) -> None:
         """Stop the extraction worker (an extraction under way ends at once; its file is not recorded)."""
         with self._extractor_lock:

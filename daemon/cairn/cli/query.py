@@ -215,6 +215,23 @@ def _daemon_probe(config: Config) -> dict | None:
         return None
 
 
+def _daemon_memory(config: Config, url: str) -> dict | None:
+    """The running daemon's memory breakdown (``memory`` of its ``/index/stats``: :mod:`cairn.memory`), None when
+    it cannot be read (no token yet, an older daemon, no answer)."""
+    from cairn.secrets import read_token
+
+    try:
+        token = read_token(config)
+        if token is None:
+            return None
+        request = urllib.request.Request(url + "/index/stats", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            memory = json.loads(resp.read()).get("memory")
+        return memory if isinstance(memory, dict) else None
+    except (OSError, ValueError, AttributeError, urllib.error.URLError):
+        return None
+
+
 def cmd_status(args: argparse.Namespace, config: Config) -> int:
     from cairn.indexing import index_stats_json
     from cairn.store import IndexStats, Store
@@ -230,6 +247,7 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         out.update(index_stats_json(IndexStats()))
     daemon = _daemon_probe(config)
     out["daemon"] = {"running": daemon is not None, **({"url": daemon["url"], "pid": daemon["pid"]} if daemon else {})}
+    out["memory"] = _daemon_memory(config, daemon["url"]) if daemon else None
     if args.json:
         _print_json(out)
         return 0
@@ -249,4 +267,8 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         else "Skipped:  none"
     )
     print(f"Daemon:   running at {daemon['url']}" if daemon else "Daemon:   not running (start it with `cairn serve`)")
+    memory = out["memory"]
+    if memory:
+        parts = ", ".join(f"{name} {mb}" for name, mb in memory["parts"].items())
+        print(f"Memory:   {memory['rssMB']} MB resident ({parts}; MB, approximate)")
     return 0

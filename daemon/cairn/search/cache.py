@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
+from cairn.memory import deep_nbytes
 from cairn.store import Store
 
 K = TypeVar("K", bound=Hashable)
@@ -89,6 +90,12 @@ class EpochLRU(Generic[K, V]):
             while self._total > self.max_size and len(self._entries) > 1:
                 _, (_, dropped) = self._entries.popitem(last=False)
                 self._total -= self._measure(dropped)
+
+    def nbytes(self) -> int:
+        """Approximate bytes held by the entries' keys and values (:func:`cairn.memory.deep_nbytes`)."""
+        with self._lock:
+            entries = list(self._entries.items())
+        return sum(deep_nbytes(k) + deep_nbytes(v) for k, (_, v) in entries)
 
     def clear(self) -> None:
         with self._lock:

@@ -28,6 +28,7 @@ results, at the float32 cost.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -215,6 +216,22 @@ class DenseIndex:
             quantized=(values, scale, resid, norm),
         )
 
+    def nbytes(self) -> tuple[int, int]:
+        """(bytes of the float32 vectors and their row maps, bytes of the int8 copies: values, scales, bounds and the
+        integer kernel's matrices)."""
+        floats = sum(
+            a.nbytes for a in (self.chunks, self.sentences, self.sentence_order, self.sentence_start, self.sentence_end)
+        )
+        floats += self._has_sentences.nbytes + self._runs.nbytes
+        ints = 0
+        if self._quantized is not None:
+            ints += sum(a.nbytes for a in self._quantized)
+            ints += sum(a.nbytes for a in (self._scale, self._resid, self._norm))
+            ints += sum(getattr(self, a).nbytes for a in ("_sentence_resid", "_sentence_norm") if hasattr(self, a))
+        if self._dot is not None:
+            ints += self._dot.nbytes
+        return floats, ints
+
     @property
     def exact_only(self) -> bool:
         """True when every query scores all vectors in float32 (no int8 kernel)."""
@@ -279,6 +296,12 @@ class DenseQuery:
             self.sentence_lo[none] = self.sentence_hi[none] = -1.0
         else:
             self.sentence_lo = self.sentence_hi = np.full(n, -1.0, np.float32)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes this question's scores hold (its bounds and the exact cosines found; not its index's)."""
+        arrays = {id(a): a.nbytes for a in (self.cos_lo, self.cos_hi, self.sentence_lo, self.sentence_hi)}
+        return sum(arrays.values()) + 2 * sys.getsizeof(self._cos) + 64 * (len(self._cos) + len(self._sentence))
 
     def exact(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Exact (cosine of the chunk vector, best cosine among its sentences or -1), each (k,) float32, for chunk rows

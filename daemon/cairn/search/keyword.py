@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import logging
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -160,6 +161,12 @@ class _Postings:
         return cls({names[int(term_of[s])]: (ids[s:e], tf[s:e]) for s, e in zip(starts, ends)})
 
     @cached_property
+    def nbytes(self) -> int:
+        """Bytes held: the arrays, the term strings and the map's own entries."""
+        arrays = sum(ids.nbytes + tf.nbytes + 2 * 112 + 56 for ids, tf in self.terms.values())
+        return arrays + sum(map(sys.getsizeof, self.terms)) + sys.getsizeof(self.terms)
+
+    @cached_property
     def vocabulary(self) -> Vocabulary:
         """The tokens held, with their row counts (rows deleted since the build included: a bound, for ranking
         expansions)."""
@@ -247,6 +254,13 @@ class Bm25Index:
     @property
     def ready(self) -> bool:
         return self._base is not None
+
+    def nbytes(self) -> int:
+        """Bytes held by the postings (main and added since), the row lengths and live flags."""
+        with self._lock:
+            base, extra = self._base, self._extra
+            held = self._alive.nbytes + self._length.nbytes
+        return held + (base.nbytes if base is not None else 0) + extra.nbytes
 
     @property
     def deletion_seq(self) -> int | None:
@@ -443,6 +457,11 @@ class KeywordIndex:
         self._building: threading.Thread | None = None
         self._started_at = -math.inf
         self._lock = threading.Lock()
+
+    def memory(self) -> dict[str, int]:
+        """``{bm25, caches}``: bytes of the in-memory BM25 (:meth:`Bm25Index.nbytes`) and of the FTS5 values kept
+        per term and phrase."""
+        return {"bm25": self.terms.nbytes(), "caches": self._phrases.nbytes() + self._terms_held.nbytes()}
 
     def start(self) -> threading.Thread | None:
         """Build the in-memory BM25 on a background thread, and keep rebuilding it when needed (class docstring).

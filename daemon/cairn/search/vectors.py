@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -409,6 +410,18 @@ class Vectors:
             return
         with self._lock:
             self._snapshot = snap
+
+    def memory(self) -> dict[str, int]:
+        """``{vectors, int8, caches}``: bytes of the snapshot in force (float32 vectors and row maps; int8 copies
+        and the integer kernel) and of the dense scores kept per question. A reload under way holds a second
+        snapshot for a moment (not counted)."""
+        snap = self._snapshot
+        floats = ints = 0
+        if snap is not None:
+            floats, ints = snap.dense.nbytes()
+            floats += sum(a.nbytes for a in (snap.chunk_ids, snap.group_starts, snap.group_rows, snap.sentence_keys))
+            floats += sys.getsizeof(snap.row_of) + 64 * len(snap.row_of)  # the dict's slots and its int objects
+        return {"vectors": floats, "int8": ints, "caches": self.scores.nbytes()}
 
     def embedded_since(self, snap: VectorSnapshot) -> list[int]:
         """Chunks that got vectors after ``snap`` was loaded (ids only grow), newest first, at most MAX_NEWER + 1.

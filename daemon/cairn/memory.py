@@ -1,0 +1,102 @@
+"""The daemon's resident memory by part, approximate: what ``cairn status --json`` and ``/index/stats`` show as
+``memory`` and the benchmarks print (layer 1: it reads the system's
+figures; :mod:`cairn.search.memory` adds up the search side's parts).
+
+Each part is the bytes of the arrays and objects it holds (``nbytes`` of numpy arrays, ``sys.getsizeof`` of the
+Python objects around them), or, for the ONNX sessions and the MCP HTTP server, the growth of the resident set
+measured when they were made. ``other`` is what is left of the process's resident set: the interpreter, the
+libraries, SQLite's page cache, the allocators' free lists, onnxruntime's work buffers. Worker processes (the PDF
+reader) are separate processes: their resident sets are listed beside the daemon's, not in it. Figures in MB
+(2**20 bytes).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MB = float(1 << 20)
+#: The parts of the daemon's own resident set, in the order shown.
+PARTS = ("vectors", "int8", "bm25", "onnx", "caches", "mcpHttp", "other")
+
+
+def process_memory(pid: int | None = None) -> dict[str, int | None]:
+    """``{rss, peak}`` in bytes of process ``pid`` (default this one) from ``/proc/<pid>/status`` (VmRSS, VmHWM);
+    None for a figure the system does not give (no /proc: then the peak of this process from ``getrusage``)."""
+    out: dict[str, int | None] = {"rss": None, "peak": None}
+    try:
+        text = Path(f"/proc/{pid or os.getpid()}/status").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out["rss" if key == "VmRSS" else "peak"] = int(value.split()[0]) * 1024
+    if out["peak"] is None and pid is None:
+        try:
+            import resource  # noqa: PLC0415  (not on Windows)
+
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            out["peak"] = peak if sys.platform == "darwin" else peak * 1024
+        except (ImportError, OSError):
+            pass
+    return out
+
+
+def rss_bytes() -> int | None:
+    """This process's resident set now, in bytes (None where the system does not say)."""
+    return process_memory()["rss"]
+
+
+def deep_nbytes(obj: Any, depth: int = 4) -> int:
+    """Approximate bytes held by ``obj``: numpy arrays by ``nbytes`` (a view counts its base's bytes once it owns
+    none), containers and dataclass-like objects by their own size plus their items', ``depth`` levels down.
+    Shared objects reached twice are counted twice (an upper bound)."""
+    if isinstance(obj, np.ndarray):
+        return int(obj.nbytes) + 112 if obj.base is None else 112
+    own = getattr(type(obj), "nbytes", None)
+    if isinstance(own, property):  # an object that says what it holds (a DenseQuery: not its index)
+        return int(obj.nbytes)
+    size = sys.getsizeof(obj)
+    if depth <= 0 or isinstance(obj, (str, bytes, int, float, bool)) or obj is None:
+        return size
+    items: Iterable[Any]
+    if isinstance(obj, dict):
+        items = (x for kv in obj.items() for x in kv)
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        items = obj
+    else:
+        slots = getattr(type(obj), "__slots__", ())
+        fields = getattr(obj, "__dict__", None)
+        items = list(fields.values()) if fields is not None else [getattr(obj, s, None) for s in slots]
+    return size + sum(deep_nbytes(x, depth - 1) for x in items)
+
+
+def breakdown(parts: dict[str, int], workers: dict[str, int | None] | None = None) -> dict[str, Any]:
+    """The JSON view: ``{rssMB, peakMB, parts: {vectors, int8, bm25, onnx, caches, mcpHttp, other} (MB, one
+    decimal), workers: {name: MB or None}}`` from ``parts`` (bytes by name; names outside :data:`PARTS` raise
+    KeyError) and ``workers`` (a worker process's resident bytes, None when it is not running). ``other`` is the
+    resident set less the parts (never below 0)."""
+    mem = process_memory()
+    rss = mem["rss"]
+    known = {name: int(parts.get(name, 0)) for name in PARTS if name != "other"}
+    unknown = set(parts) - set(known)
+    if unknown:
+        raise KeyError(f"unknown memory parts: {sorted(unknown)}")
+    other = max(0, rss - sum(known.values())) if rss is not None else 0
+    shown = {**known, "other": other}
+    return {
+        "rssMB": _mb(rss),
+        "peakMB": _mb(mem["peak"]),
+        "parts": {name: _mb(value) for name, value in shown.items()},
+        "workers": {name: _mb(value) for name, value in (workers or {}).items()},
+    }
+
+
+def _mb(value: int | None) -> float | None:
+    return None if value is None else round(value / MB, 1)

@@ -1,0 +1,96 @@
+"""The daemon's memory breakdown (:mod:`cairn.memory`): ``cairn status --json`` shows it for the running daemon,
+by part, adding up to its resident set; the parts count what the search side holds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cairn.embedder import DEFAULT_MODEL_DIR
+from cairn.memory import PARTS, process_memory
+from cairn.search.memory import search_parts
+from conftest import make_config
+from helpers import cairn_executable, wait_until
+from test_daemon import INDEX_DEADLINE_S, NOTES, running_daemon, write_vault
+
+MB = float(1 << 20)
+
+
+def _status(daemon_env: dict[str, str], vault: Path) -> dict:
+    proc = subprocess.run(
+        [cairn_executable(), "status", "--vault", str(vault), "--json"],
+        env=daemon_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.e2e
+def test_cairn_status_json_shows_the_running_daemons_memory_by_part(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    with running_daemon(home, write_vault(tmp_path / "vault", NOTES)) as daemon:
+
+        def indexed():
+            status, stats = daemon.get_json("/index/stats", token=daemon.token)
+            done = status == 200 and stats["pending"] == 0 and not stats["indexing"] and stats["notes"]
+            return stats if done else None
+
+        wait_until("the first index", indexed, INDEX_DEADLINE_S, proc=daemon.proc, log=home / "serve.stderr")
+        status, _ = daemon.get_json("/search", token=daemon.token, params={"q": "boiler pressure", "topK": 3})
+        assert status == 200
+        out = _status(daemon.env, daemon.vault)
+        rss_now = process_memory(daemon.proc.pid)["rss"]
+        memory = out["memory"]
+        assert set(memory) == {"rssMB", "peakMB", "parts", "workers"}
+        assert list(memory["parts"]) == list(PARTS)
+        assert set(memory["workers"]) == {"pdfWorker"}
+        assert memory["workers"]["pdfWorker"] is None  # no PDF in the vault: no reader process
+        # The parts add up to the resident set (each rounded to 0.1 MB), which is the daemon's own.
+        assert sum(memory["parts"].values()) == pytest.approx(memory["rssMB"], abs=0.1 * len(PARTS))
+        assert rss_now is not None and memory["rssMB"] == pytest.approx(rss_now / MB, rel=0.25)
+        assert memory["peakMB"] >= memory["rssMB"]
+        # The embedding model's weights are resident: at least half the ONNX file.
+        assert memory["parts"]["onnx"] >= 0.5 * (DEFAULT_MODEL_DIR / "model.onnx").stat().st_size / MB
+        text = subprocess.run(
+            [cairn_executable(), "status", "--vault", str(daemon.vault)],
+            env=daemon.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "Memory:" in text.stdout and "MB resident" in text.stdout
+
+
+def test_cairn_status_json_without_a_daemon_shows_no_memory(tmp_path):
+    vault = write_vault(tmp_path / "vault", NOTES)
+    from helpers import cairn_env
+
+    out = _status(cairn_env(tmp_path / "home"), vault)
+    assert out["daemon"]["running"] is False and out["memory"] is None
+
+
+def test_the_vectors_part_counts_the_snapshot_searches_load(tmp_path, embedder):
+    from cairn.app import Cairn
+
+    cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
+    try:
+        cairn.index()
+        before = search_parts(cairn.query)
+        assert before["vectors"] == 0 and before["int8"] == 0  # nothing loaded before the first dense search
+        cairn.query.search("boiler pressure", top_k=3)
+        after = search_parts(cairn.query)
+        stats = cairn.store.stats()
+        # Every chunk vector is held as float32 (384 × 4 bytes), and an int8 copy of it (384 bytes) at least.
+        assert after["vectors"] >= stats.vectors * 384 * 4
+        assert after["int8"] >= stats.vectors * 384
+        assert after["caches"] > before["caches"]  # the ranked result and its dense scores are kept
+        assert cairn.stats()["memory"]["parts"]["onnx"] > 0
+    finally:
+        cairn.close()
