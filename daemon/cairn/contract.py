@@ -7,7 +7,9 @@ names onto the canonical keys below and calls ``XRequest.parse(mapping)``, which
 ``bad_request`` message at every edge. The views turn search hits, numbered sources and answers into the
 JSON each edge sends (HTTP and the CLI's ``search --json``: everything; MCP results and the CLI's
 ``ask --json``: without the ranking internals ``cosine`` and ``kind``). A hit's ``symbol`` is its heading path,
-or its note's title for a chunk above the note's first heading (a note without headings): never empty.
+or its note's title for a chunk above the note's first heading (a note without headings): never empty. Every
+search and ask result carries one ``coverage`` (:class:`IndexCoverage`): how many notes are indexed and how many
+still wait for their vectors, so a client can say that results may be incomplete while the first index runs.
 
 The tag and folder rule (at most 64 entries of at most 512 characters each) is the one the HTTP API
 publishes in ``openapi.json``; MCP tool schemas are built from the same :data:`LIMITS`.
@@ -272,11 +274,43 @@ class HitView(Protocol):
     def matched(self) -> float: ...
 
 
+@dataclass(frozen=True)
+class IndexCoverage:
+    """How much of the index a result was drawn from, in notes the caller may see: ``notes`` indexed (their words
+    are searchable), of which ``pending`` still have a passage without a vector (found by their words only, not yet
+    by meaning). A caller's withheld notes are in neither count, so the counts cannot reveal them."""
+
+    notes: int
+    pending: int
+
+    @property
+    def embedded(self) -> int:
+        """The notes every passage of which has its vector."""
+        return self.notes - self.pending
+
+
+def coverage_json(coverage: IndexCoverage) -> dict[str, int]:
+    """``{notes, embedded, pending}`` (counts of notes; :class:`IndexCoverage`): in every search and ask result."""
+    return {"notes": coverage.notes, "embedded": coverage.embedded, "pending": coverage.pending}
+
+
+def coverage_notice(coverage: IndexCoverage | None) -> str | None:
+    """The sentence every edge shows beside results drawn from an index still being embedded, else None."""
+    if coverage is None or not coverage.pending:
+        return None
+    return (
+        f"Still indexing: {coverage.pending} of {coverage.notes} notes are not yet searchable by meaning "
+        "(only by their words), so results may be incomplete."
+    )
+
+
 class SearchResultView(Protocol):
     @property
     def hits(self) -> Sequence[HitView]: ...
     @property
     def elapsed_ms(self) -> float: ...
+    @property
+    def coverage(self) -> IndexCoverage | None: ...
 
 
 class SourceView(Protocol):
@@ -301,6 +335,8 @@ class AnswerView(Protocol):
     def sources(self) -> Sequence[SourceView]: ...
     @property
     def elapsed_ms(self) -> float: ...
+    @property
+    def coverage(self) -> IndexCoverage | None: ...
 
 
 #: Ranking internals that MCP results and the CLI's ``ask --json`` leave out.
@@ -359,9 +395,21 @@ def agent_hit_json(hit: HitView) -> dict[str, Any]:
     )
 
 
+def _with_coverage(out: dict[str, Any], coverage: IndexCoverage | None) -> dict[str, Any]:
+    if coverage is not None:
+        out["coverage"] = coverage_json(coverage)
+    return out
+
+
 def search_json(result: SearchResultView) -> dict[str, Any]:
-    """``GET /search`` and ``cairn search --json``: ``{results: [hit_json...], elapsedMs}``."""
-    return {"results": [hit_json(h) for h in result.hits], "elapsedMs": round(result.elapsed_ms, 1)}
+    """``GET /search`` and ``cairn search --json``: ``{results: [hit_json...], elapsedMs, coverage}``."""
+    out = {"results": [hit_json(h) for h in result.hits], "elapsedMs": round(result.elapsed_ms, 1)}
+    return _with_coverage(out, result.coverage)
+
+
+def agent_search_json(result: SearchResultView) -> dict[str, Any]:
+    """The MCP ``search_notes`` result's data: ``{results: [agent_hit_json...], coverage}``."""
+    return _with_coverage({"results": [agent_hit_json(h) for h in result.hits]}, result.coverage)
 
 
 def source_json(source: SourceView) -> dict[str, Any]:
@@ -375,14 +423,15 @@ def source_json(source: SourceView) -> dict[str, Any]:
 
 
 def answer_json(answer: AnswerView) -> dict[str, Any]:
-    """``{answer, grounded, notFound, sources: [source_json...], elapsedMs}``."""
-    return {
+    """``{answer, grounded, notFound, sources: [source_json...], elapsedMs, coverage}``."""
+    out = {
         "answer": answer.text,
         "grounded": answer.grounded,
         "notFound": answer.not_found,
         "sources": [source_json(s) for s in answer.sources],
         "elapsedMs": round(answer.elapsed_ms, 1),
     }
+    return _with_coverage(out, answer.coverage)
 
 
 def agent_answer_json(answer: AnswerView) -> dict[str, Any]:

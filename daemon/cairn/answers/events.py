@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from cairn.contract import answer_json, source_json
+from cairn.contract import IndexCoverage, answer_json, coverage_json, source_json
 from cairn.search.hits import Hit
 
 _PIECE_RE = re.compile(r"\S+\s*|\s+")
@@ -78,22 +78,27 @@ class Sources(_Event):
 
 @dataclass(frozen=True, slots=True)
 class Done(_Event):
-    """``done`` ``{grounded, notFound, elapsedMs, removedCitations}``: the last event of every answer."""
+    """``done`` ``{grounded, notFound, elapsedMs, removedCitations, coverage}``: the last event of every answer
+    (``coverage``: :func:`cairn.contract.coverage_json`, when counted)."""
 
     name: ClassVar[str] = "done"
     grounded: bool
     not_found: bool = False
     elapsed_ms: float = 0.0
     removed_citations: int = 0
+    coverage: IndexCoverage | None = None
 
     @property
     def data(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "grounded": self.grounded,
             "notFound": self.not_found,
             "elapsedMs": self.elapsed_ms,
             "removedCitations": self.removed_citations,
         }
+        if self.coverage is not None:
+            out["coverage"] = coverage_json(self.coverage)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +170,8 @@ class Answer:
     withheld: int = 0
     #: the ``error`` event's message when the model stopped mid-answer (``text`` is what it wrote until then)
     error: str | None = None
+    #: the notes indexed and those still waiting for vectors, as this caller sees them (``done.coverage``)
+    coverage: IndexCoverage | None = None
 
     def to_json(self) -> dict[str, Any]:
         return answer_json(self)

@@ -31,10 +31,11 @@ The model is a :class:`ChatModel` injected by the composition root (``cairn.llm`
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
 from cairn.answers.answerability import Answerability
@@ -262,7 +263,32 @@ class AnswerService:
         """The answer's events. Raises :class:`~cairn.errors.CairnError` (e.g. BadRequestError for an empty question)
         before the first event. ``chosen``, when given, receives the :class:`Source` objects of the ``sources``
         event. ``withhold``: notes removed before retrieval for this caller; ``tally`` receives the withheld
-        notes removed from the candidates (see :meth:`SearchService.retrieve`)."""
+        notes removed from the candidates (see :meth:`SearchService.retrieve`). ``done`` carries the index's
+        coverage as this caller sees it (:mod:`cairn.search.indexed`; counted when the answer is complete)."""
+        events = self._events(
+            question, top_k=top_k, tags=tags, folders=folders, chosen=chosen, withhold=withhold, tally=tally
+        )
+        indexed = getattr(self.search, "indexed", None)  # a stand-in query service may not count
+        try:
+            async for event in events:
+                if isinstance(event, Done) and indexed is not None:
+                    event = dataclasses.replace(event, coverage=await asyncio.to_thread(indexed.now, withhold))
+                yield event
+        finally:
+            await events.aclose()  # a client gone mid-answer: the model's stream is closed now, not by the GC
+
+    async def _events(
+        self,
+        question: str,
+        *,
+        top_k: int,
+        tags: Sequence[str],
+        folders: Sequence[str],
+        chosen: list[Source] | None,
+        withhold: Withhold | None,
+        tally: WithheldTally | None,
+    ) -> AsyncGenerator[Event, None]:
+        """:meth:`stream` without the coverage."""
         started = time.monotonic()
         question = check_query(question, top_k, "question")
         chosen = chosen if chosen is not None else []
@@ -345,6 +371,7 @@ class AnswerService:
             elapsed_ms=final.elapsed_ms,
             withheld=tally.count,
             error=error,
+            coverage=final.coverage,
         )
 
 

@@ -43,8 +43,9 @@ def _open_for_query(config: Config):
         lock = None
     try:
         cairn = Cairn(config)
-        if lock is not None and (cairn.store.stats().notes == 0 or cairn.store.count_pending()):
-            # First use, or vectors missing: bring the index up to date first (incremental, usually instant).
+        if lock is not None and cairn.store.stats().notes == 0:
+            # First use: index the vault first. An index whose vectors are not all written (an interrupted
+            # `cairn index`) is searched as it is, at once: the result's coverage says what is still pending.
             cairn.index()
     finally:
         if lock is not None:

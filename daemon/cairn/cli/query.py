@@ -105,6 +105,13 @@ def _warn_if_no_notes(config: Config, stats: dict[str, Any]) -> None:
         )
 
 
+def _say_coverage(coverage: contract.IndexCoverage | None) -> None:
+    """:func:`cairn.contract.coverage_notice` on stderr (stdout keeps only the results, ``--json`` included)."""
+    notice = contract.coverage_notice(coverage)
+    if notice is not None:
+        print(f"Note: {notice} `cairn index` (or a running `cairn serve`) finishes the index.", file=sys.stderr)
+
+
 def _index_is_empty(cairn: Any) -> bool:
     return not cairn.stats().get("notes")
 
@@ -119,6 +126,7 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
         empty = not result.hits and _index_is_empty(cairn)
     finally:
         cairn.close()
+    _say_coverage(result.coverage)
     if args.json:
         _print_json(contract.search_json(result))
         if empty:
@@ -181,6 +189,7 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
             print(f"Warning: {contract.empty_index_text(config.vault)}", file=sys.stderr)
     finally:
         cairn.close()
+    _say_coverage(answer.coverage)
     if args.json:
         _print_json(contract.agent_answer_json(answer))
         return 0

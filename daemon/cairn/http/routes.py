@@ -86,7 +86,7 @@ async def _optional_body(request: web.Request) -> dict[str, Any]:
 
 
 async def search(request: web.Request) -> web.Response:
-    """``GET /search?q=&topK=&tag=&folder=`` → ``{results: [...], elapsedMs}``."""
+    """``GET /search?q=&topK=&tag=&folder=`` → ``{results: [...], elapsedMs, coverage: {notes, embedded, pending}}``."""
     _only_params(request, _SEARCH_PARAMS, repeatable=("tag", "folder"))
     services = request.app[SERVICES]
     wanted = contract.SearchRequest.parse(

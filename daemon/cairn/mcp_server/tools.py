@@ -82,6 +82,12 @@ def _signature(name: str) -> str:
     return ", ".join(parts)
 
 
+def _with_coverage_notice(text: str, coverage: contract.IndexCoverage | None) -> str:
+    """``text``, then :func:`cairn.contract.coverage_notice` on a line of its own while the index is being embedded."""
+    notice = contract.coverage_notice(coverage)
+    return text if notice is None else f"{text}\n{notice}"
+
+
 def _frame(text: str) -> str:
     """Note text inside a ``<note-content>`` frame cannot close the frame."""
     return text.replace("</note", "<\\/note")
@@ -280,7 +286,8 @@ class McpService:
             withhold=withhold,
             tally=tally,
         )
-        results = [contract.agent_hit_json(h) for h in result.hits]
+        data = contract.agent_search_json(result)
+        results = data["results"]
         if results:
             lines = [f"{len(results)} excerpt(s) from the notes for the query. {DATA_NOTICE}"]
             for i, r in enumerate(results, 1):
@@ -295,7 +302,8 @@ class McpService:
             text = "\n".join(lines)
         else:
             text = contract.NO_RESULTS_TEXT
-        return ToolOutcome({"notice": DATA_NOTICE, "results": results}, text, tuple(r["filePath"] for r in results))
+        text = _with_coverage_notice(text, result.coverage)
+        return ToolOutcome({"notice": DATA_NOTICE, **data}, text, tuple(r["filePath"] for r in results))
 
     def _get_note(self, args: dict[str, Any], withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
         note = self.library.note(args["path"], withhold=withhold, tally=tally)
@@ -363,7 +371,7 @@ class McpService:
                     f"<note-content>\n{_frame(out['answer'])}\n</note-content>",
                 ]
             )
-        return ToolOutcome({"notice": DATA_NOTICE, **out}, text, paths)
+        return ToolOutcome({"notice": DATA_NOTICE, **out}, _with_coverage_notice(text, answer.coverage), paths)
 
 
 # ---------------------------------------------------------------------------------------------

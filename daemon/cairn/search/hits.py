@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.contract import LIMITS, hit_json, search_json
+from cairn.contract import LIMITS, IndexCoverage, hit_json, search_json
 from cairn.errors import BadRequestError
 from cairn.notes import normalise_tag, strip_block_ids
 
@@ -55,6 +55,8 @@ class SearchResult:
     elapsed_ms: float
     preference: str | None = None
     withheld: int = 0
+    #: the notes indexed and those still waiting for vectors, as this caller sees them (None: not counted)
+    coverage: IndexCoverage | None = None
 
     def to_json(self) -> dict[str, Any]:
         return search_json(self)

@@ -42,6 +42,7 @@ from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.search.dense import DenseQuery
 from cairn.search.fusion import add_second_best, bm25_scores, fuse
 from cairn.search.hits import Hit, SearchResult, check_query, make_snippet, scope_folders, scope_tags
+from cairn.search.indexed import IndexedCounts
 from cairn.search.keyword import KeywordIndex, KeywordLookup
 from cairn.search.lexical import Coverage, Matcher, NoteMaps, Plan, coverage
 from cairn.search.names import Names
@@ -163,6 +164,7 @@ class SearchService:
         self.note_maps = NoteMaps(store, self.epoch)
         self.names = Names(store, self.epoch)
         self.visible = VisibleViews(store, self.epoch, self.vector_cache, title_weight)
+        self.indexed = IndexedCounts(store, self.epoch)
         self.results: EpochLRU[tuple, tuple[tuple[Hit, ...], str | None, frozenset[str]]] = EpochLRU(
             self.RESULT_CACHE_MAX
         )
@@ -186,14 +188,15 @@ class SearchService:
     ) -> SearchResult:
         """Ranked chunks for a query. Raises :class:`BadRequestError` for an empty or over-long query,
         a bad top_k or tag. ``withhold``/``tally``: see :meth:`retrieve`; ``SearchResult.withheld``
-        is the number of withheld notes removed from the candidates."""
+        is the number of withheld notes removed from the candidates; ``.coverage``: :mod:`cairn.search.indexed`."""
         started = time.perf_counter()
         tally = tally if tally is not None else WithheldTally()
         hits, preference = self.retrieve(
             query, top_k=top_k, tags=tags, folders=folders, mode=mode, withhold=withhold, tally=tally
         )
+        elapsed_ms, coverage = (time.perf_counter() - started) * 1000, self.indexed.now(withhold)
         return SearchResult(
-            hits=hits, elapsed_ms=(time.perf_counter() - started) * 1000, preference=preference, withheld=tally.count
+            hits=hits, elapsed_ms=elapsed_ms, preference=preference, withheld=tally.count, coverage=coverage
         )
 
     def retrieve(

@@ -1,0 +1,43 @@
+"""How much of the index a result is drawn from (:class:`~cairn.contract.IndexCoverage`), per caller.
+
+While the first index runs, the notes' words are searchable long before their vectors are written: a search then
+ranks the keyword candidates (and the few it embeds at once) but cannot find a not-yet-embedded note by meaning.
+Each search and ask result says so with its coverage. The counts leave out the caller's withheld notes
+(:mod:`cairn.search.withheld`), so a client not declared local learns nothing of them; they are kept per store
+epoch, so a search of an unchanged index reads nothing.
+"""
+
+from __future__ import annotations
+
+from cairn.contract import IndexCoverage
+from cairn.policy import Withhold
+from cairn.search.cache import EpochLRU, StoreEpoch
+from cairn.search.withheld import WithheldSet
+from cairn.store import Store
+from cairn.store.reads import coverage_counts
+
+
+class IndexedCounts:
+    """:meth:`now`: the coverage a caller with ``withhold`` sees; thread-safe (the store and the cache are)."""
+
+    #: Withholding rules kept at once (one per policy client kind in practice).
+    CACHE_MAX = 16
+
+    def __init__(self, store: Store, epoch: StoreEpoch) -> None:
+        self.store = store
+        self.epoch = epoch
+        self._cache: EpochLRU[tuple | None, IndexCoverage] = EpochLRU(self.CACHE_MAX)
+
+    def now(self, withhold: Withhold | None = None) -> IndexCoverage:
+        """The notes indexed and those still waiting for vectors, without the notes ``withhold`` hides."""
+        key = (withhold.tags, withhold.folders) if withhold else None
+        epoch = self.epoch.now()
+        cached = self._cache.get(key, epoch)
+        if cached is not None:
+            return cached
+        hidden = WithheldSet.load(self.store, withhold).notes if withhold else {}
+        notes, pending = coverage_counts(self.store, hidden)
+        found = IndexCoverage(notes=notes, pending=min(pending, notes))
+        if self.epoch.value == epoch:  # nothing committed meanwhile
+            self._cache.put(key, found, epoch)
+        return found
