@@ -556,6 +556,48 @@ function linkCitations(root, known2) {
   return links;
 }
 
+// src/status.ts
+var PHASES = { scan: "Scanning", index: "Indexing", embed: "Embedding", pdf: "Reading PDFs" };
+function count(n) {
+  return Math.round(n).toLocaleString("en-US");
+}
+function progressLine(p) {
+  const phase = PHASES[p.phase] ?? p.phase.charAt(0).toUpperCase() + p.phase.slice(1);
+  return `${phase} ${count(p.done)} / ${count(p.total)}`;
+}
+function ago(thenS, nowS) {
+  const s = Math.max(0, nowS - thenS);
+  if (s < 60) return "just now";
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  const d = Math.floor(s / 86400);
+  return `${d} day${d === 1 ? "" : "s"} ago`;
+}
+function statsLine(s, nowS = Date.now() / 1e3) {
+  const parts = [`${count(s.notes)} note${s.notes === 1 ? "" : "s"}`, `${count(s.chunks)} chunks indexed`];
+  if (s.pending > 0) parts.push(`${count(s.pending)} pending`);
+  if (s.paused) parts.push("paused");
+  if (s.errors && s.errors.length) parts.push(`${count(s.errors.length)} skipped`);
+  parts.push(s.lastIngestedAt ? `updated ${ago(s.lastIngestedAt, nowS)}` : "never indexed");
+  return parts.join(" \xB7 ");
+}
+
+// src/coverage.ts
+var INCOMPLETE_TEXT = "Still indexing: results may be incomplete";
+function coverageDetail(c) {
+  if (!c || typeof c.pending !== "number" || c.pending <= 0) return null;
+  const notes = typeof c.notes === "number" ? c.notes : c.pending;
+  return `${count(c.pending)} of ${count(notes)} note${notes === 1 ? "" : "s"} ${c.pending === 1 ? "is" : "are"} not yet searchable by meaning, only by their words.`;
+}
+function renderCoverage(parent, c) {
+  const detail = coverageDetail(c);
+  if (detail === null) return null;
+  const el = h("div", { cls: "cairn-coverage", role: "status" }, parent);
+  h("strong", { cls: "cairn-coverage-title", text: `${INCOMPLETE_TEXT}.` }, el);
+  h("span", { cls: "cairn-coverage-detail", text: ` ${detail}` }, el);
+  return el;
+}
+
 // src/relevance.ts
 var RELEVANCE_TEXT = {
   strong: "strong match",
@@ -581,32 +623,6 @@ function relevanceHint(relevance) {
 function groupSources(sources) {
   if (!sources.some((s) => s.cited === true)) return { cited: [...sources], also: [] };
   return { cited: sources.filter((s) => s.cited === true), also: sources.filter((s) => s.cited !== true) };
-}
-
-// src/status.ts
-var PHASES = { scan: "Scanning", index: "Indexing", embed: "Embedding", pdf: "Reading PDFs" };
-function count(n) {
-  return Math.round(n).toLocaleString("en-US");
-}
-function progressLine(p) {
-  const phase = PHASES[p.phase] ?? p.phase.charAt(0).toUpperCase() + p.phase.slice(1);
-  return `${phase} ${count(p.done)} / ${count(p.total)}`;
-}
-function ago(thenS, nowS) {
-  const s = Math.max(0, nowS - thenS);
-  if (s < 60) return "just now";
-  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
-  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
-  const d = Math.floor(s / 86400);
-  return `${d} day${d === 1 ? "" : "s"} ago`;
-}
-function statsLine(s, nowS = Date.now() / 1e3) {
-  const parts = [`${count(s.notes)} note${s.notes === 1 ? "" : "s"}`, `${count(s.chunks)} chunks indexed`];
-  if (s.pending > 0) parts.push(`${count(s.pending)} pending`);
-  if (s.paused) parts.push("paused");
-  if (s.errors && s.errors.length) parts.push(`${count(s.errors.length)} skipped`);
-  parts.push(s.lastIngestedAt ? `updated ${ago(s.lastIngestedAt, nowS)}` : "never indexed");
-  return parts.join(" \xB7 ");
 }
 
 // src/view.ts
@@ -874,6 +890,7 @@ var CairnView = class extends import_obsidian.ItemView {
       h("span", { text: "No language model wrote this answer (none is configured, or it did not answer); each sentence is quoted from the cited note." }, this.askBannerEl);
       show(this.askBannerEl, true);
     }
+    renderCoverage(this.askNoteEl, done.coverage);
     const secs = (done.elapsedMs / 1e3).toFixed(1);
     h("span", { cls: "cairn-elapsed", text: `Answered in ${secs} s` }, this.askNoteEl);
   }
@@ -965,7 +982,7 @@ var CairnView = class extends import_obsidian.ItemView {
     try {
       const res = await this.host.client().search(q, { topK: this.host.settings.topK, tags: this.tagScope, signal: controller.signal });
       if (controller !== this.searchController) return;
-      this.renderResults(q, res.results ?? []);
+      this.renderResults(q, res.results ?? [], res.coverage);
     } catch (err) {
       if (controller !== this.searchController) return;
       const e = toCairnError(err);
@@ -976,9 +993,10 @@ var CairnView = class extends import_obsidian.ItemView {
       if (controller === this.searchController) this.searchResultsEl.classList.remove("is-loading");
     }
   }
-  renderResults(q, hits) {
+  renderResults(q, hits, coverage) {
     const el = this.searchResultsEl;
     clear(el);
+    renderCoverage(el, coverage);
     if (!hits.length) {
       h("div", { cls: "cairn-empty", text: "No notes match (nothing passed the relevance floor)." }, el);
       return;

@@ -21,9 +21,21 @@ export interface SearchHit {
   page?: number;
 }
 
+/**
+ * How much of the index a result was drawn from, in notes: `notes` indexed (searchable by their words), of which
+ * `embedded` have every passage's vector and `pending` not yet (found by their words only, not by meaning).
+ */
+export interface Coverage {
+  notes: number;
+  embedded: number;
+  pending: number;
+}
+
 export interface SearchResponse {
   results: SearchHit[];
   elapsedMs?: number;
+  /** Absent from a daemon older than the field. */
+  coverage?: Coverage;
 }
 
 /** One numbered source of an answer: exactly a chunk that was in the prompt; `n` is the `[n]` it is cited by. */
@@ -47,6 +59,7 @@ export interface AskDone {
   /** Wall time from the request arriving to `done`, in milliseconds. */
   elapsedMs: number;
   removedCitations?: number;
+  coverage?: Coverage;
 }
 
 /** `{code, message}` of an `error` event, or of an HTTP error body `{"error": {...}}`. */

@@ -9,12 +9,13 @@
 import { Component, ItemView, MarkdownRenderer, WorkspaceLeaf } from "obsidian";
 import type { CairnClient } from "./api";
 import { answerBody, highlightRuns, locationLabel, NoteTarget, sourceLabel, targetOf } from "./citations";
+import { renderCoverage } from "./coverage";
 import { clear, h, linkCitations, show } from "./dom";
 import { CairnError, describeError, toCairnError } from "./errors";
 import { groupSources, relevanceHint, relevanceText } from "./relevance";
 import type { CairnSettings } from "./settings";
 import { progressLine, statsLine } from "./status";
-import type { AnswerSource, AskDone, RelatedResponse, SearchHit, TagCount } from "./types";
+import type { AnswerSource, AskDone, Coverage, RelatedResponse, SearchHit, TagCount } from "./types";
 
 export const VIEW_TYPE = "cairn-sidebar";
 /** Typing pause before a search is sent (ms). */
@@ -334,6 +335,7 @@ export class CairnView extends ItemView {
       h("span", { text: "No language model wrote this answer (none is configured, or it did not answer); each sentence is quoted from the cited note." }, this.askBannerEl);
       show(this.askBannerEl, true);
     }
+    renderCoverage(this.askNoteEl, done.coverage);
     const secs = (done.elapsedMs / 1000).toFixed(1);
     h("span", { cls: "cairn-elapsed", text: `Answered in ${secs} s` }, this.askNoteEl);
   }
@@ -432,7 +434,7 @@ export class CairnView extends ItemView {
     try {
       const res = await this.host.client().search(q, { topK: this.host.settings.topK, tags: this.tagScope, signal: controller.signal });
       if (controller !== this.searchController) return;
-      this.renderResults(q, res.results ?? []);
+      this.renderResults(q, res.results ?? [], res.coverage);
     } catch (err) {
       if (controller !== this.searchController) return;
       const e = toCairnError(err);
@@ -444,9 +446,10 @@ export class CairnView extends ItemView {
     }
   }
 
-  private renderResults(q: string, hits: SearchHit[]): void {
+  private renderResults(q: string, hits: SearchHit[], coverage?: Coverage): void {
     const el = this.searchResultsEl;
     clear(el);
+    renderCoverage(el, coverage);
     if (!hits.length) {
       h("div", { cls: "cairn-empty", text: "No notes match (nothing passed the relevance floor)." }, el);
       return;

@@ -290,6 +290,40 @@ describe("Search", () => {
   });
 });
 
+describe("still indexing", () => {
+  const hit = { filePath: "Kitchen/Sourdough.md", symbol: "Sourdough", score: 0.02, snippet: "starter", lines: [10, 13] };
+
+  it("search results drawn from an index with pending notes say results may be incomplete; a complete one does not", async () => {
+    let pending = 120;
+    mounted = await mount({ "/search": () => json({ results: [hit], coverage: { notes: 3879, embedded: 3879 - pending, pending } }) });
+    $(mounted.root, ".cairn-tab[data-tab='search']").click();
+    const input = $(mounted.root, ".cairn-search-input") as HTMLInputElement;
+    input.value = "starter";
+    input.dispatchEvent(new Event("input"));
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-search-results .cairn-coverage")).toBeTruthy(), { timeout: 3000 });
+    const notice = $(mounted.root, ".cairn-coverage").textContent;
+    expect(notice).toContain("Still indexing: results may be incomplete");
+    expect(notice).toContain("120 of 3,879 notes are not yet searchable by meaning");
+    expect(mounted.root.querySelectorAll(".cairn-result")).toHaveLength(1);
+
+    pending = 0;
+    input.value = "starters";
+    input.dispatchEvent(new Event("input"));
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-result-snippet mark")?.textContent).toBe("starter"), { timeout: 3000 });
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-coverage")).toBeNull(), { timeout: 3000 });
+  });
+
+  it("an answer whose done event reports pending notes says results may be incomplete", async () => {
+    mounted = await mount({
+      "/ask": () =>
+        stream(sse([["token", { text: "Feed it [1]." }], ["sources", SOURCES], ["done", { grounded: true, notFound: false, elapsedMs: 300, coverage: { notes: 10, embedded: 9, pending: 1 } }]])),
+    });
+    await ask(mounted, "How do I feed my starter?");
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-elapsed")).toBeTruthy());
+    expect($(mounted.root, ".cairn-ask-note .cairn-coverage").textContent).toContain("Still indexing: results may be incomplete. 1 of 10 notes is not yet");
+  });
+});
+
 describe("relevance in words", () => {
   it("search results and similar notes say strong / good / exact words / weak, never the raw score", async () => {
     const hit = (filePath: string, relevance: string, score: number) => ({ filePath, symbol: "", score, relevance, snippet: "banneton", lines: [1, 2] });
