@@ -298,8 +298,9 @@ def coverage_notice(coverage: IndexCoverage | None) -> str | None:
     """The sentence every edge shows beside results drawn from an index still being embedded, else None."""
     if coverage is None or not coverage.pending:
         return None
+    verb = "is" if coverage.pending == 1 else "are"
     return (
-        f"Still indexing: {coverage.pending} of {coverage.notes} notes are not yet searchable by meaning "
+        f"Still indexing: {coverage.pending} of {coverage.notes} notes {verb} not yet searchable by meaning "
         "(only by their words), so results may be incomplete."
     )
 
