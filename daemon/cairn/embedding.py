@@ -24,7 +24,7 @@ import hashlib
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -54,6 +54,31 @@ def embedding_texts(symbol: str, text: str, kind: str) -> list[str]:
     if kind in ("code", "table") or not texts:
         texts.append(chunk_embed_text(symbol, text))
     return list(dict.fromkeys(t for t in texts if t.strip()))
+
+
+def embed_in_slices(
+    embedder: Embedder,
+    texts: Sequence[str],
+    step: int,
+    pause: Callable[[], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> dict[int, np.ndarray]:
+    """{index in ``texts``: float32 (384,) vector}. Without ``pause`` and ``should_stop``, one call of the model;
+    else ``step`` texts at a time, shortest first (a slice's texts then pad little): ``pause()`` is called before
+    each slice and ``should_stop()`` looked at after each, ending with the slices done so far once it is true (a
+    stop waits for at most one slice of the model). Raises what :meth:`Embedder.embed` raises."""
+    if pause is None and should_stop is None:
+        return dict(enumerate(embedder.embed(texts)))
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    vecs: dict[int, np.ndarray] = {}
+    for start in range(0, len(order), step):
+        if pause is not None:
+            pause()
+        part = order[start : start + step]
+        vecs.update(zip(part, embedder.embed([texts[i] for i in part])))
+        if should_stop is not None and should_stop():
+            break
+    return vecs
 
 
 def whole_chunk_text(title: str, symbol: str, text: str) -> str:

@@ -35,6 +35,7 @@ from cairn.embedding import (
     chunk_embed_text,
     chunk_vector,
     content_hash,
+    embed_in_slices,
     embedding_texts,
     title_hash,
     whole_chunk_hash,
@@ -64,6 +65,9 @@ CHUNK_OVERLAP_TOKENS = 32
 #: With a ``pause`` callback, :meth:`Indexer.embed_batch` sends texts to the model this many at a time: a slice
 #: is the longest a note edited meanwhile waits for the PDF queue's model use.
 PAUSE_SLICE = 16
+#: With a ``should_stop`` callback, :meth:`Indexer.embed_batch` looks at it after every this many texts embedded: a
+#: stop (Ctrl-C, a shutdown) waits for at most one slice of the model, and the slices done are kept in the cache.
+STOP_SLICE = 64
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -354,6 +358,8 @@ class Indexer:
         from cairn.text_phase import TextRun  # here: text_phase imports this module
 
         run = TextRun(self, report, known, stop, progress, len(todo), links=links)
+        if progress and todo:
+            progress("index", 0, len(todo))
         try:
             run.write_changed(todo, full)
             if _errors(unreadable or {}):  # the file list read now lacks what could not be read: no link targets
@@ -458,13 +464,15 @@ class Indexer:
         ``should_stop()`` returns True."""
         total = self.store.count_pending()
         done = written = embedded = 0
+        if progress and total:
+            progress("embed", 0, total)
         while not (should_stop and should_stop()):
             with self.lock:
-                w, e, n = self.embed_batch(batch_size, pdf=pdf)
+                w, e, n = self.embed_batch(batch_size, pdf=pdf, should_stop=should_stop)
+            embedded += e
             if not n:
                 break
             written += w
-            embedded += e
             done += n
             if progress:
                 progress("embed", min(done, total), total)
@@ -480,12 +488,15 @@ class Indexer:
         pdf: bool | None = None,
         note_path: str | None = None,
         pause: Callable[[], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> tuple[int, int, int]:
         """Vectors for up to ``batch_size`` pending chunks (filters as in :meth:`Store.pending_chunks`):
         (vectors written, texts embedded, chunks taken). Needs no lock: a chunk deleted or changed while its
         vectors were computed is skipped when they are stored (:meth:`Store.set_vectors`). ``pause()``, when
         given, is called before each :data:`PAUSE_SLICE` texts go to the model (the PDF queue waits there
-        while the notes' indexing has work)."""
+        while the notes' indexing has work). Once ``should_stop()`` is true (looked at after each
+        :data:`STOP_SLICE` texts) the texts embedded so far go to the embedding cache, no vector is written and
+        (0, texts embedded, 0) is returned: the next run takes the same chunks and finds those texts cached."""
         model_id = self.embedder.model_id
         embedded = 0
         rows = self.store.pending_chunks(batch_size, pdf=pdf, note_path=note_path)
@@ -500,18 +511,14 @@ class Indexer:
         cache = self.store.cached_vectors(wanted, model_id)
         missing = [h for h in wanted if h not in cache]
         if missing:
-            texts = [wanted[h] for h in missing]
-            if pause is None:
-                vecs = list(self.embedder.embed(texts))
-            else:
-                vecs = []
-                for start in range(0, len(texts), PAUSE_SLICE):
-                    pause()
-                    vecs.extend(self.embedder.embed(texts[start : start + PAUSE_SLICE]))
-            fresh = dict(zip(missing, vecs))
+            step = PAUSE_SLICE if pause is not None else STOP_SLICE
+            vecs = embed_in_slices(self.embedder, [wanted[h] for h in missing], step, pause, should_stop)
+            fresh = {missing[i]: v for i, v in vecs.items()}
             self.store.put_cached_vectors(fresh, model_id)
             cache.update(fresh)
-            embedded += len(missing)
+            embedded += len(fresh)
+            if len(fresh) < len(missing):
+                return 0, embedded, 0
         items = []
         for row in rows:
             unit_vecs = [(uid, cache[uhash]) for uid, _text, uhash in row.sentences]

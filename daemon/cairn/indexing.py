@@ -24,6 +24,7 @@ from cairn.events import EventBus
 from cairn.indexer import Indexer, IndexReport
 from cairn.library import checked_rel_path
 from cairn.pdf_index import PdfIndexer, PdfQueue
+from cairn.progress import ProgressLines
 from cairn.store import IndexStats, Store, disk_full
 from cairn.vault import paths_under, resolve_in_vault
 
@@ -127,16 +128,18 @@ class Indexing:
 
         Once ``stop_requested`` is set the run ends early; the next run picks up where it stopped. After
         :meth:`request_full_reindex` the next run is a full one whatever ``full`` says. ``progress(phase, done,
-        total)`` is called besides the ``progress`` events. Re-raises what the indexer raised (``index_error``
-        then says what it was)."""
+        total)`` is called besides the ``progress`` events and the log's lines (:class:`ProgressLines`). Re-raises
+        what the indexer raised (``index_error`` then says what it was)."""
         self.running.set()
         if self._full_requested.is_set():
             self._full_requested.clear()
             full = True
         bus = self.events.progress_callback()
+        said = ProgressLines(log.info)  # the daemon's log: a line per phase and every ~10 s
 
         def both(phase: str, done: int, total: int) -> None:
             bus(phase, done, total)
+            said(phase, done, total)
             if progress is not None:
                 progress(phase, done, total)
 

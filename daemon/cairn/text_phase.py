@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -42,9 +43,11 @@ _worker_tokenizer = None
 
 
 def _worker_init(model_dir: str, parent_pid: int) -> None:
-    """A parse worker's start: it exits when the daemon (``parent_pid``) dies, even by ``kill -9``; then the
-    tokenizer is loaded."""
+    """A parse worker's start: it exits when the daemon (``parent_pid``) dies, even by ``kill -9``, and ignores
+    Ctrl-C (the terminal sends SIGINT to the whole process group: the parent stops the run, then its workers);
+    then the tokenizer is loaded."""
     global _worker_tokenizer
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     exit_with_parent(parent_pid)
     _worker_tokenizer = load_tokenizer(Path(model_dir))
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import signal
 import sys
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -14,55 +17,116 @@ from typing import Any
 from cairn import contract
 from cairn.cli.common import _open_for_query, _print_json, _writer_lock
 from cairn.config import Config
+from cairn.progress import ProgressLines, phase_words
 from cairn.prompt import source_line
 from cairn.relevance import RELEVANCE_TEXT, relevance
 
 
-def _progress_bar() -> tuple[Callable[[str, int, int], None] | None, Callable[[], None]]:
-    """A tqdm progress callback on a terminal (stderr), else None."""
+def _progress_bar() -> tuple[Callable[[str, int, int], None], Callable[[], None]]:
+    """The run's progress on stderr: on a terminal a tqdm bar per phase (notes read, then passages embedded, each
+    with its rate and the time left), else a plain line when a phase starts, every
+    :data:`~cairn.progress.EVERY_S` seconds and when it ends (:class:`~cairn.progress.ProgressLines`).
+    Returns (callback, close)."""
     if not sys.stderr.isatty():
-        return None, lambda: None
+        return ProgressLines(lambda line: print(line, file=sys.stderr, flush=True)), lambda: None
     from tqdm import tqdm
 
-    bars: dict[str, Any] = {}
+    # A terminal that says it is 0 columns wide or 0 lines high (some pseudo-terminals) would get no bar from tqdm.
+    width: dict[str, Any] = {"dynamic_ncols": True} if all(_size(sys.stderr)) else {"ncols": 80, "nrows": 24}
+    bar: Any = None  # one phase's bar at a time, each left on its own line once its phase is over
+    finished = ""  # the phase whose bar was closed complete (the indexer may say so twice)
 
     def progress(phase: str, done: int, total: int) -> None:
-        bar = bars.get(phase)
+        nonlocal bar, finished
+        if bar is not None and bar.desc != phase_words(phase)[0]:
+            close()
         if bar is None:
-            label = {"scan": "scanning", "index": "indexing", "embed": "embedding", "pdf": "PDFs"}.get(phase, phase)
-            unit = {"embed": "chunk", "pdf": "file"}.get(phase, "note")
-            bar = bars[phase] = tqdm(
-                total=total, desc=label, unit=unit, file=sys.stderr, leave=True, dynamic_ncols=True
-            )
+            if done >= total and phase == finished:
+                return
+            finished = phase if done >= total else ""
+            label, unit = phase_words(phase)
+            bar = tqdm(total=total, desc=label, unit=f" {unit}s", file=sys.stderr, **width)
         bar.total = total
-        bar.n = done
-        bar.refresh()
+        bar.update(done - bar.n)
+        if done >= total:
+            finished = phase
+            close()
 
     def close() -> None:
-        for bar in bars.values():
+        nonlocal bar
+        if bar is not None:
             bar.close()
+            bar = None
 
     return progress, close
 
 
+def _size(stream: Any) -> tuple[int, int]:
+    """(columns, lines) of the terminal ``stream`` writes to; (0, 0) when it cannot say."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (OSError, ValueError):
+        return 0, 0
+    return size.columns, size.lines
+
+
+def _stop_on_interrupt(stop: threading.Event, interrupted: threading.Event) -> Callable[[], None]:
+    """The first Ctrl-C (SIGINT) sets ``interrupted`` and ``stop`` (the run ends between notes or between a few
+    dozen texts' vectors, keeping what it wrote); a second one interrupts at once (``KeyboardInterrupt``).
+    Returns the undo."""
+
+    def on_sigint(signum: int, frame: object) -> None:
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        interrupted.set()
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+
+    def undo() -> None:
+        signal.signal(signal.SIGINT, previous)
+
+    return undo
+
+
 def cmd_index(args: argparse.Namespace, config: Config) -> int:
     """One-shot index. Refused (``AlreadyRunning``, exit 1) while a daemon or another ``cairn index`` writes this
-    index: the message names it (pid, URL from service.json) and says to use ``POST /index/reindex`` / the tray."""
+    index: the message names it (pid, URL from service.json) and says to use ``POST /index/reindex`` / the tray.
+    Ctrl-C stops the run early (exit 130); what it wrote is kept and the next run carries on from there."""
     from cairn.app import Cairn
 
     config.require_vault()
     lock = _writer_lock(config).acquire()
     try:
         cairn = Cairn(config)
+        interrupted = threading.Event()
         progress, close = _progress_bar()
+        undo = _stop_on_interrupt(cairn.indexing.stop_requested, interrupted)
         try:
             report = cairn.index(full=args.full, progress=progress)
         finally:
+            undo()
             close()
             stats = cairn.stats()
             cairn.close()
     finally:
         lock.release()
+    if interrupted.is_set():
+        print(_stopped_text(stats), file=sys.stderr)
+        return 130
+    return _say_indexed(args, config, report, stats)
+
+
+def _stopped_text(stats: dict[str, Any]) -> str:
+    """What a run stopped by Ctrl-C says on stderr: what is in the index now, and how to carry on."""
+    return (
+        f"Stopped: {stats['notes']:,} notes indexed, {stats['vectors']:,} of {stats['vectors'] + stats['pending']:,} "
+        "passages embedded; what was done is kept. Run `cairn index` again to carry on."
+    )
+
+
+def _say_indexed(args: argparse.Namespace, config: Config, report: Any, stats: dict[str, Any]) -> int:
+    """The finished run's report: one JSON document with ``--json``, else its summary lines on stdout."""
     if args.json:
         _print_json({**report.to_json(), "stats": {k: stats[k] for k in ("notes", "chunks", "vectors", "pending")}})
         _warn_if_no_notes(config, stats)
