@@ -25,16 +25,7 @@ import numpy as np
 
 from cairn.config import COSINE_FLOOR, DEFAULT_TOP_K
 from cairn.embedder import Embedder
-from cairn.embedding import (
-    TITLE_WEIGHT,
-    VectorCache,
-    chunk_vector,
-    content_hash,
-    embedding_texts,
-    title_hash,
-    whole_chunk_hash,
-    whole_chunk_text,
-)
+from cairn.embedding import TITLE_WEIGHT, VectorCache
 from cairn.errors import BadRequestError
 from cairn.policy import WithheldTally, Withhold
 from cairn.ranking import FusionWeights, QueryClassifier, limit_per_group, query_terms
@@ -46,6 +37,7 @@ from cairn.search.indexed import IndexedCounts
 from cairn.search.keyword import KeywordIndex, KeywordLookup
 from cairn.search.lexical import Coverage, Matcher, NoteMaps, Plan, coverage
 from cairn.search.names import Names
+from cairn.search.stored import stored_cosines
 from cairn.search.syntax import parse
 from cairn.search.vectors import Vectors, VectorSnapshot
 from cairn.search.visible import Visible, VisibleViews
@@ -420,7 +412,7 @@ class SearchService:
 
     def _similarities(self, r: _Ranking, candidates: list[int], rows: dict[int, ChunkRow]) -> _Similarities:
         """Exact cosines of every candidate: from the snapshot when it holds the chunk, else from the store (and
-        for keyword candidates not embedded yet, computed now: :meth:`_stored_similarities`)."""
+        for keyword candidates not embedded yet, computed now: :func:`~cairn.search.stored.stored_cosines`)."""
         chunk_cos: dict[int, float] = {}
         sentence_cos: dict[int, float] = {}
         held = [(cid, r.snap.row_of[cid]) for cid in candidates if cid in r.snap.row_of]
@@ -430,7 +422,15 @@ class SearchService:
                 chunk_cos[cid], sentence_cos[cid] = c, s
         missing = [cid for cid in candidates if cid not in chunk_cos]
         if missing:  # embedded after the snapshot, or not embedded yet (keyword-ready index)
-            more_cos, more_sentence = self._stored_similarities(r.qvec, missing, rows, compute=set(r.keyword))
+            more_cos, more_sentence = stored_cosines(
+                self.store,
+                self.embedder,
+                r.qvec,
+                [rows[c] for c in missing if c in rows],
+                compute=set(r.keyword),
+                title_weight=self.title_weight,
+                budget=self.SIMILARITY_EMBED_TEXTS,
+            )
             chunk_cos.update(more_cos)
             sentence_cos.update(more_sentence)
         self.visible.override(r.view, r.qvec, candidates, r.redacted_cos, (chunk_cos, sentence_cos))  # redacted rows
@@ -526,55 +526,6 @@ class SearchService:
             return max(float(c[0]), self.FLOOR_SENTENCE_WEIGHT * float(s[0])) >= self.floor
 
         tally.add(r.hidden.notes[r.hidden.chunks[c]] for c in r.touched if would_pass(c))
-
-    def _stored_similarities(
-        self, qvec: np.ndarray, ids: Sequence[int], rows: dict[int, ChunkRow], *, compute: set[int]
-    ) -> tuple[dict[int, float], dict[int, float]]:
-        """For every candidate read from the store: (cosine of its chunk vector, best cosine among its sentence
-        vectors or -1). Chunks not embedded yet (keyword-ready index, or rewritten by a re-index) get vectors
-        computed now, the same way the indexer will, if they are in ``compute`` (the keyword candidates):
-        :meth:`_embed_now`; the others are left out this time."""
-        ids = [c for c in ids if c in rows]
-        chunk_vecs = self.store.vectors(ids)
-        sentence_vecs = self.store.unit_vectors(ids)
-        missing = [c for c in ids if c not in chunk_vecs and c in compute]
-        if missing:
-            self._embed_now([rows[c] for c in missing], chunk_vecs, sentence_vecs)
-        cosines = {c: float(chunk_vecs[c] @ qvec) for c in ids if c in chunk_vecs}
-        best_sentence = {}
-        for c in cosines:
-            sv = sentence_vecs.get(c)
-            best_sentence[c] = float(np.max(sv @ qvec)) if sv is not None and len(sv) else -1.0
-        return cosines, best_sentence
-
-    def _embed_now(
-        self, missing: list[ChunkRow], chunk_vecs: dict[int, np.ndarray], sentence_vecs: dict[int, np.ndarray]
-    ) -> None:
-        """Fill ``chunk_vecs`` and ``sentence_vecs`` for the chunks ``missing`` (best keyword candidates first): the
-        texts' vectors from the embedding cache when it has them (a note re-indexed unchanged, moved, or embedded by
-        another run), the model for the rest, at most SIMILARITY_EMBED_TEXTS per query: a candidate beyond it is
-        left out this time (it is embedded seconds later, and embedding every candidate would stall searches
-        during a bulk re-index)."""
-        texts = {r.chunk_id: embedding_texts(r.symbol, r.text, r.kind) for r in missing}
-        wanted = {content_hash(t): t for r in missing for t in texts[r.chunk_id]}
-        wanted.update({title_hash(r.title): r.title for r in missing})
-        whole = {r.chunk_id: whole_chunk_hash(r.title, r.content_hash) for r in missing}
-        wanted.update({whole[r.chunk_id]: whole_chunk_text(r.title, r.symbol, r.text) for r in missing})
-        found = self.store.cached_vectors(wanted, self.embedder.model_id)
-        budget = self.SIMILARITY_EMBED_TEXTS
-        for r in missing:
-            c = r.chunk_id
-            keys = [*map(content_hash, texts[c]), title_hash(r.title), whole[c]]
-            need = [h for h in dict.fromkeys(keys) if h not in found]
-            if len(need) > budget:
-                continue
-            if need:
-                found.update(zip(need, self.embedder.embed([wanted[h] for h in need])))
-                budget -= len(need)
-            sentence_vecs[c] = np.stack([found[content_hash(t)] for t in texts[c]])
-            chunk_vecs[c] = chunk_vector(
-                sentence_vecs[c], found[title_hash(r.title)], found[whole[c]], self.title_weight
-            )
 
     @staticmethod
     def _hit(
