@@ -21,24 +21,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
 EXAMPLE_VAULT = REPO / "examples" / "vault"
 
-
-def cairn_executable() -> str:
-    exe = Path(sys.executable).parent / "cairn"
-    return str(exe) if exe.exists() else (shutil.which("cairn") or "cairn")
-
-
-def cairn_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
-    env.update(
-        CAIRN_DATA_DIR=str(home / "data"),
-        CAIRN_CONFIG_DIR=str(home / "config"),
-        CAIRN_LOG_DIR=str(home / "log"),
-        CAIRN_KEYRING="file",
-        PYTHONUNBUFFERED="1",
-    )
-    return env
+from helpers import cairn_env, cairn_executable  # noqa: E402  (the tests' own, with tests/ on the path)
 
 
 @dataclass
