@@ -2,8 +2,9 @@
 
 The real :class:`~cairn.policy_file.PolicyHolder` over real files: a policy tightened while the holder was
 idle is in force on the first call after it; a save is adopted without any call; a tool that only touches the
-file never holds the change back; a file that never stops changing fails closed (logged); a reload that
-withholds less than before is logged as a warning. Waits are on conditions with timeouts, never sleeps.
+file never keeps the previous policy past the churn bound; a half-save written again between two reads is never
+used; a file that never stops changing fails closed (logged); a reload that withholds less than before is logged
+as a warning. Waits are on conditions with timeouts; the pauses are the saves' own timing.
 """
 
 from __future__ import annotations
@@ -96,22 +97,53 @@ def test_a_save_is_adopted_on_a_timer_without_any_call(tmp_path, policy_log):
     assert holder.current().withhold.folders == ("Private",)
 
 
-def test_touching_the_file_without_changing_it_never_holds_a_change_back(tmp_path):
+def test_touching_the_file_never_keeps_the_previous_policy_past_the_churn_bound(tmp_path):
+    """A tool touching a saved change without end: the looser policy before it is in force at most ``10 × settle``
+    (then the holder fails closed), and the change is used once the touching stops."""
     path = tmp_path / "mcp-serve.yaml"
     save_as_of(path, LOOSE, 60)
-    holder = PolicyHolder(path, strict=True, check_interval_s=0.0, settle_s=0.2)
+    settle_s = 0.2
+    holder = PolicyHolder(path, strict=True, check_interval_s=0.0, settle_s=settle_s)
     path.write_text(TIGHT, encoding="utf-8")
     seen = set()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    started = time.monotonic()
+    late_loose = 0
+    while time.monotonic() - started < settle_s * 10 * 2:
         now = time.time_ns()
         os.utime(path, ns=(now, now))  # a sync tool touching the file: same bytes, a new mtime
         policy = holder.current()
+        loose = policy.fail_closed_reason is None and policy.withhold.folders == ()
         seen.add((policy.fail_closed_reason is None, policy.withhold.folders))
-        if policy.withhold.folders == ("Private",):
-            break
-    assert holder.current().withhold.folders == ("Private",), "the change never took effect while touched"
-    assert seen <= {(True, ()), (True, ("Private",))}
+        late_loose += loose and time.monotonic() - started > settle_s * 10 + 1.0
+    assert late_loose == 0, "the looser policy stayed in force while the tightening save was touched"
+    assert seen <= {(True, ()), (True, ("Private",)), (False, ())}
+    assert holder.reload().withhold.folders == ("Private",), "the change was not used once the touching stopped"
+
+
+def test_saves_whose_complete_state_no_read_saw_never_put_their_first_write_in_force(tmp_path):
+    """The same half-save written again and again, each save completed between two reads: every read sees the
+    first write only, but it never stood for the settle time, so it is never used."""
+    full = TIGHT
+    first_write = full[: full.index("  folders:")] + "  folders: []\n"
+    assert first_write != full
+    path = tmp_path / "mcp-serve.yaml"
+    save_as_of(path, full, 60)
+    settle_s = 0.3
+    holder = PolicyHolder(path, strict=True, check_interval_s=0.0, settle_s=settle_s)
+    pause = threading.Event()
+    in_force = set()
+    started = time.monotonic()
+    while time.monotonic() - started < settle_s * 4:  # well inside the churn bound (10 × settle)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(first_write)
+            fh.flush()
+            policy = holder.current()  # reads the first write
+            in_force.add((policy.fail_closed_reason is None, policy.withhold.folders))
+            pause.wait(settle_s / 6)
+            fh.seek(0)
+            fh.truncate()
+            fh.write(full)  # completed, and at once saved again: no read sees it
+    assert in_force == {(True, ("Private",))}, in_force
 
 
 def test_a_file_that_never_stops_changing_fails_closed_and_says_so(tmp_path, policy_log):

@@ -289,7 +289,9 @@ class PolicyHolder:
     while the holder was idle is used on the first read. A save in several writes shows its first part as a
     valid policy of its own (``version`` and ``withhold.tags`` without the ``folders`` or clients that
     follow), and serving that would hand withheld notes to clients not declared local; meanwhile the previous
-    policy stays in force. A touch that changes only the mtime is no change. A settled file that is invalid
+    policy stays in force. A touch that changes only the mtime of the policy in force is no change; a new mtime
+    on a change not yet in force restarts its settle time (the same bytes written again: the save may have passed
+    through other contents between two reads, e.g. its complete form). A settled file that is invalid
     (or missing) makes the holder fail closed (:func:`fail_closed_policy`, its ``fail_closed_reason`` the
     ``file:line: reason``, logged) until it is fixed; so does a file still changing after
     ``10 × settle_s``. A reload that withholds fewer tags or folders than the policy before is logged as a
@@ -396,10 +398,15 @@ class PolicyHolder:
         if self._accepted is None and snapshot.stamp is None:
             self._accept(snapshot)  # at start, no file (or no readable one) fails closed at once
             return
+        written = now - min(self._age_s(snapshot), self.settle_s)
         if self._pending is None or key != _content_key(self._pending):
-            self._pending_since = now - min(self._age_s(snapshot), self.settle_s)
+            self._pending_since = written
             if self._changing_since is None:
                 self._changing_since = self._pending_since
+        elif snapshot.stamp != self._pending.stamp:
+            # The same bytes written again (or touched): a save may have passed through other contents (the policy
+            # in force, or another) between two reads; the settle time runs from this write.
+            self._pending_since = max(self._pending_since, written)
         self._pending = snapshot
         changing_since = self._pending_since if self._changing_since is None else self._changing_since
         if now - self._pending_since >= self.settle_s:

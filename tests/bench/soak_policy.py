@@ -8,7 +8,9 @@ write (``version`` and ``withhold.tags``) is a valid policy on its own that does
 Meanwhile CLIENTS clients not declared local, each with its own token and the SDK's client, call ``get_note``
 on ``Private/Salary.md`` (withheld by its folder only) in a loop.
 
-Prints the calls served under a partial policy (must be 0) and the total calls; exits 1 when any was served.
+Prints the calls served under a partial policy (must be 0), the total calls, and the longest real gap between the
+two writes of a save (a save whose first write stood for the settle time or more is a laxer policy saved on
+purpose, as far as the daemon can tell: the run is then marked invalid); exits 1 when any call was served.
 
 Usage: soak_policy.py [--rewrites 100] [--gap-ms 100] [--clients 8] [--settle-s 1.0]
 """
@@ -20,6 +22,7 @@ import asyncio
 import os
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -35,20 +38,12 @@ from cairn.app import Cairn, start_mcp_http  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.secrets import mcp_token  # noqa: E402
 
+sys.path.insert(0, str(REPO / "tests"))
+from test_policy_saves import FIRST_WRITE  # noqa: E402  (the policy and its first write, as the test saves them)
+from test_policy_saves import FULL as POLICY  # noqa: E402
+
 VAULT = REPO / "tests" / "fixtures" / "canary_vault"
 NOTE = "Private/Salary.md"
-POLICY = """\
-version: 1
-withhold:
-  tags: [personal]
-  folders: [Private]
-default_tools: [get_note, list_notes]
-clients:
-  claude-desktop: {local: false, tools: [search_notes, get_note, list_notes]}
-  my-local-agent: {local: true, tools: all}
-audit: {enabled: false}
-"""
-FIRST_WRITE = POLICY[: POLICY.index("  folders:")]
 
 
 class Tally:
@@ -56,6 +51,8 @@ class Tally:
         self.calls = 0
         self.served = 0
         self.errors: dict[str, int] = {}
+        self.gaps: list[float] = []
+        self.settle_s = 0.0
 
 
 async def client_loop(url: str, token: str, tally: Tally, stop: asyncio.Event) -> None:
@@ -71,15 +68,20 @@ async def client_loop(url: str, token: str, tally: Tally, stop: asyncio.Event) -
                     tally.errors[code] = tally.errors.get(code, 0) + 1
 
 
-async def rewrite(path: Path, rewrites: int, gap_s: float) -> None:
-    """Save the policy ``rewrites`` times in two writes ``gap_s`` apart, ``gap_s`` between saves."""
+def rewrite(path: Path, rewrites: int, gap_s: float, gaps: list[float]) -> None:
+    """Save the policy ``rewrites`` times in two writes ``gap_s`` apart, ``gap_s`` between saves; each save's real
+    gap (seconds from the first write to the end of the second) is appended to ``gaps``. A thread of its own: the
+    event loop that serves the clients could hold a sleep of its far longer than ``gap_s``."""
+    pause = threading.Event()
     for _ in range(rewrites):
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(FIRST_WRITE)
             fh.flush()
-            await asyncio.sleep(gap_s)
+            first = time.monotonic()
+            pause.wait(gap_s)
             fh.write(POLICY[len(FIRST_WRITE) :])
-        await asyncio.sleep(gap_s)
+        gaps.append(time.monotonic() - first)
+        pause.wait(gap_s)
 
 
 async def attack(args: argparse.Namespace, home: Path) -> Tally:
@@ -103,9 +105,10 @@ async def attack(args: argparse.Namespace, home: Path) -> Tally:
         mcp = await start_mcp_http(config, cairn)
         tokens = [mcp_token(config, "claude-desktop") for _ in range(args.clients)]
         tally, stop = Tally(), asyncio.Event()
+        tally.settle_s = config.mcp_policy_settle_s
         clients = [asyncio.create_task(client_loop(mcp.url, t, tally, stop)) for t in tokens]
         try:
-            await rewrite(policy_file, args.rewrites, args.gap_ms / 1000)
+            await asyncio.to_thread(rewrite, policy_file, args.rewrites, args.gap_ms / 1000, tally.gaps)
         finally:
             stop.set()
             await asyncio.gather(*clients)
@@ -130,7 +133,13 @@ def main() -> int:
         f"soak_policy: {args.rewrites} saves in two writes {args.gap_ms:.0f} ms apart, {args.clients} clients not "
         f"declared local calling get_note({NOTE}), settle {settle}, {time.monotonic() - start:.0f} s"
     )
+    settle_s = tally.settle_s
+    late = sum(g >= settle_s for g in tally.gaps)
+    longest = max(tally.gaps, default=0.0) * 1000
     print(f"  calls served under a partial policy: {tally.served}")
+    print(f"  longest gap between the two writes of a save: {longest:.0f} ms (settle {settle_s * 1000:.0f} ms)")
+    if late:  # a first write that stood unchanged for the settle time is, to the daemon, a deliberate save
+        print(f"  INVALID RUN: {late} saves had writes {settle_s:g} s or more apart (the machine was too loaded)")
     print(f"  total calls: {tally.calls}  (refused: {', '.join(f'{k} {v}' for k, v in sorted(tally.errors.items()))})")
     return 1 if tally.served else 0
 
