@@ -94,3 +94,30 @@ def test_the_vectors_part_counts_the_snapshot_searches_load(tmp_path, embedder):
         assert cairn.stats()["memory"]["parts"]["onnx"] > 0
     finally:
         cairn.close()
+
+
+_EMBED_SCRIPT = """
+import json, sys
+from cairn.embedder import Embedder
+from cairn.memory import rss_bytes
+e = Embedder(threads=2)
+loaded = rss_bytes()
+words = "hive inspection queen cells honey harvest boiler pressure touring bike tyre".split()
+texts = [" ".join(words[(i + j) % len(words)] for j in range(300)) for i in range(64)]
+e.embed(texts)
+print(json.dumps({"loaded": loaded, "after": rss_bytes()}))
+"""
+
+
+def test_embedding_a_bulk_of_long_chunks_gives_its_work_memory_back(tmp_path):
+    """After indexing-sized batches of long chunks, the process holds about what it held with the model loaded:
+    onnxruntime's attention buffers are not kept for the daemon's lifetime."""
+    import os
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "daemon")}
+    proc = subprocess.run(
+        [sys.executable, "-c", _EMBED_SCRIPT], env=env, capture_output=True, text=True, timeout=600, check=True
+    )
+    figures = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (figures["after"] - figures["loaded"]) / MB < 60, figures

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from cairn.errors import ConfigError, ModelError
-from cairn.memory import rss_bytes
+from cairn.memory import rss_bytes, trim_heap
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,9 @@ MIN_PARALLEL_BATCH = 4
 #: with it, so long chunks go 8 to a run (less memory, and no slower); short sentences still go 32 to a run.
 MAX_BATCH_TOKENS = 2048
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
+#: An :meth:`Embedder.embed` call of at least this many ONNX runs (indexing, not a question) ends with
+#: :func:`cairn.memory.trim_heap`.
+TRIM_AFTER_BATCHES = 4
 
 
 def resolve_model_dir(model_dir: Path | str | None = None) -> Path:
@@ -312,6 +315,10 @@ class Embedder:
         if out_shape[-1] != self.dim:
             raise ModelError(f"Embedding model {onnx_path} outputs shape {out_shape}, expected [*, *, {self.dim}].")
         self._output_name = sess.get_outputs()[0].name
+        # Each run gives back the arena blocks it grew: a batch of long chunks needs tens of MB of attention
+        # buffers, which the arena would otherwise keep for the daemon's lifetime (the vectors are the same).
+        self._run_options = ort.RunOptions()
+        self._run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
         return sess
 
     def count_tokens(self, text: str) -> int:
@@ -359,6 +366,8 @@ class Embedder:
                     f.result()  # re-raises a lane's ModelError (after every lane has stopped)
         with self._lock:
             self.embeddings_computed += n
+        if len(batches) >= TRIM_AFTER_BATCHES:
+            trim_heap()  # the freed buffers of these runs go back to the system, not to the heap's free lists
         return out
 
     def _batches(self, ids: list[list[int]], batch_size: int) -> list[list[int]]:
@@ -395,7 +404,7 @@ class Embedder:
             mask[row, : len(seq)] = 1
         feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
         try:
-            hidden = self._session.run([self._output_name], feeds)[0]
+            hidden = self._session.run([self._output_name], feeds, self._run_options)[0]
         except Exception as exc:
             raise ModelError(
                 f"Embedding model {self.model_id} failed on a batch of {len(idx)} texts of up to {width} tokens: {exc}"
