@@ -7,6 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from cairn.embedder import DEFAULT_MODEL_DIR
@@ -121,3 +122,41 @@ def test_embedding_a_bulk_of_long_chunks_gives_its_work_memory_back(tmp_path):
     )
     figures = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (figures["after"] - figures["loaded"]) / MB < 60, figures
+
+
+def test_the_text_vector_cache_is_bounded_in_bytes_whatever_the_texts_lengths(tmp_path, embedder):
+    from cairn.embedding import VectorCache
+    from cairn.store import Store
+
+    store = Store(tmp_path / "index.sqlite3")
+    try:
+        cache = VectorCache(store, embedder, max_bytes=64 << 10)
+        long_texts = [f"note {i}: " + "the boiler pressure should sit at 1.3 bar " * 40 for i in range(40)]
+        vectors = cache.embed(long_texts)
+        assert vectors.shape == (40, embedder.dim)
+        # Entries of ~3.3 KB of text and 1.5 KB of vector: far fewer than 40 fit in 64 KB.
+        assert cache.nbytes() <= 64 << 10 and 0 < len(cache) < 40
+        assert np.array_equal(cache.embed(long_texts[-1:])[0], vectors[-1])  # the newest is held, unchanged
+    finally:
+        store.close()
+
+
+def test_the_dense_scores_kept_per_question_are_bounded_in_bytes(tmp_path, embedder, monkeypatch):
+    from cairn.app import Cairn
+    from cairn.search.vectors import Vectors
+
+    cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
+    try:
+        cairn.index()
+        snap = cairn.query.vectors.current()
+        per_question = snap.dense.query(embedder.embed_query("boiler pressure")).nbytes  # the same for any question
+        monkeypatch.setattr(Vectors, "SCORES_CACHE_BYTES", 3 * per_question, raising=False)
+        bounded = Vectors(cairn.store)
+        snap = bounded.current()
+        questions = ["hive", "queen cells", "honey", "tyre pressure", "boiler", "summer", "bikes"]
+        for question in questions:
+            bounded.query_scores(snap, question, embedder.embed_query(question))
+        assert len(bounded.scores) == 3  # the three newest, whatever the entry count allowed before
+        assert bounded.query_scores(snap, "bikes", embedder.embed_query("bikes")) is not None
+    finally:
+        cairn.close()

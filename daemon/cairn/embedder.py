@@ -478,7 +478,8 @@ class Int8Dot:
             opts.inter_op_num_threads = 1
             opts.log_severity_level = 3
             opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self._matrix = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(rows.T))  # (384, n): kept alive
+            self._columns = np.ascontiguousarray(rows.T)  # (384, n): onnxruntime reads it in place (kept alive)
+            self._matrix = ort.OrtValue.ortvalue_from_numpy(self._columns)
             opts.add_initializer("B", self._matrix)
             self._session = ort.InferenceSession(
                 path.read_bytes(), sess_options=opts, providers=["CPUExecutionProvider"]
@@ -490,6 +491,12 @@ class Int8Dot:
         got = self.dot(probe)[0, :: max(1, self.n // self.PROBE_ROWS)][: self.PROBE_ROWS]
         if not np.array_equal(got, sample.astype(np.int32) @ probe[0]):
             raise ModelError("onnxruntime's int8 dot products are not exact on this machine; scoring in float32.")
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The (n, 384) int8 matrix, a view of the copy handed to onnxruntime (not contiguous): callers need not
+        keep their own."""
+        return self._columns.T
 
     @property
     def nbytes(self) -> int:

@@ -121,18 +121,23 @@ def whole_chunk_hash(title: str, chunk_hash: str) -> str:
 
 
 class VectorCache:
-    """Text → (384,) float32 vector, in memory (LRU, at most ``max_items``; thread-safe). Questions, and the
-    sentences and titles the extractive answer scores. The model is deterministic, so a cached vector is the one
-    ``embedder.embed`` would give."""
+    """Text → (384,) float32 vector, in memory (LRU, at most ``max_items`` and about ``max_bytes``: a text's
+    entry costs its vector and its text; thread-safe). Questions, and the sentences and titles the extractive
+    answer scores. The model is deterministic, so a cached vector is the one ``embedder.embed`` would give."""
 
-    #: (384,) float32 each, so at most ~31 MB.
     MAX_ITEMS = 20_000
+    #: Bytes of entries kept (texts and vectors), whatever the texts' lengths.
+    MAX_BYTES = 16 << 20
 
-    def __init__(self, store: Store, embedder: Embedder, *, max_items: int = MAX_ITEMS) -> None:
+    def __init__(
+        self, store: Store, embedder: Embedder, *, max_items: int = MAX_ITEMS, max_bytes: int = MAX_BYTES
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.max_items = max_items
+        self.max_bytes = max_bytes
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._bytes = 0  # _entry_bytes of every entry held
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -142,8 +147,17 @@ class VectorCache:
     def nbytes(self) -> int:
         """Approximate bytes held: each vector (its array object included) and its text key."""
         with self._lock:
-            keys = list(self._vectors)
-        return sum(sys.getsizeof(k) + 112 + self.embedder.dim * 4 for k in keys)
+            return self._bytes
+
+    def _entry_bytes(self, text: str) -> int:
+        return sys.getsizeof(text) + 112 + self.embedder.dim * 4
+
+    def _set(self, text: str, vector: np.ndarray) -> None:
+        """Hold ``text`` → ``vector`` as the most recently used entry (the lock held)."""
+        if text not in self._vectors:
+            self._bytes += self._entry_bytes(text)
+        self._vectors[text] = vector
+        self._vectors.move_to_end(text)
 
     def _take(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
@@ -158,13 +172,13 @@ class VectorCache:
     def _put(self, fresh: dict[str, np.ndarray]) -> None:
         with self._lock:
             for t, v in fresh.items():
-                self._vectors[t] = v
-                self._vectors.move_to_end(t)
+                self._set(t, v)
 
     def _trim(self) -> None:
         with self._lock:
-            while len(self._vectors) > self.max_items:
-                self._vectors.popitem(last=False)
+            while len(self._vectors) > 1 and (len(self._vectors) > self.max_items or self._bytes > self.max_bytes):
+                text, _ = self._vectors.popitem(last=False)
+                self._bytes -= self._entry_bytes(text)
 
     def _stack(self, texts: Sequence[str], found: dict[str, np.ndarray]) -> np.ndarray:
         if not texts:
@@ -194,7 +208,7 @@ class VectorCache:
             found.update(fresh)
             with self._lock:
                 for t, v in fresh.items():
-                    self._vectors[t] = v
+                    self._set(t, v)
         rest = [t for t in texts if t not in found]
         if rest:
             found.update(zip(rest, self.embed(rest)))

@@ -158,7 +158,9 @@ class DenseIndex:
             log.warning("dense scores in float32 only: %s", exc)
             self._dot_factory = None
             return
-        self._quantized = quantized
+        # The int8 values are kept once, as the kernel's own matrix (a view), not a second copy.
+        held = getattr(self._dot, "rows", None)
+        self._quantized = (held if held is not None else values, scale, resid, norm)
         # float32 from here: every product below is within 2^-24 relatively of its float64 value (int32 sums
         # up to 384 · 127 · 63 < 2^24 are exact in float32), far inside SLACK.
         self._scale = scale.astype(np.float32)
@@ -225,7 +227,8 @@ class DenseIndex:
         floats += self._has_sentences.nbytes + self._runs.nbytes
         ints = 0
         if self._quantized is not None:
-            ints += sum(a.nbytes for a in self._quantized)
+            values = self._quantized[0]
+            ints += sum(a.nbytes for a in self._quantized[1:]) + (values.nbytes if values.base is None else 0)
             ints += sum(a.nbytes for a in (self._scale, self._resid, self._norm))
             ints += sum(getattr(self, a).nbytes for a in ("_sentence_resid", "_sentence_norm") if hasattr(self, a))
         if self._dot is not None:

@@ -35,6 +35,7 @@ from typing import Protocol
 
 import numpy as np
 
+from cairn.memory import trim_heap
 from cairn.ranking import fts_phrase, query_terms
 from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.store import FtsSnapshot, Store
@@ -506,6 +507,7 @@ class KeywordIndex:
             log.exception("building the in-memory BM25 failed; keyword search uses FTS5")
         finally:
             self.store.close_thread_connection()  # this thread ends
+            trim_heap()  # the tokens read and the build's temporaries back to the system
 
     def _phrase_scores(self, phrase: str) -> tuple[np.ndarray, np.ndarray]:
         """(chunk ids, bm25) of every chunk matching the FTS5 ``phrase``: kept while the store is unchanged."""

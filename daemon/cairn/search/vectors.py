@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cairn.memory import trim_heap
 from cairn.search.cache import EpochLRU
 from cairn.search.dense import DenseIndex, DenseQuery
 from cairn.store import Store
@@ -312,12 +313,15 @@ class Vectors:
     FULL_REFRESH_S = 30.0
     MAX_NEWER = 256
     INCREMENTAL_MAX = 0.25
-    #: Questions whose dense scores are kept (bounds (n,) float32 × 4 and the exact cosines found, per question).
-    SCORES_CACHE_MAX = 64
+    #: Bytes of dense scores kept, all questions together (each holds (n,) float32 × 4 bounds and the exact cosines
+    #: found: :attr:`DenseQuery.nbytes`), so that the cache does not grow with the vault; at least the last question's.
+    SCORES_CACHE_BYTES = 16 << 20
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.scores: EpochLRU[str, DenseQuery] = EpochLRU(self.SCORES_CACHE_MAX, exclusive=True)
+        self.scores: EpochLRU[str, DenseQuery] = EpochLRU(
+            self.SCORES_CACHE_BYTES, size=lambda q: q.nbytes, exclusive=True
+        )
         self._snapshot: VectorSnapshot | None = None
         self._lock = threading.Lock()
         self._full_loaded_at = 0.0  # time.monotonic() of the last full load of the vectors
@@ -333,6 +337,7 @@ class Vectors:
         with self._lock:
             if self._snapshot is None:
                 self._snapshot = VectorSnapshot.load(self.store)
+                trim_heap()  # the load's temporaries (the matrices as read, float64 blocks) back to the system
                 self._full_loaded_at = time.monotonic()
             return self._snapshot
 
@@ -410,6 +415,8 @@ class Vectors:
             return
         with self._lock:
             self._snapshot = snap
+        del old, snap
+        trim_heap()  # the replaced snapshot and the load's temporaries back to the system
 
     def memory(self) -> dict[str, int]:
         """``{vectors, int8, caches}``: bytes of the snapshot in force (float32 vectors and row maps; int8 copies
