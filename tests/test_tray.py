@@ -127,8 +127,8 @@ def test_the_menu_lists_status_warning_and_every_action_in_order(tray_daemon, in
     )
     visible = [i for i in items if i["visible"]]
     assert visible[0] == {"text": "3 notes · up to date", "enabled": False, "checked": None, "visible": True}
-    # CAIRN_KEYRING=file: the token lives in a 0600 file, and the menu says so (as does the log).
-    assert visible[1]["text"] == "⚠ API token kept in a file: no keyring" and not visible[1]["enabled"]
+    # CAIRN_KEYRING=file: the token lives in a 0600 file as chosen, and the menu says so without blaming a keyring.
+    assert visible[1]["text"] == "⚠ API token kept in a 0600 file, as configured" and not visible[1]["enabled"]
     assert "The API token is kept in a 0600 file" in tray_daemon.stderr
     assert [i["text"] for i in visible[2:]] == MENU
     assert all(i["enabled"] for i in visible[2:])

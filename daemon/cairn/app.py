@@ -566,8 +566,9 @@ def _serve_with_tray(config: Config, ready: Callable[[str], None] | None, on_tra
         host.actions.stats = lambda: _tray_stats(cairn)
         host.actions.reindex = cairn.indexing.request_full_reindex
         host.actions.set_paused = cairn.indexing.set_paused
-        if token_file(config).exists():
-            host.actions.warning = "API token kept in a file: no keyring"
+        if token_file(config).exists():  # chosen (keyring = "file"), or no keyring could hold it
+            chosen = config.keyring == "file"
+            host.actions.warning = f"API token kept in a {'0600 file, as configured' if chosen else 'file: no keyring'}"
         host.follow(cairn.events)
 
     return host.run(lambda stop: run_daemon(config, ready=ready, stop=stop, started=started), on_tray)

@@ -9,8 +9,8 @@ runs in the loop's thread pool, never on the loop and never on the tray thread.
 Menu, top to bottom:
 
 - a status line — ``3,879 notes · up to date``, ``Indexing 812 / 3,879``, ``Paused · 3,879 notes``,
-  ``Error: …`` — and, when set, a warning line (the API token kept in a file: no keyring) and the
-  result of the last action (``API token copied``);
+  ``Error: …`` — and, when set, a warning line (the API token kept in a file, as configured or for want of a
+  keyring) and the result of the last action (``API token copied``);
 - ``Reindex now`` (re-read every note), ``Pause watching`` / ``Resume watching``;
 - ``Open vault folder``, ``Open logs folder``, ``Copy API token`` (to the clipboard; never logged);
 - ``Start at login`` (a checkbox: the autostart entry of :mod:`cairn.autostart`);

@@ -28,7 +28,8 @@ KNOWN = ("appindicator", "gtk", "xorg", "darwin", "win32", "dummy")
 #: What the log line tells an owner whose tray has no menu (the README's "Tray icon" section says more).
 MENU_HINT = (
     "for the menu, install PyGObject with GTK 3 (Debian/Ubuntu: python3-gi and gir1.2-gtk-3.0 with a venv "
-    "made with --system-site-packages, or pip install PyGObject); see the README, 'Tray icon'"
+    "made with --system-site-packages, or pip install PyGObject, 'PyGObject<3.51' on Debian 12); see the README, "
+    "'Tray icon'"
 )
 
 _import_lock = threading.Lock()
