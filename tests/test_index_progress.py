@@ -218,8 +218,8 @@ def test_ctrl_c_during_the_first_index_of_the_help_vault_stops_at_once_and_the_n
     shutil.copytree(HELP_VAULT, vault, ignore=shutil.ignore_patterns(".*"))
     term = Terminal(home, "index", "--vault", str(vault))
     try:
-        # Some passages embedded (a batch of vectors written), more to come.
-        term.wait_for(r"embedding passages: +\d+%\|[^|]*\| [1-9][\d,]*/[\d,]+ \[", RUN_DEADLINE_S)
+        # Past the first batch of 256 chunks (its vectors written; the bar moves within a batch), more to come.
+        term.wait_for(r"embedding passages: +\d+%\|[^|]*\| (2[6-9]\d|[3-9]\d\d|\d,?\d{3})/[\d,]+ \[", RUN_DEADLINE_S)
         os.killpg(term.proc.pid, signal.SIGINT)  # what Ctrl-C does: SIGINT to the terminal's foreground group
         code = term.finish(STOP_DEADLINE_S)
     finally:

@@ -30,7 +30,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -330,7 +330,9 @@ class Embedder:
         """The :class:`TokenCounter` this embedder uses."""
         return self._tokens
 
-    def embed(self, texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
+    def embed(
+        self, texts: Sequence[str], *, batch_size: int = 32, stop: Callable[[list[int]], bool] | None = None
+    ) -> np.ndarray:
         """Embed ``texts``: returns float32 ``(len(texts), 384)``, each row L2-normalised.
 
         Each text is truncated to :attr:`max_tokens` (256, incl. [CLS]/[SEP]); the
@@ -339,7 +341,9 @@ class Embedder:
         sorted by token length and batched (at most ``batch_size`` texts and
         :data:`MAX_BATCH_TOKENS` padded positions per ONNX run) so batches carry little
         padding; up to ``threads`` batches run at once; rows come back in input order.
-        ``[]`` -> shape (0, 384).
+        ``[]`` -> shape (0, 384). ``stop(indices done)``, when given, is called before each ONNX run with the
+        indices of the texts whose rows are filled so far (a list the lanes extend); once it returns True the runs
+        left are skipped and the other rows are left unset (an indexing run's Ctrl-C waits for one run, not all).
 
         Raises:
             TypeError: an item is not a ``str``.
@@ -353,14 +357,17 @@ class Embedder:
             return out
         ids = self._tokens.encode_for_model(texts)
         batches = self._batches(ids, batch_size)
+        done: list[int] = []
         if len(batches) == 1 or self.threads == 1:
-            self._run_batches(ids, batches, out)
+            self._run_batches(ids, batches, out, stop, done)
         else:  # the caller runs every threads-th batch, the pool the rest
             pool = self._batch_pool()
             lanes = min(self.threads, len(batches))
-            futures = [pool.submit(self._run_batches, ids, batches[lane::lanes], out) for lane in range(1, lanes)]
+            futures = [
+                pool.submit(self._run_batches, ids, batches[lane::lanes], out, stop, done) for lane in range(1, lanes)
+            ]
             try:
-                self._run_batches(ids, batches[0::lanes], out)
+                self._run_batches(ids, batches[0::lanes], out, stop, done)
             finally:
                 for f in futures:
                     f.result()  # re-raises a lane's ModelError (after every lane has stopped)
@@ -388,10 +395,21 @@ class Embedder:
                 batches.append([i])
         return batches
 
-    def _run_batches(self, ids: list[list[int]], batches: list[list[int]], out: np.ndarray) -> None:
-        """Run each batch through the model, writing its sentence vectors into the rows ``out[batch]``."""
+    def _run_batches(
+        self,
+        ids: list[list[int]],
+        batches: list[list[int]],
+        out: np.ndarray,
+        stop: Callable[[list[int]], bool] | None,
+        done: list[int],
+    ) -> None:
+        """Run each batch through the model, writing its sentence vectors into the rows ``out[batch]`` and their
+        indices into ``done``, until ``stop(done)`` says to stop."""
         for idx in batches:
+            if stop is not None and stop(done):
+                return
             out[idx] = self._run_batch(ids, idx)
+            done.extend(idx)
 
     def _run_batch(self, ids: list[list[int]], idx: list[int]) -> np.ndarray:
         """One ONNX run over the texts ``idx`` (ascending length): float32 ``(len(idx), dim)``, L2-normalised."""

@@ -62,20 +62,31 @@ def embed_in_slices(
     step: int,
     pause: Callable[[], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    on_slice: Callable[[int, int], None] | None = None,
 ) -> dict[int, np.ndarray]:
-    """{index in ``texts``: float32 (384,) vector}. Without ``pause`` and ``should_stop``, one call of the model;
-    else ``step`` texts at a time, shortest first (a slice's texts then pad little): ``pause()`` is called before
-    each slice and ``should_stop()`` looked at after each, ending with the slices done so far once it is true (a
-    stop waits for at most one slice of the model). Raises what :meth:`Embedder.embed` raises."""
-    if pause is None and should_stop is None:
-        return dict(enumerate(embedder.embed(texts)))
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    """{index in ``texts``: float32 (384,) vector}. With ``pause``, ``step`` texts at a time in order, ``pause()``
+    called before each slice (and ``should_stop`` looked at after each). Else one call of the model, in which
+    ``should_stop()`` is looked at before each ONNX run (a stop waits for one run; the texts done so far are
+    returned) and ``on_slice(texts done, len(texts))`` is called before each of the calling thread's runs.
+    Raises what :meth:`Embedder.embed` raises."""
+    if pause is None:
+        caller = threading.get_ident()
+        seen: list[list[int]] = []
+
+        def stop(done: list[int]) -> bool:
+            if not seen:
+                seen.append(done)
+            if on_slice is not None and threading.get_ident() == caller:
+                on_slice(len(done), len(texts))
+            return should_stop is not None and should_stop()
+
+        out = embedder.embed(texts, stop=stop if should_stop or on_slice else None)
+        finished = seen[0] if seen else range(len(texts))
+        return {i: out[i] for i in finished}
     vecs: dict[int, np.ndarray] = {}
-    for start in range(0, len(order), step):
-        if pause is not None:
-            pause()
-        part = order[start : start + step]
-        vecs.update(zip(part, embedder.embed([texts[i] for i in part])))
+    for start in range(0, len(texts), step):
+        pause()
+        vecs.update(zip(range(start, start + step), embedder.embed(texts[start : start + step])))
         if should_stop is not None and should_stop():
             break
     return vecs

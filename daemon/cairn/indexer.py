@@ -43,6 +43,7 @@ from cairn.embedding import (
 )
 from cairn.link_targets import LinkCache
 from cairn.notes import PARSER_VERSION, LinkResolver, ParsedNote, parse_note
+from cairn.progress import pro_rata
 from cairn.store import ChunkRecord, NoteState, Store
 from cairn.vault import (
     IgnoreRules,
@@ -65,9 +66,6 @@ CHUNK_OVERLAP_TOKENS = 32
 #: With a ``pause`` callback, :meth:`Indexer.embed_batch` sends texts to the model this many at a time: a slice
 #: is the longest a note edited meanwhile waits for the PDF queue's model use.
 PAUSE_SLICE = 16
-#: With a ``should_stop`` callback, :meth:`Indexer.embed_batch` looks at it after every this many texts embedded: a
-#: stop (Ctrl-C, a shutdown) waits for at most one slice of the model, and the slices done are kept in the cache.
-STOP_SLICE = 64
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -467,8 +465,9 @@ class Indexer:
         if progress and total:
             progress("embed", 0, total)
         while not (should_stop and should_stop()):
+            part = pro_rata(progress, "embed", done, min(batch_size, total - done), total) if progress else None
             with self.lock:
-                w, e, n = self.embed_batch(batch_size, pdf=pdf, should_stop=should_stop)
+                w, e, n = self.embed_batch(batch_size, pdf=pdf, should_stop=should_stop, on_slice=part)
             embedded += e
             if not n:
                 break
@@ -489,14 +488,16 @@ class Indexer:
         note_path: str | None = None,
         pause: Callable[[], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        on_slice: Callable[[int, int], None] | None = None,
     ) -> tuple[int, int, int]:
         """Vectors for up to ``batch_size`` pending chunks (filters as in :meth:`Store.pending_chunks`):
         (vectors written, texts embedded, chunks taken). Needs no lock: a chunk deleted or changed while its
         vectors were computed is skipped when they are stored (:meth:`Store.set_vectors`). ``pause()``, when
         given, is called before each :data:`PAUSE_SLICE` texts go to the model (the PDF queue waits there
-        while the notes' indexing has work). Once ``should_stop()`` is true (looked at after each
-        :data:`STOP_SLICE` texts) the texts embedded so far go to the embedding cache, no vector is written and
-        (0, texts embedded, 0) is returned: the next run takes the same chunks and finds those texts cached."""
+        while the notes' indexing has work). Once ``should_stop()`` is true (looked at before each ONNX run,
+        :func:`~cairn.embedding.embed_in_slices`) the texts embedded so far go to the embedding cache, no vector is
+        written and (0, texts embedded, 0) is returned: the next run takes the same chunks and finds those texts
+        cached. ``on_slice(texts embedded, texts to embed)`` is called as the model goes (for progress)."""
         model_id = self.embedder.model_id
         embedded = 0
         rows = self.store.pending_chunks(batch_size, pdf=pdf, note_path=note_path)
@@ -511,8 +512,9 @@ class Indexer:
         cache = self.store.cached_vectors(wanted, model_id)
         missing = [h for h in wanted if h not in cache]
         if missing:
-            step = PAUSE_SLICE if pause is not None else STOP_SLICE
-            vecs = embed_in_slices(self.embedder, [wanted[h] for h in missing], step, pause, should_stop)
+            vecs = embed_in_slices(
+                self.embedder, [wanted[h] for h in missing], PAUSE_SLICE, pause, should_stop, on_slice
+            )
             fresh = {missing[i]: v for i, v in vecs.items()}
             self.store.put_cached_vectors(fresh, model_id)
             cache.update(fresh)

@@ -39,6 +39,19 @@ def duration_words(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
+def pro_rata(
+    progress: Callable[[str, int, int], None], phase: str, done: int, share: int, total: int
+) -> Callable[[int, int], None]:
+    """A ``(part done, whole)`` callback for one step of ``phase`` worth ``share`` of ``total`` items, ``done``
+    before it: ``progress(phase, done + share · part / whole, total)`` (a batch of chunks whose texts are embedded
+    a slice at a time moves the bar as its texts are)."""
+
+    def step(part: int, whole: int) -> None:
+        progress(phase, done + share * part // max(1, whole), total)
+
+    return step
+
+
 @dataclass
 class _Phase:
     name: str
