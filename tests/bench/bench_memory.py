@@ -31,14 +31,14 @@ def _get(url: str, token: str, params: str = "") -> dict:
         return json.loads(resp.read())
 
 
-def _env(data_dir: Path, home: Path) -> dict[str, str]:
+def _env(data_dir: Path, home: Path, code: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
     env.update(
         CAIRN_DATA_DIR=str(data_dir),
         CAIRN_CONFIG_DIR=str(home / "config"),
         CAIRN_LOG_DIR=str(home / "log"),
         CAIRN_KEYRING="file",
-        PYTHONPATH=str(REPO / "daemon"),
+        PYTHONPATH=str(code),
     )
     return env
 
@@ -68,6 +68,16 @@ def _wait_indexed(url: str, token: str, deadline_s: float) -> dict:
     raise SystemExit("the index did not complete in time")
 
 
+def _memory(url: str, token: str, pid: int) -> dict:
+    """The daemon's breakdown, or (a version without one) its resident set from the system alone."""
+    memory = _get(url + "/index/stats", token).get("memory")
+    if memory:
+        return memory
+    status = Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines()
+    kb = {line.split(":")[0]: int(line.split()[1]) for line in status if line.startswith(("VmRSS", "VmHWM"))}
+    return {"rssMB": round(kb["VmRSS"] / 1024, 1), "peakMB": round(kb["VmHWM"] / 1024, 1), "parts": {}, "workers": {}}
+
+
 def _table(title: str, memory: dict) -> str:
     lines = [f"{title}: resident {memory['rssMB']} MB (peak {memory['peakMB']} MB)", f"  {'part':<10} {'MB':>8}"]
     lines += [f"  {name:<10} {mb:>8}" for name, mb in memory["parts"].items()]
@@ -84,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--questions", type=Path, action="append", default=[])
     ap.add_argument("--searches", type=int, default=200)
     ap.add_argument("--settle-s", type=float, default=20.0, help="seconds idle before the idle figure")
+    ap.add_argument("--code", type=Path, default=REPO / "daemon", help="the daemon's package folder (another version)")
     args = ap.parse_args(argv)
     vault = args.vault.resolve()
     questions = [
@@ -94,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     with tempfile.TemporaryDirectory(prefix="cairn-mem-") as tmp:
         home = Path(tmp)
-        env = _env(args.data_dir, home)
+        env = _env(args.data_dir, home, args.code)
         cmd = [sys.executable, "-m", "cairn", "serve", "--vault", str(vault), "--port", "0", "--no-tray"]
         with open(home / "serve.log", "wb") as log:
             proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
@@ -105,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
             ).stdout.strip()
             _wait_indexed(url, token, 7200)
             time.sleep(args.settle_s)
-            idle = _get(url + "/index/stats", token)["memory"]
+            idle = _memory(url, token, proc.pid)
             print(_table("idle after the index", idle))
             for i in range(min(args.searches, len(questions)) if questions else 0):
                 q = urllib.parse.quote(questions[i % len(questions)])
                 _get(url + "/search", token, f"?q={q}&topK=8")
-            searched = _get(url + "/index/stats", token)["memory"]
+            searched = _memory(url, token, proc.pid)
             print(_table(f"after {min(args.searches, len(questions))} searches", searched))
             print(json.dumps({"vault": vault.name, "idle": idle, "afterSearches": searched}))
         finally:
