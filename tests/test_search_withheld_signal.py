@@ -141,9 +141,18 @@ async def session(home: Path, vault: Path, client: str) -> AsyncIterator[Client]
             yield c
 
 
+def _untimed(value: Any) -> Any:
+    """``value`` without the keys that hold a time (``elapsedMs``; ``indexedAt``: when each vault was indexed)."""
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if k not in ("elapsedMs", "indexedAt")}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
 def results_of(home_vault: tuple[Path, Path], client: str, related: tuple[str, ...] = ()) -> dict[str, Any]:
     """query → the ``search_notes`` results; ``related:PATH`` → ``get_related_notes``' similar notes;
-    ``ask:QUESTION`` → the ``ask`` answer (without its time)."""
+    ``ask:QUESTION`` → the ``ask`` answer (without its times)."""
 
     async def go() -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -151,7 +160,7 @@ def results_of(home_vault: tuple[Path, Path], client: str, related: tuple[str, .
             for q in QUERIES:
                 res = await c.call_tool("search_notes", {"query": q, "limit": 10})
                 assert not res.is_error, (q, res.content)
-                out[q] = res.structured_content["results"]
+                out[q] = _untimed(res.structured_content["results"])
             for path in related:
                 res = await c.call_tool("get_related_notes", {"path": path})
                 assert not res.is_error, (path, res.content)
@@ -159,7 +168,7 @@ def results_of(home_vault: tuple[Path, Path], client: str, related: tuple[str, .
             for question in QUESTIONS:
                 res = await c.call_tool("ask", {"question": question})
                 assert not res.is_error, (question, res.content)
-                out[f"ask:{question}"] = {k: v for k, v in res.structured_content.items() if k != "elapsedMs"}
+                out[f"ask:{question}"] = _untimed(res.structured_content)
         return out
 
     return run(go())
