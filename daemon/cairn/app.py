@@ -29,7 +29,8 @@ from cairn.indexer import Indexer, IndexReport
 from cairn.indexing import Indexing, LLMProbe, Watcher
 from cairn.library import NoteViews
 from cairn.memory import rss_bytes
-from cairn.pdf_index import PdfIndexer, PdfQueue
+from cairn.pdf_index import PdfIndexer
+from cairn.pdf_queue import PdfQueue
 from cairn.policy_file import daemon_policy, policy_holder
 from cairn.private_files import private_dir, private_file, tighten_install
 from cairn.search import SearchService

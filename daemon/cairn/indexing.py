@@ -23,7 +23,8 @@ from cairn.errors import CairnError
 from cairn.events import EventBus
 from cairn.indexer import Indexer, IndexReport
 from cairn.library import checked_rel_path
-from cairn.pdf_index import PdfIndexer, PdfQueue
+from cairn.pdf_index import PdfIndexer
+from cairn.pdf_queue import PdfQueue
 from cairn.progress import ProgressLines
 from cairn.store import IndexStats, Store, disk_full
 from cairn.vault import paths_under, resolve_in_vault
