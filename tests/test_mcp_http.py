@@ -412,3 +412,24 @@ def test_cairn_mcp_http_serves_the_endpoint_alone_from_the_existing_index(mcp):
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
+
+
+def test_the_mcp_server_is_loaded_when_the_first_client_connects(tmp_path):
+    """A daemon no MCP client has talked to holds none of the MCP server's memory, its port is bound and
+    advertised all the same, and the first client is served on it."""
+    home = make_home(tmp_path / "home")
+    with running_daemon(home, CANARY_VAULT) as daemon:
+        info = json.loads(daemon.service_file.read_text(encoding="utf-8"))
+        status, stats = daemon.get_json("/index/stats", token=daemon.token)
+        assert status == 200 and stats["memory"]["parts"]["mcpHttp"] == 0
+        status, health = daemon.get_json("/health")
+        assert status == 200 and health["mcp"]["http"] == info["mcpUrl"] and health["mcp"]["policy"] == "ok"
+        token = mcp_token(daemon.env, "claude-desktop")
+
+        async def first_client():
+            async with http_session(info["mcpUrl"], token) as client:
+                return await tool_names(client)
+
+        assert run(first_client()) == {"get_note", "list_notes"}
+        status, stats = daemon.get_json("/index/stats", token=daemon.token)
+        assert status == 200 and stats["memory"]["parts"]["mcpHttp"] > 0

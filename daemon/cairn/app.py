@@ -12,6 +12,7 @@ store closed, ``service.json`` removed.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import logging.handlers
 import signal
@@ -28,6 +29,7 @@ from cairn.events import EventBus
 from cairn.indexer import Indexer, IndexReport
 from cairn.indexing import Indexing, LLMProbe, Watcher
 from cairn.library import NoteViews
+from cairn.mcp_server.listener import LazyListener, McpHttp
 from cairn.memory import rss_bytes
 from cairn.pdf_index import PdfIndexer
 from cairn.pdf_queue import PdfQueue
@@ -160,26 +162,6 @@ def setup_logging(config: Config, *, to_file: bool = True) -> None:
     tighten_install(config)  # an older install's folders and files made private, each change in this log
 
 
-class McpHttp:
-    """The daemon's MCP endpoint: the policy (fail-closed holder), the audit log and the HTTP server."""
-
-    def __init__(self, policy: Any, server: Any) -> None:
-        self.policy = policy
-        self.server = server
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    def health(self, detail: bool = False) -> dict[str, Any]:
-        """``/health``'s ``mcp`` entry: ``{http, policy: "ok"|"fail-closed", failClosedReason}``, plus
-        ``failClosedDetail`` for the owner (``detail``): :meth:`~cairn.policy_file.PolicyHolder.status`."""
-        return {"http": self.url, **self.policy.status(detail=detail)}
-
-    async def close(self) -> None:
-        await self.server.close()
-
-
 def remote_model_withhold(config: Config, policy: Any = None) -> Callable[[], Any]:
     """What a remote language model must not see, read live (a function for
     :class:`~cairn.answers.AnswerService`): the governance policy's ``withhold`` (tags and folders: the model is
@@ -233,19 +215,26 @@ def mcp_service(config: Config, cairn: Cairn, policy: Any, transport: str) -> An
 async def start_mcp_http(config: Config, cairn: Cairn, policy: Any = None) -> McpHttp:
     """Serve MCP over streamable HTTP on ``config.host``:``config.mcp_http_port`` (see cairn.mcp_server for
     why a second port) under ``policy`` (:func:`daemon_policy`, made when not given): it fails closed when
-    missing or invalid (logged, and said in ``/health``)."""
-    before = rss_bytes()
-    from cairn.mcp_server import McpHttpServer
-    from cairn.secrets import McpTokens
-
+    missing or invalid (logged, and said in ``/health``). The port is bound here (CairnError when it cannot be);
+    the MCP SDK and its server are loaded when the first client connects (:mod:`cairn.mcp_server.listener`)."""
     if policy is None:
         policy = await asyncio.to_thread(daemon_policy, config)
-    service = mcp_service(config, cairn, policy, "http")
-    server = McpHttpServer.for_config(service, McpTokens(config).current, config)
-    await server.start()
-    after = rss_bytes()
-    cairn.mcp_http_bytes = max(0, after - before) if before is not None and after is not None else 0
-    return McpHttp(policy, server)
+
+    async def start(sock: Any) -> Any:
+        before = rss_bytes()
+        # The SDK is slow to import: on a worker thread, so the plugin's API goes on answering meanwhile.
+        await asyncio.to_thread(importlib.import_module, "cairn.mcp_server.streamable_http")
+        from cairn.mcp_server import McpHttpServer
+        from cairn.secrets import McpTokens
+
+        service = mcp_service(config, cairn, policy, "http")
+        server = await McpHttpServer.for_config(service, McpTokens(config).current, config).start(sock=sock)
+        after = rss_bytes()
+        cairn.mcp_http_bytes = max(0, after - before) if before is not None and after is not None else 0
+        return server
+
+    listener = await LazyListener(config.host, config.mcp_http_port, start).listen()
+    return McpHttp(policy, listener)
 
 
 async def run_mcp_stdio(config: Config, *, client: str | None, tools: list[str]) -> int:

@@ -35,12 +35,44 @@ in the agent's launch config; over HTTP the per-client bearer token (``cairn mcp
 
 Modules: :mod:`~cairn.mcp_server.tools` (the tools and the policy check, transport-independent),
 :mod:`~cairn.mcp_server.stdio` (``cairn mcp``), :mod:`~cairn.mcp_server.streamable_http` (the daemon's
-``/mcp`` on a second loopback port, behind per-client bearer tokens).
+``/mcp`` on a second loopback port, behind per-client bearer tokens), :mod:`~cairn.mcp_server.listener` (that
+port bound when the daemon starts, the server started on the first connection; no SDK import).
 """
 
-from cairn.mcp_server.stdio import serve_stdio
-from cairn.mcp_server.streamable_http import McpHttpServer, build_http_app
-from cairn.mcp_server.tools import DATA_NOTICE, MAX_MESSAGE_BYTES, TOOL_SPECS, McpService, ToolOutcome, build_server
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cairn.mcp_server.stdio import serve_stdio
+    from cairn.mcp_server.streamable_http import McpHttpServer, build_http_app
+    from cairn.mcp_server.tools import DATA_NOTICE, MAX_MESSAGE_BYTES, TOOL_SPECS, McpService, ToolOutcome, build_server
+
+#: Where each name is defined: imported on first use (:func:`__getattr__`), so that importing
+#: :mod:`cairn.mcp_server.listener` alone does not load the SDK.
+_DEFINED_IN = {
+    "serve_stdio": "stdio",
+    "McpHttpServer": "streamable_http",
+    "build_http_app": "streamable_http",
+    "DATA_NOTICE": "tools",
+    "MAX_MESSAGE_BYTES": "tools",
+    "TOOL_SPECS": "tools",
+    "McpService": "tools",
+    "ToolOutcome": "tools",
+    "build_server": "tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The package's names, imported from their module when first asked for (PEP 562)."""
+    module = _DEFINED_IN.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DATA_NOTICE",

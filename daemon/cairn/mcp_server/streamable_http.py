@@ -54,6 +54,7 @@ from cairn.connections import (
     raise_descriptor_limit,
 )
 from cairn.errors import CairnError
+from cairn.mcp_server.listener import listen
 from cairn.mcp_server.sessions import FairSessionManager, SessionLimits
 from cairn.mcp_server.tools import MAX_MESSAGE_BYTES, McpService, build_server
 from cairn.policy import ALL_TOOLS
@@ -411,20 +412,11 @@ class McpHttpServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}/mcp"
 
-    async def start(self, timeout_s: float = 15.0) -> McpHttpServer:
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self.requested_port))
-            sock.listen(ACCEPT_BACKLOG)
-            sock.setblocking(False)
-        except OSError as exc:
-            sock.close()
-            raise CairnError(
-                f"Cannot serve MCP over HTTP on {self.host}:{self.requested_port}: {exc.strerror}; "
-                "set mcp_port in the config (0 picks a free port)."
-            ) from None
+    async def start(self, timeout_s: float = 15.0, sock: socket.socket | None = None) -> McpHttpServer:
+        """Serve on ``sock`` (a listening socket bound by :func:`listen`, on this server's host) or on a socket
+        bound here. Raises CairnError when the port cannot be bound or the server does not start."""
+        if sock is None:
+            sock = listen(self.host, self.requested_port)
         self.port = sock.getsockname()[1]
         quiet_accept_errors(asyncio.get_running_loop())
         quiet_repeated_records(logging.getLogger("uvicorn.error"), _UVICORN_REPEATED)
