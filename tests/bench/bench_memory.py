@@ -5,8 +5,11 @@ searches, with the breakdown of ``/index/stats`` (:mod:`cairn.memory`) printed a
         --data-dir /tmp/cairn-mem --questions /work/shared/eval/dev2.jsonl --searches 200
 
 ``--data-dir`` holds the index (reused when it is there: an index copied from an eval data folder starts the
-daemon on it without indexing). Prints one table per moment (idle after the index, after the searches) and a JSON
-line of every figure. Not a test: the figures depend on the machine.
+daemon on it without indexing; when it is not, the daemon's peak includes its first index). When the question files
+hold fewer questions for the vault than ``--searches``, the rest are new questions made from note names (``what is
+<name>``, ``how do I use <name>``; fixed seed), so that every search is a new question. Prints one table per moment
+(idle after the index, after the searches) and a JSON line of every figure. Not a test: the figures depend on the
+machine.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -69,22 +73,36 @@ def _wait_indexed(url: str, token: str, deadline_s: float) -> dict:
 
 
 def _memory(url: str, token: str, pid: int) -> dict:
-    """The daemon's breakdown, or (a version without one) its resident set from the system alone."""
+    """The daemon's breakdown, or (a version without one) its resident set from the system alone; with the
+    system's split of the resident set (``proc``: anonymous memory, mapped files such as the libraries' code,
+    shared memory; MB)."""
     memory = _get(url + "/index/stats", token).get("memory")
-    if memory:
-        return memory
     status = Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines()
-    kb = {line.split(":")[0]: int(line.split()[1]) for line in status if line.startswith(("VmRSS", "VmHWM"))}
-    return {"rssMB": round(kb["VmRSS"] / 1024, 1), "peakMB": round(kb["VmHWM"] / 1024, 1), "parts": {}, "workers": {}}
+    kb = {line.split(":")[0]: int(line.split()[1]) for line in status if line.startswith(("VmRSS", "VmHWM", "Rss"))}
+    if not memory:
+        memory = {"rssMB": round(kb["VmRSS"] / 1024, 1), "peakMB": round(kb["VmHWM"] / 1024, 1), "parts": {}}
+        memory["workers"] = {}
+    memory["proc"] = {
+        key[3:].lower(): round(kb[key] / 1024, 1) for key in ("RssAnon", "RssFile", "RssShmem") if key in kb
+    }
+    return memory
 
 
 def _table(title: str, memory: dict) -> str:
     lines = [f"{title}: resident {memory['rssMB']} MB (peak {memory['peakMB']} MB)", f"  {'part':<10} {'MB':>8}"]
     lines += [f"  {name:<10} {mb:>8}" for name, mb in memory["parts"].items()]
+    lines += ["  resident set as the system splits it: " + ", ".join(f"{k} {v} MB" for k, v in memory["proc"].items())]
     lines += [
         f"  {name:<10} {mb if mb is not None else '-':>8}  (separate process)" for name, mb in memory["workers"].items()
     ]
     return "\n".join(lines)
+
+
+def _name_questions(vault: Path, n: int, seed: int = 17) -> list[str]:
+    """``n`` questions (at most two per note) made from the names of the vault's notes, fixed seed."""
+    names = sorted({p.stem for p in vault.rglob("*.md") if len(p.stem) > 3})
+    picked = random.Random(seed).sample(names, min(len(names), (n + 1) // 2))
+    return [q for name in picked for q in (f"what is {name}", f"how do I use {name}")][:n]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         for q in map(json.loads, path.read_text(encoding="utf-8").splitlines())
         if q.get("vault") == vault.name
     ]
+    if len(questions) < args.searches:
+        seen = set(questions)
+        questions += [q for q in _name_questions(vault, args.searches) if q not in seen]
     with tempfile.TemporaryDirectory(prefix="cairn-mem-") as tmp:
         home = Path(tmp)
         env = _env(args.data_dir, home, args.code)
