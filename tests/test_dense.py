@@ -30,8 +30,8 @@ def _no_int8(values):
 
 def _reference(snap, qvec, weight):
     """Every chunk's exact (cos, best sentence cos, dense score), row by row in float32."""
-    cos = np.einsum("ij,j->i", snap.chunks, qvec)
-    per_sentence = np.einsum("ij,j->i", snap.sentences, qvec)
+    cos = np.einsum("ij,j->i", snap.chunks.matrix(), qvec)
+    per_sentence = np.einsum("ij,j->i", snap.sentences.matrix(), qvec)
     sentence = np.full(len(cos), -1.0, dtype=np.float32)
     for g, row in enumerate(snap.group_rows):
         end = snap.group_starts[g + 1] if g + 1 < len(snap.group_starts) else len(snap.sentence_order)
@@ -95,8 +95,8 @@ def test_the_float32_path_ranks_the_same_chunks(help_cairn):
     query = help_cairn.query
     snap = query.vectors.current()
     plain = DenseIndex(
-        snap.chunks,
-        snap.sentences,
+        snap.chunks.matrix(),
+        snap.sentences.matrix(),
         snap.dense.sentence_order,
         snap.dense.sentence_start,
         snap.dense.sentence_end,

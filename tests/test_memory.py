@@ -88,11 +88,48 @@ def test_the_vectors_part_counts_the_snapshot_searches_load(tmp_path, embedder):
         cairn.query.search("boiler pressure", top_k=3)
         after = search_parts(cairn.query)
         stats = cairn.store.stats()
-        # Every chunk vector is held as float32 (384 × 4 bytes), and an int8 copy of it (384 bytes) at least.
-        assert after["vectors"] >= stats.vectors * 384 * 4
+        # Every chunk vector is held as an int8 copy (384 bytes) at least; its float32 row (384 × 4 bytes) is not
+        # held: only the row maps are.
         assert after["int8"] >= stats.vectors * 384
+        assert 0 < after["vectors"] < stats.vectors * 384
         assert after["caches"] > before["caches"]  # the ranked result and its dense scores are kept
         assert cairn.stats()["memory"]["parts"]["onnx"] > 0
+    finally:
+        cairn.close()
+
+
+def _hits(service, question: str) -> list[tuple]:
+    return [(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(question, top_k=5).hits]
+
+
+def test_float32_vectors_read_from_a_file_give_the_results_of_vectors_held_in_memory(
+    tmp_path, embedder, monkeypatch, caplog
+):
+    """The float32 rows live in a temporary file that nothing sees in the index folder; where no file can be
+    written there, they are held in memory (said in the log) and every result is the same, to the last bit."""
+    from cairn.app import Cairn
+    from cairn.search import SearchService
+    from cairn.search.float_rows import RowFile
+
+    cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
+    try:
+        cairn.index()
+        folder = cairn.store.path.parent
+        listed = sorted(p.name for p in folder.iterdir())
+        questions = ["boiler pressure", "queen cells in the hive", "tyre pressure for touring", "summer honey"]
+        from_file = {q: _hits(cairn.query, q) for q in questions}
+        assert sorted(p.name for p in folder.iterdir()) == listed  # the rows' file is never a name in the folder
+        assert search_parts(cairn.query)["vectors"] < cairn.store.stats().vectors * 384
+
+        def cannot_write(self, folder):
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(RowFile, "__init__", cannot_write)
+        held = SearchService(cairn.store, embedder)
+        with caplog.at_level("WARNING", logger="cairn.search.float_rows"):
+            assert {q: _hits(held, q) for q in questions} == from_file
+        assert "vectors held in memory" in caplog.text and "No space left on device" in caplog.text
+        assert search_parts(held)["vectors"] >= cairn.store.stats().vectors * 384 * 4
     finally:
         cairn.close()
 

@@ -68,6 +68,11 @@ def _edit_some_notes(vault, *, rewrite: int = 2) -> None:
     )
 
 
+def _row(rows, i: int) -> np.ndarray:
+    """Row ``i`` of a snapshot's float32 rows."""
+    return rows.read(np.asarray([i]))[0]
+
+
 def _by_id(snap: VectorSnapshot, values: np.ndarray) -> dict[int, float]:
     return {int(c): float(v) for c, v in zip(snap.chunk_ids, values)}
 
@@ -85,9 +90,9 @@ def _assert_same_as_full_load(inc: VectorSnapshot, full: VectorSnapshot, embedde
         ).all()
     for cid in full.chunk_ids.tolist()[:: max(1, len(full.chunk_ids) // 200)]:
         a, b = inc.row_of[cid], full.row_of[cid]
-        assert np.array_equal(inc.chunks[a], full.chunks[b])
-        ua = inc.sentences[inc.sentence_order[inc.dense.sentence_start[a] : inc.dense.sentence_end[a]]]
-        ub = full.sentences[full.sentence_order[full.dense.sentence_start[b] : full.dense.sentence_end[b]]]
+        assert np.array_equal(_row(inc.chunks, a), _row(full.chunks, b))
+        ua = inc.sentences.read(inc.sentence_order[inc.dense.sentence_start[a] : inc.dense.sentence_end[a]])
+        ub = full.sentences.read(full.sentence_order[full.dense.sentence_start[b] : full.dense.sentence_end[b]])
         assert sorted(map(bytes, ua)) == sorted(map(bytes, ub))
     for question in QUESTIONS:
         qvec = embedder.embed_query(question)
@@ -192,9 +197,11 @@ def test_a_reload_after_the_vector_recipe_changed_loads_every_vector_again(fresh
     service.vectors.reload()
     full = VectorSnapshot.load(store)
     cid = int(old.chunk_ids[0])
-    assert not np.array_equal(old.chunks[old.row_of[cid]], full.chunks[full.row_of[cid]])
+    assert not np.array_equal(_row(old.chunks, old.row_of[cid]), _row(full.chunks, full.row_of[cid]))
     snap = service.vectors.current()
-    assert all(np.array_equal(snap.chunks[snap.row_of[c]], full.chunks[full.row_of[c]]) for c in full.row_of)
+    assert all(
+        np.array_equal(_row(snap.chunks, snap.row_of[c]), _row(full.chunks, full.row_of[c])) for c in full.row_of
+    )
 
 
 def test_a_reload_with_nothing_changed_keeps_the_vectors_and_takes_the_new_generation(fresh_cairn, monkeypatch):
@@ -258,3 +265,26 @@ def test_a_replaced_index_file_is_loaded_in_full(fresh_cairn, tmp_path):
     shutil.copyfile(store.path, tmp_path / "other.sqlite3")
     (tmp_path / "other.sqlite3").replace(store.path)  # a new file at the same path (a rebuilt index reuses ids)
     assert VectorSnapshot.refresh(old, store, max_changed=1.0) is None
+
+
+def test_refreshes_that_leave_most_of_the_vectors_file_unused_end_in_a_full_load(fresh_cairn):
+    """Each refresh appends the edited chunks' rows to the float32 rows' file and leaves their old rows unused; once
+    the unused rows pass the refresh limit, the next reload loads everything into a new file."""
+    fresh_cairn.index()
+    store = fresh_cairn.store
+    snap = VectorSnapshot.load(store)
+    note = sorted(fresh_cairn.config.vault.rglob("*.md"))[0]
+    text = note.read_text(encoding="utf-8")
+    refreshes = 0
+    for i in range(200):
+        note.write_text(text + f"\n\nEdit number {i} of this note.\n", encoding="utf-8")
+        fresh_cairn.index()
+        new = VectorSnapshot.refresh(snap, store, max_changed=Vectors.INCREMENTAL_MAX)
+        if new is None:
+            break
+        snap, refreshes = new, refreshes + 1
+    assert new is None and refreshes > 0
+    live = len(snap.chunk_ids) + len(snap.sentences)
+    assert snap.chunks.stored_rows > (1 + Vectors.INCREMENTAL_MAX) * live
+    full = VectorSnapshot.load(store)  # a new file, holding only the rows in use
+    assert full.chunks.stored_rows == len(full.chunk_ids) + len(full.sentences)

@@ -14,7 +14,8 @@ plus :data:`SLACK` for float rounding. A chunk's dense score is ``max(cos(chunk)
 exactly: with ``τ`` the ``k``-th largest lower bound, every chunk whose exact score could reach the ``k``-th is one
 whose upper bound is ≥ ``τ``; only those (a small fraction of the chunks) are scored exactly in float32. Any chunk's
 exact cosines are available on request (:meth:`DenseQuery.exact`), so everything downstream (fusion, the floor)
-sees exact values.
+sees exact values. Only the int8 copies are scanned, so only they are held in memory: the float32 rows of those few
+chunks and their sentences are read when needed (:mod:`cairn.search.float_rows`).
 
 Exact values are computed row by row (``np.einsum``), so a chunk's cosine does not depend on which other chunks
 were scored with it (a BLAS product's rounding can depend on the matrix shape). The ranking is therefore a
@@ -22,7 +23,7 @@ function of the question and the index alone. Ties are broken by chunk id.
 
 When the int8 graph is unavailable or not exact on this machine (:class:`~cairn.errors.ModelError` from
 :class:`Int8Dot`), every cosine is computed in float32 at once and the bounds are the values themselves: same
-results, at the float32 cost.
+results, at the float32 cost (every float32 row in memory).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import numpy as np
 
 from cairn.embedder import INT8_QUERY_LIMIT, Int8Dot
 from cairn.errors import ModelError
+from cairn.search.float_rows import HeldRows, RowSource
 
 log = logging.getLogger(__name__)
 
@@ -42,25 +44,30 @@ log = logging.getLogger(__name__)
 #: vectors) and float64 rounding of the bounds, with room to spare; the bounds are stored as float32 (2⁻²⁴ relative)
 #: too.
 SLACK = 1e-4
-#: Rows quantised at a time when a snapshot is made (float64 temporaries: 4,096 × 384 × 8 = 12.6 MB).
-_BLOCK = 4096
+#: Rows quantised at a time when a snapshot is made (float64 temporaries of 1,024 × 384 × 8 bytes = 3 MB each).
+_BLOCK = 1024
 
 
-def quantize_rows(mat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """int8 copies of ``mat``'s rows, (n, 384) float32: (values (n, 384) int8 in -127..127, scale (n,) float64 with
-    row ≈ scale · values, residual norm ‖row − scale · values‖ (n,) float64, row norm (n,) float64)."""
-    n = len(mat)
-    values = np.empty(mat.shape, dtype=np.int8)
+def quantize_rows(*mats: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """int8 copies of the rows of ``mats`` (each (r, 384) float32) one after the other, n rows in all: (values
+    (n, 384) int8 in -127..127, scale (n,) float64 with row ≈ scale · values, residual norm ‖row − scale · values‖
+    (n,) float64, row norm (n,) float64). Several matrices are quantised without concatenating them."""
+    n = sum(len(m) for m in mats)
+    values = np.empty((n, mats[0].shape[1] if mats else 0), dtype=np.int8)
     scale, resid, norm = np.empty(n), np.empty(n), np.empty(n)
-    for start in range(0, n, _BLOCK):
-        block = mat[start : start + _BLOCK].astype(np.float64)
-        amax = np.abs(block).max(axis=1)
-        s = np.where(amax > 0, amax / 127.0, 1.0)
-        v = np.rint(block / s[:, None])
-        values[start : start + _BLOCK] = v
-        scale[start : start + _BLOCK] = s
-        resid[start : start + _BLOCK] = np.linalg.norm(block - s[:, None] * v, axis=1)
-        norm[start : start + _BLOCK] = np.linalg.norm(block, axis=1)
+    at = 0
+    for mat in mats:
+        for start in range(0, len(mat), _BLOCK):
+            block = mat[start : start + _BLOCK].astype(np.float64)
+            end = at + len(block)
+            amax = np.abs(block).max(axis=1)
+            s = np.where(amax > 0, amax / 127.0, 1.0)
+            v = np.rint(block / s[:, None])
+            values[at:end] = v
+            scale[at:end] = s
+            resid[at:end] = np.linalg.norm(block - s[:, None] * v, axis=1)
+            norm[at:end] = np.linalg.norm(block, axis=1)
+            at = end
     return values, scale, resid, norm
 
 
@@ -81,18 +88,24 @@ def quantize_query(qvec: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, flo
     return ints, steps, float(np.linalg.norm(approx)), float(np.linalg.norm(q - approx))
 
 
-def _exact(mat: np.ndarray, rows: np.ndarray, qvec: np.ndarray) -> np.ndarray:
-    """(k,) float32 cosines of ``mat[rows]`` with ``qvec``, row by row (independent of which rows come along)."""
+def _exact(source: RowSource, rows: np.ndarray, qvec: np.ndarray) -> np.ndarray:
+    """(k,) float32 cosines of ``source``'s rows ``rows`` with ``qvec``, row by row (independent of which rows come
+    along)."""
     if not len(rows):
         return np.zeros(0, dtype=np.float32)
-    return np.einsum("ij,j->i", mat[rows], qvec)
+    return np.einsum("ij,j->i", source.read(rows), qvec)
+
+
+def _source(rows: RowSource | np.ndarray) -> RowSource:
+    """``rows`` as a :class:`~cairn.search.float_rows.RowSource` (a matrix: held in memory)."""
+    return HeldRows(rows) if isinstance(rows, np.ndarray) else rows
 
 
 def _reuse_quantized(
     old: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     src: np.ndarray,
-    chunks: np.ndarray,
-    sentences: np.ndarray,
+    chunks: RowSource,
+    sentences: RowSource,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`quantize_rows` of ``[chunks; sentences]``: row ``i`` copied from ``old``'s row ``src[i]``, quantised now
     where ``src[i]`` is -1."""
@@ -100,34 +113,31 @@ def _reuse_quantized(
     kept = np.flatnonzero(src >= 0)
     n = len(chunks)
     fresh_chunks, fresh_sentences = fresh[fresh < n], fresh[fresh >= n] - n
-    values = np.empty((len(src), chunks.shape[1]), dtype=np.int8)
+    values = np.empty((len(src), old[0].shape[1]), dtype=np.int8)
     scale, resid, norm = np.empty(len(src)), np.empty(len(src)), np.empty(len(src))
     targets: tuple[np.ndarray, ...] = (values, scale, resid, norm)
     for target, source in zip(targets, old):
         target[kept] = source[src[kept]]
     if len(fresh):
-        mat = (
-            np.concatenate([chunks[fresh_chunks], sentences[fresh_sentences]])
-            if len(fresh_sentences)
-            else chunks[fresh_chunks]
-        )
-        for target, source in zip(targets, quantize_rows(mat)):
+        for target, source in zip(targets, quantize_rows(chunks.read(fresh_chunks), sentences.read(fresh_sentences))):
             target[fresh] = source
     return values, scale, resid, norm
 
 
 class DenseIndex:
     """One snapshot's vectors for dense scoring: chunk vectors (n, 384) float32, distinct sentence vectors (d, 384)
-    float32, and each chunk row's run ``[sentence_start, sentence_end)`` in ``sentence_order`` (rows of
-    ``sentences``; an empty run: no sentences). Made when the search service loads a snapshot; the int8 rows with
-    their scales and norms are kept, so that a reload quantises only new rows (:meth:`derived`). ``dot_factory``
-    makes the integer kernel (tests pass a failing one to get the float32 path); ``quantized`` is
-    :func:`quantize_rows` of ``[chunks; sentences]`` when already known."""
+    float32 (:class:`~cairn.search.float_rows.RowSource`, e.g. rows in a file; a matrix is held in memory), and
+    each chunk row's run ``[sentence_start, sentence_end)`` in ``sentence_order`` (rows of ``sentences``; an empty
+    run: no sentences). Made when the search service loads a snapshot; the int8 rows with their scales and norms are
+    kept in memory, so that a reload quantises only new rows (:meth:`derived`), and the float32 rows are read only
+    for the chunks that can rank. ``dot_factory`` makes the integer kernel (tests pass a failing one to get the
+    float32 path, which holds every float32 row in memory); ``quantized`` is :func:`quantize_rows` of ``chunks,
+    sentences`` when already known."""
 
     def __init__(
         self,
-        chunks: np.ndarray,
-        sentences: np.ndarray,
+        chunks: RowSource | np.ndarray,
+        sentences: RowSource | np.ndarray,
         sentence_order: np.ndarray,
         sentence_start: np.ndarray,
         sentence_end: np.ndarray,
@@ -135,7 +145,7 @@ class DenseIndex:
         dot_factory: Callable[[np.ndarray], Int8Dot] | None = Int8Dot,
         quantized: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> None:
-        self.chunks, self.sentences = chunks, sentences
+        self.chunks, self.sentences = _source(chunks), _source(sentences)
         self.sentence_order, self.sentence_start, self.sentence_end = sentence_order, sentence_start, sentence_end
         self.n, self.d = len(chunks), len(sentences)
         has = sentence_end > sentence_start
@@ -148,15 +158,17 @@ class DenseIndex:
         #: quantize_rows of [chunks; sentences] (None without chunks or kernel), kept for :meth:`derived`.
         self._quantized: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         if not self.n or dot_factory is None:
+            self._hold_floats()
             return
         if quantized is None:
-            quantized = quantize_rows(np.concatenate([chunks, sentences]) if self.d else chunks)
+            quantized = quantize_rows(self.chunks.matrix(), self.sentences.matrix())
         values, scale, resid, norm = quantized
         try:
             self._dot = dot_factory(values)
         except ModelError as exc:
             log.warning("dense scores in float32 only: %s", exc)
             self._dot_factory = None
+            self._hold_floats()
             return
         # The int8 values are kept once, as the kernel's own matrix (a view), not a second copy.
         held = getattr(self._dot, "rows", None)
@@ -171,10 +183,17 @@ class DenseIndex:
             self._sentence_resid = self._sentence_best(resid[self.n :]).astype(np.float32)
             self._sentence_norm = self._sentence_best(norm[self.n :]).astype(np.float32)
 
+    def _hold_floats(self) -> None:
+        """The float32-only path scores every row for every question: the rows held in memory."""
+        if not isinstance(self.chunks, HeldRows):
+            self.chunks = HeldRows(self.chunks.matrix())
+        if not isinstance(self.sentences, HeldRows):
+            self.sentences = HeldRows(self.sentences.matrix())
+
     def derived(
         self,
-        chunks: np.ndarray,
-        sentences: np.ndarray,
+        chunks: RowSource,
+        sentences: RowSource,
         sentence_order: np.ndarray,
         sentence_start: np.ndarray,
         sentence_end: np.ndarray,
@@ -221,9 +240,8 @@ class DenseIndex:
     def nbytes(self) -> tuple[int, int]:
         """(bytes of the float32 vectors and their row maps, bytes of the int8 copies: values, scales, bounds and the
         integer kernel's matrices)."""
-        floats = sum(
-            a.nbytes for a in (self.chunks, self.sentences, self.sentence_order, self.sentence_start, self.sentence_end)
-        )
+        floats = self.chunks.nbytes + self.sentences.nbytes
+        floats += sum(a.nbytes for a in (self.sentence_order, self.sentence_start, self.sentence_end))
         floats += self._has_sentences.nbytes + self._runs.nbytes
         ints = 0
         if self._quantized is not None:
@@ -249,9 +267,9 @@ class DenseIndex:
         """Every chunk's exact (cosine to ``qvec``, best cosine among its sentences or -1), both (n,) float32, row by
         row (as :meth:`DenseQuery.exact`: a BLAS product's last bit can depend on a row's position). The float32-only
         path, and the reference the int8 path is tested against."""
-        cos = np.einsum("ij,j->i", self.chunks, qvec) if self.n else np.zeros(0, np.float32)
+        cos = np.einsum("ij,j->i", self.chunks.matrix(), qvec) if self.n else np.zeros(0, np.float32)
         sentence = (
-            self._sentence_best(np.einsum("ij,j->i", self.sentences, qvec))
+            self._sentence_best(np.einsum("ij,j->i", self.sentences.matrix(), qvec))
             if self.d
             else np.full(self.n, -1.0, np.float32)
         )
@@ -273,6 +291,8 @@ class DenseQuery:
         self.index, self.qvec = index, qvec
         self._cos: dict[int, float] = {}
         self._sentence: dict[int, float] = {}
+        #: q̂ · v̂ of every sentence row (d,), for :meth:`_may_be_best` (None on the float32 path or without any).
+        self._sentence_approx: np.ndarray | None = None
         n = index.n
         if index._dot is None or not n:
             # Row by row as the exact values of the int8 path: both paths give the same cosines and ranking.
@@ -289,10 +309,12 @@ class DenseQuery:
         approx += np.float32(steps[1]) * y[1]
         approx *= index._scale  # q̂ · v̂ for every row
         qn, en, slack = np.float32(qhat_norm), np.float32(err_norm), np.float32(SLACK)
+        self._qn, self._en = qn, en
         bound = qn * index._resid + en * index._norm + slack
         self.cos_lo, self.cos_hi = approx[:n] - bound, approx[:n] + bound
         if index.d:
-            best = index._sentence_best(approx[n:])
+            self._sentence_approx = approx[n:].copy()
+            best = index._sentence_best(self._sentence_approx)
             sentence_bound = qn * index._sentence_resid + en * index._sentence_norm + slack
             none = ~index._has_sentences
             self.sentence_lo, self.sentence_hi = best - sentence_bound, best + sentence_bound
@@ -303,7 +325,8 @@ class DenseQuery:
     @property
     def nbytes(self) -> int:
         """Bytes this question's scores hold (its bounds and the exact cosines found; not its index's)."""
-        arrays = {id(a): a.nbytes for a in (self.cos_lo, self.cos_hi, self.sentence_lo, self.sentence_hi)}
+        held = (self.cos_lo, self.cos_hi, self.sentence_lo, self.sentence_hi, self._sentence_approx)
+        arrays = {id(a): a.nbytes for a in held if a is not None}
         return sum(arrays.values()) + 2 * sys.getsizeof(self._cos) + 64 * (len(self._cos) + len(self._sentence))
 
     def exact(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -325,14 +348,34 @@ class DenseQuery:
                 positions = np.repeat(starts[with_sentences] - offsets, lengths[with_sentences]) + np.arange(
                     lengths.sum()
                 )
-                values = _exact(ix.sentences, ix.sentence_order[positions], self.qvec)
-                best[with_sentences] = np.maximum.reduceat(values, offsets)
+                sentence_rows = ix.sentence_order[positions]
+                keep = self._may_be_best(todo[with_sentences], sentence_rows, offsets, lengths[with_sentences])
+                values = _exact(ix.sentences, sentence_rows[keep], self.qvec)
+                kept = np.add.reduceat(keep.astype(np.int64), offsets)  # at least one per chunk
+                best[with_sentences] = np.maximum.reduceat(values, np.cumsum(kept) - kept)
             for r, c, u in zip(todo.tolist(), cos.tolist(), best.tolist()):
                 self._cos[r], self._sentence[r] = c, u
         return (
             np.asarray([self._cos[r] for r in rows.tolist()], dtype=np.float32),
             np.asarray([self._sentence[r] for r in rows.tolist()], dtype=np.float32),
         )
+
+    def _may_be_best(
+        self, chunk_rows: np.ndarray, sentence_rows: np.ndarray, offsets: np.ndarray, lengths: np.ndarray
+    ) -> np.ndarray:
+        """(s,) bool: which of the sentence rows ``sentence_rows`` (s,) — the sentences of chunk rows ``chunk_rows``
+        (c,), chunk ``i``'s at ``offsets[i]`` for ``lengths[i]`` — can be their chunk's best: upper bound ≥ the
+        largest lower bound among the chunk's sentences. The best one always is (its exact cosine lies between),
+        so the maximum over the kept ones is the maximum over all, to the bit; only they are read and scored."""
+        if self._sentence_approx is None:
+            return np.ones(len(sentence_rows), dtype=bool)
+        ix = self.index
+        approx = self._sentence_approx[sentence_rows]
+        # The chunk's bound, as for sentence_lo/hi: its sentences' worst residual and largest norm.
+        bound = self._qn * ix._sentence_resid[chunk_rows] + self._en * ix._sentence_norm[chunk_rows]
+        bound = np.repeat(bound + np.float32(SLACK), lengths)
+        floor = np.repeat(np.maximum.reduceat(approx - bound, offsets), lengths)
+        return approx + bound >= floor
 
     def top(self, k: int, weight: float, chunk_ids: np.ndarray, allowed: np.ndarray | None = None) -> np.ndarray:
         """Rows of the ``k`` best chunks by ``max(cos, weight · best sentence cos)`` (``weight`` > 0), exact, best

@@ -1,6 +1,6 @@
-"""The in-memory vectors of the store: every chunk vector and every distinct sentence vector, for exact dense
-scoring (:class:`VectorSnapshot`), and :class:`Vectors`, which holds the snapshot in force and reloads it on a
-background thread as the store changes.
+"""The vectors of the store for exact dense scoring: every chunk vector and every distinct sentence vector, as
+int8 copies in memory and float32 rows in a temporary file (:class:`VectorSnapshot`, :mod:`cairn.search.float_rows`),
+and :class:`Vectors`, which holds the snapshot in force and reloads it on a background thread as the store changes.
 
 Sentence vectors with the same text (boilerplate sentences repeated across notes) have the same vector, held and
 scored once: the scores are bound by memory bandwidth.
@@ -19,7 +19,8 @@ import numpy as np
 
 from cairn.memory import trim_heap
 from cairn.search.cache import EpochLRU
-from cairn.search.dense import DenseIndex, DenseQuery
+from cairn.search.dense import DenseIndex, DenseQuery, quantize_rows
+from cairn.search.float_rows import RowSource, row_sources
 from cairn.store import Store
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,15 @@ def _distinct_sentences(sentences: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return firsts, index, keys[firsts]
 
 
+def _compact(mat: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``mat[rows]`` for ascending ``rows`` (k,) int64 with ``rows[i] >= i``, made in place in ``mat``'s first ``k``
+    rows (a view of them), a block at a time: no second matrix of the kept rows beside ``mat``."""
+    for start in range(0, len(rows), 4096):
+        block = rows[start : start + 4096]
+        mat[start : start + len(block)] = mat[block]
+    return mat[: len(rows)]
+
+
 def _sentence_runs(owner_rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """From the owning chunk row of each sentence position, sorted (m,) int64, and the number of chunk rows ``n``:
     (group_starts (g,), group_rows (g,), sentence_start (n,), sentence_end (n,)) as VectorSnapshot and DenseIndex
@@ -96,9 +106,11 @@ class _Added:
 
 @dataclass(frozen=True, slots=True)
 class VectorSnapshot:
-    """Every chunk vector and sentence vector of the store in memory, for exact dense scoring. Sentence vectors with
-    the same text have the same vector, held and scored once. ``generation`` is the store's vectors generation when
-    the chunk ids were read.
+    """Every chunk vector and sentence vector of the store, for exact dense scoring: int8 copies in memory
+    (:attr:`dense`), float32 rows read back for the chunks that can rank (:attr:`chunks`, :attr:`sentences`: a
+    private temporary file beside the index, or memory where none can be written). Sentence vectors with the same
+    text have the same vector, held and scored once. ``generation`` is the store's vectors generation when the chunk
+    ids were read.
 
     Made by :meth:`load` (everything) or by :meth:`refresh` from the previous snapshot (only the chunks added or
     removed since are read, and only the new rows quantised). Both give the same scores, dense top chunks and search
@@ -108,12 +120,12 @@ class VectorSnapshot:
     generation: int
     loaded_at: float
     chunk_ids: np.ndarray  # (n,) int64
-    chunks: np.ndarray  # (n, 384) float32
+    chunks: RowSource  # (n, 384) float32
     row_of: dict[int, int]  # chunk id → row
     sentence_order: np.ndarray  # (m,) row in ``sentences`` of each sentence, sorted by owning chunk row
     group_starts: np.ndarray  # (g,) start of each owning chunk's run in sentence_order
     group_rows: np.ndarray  # (g,) the owning chunk row of each run
-    sentences: np.ndarray  # (d, 384) float32: the distinct sentence vectors (and, after refresh(), unreferenced ones)
+    sentences: RowSource  # (d, 384) float32: the distinct sentence vectors (and, after refresh(), unreferenced ones)
     dense: DenseIndex  # the same vectors with their int8 copies, for a question's exact top chunks
     sentence_keys: np.ndarray  # (d,) uint64: _sentence_keys(sentences), to match a new sentence with a row held
     recipe: str | None  # the store's vector recipe the vectors were made with (Store.embedded_chunk_ids)
@@ -121,7 +133,8 @@ class VectorSnapshot:
 
     @classmethod
     def load(cls, store: Store) -> VectorSnapshot:
-        """Everything, read in one transaction (:meth:`Store.load_vector_matrices_and_recipe`)."""
+        """Everything, read in one transaction (:meth:`Store.load_vector_matrices_and_recipe`); the float32 rows
+        are written to a new file in the index's folder (:func:`~cairn.search.float_rows.row_sources`)."""
         file_id = store.file_identity()
         (gen, chunk_ids, chunks, sentence_owner, sentences), recipe = store.load_vector_matrices_and_recipe()
         row_of = {int(c): i for i, c in enumerate(chunk_ids)}
@@ -131,19 +144,24 @@ class VectorSnapshot:
         order = keep[np.argsort(owner_rows[keep], kind="stable")]
         firsts, index, keys = _distinct_sentences(sentences)
         sentence_order = index[order]
-        distinct = sentences[firsts]
+        distinct = _compact(sentences, firsts)
+        del sentences
         starts, group_rows, sentence_start, sentence_end = _sentence_runs(owner_rows[order], len(chunk_ids))
+        quantized = quantize_rows(chunks, distinct)
+        chunk_rows, sentence_rows = row_sources(store.path.parent, chunks, distinct)
+        del chunks, distinct
+        dense = DenseIndex(chunk_rows, sentence_rows, sentence_order, sentence_start, sentence_end, quantized=quantized)
         return cls(
             generation=gen,
             loaded_at=time.monotonic(),
             chunk_ids=chunk_ids,
-            chunks=chunks,
+            chunks=chunk_rows,
             row_of=row_of,
             sentence_order=sentence_order,
             group_starts=starts,
             group_rows=group_rows,
-            sentences=distinct,
-            dense=DenseIndex(chunks, distinct, sentence_order, sentence_start, sentence_end),
+            sentences=sentence_rows,
+            dense=dense,
             sentence_keys=keys,
             recipe=recipe,
             file_id=file_id,
@@ -158,10 +176,13 @@ class VectorSnapshot:
         :meth:`DenseIndex.derived`) kept; a new sentence equal to a row held reuses it.
 
         Returns None when a full :meth:`load` is the right thing: ``old`` is empty, the store's file was replaced,
-        the vector recipe changed, more than ``max_changed`` (a fraction) of ``old``'s chunk rows changed, or more
-        than that fraction of the sentence rows would be unreferenced. Store errors propagate."""
+        the vector recipe changed, more than ``max_changed`` (a fraction) of ``old``'s chunk rows changed, more
+        than that fraction of the sentence rows would be unreferenced, or the float32 rows' file holds more than
+        that fraction of rows no longer used (earlier refreshes' removed rows). Store and file errors propagate."""
         n_old = len(old.chunk_ids)
         if not n_old or store.file_identity() != old.file_id:
+            return None
+        if old.chunks.stored_rows > (1 + max_changed) * (n_old + len(old.sentences)):
             return None
         gen, recipe, ids = store.embedded_chunk_ids()
         if recipe != old.recipe:
@@ -192,8 +213,9 @@ class VectorSnapshot:
         owner_kept, kept_pos = old._kept_sentences(keep_rows)
         new = old._match_added(a_ids, a_owner, a_sentences, n_keep)
         d_old = len(old.sentences)
-        fresh = new.vectors[new.new_rows]
-        sentences = np.concatenate([old.sentences, fresh]) if new.new_rows else old.sentences
+        sentences = (
+            old.sentences.extended(np.arange(d_old), new.vectors[new.new_rows]) if new.new_rows else old.sentences
+        )
         sentence_keys = (
             np.concatenate([old.sentence_keys, new.keys[new.new_rows]]) if new.new_rows else old.sentence_keys
         )
@@ -202,7 +224,7 @@ class VectorSnapshot:
         if unreferenced > max_changed * len(sentences):
             return None  # too many sentence rows nothing refers to: a full load compacts them
         chunk_ids = np.concatenate([old.chunk_ids[keep_rows], a_ids])
-        chunks = np.concatenate([old.chunks[keep_rows], a_chunks])
+        chunks = old.chunks.extended(keep_rows, a_chunks)
         owners = np.concatenate([owner_kept[kept_pos], new.rows])
         starts, group_rows, sentence_start, sentence_end = _sentence_runs(owners, len(chunk_ids))
         dense = old.dense.derived(
@@ -257,7 +279,7 @@ class VectorSnapshot:
             p = np.minimum(np.searchsorted(sorted_keys, a_keys), d_old - 1)
             hit = np.flatnonzero(sorted_keys[p] == a_keys)
             cand = sorter[p[hit]]
-            equal = (self.sentences[cand] == a_sentences[hit]).all(axis=1)
+            equal = (self.sentences.read(cand) == a_sentences[hit]).all(axis=1)
             a_index[hit[equal]] = cand[equal]
         new_rows: list[int] = []
         first_new: dict[int, int] = {}
@@ -419,8 +441,9 @@ class Vectors:
         trim_heap()  # the replaced snapshot and the load's temporaries back to the system
 
     def memory(self) -> dict[str, int]:
-        """``{vectors, int8, caches}``: bytes of the snapshot in force (float32 vectors and row maps; int8 copies
-        and the integer kernel) and of the dense scores kept per question. A reload under way holds a second
+        """``{vectors, int8, caches}``: bytes of the snapshot in force (float32 rows held in memory, none when they
+        are in their file, and the row maps; int8 copies and the integer kernel) and of the dense scores kept per
+        question. A reload under way holds a second
         snapshot for a moment (not counted)."""
         snap = self._snapshot
         floats = ints = 0
