@@ -196,9 +196,11 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
-async def load(url: str, auth: dict[str, str], queries: list[str], clients: int, fn) -> tuple[list, float]:
-    """Run ``fn(session, url, auth, q)`` for every query from ``clients`` concurrent sessions;
-    ([(q, result)] in completion order, seconds)."""
+async def load(
+    url: str, auth: dict[str, str], queries: list[str], clients: int, fn, until: float | None = None
+) -> tuple[list, float]:
+    """Run ``fn(session, url, auth, q)`` for every query from ``clients`` concurrent sessions (no new one after
+    ``until``, a ``time.monotonic()`` value, when given); ([(q, result)] in completion order, seconds)."""
     queue: asyncio.Queue[str] = asyncio.Queue()
     for q in queries:
         queue.put_nowait(q)
@@ -206,7 +208,7 @@ async def load(url: str, auth: dict[str, str], queries: list[str], clients: int,
 
     async def client() -> None:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session:
-            while True:
+            while until is None or time.monotonic() < until:
                 try:
                     q = queue.get_nowait()
                 except asyncio.QueueEmpty:

@@ -10,12 +10,13 @@ notes are edited below). Then for each vault, baseline first, ``cairn serve`` ru
 
 - first index: keyword-ready (the ``index`` phase's last ``progress`` event on ``/events``) and fully embedded (the
   ``embed`` phase's last one), both from the daemon's start; the daemon's resident set sampled every 0.5 s (its own
-  peak, VmHWM, and with its worker processes); meanwhile one client sends new questions to ``/search``
-  (:func:`bench_search_while_indexing.measure`) and its p50 / p95 are "search during the first index";
+  peak, VmHWM, and with its worker processes); meanwhile one client sends a new question to ``/search`` every
+  ``--every`` seconds (:func:`bench_search_while_indexing.measure`): their p50 / p95 are "search during the first
+  index";
 - a budget: the wait for the vectors ends at a deadline (the baseline's share of ``--budget-min``, the synthetic
   vault's at ``--budget-min`` less ``--reserve-min``), after which the embedding rate (passages/s over the embed
   phase) and the projected time to fully embedded are reported and the figures below are marked as measured while
-  passages were still pending;
+  passages were still pending; the searches and saves below stop 70 % of ``--reserve-min`` after that deadline;
 - the index's size on disk; the resident set ``--settle-s`` after the first index, with its breakdown
   (``/index/stats`` ``memory``), and again after ``--searches`` (1,000) searches: 8 warm-up questions,
   ``--searches-one`` new questions from 1 client, the rest from ``--clients`` clients (a new question: a dev-set
@@ -51,10 +52,11 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_http  # noqa: E402
 from bench_freshness import ACTS, ANIMALS, PLACES, wait_until  # noqa: E402
 from bench_http import Daemon, load, one_search, pct  # noqa: E402
 from bench_index import QUESTIONS, _tree_rss_bytes  # noqa: E402
-from bench_memory import _get, _table  # noqa: E402
+from bench_memory import _get, _memory, _table  # noqa: E402
 from bench_search_while_indexing import measure  # noqa: E402
 from synth_vault import DEFAULT_SOURCES, generate  # noqa: E402
 
@@ -66,8 +68,10 @@ REPO = Path(__file__).resolve().parents[2]
 VAULTS = REPO.parent / "shared" / "vaults"
 EVAL = REPO.parent / "shared" / "eval"
 MB = 1e6
-#: The baseline's share of the budget for its first index (obsidian-hub: ~3-7 min of it).
-BASELINE_SHARE = 0.3
+#: The baseline's share of the budget for its first index.
+BASELINE_SHARE = 0.35
+#: Saves after which the save test stops when none of them was found (neither leg within 10 s).
+GIVE_UP_AFTER = 3
 WARM_UP = 8
 
 
@@ -96,7 +100,7 @@ def dev_questions(files: list[Path], vault_name: str | None) -> list[str]:
 
 async def follow_events(daemon: Daemon, t0: float, seen: dict) -> None:
     """Read ``/events`` until cancelled: ``seen[phase]`` = [(s since t0, done, total)] of each ``progress`` event,
-    ``seen[phase + ':done']`` the time of the first with done = total, ``seen['connected']`` when the stream opened."""
+    ``seen[phase + ':done']`` the time of the last with done = total, ``seen['connected']`` when the stream opened."""
     auth = {"Authorization": f"Bearer {daemon.token}"}
     timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
     async with aiohttp.ClientSession(timeout=timeout) as session:
@@ -111,8 +115,8 @@ async def follow_events(daemon: Daemon, t0: float, seen: dict) -> None:
                     data = json.loads(line[5:])
                     now = time.monotonic() - t0
                     seen.setdefault(data["phase"], []).append((now, data["done"], data["total"]))
-                    if data["done"] >= data["total"]:
-                        seen.setdefault(data["phase"] + ":done", now)
+                    if data["done"] >= data["total"]:  # the phase's last event (links resolved, vectors written)
+                        seen[data["phase"] + ":done"] = now
 
 
 async def sample_rss(pid: int, peak: list[int]) -> None:
@@ -133,8 +137,9 @@ def embed_rate(events: list[tuple[float, int, int]]) -> tuple[float | None, floa
     return rate, (t1 + (total - d1) / rate if rate > 0 else None)
 
 
-async def first_index(daemon: Daemon, t0: float, questions: list[str], deadline: float) -> dict:
-    """The first index as :func:`main`'s docstring says, until fully embedded or ``deadline`` (monotonic)."""
+async def first_index(daemon: Daemon, t0: float, questions: list[str], deadline: float, every_s: float) -> dict:
+    """The first index as the module docstring says, until fully embedded or ``deadline`` (monotonic); a search
+    every ``every_s`` seconds meanwhile."""
     seen: dict = {}
     peak_tree = [0]
     tasks = [
@@ -143,7 +148,7 @@ async def first_index(daemon: Daemon, t0: float, questions: list[str], deadline:
     ]
     started = time.monotonic() - t0
     try:
-        result = await measure(daemon, questions, 0.2, max(1.0, deadline - time.monotonic()))
+        result = await measure(daemon, questions, every_s, max(1.0, deadline - time.monotonic()))
     finally:
         for task in tasks:
             task.cancel()
@@ -168,16 +173,24 @@ async def first_index(daemon: Daemon, t0: float, questions: list[str], deadline:
     }
 
 
-async def searches(daemon: Daemon, next_question: Callable[[], str], one: int, clients: int, total: int) -> dict:
-    """Warm-up, then ``one`` new questions from 1 client, then the rest of ``total`` from ``clients``."""
+async def searches(
+    daemon: Daemon, next_question: Callable[[], str], one: int, clients: int, total: int, until: float
+) -> dict:
+    """Warm-up, then ``one`` new questions from 1 client, then the rest of ``total`` from ``clients``; none sent
+    after ``until`` (monotonic)."""
     auth = {"Authorization": f"Bearer {daemon.token}"}
     async with aiohttp.ClientSession() as session:
         for _ in range(WARM_UP):
             await one_search(session, daemon.url, auth, next_question())
-    single, _ = await load(daemon.url, auth, [next_question() for _ in range(one)], 1, one_search)
+    single, _ = await load(daemon.url, auth, [next_question() for _ in range(one)], 1, one_search, until)
     rest = max(0, total - WARM_UP - one)
-    many, wall = await load(daemon.url, auth, [next_question() for _ in range(rest)], clients, one_search)
-    return {"one_ms": [r for _, r in single], "many_ms": [r for _, r in many], "many_rps": rest / wall}
+    many, wall = await load(daemon.url, auth, [next_question() for _ in range(rest)], clients, one_search, until)
+    return {
+        "one_ms": [r for _, r in single],
+        "many_ms": [r for _, r in many],
+        "many_rps": len(many) / wall if wall else 0.0,
+        "searches_done": WARM_UP + len(single) + len(many),
+    }
 
 
 def _found(daemon: Daemon, query: str, rel: str) -> bool:
@@ -190,9 +203,10 @@ def _embedded(store: Store, rel: str, word: str) -> bool:
     return any(r.embedded and word in r.text for r in store.chunks_of_note(rel))
 
 
-def save_latencies(daemon: Daemon, vault: Path, edits: int, seed: int) -> dict:
+def save_latencies(daemon: Daemon, vault: Path, edits: int, seed: int, until: float) -> dict:
     """``edits`` atomic saves; seconds from each save to the word found by ``/search`` and to the new chunk's vectors
-    in the store (None: not within 10 s)."""
+    in the store (None: not within 10 s). Stops after :data:`GIVE_UP_AFTER` saves when none was found at all, and
+    after ``until`` (monotonic)."""
     rng = random.Random(seed)
     notes = sorted(p for p in vault.rglob("*.md") if not p.name.startswith(".") and p.stat().st_size < 50_000)
     store = Store(daemon.config.db_path, readonly=True)
@@ -213,6 +227,8 @@ def save_latencies(daemon: Daemon, vault: Path, edits: int, seed: int) -> dict:
             keyword.append(None if found is None else time.perf_counter() - saved)
             stored = wait_until(functools.partial(_embedded, store, rel, word), 10, 0.01)
             dense.append(None if stored is None else time.perf_counter() - saved)
+            if (i + 1 == GIVE_UP_AFTER and all(v is None for v in keyword + dense)) or time.monotonic() > until:
+                break
     finally:
         store.close()
     return {"keyword": keyword, "dense": dense}
@@ -240,23 +256,26 @@ def disk_mb(data_dir: Path) -> float:
 
 
 def measure_vault(vault: Path, data_dir: Path, questions: list[str], args: argparse.Namespace, deadline: float) -> dict:
-    """Every figure of one vault (see the module docstring), the first index bounded by ``deadline`` (monotonic)."""
+    """Every figure of one vault (see the module docstring), the first index bounded by ``deadline`` (monotonic), the
+    searches and saves after it by 70 % of ``--reserve-min`` more (the rest: stop and start again)."""
     ask = new_questions(questions)
+    until = deadline + 0.7 * args.reserve_min * 60
     daemon = Daemon(vault, data_dir, args.clients)
     t0 = time.monotonic()
     try:
         daemon.start()
         log(f"{vault.name}: daemon up after {time.monotonic() - t0:.1f} s; first index")
-        out = asyncio.run(first_index(daemon, t0, [ask() for _ in range(5000)], deadline))
+        out = asyncio.run(first_index(daemon, t0, [ask() for _ in range(5000)], deadline, args.every))
         log(f"{vault.name}: first index {'complete' if out['complete'] else 'NOT complete at the deadline'}")
         out["disk_mb"] = disk_mb(data_dir)
         time.sleep(args.settle_s)
         stats = _get(daemon.url + "/index/stats", daemon.token)
-        out.update(notes=stats["notes"], chunks=stats["chunks"], vectors=stats["vectors"], idle=stats["memory"])
-        out.update(asyncio.run(searches(daemon, ask, args.searches_one, args.clients, args.searches)))
-        out["searched"] = _get(daemon.url + "/index/stats", daemon.token)["memory"]
-        log(f"{vault.name}: {args.searches} searches done; {args.edits} saves")
-        out.update(save_latencies(daemon, vault, args.edits, args.seed))
+        out.update(notes=stats["notes"], chunks=stats["chunks"], vectors=stats["vectors"])
+        out["idle"] = _memory(daemon.url, daemon.token, daemon.proc.pid)
+        out.update(asyncio.run(searches(daemon, ask, args.searches_one, args.clients, args.searches, until)))
+        out["searched"] = _memory(daemon.url, daemon.token, daemon.proc.pid)
+        log(f"{vault.name}: {out['searches_done']} searches done; {args.edits} saves")
+        out.update(save_latencies(daemon, vault, args.edits, args.seed, until))
         started = time.monotonic()
         daemon.stop()
         out["stop_s"] = time.monotonic() - started
@@ -295,8 +314,8 @@ def _keyword_ready(f: dict) -> str:
     return _s(f["keyword_ready_s"])
 
 
-def cells(f: dict) -> dict[str, str]:
-    """One vault's figures as table cells, by row key."""
+def cells(f: dict, searches: int) -> dict[str, str]:
+    """One vault's figures as table cells, by row key (``searches``: how many were asked for)."""
     debounce = DEFAULT_DEBOUNCE_MS / 1000
     pending = "" if f["complete"] else f" ({f['pending_notes']} notes pending)"
     return {
@@ -308,7 +327,8 @@ def cells(f: dict) -> dict[str, str]:
         "peak": f"{f['peak_mb']:.0f}" + pending,
         "peak_tree": f"{f['peak_tree_mb']:.0f}",
         "idle": f"{f['idle']['rssMB']:.0f}" + pending,
-        "searched": f"{f['searched']['rssMB']:.0f}",
+        "searched": f"{f['searched']['rssMB']:.0f}"
+        + ("" if f["searches_done"] == searches else f" (after {f['searches_done']})"),
         "one": _p(f["one_ms"]),
         "many": _p(f["many_ms"]),
         "during": _p(f["during_ms"]) + f" (n = {len(f['during_ms'])})",
@@ -353,7 +373,7 @@ def ratio(a: str, b: str, which: str) -> str:
 
 
 def print_table(base: dict, big: dict, names: tuple[str, str], searches: int, header: list[str]) -> None:
-    a, b = cells(base), cells(big)
+    a, b = cells(base, searches), cells(big, searches)
     rows = [("figure", "target hub / 40k", *names, "ratio")]
     rows += [
         (label.format(searches=searches), f"{t1} / {t2}" if t1 else "", a[k], b[k], ratio(a[k], b[k], w))
@@ -383,6 +403,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--searches", type=int, default=1000, help="searches before the last RSS figure, warm-up included")
     ap.add_argument("--searches-one", type=int, default=200, help="of which from 1 client (the rest: --clients)")
+    ap.add_argument("--every", type=float, default=1.0, help="seconds between two searches during the first index")
     ap.add_argument("--edits", type=int, default=30)
     ap.add_argument("--settle-s", type=float, default=20.0, help="seconds idle before the idle figure")
     ap.add_argument("--seed", type=int, default=19)
@@ -392,6 +413,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    bench_http.START_DEADLINE_S = 600  # a daemon checks a large index (quick_check) before it listens
     began = time.monotonic()
     end = began + args.budget_min * 60
     work = args.work or Path(tempfile.mkdtemp(prefix="cairn-bench-scale-"))
@@ -416,9 +438,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
     header = [
-        f"synthetic vault: {made.notes} notes in {made.copies} copies of {', '.join(s.name for s in sources)}, made in "
-        f"{made.seconds:.0f} s; words replaced {made.words_replaced_share():.0%}, non-blank lines changed "
-        f"{made.lines_changed_share():.0%}, links rewritten {made.links_rewritten:,} of {made.links:,}",
+        f"synthetic vault: {made.notes} notes in {made.copies} {'copy' if made.copies == 1 else 'copies'} (the last "
+        f"may be partial) of {', '.join(s.name for s in sources)}, made in {made.seconds:.0f} s; words "
+        f"replaced {made.words_replaced_share():.0%}, non-blank lines changed {made.lines_changed_share():.0%}, "
+        f"links to files resolved in the source and rewritten {made.links_rewritten:,} of {made.links:,}",
         f"baseline: {args.baseline.name}; run took {(time.monotonic() - began) / 60:.0f} min of a "
         f"{args.budget_min:.0f} min budget; ratio = synthetic ÷ baseline",
     ]

@@ -221,10 +221,10 @@ class Copy:
         m = MDLINK_RE.fullmatch(link)
         assert m is not None
         bang, text, dest = m.group(1), m.group(2), m.group(3)
-        self.links += 1
         plain = dest[1:-1] if dest.startswith("<") and dest.endswith(">") else dest
         if not plain.strip() or URL_SCHEME_RE.match(plain) or "://" in plain or plain.startswith("//"):
-            return f"{bang}[{self.subst.text(text)}]{link[m.end(2) + 1 :]}"
+            return f"{bang}[{self.subst.text(text)}]{link[m.end(2) + 1 :]}"  # a URL: not a link to a file
+        self.links += 1
         target, heading, block = split_fragment(unquote(plain))
         found = self.target(source, target, rel) if target else None
         if found is None:
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{stats.notes} notes in {stats.copies} copies, {stats.attachments} attachments, in {stats.seconds:.1f} s; "
         f"words replaced {stats.words_replaced_share():.0%}, lines changed {stats.lines_changed_share():.0%}, "
-        f"links rewritten {stats.links_rewritten} of {stats.links}"
+        f"links resolved in the source and rewritten {stats.links_rewritten} of {stats.links}"
     )
     return 0
 
