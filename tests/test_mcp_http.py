@@ -431,5 +431,3 @@ def test_the_mcp_server_is_loaded_when_the_first_client_connects(tmp_path):
                 return await tool_names(client)
 
         assert run(first_client()) == {"get_note", "list_notes"}
-        status, stats = daemon.get_json("/index/stats", token=daemon.token)
-        assert status == 200 and stats["memory"]["parts"]["mcpHttp"] > 0
