@@ -91,7 +91,7 @@ bench: test-venv
 	$(RECORD) index -- tests/bench/bench_index.py "$(BENCH_VAULT)"
 	$(RECORD) freshness -- tests/bench/bench_freshness.py "$(BENCH_VAULT)"
 	$(RECORD) http -- tests/bench/bench_http.py "$(BENCH_VAULT)"
-	$(RECORD) question-cpu -- tests/bench/bench_question_cpu.py "$(BENCH_VAULT)"
+	$(RECORD) question-cpu -- tests/bench/bench_question_cpu.py "$(BENCH_VAULT)" --data-dir .eval-cache
 	$(RECORD) pdf -- tests/bench/bench_pdf.py "$(SHARED)/vaults/obsidian-help"
 
 ## bench-scale: the daemon on a synthetic vault of SCALE_NOTES notes (default 40,000: perturbed, relinked copies of

@@ -64,8 +64,9 @@ def _reference_vectors(cairn, embedder) -> dict[int, tuple[np.ndarray, np.ndarra
         "SELECT c.id, n.title, c.symbol, c.text, c.kind FROM chunks c JOIN notes n ON n.id = c.note_id"
     ).fetchall()
     for cid, title, symbol, text, kind in rows:
-        sentences = embedder.embed(embedding_texts(symbol, text, kind))
-        title_vec, whole_vec = embedder.embed([title, whole_chunk_text(title, symbol, text)])
+        units = embedding_texts(symbol, text, kind)
+        sentences = embedder.embed(units)
+        title_vec, whole_vec = embedder.embed([title, whole_chunk_text(title, symbol, units)])
         out[cid] = (chunk_vector(sentences, title_vec, whole_vec), sentences)
     return out
 
@@ -119,3 +120,35 @@ def test_an_index_made_with_the_previous_recipe_re_makes_its_vectors_once(fresh_
     stored = store.vectors(list(reference))
     for cid, (vec, _) in reference.items():
         np.testing.assert_allclose(stored[cid], vec, atol=1e-5)
+
+
+FOOTER = (
+    "# This note in GitHub\n\n"
+    '<span class="git-footer">[Edit In GitHub](https://github.com/obsidian-community/obsidian-hub/edit/main/'
+    '01%20-%20Community/People/Some%20person.md "git-hub-edit-note") | [Copy this note](https://raw.'
+    "githubusercontent.com/obsidian-community/obsidian-hub/main/01%20-%20Community/People/Some%20person.md "
+    '"git-hub-copy-note") | [Download this vault](https://github.com/obsidian-community/obsidian-hub/archive/'
+    'refs/heads/main.zip "git-hub-download-vault") </span>\n'
+)
+
+
+def test_the_whole_chunk_text_reads_the_cleaned_passage_not_link_targets_or_html(tmp_path, embedder):
+    """A footer of links, as thousands of obsidian-hub notes end: the model reads its words, not its URLs."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Some person.md").write_text("Some person writes plugins.\n\n" + FOOTER, encoding="utf-8")
+    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    try:
+        cairn.index()
+        rows = cairn.store.conn.execute(
+            "SELECT n.title, c.symbol, c.text, c.kind FROM chunks c JOIN notes n ON n.id = c.note_id"
+        ).fetchall()
+    finally:
+        cairn.close()
+    footer = [r for r in rows if "git-footer" in r[2]]
+    assert footer, rows
+    title, symbol, text, kind = footer[0]
+    whole = whole_chunk_text(title, symbol, embedding_texts(symbol, text, kind))
+    assert "Edit In GitHub" in whole and "Download this vault" in whole
+    assert "https://" not in whole and "git-footer" not in whole and "%20" not in whole
+    assert embedder.tokenizer.count_tokens(whole) < embedder.tokenizer.count_tokens(text) / 3

@@ -4,8 +4,8 @@ text → vector cache of the query side.
 Recipe: a chunk is split into its prose sentences and list items (cleaned of markdown, at least three words), plus
 the whole chunk (heading path + text) for code, tables and chunks without a sentence; each of these texts is
 embedded on its own (a **sentence vector**), and the note's title once. The chunk as a whole is embedded too, with
-the note title and heading path in front (:func:`whole_chunk_text`, truncated by the model to 256 tokens: a
-**whole-chunk vector**). The chunk's vector is
+the note title and heading path in front and its texts above in place of the raw markdown (:func:`whole_chunk_text`,
+truncated by the model to 256 tokens: a **whole-chunk vector**). The chunk's vector is
 
     normalise(WHOLE_WEIGHT · whole-chunk vector + mean(sentence vectors) + TITLE_WEIGHT · title vector)
 
@@ -38,7 +38,7 @@ TITLE_WEIGHT = 0.25
 #: chosen by cross-validation on the dev questions).
 WHOLE_WEIGHT = 1.0
 #: Identifies the recipe above in the index's ``vector_recipe``: a change re-makes every chunk vector once.
-RECIPE_VERSION = "sentences-v1+whole-v1"
+RECIPE_VERSION = "sentences-v1+whole-v2"
 
 
 def chunk_embed_text(symbol: str, text: str) -> str:
@@ -92,9 +92,12 @@ def embed_in_slices(
     return vecs
 
 
-def whole_chunk_text(title: str, symbol: str, text: str) -> str:
-    """The text of a chunk's whole-chunk vector: note title, heading path (when there is one), then the text."""
-    return f"{title}\n{symbol}\n{text}" if symbol else f"{title}\n{text}"
+def whole_chunk_text(title: str, symbol: str, units: Sequence[str]) -> str:
+    """The text of a chunk's whole-chunk vector: note title, heading path (when there is one), then the chunk's
+    embedding texts (``units``, from :func:`embedding_texts`), one per line. The units rather than the raw chunk: link
+    targets, image URLs and HTML are cleaned out of them, and the model would read those as many tokens of noise
+    (a footer of links is mostly URL tokens raw, one short line cleaned)."""
+    return "\n".join([title, symbol, *units] if symbol else [title, *units])
 
 
 def chunk_vector(
@@ -128,7 +131,7 @@ def whole_chunk_hash(title: str, chunk_hash: str) -> str:
     """The embedding-cache key of a chunk's whole-chunk vector, from its note title and the chunk's content hash
     (``chunks.content_hash``: sha256 of heading path + text), which together fix :func:`whole_chunk_text`. Computable
     from the store's columns without reading chunk text (the cache pruning keeps these keys)."""
-    return content_hash("\x1fwhole\x1f" + title + "\x1f" + chunk_hash)
+    return content_hash("\x1fwhole-v2\x1f" + title + "\x1f" + chunk_hash)
 
 
 class VectorCache:

@@ -506,7 +506,8 @@ class Indexer:
         wanted: dict[str, str] = {}
         for row in rows:
             wanted[title_hash(row.title)] = row.title
-            wanted[whole_chunk_hash(row.title, row.content_hash)] = whole_chunk_text(row.title, row.symbol, row.text)
+            units = [text for _uid, text, _uhash in row.sentences]
+            wanted[whole_chunk_hash(row.title, row.content_hash)] = whole_chunk_text(row.title, row.symbol, units)
             for _uid, text, uhash in row.sentences:
                 wanted[uhash] = text
         cache = self.store.cached_vectors(wanted, model_id)

@@ -65,7 +65,7 @@ def _embed_now(
     wanted = {content_hash(t): t for r in missing for t in texts[r.chunk_id]}
     wanted.update({title_hash(r.title): r.title for r in missing})
     whole = {r.chunk_id: whole_chunk_hash(r.title, r.content_hash) for r in missing}
-    wanted.update({whole[r.chunk_id]: whole_chunk_text(r.title, r.symbol, r.text) for r in missing})
+    wanted.update({whole[r.chunk_id]: whole_chunk_text(r.title, r.symbol, texts[r.chunk_id]) for r in missing})
     found = store.cached_vectors(wanted, embedder.model_id)
     for r in missing:
         c = r.chunk_id

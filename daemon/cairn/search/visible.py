@@ -382,7 +382,7 @@ class VisibleViews:
         sentences and the title come from the embedding caches)."""
         row = red.row
         texts = embedding_texts(red.symbol, red.text, row.kind)
-        whole = whole_chunk_text(row.title, red.symbol, red.text)
+        whole = whole_chunk_text(row.title, red.symbol, texts)
         whole_key = whole_chunk_hash(row.title, content_hash(chunk_embed_text(red.symbol, red.text)))
         vecs = self.vector_cache.stored_or_embedded(
             [*texts, row.title, whole], [*map(content_hash, texts), title_hash(row.title), whole_key]
