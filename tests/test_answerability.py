@@ -102,7 +102,7 @@ def test_a_common_word_the_vault_does_not_use_is_not_unknown(orchard):
 
 
 def test_a_vault_term_the_hits_lack_counts_by_its_rarity(orchard):
-    question = "Should I prune the apricot trees before I knead the dough?"
+    question = "Should I knead the dough before I prune the apricot trees?"
     answers = AnswerService(orchard.query)
     hits = [h for h in answers.retrieve(question) if h.file_path == "Orchard/Apricots.md"]
     assert hits and not any("knead" in h.text.lower() for h in hits)
