@@ -165,14 +165,20 @@ def test_a_search_during_a_full_reindex_takes_candidate_vectors_from_the_embeddi
     assert [(h.file_path, h.symbol) for h in hits] == expected
 
 
-def test_a_keyword_ready_search_embeds_a_bounded_number_of_texts(cairn):
+def test_a_keyword_ready_search_embeds_a_bounded_number_of_tokens(cairn, monkeypatch):
     cairn.indexer.sync_text()
     assert cairn.stats()["vectors"] == 0
-    cairn.query.SIMILARITY_EMBED_TEXTS = 3  # a one-sentence chunk: its sentence, title and whole-chunk text
-    before = cairn.embedder.embeddings_computed
-    hits = cairn.query.search("rye flour ferments").hits
-    assert cairn.embedder.embeddings_computed - before <= 1 + 3  # the question + at most the budget
+    question = "rye flour ferments"
+    cairn.query.SIMILARITY_EMBED_TOKENS = budget = 40  # Flour.md's sentence, title and whole-chunk text: ~30
+    embedded: list[str] = []
+    real_embed = cairn.embedder.embed
+    monkeypatch.setattr(cairn.embedder, "embed", lambda texts, **kw: embedded.extend(texts) or real_embed(texts, **kw))
+    hits = cairn.query.search(question).hits
+    candidates = [t for t in embedded if t != question]
+    tokens = sum(min(n + 2, cairn.embedder.max_tokens) for n in cairn.embedder.tokenizer.count_tokens_many(candidates))
+    assert candidates and tokens <= budget  # some texts embedded now, within the budget (the other notes' are not)
     assert hits and hits[0].file_path == "Flour.md"  # the best keyword candidate comes first in the budget
+    assert hits[0].cosine >= 0.35
 
 
 def test_a_stopped_run_leaves_whole_notes_and_the_next_run_finishes(cairn):

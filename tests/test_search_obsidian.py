@@ -246,7 +246,7 @@ def test_a_word_of_a_note_added_since_is_found_before_it_has_vectors(fresh_cairn
         "# Seed swap\n\nTraded three packets of Quillwort beans at the village hall.\n", encoding="utf-8"
     )
     fresh_cairn.indexer.sync_text()  # keyword-ready: no vector for the new note yet
-    fresh_cairn.query.SIMILARITY_EMBED_TEXTS = 0  # and none computed while searching
+    fresh_cairn.query.SIMILARITY_EMBED_TOKENS = 0  # and none computed while searching
     assert paths(fresh_cairn.query, "quillwort")[:1] == ["Garden/Seed swap.md"]
 
 

@@ -127,9 +127,10 @@ class SearchService:
     BLAS_THREADS = 1
     #: Ranked results kept in memory.
     RESULT_CACHE_MAX = 256
-    #: At most this many texts (sentences, titles) embedded by one query for keyword candidates that have no vectors
-    #: yet; texts the embedding cache holds cost nothing.
-    SIMILARITY_EMBED_TEXTS = 64
+    #: At most this many model tokens (one full-length model input) embedded by one query for keyword candidates that
+    #: have no vectors yet (their sentences, title and whole-chunk text); texts the embedding cache holds cost nothing.
+    #: What is left out is ranked by its keyword evidence alone until the indexer embeds it.
+    SIMILARITY_EMBED_TOKENS = 256
 
     def __init__(
         self,
@@ -429,7 +430,7 @@ class SearchService:
                 [rows[c] for c in missing if c in rows],
                 compute=set(r.keyword),
                 title_weight=self.title_weight,
-                budget=self.SIMILARITY_EMBED_TEXTS,
+                budget=self.SIMILARITY_EMBED_TOKENS,
             )
             chunk_cos.update(more_cos)
             sentence_cos.update(more_sentence)

@@ -32,8 +32,8 @@ def stored_cosines(
 ) -> tuple[dict[int, float], dict[int, float]]:
     """For the chunks ``rows`` and the unit query vector ``qvec`` (384,): ({chunk id: cosine of its chunk vector},
     {chunk id: best cosine among its sentence vectors, or -1}). A chunk with no stored vector gets one computed now
-    if its id is in ``compute`` (the keyword candidates; :func:`_embed_now`, at most ``budget`` texts embedded);
-    the others are absent this time."""
+    if its id is in ``compute`` (the keyword candidates; :func:`_embed_now`, at most ``budget`` model tokens
+    embedded); the others are absent this time."""
     ids = [r.chunk_id for r in rows]
     chunk_vecs = store.vectors(ids)
     sentence_vecs = store.unit_vectors(ids)
@@ -59,8 +59,10 @@ def _embed_now(
 ) -> None:
     """Fill ``chunk_vecs`` and ``sentence_vecs`` for the chunks ``missing`` (best keyword candidates first): the
     texts' vectors from the embedding cache when it has them (a note re-indexed unchanged, moved, or embedded by
-    another run), the model for the rest, at most ``budget`` texts: a candidate beyond it is left out this time (it
-    is embedded seconds later, and embedding every candidate would stall searches during a bulk re-index)."""
+    another run), the model for the rest, at most ``budget`` model tokens (each text counted as the model reads it,
+    [CLS] and [SEP] included, truncated at its input limit): a candidate beyond it is left out this time. It is
+    embedded seconds later, and embedding every candidate would stall searches during a first index or a bulk
+    re-index: the indexer's batches hold the cores, and a whole-chunk text alone is up to 256 tokens."""
     texts = {r.chunk_id: embedding_texts(r.symbol, r.text, r.kind) for r in missing}
     wanted = {content_hash(t): t for r in missing for t in texts[r.chunk_id]}
     wanted.update({title_hash(r.title): r.title for r in missing})
@@ -71,10 +73,13 @@ def _embed_now(
         c = r.chunk_id
         keys = [*map(content_hash, texts[c]), title_hash(r.title), whole[c]]
         need = [h for h in dict.fromkeys(keys) if h not in found]
-        if len(need) > budget:
+        cost = sum(
+            min(n + 2, embedder.max_tokens) for n in embedder.tokenizer.count_tokens_many([wanted[h] for h in need])
+        )
+        if cost > budget:
             continue
         if need:
             found.update(zip(need, embedder.embed([wanted[h] for h in need])))
-            budget -= len(need)
+            budget -= cost
         sentence_vecs[c] = np.stack([found[content_hash(t)] for t in texts[c]])
         chunk_vecs[c] = chunk_vector(sentence_vecs[c], found[title_hash(r.title)], found[whole[c]], title_weight)
