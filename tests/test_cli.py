@@ -449,7 +449,9 @@ def test_ask_the_sample_vault_answer_states_the_fact(sample_home, question, note
 def test_search_shows_how_relevant_each_hit_is_in_words_not_the_fused_score(sample_home):
     """Each result line ends with its relevance ("strong match", ..., "exact words" for a passage that holds the
     query's words without being close in meaning); the raw RRF score and cosine stay in ``--json``."""
-    proc = run_cairn(sample_home, "search", "sourdough starter", "--vault", str(SAMPLE_VAULT), "--top-k", "4")
+    proc = run_cairn(
+        sample_home, "search", "How do I feed my sourdough starter?", "--vault", str(SAMPLE_VAULT), "--top-k", "4"
+    )
     results = [line for line in proc.stdout.splitlines() if re.match(r"\d+\. ", line)]
     assert len(results) == 4, proc.stdout
     assert results[0].startswith("1. Kitchen/Sourdough") and results[0].endswith(", strong match)"), results[0]

@@ -817,6 +817,9 @@ def test_search_returns_the_real_services_results(request):
     assert set(health) >= {"status", "store", "embedder", "llm"}
 
 
+FEED_STARTER = "How do I feed my sourdough starter?"
+
+
 def test_search_results_say_in_a_word_how_relevant_each_hit_is(request):
     """``relevance`` next to the raw ``score``: a passage about the query is ``strong``; one that holds the query's
     rare word without being close in meaning is ``keyword`` ("exact words"), and only a passage holding the word is
@@ -826,7 +829,7 @@ def test_search_results_say_in_a_word_how_relevant_each_hit_is(request):
     async def scenario():
         async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:
             found = {}
-            for q in ("sourdough starter", "hooch", "banneton"):
+            for q in (FEED_STARTER, "hooch", "banneton"):
                 async with client.get("/search", params={"q": q, "topK": "5"}, headers=AUTH) as resp:
                     assert resp.status == 200
                     found[q] = (await resp.json())["results"]
@@ -835,7 +838,7 @@ def test_search_results_say_in_a_word_how_relevant_each_hit_is(request):
     found = run(scenario())
     for results in found.values():
         assert results and all(r["relevance"] in RELEVANCE_LABELS and isinstance(r["score"], float) for r in results)
-    assert found["sourdough starter"][0]["relevance"] == "strong", found["sourdough starter"][0]
+    assert found[FEED_STARTER][0]["relevance"] == "strong", found[FEED_STARTER][0]
     holding = {r["filePath"] for r in found["hooch"] if "hooch" in (SAMPLE_VAULT / r["filePath"]).read_text().lower()}
     assert holding == {"Kitchen/Sourdough starter.md"}
     assert {r["filePath"] for r in found["hooch"] if r["relevance"] == "keyword"} == holding, found["hooch"]
