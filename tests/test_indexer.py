@@ -175,7 +175,7 @@ def test_a_keyword_ready_search_embeds_a_bounded_number_of_tokens(cairn, monkeyp
     monkeypatch.setattr(cairn.embedder, "embed", lambda texts, **kw: embedded.extend(texts) or real_embed(texts, **kw))
     hits = cairn.query.search(question).hits
     candidates = [t for t in embedded if t != question]
-    tokens = sum(min(n + 2, cairn.embedder.max_tokens) for n in cairn.embedder.tokenizer.count_tokens_many(candidates))
+    tokens = sum(map(len, cairn.embedder.tokenizer.encode_for_model(candidates)))  # as the model reads them
     assert candidates and tokens <= budget  # some texts embedded now, within the budget (the other notes' are not)
     assert hits and hits[0].file_path == "Flour.md"  # the best keyword candidate comes first in the budget
     assert hits[0].cosine >= 0.35

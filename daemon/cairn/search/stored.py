@@ -73,9 +73,7 @@ def _embed_now(
         c = r.chunk_id
         keys = [*map(content_hash, texts[c]), title_hash(r.title), whole[c]]
         need = [h for h in dict.fromkeys(keys) if h not in found]
-        cost = sum(
-            min(n + 2, embedder.max_tokens) for n in embedder.tokenizer.count_tokens_many([wanted[h] for h in need])
-        )
+        cost = sum(map(len, embedder.tokenizer.encode_for_model([wanted[h] for h in need])))
         if cost > budget:
             continue
         if need:
