@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import threading
 import time
@@ -120,7 +121,7 @@ class StoreBase:
         self._all: list[apsw.Connection] = []
         self._all_lock = threading.Lock()
         self._identity: tuple[int, int] | None = None  # the opened file's, set by the first _open
-        self._identity_checked = 0.0
+        self._identity_checked = -math.inf  # -inf: due now (time.monotonic() starts near 0 at boot)
         self._changed: str | None = None  # why the file is no longer used, once it was deleted or replaced
         if not readonly:
             self._private_files()
@@ -173,7 +174,7 @@ class StoreBase:
         if self._identity is None or self.file_identity() == self._identity:
             return
         conn.close()
-        self._identity_checked = 0.0
+        self._identity_checked = -math.inf
         self._check_identity()
 
     @property
@@ -256,7 +257,7 @@ class StoreBase:
         checkpoint SQLite runs at the last close: its ``-wal`` holds this store's pages, which must reach neither the
         file now at the path nor, through a leftover ``-wal``, the next open."""
         if self._changed is None and self._identity is not None:
-            self._identity_checked = 0.0
+            self._identity_checked = -math.inf
             try:
                 self._check_identity()
             except IndexFileChangedError:
