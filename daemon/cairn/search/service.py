@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import cast
 
 import numpy as np
@@ -42,7 +42,7 @@ from cairn.search.syntax import parse
 from cairn.search.vectors import Vectors, VectorSnapshot
 from cairn.search.visible import Visible, VisibleViews
 from cairn.search.withheld import WithheldSet
-from cairn.store import ChunkRow, Store
+from cairn.store import ChunkKey, ChunkRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -286,11 +286,13 @@ class SearchService:
         if mode in ("hybrid", "dense"):
             r.pool = self._dense_leg(r) + newer
         candidates = list(dict.fromkeys(r.keyword + r.pool))
-        rows = self.store.chunk_rows(candidates)  # chunks deleted since the snapshot are absent here
-        sims = self._similarities(r, candidates, rows)
-        fused = self._fuse(r, candidates, rows, sims, preference)
-        order = self._order(r, fused, sims, rows)
-        chosen = limit_per_group(order, {c: rows[c].path for c in order}, per_note, top_k)
+        keys = self.store.chunk_keys(candidates)  # chunks deleted since the snapshot are absent here
+        sims = self._similarities(r, candidates, keys)
+        fused = self._fuse(r, candidates, keys, sims, preference)
+        order = self._order(r, fused, sims, keys)
+        chosen = limit_per_group(order, {c: keys[c].path for c in order}, per_note, top_k)
+        rows = self.store.chunk_rows(chosen)
+        chosen = [c for c in chosen if c in rows]  # deleted since the keys were read
         tags_by_note = self.store.tags_of_notes(rows[c].note_id for c in chosen)
         if hidden:  # defence in depth: a note tagged since the withheld set was read
             chosen = [c for c in chosen if not hidden.withhold.tag_withheld(tags_by_note.get(rows[c].note_id, []))]
@@ -298,26 +300,24 @@ class SearchService:
         terms = query_terms(plan.keyword_text if plan is not None else query)
         mask = hidden.symbol_masker(self.store) if hidden.redactor else None
         redact = hidden.redact if hidden.redactor else None
-        matched = self._matched(r, terms, chosen, rows)
+        matched = self._matched(r, terms, chosen, keys)
         hits = [
-            replace(
-                self._hit(
-                    rows[c],
-                    fused[c],
-                    sims.cosine.get(c, 0.0),
-                    tags_by_note.get(rows[c].note_id, []),
-                    terms,
-                    redact,
-                    mask,
-                ),
-                matched=matched[c],
+            self._hit(
+                rows[c],
+                fused[c],
+                sims.cosine.get(c, 0.0),
+                tags_by_note.get(rows[c].note_id, []),
+                terms,
+                matched[c],
+                redact,
+                mask,
             )
             for c in chosen
         ]
         return hits, preference
 
     def _matched(
-        self, r: _Ranking, terms: Sequence[str], chosen: list[int], rows: dict[int, ChunkRow]
+        self, r: _Ranking, terms: Sequence[str], chosen: list[int], keys: dict[int, ChunkKey]
     ) -> dict[int, float]:
         """Per chosen chunk, the share (0..1) of the query's ``terms`` it holds as the keyword leg matches them
         (:meth:`KeywordIndex.term_matches`), or 1 when its note holds every term (the search's coverage): what the
@@ -336,7 +336,7 @@ class SearchService:
         if r.coverage is None:
             return out
         tier_of = r.coverage.tier_of
-        return {c: 1.0 if tier_of(rows[c].note_id) == 2 else share for c, share in out.items()}
+        return {c: 1.0 if tier_of(keys[c].note_id) == 2 else share for c, share in out.items()}
 
     def _keyword_leg(self, r: _Ranking) -> list[int]:
         """The BM25 candidates (withheld chunks left out before the top is taken); the withheld chunks the
@@ -411,7 +411,7 @@ class SearchService:
         top = r.dense.top(self.CANDIDATES, self.sentence_weight, ids, allowed)
         return [int(ids[i]) for i in top] + extra[: self.CANDIDATES]
 
-    def _similarities(self, r: _Ranking, candidates: list[int], rows: dict[int, ChunkRow]) -> _Similarities:
+    def _similarities(self, r: _Ranking, candidates: list[int], keys: dict[int, ChunkKey]) -> _Similarities:
         """Exact cosines of every candidate: from the snapshot when it holds the chunk, else from the store (and
         for keyword candidates not embedded yet, computed now: :func:`~cairn.search.stored.stored_cosines`)."""
         chunk_cos: dict[int, float] = {}
@@ -427,7 +427,7 @@ class SearchService:
                 self.store,
                 self.embedder,
                 r.qvec,
-                [rows[c] for c in missing if c in rows],
+                list(self.store.chunk_rows([c for c in missing if c in keys]).values()),
                 compute=set(r.keyword),
                 title_weight=self.title_weight,
                 budget=self.SIMILARITY_EMBED_TOKENS,
@@ -448,7 +448,7 @@ class SearchService:
         self,
         r: _Ranking,
         candidates: list[int],
-        rows: dict[int, ChunkRow],
+        keys: dict[int, ChunkKey],
         sims: _Similarities,
         preference: str | None,
     ) -> dict[int, float]:
@@ -465,7 +465,7 @@ class SearchService:
                 : self.CANDIDATES
             ]
         hidden = r.hidden
-        visible = {c for c in candidates if c in rows and not (hidden and hidden.hides(rows[c].note_id, rows[c].path))}
+        visible = {c for c in candidates if c in keys and not (hidden and hidden.hides(keys[c].note_id, keys[c].path))}
         passing = {c for c in visible if sims.floor.get(c, -1.0) >= self.floor}
         scores = self._leg_scores(r, rankings, candidates, sims)
 
@@ -483,10 +483,10 @@ class SearchService:
                 wider = fused_among(passing | r.below_floor)
                 fused.update({c: wider[c] for c in r.below_floor if c in wider})
         for cid in fused:
-            fused[cid] *= self.classifier.boost(preference, rows[cid].kind)
+            fused[cid] *= self.classifier.boost(preference, keys[cid].kind)
         if len(rankings) < 2:  # one list alone (bm25, dense modes): ranked as that leg ranks
             return fused
-        return add_second_best(fused, {c: rows[c].note_id for c in fused}, self.weights.second)
+        return add_second_best(fused, {c: keys[c].note_id for c in fused}, self.weights.second)
 
     def _leg_scores(
         self, r: _Ranking, rankings: dict[str, list[int]], candidates: list[int], sims: _Similarities
@@ -502,15 +502,15 @@ class SearchService:
         return scores
 
     @staticmethod
-    def _order(r: _Ranking, fused: dict[int, float], sims: _Similarities, rows: dict[int, ChunkRow]) -> list[int]:
+    def _order(r: _Ranking, fused: dict[int, float], sims: _Similarities, keys: dict[int, ChunkKey]) -> list[int]:
         """The fused candidates best first: by fused score (then cosine, then chunk id); in search, by the tier of
         the chunk's note first (:meth:`Coverage.rank_key`), then the chunks that pass the floor before the others."""
         cos = sims.cosine
         if r.coverage is None:
             return sorted(fused, key=lambda c: (-fused[c], -cos.get(c, 0.0), c))
         key, below = r.coverage.rank_key, r.below_floor
-        by_note = {n: tuple(-x for x in key(n)) for n in {rows[c].note_id for c in fused}}
-        tiers = {c: by_note[rows[c].note_id] for c in fused}
+        by_note = {n: tuple(-x for x in key(n)) for n in {keys[c].note_id for c in fused}}
+        tiers = {c: by_note[keys[c].note_id] for c in fused}
         return sorted(fused, key=lambda c: (tiers[c], c in below, -fused[c], -cos.get(c, 0.0), c))
 
     def _tally_withheld(self, r: _Ranking, tally: WithheldTally) -> None:
@@ -535,6 +535,7 @@ class SearchService:
         cosine: float,
         tags: Sequence[str],
         terms: Sequence[str],
+        matched: float,
         redact: Callable[[str], str] | None = None,
         mask_symbol: Callable[[str, str], str] | None = None,
     ) -> Hit:
@@ -556,4 +557,5 @@ class SearchService:
             kind=row.kind,
             indexed_at=row.indexed_at,
             token_bound=row.token_count if text == row.text else 0,
+            matched=matched,
         )

@@ -18,6 +18,7 @@ from cairn.store.chunks import ChunkTables
 from cairn.store.notes import NoteTables
 from cairn.store.records import (
     Backlink,
+    ChunkKey,
     ChunkRecord,
     ChunkRow,
     EmbeddedChunks,
@@ -47,6 +48,7 @@ __all__ = [
     "NoteRecord",
     "ChunkRecord",
     "LinkRecord",
+    "ChunkKey",
     "ChunkRow",
     "StoredNote",
     "Backlink",

@@ -12,7 +12,15 @@ import numpy as np
 
 from cairn.errors import StoreError
 from cairn.store.base import StoreBase, scalar
-from cairn.store.records import CHUNK_ROW_COLUMNS, ChunkRow, FtsCounts, FtsSnapshot, chunk_row
+from cairn.store.records import (
+    CHUNK_KEY_COLUMNS,
+    CHUNK_ROW_COLUMNS,
+    ChunkKey,
+    ChunkRow,
+    FtsCounts,
+    FtsSnapshot,
+    chunk_row,
+)
 from cairn.store.schema import FTS_TOKENIZER
 
 
@@ -64,6 +72,18 @@ class ChunkTables(StoreBase):
         for r in rows:
             out[r[0]] = chunk_row(r)
         return out
+
+    def chunk_keys(self, chunk_ids: Sequence[int]) -> dict[int, ChunkKey]:
+        """The :class:`ChunkKey` of each chunk of ``chunk_ids`` that exists, by id."""
+        ids = list(chunk_ids)
+        if not ids:
+            return {}
+        rows = self.conn.execute(
+            f"SELECT {CHUNK_KEY_COLUMNS} FROM chunks c JOIN notes n ON n.id=c.note_id "
+            "WHERE c.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        )
+        return {r[0]: ChunkKey._make(r) for r in rows}
 
     def chunks_of_note(self, path: str) -> list[ChunkRow]:
         """The chunks of the note at vault-relative ``path``, in order ([] when none)."""

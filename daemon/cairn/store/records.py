@@ -158,6 +158,18 @@ class ChunkRow:
     token_count: int = 0
 
 
+class ChunkKey(NamedTuple):
+    """What ranking reads of a candidate chunk (:meth:`Store.chunk_keys`): far cheaper to read than a
+    :class:`ChunkRow`, whose text only the hits shown need."""
+
+    chunk_id: int
+    note_id: int
+    path: str
+    kind: str
+
+
+CHUNK_KEY_COLUMNS = "c.id, c.note_id, n.path, c.kind"
+
 CHUNK_ROW_COLUMNS = (
     "c.id, c.note_id, n.path, n.title, c.symbol, c.text, c.line_start, c.line_end, c.page, c.kind, "
     "n.indexed_at, c.content_hash, c.embedded, c.token_count"
