@@ -85,14 +85,24 @@ def check_chars(text: str, what: str) -> None:
 
 
 @functools.lru_cache(maxsize=64)
-def _word_starts(terms: tuple[str, ...]) -> re.Pattern[str] | None:
-    """A pattern matching, at the start of each word (a run of ``\\w``) that begins with the first 5 characters of
-    one of ``terms``, those characters (None: no term can begin a word). One pass over a chunk's text, for all the
-    hits of one query."""
-    prefixes = sorted({t[:5] for t in terms if _SNIP_WORD.fullmatch(t[:5])}, key=lambda p: (-len(p), p))
-    if not prefixes:
-        return None
-    return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, prefixes)) + ")", re.UNICODE)
+def _prefixes(terms: tuple[str, ...]) -> tuple[str, ...]:
+    """The first 5 characters of each of ``terms`` that are all word characters (``\\w``): what a word of the text
+    must begin with to count as a query term in a snippet."""
+    return tuple(sorted({t[:5] for t in terms if _SNIP_WORD.fullmatch(t[:5])}))
+
+
+def _word_starts(text: str, prefixes: tuple[str, ...]) -> list[int]:
+    """Ascending positions in ``text`` where a word (a run of ``\\w``) begins with one of ``prefixes``. Found with
+    ``str.find`` rather than a pattern built per query: compiling one costs more than the search itself."""
+    found: set[int] = set()
+    for prefix in prefixes:
+        at = text.find(prefix)
+        while at >= 0:
+            before = text[at - 1] if at else " "
+            if not (before.isalnum() or before == "_"):  # \w is exactly str.isalnum() or "_"
+                found.add(at)
+            at = text.find(prefix, at + 1)
+    return sorted(found)
 
 
 def make_snippet(text: str, terms: Sequence[str], width: int = 220) -> str:
@@ -101,8 +111,7 @@ def make_snippet(text: str, terms: Sequence[str], width: int = 220) -> str:
     flat = " ".join(strip_block_ids(text).split())
     if len(flat) <= width:
         return flat
-    starts = _word_starts(tuple(terms))
-    positions = [m.start() for m in starts.finditer(flat.lower())] if starts is not None else []
+    positions = _word_starts(flat.lower(), _prefixes(tuple(terms)))
     if not positions:
         return flat[: width - 1].rsplit(" ", 1)[0] + "…"
     best, best_count = positions[0], 0
