@@ -73,12 +73,16 @@ def main() -> int:
     qs = questions_of(cairn, args.questions * 2 + 4)
     warm, search_qs, ask_qs = qs[:4], qs[4 : 4 + args.questions], qs[4 + args.questions :]
     w = Withhold.of(folders=args.withhold_folder) if args.withhold_folder else None
+    # One event loop for every answer, as the daemon has: a loop per answer would start new executor threads,
+    # each with a new store connection (which the query caches cannot tell from a commit).
+    loop = asyncio.new_event_loop()
     for q in warm:
         cairn.query.search(q, withhold=w)
-        asyncio.run(answers.answer(q, withhold=w))
+        loop.run_until_complete(answers.answer(q, withhold=w))
     cairn.query.visible.wait()  # the one-off embedding of chunks shown redacted to that client
     s_cpu, s_wall = measure(lambda q: cairn.query.search(q, withhold=w), search_qs)
-    a_cpu, a_wall = measure(lambda q: asyncio.run(answers.answer(q, withhold=w)), ask_qs)
+    a_cpu, a_wall = measure(lambda q: loop.run_until_complete(answers.answer(q, withhold=w)), ask_qs)
+    loop.close()
     cairn.close()
     rows = {
         "search": {
