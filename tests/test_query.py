@@ -16,6 +16,7 @@ from cairn.answers import AnswerService, Source
 from cairn.config import NOT_FOUND_ANSWER
 from cairn.errors import BadRequestError
 from cairn.prompt import cited_numbers
+from cairn.ranking import FusionWeights, QueryClassifier
 from cairn.search import SearchService
 
 SAMPLE_QUESTIONS = [
@@ -582,3 +583,28 @@ def test_a_bulk_change_is_loaded_at_once_even_while_full_loads_wait(fresh_cairn,
     for _ in range(3):  # the waiting reload, then the bulk one (or one load that saw both)
         query.vectors.wait(timeout=60)
     assert query.vectors.current() is not held and not query.vectors.embedded_since(snap_now(query))
+
+
+class _NoPreference(QueryClassifier):
+    """The contract's classifier with every preference turned off: the same search, no kind boosted."""
+
+    def classify(self, question: str) -> str | None:
+        return None
+
+
+def test_a_question_asking_for_code_boosts_exactly_the_code_chunks(help_cairn):
+    """DESIGN.md: "code", "snippet", "script" → code blocks are preferred (a boost of the fused score), nothing
+    excluded. With note aggregation off, each code hit's score is the unboosted one × BOOST and every other hit's
+    is unchanged."""
+    store, embedder, weights = help_cairn.store, help_cairn.query.embedder, FusionWeights(second=0.0)
+    plain = SearchService(store, embedder, weights=weights, classifier=_NoPreference())
+    preferring = SearchService(store, embedder, weights=weights)
+    question = "code snippet for a dataview query in a callout"
+    boosted, preference = preferring.retrieve(question, top_k=30)
+    unboosted = {h.chunk_id: h for h in plain.retrieve(question, top_k=30)[0]}
+    assert preference == "code"
+    both = [h for h in boosted if h.chunk_id in unboosted]
+    assert any(h.kind == "code" for h in both) and any(h.kind != "code" for h in both), [h.kind for h in both]
+    for h in both:
+        factor = QueryClassifier.BOOST if h.kind == "code" else 1.0
+        assert h.score == pytest.approx(unboosted[h.chunk_id].score * factor, rel=1e-9), (h.file_path, h.kind)

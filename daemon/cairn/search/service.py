@@ -286,7 +286,7 @@ class SearchService:
         if mode in ("hybrid", "dense"):
             r.pool = self._dense_leg(r) + newer
         candidates = list(dict.fromkeys(r.keyword + r.pool))
-        keys = self.store.chunk_keys(candidates)  # chunks deleted since the snapshot are absent here
+        keys = self._keys(candidates, mapped=plan is not None)  # chunks deleted since the snapshot are absent here
         sims = self._similarities(r, candidates, keys)
         fused = self._fuse(r, candidates, keys, sims, preference)
         order = self._order(r, fused, sims, keys)
@@ -315,6 +315,21 @@ class SearchService:
             for c in chosen
         ]
         return hits, preference
+
+    def _keys(self, candidates: list[int], *, mapped: bool) -> dict[int, ChunkKey]:
+        """The :class:`~cairn.store.ChunkKey` of each candidate that exists. ``mapped`` (a search, whose plan read the
+        epoch's note map): from that map, no SQL, and from the store for the chunks it lacks (added since it was
+        read); otherwise (an ask, which needs no note map) from the store."""
+        if not mapped:
+            return self.store.chunk_keys(candidates)
+        notes = self.note_maps.get()
+        note_ids = notes.notes(np.asarray(candidates, dtype=np.int64)).tolist()
+        paths = notes.paths
+        keys = {c: ChunkKey(c, n, paths[n]) for c, n in zip(candidates, note_ids) if n >= 0}
+        unknown = [c for c, n in zip(candidates, note_ids) if n < 0]
+        if unknown:
+            keys.update(self.store.chunk_keys(unknown))
+        return keys
 
     def _matched(
         self, r: _Ranking, terms: Sequence[str], chosen: list[int], keys: dict[int, ChunkKey]
@@ -482,8 +497,10 @@ class SearchService:
             if r.below_floor:
                 wider = fused_among(passing | r.below_floor)
                 fused.update({c: wider[c] for c in r.below_floor if c in wider})
-        for cid in fused:
-            fused[cid] *= self.classifier.boost(preference, keys[cid].kind)
+        if preference is not None:
+            kinds = self.store.chunk_kinds(list(fused))
+            for cid in fused:
+                fused[cid] *= self.classifier.boost(preference, kinds.get(cid, ""))
         if len(rankings) < 2:  # one list alone (bm25, dense modes): ranked as that leg ranks
             return fused
         return add_second_best(fused, {c: keys[c].note_id for c in fused}, self.weights.second)

@@ -85,6 +85,16 @@ class ChunkTables(StoreBase):
         )
         return {r[0]: ChunkKey._make(r) for r in rows}
 
+    def chunk_kinds(self, chunk_ids: Sequence[int]) -> dict[int, str]:
+        """The kind (prose, code, table, pdf) of each chunk of ``chunk_ids`` that exists, by id."""
+        ids = list(chunk_ids)
+        if not ids:
+            return {}
+        rows = self.conn.execute(
+            "SELECT id, kind FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
+        )
+        return dict(rows)
+
     def chunks_of_note(self, path: str) -> list[ChunkRow]:
         """The chunks of the note at vault-relative ``path``, in order ([] when none)."""
         rows = self.conn.execute(

@@ -159,16 +159,15 @@ class ChunkRow:
 
 
 class ChunkKey(NamedTuple):
-    """What ranking reads of a candidate chunk (:meth:`Store.chunk_keys`): far cheaper to read than a
+    """What ranking reads of every candidate chunk (:meth:`Store.chunk_keys`): far cheaper to read than a
     :class:`ChunkRow`, whose text only the hits shown need."""
 
     chunk_id: int
     note_id: int
     path: str
-    kind: str
 
 
-CHUNK_KEY_COLUMNS = "c.id, c.note_id, n.path, c.kind"
+CHUNK_KEY_COLUMNS = "c.id, c.note_id, n.path"
 
 CHUNK_ROW_COLUMNS = (
     "c.id, c.note_id, n.path, n.title, c.symbol, c.text, c.line_start, c.line_end, c.page, c.kind, "
