@@ -58,42 +58,30 @@ def _fts_totals(c: apsw.Connection) -> tuple[int, int] | None:
 class ChunkTables(StoreBase):
     """Chunks joined with their notes, and the full-text index ``chunks_fts`` (FTS5, BM25)."""
 
-    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRow]:
-        """Chunks with their note's path, title and indexing time, by id."""
-        out: dict[int, ChunkRow] = {}
+    def _by_ids(self, columns: str, chunk_ids: Sequence[int]) -> list[tuple]:
+        """Rows of ``columns`` (of ``chunks c`` joined with ``notes n``) for each chunk of ``chunk_ids`` that
+        exists, in no particular order; one statement whatever the number of ids (bound as one JSON array, as
+        SQLite limits the number of host parameters)."""
         ids = list(chunk_ids)
         if not ids:
-            return out
-        rows = self.conn.execute(
-            f"SELECT {CHUNK_ROW_COLUMNS} FROM chunks c JOIN notes n ON n.id=c.note_id "
+            return []
+        return self.conn.execute(
+            f"SELECT {columns} FROM chunks c JOIN notes n ON n.id=c.note_id "
             "WHERE c.id IN (SELECT value FROM json_each(?))",
             (json.dumps(ids),),
-        )
-        for r in rows:
-            out[r[0]] = chunk_row(r)
-        return out
+        ).fetchall()
+
+    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """Chunks with their note's path, title and indexing time, by id."""
+        return {r[0]: chunk_row(r) for r in self._by_ids(CHUNK_ROW_COLUMNS, chunk_ids)}
 
     def chunk_keys(self, chunk_ids: Sequence[int]) -> dict[int, ChunkKey]:
         """The :class:`ChunkKey` of each chunk of ``chunk_ids`` that exists, by id."""
-        ids = list(chunk_ids)
-        if not ids:
-            return {}
-        rows = self.conn.execute(
-            f"SELECT {CHUNK_KEY_COLUMNS} FROM chunks c JOIN notes n ON n.id=c.note_id "
-            "WHERE c.id IN (SELECT value FROM json_each(?))",
-            (json.dumps(ids),),
-        )
-        return {r[0]: ChunkKey._make(r) for r in rows}
+        return {r[0]: ChunkKey._make(r) for r in self._by_ids(CHUNK_KEY_COLUMNS, chunk_ids)}
 
     def chunk_kinds(self, chunk_ids: Sequence[int]) -> dict[int, str]:
         """The kind (prose, code, table, pdf) of each chunk of ``chunk_ids`` that exists, by id."""
-        ids = list(chunk_ids)
-        if not ids:
-            return {}
-        rows = self.conn.execute(
-            "SELECT id, kind FROM chunks WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)
-        )
-        return dict(rows)
+        return {r[0]: r[1] for r in self._by_ids("c.id, c.kind", chunk_ids)}
 
     def chunks_of_note(self, path: str) -> list[ChunkRow]:
         """The chunks of the note at vault-relative ``path``, in order ([] when none)."""
