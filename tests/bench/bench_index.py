@@ -108,10 +108,24 @@ def _tree_rss_bytes(pid: int) -> int | None:
     return total
 
 
+def _high_water_bytes(pid: int) -> int | None:
+    """``VmHWM`` (peak resident bytes) of ``pid``'s own address space, from /proc; None when unreadable.
+
+    Unlike ``ru_maxrss`` from wait4, it starts afresh at exec: Linux keeps the pre-exec image's high-water mark in
+    ``ru_maxrss``, so a child spawned by this script (itself ~1 GB with both models loaded) would report this
+    script's size, whatever the child used."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as fh:
+            return next((int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:")), None)
+    except OSError:
+        return None
+
+
 def index_in_child(vault: Path, home: Path) -> tuple[dict, float, float | None]:
     """A full ``cairn index --json`` of ``vault`` into a fresh data folder under ``home``, in a child process.
-    Returns (its JSON report, peak RSS of the child in MB from wait4, peak RSS of the child and its parse
-    workers together in MB sampled every 0.1 s from /proc, or None off Linux)."""
+    Returns (its JSON report, peak RSS of the child in MB — its ``VmHWM`` last read before it exited, sampled every
+    0.1 s; ``ru_maxrss`` from wait4 off Linux — and the peak RSS of the child and its parse workers together in MB
+    sampled every 0.1 s from /proc, or None off Linux)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
     env.update(
         {
@@ -131,6 +145,7 @@ def index_in_child(vault: Path, home: Path) -> tuple[dict, float, float | None]:
             stdin=subprocess.DEVNULL,
         )
         peak_tree = [0]
+        high_water = [0]
         done = threading.Event()
 
         def sample() -> None:
@@ -139,6 +154,7 @@ def index_in_child(vault: Path, home: Path) -> tuple[dict, float, float | None]:
                 if rss is None:
                     return
                 peak_tree[0] = max(peak_tree[0], rss)
+                high_water[0] = max(high_water[0], _high_water_bytes(proc.pid) or 0)
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -152,7 +168,8 @@ def index_in_child(vault: Path, home: Path) -> tuple[dict, float, float | None]:
             raise SystemExit(f"cairn index {vault} exited {proc.returncode}:\n{err.read().decode()[-3000:]}")
         report = json.loads(out.read())
     scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB on Linux
-    return report, usage.ru_maxrss * scale / 1e6, (peak_tree[0] / 1e6 if peak_tree[0] else None)
+    main_bytes = high_water[0] or usage.ru_maxrss * scale
+    return report, main_bytes / 1e6, (peak_tree[0] / 1e6 if peak_tree[0] else None)
 
 
 def main() -> int:
