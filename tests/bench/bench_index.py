@@ -99,24 +99,20 @@ def _tree_rss_bytes(pid: int) -> int | None:
     total, stack = 0, [pid]
     while stack:
         p = stack.pop()
-        try:
-            with open(f"/proc/{p}/status", encoding="utf-8") as fh:
-                total += next((int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:")), 0)
-        except OSError:
-            pass
+        total += _status_bytes(p, "VmRSS:") or 0
         stack.extend(children.get(p, []))
     return total
 
 
-def _high_water_bytes(pid: int) -> int | None:
-    """``VmHWM`` (peak resident bytes) of ``pid``'s own address space, from /proc; None when unreadable.
+def _status_bytes(pid: int, field: str) -> int | None:
+    """A size field of ``/proc/PID/status`` (``VmRSS:``, ``VmHWM:``, given in kB there) in bytes; None when unreadable.
 
-    Unlike ``ru_maxrss`` from wait4, it starts afresh at exec: Linux keeps the pre-exec image's high-water mark in
-    ``ru_maxrss``, so a child spawned by this script (itself ~1 GB with both models loaded) would report this
-    script's size, whatever the child used."""
+    ``VmHWM`` (the peak of ``pid``'s own address space) starts afresh at exec, unlike ``ru_maxrss`` from wait4:
+    Linux keeps the pre-exec image's high-water mark in ``ru_maxrss``, so a child spawned by this script (itself
+    ~1 GB with both models loaded) would report this script's size, whatever the child used."""
     try:
         with open(f"/proc/{pid}/status", encoding="utf-8") as fh:
-            return next((int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:")), None)
+            return next((int(line.split()[1]) * 1024 for line in fh if line.startswith(field)), None)
     except OSError:
         return None
 
@@ -154,7 +150,7 @@ def index_in_child(vault: Path, home: Path) -> tuple[dict, float, float | None]:
                 if rss is None:
                     return
                 peak_tree[0] = max(peak_tree[0], rss)
-                high_water[0] = max(high_water[0], _high_water_bytes(proc.pid) or 0)
+                high_water[0] = max(high_water[0], _status_bytes(proc.pid, "VmHWM:") or 0)
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
