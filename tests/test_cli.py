@@ -1,4 +1,4 @@
-"""The real ``cairn`` console script, run in subprocesses (DESIGN.md, Interfaces → CLI).
+"""The real ``cairn`` console script, run in subprocesses (docs/design.md, "Interfaces" → CLI).
 
 Every run gets its own CAIRN_DATA_DIR / CAIRN_CONFIG_DIR / CAIRN_LOG_DIR under a temp dir
 and CAIRN_KEYRING=file, so nothing touches the user's real folders or keyring. The vault

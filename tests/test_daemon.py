@@ -1,4 +1,4 @@
-"""``cairn serve`` as a real subprocess, spoken to with a real HTTP client (DESIGN.md, Interfaces → HTTP).
+"""``cairn serve`` as a real subprocess, spoken to with a real HTTP client (docs/design.md, "Interfaces" → HTTP).
 
 The daemon runs on port 0 (a free port) with its own CAIRN_DATA_DIR / CAIRN_CONFIG_DIR /
 CAIRN_LOG_DIR and CAIRN_KEYRING=file; it advertises its URL in ``<data dir>/service.json``,

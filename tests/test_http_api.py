@@ -489,7 +489,7 @@ def test_unknown_route_is_a_404_json_error():
                 assert resp.content_type == "application/json"
                 body = await resp.json()
                 assert_error(body, "not_found")
-                assert "/openapi.json" in body["error"]["message"]  # a pointer the user has (no DESIGN.md)
+                assert "/openapi.json" in body["error"]["message"]  # a pointer to a file the user has
 
     run(scenario())
 

@@ -60,7 +60,8 @@ COMPOSITION = {"app", "cli", "__main__"}
 MAY_IMPORT_COMPOSITION = {"__main__", "cli"}
 #: Only these may print to stdout (stdout is the MCP stdio wire everywhere else).
 STDOUT_WRITERS = {"cli", "__main__"}
-#: Third-party modules owned by one unit (DESIGN.md: store/ has all SQL, embedder all onnxruntime/tokenizers).
+#: Third-party modules owned by one unit (docs/design.md, "Layers": store/ has all SQL, embedder all
+#: onnxruntime/tokenizers).
 OWNED_THIRD_PARTY = {
     "onnxruntime": {"embedder"},
     "tokenizers": {"embedder"},

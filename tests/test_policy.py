@@ -1,5 +1,5 @@
 """The MCP governance policy (cairn.policy, cairn.policy_file): parsing with file:line errors, the
-served-tools and withholding rules (DESIGN.md, Governance), the owner's copy, and live reloading that
+served-tools and withholding rules (docs/design.md, "Contract" → Governance), the owner's copy, and live reloading that
 fails closed."""
 
 from __future__ import annotations

@@ -593,9 +593,9 @@ class _NoPreference(QueryClassifier):
 
 
 def test_a_question_asking_for_code_boosts_exactly_the_code_chunks(help_cairn):
-    """DESIGN.md: "code", "snippet", "script" → code blocks are preferred (a boost of the fused score), nothing
-    excluded. With note aggregation off, each code hit's score is the unboosted one × BOOST and every other hit's
-    is unchanged."""
+    """docs/design.md, "Contract" → Query classifier: "code", "snippet", "script" → code blocks are preferred (a
+    boost of the fused score), nothing excluded. With note aggregation off, each code hit's score is the unboosted
+    one × BOOST and every other hit's is unchanged."""
     store, embedder, weights = help_cairn.store, help_cairn.query.embedder, FusionWeights(second=0.0)
     plain = SearchService(store, embedder, weights=weights, classifier=_NoPreference())
     preferring = SearchService(store, embedder, weights=weights)

@@ -1,7 +1,7 @@
 """Configuration: one frozen tree; defaults < TOML file < ``CAIRN_*`` env < CLI flags.
 
 Unknown keys in the TOML file are errors naming the file and the key
-(DESIGN.md, Conventions). Folders come from platformdirs unless overridden by
+(docs/design.md, "Conventions"). Folders come from platformdirs unless overridden by
 ``CAIRN_CONFIG_DIR`` / ``CAIRN_DATA_DIR`` (tests and scripts point these at
 temp dirs, so nothing touches the real user folders).
 
@@ -27,8 +27,8 @@ from cairn.errors import ConfigError
 
 APP_NAME = "cairn"
 DEFAULT_PORT = 27183
-#: Fixed contract (DESIGN.md): top_k 8 (its range and default live in cairn.contract), cosine floor 0.35,
-#: 6,000-token budget, RRF k=60.
+#: Fixed contract (docs/design.md, "Contract"): top_k 8 (its range and default live in cairn.contract), cosine
+#: floor 0.35, 6,000-token budget, RRF k=60.
 DEFAULT_TOP_K = LIMITS.top_k_default
 COSINE_FLOOR = 0.35
 CONTEXT_TOKEN_BUDGET = 6000
@@ -100,7 +100,7 @@ class Config:
     #: gitignore-style globs (vault-relative, POSIX) excluded on top of ALWAYS_IGNORED and hidden folders.
     ignore: tuple[str, ...] = ()
     top_k: int = DEFAULT_TOP_K
-    #: Browser origins allowed by CORS; only Obsidian's by default (DESIGN.md contract).
+    #: Browser origins allowed by CORS; only Obsidian's by default (docs/design.md, "Contract").
     cors_origins: tuple[str, ...] = ("app://obsidian.md",)
     #: Files larger than this are skipped with a reason (bytes).
     max_note_bytes: int = 5 * 1024 * 1024

@@ -33,7 +33,8 @@ class Limits:
 
     top_k_min: int = 1
     top_k_max: int = 50
-    #: The contract's ``top_k`` default (DESIGN.md); an edge may use the configured ``top_k`` instead.
+    #: The contract's ``top_k`` default (docs/design.md, "Contract" → Retrieval); an edge may use the configured
+    #: ``top_k`` instead.
     top_k_default: int = 8
     #: A question or a search query.
     text_chars: int = 2000
@@ -479,7 +480,7 @@ def _object(properties: dict[str, Any], *required: str) -> dict[str, Any]:
     return schema
 
 
-#: Tool name → JSON schema of its arguments (DESIGN.md, Interfaces → MCP).
+#: Tool name → JSON schema of its arguments (docs/design.md, "Interfaces" → MCP tools).
 MCP_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "search_notes": _object(
         {

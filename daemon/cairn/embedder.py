@@ -1,7 +1,7 @@
 """Local text embeddings: the shipped all-MiniLM-L6-v2 ONNX model (layer 1 resource).
 
 All onnxruntime and tokenizers code in Cairn lives here; nothing else imports them
-(DESIGN.md, Layout). The model files live in ``onnx_models/all-MiniLM-L6-v2/``
+(docs/design.md, "Layers"). The model files live in ``onnx_models/all-MiniLM-L6-v2/``
 (built reproducibly by ``packaging/build_model.py``), reached from the package as
 ``cairn/onnx_models/`` (a symlink in the source tree, real files in the wheel) so an installed
 Cairn finds the same model:

@@ -3,7 +3,7 @@
 Every error Cairn raises on purpose is a :class:`CairnError` subclass carrying a
 stable ``code`` (used in HTTP JSON bodies and CLI messages) and an
 ``http_status``. Messages say what failed, the bad value, what was expected and
-how to fix it (DESIGN.md, Conventions).
+how to fix it (docs/design.md, "Conventions").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The indexer: brings the store in line with the vault, incrementally.
 
-Two phases (DESIGN.md, Flows → Index):
+Two phases (docs/design.md, "Flows" → Index):
 
 1. **Text** (:meth:`Indexer.sync_text`): scan the vault, compare (mtime, size,
    content hash) with the store, parse and chunk what changed, and write each

@@ -96,7 +96,8 @@ def reflow(text: str) -> str:
 
 
 def page_symbol(number: int, heading: str | None) -> str:
-    """``page N`` or ``page N › <heading>`` (DESIGN.md: ``symbol`` is ``page N`` for a PDF)."""
+    """``page N`` or ``page N › <heading>`` (docs/design.md, "Contract" → Sources: ``symbol`` is ``page N`` for a
+    PDF)."""
     heading = " ".join((heading or "").split())
     return f"page {number} › {heading}" if heading else f"page {number}"
 

@@ -1,7 +1,7 @@
 """Prompting and answer composition. Pure: no I/O, no model calls.
 
 - :func:`select_within_budget`: the context blocks that fit the 6,000-token budget,
-  dropping the lowest-scored chunks first (DESIGN.md contract).
+  dropping the lowest-scored chunks first (docs/design.md, "Contract").
 - :func:`candidate_sentences` / :func:`compose_extractive_answer`: the answer built
   from the retrieved passages themselves when no model writes one (``grounded: false``):
   the sentences that best answer the question, each followed by its ``[n]``, then a

@@ -1,7 +1,7 @@
 """Ranking: FTS5 query building, fusion settings and RRF, the query classifier, per-note de-duplication. Pure.
 
 Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009: ``score = Σ w_i / (k + rank_i)``, k = 60 as in the
-DESIGN.md contract) with per-list weights is one of the search's two fusion methods (:class:`FusionWeights`; the
+docs/design.md contract) with per-list weights is one of the search's two fusion methods (:class:`FusionWeights`; the
 other, a convex combination of normalised scores, is in :mod:`cairn.search.fusion`), chosen by cross-validation on
 the dev questions.
 """
@@ -107,8 +107,8 @@ class FusionWeights:
 
 
 class QueryClassifier:
-    """Infers a chunk-kind preference from the question (DESIGN.md contract: "pdf", "page" → PDF
-    chunks; "code", "snippet", "script" → code blocks; "table" → tables). Returns None when the
+    """Infers a chunk-kind preference from the question (docs/design.md, "Contract" → Query classifier: "pdf",
+    "page" → PDF chunks; "code", "snippet", "script" → code blocks; "table" → tables). Returns None when the
     question shows no preference. Preferences boost matching chunks; they never exclude others."""
 
     PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (

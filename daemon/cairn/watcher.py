@@ -1,6 +1,6 @@
 """Watching the vault (layer 3 adapter on ``watchfiles``): file events are hints, never the truth.
 
-DESIGN.md, Flows → Watch. Events are filtered (hidden and ignored places cause no work), collected
+docs/design.md, "Flows" → Watch. Events are filtered (hidden and ignored places cause no work), collected
 into a set of vault-relative paths, debounced (``debounce_ms`` of quiet, at most ``max_wait_ms``
 after the first hint) and handed as ONE batch to ``apply_hints(paths)``, which re-stats each path and
 decides what changed by (mtime, size, hash). Batches run one at a time on a dedicated indexing

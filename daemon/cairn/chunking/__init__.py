@@ -6,7 +6,7 @@ A note body (the text after front-matter, comments already blanked) is cut into
 the embedding model's window: ``count_tokens(embed_text(title, path, text)) <=
 max_tokens`` holds for every chunk, title and heading prefix included. The
 default ``max_tokens=254`` is all-MiniLM-L6-v2's 256-token window minus
-``[CLS]`` and ``[SEP]`` (DESIGN.md, Flows → Index: "≤ 256 tokens of the
+``[CLS]`` and ``[SEP]`` (docs/design.md, "Flows" → Index: "≤ 256 tokens of the
 embedding tokenizer, with overlap").
 
 Rules (in order of precedence):

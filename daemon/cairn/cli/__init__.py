@@ -1,4 +1,4 @@
-"""The ``cairn`` command line (DESIGN.md, Interfaces → CLI).
+"""The ``cairn`` command line (docs/design.md, "Interfaces" → CLI).
 
 Exit codes: 0 ok, 1 error (``Error: …`` on stderr), 2 usage. ``--json`` prints one JSON
 document on stdout. Logs go to stderr, never stdout.

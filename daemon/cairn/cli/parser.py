@@ -43,7 +43,7 @@ the nearest words, one edit away, two from 8 letters (banetton). Plain queries o
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``cairn`` argument parser: global options, then one sub-command each (DESIGN.md, Interfaces → CLI)."""
+    """The ``cairn`` argument parser: global options, then one sub-command each (docs/design.md, "Interfaces" → CLI)."""
     parser = argparse.ArgumentParser(
         prog="cairn", description="Local search and cited answers over your Obsidian vault."
     )

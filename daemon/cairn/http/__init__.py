@@ -1,6 +1,6 @@
 """The localhost HTTP API the Obsidian plugin calls (aiohttp; JSON in camelCase; layer 3 adapter).
 
-Routes (DESIGN.md, HTTP; ``openapi.json`` documents each):
+Routes (docs/design.md, "Interfaces" → HTTP; ``openapi.json`` documents each):
 
 =====================  ==========================================================
 ``POST /ask``          body ``{question, topK?, tags?, folders?}`` →

@@ -1,4 +1,4 @@
-"""The HTTP API's handlers (DESIGN.md, Interfaces → HTTP). Requests are parsed with :mod:`cairn.contract`
+"""The HTTP API's handlers (docs/design.md, "Interfaces" → HTTP). Requests are parsed with :mod:`cairn.contract`
 before any work starts (400/413 JSON errors); blocking work (the query service: SQLite + ONNX; the
 library; stats; health) runs in worker threads via :func:`asyncio.to_thread`, never on the event loop.
 """

@@ -64,7 +64,7 @@ _DESCRIPTIONS = {
     "ask": "Answer a question from the notes: the sentences of the best passages, each cited [n], with the numbered "
     "sources (filePath, symbol, score). grounded is false: the answer is extracted, not written by a model.",
 }
-#: name → (description, JSON schema of the arguments). Names and arguments: DESIGN.md, Interfaces → MCP;
+#: name → (description, JSON schema of the arguments). Names and arguments: docs/design.md, "Interfaces" → MCP tools;
 #: the schemas (built from the edge limits) are :data:`cairn.contract.MCP_TOOL_SCHEMAS`.
 TOOL_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     name: (_DESCRIPTIONS[name], schema) for name, schema in contract.MCP_TOOL_SCHEMAS.items()

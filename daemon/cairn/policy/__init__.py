@@ -4,7 +4,7 @@ Layer 0 (pure core): the policy model (:mod:`.model`), withholding and link mask
 parsing (:mod:`.parse`). The owner's file, and the live holder that reloads it, are
 :mod:`cairn.policy_file` (layer 1). The shipped default is ``governance/mcp-serve.yaml`` (also inside the
 package, so an installed ``cairn`` finds it), validated against ``governance/mcp-serve.schema.json``
-(JSON Schema 2020-12, checked with ``jsonschema``). Rules (DESIGN.md "Governance"):
+(JSON Schema 2020-12, checked with ``jsonschema``). Rules (docs/design.md, "Contract" → Governance):
 
 - Served tools = ``default_tools`` ∪ (``--tool`` names ∩ the client's ``tools``).
 - A note carrying a withheld tag (in any form; nested tags below it count) or under a withheld folder

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from cairn.errors import BadRequestError, CairnError
 from cairn.policy.withhold import NOTHING_WITHHELD, Withhold
 
-#: Every MCP tool Cairn has (DESIGN.md, MCP tools), in the order ``tools/list`` shows them.
+#: Every MCP tool Cairn has (docs/design.md, "Interfaces" → MCP tools), in the order ``tools/list`` shows them.
 ALL_TOOLS: tuple[str, ...] = ("search_notes", "get_note", "get_related_notes", "list_notes", "ask")
-#: Reads that return only what the caller names or lists: served by default (DESIGN.md, MCP default).
+#: Reads that return only what the caller names or lists: served by default (docs/design.md, "Contract" → MCP default).
 CONTAINED_READS = frozenset({"get_note", "list_notes"})
 #: The policy format this Cairn reads; a file with a higher ``version`` is refused.
 POLICY_VERSION = 1

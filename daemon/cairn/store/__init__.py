@@ -3,7 +3,7 @@
 Tables are described in :mod:`cairn.store.schema`. Connections are per thread
 (readers never block the writer in WAL mode); writes are serialised by a lock
 and each note is written in one short transaction, so a crash at any moment
-leaves a consistent store (DESIGN.md, Data; "one transaction per note").
+leaves a consistent store (docs/design.md, "Flows" → Index: "one transaction per note").
 
 :class:`Store` composes the tables' parts: :mod:`~cairn.store.notes` (notes, tags,
 links), :mod:`~cairn.store.chunks` (chunks, FTS5), :mod:`~cairn.store.vectors`

@@ -1,4 +1,4 @@
-"""Numbered schema migrations, tracked in ``PRAGMA user_version`` (DESIGN.md, Data).
+"""Numbered schema migrations, tracked in ``PRAGMA user_version`` (docs/design.md, "Data").
 
 Migration *i* (1-based) brings a database from version ``i - 1`` to ``i``. A
 database whose ``user_version`` is above ``len(MIGRATIONS)`` was written by a

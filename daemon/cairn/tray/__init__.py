@@ -1,6 +1,6 @@
 """The system-tray icon (layer 3 adapter on pystray; the only package importing pystray, PIL and pyperclip).
 
-``cairn serve`` shows it when a display and a tray backend exist (DESIGN.md: the owner's view).
+``cairn serve`` shows it when a display and a tray backend exist (docs/design.md: the owner's view).
 The tray runs on the main thread (pystray requires it); the daemon's asyncio loop runs in a
 worker thread. Menu callbacks run on the tray thread and cross into the loop with
 ``asyncio.run_coroutine_threadsafe``; blocking work (re-index, pause, reading the token) then

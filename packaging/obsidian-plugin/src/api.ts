@@ -1,5 +1,5 @@
 /**
- * The client of the Cairn daemon's HTTP API (DESIGN.md "HTTP"), over `fetch`.
+ * The client of the Cairn daemon's HTTP API (docs/design.md, "Interfaces" → HTTP), over `fetch`.
  *
  * Every route but `/health` carries `Authorization: Bearer <token>`; the token never goes into a URL,
  * an error message or a log line. Inside Obsidian the page's origin is `app://obsidian.md`, the one

@@ -1,7 +1,7 @@
 /**
  * Citation linking: find the `[n]` markers in answer text and say where each one leads.
  *
- * The daemon cites sources as `[n]` (DESIGN.md "Prompt"); `n` matches the `n` of one entry of the
+ * The daemon cites sources as `[n]` (docs/design.md, "Contract" → Prompt); `n` matches the `n` of one entry of the
  * `sources` event. A marker for a number with no source stays plain text. Text inside backticks is
  * code (`arr[0]`), never a citation; that is decided on the rendered DOM (code elements are skipped),
  * so this module only splits plain text.

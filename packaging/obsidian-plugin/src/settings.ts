@@ -10,7 +10,7 @@
 /** Cairn's default port (daemon/cairn/config.py `DEFAULT_PORT`). */
 export const DEFAULT_PORT = 27183;
 export const DEFAULT_URL = `http://127.0.0.1:${DEFAULT_PORT}`;
-/** The daemon's default top_k (DESIGN.md "Retrieval"). */
+/** The daemon's default top_k (docs/design.md, "Contract" → Retrieval). */
 export const DEFAULT_TOP_K = 8;
 
 export interface CairnSettings {

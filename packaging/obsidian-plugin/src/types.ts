@@ -1,5 +1,5 @@
 /**
- * Shapes of the Cairn daemon's HTTP API (DESIGN.md "HTTP"; daemon/cairn/openapi.json). JSON is camelCase.
+ * Shapes of the Cairn daemon's HTTP API (docs/design.md, "Interfaces" → HTTP; daemon/cairn/openapi.json). JSON is camelCase.
  */
 
 import type { Relevance } from "./relevance";
