@@ -97,7 +97,7 @@ bench: test-venv
 ## bench-scale: the daemon on a synthetic vault of SCALE_NOTES notes (default 40,000: perturbed, relinked copies of
 ## obsidian-hub and obsidian-help, made in a temp folder) beside $(BENCH_VAULT) in the same run: first index
 ## (keyword-ready, fully embedded, peak RSS, search during it), index size, idle RSS and after 1,000 searches,
-## /search p50 / p95 with 1 and 8 clients, save → searchable, start-up on the index; the table with issue 19's
+## /search p50 / p95 with 1 and 8 clients, save → searchable, start-up on the index; the table with the scale
 ## targets and the growth factor goes to docs/benchmarks.md (section scale). Within SCALE_BUDGET_MIN minutes
 ## (default 90: the wait for the vectors stops at a deadline and the rest is projected). Not part of `make bench`.
 SCALE_NOTES ?= 40000

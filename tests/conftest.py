@@ -131,7 +131,7 @@ def help_cairn(tmp_path_factory, embedder):
     cairn.close()
 
 
-# ------------------------------------------------------------------------------ the canary vault (issue 5)
+# ------------------------------------------------------------------------------ the canary vault ---------
 CANARY_VAULT = REPO / "tests" / "fixtures" / "canary_vault"
 #: The canary string: it appears ONLY in the withheld notes of the canary vault.
 CANARY = "CANARY-7f3a9"

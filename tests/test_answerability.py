@@ -123,8 +123,8 @@ def test_a_term_only_a_withheld_note_holds_counts_as_absent_for_that_caller(orch
 
 # -- the ask path on the Obsidian help vault -------------------------------------------------------------------------
 
-#: Questions the help vault does not answer, in the issue's words: a near miss (the vault has a note on a tax, not on
-#: filing an income tax return) and plainly off-topic ones.
+#: Questions the help vault does not answer, as an owner would ask them: a near miss (the vault has a note on a tax,
+#: not on filing an income tax return) and plainly off-topic ones.
 HELP_OFF_CORPUS = (
     "How do I file my income tax return?",
     "What is the capital of France?",

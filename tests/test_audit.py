@@ -1,4 +1,4 @@
-"""The MCP audit log (cairn.audit): one JSON line per call with the issue's fields and no note or
+"""The MCP audit log (cairn.audit): one JSON line per call with its documented fields and no note or
 argument text, 0600, rotated, read back oldest first across rotated files, safe with several writers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Start at login (issue 6): ``cairn autostart enable|disable|status`` and ``cairn paths``.
+"""Start at login: ``cairn autostart enable|disable|status`` and ``cairn paths``.
 
 The generated file of every platform is checked for content here, whatever the platform the tests
 run on (systemd user unit, macOS LaunchAgent plist, Windows Startup ``.cmd``). The installer of the
@@ -284,7 +284,7 @@ def test_cairn_paths_prints_the_config_data_log_and_cache_folders(capsys, monkey
     assert json.loads(capsys.readouterr().out)["data"] == str(tmp_path / "d")
 
 
-# -- one entry per vault (issue 20, item 7) ------------------------------------------------------
+# -- one entry per vault -------------------------------------------------------------------------
 
 
 @pytest.mark.slow

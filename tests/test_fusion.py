@@ -1,4 +1,4 @@
-"""Fusion of the search's ranked lists (issue 17, ranking): the convex combination of normalised scores, the note
+"""Fusion of the search's ranked lists: the convex combination of normalised scores, the note
 aggregation after it, and the BM25 sums it reads, on their own and through the search service."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The first index as a user lives it (issue 19, item 3): ``cairn index`` draws a bar per phase on a terminal
+"""The first index as a user lives it: ``cairn index`` draws a bar per phase on a terminal
 (notes read, then passages embedded, each with its rate and the time left), says a plain line per phase and every
 ~10 s when it is not on a terminal, ``cairn serve`` logs the same lines, and Ctrl-C stops a run at once, the next
 run carrying on without embedding again what was embedded.
@@ -29,7 +29,7 @@ from tests.test_crash import group_processes, serving, token_for, wait_indexed
 from cairn.progress import ProgressLines
 from helpers import cairn_env, cairn_executable
 
-#: Seconds a run may take to end after Ctrl-C (the issue's target; a bound on the wait, the test's point).
+#: Seconds a run may take to end after Ctrl-C (a bound on the wait, the test's point).
 STOP_DEADLINE_S = 2
 #: Seconds a whole run of a small vault may take on the shared 2-core machine (a bound on a hang).
 RUN_DEADLINE_S = 600

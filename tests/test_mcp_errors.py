@@ -1,4 +1,4 @@
-"""A store error never gives a client not declared local the owner's paths (issue 18, item 4's follow-up).
+"""A store error never gives a client not declared local the owner's paths.
 
 The real Cairn over a copy of the canary vault, its index file replaced by another while served; real MCP
 client sessions over the real MCP server. A non-local client's ``get_note`` gets the error's code and a generic

@@ -1,4 +1,4 @@
-"""PDF attachments end to end (issue 8): real PDFs written by tests/pdfgen.py, the real PDF library in its worker
+"""PDF attachments end to end: real PDFs written by tests/pdfgen.py, the real PDF library in its worker
 process, the real model, a real SQLite index; the `cairn` console script for the CLI acceptance items.
 
 What a vault owner sees: a text PDF's pages become searchable and citable by page; encrypted, image-only,

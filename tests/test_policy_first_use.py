@@ -1,4 +1,4 @@
-"""A deleted policy is never silently replaced by the shipped default (issue 18, item 2), through the real
+"""A deleted policy is never silently replaced by the shipped default, through the real
 ``cairn`` console script: the policy is created only on the true first use and recorded in the data folder;
 once created (or found, on an existing install), a missing policy keeps ``cairn mcp`` at exit 1 and the daemon's
 holder failed closed, until the owner restores it or runs ``cairn policy init``."""

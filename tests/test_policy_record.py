@@ -1,5 +1,5 @@
-"""Where "Cairn created this policy" is kept, how the policy is created, and a policy that is a dangling link
-(issue 18, item 2's follow-ups), through the real ``cairn`` console script and real files.
+"""Where "Cairn created this policy" is kept, how the policy is created, and a policy that is a dangling link,
+through the real ``cairn`` console script and real files.
 
 The record lives beside the policy (the config folder), so a command run with another data folder, or after the
 data folder was deleted, still knows the policy existed and never writes the shipped default in its place. The

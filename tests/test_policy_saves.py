@@ -1,4 +1,4 @@
-"""A policy file saved in more than one write is never used half-written (issue 18, item 1).
+"""A policy file saved in more than one write is never used half-written.
 
 The first part of a two-write save (``version`` and ``withhold.tags``) is a valid policy on its own, without the
 ``folders:`` that follow. Clients not declared local call ``get_note`` on a folder-withheld note through the

@@ -1,4 +1,4 @@
-"""A policy edit takes effect on time whatever the timing of calls and saves (issue 18, items 1 and 2).
+"""A policy edit takes effect on time whatever the timing of calls and saves.
 
 The real :class:`~cairn.policy_file.PolicyHolder` over real files: a policy tightened while the holder was
 idle is in force on the first call after it; a save is adopted without any call; a tool that only touches the

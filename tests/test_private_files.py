@@ -1,4 +1,4 @@
-"""Cairn's own files are its user's alone (issue 20, item 5): the index holds the full text of every note.
+"""Cairn's own files are its user's alone: the index holds the full text of every note.
 
 A fresh install made by the real ``cairn`` command (under the common umask 022) leaves every folder 0700 and every
 file 0600 (the index and its ``-wal`` / ``-shm`` included, which SQLite creates); an older install (folders 0755,

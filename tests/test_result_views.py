@@ -1,4 +1,4 @@
-"""What a new user sees in results (issue 20, item 10): a hit of a note without headings names the note's title as
+"""What a new user sees in results: a hit of a note without headings names the note's title as
 its ``symbol`` (never ``""``); ``/related`` and MCP ``get_related_notes`` list each other note once and never the
 note itself; MCP results carry ``indexedAt`` as HTTP results do.
 

@@ -1,4 +1,4 @@
-"""Search finds a note by its name as the quick switcher does (issue 17, known-item titles): the query's small words
+"""Search finds a note by its name as the quick switcher does: the query's small words
 count as evidence of a name, an exact word beats a word it begins, a query of small words only names notes, and a
 named note is a candidate however many other notes hold the same words.
 

@@ -1,4 +1,4 @@
-"""Search finds every note that contains the words, with Obsidian's search syntax (issue 17, items 1 and 2).
+"""Search finds every note that contains the words, with Obsidian's search syntax.
 
 On the sample vault (examples/vault) through the query service, the real ``cairn search`` CLI, the HTTP
 ``/search`` and MCP ``search_notes``; the parser on its own; a note added after the index was built, found before

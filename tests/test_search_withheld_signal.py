@@ -1,4 +1,4 @@
-"""Search gives a client not declared local no signal of the notes withheld from it (issue 18, items 3 and 5).
+"""Search gives a client not declared local no signal of the notes withheld from it.
 
 Item 3: a public note's link, embed, heading or front-matter alias naming a withheld note never makes it match,
 by keyword or by meaning: ``divorce lawyer`` does not return the public note whose only match is

@@ -1,5 +1,5 @@
-"""What sync tools and hand-edited notes leave in a vault, seen through the real HTTP API over a real index (issue 18,
-items 12 and 13): a tab-indented front-matter item is reported, not guessed into tags; a note's links to its own
+"""What sync tools and hand-edited notes leave in a vault, seen through the real HTTP API over a real index: a
+tab-indented front-matter item is reported, not guessed into tags; a note's links to its own
 headings make it no backlink of its own; Obsidian block ids (``^d1``) stay out of answers and snippets.
 
 Real files in a temp vault, the real model, a real aiohttp server on 127.0.0.1. Nothing sleeps.

@@ -461,7 +461,7 @@ def test_a_note_named_like_another_in_nfc_made_while_watching_is_reported_and_th
     assert "decomposed" in cairn.store.chunks_of_note(NFC_NAME)[0].text
 
 
-# -- an error opening a file is never a deletion (issue 18, item 7) ------------------------------------------------
+# -- an error opening a file is never a deletion -------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -528,7 +528,7 @@ def test_a_full_scan_while_no_file_can_be_opened_deletes_nothing_and_keeps_links
     assert cairn.indexer.reconcile_diff() == EMPTY
 
 
-# -- iCloud placeholders (issue 18, item 12) -------------------------------------------------------------------------
+# -- iCloud placeholders ---------------------------------------------------------------------------------------------
 
 
 def test_a_note_icloud_evicts_keeps_its_last_version_and_is_listed_as_not_downloaded(cairn):
@@ -562,7 +562,7 @@ def test_a_note_icloud_evicts_keeps_its_last_version_and_is_listed_as_not_downlo
     asyncio.run(run_with(watcher, scenario))
 
 
-# -- the watcher's mode and cost; polling enters no ignored folder (issue 18, item 12) ------------------------------
+# -- the watcher's mode and cost; polling enters no ignored folder --------------------------------------------------
 
 
 def test_forced_polling_is_shown_with_its_cost_and_walks_no_ignored_folder(cairn):

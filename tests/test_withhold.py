@@ -1,4 +1,4 @@
-"""Withholding inside the use cases (issue 5): over the canary vault indexed with the real model, a
+"""Withholding inside the use cases: over the canary vault indexed with the real model, a
 caller withheld from ``personal`` notes (the default policy) and the ``Private`` folder never gets the
 canary or a withheld path from search, ask, note, related, list or tags — with queries that match those
 notes — while ``top_k``/``limit`` are still filled with allowed notes, and the owner (no withhold) finds

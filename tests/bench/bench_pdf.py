@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PDF benchmark (issue 8): extraction speed, end-to-end indexing time per page, and how fresh notes stay while a
+"""PDF benchmark: extraction speed, end-to-end indexing time per page, and how fresh notes stay while a
 long PDF is being indexed. Figures, not tests.
 
 The PDF: PAGES pages (default 300) of real English — the text of VAULT's notes (default: obsidian-help), laid out

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: pypdfium2 vs pypdf for Cairn's PDF text extraction (issue 8). Figures, not tests.
+"""Benchmark: pypdfium2 vs pypdf for Cairn's PDF text extraction. Figures, not tests.
 
 For each PDF (default: two real PDFs shipped on this machine, skipped when missing, plus a generated
 300-page text PDF from tests/pdfgen.py) it prints, per library:
@@ -12,7 +12,7 @@ For each PDF (default: two real PDFs shipped on this machine, skipped when missi
 - the whole Cairn path: ``PdfExtractor.extract`` (worker process + tidying) pages/s and the worker's
   start cost (ms), so the cost of the subprocess design is visible.
 
-Target (DESIGN/issue 8 brief): choose the faster library unless its text is clearly worse;
+The rule: choose the faster library unless its text is clearly worse;
 ``PdfExtractor`` ≥ 200 pages/s on a text PDF on 2 cores.
 
 Usage: bench_pdf_libs.py [PDF ...] [--repeat 3] [--no-generated]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Scale benchmark (``make bench-scale``): the real daemon on a synthetic vault of ``--notes`` notes (default 40,000)
 beside the same figures on ``--baseline`` (default obsidian-hub), in one run, with the growth factor. Figures, not
-tests; the targets are issue 19's.
+tests; each figure is printed beside its target (hub / 40k).
 
 The synthetic vault is made first (:mod:`synth_vault`: perturbed copies of ``--source`` vaults, default obsidian-hub
 and obsidian-help) in ``--work`` (a temp folder by default, removed at the end); the baseline is copied there too (its

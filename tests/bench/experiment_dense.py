@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The vector signals and the fusion, measured under k-fold cross-validation (issue 17, item 4).
+"""The vector signals and the fusion, measured under k-fold cross-validation.
 
 Reads the eval indexes read-only (``--data-dir``/indexes/*.sqlite3) and the whole-chunk vectors precomputed for
 them (``--naive``/<index stem>.npz: one vector per chunk of ``f"{title}\\n{symbol}\\n{text}"``), embeds the dev

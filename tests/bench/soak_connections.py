@@ -1,4 +1,4 @@
-"""Bounded attack on connections (issue 18, item 7): ``cairn serve`` under a 1,024-descriptor limit (soft and hard,
+"""Bounded attack on connections: ``cairn serve`` under a 1,024-descriptor limit (soft and hard,
 so it cannot raise it) while 1,100 connections that never finish their headers are held open against the plugin
 API (each one the daemon closes is opened again at once), for ``--seconds``.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Bounded attack on live policy reloads (issue 18, item 1). Figures, not a test.
+"""Bounded attack on live policy reloads. Figures, not a test.
 
 The daemon's MCP endpoint (streamable HTTP on loopback, the daemon's fail-closed policy holder with the
 configured settle time) serves the canary vault, indexed first. The owner's policy withholds the tag

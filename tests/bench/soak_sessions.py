@@ -1,4 +1,4 @@
-"""Bounded attack on MCP sessions (issue 18, item 6): one token holder opens MCP sessions over streamable HTTP in a
+"""Bounded attack on MCP sessions: one token holder opens MCP sessions over streamable HTTP in a
 loop (``initialize``, never closed) while another non-local client and a local client keep initializing.
 
 Prints the sessions the holder opened, how many ``initialize`` calls of the other clients failed (locked out:

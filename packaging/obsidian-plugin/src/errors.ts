@@ -1,5 +1,5 @@
 /**
- * Errors the sidebar shows, in words an owner understands (issue 7, "Errors people understand").
+ * Errors the sidebar shows, in words an owner understands.
  *
  * Every failure of a call to the daemon becomes one {@link CairnError} with a `kind`; the view
  * renders {@link describeError} of it inline — never a blank pane, never the token.
