@@ -1,9 +1,11 @@
 """Configuration: one frozen tree; defaults < TOML file < ``CAIRN_*`` env < CLI flags.
 
-Unknown keys in the TOML file are errors naming the file and the key
-(docs/design.md, "Conventions"). Folders come from platformdirs unless overridden by
-``CAIRN_CONFIG_DIR`` / ``CAIRN_DATA_DIR`` (tests and scripts point these at
-temp dirs, so nothing touches the real user folders).
+Every setting is declared once, on its field of :class:`Config` or :class:`LLMConfig` (:func:`_key`): its type
+and parser, default, help line and environment variable. :data:`SETTINGS` lists them; the loader, ``cairn
+config`` and the README's settings table (:func:`settings_markdown`) all read that list, so a setting cannot be
+parsed one way and documented another. Unknown keys are errors naming the file (or variable, or flag) and the key.
+Folders come from platformdirs unless overridden by ``CAIRN_CONFIG_DIR`` / ``CAIRN_DATA_DIR`` (tests and scripts
+point these at temp dirs, so nothing touches the real user folders).
 
 No I/O happens at import time; :func:`load_config` reads the TOML file only.
 """
@@ -12,13 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
+import math
 import os
 import tomllib
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import platformdirs
 
@@ -57,25 +61,165 @@ def is_loopback_url(url: str) -> bool:
         return False
 
 
+class Kind(NamedTuple):
+    """How one setting's value is read. ``label``: its type as the docs show it. ``parse``: a TOML value, or
+    the text of an environment variable or flag, to the value; raises ValueError or TypeError saying what was
+    expected (the loader adds where the value came from and the key)."""
+
+    label: str
+    parse: Callable[[Any], Any]
+
+
+def _boolean(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    if word in {"1", "true", "yes", "on"}:
+        return True
+    if word in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError("expected true or false")
+
+
+def _path(resolve: bool) -> Kind:
+    """A folder or file: ``~`` expanded, made absolute (``resolve``: symlinks followed too), NFC."""
+
+    def parse(value: Any) -> Path:
+        if not isinstance(value, (str, os.PathLike)):
+            raise ValueError("expected a path")
+        path = Path(os.path.expanduser(value))
+        path = path.resolve() if resolve else path.absolute()
+        return Path(unicodedata.normalize("NFC", str(path)))
+
+    return Kind("path", parse)
+
+
+def _strings(label: str, item: Callable[[str], str] = str.strip) -> Kind:
+    """A list of text: a TOML array, or one text of comma-separated items (an environment variable, a flag)."""
+
+    def parse(value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f'expected a {label}, e.g. ["a", "b"]')
+        return tuple(item(str(v)) for v in value)
+
+    return Kind(label, parse)
+
+
+def _whole(low: int | None = None, high: int | None = None, message: str = "") -> Kind:
+    """A whole number in ``low..high`` (either end open when None); ``message`` when outside."""
+    label = "whole number" + (f", {low}..{high}" if high is not None else f", at least {low}" if low else "")
+
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ValueError("expected a whole number")  # int() would take true as 1 and 5.5 as 5
+        try:
+            number = int(value)
+        except ValueError:
+            raise ValueError("expected a whole number") from None
+        if (low is not None and number < low) or (high is not None and number > high):
+            raise ValueError(message)
+        return number
+
+    return Kind(label, parse)
+
+
+def _number(label: str, ok: Callable[[float], bool], message: str) -> Kind:
+    """A finite number for which ``ok`` holds; ``message`` otherwise (true/false is not a number)."""
+
+    def parse(value: Any) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if isinstance(value, bool) or not math.isfinite(number) or not ok(number):
+            raise ValueError(message)
+        return number
+
+    return Kind(label, parse)
+
+
+def _choice(*words: str) -> Kind:
+    def parse(value: Any) -> str:
+        choice = str(value).strip().lower()
+        if choice not in words:
+            raise ValueError(f"expected one of {', '.join(words)}")
+        return choice
+
+    return Kind("one of " + ", ".join(words), parse)
+
+
+def _llm_base_url(value: Any) -> str | None:
+    from urllib.parse import urlsplit
+
+    url = str(value).strip().rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("expected an http(s) URL such as http://127.0.0.1:11434/v1")
+    if parts.username or parts.password:
+        raise ValueError("no credentials in the URL; store the API key with `cairn secret set llm-api-key`")
+    return url or None
+
+
+TEXT = Kind("text", str)
+BOOLEAN = Kind("true or false", _boolean)
+SECONDS = _number("seconds, > 0", lambda s: s > 0, "must be a positive number of seconds")
+PORT = _whole(0, 65535, "port must be 0..65535")
+AT_LEAST_1 = _whole(1, None, "must be at least 1")
+#: The values of ``keyring``.
+KEYRING_MODES = ("auto", "file", "required")
+
+
+def _key(
+    default: Any = None,
+    *,
+    kind: Kind,
+    doc: str,
+    env: str | None = None,
+    factory: Callable[[], Any] | None = None,
+    shown: str | None = None,
+) -> Any:
+    """Declare one setting on its dataclass field: ``default`` (or ``factory``), how it is read (``kind``), its
+    help line for the docs (``doc``), its ``CAIRN_*`` environment variable, and ``shown``: the default as the
+    docs show it, when it is not a fixed value (a platform folder). :data:`SETTINGS` collects them."""
+    meta = {"setting": (kind, doc, env, shown)}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
 @dataclass(frozen=True)
 class LLMConfig:
     """The optional OpenAI-compatible chat model (TOML table ``[llm]``). No ``base_url`` → no model:
     answers are extractive (``grounded: false``). The API key is never here: it lives in the keyring
     (``cairn secret set llm-api-key``)."""
 
-    #: e.g. ``http://127.0.0.1:11434/v1`` (Ollama), ``http://127.0.0.1:8080/v1`` (llama.cpp server).
-    base_url: str | None = None
-    model: str = ""
-    #: Seconds to open the connection; until the first streamed token; between two tokens; in all.
-    connect_timeout_s: float = 5.0
-    first_token_timeout_s: float = 60.0
-    idle_timeout_s: float = 30.0
-    total_timeout_s: float = 300.0
-    temperature: float = 0.1
-    max_tokens: int = 800
-    #: Notes carrying any of these tags (nested included) never enter a REMOTE model's prompt (a non-loopback
-    #: ``base_url``), besides what the governance policy withholds.
-    withhold_tags: tuple[str, ...] = ("personal",)
+    base_url: str | None = _key(
+        kind=Kind("http(s) URL", _llm_base_url),
+        env="CAIRN_LLM_BASE_URL",
+        doc="The chat model's OpenAI-compatible endpoint, e.g. `http://127.0.0.1:11434/v1` (Ollama); "
+        "unset: answers quote your notes, no model is asked. A non-loopback URL counts as a remote client.",
+    )
+    model: str = _key(
+        "", kind=Kind("text", lambda v: str(v).strip()), env="CAIRN_LLM_MODEL", doc="The model name the endpoint knows."
+    )
+    connect_timeout_s: float = _key(5.0, kind=SECONDS, doc="Seconds to open the connection to the model.")
+    first_token_timeout_s: float = _key(60.0, kind=SECONDS, doc="Seconds to wait for the first streamed token.")
+    idle_timeout_s: float = _key(30.0, kind=SECONDS, doc="Seconds to wait between two streamed tokens.")
+    total_timeout_s: float = _key(300.0, kind=SECONDS, doc="Seconds one answer may take in all.")
+    temperature: float = _key(
+        0.1,
+        kind=_number("number, 0..2", lambda t: 0 <= t <= 2, "temperature must be 0..2"),
+        doc="Sampling temperature.",
+    )
+    max_tokens: int = _key(800, kind=AT_LEAST_1, doc="Most tokens one answer may have.")
+    withhold_tags: tuple[str, ...] = _key(
+        ("personal",),
+        kind=_strings("list of tags", lambda t: t.strip().lstrip("#").lower()),
+        doc="Notes with any of these tags (nested tags too) never enter a remote model's prompt, besides what "
+        "the MCP policy withholds.",
+    )
 
     @property
     def configured(self) -> bool:
@@ -89,64 +233,136 @@ class LLMConfig:
 
 @dataclass(frozen=True)
 class Config:
-    """The whole configuration. Paths are absolute; ``vault`` is resolved (symlinks followed)."""
+    """The whole configuration. Paths are absolute; ``vault`` is resolved (symlinks followed). What each
+    field means is its ``doc`` (:data:`SETTINGS`, the README's settings table)."""
 
-    vault: Path | None = None
-    config_dir: Path = field(default_factory=lambda: Path(platformdirs.user_config_dir(APP_NAME)))
-    data_dir: Path = field(default_factory=lambda: Path(platformdirs.user_data_dir(APP_NAME)))
-    log_dir: Path = field(default_factory=lambda: Path(platformdirs.user_log_dir(APP_NAME)))
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
-    #: gitignore-style globs (vault-relative, POSIX) excluded on top of ALWAYS_IGNORED and hidden folders.
-    ignore: tuple[str, ...] = ()
-    top_k: int = DEFAULT_TOP_K
-    #: Browser origins allowed by CORS; only Obsidian's by default (docs/design.md, "Contract").
-    cors_origins: tuple[str, ...] = ("app://obsidian.md",)
-    #: Files larger than this are skipped with a reason (bytes).
-    max_note_bytes: int = 5 * 1024 * 1024
-    #: PDF attachments are indexed page by page; ``pdf = false`` turns it off.
-    pdf: bool = True
-    #: A PDF with more pages is indexed up to this page, the rest recorded as not indexed.
-    pdf_max_pages: int = 2000
-    #: A larger PDF file is skipped with a reason (bytes).
-    pdf_max_bytes: int = 200 * 1024 * 1024
-    #: Per-file extraction time limit (seconds); pages extracted by then are kept, the rest recorded.
-    pdf_timeout_s: float = 120.0
-    #: onnxruntime intra-op threads; None = all cores.
-    embed_threads: int | None = None
-    #: Concurrent ``POST /ask`` streams; one more is 503 with ``Retry-After``.
-    max_ask_streams: int = 4
-    #: The optional chat model (``[llm]`` table).
+    vault: Path | None = _key(
+        kind=_path(resolve=True), env="CAIRN_VAULT", doc="The Obsidian vault folder (also `--vault`)."
+    )
+    config_dir: Path = _key(
+        kind=_path(resolve=False),
+        env="CAIRN_CONFIG_DIR",
+        factory=lambda: Path(platformdirs.user_config_dir(APP_NAME)),
+        shown="the platform's (`~/.config/cairn`)",
+        doc="Where `config.toml` is looked for, and where the MCP policy and token files live (`--config FILE` "
+        "reads another file instead of `config.toml`).",
+    )
+    data_dir: Path = _key(
+        kind=_path(resolve=False),
+        env="CAIRN_DATA_DIR",
+        factory=lambda: Path(platformdirs.user_data_dir(APP_NAME)),
+        shown="the platform's (`~/.local/share/cairn`)",
+        doc="Where the indexes, `service.json` and the MCP audit log live (also `--data-dir`).",
+    )
+    log_dir: Path = _key(
+        kind=_path(resolve=False),
+        env="CAIRN_LOG_DIR",
+        factory=lambda: Path(platformdirs.user_log_dir(APP_NAME)),
+        shown="the platform's (`~/.local/state/cairn/log`)",
+        doc="Where `cairn serve` writes `cairn.log`.",
+    )
+    host: str = _key(
+        "127.0.0.1", kind=TEXT, doc="Address both servers listen on; a loopback one only (`127.0.0.1`, `::1`)."
+    )
+    port: int = _key(
+        DEFAULT_PORT, kind=PORT, env="CAIRN_PORT", doc="The HTTP API's port (also `--port`); 0 picks a free one."
+    )
+    ignore: tuple[str, ...] = _key(
+        (),
+        kind=_strings("list of globs"),
+        doc="Files and folders not indexed: gitignore-style globs over vault-relative paths, e.g. "
+        '`["Templates/", "archive/**", "*.excalidraw.md"]`; see '
+        "[Excluding files and folders](#excluding-files-and-folders-ignore).",
+    )
+    top_k: int = _key(
+        DEFAULT_TOP_K,
+        kind=_whole(LIMITS.top_k_min, LIMITS.top_k_max, f"top_k must be {LIMITS.top_k_min}..{LIMITS.top_k_max}"),
+        doc="Results of a search or sources of an answer when the request does not say.",
+    )
+    cors_origins: tuple[str, ...] = _key(
+        ("app://obsidian.md",),
+        kind=_strings("list of origins"),
+        doc="Browser origins the HTTP API allows (CORS); Obsidian's only by default.",
+    )
+    max_note_bytes: int = _key(
+        5 * 1024 * 1024,
+        kind=_whole(1, None, "expected a size in bytes of at least 1, e.g. 5242880 (5 MB, the default)"),
+        doc="A larger note is skipped with its reason (bytes); the next scan reads it again after you raise it.",
+    )
+    pdf: bool = _key(True, kind=BOOLEAN, doc="Index PDF attachments page by page; `false` removes them.")
+    pdf_max_pages: int = _key(
+        2000, kind=AT_LEAST_1, doc="A longer PDF is indexed up to this page; the rest is listed as not indexed."
+    )
+    pdf_max_bytes: int = _key(200 * 1024 * 1024, kind=AT_LEAST_1, doc="A larger PDF is skipped with a reason (bytes).")
+    pdf_timeout_s: float = _key(
+        120.0, kind=SECONDS, doc="Seconds to extract one PDF; pages extracted by then are kept, the rest listed."
+    )
+    embed_threads: int | None = _key(
+        kind=AT_LEAST_1, shown="all cores", doc="Batches the embedding model runs at once (one core each)."
+    )
+    max_ask_streams: int = _key(
+        4, kind=_whole(1, 64, "max_ask_streams must be 1..64"), doc="Open `POST /ask` streams; one more gets 503."
+    )
     llm: LLMConfig = field(default_factory=LLMConfig)
-    #: The daemon serves MCP over streamable HTTP (``/mcp``) on this loopback port; None → ``port + 1``
-    #: (0 when ``port`` is 0: a free one). ``mcp_http = false`` turns it off.
-    mcp_port: int | None = None
-    mcp_http: bool = True
-    #: The MCP governance policy; None → ``<config_dir>/mcp-serve.yaml`` (created from the shipped default).
-    mcp_policy: Path | None = None
-    #: Where the API token lives (:mod:`cairn.secrets`): ``auto`` (the OS keyring, else a 0600 file with a
-    #: warning), ``file`` (the file), ``required`` (the OS keyring or refuse to start). ``CAIRN_KEYRING`` too.
-    keyring: str = "auto"
-    #: Syncthing conflict copies (``*.sync-conflict-*.md``): ``skip`` (listed in ``/index/stats``) or ``index``.
-    sync_conflicts: str = "skip"
-    #: How the daemon follows file changes: ``auto`` (native file events unless ``WATCHFILES_FORCE_POLLING`` is
-    #: set), ``native``, or ``polling`` (a pass over the vault every 2 s; ignored folders are not entered).
-    watch: str = "auto"
-    #: A changed policy file is used once it has stayed the same this long (seconds; 0.2..60): a save in
-    #: several writes is never used half-written. The previous policy stays in force meanwhile.
-    mcp_policy_settle_s: float = 1.0
-    #: Both HTTP servers (the plugin API and MCP): seconds a connection may take to send a request's headers
-    #: (after connecting, or between two requests on a keep-alive connection), then its body; open connections
-    #: per server (lowered to fit the open-file limit; the longest idle one is closed to make room).
-    http_header_timeout_s: float = 10.0
-    http_body_timeout_s: float = 30.0
-    http_max_connections: int = 512
-    #: MCP over HTTP: open sessions per client (its least recently used one is closed to make room), open
-    #: sessions in all, and the seconds without a request after which a session is closed.
-    mcp_sessions_per_client: int = 16
-    mcp_sessions_max: int = 256
-    mcp_session_idle_s: float = 300.0
-    debug: bool = False
+    mcp_port: int | None = _key(
+        kind=PORT,
+        env="CAIRN_MCP_PORT",
+        shown="`port` + 1 (0 when `port` is 0)",
+        doc="Loopback port of the daemon's MCP endpoint (`/mcp`); 0 picks a free one.",
+    )
+    mcp_http: bool = _key(True, kind=BOOLEAN, doc="Serve MCP over HTTP from `cairn serve`; `false` turns it off.")
+    mcp_policy: Path | None = _key(
+        kind=_path(resolve=False),
+        shown="`<config_dir>/mcp-serve.yaml`",
+        doc="The MCP governance policy file (created from the shipped default when missing).",
+    )
+    keyring: str = _key(
+        "auto",
+        kind=_choice(*KEYRING_MODES),
+        env="CAIRN_KEYRING",
+        doc="Where tokens and secrets live: `auto` (the OS keyring, else a 0600 file with a warning), `file`, or "
+        "`required` (the keyring or refuse to start).",
+    )
+    sync_conflicts: str = _key(
+        "skip",
+        kind=_choice("skip", "index"),
+        doc="Syncthing conflict copies (`*.sync-conflict-*.md`): `skip` (listed in `/index/stats`) or `index`.",
+    )
+    watch: str = _key(
+        "auto",
+        kind=_choice("auto", "native", "polling"),
+        doc="How `cairn serve` follows file changes: `native` events, `polling` (a pass every 2 s), or `auto` "
+        "(native unless `WATCHFILES_FORCE_POLLING` is set).",
+    )
+    mcp_policy_settle_s: float = _key(
+        1.0,
+        kind=_number(
+            "seconds, 0.2..60",
+            lambda s: 0.2 <= s <= 60,
+            "must be 0.2..60 seconds (0 would use a policy saved in several writes half-written)",
+        ),
+        doc="A changed policy file is used once it has stayed the same this long; the previous policy stays in "
+        "force meanwhile.",
+    )
+    http_header_timeout_s: float = _key(
+        10.0, kind=SECONDS, doc="Seconds a connection may take to send a request's headers (both servers)."
+    )
+    http_body_timeout_s: float = _key(
+        30.0, kind=SECONDS, doc="Seconds to send a whole request body once its headers are in; then 408."
+    )
+    http_max_connections: int = _key(
+        512,
+        kind=_whole(8, None, "must be at least 8"),
+        doc="Open connections per server (lowered to fit the open-file limit).",
+    )
+    mcp_sessions_per_client: int = _key(
+        16, kind=AT_LEAST_1, doc="Open MCP sessions per client; a new one closes its least recently used."
+    )
+    mcp_sessions_max: int = _key(256, kind=AT_LEAST_1, doc="Open MCP sessions in all.")
+    mcp_session_idle_s: float = _key(
+        300.0, kind=SECONDS, doc="Seconds without a request after which an MCP session is closed."
+    )
+    debug: bool = _key(False, kind=BOOLEAN, doc="Verbose logging (also `--debug`).")
 
     def require_vault(self) -> Path:
         """The vault folder; raises :class:`ConfigError` when none is configured or it is not a folder."""
@@ -192,179 +408,148 @@ class Config:
         return dataclasses.replace(self, **changes)
 
 
-_FIELDS = {f.name: f for f in dataclasses.fields(Config)}
-_PATH_KEYS = {"vault", "config_dir", "data_dir", "log_dir", "mcp_policy"}
-_TUPLE_KEYS = {"ignore", "cors_origins"}
-_INT_KEYS = {
-    "port",
-    "top_k",
-    "max_note_bytes",
-    "embed_threads",
-    "max_ask_streams",
-    "mcp_port",
-    "pdf_max_pages",
-    "pdf_max_bytes",
-    "http_max_connections",
-    "mcp_sessions_per_client",
-    "mcp_sessions_max",
-}
-#: Keys holding a positive number of seconds.
-_SECONDS_KEYS = {"pdf_timeout_s", "http_header_timeout_s", "http_body_timeout_s", "mcp_session_idle_s"}
-_LLM_FIELDS = {f.name: f for f in dataclasses.fields(LLMConfig)}
-_ENV = {
-    "CAIRN_LLM_BASE_URL": "llm.base_url",
-    "CAIRN_LLM_MODEL": "llm.model",
-    "CAIRN_VAULT": "vault",
-    "CAIRN_CONFIG_DIR": "config_dir",
-    "CAIRN_DATA_DIR": "data_dir",
-    "CAIRN_LOG_DIR": "log_dir",
-    "CAIRN_PORT": "port",
-    "CAIRN_MCP_PORT": "mcp_port",
-    "CAIRN_KEYRING": "keyring",
-}
-#: The values of ``keyring``.
-KEYRING_MODES = ("auto", "file", "required")
-#: The keys that take one of a few words, and those words.
-_CHOICES = {"keyring": KEYRING_MODES, "sync_conflicts": ("skip", "index"), "watch": ("auto", "native", "polling")}
+@dataclass(frozen=True)
+class Setting:
+    """One setting: ``name`` as written in ``config.toml`` (``llm.<key>`` for the ``[llm]`` table), how it is
+    read (``kind``), ``shown``: the default as the docs show it, ``doc``: its help line, ``env``: its ``CAIRN_*``
+    variable, if it has one."""
+
+    name: str
+    kind: Kind
+    shown: str
+    doc: str
+    env: str | None
+    field: dataclasses.Field[Any] = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def default(self) -> Any:
+        """The value when nothing sets it (the platform folders: this machine's, computed now)."""
+        f = self.field
+        return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
 
 
-def _coerce_llm(key: str, value: Any, origin: str) -> Any:
-    """One ``llm.<key>`` value. Raises :class:`ConfigError` naming ``origin`` for an unknown key or a bad value."""
-    if key not in _LLM_FIELDS:
-        raise ConfigError(
-            f"{origin}: unknown configuration key {'llm.' + key!r}; known keys in [llm]: "
-            f"{', '.join(sorted(_LLM_FIELDS))}."
-        )
-    try:
-        if key == "base_url":
-            return _llm_base_url(value)
-        if key == "model":
-            return str(value).strip()
-        if key == "withhold_tags":
-            if isinstance(value, str):
-                value = [v for v in value.split(",") if v.strip()]
-            return tuple(str(v).strip().lstrip("#").lower() for v in value)
-        if key == "max_tokens":
-            number = int(value)
-            if number < 1:
-                raise ValueError("must be at least 1")
-            return number
-        return _llm_number(key, value)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{origin}: bad value {value!r} for {'llm.' + key!r}: {exc}.") from None
-
-
-def _llm_base_url(value: Any) -> str | None:
-    from urllib.parse import urlsplit
-
-    url = str(value).strip().rstrip("/")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("expected an http(s) URL such as http://127.0.0.1:11434/v1")
-    if parts.username or parts.password:
-        raise ValueError("no credentials in the URL; store the API key with `cairn secret set llm-api-key`")
-    return url or None
-
-
-def _llm_number(key: str, value: Any) -> float:
-    """``temperature`` (0..2) or a positive number of seconds (the timeouts)."""
+def toml_text(value: Any) -> str:
+    """``value`` as written in ``config.toml`` (``(not set)`` for None, which TOML cannot write)."""
+    if value is None:
+        return "(not set)"
     if isinstance(value, bool):
-        raise ValueError("expected a number")
-    number = float(value)
-    if key == "temperature" and not 0 <= number <= 2:
-        raise ValueError("temperature must be 0..2")
-    if key != "temperature" and not number > 0:
-        raise ValueError("must be a positive number of seconds")
-    return number
+        return "true" if value else "false"
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(toml_text(v) for v in value) + "]"
+    if isinstance(value, (str, Path)):
+        return json.dumps(str(value), ensure_ascii=False)
+    return repr(value)
 
 
-def _coerce(key: str, value: Any, origin: str) -> Any:
-    """One configuration value (``llm``/``llm.<key>`` give a dict of ``llm`` values). Raises
-    :class:`ConfigError` naming ``origin`` for an unknown key or a bad value."""
-    if key == "llm":
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"{origin}: 'llm' must be a table ([llm] with base_url, model, ...).")
-        return {k: _coerce_llm(k, v, origin) for k, v in value.items()}
-    if key.startswith("llm."):
-        return {key[4:]: _coerce_llm(key[4:], value, origin)}
-    if key not in _FIELDS:
-        raise ConfigError(f"{origin}: unknown configuration key {key!r}; known keys: {', '.join(sorted(_FIELDS))}.")
+def _collect(cls: type, prefix: str = "") -> Iterator[Setting]:
+    for f in dataclasses.fields(cls):
+        if f.name == "llm":
+            yield from _collect(LLMConfig, "llm.")
+            continue
+        kind, doc, env, shown = f.metadata["setting"]
+        if not shown and f.default is dataclasses.MISSING:
+            raise TypeError(f"setting {prefix + f.name}: a default made by a factory needs `shown`")
+        shown = shown or ("none" if f.default is None else f"`{toml_text(f.default)}`")
+        yield Setting(prefix + f.name, kind, shown, doc, env, f)
+
+
+#: Every setting, in the order of the fields of :class:`Config` (``llm.*`` in place of ``llm``).
+SETTINGS: tuple[Setting, ...] = tuple(_collect(Config))
+_BY_NAME = {s.name: s for s in SETTINGS}
+_TOP_KEYS = sorted({s.name.split(".")[0] for s in SETTINGS})
+_LLM_KEYS = sorted(s.name[4:] for s in SETTINGS if s.name.startswith("llm."))
+
+
+def _parse(name: str, value: Any, origin: str) -> Any:
+    """One value of the setting ``name``. Raises :class:`ConfigError` naming ``origin`` and the key for an
+    unknown key or a bad value."""
+    setting = _BY_NAME.get(name)
+    if setting is None:
+        if name.startswith("llm."):
+            raise ConfigError(
+                f"{origin}: unknown configuration key {name!r}; known keys in [llm]: {', '.join(_LLM_KEYS)}."
+            )
+        raise ConfigError(f"{origin}: unknown configuration key {name!r}; known keys: {', '.join(_TOP_KEYS)}.")
     if value is None:
         return None
     try:
-        return _coerce_value(key, value)
+        return setting.kind.parse(value)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{origin}: bad value {value!r} for {key!r}: {exc}.") from None
+        raise ConfigError(f"{origin}: bad value {value!r} for {name!r}: {exc}.") from None
 
 
-def _coerce_value(key: str, value: Any) -> Any:
-    """A known top-level key's value; raises ValueError or TypeError with what was expected."""
-    if key in _PATH_KEYS:
-        path = Path(os.path.expanduser(str(value)))
-        path = path.resolve() if key == "vault" else path.absolute()
-        return Path(unicodedata.normalize("NFC", str(path)))
-    if key in _TUPLE_KEYS:
-        if isinstance(value, str):
-            value = [v for v in value.split(",") if v.strip()]
-        return tuple(str(v).strip() for v in value)
-    if key in _INT_KEYS:
-        return _whole_number(key, value)
-    if key in _SECONDS_KEYS:
-        if isinstance(value, bool) or not float(value) > 0:
-            raise ValueError("must be a positive number of seconds")
-        return float(value)
-    if key == "mcp_policy_settle_s":
-        if isinstance(value, bool) or not 0.2 <= float(value) <= 60:
-            raise ValueError("must be 0.2..60 seconds (0 would use a policy saved in several writes half-written)")
-        return float(value)
-    if key in ("debug", "mcp_http", "pdf"):
-        return _boolean(value)
-    if key in _CHOICES:
-        choice = str(value).strip().lower()
-        if choice not in _CHOICES[key]:
-            raise ValueError(f"expected one of {', '.join(_CHOICES[key])}")
-        return choice
-    return str(value)
+def _layer(items: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    """``{setting name: value}`` of one layer; an ``llm`` table is read as its ``llm.<key>`` settings."""
+    values: dict[str, Any] = {}
+    for key, value in items.items():
+        if key == "llm":
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{origin}: 'llm' must be a table ([llm] with base_url, model, ...).")
+            values.update({f"llm.{k}": _parse(f"llm.{k}", v, origin) for k, v in value.items()})
+        else:
+            values[key] = _parse(key, value, origin)
+    return values
 
 
-#: Allowed range (low, high or None) of the whole-number keys that have one, and the message when outside.
-_INT_RANGES: dict[str, tuple[int, int | None, str]] = {
-    "max_note_bytes": (1, None, "expected a size in bytes of at least 1, e.g. 5242880 (5 MB, the default)"),
-    "port": (0, 65535, "port must be 0..65535"),
-    "mcp_port": (0, 65535, "port must be 0..65535"),
-    "max_ask_streams": (1, 64, "max_ask_streams must be 1..64"),
-    "top_k": (LIMITS.top_k_min, LIMITS.top_k_max, f"top_k must be {LIMITS.top_k_min}..{LIMITS.top_k_max}"),
-    "pdf_max_pages": (1, None, "must be at least 1"),
-    "pdf_max_bytes": (1, None, "must be at least 1"),
-    "http_max_connections": (8, None, "must be at least 8"),
-    "mcp_sessions_per_client": (1, None, "must be at least 1"),
-    "mcp_sessions_max": (1, None, "must be at least 1"),
-}
-
-
-def _whole_number(key: str, value: Any) -> int:
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError("expected a whole number")  # int() would take true as 1 and 5.5 as 5
+def _read_file(path: Path) -> dict[str, Any]:
     try:
-        number = int(value)
-    except ValueError:
-        raise ValueError("expected a whole number") from None
-    if key in _INT_RANGES:
-        low, high, message = _INT_RANGES[key]
-        if number < low or (high is not None and number > high):
-            raise ValueError(message)
-    return number
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"Cannot read config file {str(path)!r}: {exc.strerror}.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"Config file {str(path)!r} is not valid TOML: {exc}.") from None
+    return _layer(data, f"config file {path}")
 
 
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    word = str(value).strip().lower() if isinstance(value, (str, int)) else None
-    if word in {"1", "true", "yes", "on"}:
-        return True
-    if word in {"0", "false", "no", "off"}:
-        return False
-    raise ValueError("expected true or false")
+@dataclass(frozen=True)
+class Loaded:
+    """What :func:`load_settings` found: the ``config``, the config ``file`` looked for (``file_read``: it was
+    there and read), and ``sources``: where each setting's value came from — ``"default"``, the config file's
+    path, an environment variable's name (``CAIRN_PORT``) or a flag (``--port``), by setting name."""
+
+    config: Config
+    file: Path
+    file_read: bool
+    sources: Mapping[str, str]
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    config_file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Loaded:
+    """Build the configuration: defaults < TOML file < ``CAIRN_*`` env < ``overrides`` (CLI flags), and say
+    where each value came from.
+
+    ``overrides`` values of ``None`` are ignored (an unset CLI flag). The TOML file is ``config_file`` if given,
+    else ``<config_dir>/config.toml`` when it exists (``config_dir`` as the env or the flags set it).
+    Raises :class:`ConfigError` for an unreadable file, an unknown key or a bad value.
+    """
+    env = os.environ if env is None else env
+    by_env = {s.env: s.name for s in SETTINGS if s.env and env.get(s.env)}
+    from_env = {name: _parse(name, env[var], f"environment variable {var}") for var, name in by_env.items()}
+    from_flags: dict[str, Any] = {}
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            from_flags.update(_layer({key: value}, f"option {_flag_of(key)}"))
+    config_dir = from_flags.get("config_dir") or from_env.get("config_dir") or Config().config_dir
+    path = config_file or (config_dir / "config.toml")
+    file_read = config_file is not None or path.exists()
+    from_file = _read_file(path) if file_read else {}
+    values: dict[str, Any] = {**from_file, **from_env, **from_flags}
+    sources = {s.name: "default" for s in SETTINGS}
+    sources.update({name: str(path) for name in from_file})
+    sources.update({name: var for var, name in by_env.items()})
+    sources.update({name: _flag_of(name) for name in from_flags})
+    top = {k: v for k, v in values.items() if not k.startswith("llm.")}
+    llm = LLMConfig(**{k[4:]: v for k, v in values.items() if k.startswith("llm.")})
+    return Loaded(Config(**top, llm=llm), path, file_read, sources)
+
+
+def _flag_of(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def load_config(
@@ -373,37 +558,25 @@ def load_config(
     config_file: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Config:
-    """Build the configuration: defaults < TOML file < ``CAIRN_*`` env < ``overrides`` (CLI flags).
+    """The configuration of :func:`load_settings` (defaults < TOML file < ``CAIRN_*`` env < ``overrides``)."""
+    return load_settings(overrides, config_file=config_file, env=env).config
 
-    ``overrides`` values of ``None`` are ignored (an unset CLI flag). The TOML file is
-    ``config_file`` if given, else ``<config_dir>/config.toml`` when it exists.
-    Raises :class:`ConfigError` for an unreadable file, an unknown key or a bad value.
-    """
-    env = os.environ if env is None else env
-    values: dict[str, Any] = {}
-    env_values = {
-        key: _coerce(key, env[name], f"environment variable {name}") for name, key in _ENV.items() if env.get(name)
-    }
-    cli_values = {
-        k: _coerce(k, v, f"option --{k.replace('_', '-')}") for k, v in (overrides or {}).items() if v is not None
-    }
-    config_dir = cli_values.get("config_dir") or env_values.get("config_dir") or Config().config_dir
-    path = config_file or (config_dir / "config.toml")
-    if config_file is not None or path.exists():
-        try:
-            with open(path, "rb") as fh:
-                data = tomllib.load(fh)
-        except OSError as exc:
-            raise ConfigError(f"Cannot read config file {str(path)!r}: {exc.strerror}.") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"Config file {str(path)!r} is not valid TOML: {exc}.") from None
-        for key, value in data.items():
-            values[key] = _coerce(key, value, f"config file {path}")
-    llm: dict[str, Any] = {}
-    for layer in (values, env_values, cli_values):
-        llm.update(layer.pop("llm", None) or {})
-        for k in [k for k in layer if k.startswith("llm.")]:
-            llm.update(layer.pop(k))
-    values.update(env_values)
-    values.update(cli_values)
-    return Config(**values, llm=LLMConfig(**llm))
+
+def setting_value(config: Config, name: str) -> Any:
+    """The value of the setting ``name`` (``llm.<key>`` included) in ``config``."""
+    owner: Any = config.llm if name.startswith("llm.") else config
+    return getattr(owner, name.removeprefix("llm."))
+
+
+def settings_markdown() -> str:
+    """The README's settings table (``cairn config --markdown``): one row per setting, in :data:`SETTINGS` order,
+    each with its type, default, environment variable and help line."""
+    rows = [
+        "| Setting | Type | Default | Environment | What it sets |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for s in SETTINGS:
+        env = f"`{s.env}`" if s.env else ""
+        doc = s.doc.replace("|", "\\|")
+        rows.append(f"| `{s.name}` | {s.kind.label} | {s.shown} | {env} | {doc} |")
+    return "\n".join(rows) + "\n"
