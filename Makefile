@@ -7,7 +7,7 @@ SHARED ?= ../shared
 EVAL   ?= $(SHARED)/eval/dev.jsonl $(SHARED)/eval/dev2.jsonl
 BENCH_VAULT ?= $(SHARED)/vaults/obsidian-hub
 
-.PHONY: run test check lint soak fuzz eval bench bench-scale model venv test-venv wheel plugin-zip clean
+.PHONY: run test check lint soak fuzz eval bench bench-scale model venv test-venv wheel plugin-zip settings-table clean
 
 ## venv: what running needs (`pip install -e .`); test-venv adds the [test] extras (pytest, playwright, ruff, ...)
 $(VENV)/.installed-run: pyproject.toml
@@ -49,6 +49,10 @@ wheel: venv
 DIST ?= dist
 plugin-zip:
 	$(PYTHON) packaging/plugin_zip.py --out "$(DIST)"
+
+## settings-table: rewrite the README's table of settings from the ones Cairn reads (`cairn config --markdown`)
+settings-table: venv
+	$(PY) packaging/settings_table.py
 
 ## lint: ruff (lint and format) and mypy, as CI runs them
 lint: test-venv

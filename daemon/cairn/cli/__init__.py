@@ -11,7 +11,6 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from cairn.cli.admin import (
     PLUGIN_FILES,
@@ -24,9 +23,10 @@ from cairn.cli.admin import (
     cmd_serve,
     cmd_token,
 )
-from cairn.cli.common import _cairn_command
+from cairn.cli.common import _cairn_command, _config_inputs
 from cairn.cli.parser import build_parser
 from cairn.cli.query import cmd_ask, cmd_index, cmd_search, cmd_status
+from cairn.cli.settings import cmd_config
 from cairn.config import Config, load_config
 from cairn.errors import CairnError
 from cairn.private_files import set_private_umask, tighten_install
@@ -35,13 +35,7 @@ log = logging.getLogger("cairn.cli")
 
 
 def _config(args: argparse.Namespace) -> Config:
-    overrides = {
-        "vault": getattr(args, "vault", None),
-        "data_dir": getattr(args, "data_dir", None),
-        "debug": True if getattr(args, "debug", None) else None,
-        "port": getattr(args, "port", None),
-    }
-    config_file = Path(args.config) if getattr(args, "config", None) else None
+    overrides, config_file = _config_inputs(args)
     return load_config(overrides, config_file=config_file)
 
 
@@ -57,6 +51,7 @@ COMMANDS = {
     "policy": cmd_policy,
     "autostart": cmd_autostart,
     "paths": cmd_paths,
+    "config": cmd_config,
     "plugin": cmd_plugin,
 }
 

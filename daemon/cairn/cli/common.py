@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import sys
@@ -9,6 +10,17 @@ from pathlib import Path
 from typing import Any
 
 from cairn.config import Config
+
+
+def _config_inputs(args: argparse.Namespace) -> tuple[dict[str, Any], Path | None]:
+    """The settings the command line gives (``{setting: value or None}``) and the ``--config`` file, if any."""
+    overrides = {
+        "vault": getattr(args, "vault", None),
+        "data_dir": getattr(args, "data_dir", None),
+        "debug": True if getattr(args, "debug", None) else None,
+        "port": getattr(args, "port", None),
+    }
+    return overrides, Path(args.config) if getattr(args, "config", None) else None
 
 
 def _print_json(data: Any) -> None:

@@ -154,7 +154,7 @@ def _add_mcp_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _add_admin_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """``autostart``, ``paths``, ``plugin install``, ``secret set``."""
+    """``autostart``, ``paths``, ``config``, ``plugin install``, ``secret set``."""
     p = sub.add_parser(
         "autostart",
         parents=[common],
@@ -170,6 +170,12 @@ def _add_admin_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("paths", parents=[common], help="print the config, data, log and cache folders")
     p.add_argument("--json", action="store_true", help="print JSON")
+
+    p = sub.add_parser(
+        "config", parents=[common], help="print the settings in effect and where each came from (file, env, flag)"
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--markdown", action="store_true", help="print the README's table of every setting instead")
 
     p = sub.add_parser("plugin", parents=[common], help="the Obsidian plugin")
     plugin_sub = p.add_subparsers(dest="plugin_command", required=True, metavar="ACTION")
