@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -212,3 +213,10 @@ def test_ignore_rules_in_a_real_scan_last_match_wins_and_hidden_stay_out(tmp_pat
     excluded_folder = load_config({"ignore": "Kitchen/, !Kitchen/Sourdough.md"}, env={}).ignore
     assert excluded_folder == ("Kitchen/", "!Kitchen/Sourdough.md")  # one text: comma-separated patterns
     assert "Kitchen/Sourdough.md" not in [f.path for f in scan_vault(vault, excluded_folder)]  # never entered
+
+
+def test_defaults_the_readme_repeats_in_other_tables_are_the_real_ones():
+    repeated = re.findall(r"^\| `([a-z_.]+)` \| ([0-9.]+) \|", README, flags=re.M)
+    assert len(repeated) >= 6  # the connection and session limits
+    defaults = {s.name: s.default for s in SETTINGS}
+    assert {name: float(v) for name, v in repeated} == {name: float(defaults[name]) for name, _ in repeated}
