@@ -21,6 +21,7 @@ from cairn.contract import LIMITS
 from cairn.errors import BadRequestError
 from cairn.mcp_server import McpService, build_server
 from cairn.policy import parse_policy
+from cairn.search.hits import check_query
 from test_http_api import AUTH, RecordingQuery, run, running, stand_in_services
 
 TOO_MANY = [f"t{i}" for i in range(LIMITS.scope_items + 1)]
@@ -205,3 +206,81 @@ def test_a_bad_number_of_results_is_shown_as_the_client_wrote_it(value, text, sh
     with pytest.raises(BadRequestError) as raised:
         contract.parse_top_k(value, text=text)
     assert raised.value.message == _top_k_message(shown)
+
+
+# -- the advertised MCP schemas and the one check of a tool call --------------------------------------
+
+
+def _beyond(spec: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """(a value the schema ``spec`` accepts at its bound, one just beyond) pairs."""
+    if spec["type"] == "integer":
+        return [(spec["minimum"], spec["minimum"] - 1), (spec["maximum"], spec["maximum"] + 1), (1, "1")]
+    if spec["type"] == "string":
+        return [("x" * spec["maxLength"], "x" * (spec["maxLength"] + 1)), ("x", ""), ("x", 1)]
+    item = _beyond(spec["items"])[0]
+    return [([item[0]] * spec["maxItems"], [item[0]] * (spec["maxItems"] + 1)), ([item[0]], [item[1]]), ([], "x")]
+
+
+VALID = {"query": "garlic", "question": "garlic?", "path": "Garden/Garlic.md"}
+
+
+@pytest.mark.parametrize("tool", sorted(contract.MCP_TOOL_SCHEMAS))
+def test_each_mcp_tool_schema_says_what_the_contract_accepts_and_refuses(tool):
+    schema = contract.MCP_TOOL_SCHEMAS[tool]
+    base = {arg: VALID[arg] for arg in schema.get("required", [])}
+    contract.parse_tool_arguments(tool, base)
+    for arg in schema.get("required", []):
+        with pytest.raises(BadRequestError):
+            contract.parse_tool_arguments(tool, {k: v for k, v in base.items() if k != arg})
+    for arg, spec in schema["properties"].items():
+        for good, bad in _beyond(spec):
+            contract.parse_tool_arguments(tool, {**base, arg: good})
+            with pytest.raises(BadRequestError):
+                contract.parse_tool_arguments(tool, {**base, arg: bad})
+    with pytest.raises(BadRequestError) as unknown:
+        contract.parse_tool_arguments(tool, {**base, "mode": "raw"})
+    assert (
+        unknown.value.message
+        == f"Unknown argument 'mode' for {tool}; expected {tool}({contract.tool_signature(tool)})."
+    )
+
+
+def test_an_mcp_call_with_bad_arguments_gets_the_contracts_message_and_reaches_no_service():
+    query = RecordingQuery()
+    policy = parse_policy(POLICY, "test-policy")
+    service = McpService(stand_in_services(query), policy=lambda: policy, audit=None, transport="stdio")
+    server = build_server(service, lambda ctx: ("agent", ("search_notes", "ask", "get_related_notes")))
+    calls = [
+        ("search_notes", {"query": "garlic", "top_k": 3}),
+        ("get_related_notes", {"path": "Garden/Garlic.md", "limit": 51}),
+        ("get_note", {"path": "x" * (LIMITS.path_chars + 1)}),
+        ("list_notes", {"limit": "many"}),
+    ]
+
+    async def go():
+        async with Client(server) as client:
+            return [await client.call_tool(name, args) for name, args in calls]
+
+    results = run(go())
+    signature = f"query: string, tags?: array, folder?: string, limit?: integer 1..{LIMITS.top_k_max}"
+    assert [r.structured_content for r in results] == [
+        {"error": {"code": "bad_request", "message": message}}
+        for message in (
+            f"Unknown argument 'top_k' for search_notes; expected search_notes({signature}).",
+            f"limit must be an integer from 1 to {LIMITS.related_max}, got 51.",
+            f"The note path is {LIMITS.path_chars + 1} characters long; the limit is {LIMITS.path_chars}.",
+            f"limit must be an integer from 1 to {LIMITS.list_max}, got 'many'.",
+        )
+    ]
+    assert query.calls == []
+
+
+def test_the_search_services_own_check_words_a_bad_request_as_the_edges_do():
+    for row in ROWS:
+        if row.tool == "search" and row.tags is None:  # scopes are the service's own normalisation
+            with pytest.raises(BadRequestError) as raised:
+                check_query(row.text, LIMITS.top_k_default if row.top_k is None else row.top_k)
+            assert raised.value.message == row.message
+    with pytest.raises(BadRequestError) as raised:
+        check_query("garlic", None)  # type: ignore[arg-type]  # no default inside the daemon
+    assert raised.value.message == _top_k_message("null")

@@ -12,7 +12,9 @@ search and ask result carries one ``coverage`` (:class:`IndexCoverage`): how man
 still wait for their vectors, so a client can say that results may be incomplete while the first index runs.
 
 The tag and folder rule (at most 64 entries of at most 512 characters each) is the one the HTTP API
-publishes in ``openapi.json``; MCP tool schemas are built from the same :data:`LIMITS`.
+publishes in ``openapi.json``; the MCP tool schemas advertised to clients (:data:`MCP_TOOL_SCHEMAS`) are built
+from the same :data:`LIMITS`, and :func:`parse_tool_arguments` is the one check of a tool call's arguments.
+The search service and the library check what they are handed with these same rules and messages.
 """
 
 from __future__ import annotations
@@ -114,10 +116,11 @@ def _integer(value: Any, *, text: bool) -> int | None:
     return None
 
 
-def parse_count(value: Any, name: str, low: int, high: int, default: int, *, text: bool = False) -> int:
-    """An integer ``low..high`` named ``name`` in the message; ``None`` → ``default``. ``text``: digits
-    are accepted too (a URL query parameter, a command-line argument)."""
-    if value is None:
+def parse_count(value: Any, name: str, low: int, high: int, default: int | None, *, text: bool = False) -> int:
+    """An integer ``low..high`` named ``name`` in the message; ``None`` → ``default`` (``default`` None: a value
+    is required, and ``None`` is refused like any bad value). ``text``: digits are accepted too (a URL query
+    parameter, a command-line argument)."""
+    if value is None and default is not None:
         return default
     number = _integer(value, text=text)
     if number is None or not low <= number <= high:
@@ -126,11 +129,17 @@ def parse_count(value: Any, name: str, low: int, high: int, default: int, *, tex
     return number
 
 
-def parse_top_k(value: Any, default: int = LIMITS.top_k_default, *, text: bool = False) -> int:
-    """``top_k`` (the number of results): ``LIMITS.top_k_min..top_k_max``; ``None`` → ``default``. The message
+def parse_top_k(value: Any, default: int | None = LIMITS.top_k_default, *, text: bool = False) -> int:
+    """``top_k`` (the number of results): ``LIMITS.top_k_min..top_k_max``; ``None`` → ``default`` (refused when
+    ``default`` is None: the services' own check, which has no default). The message
     names it "The number of results": the edges call it ``topK`` (HTTP), ``top_k`` / ``limit`` (MCP) and
     ``--top-k`` (CLI), and one bad value gets one message at all of them."""
     return parse_count(value, "The number of results", LIMITS.top_k_min, LIMITS.top_k_max, default, text=text)
+
+
+def parse_limit(value: Any, high: int, default: int | None, *, text: bool = False) -> int:
+    """A listing's ``limit``: an integer ``1..high``; ``None`` → ``default`` (refused when ``default`` is None)."""
+    return parse_count(value, "limit", 1, high, default, text=text)
 
 
 def parse_scope_item(value: Any, what: str) -> str:
@@ -156,11 +165,14 @@ def parse_scope(value: Any, what: str) -> tuple[str, ...]:
 
 
 def parse_path(value: Any) -> str:
-    """A note's vault-relative path: a non-empty string (confinement to the vault is the library's check)."""
+    """A note's vault-relative path: a non-empty string of at most ``LIMITS.path_chars`` characters (confinement
+    to the vault is the library's check)."""
     if not isinstance(value, str) or not value.strip():
         raise BadRequestError(
             "The path is missing; expected the vault-relative path of a note, e.g. 'Garden/Garlic.md'."
         )
+    if len(value) > LIMITS.path_chars:
+        raise BadRequestError(f"The note path is {len(value)} characters long; the limit is {LIMITS.path_chars}.")
     return value
 
 
@@ -211,6 +223,17 @@ class AskRequest:
 
 
 @dataclass(frozen=True)
+class NoteRequest:
+    """``get_note``: key ``path``."""
+
+    path: str
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any]) -> NoteRequest:
+        return cls(path=parse_path(data.get("path")))
+
+
+@dataclass(frozen=True)
 class RelatedRequest:
     """``related``: keys ``path``, ``limit`` (``1..LIMITS.related_max``, default ``LIMITS.related_default``)."""
 
@@ -221,7 +244,7 @@ class RelatedRequest:
     def parse(cls, data: Mapping[str, Any], *, text: bool = False) -> RelatedRequest:
         return cls(
             path=parse_path(data.get("path")),
-            limit=parse_count(data.get("limit"), "limit", 1, LIMITS.related_max, LIMITS.related_default, text=text),
+            limit=parse_limit(data.get("limit"), LIMITS.related_max, LIMITS.related_default, text=text),
         )
 
 
@@ -239,7 +262,7 @@ class ListRequest:
         return cls(
             tag=None if tag is None else parse_scope_item(tag, "tag"),
             folder=None if folder is None else parse_scope_item(folder, "folder"),
-            limit=parse_count(data.get("limit"), "limit", 1, LIMITS.list_max, LIMITS.list_default, text=text),
+            limit=parse_limit(data.get("limit"), LIMITS.list_max, LIMITS.list_default, text=text),
         )
 
 
@@ -454,8 +477,8 @@ def _scope_schema(what: str) -> dict[str, Any]:
     return {"type": "string", "minLength": 1, "maxLength": LIMITS.scope_chars, "description": what}
 
 
-def _count_schema(high: int, default: int) -> dict[str, Any]:
-    return {"type": "integer", "minimum": 1, "maximum": high, "default": default}
+def _count_schema(high: int, default: int, low: int = 1) -> dict[str, Any]:
+    return {"type": "integer", "minimum": low, "maximum": high, "default": default}
 
 
 _TAGS_SCHEMA = {
@@ -492,7 +515,7 @@ MCP_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
             },
             "tags": _TAGS_SCHEMA,
             "folder": _scope_schema("only notes under this folder"),
-            "limit": _count_schema(LIMITS.top_k_max, LIMITS.top_k_default),
+            "limit": _count_schema(LIMITS.top_k_max, LIMITS.top_k_default, LIMITS.top_k_min),
         },
         "query",
     ),
@@ -510,7 +533,7 @@ MCP_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "ask": _object(
         {
             "question": {"type": "string", "minLength": 1, "maxLength": LIMITS.text_chars},
-            "top_k": _count_schema(LIMITS.top_k_max, LIMITS.top_k_default),
+            "top_k": _count_schema(LIMITS.top_k_max, LIMITS.top_k_default, LIMITS.top_k_min),
             "tags": _TAGS_SCHEMA,
         },
         "question",
@@ -518,9 +541,26 @@ MCP_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
+def tool_signature(name: str) -> str:
+    """``query: string, tags?: array, folder?: string, limit?: integer 1..50``: the arguments of MCP tool ``name``
+    as its schema advertises them (``?``: optional)."""
+    schema = MCP_TOOL_SCHEMAS[name]
+    parts = []
+    for arg, spec in schema["properties"].items():
+        kind = spec["type"] + (f" {spec['minimum']}..{spec['maximum']}" if "minimum" in spec else "")
+        parts.append(f"{arg}{'' if arg in schema.get('required', ()) else '?'}: {kind}")
+    return ", ".join(parts)
+
+
 def parse_tool_arguments(name: str, args: Mapping[str, Any]) -> Any:
-    """The request of MCP tool ``name`` from its arguments (MCP names mapped onto the canonical keys), or
-    None for a tool without one (``get_note``). Raises :class:`~cairn.errors.BadRequestError`."""
+    """The request of MCP tool ``name`` (a key of :data:`MCP_TOOL_SCHEMAS`) from its arguments, MCP names mapped
+    onto the canonical keys: the one check of a tool call's arguments, enforcing everything the tool's advertised
+    schema says (an argument the schema does not name is refused too). Raises :class:`~cairn.errors.BadRequestError`."""
+    unknown = sorted(set(args) - set(MCP_TOOL_SCHEMAS[name]["properties"]))
+    if unknown:
+        raise BadRequestError(
+            f"Unknown argument {_shown(unknown[0])} for {name}; expected {name}({tool_signature(name)})."
+        )
     if name == "search_notes":
         folder = args.get("folder")
         return SearchRequest.parse(
@@ -539,4 +579,4 @@ def parse_tool_arguments(name: str, args: Mapping[str, Any]) -> Any:
         return RelatedRequest.parse(args)
     if name == "list_notes":
         return ListRequest.parse(args)
-    return None
+    return NoteRequest.parse(args)

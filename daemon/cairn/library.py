@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from cairn.config import Config
+from cairn.contract import LIMITS, parse_limit, parse_path
 from cairn.errors import BadRequestError, NotFoundError, PathOutsideVaultError
 from cairn.notes import normalise_tag, parse_note
 from cairn.policy import WithheldTally, Withhold
@@ -35,19 +36,14 @@ from cairn.store.reads import list_notes as _list_notes
 from cairn.store.reads import tag_counts as _tag_counts
 from cairn.vault import normalise_rel_path, read_note_text, resolve_in_vault
 
-MAX_PATH_CHARS = 1024
-#: ``list_notes`` returns at most this many notes per call.
-MAX_LIST_LIMIT = 500
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
 def checked_rel_path(raw: Any) -> str:
-    """A vault-relative note path from a client, or :class:`PathOutsideVaultError`. Refuses what is never
-    a vault-relative POSIX path: non-strings, empty, too long, NUL, backslashes, absolute, ``..``."""
-    if not isinstance(raw, str) or not raw.strip():
-        raise PathOutsideVaultError("The note path is empty; expected a vault-relative path such as 'folder/note.md'.")
-    if len(raw) > MAX_PATH_CHARS:
-        raise PathOutsideVaultError(f"The note path is {len(raw)} characters long; the limit is {MAX_PATH_CHARS}.")
+    """A vault-relative note path from a client. Refuses what is never a vault-relative POSIX path: not a path by
+    the edge contract (:func:`cairn.contract.parse_path`: non-strings, empty, too long;
+    :class:`~cairn.errors.BadRequestError`), NUL, backslashes, absolute, ``..`` (:class:`PathOutsideVaultError`)."""
+    raw = parse_path(raw)
     shown = raw[:120]
     if "\x00" in raw or "\\" in raw:
         raise PathOutsideVaultError(
@@ -269,12 +265,11 @@ class NoteViews:
         tally: WithheldTally | None = None,
     ) -> dict[str, Any]:
         """``{notes: [{filePath, title, tags, indexedAt}], total}``: indexed notes sorted by path, at most
-        ``limit`` (1..500), optionally only those carrying ``tag`` (nested tags below it count) and under
-        ``folder`` (vault-relative). ``total`` counts every matching allowed note. Withheld notes are never
+        ``limit`` (1..``LIMITS.list_max``), optionally only those carrying ``tag`` (nested tags below it count)
+        and under ``folder`` (vault-relative). ``total`` counts every matching allowed note. Withheld notes are never
         listed nor counted; asking for a withheld tag lists nothing. Raises :class:`BadRequestError` for a bad
         tag, folder or limit."""
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST_LIMIT:
-            raise BadRequestError(f"limit must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}.")
+        limit = parse_limit(limit, LIMITS.list_max, default=None)
         tags: list[str] = []
         if tag is not None and str(tag).strip():
             norm = normalise_tag(str(tag))

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 import mcp_types as types
 from mcp.server.caching import CacheHint
 from mcp.server.lowlevel import Server
@@ -65,21 +64,11 @@ _DESCRIPTIONS = {
     "sources (filePath, symbol, score). grounded is false: the answer is extracted, not written by a model.",
 }
 #: name → (description, JSON schema of the arguments). Names and arguments: docs/design.md, "Interfaces" → MCP tools;
-#: the schemas (built from the edge limits) are :data:`cairn.contract.MCP_TOOL_SCHEMAS`.
+#: the schemas (built from the edge limits) are :data:`cairn.contract.MCP_TOOL_SCHEMAS`, advertised to clients;
+#: a call's arguments are checked once, by :func:`cairn.contract.parse_tool_arguments`.
 TOOL_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
     name: (_DESCRIPTIONS[name], schema) for name, schema in contract.MCP_TOOL_SCHEMAS.items()
 }
-_VALIDATORS = {name: jsonschema.Draft202012Validator(schema) for name, (_, schema) in TOOL_SPECS.items()}
-
-
-def _signature(name: str) -> str:
-    """``query: string, tags?: array, folder?: string, limit?: integer 1..50`` for a tool's schema."""
-    schema = TOOL_SPECS[name][1]
-    parts = []
-    for arg, spec in schema["properties"].items():
-        kind = spec["type"] + (f" {spec['minimum']}..{spec['maximum']}" if "minimum" in spec else "")
-        parts.append(f"{arg}{'' if arg in schema.get('required', ()) else '?'}: {kind}")
-    return ", ".join(parts)
 
 
 def _with_coverage_notice(text: str, coverage: contract.IndexCoverage | None) -> str:
@@ -252,21 +241,13 @@ class McpService:
             request = contract.parse_tool_arguments(name, args)
         except BadRequestError as exc:
             return _error(exc.code, exc.message)
-        problems = sorted(_VALIDATORS[name].iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
-        if problems:
-            first = problems[0]
-            where = "/".join(str(p) for p in first.absolute_path) or "arguments"
-            return _error(
-                "bad_request",
-                f"Invalid arguments for {name}: {where}: {first.message[:300]}. Expected {name}({_signature(name)}).",
-            )
         withhold = policy.withhold_for(client)
         tally = WithheldTally()
         try:
             if name == "ask":
                 outcome = await self._ask(request, withhold, tally)
             else:
-                outcome = await asyncio.to_thread(getattr(self, "_" + name), request or args, withhold, tally)
+                outcome = await asyncio.to_thread(getattr(self, "_" + name), request, withhold, tally)
         except CairnError as exc:
             outcome = _error_for(exc, policy, client, name)
         except Exception:
@@ -305,8 +286,8 @@ class McpService:
         text = _with_coverage_notice(text, result.coverage)
         return ToolOutcome({"notice": DATA_NOTICE, **data}, text, tuple(r["filePath"] for r in results))
 
-    def _get_note(self, args: dict[str, Any], withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
-        note = self.library.note(args["path"], withhold=withhold, tally=tally)
+    def _get_note(self, request: contract.NoteRequest, withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
+        note = self.library.note(request.path, withhold=withhold, tally=tally)
         links = [ln.get("targetPath") or ln.get("target") for ln in note.get("links", [])]
         tags = ", ".join(note.get("tags", [])) or "none"
         text = "\n".join(

@@ -9,11 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.contract import LIMITS, IndexCoverage, hit_json, search_json
+from cairn.contract import IndexCoverage, hit_json, parse_text, parse_top_k, search_json
 from cairn.errors import BadRequestError
 from cairn.notes import normalise_tag, strip_block_ids
-
-MAX_QUESTION_CHARS = LIMITS.text_chars
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,15 +127,11 @@ def make_snippet(text: str, terms: Sequence[str], width: int = 220) -> str:
 
 
 def check_query(text: str, top_k: int, what: str = "query") -> str:
-    """``text`` stripped; :class:`BadRequestError` for an empty or over-long text (named ``what``), a bad ``top_k``
-    (an integer in the range of ``contract.LIMITS``) or a character that is not one (:func:`check_chars`)."""
-    if not isinstance(text, str) or not text.strip():
-        raise BadRequestError(f"The {what} is empty; expected some words to search for.")
-    if len(text) > MAX_QUESTION_CHARS:
-        raise BadRequestError(f"The {what} is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}.")
-    low, high = LIMITS.top_k_min, LIMITS.top_k_max
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or not low <= top_k <= high:
-        raise BadRequestError(f"top_k must be an integer from {low} to {high}, got {top_k!r}.")
+    """``text`` stripped; :class:`BadRequestError` with the edge contract's rule and message
+    (:func:`cairn.contract.parse_text`, :func:`cairn.contract.parse_top_k`) for an empty or over-long text (named
+    ``what``) or a bad ``top_k`` (required here), or for a character that is not one (:func:`check_chars`)."""
+    text = parse_text(text, what)
+    parse_top_k(top_k, default=None)
     check_chars(text, f"The {what}")
     return text.strip()
 
