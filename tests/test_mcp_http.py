@@ -431,3 +431,35 @@ def test_the_mcp_server_is_loaded_when_the_first_client_connects(tmp_path):
                 return await tool_names(client)
 
         assert run(first_client()) == {"get_note", "list_notes"}
+
+
+def test_the_mcp_port_words_its_errors_in_the_apis_vocabulary_an_unexpected_failure_included():
+    from cairn.mcp_server import McpHttpServer, McpService
+    from cairn.policy import parse_policy
+    from test_http_api import RecordingQuery, stand_in_services
+
+    def failing_tokens() -> dict[str, str]:
+        raise RuntimeError("the token file vanished")  # not a CairnError: an unexpected failure
+
+    policy = parse_policy(POLICY, "test-policy")
+    service = McpService(stand_in_services(RecordingQuery()), policy=lambda: policy, audit=None, transport="http")
+
+    def ask(port: int, method: str, path: str) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            conn.request(method, path, headers={"Authorization": "Bearer t", "Content-Type": "application/json"})
+            resp = conn.getresponse()
+            return resp.status, json.loads(resp.read())
+        finally:
+            conn.close()
+
+    async def go():
+        server = await McpHttpServer(service, failing_tokens, "127.0.0.1", 0).start()
+        try:
+            return [await asyncio.to_thread(ask, server.port, m, p) for m, p in (("POST", "/mcp"), ("GET", "/nope"))]
+        finally:
+            await server.close()
+
+    (status, body), (missing, missing_body) = run(go())
+    assert (status, body["error"]["code"]) == (500, "internal")  # the plugin API's code for the same failure
+    assert (missing, missing_body["error"]["code"]) == (404, "not_found")

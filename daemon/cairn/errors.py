@@ -152,3 +152,29 @@ class LLMError(CairnError):
 
     code = "llm_error"
     http_status = 502
+
+
+#: The stable ``code`` of an HTTP error answer (status → code) when no :class:`CairnError` chose one: a framework's
+#: plain refusal (no route, a method not allowed, a body too large, a Host or Origin refused). One vocabulary for
+#: the plugin API and the MCP HTTP port.
+STATUS_CODES: dict[int, str] = {
+    400: BadRequestError.code,
+    401: UnauthorizedError.code,
+    403: ForbiddenError.code,
+    404: NotFoundError.code,
+    405: "method_not_allowed",
+    408: "request_timeout",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    421: MisdirectedRequestError.code,
+    429: TooManyRequestsError.code,
+    503: "unavailable",
+}
+
+
+def status_code(status: int) -> str:
+    """The ``code`` of an error answer with HTTP ``status`` (:data:`STATUS_CODES`): any other 5xx is
+    :attr:`CairnError.code` (``internal``), any other status ``http_<status>``."""
+    if status in STATUS_CODES:
+        return STATUS_CODES[status]
+    return CairnError.code if status >= 500 else f"http_{status}"

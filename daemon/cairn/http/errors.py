@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
-from cairn.errors import CairnError, TooManyRequestsError
+from cairn.errors import CairnError, TooManyRequestsError, status_code
 from cairn.http.security import Handler
 from cairn.logsafe import printable
 
@@ -23,20 +23,6 @@ log = logging.getLogger("cairn.http")
 
 #: Largest accepted request body (bytes); bigger → 413.
 MAX_BODY_BYTES = 64 * 1024
-
-_STATUS_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    408: "request_timeout",
-    421: "misdirected_request",
-    429: "too_many_requests",
-    405: "method_not_allowed",
-    413: "payload_too_large",
-    415: "unsupported_media_type",
-    503: "unavailable",
-}
 
 
 def error_response(status: int, code: str, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -61,7 +47,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return _http_exception_response(request, exc)
     except Exception:
         log.exception("Unexpected error answering %s %s", printable(request.method, 20), printable(request.path, 300))
-        return error_response(500, "internal", "Internal error in the Cairn daemon; see its log for details.")
+        return error_response(500, CairnError.code, "Internal error in the Cairn daemon; see its log for details.")
 
 
 def _http_exception_response(request: web.Request, exc: web.HTTPException) -> web.Response:
@@ -79,8 +65,7 @@ def _http_exception_response(request: web.Request, exc: web.HTTPException) -> we
         message = f"Request body is larger than {MAX_BODY_BYTES} bytes; send a shorter request."
     else:
         message = exc.reason or "Request failed."
-    code = _STATUS_CODES.get(exc.status, f"http_{exc.status}")
-    return error_response(exc.status, code, message, headers or None)
+    return error_response(exc.status, status_code(exc.status), message, headers or None)
 
 
 class JsonErrorHandler(RequestHandler):
@@ -106,9 +91,7 @@ class JsonErrorHandler(RequestHandler):
             text = _parser_message(exc)
         if request.writer.output_size > 0:  # a response is already under way: only closing is left
             raise ConnectionError("Response is sent already, cannot send another response with the error message")
-        response = error_response(
-            status, _STATUS_CODES.get(status, f"http_{status}") if status < 500 else "internal", text
-        )
+        response = error_response(status, status_code(status) if status < 500 else CairnError.code, text)
         response.force_close()
         return response
 

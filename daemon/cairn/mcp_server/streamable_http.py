@@ -53,7 +53,7 @@ from cairn.connections import (
     quiet_repeated_records,
     raise_descriptor_limit,
 )
-from cairn.errors import CairnError
+from cairn.errors import CairnError, status_code
 from cairn.mcp_server.listener import listen
 from cairn.mcp_server.sessions import FairSessionManager, SessionLimits
 from cairn.mcp_server.tools import MAX_MESSAGE_BYTES, McpService, build_server
@@ -220,17 +220,24 @@ def build_http_app(
     return app
 
 
-#: The error code (the API's ``error.code``) and message of a non-2xx answer that came without a JSON body.
-_STATUS_ERRORS = {
-    400: ("bad_request", "Malformed request."),
-    401: ("unauthorized", "Missing or unknown bearer token."),
-    403: ("forbidden", "This origin may not use the MCP endpoint."),
-    404: ("not_found", "Not found; the MCP endpoint is /mcp."),
-    405: ("method_not_allowed", "Method not allowed on this path."),
-    413: ("payload_too_large", "Request body too large."),
-    421: ("misdirected_request", "Wrong Host header; use the host and port the daemon advertises."),
-    500: ("internal_error", "Internal error; see the daemon's log."),
+#: The message of a non-2xx answer that came without a JSON body; its ``code`` is the API's
+#: (:func:`cairn.errors.status_code`).
+_STATUS_MESSAGES = {
+    400: "Malformed request.",
+    401: "Missing or unknown bearer token.",
+    403: "This origin may not use the MCP endpoint.",
+    404: "Not found; the MCP endpoint is /mcp.",
+    405: "Method not allowed on this path.",
+    413: "Request body too large.",
+    421: "Wrong Host header; use the host and port the daemon advertises.",
+    500: "Internal error; see the daemon's log.",
 }
+
+
+def _error_body(status: int) -> dict[str, dict[str, str]]:
+    """``{"error": {"code", "message"}}`` of a non-2xx answer with HTTP ``status`` that came without a body."""
+    message = _STATUS_MESSAGES.get(status, f"HTTP {status}.")
+    return {"error": {"code": status_code(status), "message": message}}
 
 
 class _JsonErrors:
@@ -266,8 +273,7 @@ class _JsonErrors:
     @staticmethod
     async def _replace(start: dict, send: Any) -> None:
         status = int(start["status"])
-        code, message = _STATUS_ERRORS.get(status, ("error", f"HTTP {status}."))
-        body = json.dumps({"error": {"code": code, "message": message}}).encode()
+        body = json.dumps(_error_body(status)).encode()
         keep = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-type", b"content-length")]
         headers = [*keep, (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
@@ -275,8 +281,7 @@ class _JsonErrors:
 
 
 async def _internal_error(request: Any, exc: Exception) -> JSONResponse:
-    code, message = _STATUS_ERRORS[500]
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=500)
+    return JSONResponse(_error_body(500), status_code=500)
 
 
 class _ConnectionMarks:
