@@ -8,6 +8,7 @@ import pytest
 
 from cairn.errors import SchemaTooNewError, StoreError
 from cairn.store import EMBED_DIM, SCHEMA_VERSION, ChunkRecord, LinkRecord, NoteRecord, Store
+from cairn.store.reads import fts_row_sizes
 
 
 def _note(path="a.md", title="a", hash_="h1"):
@@ -116,6 +117,22 @@ def test_deleting_a_note_leaves_no_rows(tmp_path):
     }
     assert store.delete_note("a.md")
     assert set(_counts(store).values()) == {0}
+
+
+def test_fts5_statistics_count_the_tokens_the_table_indexes_through_writes_and_deletes(tmp_path):
+    store = Store(tmp_path / "i.db")
+    assert store.fts_counts() == (0, 0, 0)
+    assert fts_row_sizes(store, np.array([1], dtype=np.int64)).tolist() == [-1]
+    store.write_note(_note(), _chunks("alpha beta gamma", "delta"), [], [])
+    store.write_note(_note("b.md", "Bee note", "h2"), _chunks("epsilon zeta, eta: theta iota"), [], [])
+    store.delete_note("a.md")
+    snap = store.fts_snapshot(0)
+    assert snap is not None
+    sizes = {cid: len(tokens) for cid, tokens in snap.docs}  # text, symbol and title as the tokenizer splits them
+    assert list(sizes.values()) == [5 + 1 + 2]
+    assert store.fts_counts()[:2] == (snap.n_rows, snap.n_tokens) == (1, 8)
+    ids = np.array([*sizes, 1, 10**9], dtype=np.int64)  # 1: a row deleted with its note
+    assert fts_row_sizes(store, ids).tolist() == [*sizes.values(), -1, -1]
 
 
 def test_rewriting_a_note_replaces_its_rows_and_keeps_its_id(tmp_path):

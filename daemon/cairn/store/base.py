@@ -26,6 +26,7 @@ from cairn.errors import (
     StoreUnavailableError,
 )
 from cairn.private_files import make_private, private_dir, private_file
+from cairn.store.fts import register as register_fts_functions
 from cairn.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -153,6 +154,7 @@ class StoreBase:
             conn.enable_load_extension(True)
             conn.load_extension(sqlite_vec.loadable_path())
             conn.enable_load_extension(False)
+            register_fts_functions(conn)
             if not self.readonly:
                 conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA foreign_keys=ON")

@@ -12,6 +12,7 @@ import numpy as np
 
 from cairn.errors import StoreError
 from cairn.store.base import StoreBase, scalar
+from cairn.store.fts import fts_totals
 from cairn.store.records import (
     CHUNK_KEY_COLUMNS,
     CHUNK_ROW_COLUMNS,
@@ -22,37 +23,6 @@ from cairn.store.records import (
     chunk_row,
 )
 from cairn.store.schema import FTS_TOKENIZER
-
-
-def _fts_averages(block: bytes) -> tuple[int, int] | None:
-    """(rows, tokens in all columns) from FTS5's averages record (``%_data`` id 1: a varint row count, then one
-    varint token total per column; SQLite's varint format), or None when it does not parse as that."""
-    values: list[int] = []
-    i = 0
-    try:
-        while i < len(block):
-            v = 0
-            for k in range(9):
-                byte = block[i]
-                i += 1
-                if k == 8:
-                    v = (v << 8) | byte
-                    break
-                v = (v << 7) | (byte & 0x7F)
-                if not byte & 0x80:
-                    break
-            values.append(v)
-    except IndexError:
-        return None
-    if len(values) != 4:  # rows + 3 columns (text, symbol, title)
-        return None
-    return values[0], sum(values[1:])
-
-
-def _fts_totals(c: apsw.Connection) -> tuple[int, int] | None:
-    """``chunks_fts``'s (rows, tokens) from its averages record ((0, 0) before any row; None: unreadable)."""
-    totals = c.execute("SELECT block FROM chunks_fts_data WHERE id = 1").fetchone()
-    return _fts_averages(totals[0]) if totals else (0, 0)
 
 
 class ChunkTables(StoreBase):
@@ -129,15 +99,15 @@ class ChunkTables(StoreBase):
             held = self._local.fts_tokenizer = (c, c.fts5_tokenizer(FTS_TOKENIZER[0], list(FTS_TOKENIZER[1:])))
         return held[1]
 
-    def fts_counts(self) -> FtsCounts | None:
-        """(rows, tokens in all columns, highest row id) of ``chunks_fts``, read in one transaction from FTS5's averages
-        record and its row-size table's last id (two lookups, no scan). Every change to the table changes one of
-        them (rows are only added with a new, higher id). None when the averages record cannot be read."""
+    def fts_counts(self) -> FtsCounts:
+        """(rows, tokens in all columns, highest row id) of ``chunks_fts``, read in one transaction: FTS5's own
+        totals (:func:`cairn.store.fts.fts_totals`) and its row-size table's last id (two lookups, no scan). Every
+        change to the table changes one of them (rows are only added with a new, higher id)."""
         c = self.conn
         with c:
-            counts = _fts_totals(c)
+            rows, tokens = fts_totals(c)
             top = scalar(c, "SELECT max(id) FROM chunks_fts_docsize")
-        return None if counts is None else FtsCounts(counts[0], counts[1], int(top or 0))
+        return FtsCounts(rows, tokens, int(top or 0))
 
     def fts_snapshot(
         self, after_id: int, max_rows: int | None = None, after_seq: int | None = None
@@ -146,28 +116,25 @@ class ChunkTables(StoreBase):
 
         ``docs`` [(chunk id, tokens)]: the rows with an id above ``after_id`` (ids are never reused:
         AUTOINCREMENT), each row's columns (text, symbol, title) tokenized by the table's own tokenizer as one token
-        list; ``n_rows``, ``n_tokens``: FTS5's own counts from its averages record (what bm25() computes idf and the
-        average row length from); ``deletion_seq``: the deletion log's last entry (None: no log, an index of
+        list; ``n_rows``, ``n_tokens``: FTS5's own counts (:func:`cairn.store.fts.fts_totals`: what bm25() computes
+        idf and the average row length from); ``deletion_seq``: the deletion log's last entry (None: no log, an index of
         schema version 2 opened read-only). Then either ``deleted`` (k,) int64, the ids deleted after log entry
         ``after_seq`` in order (``live`` None), when ``after_seq`` is given and the log holds every entry since; or
         else ``live`` (n,) int64 ascending, the ids of every row, from a scan of FTS5's row-size table.
-        None when more than ``max_rows`` rows are newer than ``after_id``, or when FTS5's averages record cannot be
-        read (an unexpected format). Tokenizing is the cost: pass ``after_id`` and ``after_seq`` to read only what
-        changed."""
+        None when more than ``max_rows`` rows are newer than ``after_id``. Tokenizing is the cost: pass ``after_id``
+        and ``after_seq`` to read only what changed."""
         c = self.conn
         with c:
-            counts = _fts_totals(c)
+            rows, tokens = fts_totals(c)
             seq = self._deletion_seq(c)
             live, deleted = self._rows_since(c, after_seq, seq)
             too_many = (
                 max_rows is not None and scalar(c, "SELECT count(*) FROM chunks WHERE id > ?", (after_id,)) > max_rows
             )
-            docs = [] if counts is None or too_many else self._tokenized_rows(c, after_id)
-        if counts is None or too_many:
+            docs = [] if too_many else self._tokenized_rows(c, after_id)
+        if too_many:
             return None
-        return FtsSnapshot(
-            live=live, docs=docs, n_rows=counts[0], n_tokens=counts[1], deleted=deleted, deletion_seq=seq
-        )
+        return FtsSnapshot(live=live, docs=docs, n_rows=rows, n_tokens=tokens, deleted=deleted, deletion_seq=seq)
 
     def _rows_since(
         self, c: apsw.Connection, after_seq: int | None, seq: int | None

@@ -11,6 +11,7 @@ import numpy as np
 
 from cairn.notes import FRONTMATTER_ERROR_CODES
 from cairn.store.base import scalar
+from cairn.store.fts import fts_row_sizes as _row_sizes
 from cairn.store.records import NoteListing, TagCount
 from cairn.store.schema import LEGACY_FRONTMATTER_ERROR
 
@@ -99,34 +100,11 @@ def note_names_of(store: Store, note_ids: Iterable[int]) -> dict[int, list[str]]
 
 
 def fts_row_sizes(store: Store, ids: np.ndarray) -> np.ndarray:
-    """(k,) int64: the size in tokens (all columns) of the full-text rows ``ids`` (k,), from FTS5's row-size table
-    (one varint per column), -1 for an id without a row."""
-    out = np.full(len(ids), -1, dtype=np.int64)
-    if not len(ids):
-        return out
-    at = {cid: i for i, cid in enumerate(np.asarray(ids, dtype=np.int64).tolist())}
-    for cid, blob in store.conn.execute(
-        "SELECT id, sz FROM chunks_fts_docsize WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(at)),)
-    ):
-        out[at[int(cid)]] = sum(_varints(bytes(blob)))
-    return out
-
-
-def _varints(blob: bytes) -> list[int]:
-    """The SQLite varints of ``blob`` (big-endian groups of 7 bits, high bit set on all but the last; a ninth byte
-    holds 8 bits)."""
-    values, value, n = [], 0, 0
-    for byte in blob:
-        n += 1
-        if n == 9:
-            values.append((value << 8) | byte)
-            value, n = 0, 0
-        elif byte & 0x80:
-            value = (value << 7) | (byte & 0x7F)
-        else:
-            values.append((value << 7) | byte)
-            value, n = 0, 0
-    return values
+    """(k,) int64: the size in tokens (all columns) of the full-text rows ``ids`` (k,), FTS5's own figures
+    (:func:`cairn.store.fts.fts_row_sizes`), -1 for an id without a row."""
+    id_list = np.asarray(ids, dtype=np.int64).tolist()
+    sizes = _row_sizes(store.conn, id_list)
+    return np.fromiter((sizes.get(i, -1) for i in id_list), dtype=np.int64, count=len(id_list))
 
 
 def chunk_notes(store: Store, note_ids: Iterable[int]) -> dict[int, int]:
