@@ -284,3 +284,22 @@ def test_the_search_services_own_check_words_a_bad_request_as_the_edges_do():
     with pytest.raises(BadRequestError) as raised:
         check_query("garlic", None)  # type: ignore[arg-type]  # no default inside the daemon
     assert raised.value.message == _top_k_message("null")
+
+
+def test_the_published_openapi_document_states_the_contracts_limits():
+    import json
+    from importlib import resources
+
+    doc = json.loads(resources.files("cairn").joinpath("openapi.json").read_text("utf-8"))
+    schemas = doc["components"]["schemas"]
+    assert (schemas["Text"]["maxLength"], schemas["ScopeItem"]["maxLength"], schemas["NotePath"]["maxLength"]) == (
+        LIMITS.text_chars,
+        LIMITS.scope_chars,
+        LIMITS.path_chars,
+    )
+    ask = doc["paths"]["/ask"]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]
+    search = {p["name"]: p["schema"] for p in doc["paths"]["/search"]["get"]["parameters"]}
+    related = {p["name"]: p["schema"] for p in doc["paths"]["/related"]["get"]["parameters"]}
+    assert ask["topK"]["maximum"] == search["topK"]["maximum"] == LIMITS.top_k_max
+    assert ask["tags"]["maxItems"] == search["tag"]["maxItems"] == search["folder"]["maxItems"] == LIMITS.scope_items
+    assert related["limit"]["maximum"] == LIMITS.related_max

@@ -239,9 +239,7 @@ async def index_reindex(request: web.Request) -> web.Response:
     unknown = sorted(set(body) - {"path"})
     if unknown:
         raise BadRequestError(f"Unknown field {unknown[0]!r}; expected: path.")
-    path = body.get("path")
-    if path is not None and (not isinstance(path, str) or not path.strip()):
-        raise BadRequestError("path must be a non-empty vault-relative path, e.g. 'folder/note.md'.")
+    path = None if body.get("path") is None else contract.parse_path(body["path"])
     result = await asyncio.to_thread(request.app[SERVICES].indexing.request_reindex, path)
     return web.json_response(dict(result), status=202)
 
