@@ -23,7 +23,7 @@ from cairn.policy import (
     parse_policy,
     policy_schema,
 )
-from cairn.policy_file import PolicyHolder, ensure_owner_policy, load_policy, owner_policy_path
+from cairn.policy_file import PolicyHolder, apply_policy, ensure_owner_policy, load_policy, owner_policy_path
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = """\
@@ -313,7 +313,10 @@ def test_an_edit_is_picked_up_without_restart_and_an_invalid_edit_fails_closed_u
     assert broken.fail_closed_reason and f"{path}:6:" in broken.fail_closed_reason
     assert broken.withhold_for("my-local-agent").tag_withheld(["personal"])
 
-    _write(path, GOOD)
+    _write(path, GOOD)  # valid again, and it makes my-local-agent local again: that waits for the owner
+    waiting = holder.current()
+    assert waiting.fail_closed_reason is None and not waiting.is_local("my-local-agent")
+    apply_policy(path)  # `cairn policy apply`
     fixed = holder.current()
     assert fixed.fail_closed_reason is None and fixed.is_local("my-local-agent")
 

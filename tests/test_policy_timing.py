@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.policy_file import PolicyHolder
+from cairn.policy_file import PolicyHolder, apply_policy
 
 LOOSE = """\
 version: 1
@@ -173,6 +173,8 @@ def test_a_reload_that_withholds_less_than_before_is_a_warning(tmp_path, policy_
     holder = PolicyHolder(path, strict=True, check_interval_s=0.0, settle_s=0.2)
     laxer = policy_log("withholding less")
     path.write_text(LOOSE, encoding="utf-8")
+    assert holder.reload().withhold.folders == ("Private",)  # withholding less waits for the owner
+    apply_policy(path)  # `cairn policy apply`
     assert holder.reload().withhold.folders == ()
     warned = [r for r in laxer.records if "withholding less" in r.getMessage()]
     assert warned and warned[0].levelno == logging.WARNING and "folder Private" in warned[0].getMessage()

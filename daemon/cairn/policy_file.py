@@ -26,13 +26,17 @@ from cairn.policy import (
     PolicyError,
     default_policy_text,
     fail_closed_policy,
+    loosened,
     parse_policy,
+    stricter_of,
 )
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "PolicyHolder",
+    "apply_policy",
+    "awaiting_confirmation",
     "create_policy",
     "daemon_policy",
     "ensure_owner_policy",
@@ -170,6 +174,7 @@ def create_policy(path: Path, data_dir: Path | None = None) -> bool:
         ) from None
     if created:
         log.info("created the MCP policy %s from the shipped default", path)
+        _write_confirmed(path, default_policy_text().encode("utf-8"))
     _record_created(path)
     return created
 
@@ -257,6 +262,96 @@ def _policy_of(snapshot: _Snapshot, source: str) -> Policy:
     return parse_policy(text, source)
 
 
+# ------------------------------------------------------------------------------------ the confirmed policy
+#: Beside the policy: the text of the policy last in force for each policy path (confirmed by the owner, created
+#: from the default, or a change that withheld at least as much), keyed by the resolved path. A file that
+#: withholds less than this is not used from the file alone (:class:`PolicyHolder`).
+CONFIRMED_RECORD_NAME = "mcp-policy-confirmed.json"
+
+
+def confirmed_record_path(policy_path: Path) -> Path:
+    """``mcp-policy-confirmed.json`` beside ``policy_path``."""
+    return Path(policy_path).parent / CONFIRMED_RECORD_NAME
+
+
+def _record_stamp(record: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(record)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def _read_confirmed(path: Path) -> bytes | None:
+    """The bytes of the policy last in force at ``path`` (None when none is recorded, or the record is unreadable)."""
+    try:
+        data = json.loads(confirmed_record_path(path).read_text(encoding="utf-8"))
+        text = data[_record_key(path)]["text"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return text.encode("utf-8") if isinstance(text, str) else None
+
+
+def _write_confirmed(path: Path, raw: bytes) -> bool:
+    """Record ``raw`` as the policy in force at ``path`` (temp file + rename, mode 0600). Returns False (logged)
+    when it cannot be written: the running process keeps it in memory."""
+    record = confirmed_record_path(path)
+    try:
+        data = json.loads(record.read_text(encoding="utf-8"))
+        data = data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        data = {}
+    data[_record_key(path)] = {
+        "text": raw.decode("utf-8-sig"),
+        "confirmedAt": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+    }
+    tmp = record.with_name(f".{record.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, record)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        log.warning("cannot record in %s which MCP policy is in force: %s", record, exc)
+        return False
+    return True
+
+
+def _confirmed_policy(path: Path, raw: bytes | None) -> Policy | None:
+    if raw is None:
+        return None
+    try:
+        return _policy_of(_Snapshot(None, raw), str(path))
+    except PolicyError:
+        return None
+
+
+def apply_policy(path: Path) -> tuple[Policy, list[str]]:
+    """``cairn policy apply``: the owner confirms the policy file at ``path`` as it is now; running Cairn processes
+    use it within a check interval. Returns the policy and what it withholds less than the one confirmed before
+    (``loosened``; empty when nothing was recorded). Raises :class:`PolicyError` when the file cannot be used."""
+    path = Path(path)
+    snapshot = _read_snapshot(path)
+    policy = _policy_of(snapshot, str(path))
+    before = _confirmed_policy(path, _read_confirmed(path))
+    if snapshot.raw is None or not _write_confirmed(path, snapshot.raw):
+        raise PolicyError(str(path), None, f"cannot record the confirmation in {confirmed_record_path(path)}")
+    return policy, loosened(before, policy) if before is not None else []
+
+
+def awaiting_confirmation(path: Path) -> list[str]:
+    """What the policy file at ``path`` withholds less than the policy last in force (``loosened``): not used
+    until the owner runs ``cairn policy apply``. Empty when nothing waits (or the file cannot be used)."""
+    try:
+        policy = load_policy(path)
+    except PolicyError:
+        return []
+    confirmed = _confirmed_policy(path, _read_confirmed(path))
+    return loosened(confirmed, policy) if confirmed is not None else []
+
+
 # ------------------------------------------------------------------------------------ live policy
 #: Seconds a changed policy file must stay the same before it is used (``mcp_policy_settle_s``).
 DEFAULT_SETTLE_S = 1.0
@@ -316,6 +411,11 @@ class PolicyHolder:
         self._changing_since: float | None = None
         self._checked_at = float("-inf")
         self._error: PolicyError | None = None
+        #: The accepted file's own policy (valid), what it withholds less than the confirmed one (not in force
+        #: until confirmed), and the confirmed record's stamp when last compared.
+        self._file_policy: Policy | None = None
+        self._awaiting: list[str] = []
+        self._record_stamp: tuple[int, int, int] | None = None
         self._policy = fail_closed_policy(f"{self.path}: the policy file is being saved; waiting for it to settle")
         with self._lock:
             self._check(time.monotonic())
@@ -368,8 +468,10 @@ class PolicyHolder:
         before = self._policy
         was_closed = before.fail_closed_reason is not None and not start
         self._accepted, self._pending, self._changing_since = snapshot, None, None
+        self._file_policy = None
         try:
-            self._policy, self._error = _policy_of(snapshot, str(self.path)), None
+            self._file_policy, self._error = _policy_of(snapshot, str(self.path)), None
+            self._policy = self._governed(snapshot)
         except PolicyError as exc:
             self._policy, self._error = fail_closed_policy(str(exc)), exc
             if not (start and self.strict):
@@ -381,9 +483,53 @@ class PolicyHolder:
             return
         if was_closed:
             log.warning("MCP policy %s is valid again; fail-closed mode ended", self.path)
-        elif not start:
+        elif not start and not self._awaiting:
             log.info("MCP policy %s reloaded", self.path)
             _warn_if_laxer(self.path, before, self._policy)
+
+    def _governed(self, snapshot: _Snapshot) -> Policy:
+        """The policy in force for the accepted, valid ``snapshot``: the file's own when it withholds at least as
+        much as the policy last in force (it is recorded as such), else the stricter of the two until the owner
+        confirms the file (``cairn policy apply``), logged once as a warning. With nothing recorded yet (an
+        install from before), the file is recorded as it is."""
+        assert self._file_policy is not None and snapshot.raw is not None
+        record = confirmed_record_path(self.path)
+        self._record_stamp = _record_stamp(record)
+        raw = _read_confirmed(self.path)
+        confirmed = _confirmed_policy(self.path, raw)
+        less = loosened(confirmed, self._file_policy) if confirmed is not None and raw != snapshot.raw else []
+        if less:
+            if less != self._awaiting:
+                log.warning(
+                    "MCP policy %s saved withholding less than the policy in force (%s): not used until you confirm "
+                    "it with `cairn policy apply`; meanwhile the stricter of the two is in force",
+                    self.path,
+                    ", ".join(less),
+                )
+            self._awaiting = less
+            assert confirmed is not None
+            return stricter_of(confirmed, self._file_policy)
+        self._awaiting = []
+        if raw != snapshot.raw and _write_confirmed(self.path, snapshot.raw):
+            self._record_stamp = _record_stamp(record)
+        return self._file_policy
+
+    def _recheck_confirmation(self) -> None:
+        """When the confirmed record changed (``cairn policy apply`` in another process), compare again."""
+        if self._file_policy is None or self._accepted is None or self._accepted.raw is None:
+            return
+        if _record_stamp(confirmed_record_path(self.path)) == self._record_stamp:
+            return
+        before, was_awaiting = self._policy, bool(self._awaiting)
+        self._policy = self._governed(self._accepted)
+        if was_awaiting and not self._awaiting:
+            log.warning("MCP policy %s confirmed by its owner; it is in force now", self.path)
+            _warn_if_laxer(self.path, before, self._policy)
+
+    @property
+    def awaiting(self) -> list[str]:
+        """What the file withholds less than the policy in force, waiting for ``cairn policy apply`` (or [])."""
+        return list(self._awaiting)
 
     def _check(self, now: float) -> None:
         """Read the file (under the lock); note a change, and use it once its bytes have stayed the same
@@ -394,6 +540,7 @@ class PolicyHolder:
         key = _content_key(snapshot)
         if self._accepted is not None and key == _content_key(self._accepted):
             self._pending, self._changing_since = None, None
+            self._recheck_confirmation()
             return
         if self._accepted is None and snapshot.stamp is None:
             self._accept(snapshot)  # at start, no file (or no readable one) fails closed at once
@@ -491,18 +638,9 @@ def daemon_policy(config: Config) -> PolicyHolder:
 
 
 def _warn_if_laxer(path: Path, before: Policy, after: Policy) -> None:
-    """Log a warning when ``after`` withholds fewer tags or folders than ``before`` (case-insensitive), or
-    declares a client local that was not: a half-saved or mistaken edit shows in the log."""
+    """Log a warning when ``after`` withholds less than ``before`` (:func:`~cairn.policy.loosened`)."""
     if before.fail_closed_reason is not None:
         return
-    dropped = sorted(
-        {f"tag {t}" for t in before.withhold.tags if t.lower() not in {x.lower() for x in after.withhold.tags}}
-        | {
-            f"folder {f}"
-            for f in before.withhold.folders
-            if f.lower() not in {x.lower() for x in after.withhold.folders}
-        }
-        | {f"client {c} now local" for c, p in after.clients.items() if p.local and not before.is_local(c)}
-    )
+    dropped = loosened(before, after)
     if dropped:
         log.warning("MCP policy %s reloaded withholding less than before: %s", path, ", ".join(dropped))

@@ -13,8 +13,11 @@ package, so an installed ``cairn`` finds it), validated against ``governance/mcp
 - Missing, unreadable, invalid or newer-version policy: :func:`cairn.policy_file.load_policy` raises
   :class:`PolicyError` naming the file, the line and the reason; the daemon fails closed
   (:func:`fail_closed_policy`).
+- A change that withholds less (:func:`loosened`) waits for the owner's confirmation; meanwhile
+  :func:`stricter_of` the confirmed policy and the file is in force (:mod:`cairn.policy_file`).
 """
 
+from cairn.policy.compare import loosened, stricter_of
 from cairn.policy.model import (
     ALL_TOOLS,
     CONTAINED_READS,
@@ -51,4 +54,6 @@ __all__ = [
     "fail_closed_policy",
     "default_policy_text",
     "policy_schema",
+    "loosened",
+    "stricter_of",
 ]
