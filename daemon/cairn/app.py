@@ -34,6 +34,7 @@ from cairn.memory import rss_bytes
 from cairn.pdf_index import PdfIndexer
 from cairn.pdf_queue import PdfQueue
 from cairn.policy_file import daemon_policy, policy_holder
+from cairn.policy_vault import record_vault_policy
 from cairn.private_files import private_dir, private_file, tighten_install
 from cairn.search import SearchService
 from cairn.search.memory import daemon_memory
@@ -69,6 +70,8 @@ class Cairn:
             # The vault recorded in the index is checked where an index is served (the daemon, cairn mcp); the
             # CLI and tests may open an index copied along with its vault.
             self.store = Store(config.db_path, readonly=readonly, vault=config.vault if readonly else None)
+        if not readonly:
+            record_vault_policy(config)  # which policy governs this index: what `cairn mcp` checks
         self.indexer = Indexer(config, self.store, self.embedder)
         self.pdfs = PdfIndexer(self.indexer)
         self.query = SearchService(self.store, self.embedder)

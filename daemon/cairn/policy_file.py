@@ -18,6 +18,7 @@ from typing import Any
 
 from cairn.audit import audit_path
 from cairn.config import Config
+from cairn.errors import ConfigError
 from cairn.policy import (
     DEFAULT_POLICY_NAME,
     MAX_POLICY_BYTES,
@@ -398,9 +399,16 @@ class PolicyHolder:
     """
 
     def __init__(
-        self, path: Path, *, strict: bool, check_interval_s: float = 1.0, settle_s: float = DEFAULT_SETTLE_S
+        self,
+        path: Path,
+        *,
+        strict: bool,
+        check_interval_s: float = 1.0,
+        settle_s: float = DEFAULT_SETTLE_S,
+        refused: PolicyError | None = None,
     ) -> None:
         self.path = Path(path)
+        self._refused = refused
         self.strict = strict
         self.check_interval_s = check_interval_s
         self.settle_s = max(0.0, settle_s)
@@ -417,6 +425,12 @@ class PolicyHolder:
         self._awaiting: list[str] = []
         self._record_stamp: tuple[int, int, int] | None = None
         self._policy = fail_closed_policy(f"{self.path}: the policy file is being saved; waiting for it to settle")
+        if refused is not None:  # e.g. the vault is governed by another policy: failed closed for good
+            self._policy, self._error = fail_closed_policy(str(refused)), refused
+            log.error("MCP policy unusable, failing closed: %s", refused)
+            if strict:
+                raise refused
+            return
         with self._lock:
             self._check(time.monotonic())
         if self._accepted is None:
@@ -536,6 +550,8 @@ class PolicyHolder:
         ``settle_s`` (timed from its mtime when that is older than this read); fail closed on a file still
         changing after ``10 × settle_s``."""
         self._checked_at = now
+        if self._refused is not None:
+            return
         snapshot = _read_snapshot(self.path)
         key = _content_key(snapshot)
         if self._accepted is not None and key == _content_key(self._accepted):
@@ -620,15 +636,24 @@ def mcp_policy_path(config: Config) -> Path:
 
 
 def policy_holder(config: Config, *, strict: bool) -> PolicyHolder:
-    """A live :class:`PolicyHolder` over :func:`mcp_policy_path` with the configured settle time.
-    ``strict`` (``cairn mcp``): raises :class:`PolicyError` for a policy that is missing, cannot be made or is
-    invalid. Not strict (the daemon): never raises; it fails closed (logged, and said in ``/health``)."""
+    """A live :class:`PolicyHolder` over the policy that governs ``config.vault``
+    (:func:`cairn.policy_vault.governing_policy`; without a vault :func:`mcp_policy_path`) with the configured
+    settle time. ``strict`` (``cairn mcp``): raises :class:`PolicyError` for a policy that is missing, cannot be
+    made, is invalid, or is not the one the vault's index records. Not strict (the daemon): never raises; it
+    fails closed (logged, and said in ``/health``)."""
+    from cairn.policy_vault import governing_policy  # it builds on this module
+
     try:
-        path = mcp_policy_path(config)
+        try:
+            path = governing_policy(config) if config.vault is not None else mcp_policy_path(config)
+        except ConfigError:  # no index here (`cairn mcp` refuses); the daemon reads the policy it resolves
+            if strict:
+                raise
+            path = mcp_policy_path(config)
     except PolicyError as exc:
         if strict:
             raise
-        path = Path(exc.file)
+        return PolicyHolder(Path(exc.file), strict=False, settle_s=config.mcp_policy_settle_s, refused=exc)
     return PolicyHolder(path, strict=strict, settle_s=config.mcp_policy_settle_s)
 
 

@@ -118,11 +118,14 @@ def _policy_hints(config: Config, client: str) -> None:
 def cmd_policy(args: argparse.Namespace, config: Config) -> int:
     """``cairn policy check [FILE]``: ``ok: FILE`` (exit 0), or ``Error: FILE:LINE: reason`` on stderr (exit 1).
     Without FILE it checks the policy `cairn mcp` uses: ``mcp_policy`` when configured, else the owner's copy in
-    the config folder (created from the shipped default on the true first use only). ``cairn policy init``:
-    writes the shipped default there when no file is there (exit 1 when one is)."""
+    the config folder (created from the shipped default on the true first use only); a change waiting for the
+    owner's confirmation is said on stderr. ``cairn policy init``: writes the shipped default there when no file
+    is there (exit 1 when one is). ``cairn policy apply``: :func:`_policy_apply`."""
     from cairn.errors import ConfigError
-    from cairn.policy_file import create_policy, load_policy, mcp_policy_path, owner_policy_path
+    from cairn.policy_file import awaiting_confirmation, create_policy, load_policy, mcp_policy_path, owner_policy_path
 
+    if args.policy_command == "apply":
+        return _policy_apply(config)
     if args.policy_command == "init":
         path = config.mcp_policy or owner_policy_path(config.config_dir)
         if not create_policy(path, config.data_dir):
@@ -135,6 +138,33 @@ def cmd_policy(args: argparse.Namespace, config: Config) -> int:
     path = Path(args.file) if args.file else mcp_policy_path(config)
     load_policy(path)  # PolicyError → `Error: FILE:LINE: reason`, exit 1 (main)
     print(f"ok: {path}")
+    waiting = awaiting_confirmation(path)
+    if waiting:
+        print(
+            f"Not in force yet: it withholds less than the policy in force ({', '.join(waiting)}); meanwhile the "
+            "stricter of the two is. Run `cairn policy apply` to confirm it.",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _policy_apply(config: Config) -> int:
+    """``cairn policy apply``: confirm the policy file as it is now (every Cairn process reading it uses it within
+    a second); with ``--vault``, also record it as the policy that governs that vault's index."""
+    from cairn.policy_file import apply_policy, mcp_policy_path
+    from cairn.policy_vault import record_vault_policy
+
+    path = mcp_policy_path(config)
+    _, less = apply_policy(path)  # PolicyError → `Error: FILE:LINE: reason`, exit 1
+    print(f"Applied {path}: Cairn uses it as it is now (running servers within a second).")
+    if less:
+        print(f"It withholds less than the policy before: {', '.join(less)}.")
+    if config.vault is not None:
+        config.require_vault()
+        if not config.db_path.exists():
+            print(f"No index of {config.vault} in {config.data_dir} yet; `cairn index` records this policy for it.")
+        elif record_vault_policy(config, force=True) is not None:
+            print(f"It governs {config.vault} from now on (recorded beside its index in {config.data_dir}).")
     return 0
 
 

@@ -100,7 +100,7 @@ def _add_index_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _add_mcp_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """``token``, ``mcp`` (``token``, ``audit``), ``policy check``, ``policy init``."""
+    """``token``, ``mcp`` (``token``, ``audit``), ``policy check``, ``policy init``, ``policy apply``."""
     p = sub.add_parser("token", parents=[common], help="print the API token the Obsidian plugin uses")
     p.add_argument("--rotate", action="store_true", help="make a new token (the old one stops working)")
 
@@ -136,7 +136,7 @@ def _add_mcp_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     q.add_argument("--json", action="store_true", help="print the JSON lines as they are stored")
 
     p = sub.add_parser("policy", parents=[common], help="the MCP governance policy")
-    policy_sub = p.add_subparsers(dest="policy_command", required=True, metavar="check|init")
+    policy_sub = p.add_subparsers(dest="policy_command", required=True, metavar="check|init|apply")
     q = policy_sub.add_parser(
         "check", parents=[common], help="validate a policy; exit 1 with FILE:LINE: reason if invalid"
     )
@@ -150,6 +150,12 @@ def _add_mcp_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "init",
         parents=[common],
         help="write the shipped default policy where `cairn mcp` reads it, if no file is there (never overwrites)",
+    )
+    policy_sub.add_parser(
+        "apply",
+        parents=[common],
+        help="confirm the policy file as it is now: a change that withholds less takes effect only then "
+        "(with --vault: also make it the policy that governs that vault)",
     )
 
 
