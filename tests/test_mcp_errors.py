@@ -14,7 +14,7 @@ import shutil
 import pytest
 from mcp import Client
 
-from cairn.policy_file import PolicyHolder
+from cairn.policy_live import PolicyHolder
 from conftest import CANARY_VAULT, make_config
 from test_mcp_stdio import POLICY
 

@@ -18,7 +18,7 @@ from mcp import Client
 
 from cairn.answers import AnswerService
 from cairn.mcp_server import McpHttpServer, McpService
-from cairn.policy_file import PolicyHolder
+from cairn.policy_live import PolicyHolder
 from helpers import run, wait_until_async
 from test_http_api import services_of
 from test_mcp_http import http_session

@@ -526,7 +526,7 @@ def test_the_audit_log_has_one_line_per_call_with_the_fields(home):
 def test_audit_lines_follow_the_policy_switch_and_policy_edits_apply_without_a_restart(canary_cairn, tmp_path):
     from cairn.audit import AuditLog
     from cairn.mcp_server import McpService, build_server
-    from cairn.policy_file import PolicyHolder
+    from cairn.policy_live import PolicyHolder
 
     policy_file = tmp_path / "mcp-serve.yaml"
     policy_file.write_text(POLICY.replace("audit: {enabled: true}", "audit: {enabled: false}"), encoding="utf-8")

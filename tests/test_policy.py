@@ -23,7 +23,8 @@ from cairn.policy import (
     parse_policy,
     policy_schema,
 )
-from cairn.policy_file import PolicyHolder, apply_policy, ensure_owner_policy, load_policy, owner_policy_path
+from cairn.policy_file import apply_policy, ensure_owner_policy, load_policy, owner_policy_path
+from cairn.policy_live import PolicyHolder
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = """\

@@ -16,7 +16,8 @@ from typing import Any
 
 from mcp import Client
 
-from cairn.policy_file import PolicyHolder, apply_policy, awaiting_confirmation
+from cairn.policy_file import apply_policy, awaiting_confirmation
+from cairn.policy_live import PolicyHolder
 from test_policy_saves import FIRST_WRITE, FULL, WITHHELD_BY_FOLDER
 
 SETTLE_S = 0.2

@@ -44,7 +44,7 @@ def cairn_mcp(home: Path) -> subprocess.CompletedProcess:
 
 
 def test_a_deleted_policy_stays_missing_and_cairn_mcp_exits_1_saying_so(indexed_home):
-    from cairn.policy_file import daemon_policy
+    from cairn.policy_live import daemon_policy
 
     home = indexed_home
     policy = home / "config" / "mcp-serve.yaml"

@@ -13,7 +13,7 @@ from typing import Any
 
 from mcp import Client
 
-from cairn.policy_file import PolicyHolder
+from cairn.policy_live import PolicyHolder
 
 #: The policy, in block style so that its first lines alone are a valid (and laxer) policy.
 FULL = """\

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from cairn.policy_file import PolicyHolder, apply_policy
+from cairn.policy_file import apply_policy
+from cairn.policy_live import PolicyHolder
 
 LOOSE = """\
 version: 1
@@ -59,7 +60,7 @@ class LogEvent(logging.Handler):
 
 @pytest.fixture
 def policy_log():
-    logger = logging.getLogger("cairn.policy_file")
+    logger = logging.getLogger("cairn.policy_live")
     handlers: list[LogEvent] = []
     old_level = logger.level
     logger.setLevel(logging.DEBUG)

@@ -33,7 +33,7 @@ from cairn.mcp_server.listener import LazyListener, McpHttp
 from cairn.memory import rss_bytes
 from cairn.pdf_index import PdfIndexer
 from cairn.pdf_queue import PdfQueue
-from cairn.policy_file import daemon_policy, policy_holder
+from cairn.policy_live import daemon_policy, policy_holder
 from cairn.policy_vault import record_vault_policy
 from cairn.private_files import private_dir, private_file, tighten_install
 from cairn.search import SearchService

@@ -125,7 +125,7 @@ class McpHttp:
 
     def health(self, detail: bool = False) -> dict[str, Any]:
         """``/health``'s ``mcp`` entry: ``{http, policy: "ok"|"fail-closed", failClosedReason}``, plus
-        ``failClosedDetail`` for the owner (``detail``): :meth:`~cairn.policy_file.PolicyHolder.status`;
+        ``failClosedDetail`` for the owner (``detail``): :meth:`~cairn.policy_live.PolicyHolder.status`;
         ``{http: None, off}`` when the server could not start."""
         error = getattr(self.server, "error", None)
         if error:
