@@ -341,6 +341,7 @@ def test_a_remote_model_follows_the_mcp_policy_withheld_folders_and_gets_nothing
     sample_cairn, tmp_path
 ):
     from cairn.app import remote_model_withhold
+    from cairn.policy_live import PolicyHolder
 
     async def ask(policy_text: str):
         policy = tmp_path / f"policy-{len(policy_text)}.yaml"
@@ -349,7 +350,8 @@ def test_a_remote_model_follows_the_mcp_policy_withheld_folders_and_gets_nothing
         async with stub_server("normal") as stub:
             model = OpenAIChatModel(llm_config(stub.url))
             model.remote = True  # what a non-loopback base_url means, without leaving the machine
-            answers = AnswerService(sample_cairn.query, model, withhold_tags=remote_model_withhold(config))
+            holder = PolicyHolder(policy, strict=False)  # the daemon's holder over this policy file
+            answers = AnswerService(sample_cairn.query, model, withhold_tags=remote_model_withhold(config, holder))
             services = dataclasses.replace(services_of(sample_cairn, answers=answers), config=config)
             app = make_app(services, token=TOKEN)
             server = await serve(app, "127.0.0.1", 0)

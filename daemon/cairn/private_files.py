@@ -41,6 +41,8 @@ OWN_ENTRIES: dict[str, tuple[str, ...]] = {
         "llm-api-key",
         "mcp-serve.yaml",
         "mcp-policy-created.json",
+        "mcp-policy-confirmed.json",
+        "mcp-policy-vaults.json",
         "mcp-tokens/",
         "keyring-notice",
         ".*.tmp",
