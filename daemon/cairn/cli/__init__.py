@@ -24,7 +24,7 @@ from cairn.cli.admin import (
     cmd_token,
 )
 from cairn.cli.common import _cairn_command, _config_inputs
-from cairn.cli.parser import build_parser
+from cairn.cli.parser import build_parser, parse_args
 from cairn.cli.query import cmd_ask, cmd_index, cmd_search, cmd_status
 from cairn.cli.settings import cmd_config
 from cairn.config import Config, load_config
@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     its user's alone (umask 077, :mod:`cairn.private_files`); an older install's are made so at start."""
     set_private_umask()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse_args(parser, argv)
     try:
         config = _config(args)
         if args.command not in ("serve", "mcp") or getattr(args, "mcp_command", None):

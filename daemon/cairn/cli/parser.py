@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from typing import Any
 
 from cairn import __version__, contract
@@ -39,7 +41,52 @@ QUERY uses Obsidian's search syntax:
 Words match as the index reads them (case, accents, endings ignored). The last word also
 matches as a prefix from 3 letters (bannet); a word of 5+ letters matching nothing matches
 the nearest words, one edit away, two from 8 letters (banetton). Plain queries of more than
-3 words read as a question. Malformed syntax is read as plain words."""
+3 words read as a question. Malformed syntax is read as plain words.
+A query that starts with "-" goes after "--": cairn search -- -tomato --vault V
+(options may still follow it)."""
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """``parser.parse_args(argv)`` where options may also follow the positionals given after ``--``:
+    ``cairn search -- -tomato --vault V`` reads QUERY ``-tomato`` and the option ``--vault V``. After ``--``, as
+    many words as the command still has positionals for are taken as they are (a query may start with ``-``);
+    what follows them is read as options again. Usage errors exit 2 (argparse)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--" in args:
+        cut = args.index("--")
+        head, tail = args[:cut], args[cut + 1 :]
+        slots = _open_positionals(parser, head)
+        if slots is not None and tail[slots:] and tail[slots:][0].startswith("-"):
+            args = head + tail[slots:] + ["--"] + tail[:slots]
+    return parser.parse_args(args)
+
+
+def _open_positionals(parser: argparse.ArgumentParser, head: Sequence[str]) -> int | None:
+    """How many positionals the command named in ``head`` (the words before ``--``) still takes; ``None`` when
+    it takes any number (then every word after ``--`` is one)."""
+    current, seen, words = parser, 0, iter(head)
+    for word in words:
+        if word.startswith("-") and len(word) > 1:
+            action = current._option_string_actions.get(word)
+            if action is not None and action.nargs != 0:
+                next(words, None)  # the option's value
+            continue
+        sub = next((a for a in current._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is not None and seen == 0 and word in sub.choices:
+            current = sub.choices[word]
+            continue
+        seen += 1
+    total = 0
+    for action in current._actions:
+        if action.option_strings or isinstance(action, argparse._SubParsersAction):
+            continue
+        if action.nargs in (None, "?"):
+            total += 1
+        elif isinstance(action.nargs, int):
+            total += action.nargs
+        else:
+            return None
+    return max(total - seen, 0)
 
 
 def build_parser() -> argparse.ArgumentParser:
