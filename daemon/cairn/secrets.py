@@ -77,6 +77,7 @@ def read_token(config: Config) -> str | None:
         except Exception as exc:  # any keyring backend failure → file fallback
             _warn_file_fallback(config, f"the keyring failed: {type(exc).__name__}")
         else:
+            _keyring_answered(config)
             if value and _TOKEN_RE.match(value):
                 return value
     value = _file_value(config, keyring_mod, KEYRING_USERNAME, token_file(config), _TOKEN_RE, "the API token")
@@ -249,10 +250,14 @@ def _usable_keyring(config: Config, what: str = "the API token"):
     found = _keyring_backend()
     if found is None and mode == "required":
         raise ConfigError(_required_message("no usable OS keyring backend was found", what))
-    if found is not None:  # a keyring again: warn again if it goes away
-        with contextlib.suppress(OSError):
-            (config.config_dir / NOTICE_FILE_NAME).unlink(missing_ok=True)
     return found
+
+
+def _keyring_answered(config: Config) -> None:
+    """The keyring stored or returned the API token: forget the notice, so that losing it later warns again.
+    (A backend that is found but fails keeps the notice: its warning is said once, not at every start.)"""
+    with contextlib.suppress(OSError):
+        (config.config_dir / NOTICE_FILE_NAME).unlink(missing_ok=True)
 
 
 def _file_value(config: Config, keyring_mod, username: str, path: Path, pattern: re.Pattern, what: str):
@@ -320,12 +325,14 @@ def _store_in_keyring(config: Config, token: str) -> bool:
     except Exception as exc:
         _warn_file_fallback(config, f"the keyring failed: {type(exc).__name__}")
         return False
+    _keyring_answered(config)
     return True
 
 
 def _warn_file_fallback(config: Config, reason: str, what: str = "the API token") -> None:
     """Say once where ``what`` is kept when it is not the OS keyring: a warning the first time ``reason`` holds
-    for this config folder (remembered in ``keyring-notice`` there, so not on every ``cairn`` call), INFO after;
+    for this config folder (remembered in ``keyring-notice`` there, so not on every ``cairn`` call or daemon
+    start), then one short INFO line without the advice;
     INFO only when the owner chose the file (``keyring = "file"``). Raises ConfigError when it is ``required``."""
     global _warned_file_fallback
     mode = keyring_mode(config)
@@ -339,12 +346,17 @@ def _warn_file_fallback(config: Config, reason: str, what: str = "the API token"
     if mode == "file":
         log.info('%s is kept in a 0600 file in %s, as keyring = "file" asks.', what, config.config_dir)
         return
-    text = (
-        f"{what} is kept in a 0600 file in {config.config_dir}, not in the OS keyring: {reason}. "
-        "Install a keyring backend (e.g. Secret Service, macOS Keychain, Windows Credential Locker) to keep it "
-        'there, or set keyring = "file" (config.toml or CAIRN_KEYRING) to keep the file without this warning.'
+    if not _first_notice(config, reason):  # warned before, for this reason: one short line in the log
+        log.info("%s is kept in a 0600 file in %s, not in the OS keyring (%s).", what, config.config_dir, reason)
+        return
+    log.warning(
+        "%s is kept in a 0600 file in %s, not in the OS keyring: %s. Install a keyring backend (e.g. Secret "
+        'Service, macOS Keychain, Windows Credential Locker) to keep it there, or set keyring = "file" (config.toml '
+        "or CAIRN_KEYRING) to keep the file without this warning (it is not repeated).",
+        what,
+        config.config_dir,
+        reason,
     )
-    log.log(logging.WARNING if _first_notice(config, reason) else logging.INFO, "%s", text)
 
 
 def _first_notice(config: Config, reason: str) -> bool:

@@ -248,11 +248,29 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
 
     def ready(url: str) -> None:
         print(f"Cairn is serving {config.vault} at {url}", file=sys.stderr)
+        mcp_url = _own_record(config).get("mcpUrl")
+        if mcp_url:
+            print(
+                f"MCP (streamable HTTP) for agents at {mcp_url}; each client's bearer token: "
+                f"{_cairn_command()} mcp token NAME",
+                file=sys.stderr,
+            )
         print(f"Get the API token for the Obsidian plugin with: {_cairn_command()} token", file=sys.stderr)
         print("Stop with Ctrl-C.", file=sys.stderr)
         sys.stderr.flush()
 
     return serve(config, tray=not args.no_tray, ready=ready)
+
+
+def _own_record(config: Config) -> dict:
+    """This process's discovery record (``service-<index>.json``, written before ``ready``), or ``{}``."""
+    import os
+
+    try:
+        info = json.loads(config.service_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) and info.get("pid") == os.getpid() else {}
 
 
 PLUGIN_FILES = ("main.js", "manifest.json", "styles.css")

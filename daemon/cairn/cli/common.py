@@ -6,6 +6,7 @@ import argparse
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,10 @@ def _writer_lock(config: Config):
     )
 
 
-def _open_for_query(config: Config):
+def _open_for_query(config: Config, progress: Callable[[], tuple[Callable[[str, int, int], None], Callable[[], None]]]):
+    """The index of ``config``'s vault opened for a query. On first use (an empty index no daemon writes) the vault
+    is indexed first, saying so on stderr with ``progress()``'s (callback, close): the progress ``cairn index``
+    shows."""
     from cairn.app import Cairn
     from cairn.store.recovery import AlreadyRunning
 
@@ -58,7 +62,16 @@ def _open_for_query(config: Config):
         if lock is not None and cairn.store.stats().notes == 0:
             # First use: index the vault first. An index whose vectors are not all written (an interrupted
             # `cairn index`) is searched as it is, at once: the result's coverage says what is still pending.
-            cairn.index()
+            print(
+                f"Indexing {config.vault} first (once; `cairn index` or `cairn serve` keep it up to date):",
+                file=sys.stderr,
+                flush=True,
+            )
+            callback, close = progress()
+            try:
+                cairn.index(progress=callback)
+            finally:
+                close()
     finally:
         if lock is not None:
             lock.release()

@@ -184,7 +184,7 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
     wanted = contract.SearchRequest.parse(
         {"query": args.text, "top_k": args.top_k, "tags": args.tag, "folders": args.folder}, default_top_k=config.top_k
     )
-    cairn = _open_for_query(config)
+    cairn = _open_for_query(config, _progress_bar)
     try:
         result = cairn.query.search(wanted.query, top_k=wanted.top_k, tags=wanted.tags, folders=wanted.folders)
         empty = not result.hits and _index_is_empty(cairn)
@@ -245,7 +245,7 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     wanted = contract.AskRequest.parse(
         {"question": args.text, "top_k": args.top_k, "tags": args.tag}, default_top_k=config.top_k
     )
-    cairn = _open_for_query(config)
+    cairn = _open_for_query(config, _progress_bar)
     try:
         service = _answer_service(config, cairn)
         answer = asyncio.run(service.answer(wanted.question, top_k=wanted.top_k, tags=wanted.tags))
