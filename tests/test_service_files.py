@@ -8,17 +8,20 @@ Real ``cairn serve`` processes and the real ``cairn status`` for the end-to-end 
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import signal
 import stat
 import subprocess
+import threading
 
 import pytest
 
 from cairn import __version__
 from cairn.config import Config
-from cairn.discovery import remove_service_file, write_service_file
+from cairn.discovery import daemon_holding, health, remove_service_file, running_daemons, write_service_file
 from test_cli import TIMEOUT_S, _serve_and_wait, run_json
 
 
@@ -101,3 +104,55 @@ def test_cairn_status_reports_each_vaults_own_daemon_when_two_share_a_data_folde
                 except subprocess.TimeoutExpired:
                     proc.kill()
     assert not list((home / "data").glob("service*.json"))
+
+
+# -- who holds a port: another vault's daemon (take a free port) or another program (an error) --------------
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    body = b"{}"
+
+    def do_GET(self):  # noqa: N802 - the stdlib's name
+        data = self.body if self.path == "/health" else b"{}"
+        self.send_response(200 if self.path == "/health" else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def _server(body: dict):
+    handler = type("H", (_Health,), {"body": json.dumps(body).encode()})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+CAIRN_HEALTH = {"status": "ok", "version": __version__, "store": {"ok": True}, "embedder": {"ok": True}}
+
+
+def test_a_port_held_by_another_vaults_daemon_is_told_from_one_held_by_another_program(tmp_path):
+    a, b = _config(tmp_path, "A"), _config(tmp_path, "B")
+    with _server(CAIRN_HEALTH) as api, _server({"hello": "world"}) as other:
+        write_service_file(a, f"http://127.0.0.1:{api}", api, "http://127.0.0.1:1/mcp")
+        assert daemon_holding(b, api) == str(a.vault)  # A's record names the port, and A answers
+        assert daemon_holding(b, 1) == str(a.vault)  # A's MCP port, from its record (never probed itself)
+        assert daemon_holding(b, other) is None  # answers, but not as Cairn does
+        assert [r["vault"] for r in running_daemons(tmp_path / "data")] == [str(a.vault)]
+        remove_service_file(a)
+        # No record (a daemon keeping its files in another data folder): its /health still tells.
+        assert daemon_holding(b, api) == "another vault"
+        assert running_daemons(tmp_path / "data") == []
+    # A stale record (its daemon gone) holds nothing.
+    write_service_file(a, f"http://127.0.0.1:{api}", api)
+    assert daemon_holding(b, api) is None and running_daemons(tmp_path / "data") == []
+    assert health("http://example.com:80") is None  # never a probe off this machine

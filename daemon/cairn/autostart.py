@@ -3,7 +3,8 @@
 ``cairn autostart enable|disable|status`` and the tray's "Start at login" checkbox install or remove
 one per-user entry PER VAULT that runs ``cairn serve --vault VAULT`` when the owner logs in. An entry is named
 after its vault (:func:`entry_id`: ``<vault folder name>-<8 hex of sha256(vault path)>``), so enabling a second
-vault never replaces the first:
+vault never replaces the first. Entries name no port: each vault's daemon takes a free one when the port it is
+given is held by another vault's daemon, and records it where the plugin finds it (:mod:`cairn.discovery`):
 
 ==========  =============================================================  ==========================
 platform    file                                                           template (packaging/autostart)

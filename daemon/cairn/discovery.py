@@ -1,15 +1,28 @@
-"""The running daemon's discovery record (layer 1: files in the data folder): where the plugin and ``cairn status``
-find the daemon of a vault. Mode 0600, written atomically; never a token."""
+"""The running daemons' discovery records (layer 1: files in the data folder): where the plugin, ``cairn status``
+and MCP clients find the daemon of a vault, and how a starting daemon tells that the port it wants is held by
+another vault's daemon (then it takes a free port and records that one). Mode 0600, written atomically; never a
+token."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from cairn import __version__
 from cairn.config import Config
 from cairn.private_files import private_dir
+
+#: How long a ``/health`` probe of a daemon waits (seconds): a daemon on this machine answers in far less.
+PROBE_TIMEOUT_S = 3.0
+#: A ``/health`` answer is a few hundred bytes; more is not read.
+MAX_HEALTH_BYTES = 64 * 1024
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def write_service_file(config: Config, url: str, port: int, mcp_url: str | None = None) -> None:
@@ -53,3 +66,65 @@ def remove_service_file(config: Config) -> None:
                 target.unlink()
         except (OSError, ValueError):
             pass
+
+
+def read_records(data_dir: Path) -> list[dict[str, Any]]:
+    """Every per-vault discovery record (``service-<index>.json``) in ``data_dir``, sorted by vault; unreadable
+    or malformed files are left out. A record may be stale (its daemon killed): :func:`answering` tells."""
+    records = []
+    try:
+        paths = sorted(data_dir.glob("service-*.json"))
+    except OSError:
+        return []
+    for path in paths:
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(info, dict) and isinstance(info.get("url"), str) and isinstance(info.get("vault"), str):
+            records.append(info)
+    return sorted(records, key=lambda r: (r["vault"], r["url"]))
+
+
+def health(url: str, timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any] | None:
+    """``GET <url>/health`` of a Cairn daemon (no token needed) → its JSON, or ``None`` when nothing answers
+    there or what answers is not a Cairn daemon (its ``/health`` has no ``version``, ``store`` and ``embedder``).
+    ``url`` must be a loopback ``http://`` URL (anything else is ``None``: a record cannot send us elsewhere)."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or parts.hostname not in LOOPBACK_HOSTS:
+        return None
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/health", timeout=timeout) as resp:
+            body = json.loads(resp.read(MAX_HEALTH_BYTES))
+    except (OSError, ValueError, urllib.error.URLError):
+        return None
+    return body if isinstance(body, dict) and {"version", "store", "embedder"} <= set(body) else None
+
+
+def running_daemons(data_dir: Path) -> list[dict[str, Any]]:
+    """The daemons of every vault that advertise themselves in ``data_dir`` and answer ``/health`` now:
+    ``[{vault, url, port, pid, mcpUrl?, index}]`` (the record's fields), sorted by vault."""
+    return [r for r in read_records(data_dir) if health(r["url"]) is not None]
+
+
+def port_of(url: str) -> int | None:
+    try:
+        return urlsplit(url).port
+    except ValueError:
+        return None
+
+
+def daemon_holding(config: Config, port: int) -> str | None:
+    """The vault of the Cairn daemon that holds loopback ``port`` (its API, or its MCP endpoint), when one does:
+    found from the records in ``config.data_dir`` (a record naming the port whose daemon answers), else by asking
+    ``/health`` on the port itself (a daemon keeping its records in another data folder). ``"another vault"``
+    when it answers but no record names its vault; ``None`` when the holder is not a Cairn daemon, or nothing
+    answers. Used at start-up to tell "another vault's daemon has the port" (take a free one) from "another
+    program has it" (an error naming the port)."""
+    for record in read_records(config.data_dir):
+        ports = {record.get("port"), port_of(record.get("mcpUrl") or "")}
+        if port in ports and health(record["url"]) is not None:
+            return record["vault"]
+    host = "127.0.0.1" if config.host in ("localhost", "0.0.0.0") else config.host
+    url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    return "another vault" if health(url) is not None else None

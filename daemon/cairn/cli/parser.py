@@ -142,7 +142,11 @@ def _add_index_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         )
         p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = sub.add_parser("status", parents=[common], help="index counts, pending work, whether a daemon runs")
+    p = sub.add_parser(
+        "status",
+        parents=[common],
+        help="index counts, pending work, whether a daemon runs (no vault: every vault's daemon that runs)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
 
 

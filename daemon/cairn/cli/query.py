@@ -272,6 +272,29 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+def _running_daemons(config: Config) -> list[dict[str, Any]]:
+    """Every vault's daemon advertised in the data folder that answers now: ``[{vault, url, mcpUrl, pid}]``."""
+    from cairn.discovery import running_daemons
+
+    return [
+        {"vault": r["vault"], "url": r["url"], "mcpUrl": r.get("mcpUrl"), "pid": r.get("pid")}
+        for r in running_daemons(config.data_dir)
+    ]
+
+
+def _print_daemons(daemons: list[dict[str, Any]], as_json: bool) -> int:
+    """``cairn status`` without a vault: the daemons that run, one line each (or ``{"daemons": [...]}``)."""
+    if as_json:
+        _print_json({"daemons": daemons})
+        return 0
+    if not daemons:
+        print("Daemons:  none running (start one: `cairn serve --vault PATH`; an index: `cairn status --vault PATH`)")
+    for d in daemons:
+        mcp = f", MCP at {d['mcpUrl']}" if d["mcpUrl"] else ""
+        print(f"Daemon:   {d['vault']} at {d['url']}{mcp} (pid {d['pid']})")
+    return 0
+
+
 def _daemon_probe(config: Config) -> dict | None:
     """This vault's daemon ``{url, pid, health}`` from its ``service-<index>.json`` (else from a ``service.json``
     that names this vault, or no vault: a daemon from before per-vault files), when it answers /health."""
@@ -309,6 +332,8 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     from cairn.indexing import index_stats_json
     from cairn.store import IndexStats, Store
 
+    if config.vault is None:  # no vault named: every vault's daemon that runs
+        return _print_daemons(_running_daemons(config), args.json)
     out: dict[str, Any] = {"vault": str(config.require_vault()), "database": str(config.db_path)}
     if config.db_path.exists():
         store = Store(config.db_path, readonly=True)
@@ -321,6 +346,7 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
     daemon = _daemon_probe(config)
     out["daemon"] = {"running": daemon is not None, **({"url": daemon["url"], "pid": daemon["pid"]} if daemon else {})}
     out["memory"] = _daemon_memory(config, daemon["url"]) if daemon else None
+    out["daemons"] = daemons = _running_daemons(config)
     if args.json:
         _print_json(out)
         return 0
@@ -340,6 +366,9 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         else "Skipped:  none"
     )
     print(f"Daemon:   running at {daemon['url']}" if daemon else "Daemon:   not running (start it with `cairn serve`)")
+    for other in daemons:
+        if other["vault"] != out["vault"]:
+            print(f"Also:     {other['vault']} served at {other['url']}")
     memory = out["memory"]
     if memory:
         parts = ", ".join(f"{name} {mb}" for name, mb in memory["parts"].items())

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -149,9 +151,15 @@ def _bound_default_executor(workers: int) -> None:
 
 
 async def serve(
-    app: web.Application, host: str = "127.0.0.1", port: int = 0, *, workers: int | None = None
+    app: web.Application,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    workers: int | None = None,
+    move_if_taken: Callable[[int], bool] | None = None,
 ) -> RunningServer:
-    """Start ``app`` on ``host:port`` (loopback only; port 0 picks a free port).
+    """Start ``app`` on ``host:port`` (loopback only; port 0 picks a free port). When ``port`` is in use and
+    ``move_if_taken(port)`` (blocking, run on a worker thread; it logs why) says so, a free port is taken instead.
 
     Blocking work then runs on at most ``workers`` threads (default :func:`default_workers`): the
     running loop's default executor is replaced by a pool of that size the first time a server starts
@@ -188,11 +196,21 @@ async def serve(
     await runner.setup()
     site = _GuardedSite(runner, host, port, guard, handler_args)
     try:
-        await site.start()
+        try:
+            await site.start()
+        except OSError as exc:
+            if not (port and exc.errno == errno.EADDRINUSE and move_if_taken):
+                raise
+            if not await asyncio.to_thread(move_if_taken, port):
+                raise
+            await site.stop()
+            site = _GuardedSite(runner, host, 0, guard, handler_args)
+            await site.start()
     except OSError as exc:
         await runner.cleanup()
         raise ConfigError(
-            f"Cannot listen on {host}:{port}: {exc.strerror}; pick another port with --port or CAIRN_PORT."
+            f"Cannot listen on {host}:{port}: {exc.strerror}; pick another port with --port or CAIRN_PORT "
+            "(0 picks a free one)."
         ) from None
     log.info("HTTP API listening on %s:%s (at most %d connections)", host, site.port, guard.cap)
     return RunningServer(runner=runner, host=host, port=site.port)
