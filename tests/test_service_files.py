@@ -20,8 +20,15 @@ import threading
 import pytest
 
 from cairn import __version__
-from cairn.config import Config
-from cairn.discovery import daemon_holding, health, remove_service_file, running_daemons, write_service_file
+from cairn.config import DEFAULT_PORT, Config
+from cairn.discovery import (
+    daemon_holding,
+    health,
+    moves_off,
+    remove_service_file,
+    running_daemons,
+    write_service_file,
+)
 from test_cli import TIMEOUT_S, _serve_and_wait, run_json
 
 
@@ -148,6 +155,12 @@ def test_a_port_held_by_another_vaults_daemon_is_told_from_one_held_by_another_p
         assert daemon_holding(b, 1) == str(a.vault)  # A's MCP port, from its record (never probed itself)
         assert daemon_holding(b, other) is None  # answers, but not as Cairn does
         assert [r["vault"] for r in running_daemons(tmp_path / "data")] == [str(a.vault)]
+        # B's daemon moves off a port A's daemon holds even when the owner chose it; off one another program
+        # holds only when the owner never chose it (the default, or the MCP port derived from it).
+        assert moves_off(b, "HTTP API", api)(api) is True
+        assert moves_off(b, "HTTP API", other)(other) is False
+        assert moves_off(b, "HTTP API", DEFAULT_PORT)(other) is True
+        assert moves_off(b, "MCP endpoint", None)(other) is True
         remove_service_file(a)
         # No record (a daemon keeping its files in another data folder): its /health still tells.
         assert daemon_holding(b, api) == "another vault"

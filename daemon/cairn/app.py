@@ -21,8 +21,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cairn.answers import AnswerService
-from cairn.config import DEFAULT_PORT, Config
-from cairn.discovery import daemon_holding, remove_service_file, write_service_file
+from cairn.config import Config
+from cairn.discovery import moves_off, remove_service_file, write_service_file
 from cairn.embedder import Embedder
 from cairn.errors import CairnError
 from cairn.events import EventBus
@@ -239,41 +239,18 @@ async def start_mcp_http(config: Config, cairn: Cairn, policy: Any = None) -> Mc
     return McpHttp(policy, await _listen_mcp(config, lambda port: LazyListener(config.host, port, start).listen()))
 
 
-async def _listen_mcp(config: Config, bind: Callable[[int], Any]) -> Any:
-    """``await bind(port)`` on the MCP port; when it fails (the port in use) and :func:`_moves_off` says so, on a
-    free port instead. Raises the CairnError of the first attempt otherwise."""
+async def _listen_mcp(config: Config, bind: Callable[[int], Any], *, recorded: bool = True) -> Any:
+    """``await bind(port)`` on the MCP port; when it fails (the port in use) and
+    :func:`~cairn.discovery.moves_off` says so, on a free port instead (``recorded``: in this daemon's service
+    record). Raises the first attempt's CairnError otherwise."""
     port = config.mcp_http_port
     try:
         return await bind(port)
     except CairnError:
-        if not port or not await asyncio.to_thread(_moves_off(config, "MCP endpoint", config.mcp_port), port):
+        move = moves_off(config, "MCP endpoint", config.mcp_port, recorded=recorded)
+        if not port or not await asyncio.to_thread(move, port):
             raise
         return await bind(0)
-
-
-def _moves_off(config: Config, what: str, chosen: int | None) -> Callable[[int], bool]:
-    """Whether this vault's daemon, finding ``port`` in use, takes a free port instead: when another Cairn daemon
-    holds it (another vault's: several vaults are served side by side, each on its own ports), or when the owner
-    never chose it (``chosen`` None or the default port). The port in use is then logged with who holds it; the
-    free port is in ``service-<index>.json``, where the plugin, ``cairn status`` and MCP clients find it."""
-
-    def move(port: int) -> bool:
-        holder = daemon_holding(config, port)
-        if holder is None and chosen is not None and chosen != DEFAULT_PORT:
-            return False  # the owner's port, held by another program: the error names it
-        who = f"Cairn's daemon for {holder}" if holder else "another program"
-        log.warning(
-            "the %s port %d is taken by %s; serving %s's %s on a free port instead (in %s)",
-            what,
-            port,
-            who,
-            config.vault,
-            what,
-            config.service_file.name,
-        )
-        return True
-
-    return move
 
 
 async def run_mcp_stdio(config: Config, *, client: str | None, tools: list[str]) -> int:
@@ -340,7 +317,7 @@ async def run_mcp_http(
         async def bind(port: int) -> Any:
             return listen(config.host, port)
 
-        await server.start(sock=await _listen_mcp(config, bind))
+        await server.start(sock=await _listen_mcp(config, bind, recorded=False))
         log.info("MCP (streamable HTTP) for %s at %s", config.vault, server.url)
         if ready:
             ready(server.url)
@@ -400,7 +377,7 @@ async def run_daemon(
     app = _http_app(config, cairn, token, answers, _daemon_health(cairn, LLMProbe(model), mcp, mcp_off))
     watcher = await _start_watching(config, cairn)
     try:
-        server = await serve(app, config.host, config.port, move_if_taken=_moves_off(config, "HTTP API", config.port))
+        server = await serve(app, config.host, config.port, move_if_taken=moves_off(config, "HTTP API", config.port))
     except BaseException:
         if mcp is not None:
             await mcp.close()

@@ -6,16 +6,18 @@ token."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from cairn import __version__
-from cairn.config import Config
+from cairn.config import DEFAULT_PORT, Config
 from cairn.private_files import private_dir
 
 #: How long a ``/health`` probe of a daemon waits (seconds): a daemon on this machine answers in far less.
@@ -23,6 +25,8 @@ PROBE_TIMEOUT_S = 3.0
 #: A ``/health`` answer is a few hundred bytes; more is not read.
 MAX_HEALTH_BYTES = 64 * 1024
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+log = logging.getLogger(__name__)
 
 
 def write_service_file(config: Config, url: str, port: int, mcp_url: str | None = None) -> None:
@@ -128,3 +132,30 @@ def daemon_holding(config: Config, port: int) -> str | None:
     host = "127.0.0.1" if config.host in ("localhost", "0.0.0.0") else config.host
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     return "another vault" if health(url) is not None else None
+
+
+def moves_off(config: Config, what: str, chosen: int | None, *, recorded: bool = True) -> Callable[[int], bool]:
+    """Whether this vault's daemon, finding ``port`` in use, takes a free port instead: when another Cairn daemon
+    holds it (another vault's: several vaults are served side by side, each on its own ports), or when the owner
+    never chose it (``chosen`` None or the default port). The port in use is then logged with who holds it; the
+    free port is in ``service-<index>.json`` (``recorded``), where the plugin, ``cairn status`` and MCP clients find
+    it."""
+
+    def move(port: int) -> bool:
+        holder = daemon_holding(config, port)
+        if holder is None and chosen is not None and chosen != DEFAULT_PORT:
+            return False  # the owner's port, held by another program: the error names it
+        who = f"Cairn's daemon for {holder}" if holder else "another program"
+        where = f"recorded in {config.service_file.name}" if recorded else "said below"
+        log.warning(
+            "the %s port %d is taken by %s; serving %s's %s on a free port instead (%s)",
+            what,
+            port,
+            who,
+            config.vault,
+            what,
+            where,
+        )
+        return True
+
+    return move
