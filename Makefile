@@ -32,9 +32,11 @@ run: venv
 test: test-venv
 	$(PY) -m pytest -q
 
-## check: the fast tests for the inner loop (no slow, e2e or soak tests)
+## check: the fast tests for the inner loop (no slow, e2e or soak tests), in CHECK_WORKERS processes
+## (pytest-xdist; each test file stays in one worker, so its module fixtures are built once)
+CHECK_WORKERS ?= 2
 check: test-venv
-	$(PY) -m pytest -q -m "not slow and not e2e and not soak"
+	$(PY) -m pytest -q -n $(CHECK_WORKERS) --dist loadfile -m "not slow and not e2e and not soak"
 
 ## wheel: dist/cairn_notes-<version>-py3-none-any.whl, the model and the Obsidian plugin inside
 ## (`pipx install dist/cairn_notes-*.whl`); build/ is removed first so no stale module gets in

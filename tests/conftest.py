@@ -23,20 +23,48 @@ HUB_VAULT = VAULTS / "obsidian-hub"
 
 #: Fixtures whose set-up alone takes longer than ``make check`` can afford: a test using one is marked slow.
 SLOW_FIXTURES = {"help_cairn"}  # indexes the whole obsidian-help vault with the real model
+#: Fixtures that read the shared test data: a test using one is marked ``shared_data`` with these paths.
+SHARED_FIXTURES = {"help_cairn": ("vaults/obsidian-help",)}
+#: Set by CI (``.ci/run``), where ``../shared`` is always there: missing shared data fails instead of skipping.
+REQUIRE_SHARED = os.environ.get("CAIRN_REQUIRE_SHARED", "") not in ("", "0")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark ``slow`` every test that uses a fixture of :data:`SLOW_FIXTURES` (wherever the test lives).
+    """Mark ``slow`` every test that uses a fixture of :data:`SLOW_FIXTURES` and ``shared_data`` every test
+    that uses one of :data:`SHARED_FIXTURES` (wherever the test lives).
 
     Such a test also gets a 1,200 s timeout unless it sets its own: the first one to run pays for the
     fixture's set-up (the whole help vault embedded), which on a loaded 2-core machine passes the 300 s
     default, and a failed session fixture fails every later test that uses it.
     """
     for item in items:
-        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        names = getattr(item, "fixturenames", ())
+        if SLOW_FIXTURES.intersection(names):
             item.add_marker(pytest.mark.slow)
             if item.get_closest_marker("timeout") is None:
                 item.add_marker(pytest.mark.timeout(1200))
+        for name in SHARED_FIXTURES.keys() & set(names):
+            item.add_marker(pytest.mark.shared_data(*SHARED_FIXTURES[name]))
+
+
+def pytest_runtest_setup(item):
+    """Skip a test marked ``shared_data(path, ...)`` when a path is missing under :data:`SHARED`, before any
+    fixture is built, with one line (the same for every such test) naming what is missing and where it goes."""
+    needed = [rel for mark in item.iter_markers("shared_data") for rel in mark.args]
+    missing = [rel for rel in needed if not (SHARED / rel).exists()]
+    if not missing:
+        return
+    if not SHARED.is_dir():
+        what = f"the shared test data folder ({SHARED} does not exist)"
+    else:
+        what = ", ".join(str(SHARED / rel) for rel in missing) + " (missing)"
+    reason = (
+        f"needs {what}: put shared/ (vaults/obsidian-help, vaults/obsidian-hub, eval/) beside this checkout "
+        "as ../shared, or set CAIRN_SHARED=/path/to/shared"
+    )
+    if REQUIRE_SHARED:
+        pytest.fail(f"CAIRN_REQUIRE_SHARED is set and a test {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -120,9 +148,8 @@ def indexed_sample(sample_cairn):
 
 @pytest.fixture(scope="session")
 def help_cairn(tmp_path_factory, embedder):
-    """A Cairn over the real Obsidian help vault (../shared/vaults/obsidian-help), fully indexed."""
-    if not HELP_VAULT.is_dir():
-        pytest.fail(f"the shared help vault is missing at {HELP_VAULT}; CI lays shared/ beside the clone")
+    """A Cairn over the real Obsidian help vault (../shared/vaults/obsidian-help), fully indexed; a test using
+    it is marked ``shared_data`` (skipped without the vault)."""
     from cairn.app import Cairn
 
     cairn = Cairn(make_config(HELP_VAULT, tmp_path_factory.mktemp("help-data")), embedder=embedder)

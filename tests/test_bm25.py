@@ -40,6 +40,7 @@ def assert_same_as_fts5(index: Bm25Index, terms, *, expect_from_memory: bool = T
     return from_memory
 
 
+@pytest.mark.shared_data("eval/dev.jsonl")
 def test_every_dev_question_term_scores_exactly_as_fts5_on_the_help_vault(help_cairn):
     index = Bm25Index(help_cairn.store)
     assert index.build()
@@ -137,6 +138,7 @@ def test_a_full_text_index_that_no_longer_matches_the_rows_read_is_dropped(fresh
     assert index.scores("note") is None
 
 
+@pytest.mark.shared_data("eval/dev.jsonl")
 def test_the_keyword_ranking_is_the_same_from_memory_as_from_fts5(help_cairn):
     query = help_cairn.query
     questions = [

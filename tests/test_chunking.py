@@ -438,6 +438,7 @@ def _help_notes():
         yield rel, parse_note(path.read_text(encoding="utf-8"), rel)
 
 
+@pytest.mark.shared_data("vaults/obsidian-help")
 def test_every_obsidian_help_note_is_fully_covered_within_budget(count):
     n_notes = n_chunks = 0
     for rel, note in _help_notes():

@@ -119,6 +119,7 @@ def cli(home: Path, vault: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # two cairn subprocesses (search, ask), each loading the model
 def test_cli_search_json_answers_a_half_embedded_index_as_it_is_and_says_so(tmp_path, embedder):
     home, vault = half_embedded(tmp_path, embedder)
     proc = cli(home, vault, "search", "quillwort", "--json")

@@ -238,6 +238,7 @@ def write_stubs(vault: Path, cycle: int) -> None:
 # (make soak: no limit).
 @pytest.mark.soak
 @pytest.mark.timeout(INDEX_DEADLINE_S + 60 * KILL_CYCLES)
+@pytest.mark.shared_data("vaults/obsidian-help")
 def test_kill_9_at_random_points_during_indexing_never_leaves_a_damaged_index(small_vault, tmp_path, embedder):
     home = tmp_path / "home"
     home.mkdir()
@@ -289,6 +290,7 @@ def test_kill_9_at_random_points_during_indexing_never_leaves_a_damaged_index(sm
     assert unfinished >= cycles // 5, f"only {unfinished} of {cycles} kills interrupted indexing"
 
 
+@pytest.mark.shared_data("vaults/obsidian-help")
 def test_kill_9_of_the_daemon_while_it_parses_in_workers_leaves_no_process_of_its(tmp_path):
     """The text phase's parse workers (and multiprocessing's resource tracker) end with the daemon."""
     home = tmp_path / "home"
@@ -339,6 +341,7 @@ def test_kill_9_of_the_daemon_leaves_no_pdf_reader_process(tmp_path):
 # -- a damaged database ------------------------------------------------------------------------
 
 
+@pytest.mark.shared_data("vaults/obsidian-help")
 def test_a_damaged_database_is_moved_aside_rebuilt_and_reported(small_vault, tmp_path, embedder):
     home = tmp_path / "home"
     home.mkdir()
@@ -465,6 +468,7 @@ def test_an_index_file_replaced_by_another_vaults_is_never_served(tmp_path, embe
 # -- one instance; changes while stopped -------------------------------------------------------
 
 
+@pytest.mark.shared_data("vaults/obsidian-help")
 def test_a_second_instance_is_refused_and_changes_made_while_stopped_are_picked_up(small_vault, tmp_path):
     home = tmp_path / "home"
     home.mkdir()

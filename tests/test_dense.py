@@ -60,6 +60,7 @@ def test_a_missing_int8_graph_is_a_model_error(tmp_path):
         Int8Dot(np.zeros((4, DIM), dtype=np.int8), model_path=tmp_path / "absent.onnx")
 
 
+@pytest.mark.shared_data("eval/dev.jsonl")
 def test_the_bounds_hold_for_every_vector_and_every_dev_question(help_cairn):
     query = help_cairn.query
     snap = query.vectors.current()
@@ -73,6 +74,7 @@ def test_the_bounds_hold_for_every_vector_and_every_dev_question(help_cairn):
         assert float(np.median(dq.cos_hi - dq.cos_lo)) < 0.05  # tight enough to prune
 
 
+@pytest.mark.shared_data("eval/dev.jsonl")
 def test_the_top_chunks_are_exactly_those_of_scoring_every_vector(help_cairn):
     query = help_cairn.query
     snap = query.vectors.current()
@@ -91,6 +93,7 @@ def test_the_top_chunks_are_exactly_those_of_scoring_every_vector(help_cairn):
         assert np.array_equal(got_cos, cos[got]) and np.array_equal(got_sentence, sentence[got])  # bit for bit
 
 
+@pytest.mark.shared_data("eval/dev.jsonl")
 def test_the_float32_path_ranks_the_same_chunks(help_cairn):
     query = help_cairn.query
     snap = query.vectors.current()
@@ -112,6 +115,7 @@ def test_the_float32_path_ranks_the_same_chunks(help_cairn):
             assert np.array_equal(got, expected)  # the same cosines, to the last bit
 
 
+@pytest.mark.shared_data("eval/dev.jsonl")
 def test_search_results_are_the_same_with_and_without_the_int8_pass(help_cairn, monkeypatch):
     store, embedder = help_cairn.query.store, help_cairn.query.embedder
     questions = _dev_questions("obsidian-help")

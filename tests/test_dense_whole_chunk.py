@@ -92,6 +92,7 @@ def test_hit_cosines_and_dense_ranking_are_those_of_float32_brute_force_over_the
 OLD_RECIPE_UNITS = "units=sentences-v1|title_weight=0.5"  # the recipe before whole-chunk vectors
 
 
+@pytest.mark.slow  # indexes the sample vault, re-embeds its whole chunks, embeds them once more to compare
 def test_an_index_made_with_the_previous_recipe_re_makes_its_vectors_once(fresh_cairn, embedder, caplog):
     fresh_cairn.index()
     store = fresh_cairn.store

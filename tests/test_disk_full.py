@@ -54,6 +54,7 @@ def disk(monkeypatch) -> Disk:
     return disk
 
 
+@pytest.mark.slow  # indexes a note big enough to fill the disk, then again once space returns
 def test_a_full_disk_degrades_health_and_indexing_resumes_when_space_returns(tmp_path, embedder, disk):
     vault = tmp_path / "vault"
     vault.mkdir()

@@ -3,6 +3,7 @@ and a real SQLite file. The figures (keyword/dense freshness p95 under load) are
 
 from __future__ import annotations
 
+import pytest
 from tests.conftest import make_config
 
 import cairn.indexing as indexing_module
@@ -10,6 +11,7 @@ from cairn.app import Cairn
 from cairn.watcher import VaultWatcher
 
 
+@pytest.mark.slow  # a vector phase long enough to change a note during it
 def test_a_change_waiting_during_a_long_vector_phase_is_applied_before_the_rest_of_those_vectors(
     tmp_path, embedder, monkeypatch
 ):

@@ -212,6 +212,7 @@ def cache_rows(db: Path) -> int:
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(3 * RUN_DEADLINE_S)
+@pytest.mark.shared_data("vaults/obsidian-help")
 def test_ctrl_c_during_the_first_index_of_the_help_vault_stops_at_once_and_the_next_run_carries_on(tmp_path):
     home = tmp_path / "home"
     vault = tmp_path / "vault"

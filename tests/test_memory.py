@@ -147,6 +147,7 @@ print(json.dumps({"loaded": loaded, "after": rss_bytes()}))
 """
 
 
+@pytest.mark.slow  # a subprocess loads the model and embeds 64 long texts
 def test_embedding_a_bulk_of_long_chunks_gives_its_work_memory_back(tmp_path):
     """After indexing-sized batches of long chunks, the process holds about what it held with the model loaded:
     onnxruntime's attention buffers are not kept for the daemon's lifetime."""
@@ -161,6 +162,7 @@ def test_embedding_a_bulk_of_long_chunks_gives_its_work_memory_back(tmp_path):
     assert (figures["after"] - figures["loaded"]) / MB < 60, figures
 
 
+@pytest.mark.slow  # embeds 40 long texts
 def test_the_text_vector_cache_is_bounded_in_bytes_whatever_the_texts_lengths(tmp_path, embedder):
     from cairn.embedding import VectorCache
     from cairn.store import Store

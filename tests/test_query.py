@@ -424,6 +424,7 @@ def test_a_bulk_change_reloads_the_vectors_in_the_background_and_then_serves_eve
         assert hits and hits[0].file_path == name, (name, [h.file_path for h in hits])
 
 
+@pytest.mark.shared_data("eval/dev.jsonl")
 def test_the_context_budget_is_the_exact_count_whenever_it_matters(help_cairn):
     """The budget check uses each source's indexed token count as an upper bound and counts exactly only when the
     bounds do not fit: so every bound must be ≥ the exact count, and a block's tokens its header's plus its text's."""

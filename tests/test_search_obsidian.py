@@ -200,27 +200,37 @@ def test_a_misspelt_word_that_matches_nothing_finds_the_nearest_word(sample_cair
     assert paths(sample_cairn.query, "banetton")[0] == SOURDOUGH
 
 
-@pytest.mark.parametrize("text", ["crown", "crow", "rhubarb crown"])
-def test_a_withheld_notes_words_change_nothing_a_withheld_caller_finds(sample_cairn, tmp_path, embedder, text):
-    """Whether a word matches, its typo and prefix expansions: decided without the withheld notes, so a caller
-    cannot probe them: the results equal those of the same vault without the withheld notes."""
+@pytest.fixture(scope="module")
+def sample_without_withheld(sample_cairn, tmp_path_factory, embedder):
+    """A Cairn over a copy of the sample vault without the notes tagged ``personal``, fully indexed."""
     from cairn.app import Cairn  # noqa: PLC0415
     from cairn.policy import Withhold  # noqa: PLC0415
 
     withhold = Withhold(("personal",))
-    vault = tmp_path / "vault"
+    base = tmp_path_factory.mktemp("sample-without-withheld")
+    vault = base / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
     withheld = [p for p in vault.rglob("*.md") if withhold.tag_withheld(sample_cairn.store.note_tags(rel(p, vault)))]
     assert withheld
     for path in withheld:
         path.unlink()
-    without = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    without = Cairn(make_config(vault, base / "data"), embedder=embedder)
     try:
         without.index()
-        expected = [(h.file_path, h.symbol) for h in without.query.search(text, top_k=20).hits]
-        got = [(h.file_path, h.symbol) for h in sample_cairn.query.search(text, top_k=20, withhold=withhold).hits]
+        yield without
     finally:
         without.close()
+
+
+@pytest.mark.parametrize("text", ["crown", "crow", "rhubarb crown"])
+def test_a_withheld_notes_words_change_nothing_a_withheld_caller_finds(sample_cairn, sample_without_withheld, text):
+    """Whether a word matches, its typo and prefix expansions: decided without the withheld notes, so a caller
+    cannot probe them: the results equal those of the same vault without the withheld notes."""
+    from cairn.policy import Withhold  # noqa: PLC0415
+
+    withhold = Withhold(("personal",))
+    expected = [(h.file_path, h.symbol) for h in sample_without_withheld.query.search(text, top_k=20).hits]
+    got = [(h.file_path, h.symbol) for h in sample_cairn.query.search(text, top_k=20, withhold=withhold).hits]
     assert got == expected
 
 

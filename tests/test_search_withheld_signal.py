@@ -15,6 +15,7 @@ with the real model; the owner's local client still finds the linking note by th
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,8 +29,6 @@ from mcp.client.stdio import stdio_client
 from cairn.policy import LinkRedactor
 from conftest import make_config
 from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_home, run
-
-pytestmark = pytest.mark.slow  # `cairn mcp` subprocesses
 
 TOOLS = ["--tool", "search_notes", "--tool", "get_related_notes", "--tool", "ask"]
 NON_LOCAL, LOCAL = "claude-desktop", "my-local-agent"
@@ -150,40 +149,63 @@ def _untimed(value: Any) -> Any:
     return value
 
 
-def results_of(home_vault: tuple[Path, Path], client: str, related: tuple[str, ...] = ()) -> dict[str, Any]:
+async def collect(home_vault: tuple[Path, Path], client: str, related: tuple[str, ...] = ()) -> dict[str, Any]:
     """query → the ``search_notes`` results; ``related:PATH`` → ``get_related_notes``' similar notes;
-    ``ask:QUESTION`` → the ``ask`` answer (without its times)."""
+    ``ask:QUESTION`` → the ``ask`` answer (without its times); all over one ``cairn mcp`` session."""
+    out: dict[str, Any] = {}
+    async with session(*home_vault, client) as c:
+        for q in QUERIES:
+            res = await c.call_tool("search_notes", {"query": q, "limit": 10})
+            assert not res.is_error, (q, res.content)
+            out[q] = _untimed(res.structured_content["results"])
+        for path in related:
+            res = await c.call_tool("get_related_notes", {"path": path})
+            assert not res.is_error, (path, res.content)
+            out[f"related:{path}"] = res.structured_content["similar"]
+        for question in QUESTIONS:
+            res = await c.call_tool("ask", {"question": question})
+            assert not res.is_error, (question, res.content)
+            out[f"ask:{question}"] = _untimed(res.structured_content)
+    return out
 
-    async def go() -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        async with session(*home_vault, client) as c:
-            for q in QUERIES:
-                res = await c.call_tool("search_notes", {"query": q, "limit": 10})
-                assert not res.is_error, (q, res.content)
-                out[q] = _untimed(res.structured_content["results"])
-            for path in related:
-                res = await c.call_tool("get_related_notes", {"path": path})
-                assert not res.is_error, (path, res.content)
-                out[f"related:{path}"] = res.structured_content["similar"]
-            for question in QUESTIONS:
-                res = await c.call_tool("ask", {"question": question})
-                assert not res.is_error, (question, res.content)
-                out[f"ask:{question}"] = _untimed(res.structured_content)
-        return out
+
+#: The sessions the tests read: (vault, client, the notes whose related notes are asked for).
+SESSIONS = [
+    ("public+withheld", NON_LOCAL, ("garden.md", "lease.md")),
+    ("public", NON_LOCAL, ("garden.md", "lease.md")),
+    ("linking+withheld", NON_LOCAL, tuple(LINKING)),
+    ("linking as seen", NON_LOCAL, tuple(LINKING)),
+    ("linking+withheld", LOCAL, ()),
+]
+
+
+@pytest.fixture(scope="module")
+def results(vaults) -> dict[tuple[str, str], dict[str, Any]]:
+    """(vault, client) → :func:`collect` of its session in :data:`SESSIONS`, each run once for the module: the
+    sessions of one vault one after another, the vaults' side by side (each ``cairn mcp`` loads the model)."""
+
+    async def of_vault(name: str) -> dict[tuple[str, str], dict[str, Any]]:
+        return {
+            (name, client): await collect(vaults[name], client, related) for n, client, related in SESSIONS if n == name
+        }
+
+    async def go() -> dict[tuple[str, str], dict[str, Any]]:
+        parts = await asyncio.gather(*(of_vault(name) for name in dict.fromkeys(n for n, _, _ in SESSIONS)))
+        return {key: value for part in parts for key, value in part.items()}
 
     return run(go())
 
 
-def test_two_vaults_differing_only_in_withheld_notes_give_a_non_local_client_the_same_results(vaults):
-    with_withheld = results_of(vaults["public+withheld"], NON_LOCAL, ("garden.md", "lease.md"))
-    without = results_of(vaults["public"], NON_LOCAL, ("garden.md", "lease.md"))
+def test_two_vaults_differing_only_in_withheld_notes_give_a_non_local_client_the_same_results(results):
+    with_withheld = results["public+withheld", NON_LOCAL]
+    without = results["public", NON_LOCAL]
     assert any(with_withheld[q] for q in QUERIES)  # not vacuous
     for key in with_withheld:
         assert with_withheld[key] == without[key], f"{key}:\n{with_withheld[key]}\n!=\n{without[key]}"
 
 
-def test_a_link_naming_a_withheld_note_does_not_match_for_a_non_local_client(vaults):
-    got = results_of(vaults["linking+withheld"], NON_LOCAL)
+def test_a_link_naming_a_withheld_note_does_not_match_for_a_non_local_client(results):
+    got = results["linking+withheld", NON_LOCAL]
     paths = {q: [h["filePath"] for h in got[q]] for q in QUERIES}
     for q in ("divorce lawyer", "hartmann", "divorce lawyer hartmann", "custody hearing lawyer"):
         assert not set(paths[q]) & set(LINKING), f"{q!r} matched a note only by a withheld note's name: {paths[q]}"
@@ -200,16 +222,15 @@ def test_a_link_naming_a_withheld_note_does_not_match_for_a_non_local_client(vau
     assert "[withheld link]" in shown["snippet"] and "Hartmann" not in shown["snippet"]
 
 
-def test_a_non_local_client_gets_what_the_vault_it_is_shown_would_give(vaults):
-    related = tuple(LINKING)
-    got = results_of(vaults["linking+withheld"], NON_LOCAL, related)
-    seen = results_of(vaults["linking as seen"], NON_LOCAL, related)
+def test_a_non_local_client_gets_what_the_vault_it_is_shown_would_give(results):
+    got = results["linking+withheld", NON_LOCAL]  # the related notes of every LINKING note too
+    seen = results["linking as seen", NON_LOCAL]
     for key in got:
         assert got[key] == seen[key], f"{key}:\n{got[key]}\n!=\n{seen[key]}"
 
 
-def test_the_owners_local_client_still_finds_the_note_by_the_linked_name(vaults):
-    got = results_of(vaults["linking+withheld"], LOCAL)
+def test_the_owners_local_client_still_finds_the_note_by_the_linked_name(results):
+    got = results["linking+withheld", LOCAL]
     paths = [h["filePath"] for h in got["hartmann"]]
     assert "weekly.md" in paths and "People/Divorce lawyer Hartmann.md" in paths
 

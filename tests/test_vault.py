@@ -514,6 +514,7 @@ def test_normalise_rel_path(raw, expected):
 # --------------------------------------------------- real vault (read-only)
 
 
+@pytest.mark.shared_data("vaults/obsidian-help")
 def test_obsidian_help_vault_scans_173_notes_and_all_parse():
     root = SHARED_VAULTS / "obsidian-help"
     assert root.is_dir(), f"{root} missing (CI lays shared/ beside the clone; else set CAIRN_SHARED)"

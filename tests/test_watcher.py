@@ -28,6 +28,8 @@ from cairn.watcher import VaultWatcher
 from test_http_api import AUTH
 from test_http_routes import api
 
+pytestmark = pytest.mark.shared_data("vaults/obsidian-help")  # every test runs on a slice of it
+
 #: The slice copied: every note of one folder, three of another.
 FOLDERS = {"User interface": "*.md", "Editing and formatting": "[CFT][ao][lg]*.md"}
 DEADLINE_S = 30.0
@@ -36,8 +38,6 @@ DEADLINE_S = 30.0
 @pytest.fixture(scope="module")
 def template(tmp_path_factory, embedder):
     """A slice of the help vault, indexed once: (vault, database file)."""
-    if not HELP_VAULT.is_dir():
-        pytest.fail(f"the shared help vault is missing at {HELP_VAULT}")
     base = tmp_path_factory.mktemp("watch-template")
     vault = base / "vault"
     for folder, pattern in FOLDERS.items():
