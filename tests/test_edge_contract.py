@@ -51,7 +51,8 @@ class Row:
 
 
 def _top_k_message(shown: object) -> str:
-    return f"The number of results must be an integer from {LIMITS.top_k_min} to {LIMITS.top_k_max}, got {shown}."
+    low, high = LIMITS.top_k_min, LIMITS.top_k_max
+    return f"The number of results (top_k) must be an integer from {low} to {high}, got {shown}."
 
 
 ROWS = [
