@@ -14,7 +14,6 @@ from cairn.answers.answerability import Answerability, Evidence
 from cairn.config import NOT_FOUND_ANSWER
 from cairn.llm import OpenAIChatModel
 from cairn.policy import Withhold
-from cairn.search.withheld import WithheldSet
 from conftest import indexed_cairn
 from test_answer_llm import daemon, llm_config, stub_server, text_of
 from test_http_api import assert_stream_order, run
@@ -44,7 +43,7 @@ def orchard(tmp_path_factory, embedder):
 def evidence_of(cairn, question: str, **kw) -> tuple[list, Evidence]:
     answers = AnswerService(cairn.query)
     hits = answers.retrieve(question)
-    return hits, answers.answerability.evidence(question, hits, **kw)
+    return hits, answers.answerability.evidence(question, hits, kw.get("view") or cairn.query.view())
 
 
 # -- the rule on its own ----------------------------------------------------------------------------------------------
@@ -106,18 +105,18 @@ def test_a_vault_term_the_hits_lack_counts_by_its_rarity(orchard):
     answers = AnswerService(orchard.query)
     hits = [h for h in answers.retrieve(question) if h.file_path == "Orchard/Apricots.md"]
     assert hits and not any("knead" in h.text.lower() for h in hits)
-    ev = answers.answerability.evidence(question, hits)
+    ev = answers.answerability.evidence(question, hits, orchard.query.view())
     assert 0.0 < ev.uncovered < 1.0  # "knead" is in one chunk of four: rare, but not the rarest possible
-    whole = answers.answerability.evidence(question, answers.retrieve(question))
+    whole = answers.answerability.evidence(question, answers.retrieve(question), orchard.query.view())
     assert whole.uncovered < ev.uncovered  # the Bread chunk, once among the hits, covers it
 
 
 def test_a_term_only_a_withheld_note_holds_counts_as_absent_for_that_caller(orchard):
     question = "Which pears are Zanzibarite?"
     _, owner = evidence_of(orchard, question)
-    hidden = WithheldSet.load(orchard.store, Withhold(("personal",))).chunks
-    assert hidden
-    _, caller = evidence_of(orchard, question, hidden=hidden)
+    view = orchard.query.view(Withhold(("personal",)))
+    assert view.hidden
+    _, caller = evidence_of(orchard, question, view=view)
     assert owner.unknown == 0 and caller.unknown == 1
 
 

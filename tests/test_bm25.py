@@ -9,8 +9,9 @@ import json
 import numpy as np
 import pytest
 
-from cairn.ranking import fts_phrase, query_terms
+from cairn.ranking import fts_phrase
 from cairn.search.keyword import Bm25Index
+from cairn.search.query import query_terms
 from conftest import SHARED
 
 pytestmark = pytest.mark.slow  # the help vault and fresh indexes rebuilt per test

@@ -32,7 +32,7 @@ from cairn.config import NOT_FOUND_ANSWER, Config
 from cairn.errors import BadRequestError, ConfigError, NotFoundError, StoreError
 from cairn.http import MAX_BODY_BYTES, make_app, serve
 from cairn.relevance import RELEVANCE_LABELS
-from cairn.search import SearchResult
+from cairn.search import Ranked, SearchResult
 from cairn.services import Services
 
 TOKEN = "test-token-" + "x" * 32
@@ -63,6 +63,15 @@ class EmptyQuery:
     def retrieve(self, question, *, top_k, tags, folders, **kw):
         return [], None
 
+    def view(self, withhold=None):
+        return None
+
+    def ranked(self, query, view, *, top_k, tags, folders, **kw):
+        return Ranked(())
+
+    def coverage(self, view):
+        return None
+
 
 class RaisingQuery(EmptyQuery):
     """Every call raises ``error`` (to test the error edge)."""
@@ -74,6 +83,9 @@ class RaisingQuery(EmptyQuery):
         raise self.error
 
     def retrieve(self, question, *, top_k, tags, folders, **kw):
+        raise self.error
+
+    def ranked(self, query, view, *, top_k, tags, folders, **kw):
         raise self.error
 
 
@@ -94,20 +106,20 @@ class RecordingQuery(EmptyQuery):
         )
         return super().search(q, top_k=top_k, tags=tags, folders=folders)
 
-    def retrieve(self, question, *, top_k, tags, folders, **kw):
+    def ranked(self, query, view, *, top_k, tags, folders, **kw):
         self.calls.append(
             (
                 "ask",
-                question,
+                query.text,
                 {"top_k": top_k, "tags": tuple(tags), "folders": tuple(folders)},
                 threading.current_thread().name,
             )
         )
-        return super().retrieve(question, top_k=top_k, tags=tags, folders=folders, **kw)
+        return super().ranked(query, view, top_k=top_k, tags=tags, folders=folders, **kw)
 
 
 class GatedQuery:
-    """Delegates to ``inner`` but holds ``retrieve`` (the answer's retrieval) until ``release`` is set (proves the
+    """Delegates to ``inner`` but holds ``ranked`` (the answer's retrieval) until ``release`` is set (proves the
     stream starts first)."""
 
     def __init__(self, inner) -> None:
@@ -116,16 +128,16 @@ class GatedQuery:
         self.release = threading.Event()
         self.PER_NOTE_ASK = inner.PER_NOTE_ASK
         self.vector_cache, self.embedder, self.store = inner.vector_cache, inner.embedder, inner.store
-        self.keyword = inner.keyword  # the answerability rule reads the terms' matches
+        self.view, self.coverage = inner.view, inner.coverage
 
     def search(self, q, **kw):
         return self.inner.search(q, **kw)
 
-    def retrieve(self, question, **kw):
+    def ranked(self, query, view, **kw):
         self.entered.set()
         if not self.release.wait(timeout=30):
             raise RuntimeError("test gate never released")
-        return self.inner.retrieve(question, **kw)
+        return self.inner.ranked(query, view, **kw)
 
 
 HEALTH = {"status": "ok", "store": "ok", "embedder": "ok", "llm": {"configured": False, "reachable": False}}

@@ -212,6 +212,21 @@ def test_nothing_imports_the_composition_root_except_main_and_cli(path):
     assert not bad, f"{path.relative_to(PACKAGE)} ({me}):\n" + "\n".join(bad)
 
 
+#: Packages whose modules are private to them: outside, only the names their ``__init__`` exports are imported.
+SEALED = {"search"}
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_a_sealed_package_is_imported_through_its_exports_only(path):
+    me = _unit(_dotted(path))
+    bad = [
+        f"line {i.line}: imports {i.module}; import its names from cairn.{_unit(i.module)}"
+        for i in _imports(path)
+        if i.module.split(".")[0] == "cairn" and _unit(i.module) in SEALED - {me} and i.module.count(".") > 1
+    ]
+    assert not bad, f"{path.relative_to(PACKAGE)} ({me}):\n" + "\n".join(bad)
+
+
 def _prints_to_stdout(path: Path) -> list[str]:
     """``print(...)`` calls without ``file=sys.stderr``, and any use of ``sys.stdout``."""
     tree = _tree(path)

@@ -347,7 +347,7 @@ def _fts5_ranked(store, match: str, limit: int, excluding: Sequence[int] = ()) -
 )
 def test_keyword_ranking_from_cached_terms_is_fts5s_own(help_cairn, question):
     # The BM25 list is summed from per-term results kept in memory; it must be the list FTS5 ranks itself.
-    from cairn.ranking import fts_match_expression
+    from cairn.search.query import fts_match_expression
 
     query = SearchService(help_cairn.query.store, help_cairn.query.embedder)
     expected = _fts5_ranked(query.store, fts_match_expression(question), 60)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import apsw
 import pytest
 
-from cairn.ranking import FusionWeights, QueryClassifier, fts_match_expression, limit_per_group, query_terms, rrf_fuse
+from cairn.ranking import FusionWeights, QueryClassifier, limit_per_group, rrf_fuse
+from cairn.search.query import fts_match_expression, query_terms
 
 
 def test_query_terms_drop_stopwords_and_keep_order():

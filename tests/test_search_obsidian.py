@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cairn.search.keyword import Vocabulary, edit_distance
 from cairn.search.syntax import And, Field, Not, Or, Phrase, Word, parse
+from cairn.search.vocabulary import Vocabulary, edit_distance
 from conftest import SAMPLE_VAULT, make_config
 from helpers import cairn_env, cairn_executable
 

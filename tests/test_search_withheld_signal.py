@@ -247,7 +247,6 @@ def test_each_terms_bm25_for_a_non_local_caller_is_fts5s_over_the_vault_it_is_sh
 
     from cairn.app import Cairn
     from cairn.policy import Withhold
-    from cairn.search.withheld import WithheldSet
 
     def opened(name: str) -> Cairn:
         home, vault = vaults[name]
@@ -258,10 +257,9 @@ def test_each_terms_bm25_for_a_non_local_caller_is_fts5s_over_the_vault_it_is_sh
 
     a, b = opened(shown), opened(seen)
     try:
-        hidden = WithheldSet.load(a.store, Withhold(("personal",), ("Private",)))
-        view = a.query.visible.get(hidden)
-        assert view is not None
-        lookup = view.keyword(a.query.keyword, a.store)
+        view = a.query.view(Withhold(("personal",), ("Private",)))
+        assert view.visible is not None
+        lookup = view.keyword
 
         def keyed(store, ids) -> list[tuple[str, int | None]]:
             rows = store.chunk_rows(ids.tolist())

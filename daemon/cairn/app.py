@@ -36,8 +36,7 @@ from cairn.pdf_queue import PdfQueue
 from cairn.policy_live import daemon_policy, policy_holder
 from cairn.policy_vault import record_vault_policy
 from cairn.private_files import private_dir, private_file, tighten_install
-from cairn.search import SearchService
-from cairn.search.memory import daemon_memory
+from cairn.search import SearchService, daemon_memory
 from cairn.store import Store
 from cairn.store.recovery import InstanceLock, instance_lock_path, open_verified
 from cairn.watcher import VaultWatcher, lower_thread_priority
@@ -75,7 +74,7 @@ class Cairn:
         self.indexer = Indexer(config, self.store, self.embedder)
         self.pdfs = PdfIndexer(self.indexer)
         self.query = SearchService(self.store, self.embedder)
-        self.library = NoteViews(config, self.store, self.query.visible)
+        self.library = NoteViews(config, self.store, self.query.views)
         self.events = EventBus()
         self.indexer.on_removed = self.events.removed
         self.indexing = Indexing(

@@ -28,9 +28,7 @@ from cairn.contract import LIMITS, parse_limit, parse_path
 from cairn.errors import BadRequestError, NotFoundError, PathOutsideVaultError
 from cairn.notes import normalise_tag, parse_note
 from cairn.policy import WithheldTally, Withhold
-from cairn.search.related import similar_notes
-from cairn.search.visible import VisibleViews
-from cairn.search.withheld import WithheldSet
+from cairn.search import CallerView, Views, WithheldSet, similar_notes
 from cairn.store import Backlink, LinkRecord, Store, StoredNote
 from cairn.store.reads import list_notes as _list_notes
 from cairn.store.reads import tag_counts as _tag_counts
@@ -95,11 +93,16 @@ class NoteViews:
     it reads the index (and the note's file); ``similar`` notes come from the search package
     (:func:`cairn.search.related.similar_notes`: its cosine floor and withholding)."""
 
-    def __init__(self, config: Config, store: Store, visible: VisibleViews | None = None) -> None:
+    def __init__(self, config: Config, store: Store, views: Views) -> None:
         self.config = config
         self.store = store
-        #: the search's views of withheld callers (redacted vectors for similar notes)
-        self.visible = visible
+        #: the search's caller views (:mod:`cairn.search.view`): the withheld set, redacted vectors for similar notes
+        self.views = views
+
+    def _withheld(self, withhold: Withhold | None) -> tuple[CallerView, WithheldSet | None]:
+        """The caller's view, and its withheld set (None for the owner)."""
+        view = self.views.of(withhold)
+        return view, view.withheld if withhold else None
 
     def _indexed(
         self, raw: Any, hidden: WithheldSet | None = None, tally: WithheldTally | None = None
@@ -146,7 +149,7 @@ class NoteViews:
         """``{filePath, title, tags, aliases, frontmatter, content, links, backlinks, indexedAt}``.
         ``withhold``: see the module docstring (content keeps its text; links to withheld notes in it,
         in its front-matter values and the ``links``/``backlinks`` entries naming them are removed)."""
-        hidden = WithheldSet.load(self.store, withhold) if withhold else None
+        _, hidden = self._withheld(withhold)
         rel, note = self._indexed(raw, hidden, tally)
         if note.kind == "pdf":
             out = self._pdf_note(rel, note)
@@ -223,7 +226,7 @@ class NoteViews:
         ``similar`` are the notes whose chunks are nearest (cosine ≥ the floor) to the mean of this note's chunk
         vectors (:func:`~cairn.search.related.similar_notes`). ``withhold``: withheld notes are left out of all
         three (``similar`` still holds up to ``limit``). ``GET /notes`` keeps every link and backlink line."""
-        hidden = WithheldSet.load(self.store, withhold) if withhold else None
+        view, hidden = self._withheld(withhold)
         rel, _ = self._indexed(raw, hidden, tally)
         links = [link_json(link) for link in _first_per_note(self.store.links_of_note(rel), rel)]
         first_lines: dict[str, Backlink] = {}
@@ -237,7 +240,7 @@ class NoteViews:
             "filePath": rel,
             "links": links,
             "backlinks": backlinks,
-            "similar": similar_notes(self.store, rel, limit, hidden, tally, visible=self.visible),
+            "similar": similar_notes(self.store, rel, limit, view, tally),
         }
 
     def tags(self, withhold: Withhold | None = None, tally: WithheldTally | None = None) -> dict[str, Any]:
@@ -245,7 +248,7 @@ class NoteViews:
         withheld tag (or one nested below it) is not listed."""
         if not withhold:
             return {"tags": [{"tag": tag, "count": count} for tag, count in self.store.tag_counts()]}
-        hidden = WithheldSet.load(self.store, withhold)
+        hidden = self.views.of(withhold).withheld
         if tally is not None:
             tally.add(hidden.paths)
         return {
@@ -279,7 +282,7 @@ class NoteViews:
         scope = None
         if folder is not None and str(folder).strip().strip("/"):
             scope = checked_rel_path(str(folder).strip().strip("/"))
-        hidden = WithheldSet.load(self.store, withhold) if withhold else None
+        _, hidden = self._withheld(withhold)
         exclude = hidden.notes if hidden else {}
         listed, total = _list_notes(self.store, tags=tags, folder=scope, exclude_ids=exclude, limit=limit)
         notes: list[dict[str, Any]] = [

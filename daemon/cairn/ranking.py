@@ -8,9 +8,7 @@ the dev questions.
 
 from __future__ import annotations
 
-import functools
 import re
-import unicodedata
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -33,44 +31,10 @@ get got use using want way ways make makes thing things something anything also 
 """.split()
 )
 
-_WORD = re.compile(r"[\w][\w'’-]*", re.UNICODE)
-
-
-def query_terms(text: str) -> list[str]:
-    """Lower-cased word terms of a user's text, stopwords removed, order kept, de-duplicated."""
-    return list(_query_terms(text))
-
-
-@functools.lru_cache(maxsize=256)
-def _query_terms(text: str) -> tuple[str, ...]:
-    """:func:`query_terms` (cached: one search reads the terms of its text in several places)."""
-    text = unicodedata.normalize("NFKC", text)
-    seen: dict[str, None] = {}
-    for m in _WORD.finditer(text.lower()):
-        word = m.group(0).strip("'’-").replace("’", "'")
-        if not word or word in STOPWORDS:
-            continue
-        if word.endswith("'s"):
-            word = word[:-2]
-        for part in re.split(r"[-']", word):
-            if part and part not in STOPWORDS and (len(part) > 1 or part.isdigit()):
-                seen.setdefault(part, None)
-    return tuple(seen)
-
 
 def fts_phrase(term: str) -> str:
     """``term`` as an FTS5 phrase: double-quoted, inner quotes doubled, so it is never read as FTS5 syntax."""
     return '"' + term.replace('"', '""') + '"'
-
-
-def fts_match_expression(text: str) -> str | None:
-    """An FTS5 MATCH expression for user text: each term double-quoted (so no user text is ever
-    interpreted as FTS5 syntax: AND/OR/NEAR/*/column filters are plain words), OR-ed together.
-    Returns None when the text has no searchable term."""
-    terms = query_terms(text)
-    if not terms:
-        return None
-    return " OR ".join(fts_phrase(t) for t in terms)
 
 
 def rrf_fuse(rankings: Mapping[str, Sequence[K]], weights: Mapping[str, float], k: int = RRF_K) -> dict[K, float]:

@@ -88,8 +88,9 @@ def extract(answers: AnswerService, row: dict) -> Question:
     """One dev question's evidence and candidate signals on the real ask path."""
     search, question = answers.search, row["question"]
     hits = answers.retrieve(question)
-    ev = answers.answerability.evidence(question, hits)
-    u0, u1 = (_variant(a)(search).evidence(question, hits).uncovered for a in (0.0, 1.0))
+    view = search.view()
+    ev = answers.answerability.evidence(question, hits, view)
+    u0, u1 = (_variant(a)(search.embedder.count_tokens).evidence(question, hits, view).uncovered for a in (0.0, 1.0))
     qvec = search.vector_cache.embed([question])[0]
     snap = search.vectors.for_query()
     dq = search.vectors.query_scores(snap, question, qvec)

@@ -24,8 +24,8 @@ import numpy as np
 from eval_known import Vocabulary
 
 from cairn.embedder import Embedder
-from cairn.ranking import query_terms
 from cairn.search import SearchService
+from cairn.search.query import query_terms
 from cairn.store import Store
 
 DENSE_DEPTH = 100

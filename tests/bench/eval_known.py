@@ -30,9 +30,8 @@ import apsw
 import numpy as np
 
 from cairn.errors import BadRequestError
-from cairn.ranking import query_terms
-from cairn.search import SearchService
-from cairn.search.related import similar_notes
+from cairn.search import SearchService, similar_notes
+from cairn.search.query import query_terms
 from cairn.store import Store
 from cairn.store.schema import FTS_TOKENIZER
 

@@ -25,7 +25,8 @@ import numpy as np
 
 from cairn.config import RRF_K
 from cairn.embedder import Embedder
-from cairn.ranking import fts_match_expression, rrf_fuse
+from cairn.ranking import rrf_fuse
+from cairn.search.query import fts_match_expression
 from cairn.store import Store
 
 #: Candidates taken from each ranked list before fusion.

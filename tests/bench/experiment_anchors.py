@@ -47,8 +47,8 @@ import eval_cv  # noqa: E402
 
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
-from cairn.ranking import fts_match_expression  # noqa: E402
 from cairn.search.cache import EpochLRU  # noqa: E402
+from cairn.search.query import fts_match_expression  # noqa: E402
 from cairn.store.schema import FTS_TOKENIZER  # noqa: E402
 
 WIKI = re.compile(r"!?\[\[([^\[\]\n]+?)\]\]")

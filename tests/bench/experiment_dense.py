@@ -43,7 +43,7 @@ from eval_cv import DEFAULT_SEED, load_questions, stratified_folds  # noqa: E402
 
 from cairn.embedder import Embedder  # noqa: E402
 from cairn.embedding import title_hash  # noqa: E402
-from cairn.ranking import query_terms  # noqa: E402
+from cairn.search.query import query_terms  # noqa: E402
 from cairn.search.service import SearchService  # noqa: E402
 from cairn.store import Store  # noqa: E402
 

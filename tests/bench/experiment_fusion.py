@@ -48,7 +48,8 @@ from eval_cv import DEFAULT_SEED, load_questions, stratified_folds  # noqa: E402
 from fusion_replay import QuestionEvidence, Replay, open_vault  # noqa: E402
 
 from cairn.embedder import Embedder  # noqa: E402
-from cairn.ranking import FusionWeights, query_terms  # noqa: E402
+from cairn.ranking import FusionWeights  # noqa: E402
+from cairn.search.query import query_terms  # noqa: E402
 
 TODAY = FusionWeights()
 #: The fusion before this experiment (weighted RRF, note at its best chunk): every setting's fields default to it.

@@ -26,7 +26,6 @@ from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.embedder import Embedder  # noqa: E402
 from cairn.embedding import title_hash  # noqa: E402
-from cairn.ranking import query_terms  # noqa: E402
 from cairn.search.service import SearchService  # noqa: E402
 
 #: fusion(lists, leg scores, passing set) -> {chunk id: fused}; lists: {"dense"|"bm25": ranked chunk ids}
@@ -87,9 +86,9 @@ class Replay:
         seen: dict = {}
         original = SearchService._fuse
 
-        def spy(svc, r, candidates, rows, sims, preference):  # noqa: ANN001, ANN202
-            seen.update(r=r, preference=preference)
-            return original(svc, r, candidates, rows, sims, preference)
+        def spy(svc, mode, found, terms, keys, sims, preference, view):  # noqa: ANN001, ANN202
+            seen.update(found=found, terms=terms, preference=preference)
+            return original(svc, mode, found, terms, keys, sims, preference, view)
 
         SearchService._fuse = spy  # type: ignore[method-assign]
         try:
@@ -97,25 +96,24 @@ class Replay:
             hits, _ = self.service.retrieve(q["question"], top_k=10, mode="hybrid", per_note=1)
         finally:
             SearchService._fuse = original  # type: ignore[method-assign]
-        r = seen["r"]
-        return self._evidence(q, r, seen["preference"], [h.file_path for h in hits])
+        return self._evidence(q, seen["found"], seen["terms"], seen["preference"], [h.file_path for h in hits])
 
-    def _evidence(self, q: dict, r, preference: str | None, ranked: list[str]) -> QuestionEvidence:  # noqa: ANN001
-        cos, sentence = self.snap.dense.exact_scores(r.qvec)
+    def _evidence(self, q: dict, found, terms, preference: str | None, ranked: list[str]) -> QuestionEvidence:  # noqa: ANN001
+        qvec = self.service.vector_cache.embed([terms.dense])[0]
+        cos, sentence = self.snap.dense.exact_scores(qvec)
         w, fw = self.service.sentence_weight, self.service.FLOOR_SENTENCE_WEIGHT
-        terms = query_terms(r.plan.keyword_text if r.plan is not None else r.query)
         return QuestionEvidence(
             question=q,
-            qvec=r.qvec,
+            qvec=qvec,
             preference=preference,
-            coverage=r.coverage,
-            extra=list(r.coverage.extra) if r.coverage is not None else [],
+            coverage=found.coverage,
+            extra=list(found.coverage.extra) if found.coverage is not None else [],
             ranked=ranked,
             dense=np.maximum(cos, w * sentence),
             cosine=np.maximum(cos, sentence),
             floor=np.maximum(cos, fw * sentence),
-            bm25=self.bm25_of(terms),
-            title=(self.titles @ r.qvec)[self.title_row],
+            bm25=self.bm25_of(terms.keyword),
+            title=(self.titles @ qvec)[self.title_row],
         )
 
     def bm25_of(self, terms: Sequence[str]) -> np.ndarray:

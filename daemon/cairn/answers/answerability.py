@@ -5,7 +5,7 @@ about something the notes never mention still finds chunks on the topic ("sync m
 names>" finds the sync plugins), so :class:`Answerability` also asks whether the evidence holds the question's words.
 Its :class:`Evidence`, all read from the hits and the keyword index the retrieval has just used:
 
-- **coverage**: the idf-weighted share of the question's terms (:func:`cairn.ranking.query_terms`, matched as FTS5
+- **coverage**: the idf-weighted share of the question's terms (:class:`cairn.search.query.Query`, matched as FTS5
   phrases, so stemmed as the keyword index is) that occur in at least one retrieved chunk. A term in many chunks
   weighs little, a rare one much;
 - **uncovered**: how much of the question no retrieved chunk holds: the sum, over those terms, of their idf as a
@@ -40,15 +40,12 @@ per term absent from the vault.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from cairn.ranking import query_terms
-from cairn.search.hits import Hit
-from cairn.search.service import SearchService
-from cairn.search.visible import VisibleKeyword
+from cairn.search import CallerView, Hit, Query
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +62,10 @@ class Evidence:
 
 
 class Answerability:
-    """The not-found rule on retrieved evidence (module docstring). Thread-safe (no state but the search service's).
+    """The not-found rule on retrieved evidence (module docstring). Thread-safe (no state).
 
-    ``search``: the service the hits came from (its keyword index gives the terms' chunks, its embedder the
-    WordPiece counts)."""
+    ``count_tokens``: the embedding model's WordPiece count of a text (an absent term of several pieces is a word
+    the vault does not know)."""
 
     #: The logistic model's weights, per unit of each :class:`Evidence` field, and its intercept (the operating point
     #: folded in): the score is >= 0 exactly when the question is answerable (module docstring).
@@ -86,35 +83,29 @@ class Answerability:
     #: small vault they are rare, and their idf would outweigh the topic's words.
     FRAMING = frozenset({"note", "notes", "say", "says", "said", "tell", "mention", "mentions", "mentioned"})
 
-    def __init__(self, search: SearchService) -> None:
-        self.search = search
+    def __init__(self, count_tokens: Callable[[str], int]) -> None:
+        self.count_tokens = count_tokens
 
-    def evidence(
-        self, question: str, hits: Sequence[Hit], *, hidden: Collection[int] = (), visible: VisibleKeyword | None = None
-    ) -> Evidence:
-        """The :class:`Evidence` of ``hits`` (the retrieved chunks) for ``question``. ``hidden``: chunk ids the
-        caller may not see (left out of every count); ``visible``: the keyword index as that caller sees it (rows
-        and matches without the withheld rows, rows linking to a withheld note by their redacted text). Raises
-        :class:`~cairn.errors.StoreError` when the index cannot be read."""
+    def evidence(self, query: Query | str, hits: Sequence[Hit], view: CallerView) -> Evidence:
+        """The :class:`Evidence` of ``hits`` (the retrieved chunks) for the question ``query``, as ``view``'s caller
+        sees the index (rows and matches without the rows withheld from it, rows linking to a withheld note by their
+        redacted text). Raises :class:`~cairn.errors.StoreError` when the index cannot be read."""
+        if isinstance(query, str):
+            query = Query.parse(query)
         top = max((h.cosine for h in hits), default=0.0)
-        terms = [t for t in query_terms(question) if t not in self.FRAMING]
+        terms = [t for t in query.terms if t not in self.FRAMING]
         if not terms:
             return Evidence(1.0, 0, 0.0, top, ())
-        counts = self.search.store.fts_counts()
-        n_rows = visible.n_rows if visible is not None else counts.rows if counts is not None else 0
+        n_rows = view.rows()
         idf_max = math.log((n_rows + 0.5) / 0.5) if n_rows else 0.0
         hit_ids = np.asarray([h.chunk_id for h in hits], dtype=np.int64)
-        hidden_ids = np.asarray(sorted(hidden), dtype=np.int64) if hidden else None
         weight_all = weight_found = uncovered = 0.0
         unknown = 0
         for term in terms:
-            ids = (
-                self._chunks_of(term) if visible is None else np.asarray(visible.term_matches(term)[0], dtype=np.int64)
-            )
-            if not len(ids) and visible is None and (singular := _singular(term)):
-                ids = self._chunks_of(singular)  # the keyword index is not stemmed: "cloves" for a note's "clove"
-            if hidden_ids is not None and len(ids):
-                ids = ids[~np.isin(ids, hidden_ids)]
+            ids = self._chunks_of(view, term)
+            if not len(ids) and (singular := _singular(term)):
+                # Porter stems some plurals apart from their singular ("gases" → gase, "gas" → ga): try the singular
+                ids = self._chunks_of(view, singular)
             df = len(ids)
             idf = max(math.log((n_rows - df + 0.5) / (df + 0.5)), 0.0) if n_rows else 0.0
             weight_all += idf
@@ -122,7 +113,7 @@ class Answerability:
                 weight_found += idf
             elif df:
                 uncovered += idf / idf_max
-            elif self.search.embedder.count_tokens(term) >= self.UNKNOWN_PIECES:
+            elif self.count_tokens(term) >= self.UNKNOWN_PIECES:
                 unknown += 1
                 uncovered += 1.0
             else:
@@ -146,15 +137,15 @@ class Answerability:
         """True when ``evidence`` is enough to answer (the rule of the module docstring)."""
         return cls.score(evidence) >= 0.0
 
-    def answerable(
-        self, question: str, hits: Sequence[Hit], *, hidden: Collection[int] = (), visible: VisibleKeyword | None = None
-    ) -> bool:
+    def answerable(self, query: Query | str, hits: Sequence[Hit], view: CallerView) -> bool:
         """:meth:`answers` of :meth:`evidence`; False without hits."""
-        return bool(hits) and self.answers(self.evidence(question, hits, hidden=hidden, visible=visible))
+        return bool(hits) and self.answers(self.evidence(query, hits, view))
 
-    def _chunks_of(self, term: str) -> np.ndarray:
-        """(k,) int64: the ids of the chunks holding ``term`` as an FTS5 phrase (the keyword leg's matches)."""
-        return np.asarray(self.search.keyword.term_matches(term)[0], dtype=np.int64)
+    @staticmethod
+    def _chunks_of(view: CallerView, term: str) -> np.ndarray:
+        """(k,) int64: the ids of the chunks holding ``term`` as an FTS5 phrase, as the caller's keyword index matches
+        it (the keyword leg's matches)."""
+        return np.asarray(view.keyword.term_matches(term)[0], dtype=np.int64)
 
 
 def _singular(term: str) -> str | None:

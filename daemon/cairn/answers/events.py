@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from cairn.contract import IndexCoverage, answer_json, coverage_json, source_json
-from cairn.search.hits import Hit
+from cairn.search import Hit
 
 _PIECE_RE = re.compile(r"\S+\s*|\s+")
 
@@ -144,8 +144,8 @@ class Source:
     cited: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        """``{n, cited, filePath, symbol, score, relevance, lines|page, snippet, ...}`` (DESIGN.md `sources` event;
-        :func:`cairn.contract.source_json`)."""
+        """``{n, cited, filePath, symbol, score, relevance, lines|page, snippet, ...}`` (docs/design.md, "Contract" →
+        Sources; :func:`cairn.contract.source_json`)."""
         return source_json(self)
 
 

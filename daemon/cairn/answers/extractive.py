@@ -17,10 +17,8 @@ from cairn.prompt import (
     source_line,
     token_overlap,
 )
-from cairn.ranking import query_terms
 from cairn.relevance import RELEVANCE_TEXT, relevance
-from cairn.search.cache import EpochLRU
-from cairn.search.hits import Hit
+from cairn.search import EpochLRU, Hit, Query
 
 
 def _label(hit: Hit) -> str:
@@ -51,31 +49,32 @@ class ExtractiveAnswers:
         self.vectors = vectors
         self._texts: EpochLRU[tuple, tuple[str, frozenset[int]]] = EpochLRU(self.MAX_ITEMS)
 
-    def answer(self, question: str, sources: Sequence[Source]) -> str:
+    def answer(self, question: Query | str, sources: Sequence[Source]) -> str:
         """The answer's text: :meth:`answer_cited`'s text."""
         return self.answer_cited(question, sources)[0]
 
-    def answer_cited(self, question: str, sources: Sequence[Source]) -> tuple[str, frozenset[int]]:
+    def answer_cited(self, question: Query | str, sources: Sequence[Source]) -> tuple[str, frozenset[int]]:
         """(the answer's text, the numbers ``n`` of the sources it cites). Pick the sentences that best answer
         ``question``: each candidate sentence's cosine similarity to the question plus TITLE_PRIOR × its note
         title's, plus a keyword-overlap bonus (sentence read with its title and heading) and a small prior for
         better-ranked sources. When no sentence is picked the text lists every source as what it shows, and all
         count as cited."""
+        query = question if isinstance(question, Query) else Query.parse(question)
         key = (
-            question,
+            query.text,
             tuple(
                 (s.n, s.hit.title, s.hit.file_path, s.hit.symbol, s.hit.text, s.hit.lines, s.hit.page) for s in sources
             ),
         )
         held = self._texts.get(key)
         if held is None:
-            held = self._compose(question, sources)
+            held = self._compose(query, sources)
             self._texts.put(key, held)
         return held
 
-    def _compose(self, question: str, sources: Sequence[Source]) -> tuple[str, frozenset[int]]:
+    def _compose(self, query: Query, sources: Sequence[Source]) -> tuple[str, frozenset[int]]:
         candidates = self._candidates(sources)
-        picked = pick_sentences(self._scored(question, candidates)) if candidates else []
+        picked = pick_sentences(self._scored(query, candidates)) if candidates else []
         cited = frozenset(s.n for s in picked) or frozenset(s.n for s in sources)
         lines = {
             s.n: source_line(s.n, s.hit.file_path, s.hit.symbol, s.hit.lines, s.hit.page, _label(s.hit))
@@ -105,15 +104,15 @@ class ExtractiveAnswers:
                 out.append((s.n, pos, sent, f"{context}: {sent}", embedded, s.hit.title))
         return out
 
-    def _scored(self, question: str, candidates: list[tuple[int, int, str, str, str, str]]) -> list[Sentence]:
-        qvec = self.vectors.embed([question])[0]
+    def _scored(self, query: Query, candidates: list[tuple[int, int, str, str, str, str]]) -> list[Sentence]:
+        qvec = self.vectors.embed([query.text])[0]
         sentences = list(dict.fromkeys(c[4] for c in candidates))
         titles = list(dict.fromkeys(c[5] for c in candidates))
         vecs = self.vectors.stored_or_embedded(
             [*sentences, *titles], [*map(content_hash, sentences), *map(title_hash, titles)]
         )
         sim = dict(zip([*sentences, *((_TITLE, t) for t in titles)], (vecs @ qvec).tolist()))
-        terms = query_terms(question)
+        terms = query.terms
         return [
             Sentence(
                 n=n,

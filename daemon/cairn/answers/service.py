@@ -54,15 +54,42 @@ from cairn.answers.events import (
 )
 from cairn.answers.extractive import ExtractiveAnswers
 from cairn.config import CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER
+from cairn.contract import IndexCoverage
+from cairn.embedder import Embedder
+from cairn.embedding import VectorCache
 from cairn.errors import CairnError
 from cairn.notes import normalise_tag
 from cairn.policy import NOTHING_WITHHELD, WithheldTally, Withhold
 from cairn.prompt import ContextBlock, build_messages, select_within_budget
-from cairn.search.hits import Hit, check_query
-from cairn.search.service import SearchService
-from cairn.search.withheld import WithheldSet
+from cairn.search import CallerView, Hit, Query, Ranked, check_query
 
 log = logging.getLogger(__name__)
+
+
+class Retriever(Protocol):
+    """What the ask path needs of the search (:class:`cairn.search.SearchService`): a caller's view, the ranked
+    chunks for a question in it, the coverage it sees, the embedding model (token counts) and its vector cache."""
+
+    PER_NOTE_ASK: int
+    embedder: Embedder
+    vector_cache: VectorCache
+
+    def view(self, withhold: Withhold | None = None) -> CallerView: ...
+
+    def ranked(
+        self,
+        query: str | Query,
+        view: CallerView,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        mode: str = "hybrid",
+        per_note: int | None = None,
+        purpose: str = "search",
+    ) -> Ranked: ...
+
+    def coverage(self, view: CallerView) -> IndexCoverage: ...
 
 
 class ChatModel(Protocol):
@@ -110,7 +137,7 @@ class AnswerService:
 
     def __init__(
         self,
-        search: SearchService,
+        search: Retriever,
         model: ChatModel | None = None,
         *,
         withhold_tags: Sequence[str] | Withhold | Callable[[], Withhold | None] = ("personal",),
@@ -122,7 +149,7 @@ class AnswerService:
         self.search = search
         self.model = model
         self.extractive = ExtractiveAnswers(search.vector_cache)
-        self.answerability = Answerability(search)
+        self.answerability = Answerability(self._tokens_of)
         # Context blocks' token counts (same text, same count).
         self._count_tokens = functools.lru_cache(maxsize=4096)(self._tokens_of)
         if isinstance(withhold_tags, Withhold) or not callable(withhold_tags):
@@ -144,23 +171,24 @@ class AnswerService:
     # ------------------------------------------------------------------ context
     def context(
         self,
-        question: str,
+        question: str | Query,
         *,
         top_k: int = DEFAULT_TOP_K,
         tags: Sequence[str] = (),
         folders: Sequence[str] = (),
         withhold: Withhold | None = None,
         tally: WithheldTally | None = None,
+        view: CallerView | None = None,
     ) -> list[Source]:
         """The numbered sources of an answer: retrieved chunks that fit the context budget
         (``CONTEXT_TOKEN_BUDGET`` tokens; lowest-scored dropped first), numbered 1..n in rank order. [] → not found:
         nothing passed the cosine floor, or what did does not answer the question (:mod:`cairn.answers.answerability`).
-        ``withhold``/``tally``: see :meth:`SearchService.retrieve` (withheld notes never become sources)."""
-        hits = self.retrieve(question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally)
-        held = WithheldSet.load(self.search.store, withhold) if withhold and hits else None
-        visible = self.search.visible.keyword_of(held, self.search.keyword) if held is not None else None
-        hidden = held.chunks if held is not None else ()
-        if not self.answerability.answerable(question, hits, hidden=hidden, visible=visible):
+        ``view`` (else made from ``withhold``): the caller's view of the index; withheld notes never become sources,
+        and ``tally`` receives those the retrieval touched (for the audit log)."""
+        view = view if view is not None else self.search.view(withhold)
+        query = self._query(question, top_k)
+        hits = self._retrieved(query, view, top_k, tags, folders, tally)
+        if not self.answerability.answerable(query, hits, view):
             return []
         # Upper bounds first: a block's tokens are its header's plus its text's (WordPiece never joins across the
         # newline), and the text has at most the chunk's indexed token_count. When the bounds fit, every block
@@ -187,17 +215,33 @@ class AnswerService:
     ) -> list[Hit]:
         """The chunks an answer is drawn from, before the answerability test and the context budget: the search
         service's hits for an ask (every one above the cosine floor, at most ``PER_NOTE_ASK`` per note)."""
-        hits, _ = self.search.retrieve(
-            question,
-            top_k=top_k,
-            tags=tags,
-            folders=folders,
-            per_note=self.search.PER_NOTE_ASK,
-            withhold=withhold,
-            tally=tally,
-            purpose="ask",
+        query = self._query(question, top_k)
+        return self._retrieved(query, self.search.view(withhold), top_k, tags, folders, tally)
+
+    @staticmethod
+    def _query(question: str | Query, top_k: int) -> Query:
+        """The question checked (:class:`~cairn.errors.BadRequestError` for an empty, over-long or broken one, or a bad
+        ``top_k``) and parsed once."""
+        if isinstance(question, Query):
+            check_query(question.text, top_k, "question")
+            return question
+        return Query.parse(check_query(question, top_k, "question"))
+
+    def _retrieved(
+        self,
+        query: Query,
+        view: CallerView,
+        top_k: int,
+        tags: Sequence[str],
+        folders: Sequence[str],
+        tally: WithheldTally | None,
+    ) -> list[Hit]:
+        ranked = self.search.ranked(
+            query, view, top_k=top_k, tags=tags, folders=folders, per_note=self.search.PER_NOTE_ASK, purpose="ask"
         )
-        return hits
+        if tally is not None:
+            tally.add(ranked.withheld)
+        return list(ranked.hits)
 
     def extractive_answer(self, question: str, sources: Sequence[Source]) -> str:
         """The extractive answer's text (:class:`~cairn.answers.extractive.ExtractiveAnswers`)."""
@@ -228,15 +272,14 @@ class AnswerService:
         if withhold:
             # The index's withheld set too: it also holds what a passage's own tags cannot show (a PDF that a
             # withheld note links to or embeds; a note whose front-matter cannot be read).
-            store = self.search.store
-            hidden = WithheldSet.load(store, withhold)
+            hidden = self.search.view(withhold)
             kept = [
                 s
                 for s in kept
                 if not (withhold.note_withheld(s.hit.file_path, s.hit.tags) or hidden.hides_path(s.hit.file_path))
             ]
-            if hidden.redactor:  # titles of withheld notes reach the prompt through the kept notes' links
-                mask = hidden.symbol_masker(store)
+            mask = hidden.symbol_masker()
+            if mask is not None:  # titles of withheld notes reach the prompt through the kept notes' links
                 text_of = lambda s: hidden.redact(s.hit.text)  # noqa: E731
                 symbol_of = lambda s: s.hit.symbol if s.hit.kind == "pdf" else mask(s.hit.file_path, s.hit.symbol)  # noqa: E731
         numbered = [Source(n=i, hit=s.hit) for i, s in enumerate(kept, start=1)]
@@ -263,16 +306,15 @@ class AnswerService:
         """The answer's events. Raises :class:`~cairn.errors.CairnError` (e.g. BadRequestError for an empty question)
         before the first event. ``chosen``, when given, receives the :class:`Source` objects of the ``sources``
         event. ``withhold``: notes removed before retrieval for this caller; ``tally`` receives the withheld
-        notes removed from the candidates (see :meth:`SearchService.retrieve`). ``done`` carries the index's
-        coverage as this caller sees it (:mod:`cairn.search.indexed`; counted when the answer is complete)."""
-        events = self._events(
-            question, top_k=top_k, tags=tags, folders=folders, chosen=chosen, withhold=withhold, tally=tally
-        )
-        indexed = getattr(self.search, "indexed", None)  # a stand-in query service may not count
+        notes the retrieval touched (for the audit log). ``done`` carries the index's coverage as this caller sees it
+        (:mod:`cairn.search.indexed`; counted when the answer is complete)."""
+        question = check_query(question, top_k, "question")
+        view = await asyncio.to_thread(self.search.view, withhold)
+        events = self._events(question, view, top_k=top_k, tags=tags, folders=folders, chosen=chosen, tally=tally)
         try:
             async for event in events:
-                if isinstance(event, Done) and indexed is not None:
-                    event = dataclasses.replace(event, coverage=await asyncio.to_thread(indexed.now, withhold))
+                if isinstance(event, Done):
+                    event = dataclasses.replace(event, coverage=await asyncio.to_thread(self.search.coverage, view))
                 yield event
         finally:
             await events.aclose()  # a client gone mid-answer: the model's stream is closed now, not by the GC
@@ -280,20 +322,20 @@ class AnswerService:
     async def _events(
         self,
         question: str,
+        view: CallerView,
         *,
         top_k: int,
         tags: Sequence[str],
         folders: Sequence[str],
         chosen: list[Source] | None,
-        withhold: Withhold | None,
         tally: WithheldTally | None,
     ) -> AsyncGenerator[Event, None]:
-        """:meth:`stream` without the coverage."""
+        """:meth:`stream` in the caller's ``view``, without the coverage."""
         started = time.monotonic()
-        question = check_query(question, top_k, "question")
         chosen = chosen if chosen is not None else []
+        query = Query.parse(question)
         sources = await asyncio.to_thread(
-            self.context, question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally
+            self.context, query, top_k=top_k, tags=tags, folders=folders, tally=tally, view=view
         )
         if not sources:
             for piece in split_pieces(NOT_FOUND_ANSWER):
@@ -317,7 +359,7 @@ class AnswerService:
                 log.warning("the language model failed, answering from the passages instead: %s", why)
             else:
                 log.warning("the language model returned an empty answer; answering from the passages instead")
-        text, cited = await asyncio.to_thread(self.extractive.answer_cited, question, sources)
+        text, cited = await asyncio.to_thread(self.extractive.answer_cited, query, sources)
         sources = cited_sources(sources, cited)
         chosen[:] = sources
         for piece in split_pieces(text):

@@ -1,13 +1,36 @@
-"""The one query service (:class:`SearchService`) and what it returns.
+"""The one query service (:class:`SearchService`), the caller's view it serves (:class:`CallerView`) and what it
+returns. Outside this package, import these names from ``cairn.search`` only (``tests/test_layers.py`` checks it).
 
-Modules: ``service`` (the ranking), ``hits`` (results, snippets, query checks), ``withheld`` (the notes a caller
-may not see), ``keyword`` (BM25), ``vectors`` (the in-memory vectors and their reloads), ``dense`` (exact dense
-scores with an int8 first pass), ``cache`` (the store's epoch and the LRU cache), ``related`` (the notes similar
-to one note, under the same cosine floor and withholding).
+Modules: ``service`` (the entry points and the ranking pipeline), ``pipeline`` (the values between its steps),
+``query`` (a request's text parsed once), ``view`` (what one caller may see: the one place the withheld set is read),
+``visible`` (BM25 and redacted rows as a caller not declared local sees them), ``withheld``, ``keyword`` (BM25),
+``vocabulary`` (prefix and typo expansion), ``lexical`` (Obsidian's syntax matched, coverage tiers), ``syntax``,
+``names``, ``vectors`` and ``dense`` (the in-memory vectors, exact dense scores with an int8 first pass), ``stored``,
+``fusion``, ``hits`` (results, snippets, query checks), ``cache`` (the store's epoch and the LRU cache), ``indexed``
+(coverage counts), ``related`` (notes similar to one note), ``memory`` (the search side's share of the daemon's).
 """
 
-from cairn.search.hits import Hit, SearchResult
+from cairn.search.cache import EpochLRU
+from cairn.search.hits import Hit, SearchResult, check_query
+from cairn.search.memory import daemon_memory
+from cairn.search.pipeline import Ranked
+from cairn.search.query import Query
+from cairn.search.related import similar_notes
 from cairn.search.service import SearchService
+from cairn.search.view import CallerView, Views
 from cairn.search.withheld import WithheldSet
 
-__all__ = ["Hit", "SearchResult", "SearchService", "WithheldSet"]
+__all__ = [
+    "CallerView",
+    "EpochLRU",
+    "Hit",
+    "Query",
+    "Ranked",
+    "SearchResult",
+    "SearchService",
+    "Views",
+    "WithheldSet",
+    "check_query",
+    "daemon_memory",
+    "similar_notes",
+]

@@ -40,7 +40,7 @@ class Hit:
     matched: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        """camelCase JSON as in DESIGN.md (`search` results): :func:`cairn.contract.hit_json`."""
+        """camelCase JSON as in docs/design.md, "Interfaces" (`search` results): :func:`cairn.contract.hit_json`."""
         return hit_json(self)
 
 

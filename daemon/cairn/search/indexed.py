@@ -2,23 +2,22 @@
 
 While the first index runs, the notes' words are searchable long before their vectors are written: a search then
 ranks the keyword candidates (and the few it embeds at once) but cannot find a not-yet-embedded note by meaning.
-Each search and ask result says so with its coverage. The counts leave out the caller's withheld notes
-(:mod:`cairn.search.withheld`), so a client not declared local learns nothing of them; they are kept per store
-epoch, so a search of an unchanged index reads nothing.
+Each search and ask result says so with its coverage. The counts leave out the notes withheld from the caller
+(its :class:`~cairn.search.view.CallerView`), so a client not declared local learns nothing of them; they are kept
+per store epoch, so a search of an unchanged index reads nothing.
 """
 
 from __future__ import annotations
 
 from cairn.contract import IndexCoverage
-from cairn.policy import Withhold
 from cairn.search.cache import EpochLRU, StoreEpoch
-from cairn.search.withheld import WithheldSet
+from cairn.search.view import CallerView
 from cairn.store import Store
 from cairn.store.reads import coverage_counts
 
 
 class IndexedCounts:
-    """:meth:`now`: the coverage a caller with ``withhold`` sees; thread-safe (the store and the cache are)."""
+    """:meth:`now`: the coverage a caller sees; thread-safe (the store and the cache are)."""
 
     #: Withholding rules kept at once (one per policy client kind in practice).
     CACHE_MAX = 16
@@ -28,15 +27,14 @@ class IndexedCounts:
         self.epoch = epoch
         self._cache: EpochLRU[tuple | None, IndexCoverage] = EpochLRU(self.CACHE_MAX)
 
-    def now(self, withhold: Withhold | None = None) -> IndexCoverage:
-        """The notes indexed and those still waiting for vectors, without the notes ``withhold`` hides."""
-        key = (withhold.tags, withhold.folders) if withhold else None
+    def now(self, view: CallerView) -> IndexCoverage:
+        """The notes indexed and those still waiting for vectors, without the notes withheld from ``view``'s caller."""
+        key = view.key
         epoch = self.epoch.now()
         cached = self._cache.get(key, epoch)
         if cached is not None:
             return cached
-        hidden = WithheldSet.load(self.store, withhold).notes if withhold else {}
-        notes, pending = coverage_counts(self.store, hidden)
+        notes, pending = coverage_counts(self.store, view.withheld.notes)
         found = IndexCoverage(notes=notes, pending=min(pending, notes))
         if self.epoch.value == epoch:  # nothing committed meanwhile
             self._cache.put(key, found, epoch)

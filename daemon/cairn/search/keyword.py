@@ -22,7 +22,6 @@ index on a background thread and rebuilds it once a bulk change is over.
 
 from __future__ import annotations
 
-import bisect
 import logging
 import math
 import sys
@@ -36,8 +35,9 @@ from typing import Protocol
 import numpy as np
 
 from cairn.memory import trim_heap
-from cairn.ranking import fts_phrase, query_terms
+from cairn.ranking import fts_phrase
 from cairn.search.cache import EpochLRU, StoreEpoch
+from cairn.search.vocabulary import Vocabularies, Vocabulary
 from cairn.store import FtsSnapshot, Store
 from cairn.store.reads import fts_row_sizes
 
@@ -57,81 +57,6 @@ def fts5_bm25(tf: np.ndarray, length: np.ndarray, n_hit: int, n_rows: int, avgdl
     if idf <= 0.0:
         idf = 1e-6
     return -(idf * ((tf * (K1 + 1.0)) / (tf + K1 * ((1 - B) + (B * length) / avgdl))))
-
-
-def edit_distance(a: str, b: str, limit: int) -> int:
-    """Optimal string alignment distance of ``a`` and ``b`` (insertions, deletions, substitutions and swaps of two
-    adjacent characters, each one edit), or ``limit + 1`` as soon as it must exceed ``limit``."""
-    if abs(len(a) - len(b)) > limit:
-        return limit + 1
-    prev2: list[int] = []
-    prev = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        cur = [i] + [0] * len(b)
-        for j in range(1, len(b) + 1):
-            cost = a[i - 1] != b[j - 1]
-            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-                cur[j] = min(cur[j], prev2[j - 2] + 1)
-        if min(cur) > limit:
-            return limit + 1
-        prev2, prev = prev, cur
-    return prev[-1]
-
-
-class Vocabulary:
-    """The tokens of a set of FTS5 rows, sorted, with the number of rows holding each: prefix lookups by bisection,
-    typo candidates by a character-count bound (:meth:`near`), so neither walks the vocabulary in Python."""
-
-    #: Character classes of the count bound (code point modulo this).
-    BUCKETS = 32
-
-    def __init__(self, terms: Sequence[str], rows: np.ndarray) -> None:
-        order = sorted(range(len(terms)), key=terms.__getitem__)
-        self.terms = [terms[i] for i in order]
-        self.rows = np.asarray(rows, dtype=np.int64)[order] if len(order) else np.zeros(0, dtype=np.int64)
-        self.lengths = np.fromiter(map(len, self.terms), dtype=np.int64, count=len(self.terms))
-        self._counts: np.ndarray | None = None
-
-    def with_prefix(self, prefix: str, limit: int) -> list[tuple[str, int]]:
-        """(token, rows) of at most ``limit`` tokens starting with ``prefix``, the most frequent first."""
-        lo = bisect.bisect_left(self.terms, prefix)
-        hi = bisect.bisect_left(self.terms, prefix + "\U0010ffff", lo)
-        if hi <= lo:
-            return []
-        best = lo + np.argsort(-self.rows[lo:hi], kind="stable")[:limit]
-        return [(self.terms[i], int(self.rows[i])) for i in best.tolist()]
-
-    def near(self, token: str, edits: int, limit: int) -> list[tuple[str, int, int]]:
-        """(token, rows, distance) of at most ``limit`` tokens within ``edits`` edits of ``token``
-        (:func:`edit_distance`), nearest then most frequent first. Candidates are the tokens whose length and
-        character counts allow it (an edit changes the counts by at most 2 in all), computed on arrays; only those
-        are compared."""
-        counts = self._char_counts()
-        rows_near = np.flatnonzero(np.abs(self.lengths - len(token)) <= edits)
-        if not len(rows_near):
-            return []
-        want = np.zeros(self.BUCKETS, dtype=np.int64)
-        np.add.at(want, np.frombuffer(token.encode("utf-32-le"), dtype=np.uint32) % self.BUCKETS, 1)
-        bound = np.abs(counts[rows_near].astype(np.int64) - want).sum(axis=1)
-        found = []
-        for i in rows_near[bound <= 2 * edits].tolist():
-            d = edit_distance(token, self.terms[i], edits)
-            if d <= edits:
-                found.append((self.terms[i], int(self.rows[i]), d))
-        found.sort(key=lambda f: (f[2], -f[1], f[0]))
-        return found[:limit]
-
-    def _char_counts(self) -> np.ndarray:
-        """(tokens, BUCKETS) uint16: each token's characters counted by class (built on first use)."""
-        if self._counts is None:
-            counts = np.zeros((len(self.terms), self.BUCKETS), dtype=np.uint16)
-            if self.terms:
-                codes = np.frombuffer("".join(self.terms).encode("utf-32-le"), dtype=np.uint32) % self.BUCKETS
-                owner = np.repeat(np.arange(len(self.terms)), self.lengths)
-                np.add.at(counts, (owner, codes), 1)
-            self._counts = counts
-        return self._counts
 
 
 @dataclass(frozen=True)
@@ -192,10 +117,10 @@ class KeywordLookup(Protocol):
 
     def phrase_matches(self, text: str) -> tuple[np.ndarray, np.ndarray]: ...
 
-    def vocabularies(self) -> list[Vocabulary]: ...
+    def vocabularies(self) -> Sequence[Vocabularies]: ...
 
     def ranking(
-        self, query: str, limit: int, *, within: Sequence[int] | None = None, excluding: Sequence[int] = ()
+        self, terms: Sequence[str], limit: int, *, within: Sequence[int] | None = None, excluding: Sequence[int] = ()
     ) -> list[int]: ...
 
 
@@ -574,12 +499,11 @@ class KeywordIndex:
             self.start()
 
     def ranking(
-        self, query: str, limit: int, *, within: Sequence[int] | None = None, excluding: Sequence[int] = ()
+        self, terms: Sequence[str], limit: int, *, within: Sequence[int] | None = None, excluding: Sequence[int] = ()
     ) -> list[int]:
-        """The ``limit`` chunks with the best FTS5 BM25 for the OR of ``query``'s terms (what FTS5 ranks for
-        :func:`cairn.ranking.fts_match_expression`), best first, ties by chunk id; ``within`` restricts to chunk
-        ids, ``excluding`` leaves chunk ids out before the top is taken."""
-        terms = query_terms(query)
+        """The ``limit`` chunks with the best FTS5 BM25 for the OR of ``terms`` (a :class:`~cairn.search.query.Query`'s
+        keyword terms: what FTS5 ranks for :func:`cairn.search.query.fts_match_expression`), best first, ties by
+        chunk id; ``within`` restricts to chunk ids, ``excluding`` leaves chunk ids out before the top is taken."""
         if not terms:
             return []
         self._follow()

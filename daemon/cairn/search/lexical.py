@@ -22,11 +22,12 @@ import numpy as np
 
 from cairn.errors import BadRequestError
 from cairn.notes import normalise_tag
-from cairn.ranking import query_terms
 from cairn.search.cache import StoreEpoch
-from cairn.search.keyword import KeywordLookup, Vocabulary
 from cairn.search.names import NameMatch, NameTerm, name_terms
-from cairn.search.syntax import And, Field, Node, Not, Or, ParsedQuery, Phrase, Word
+from cairn.search.query import Query
+from cairn.search.syntax import And, Field, Node, Not, Or, Phrase, Word
+from cairn.search.view import CallerView
+from cairn.search.vocabulary import Vocabularies
 from cairn.store import Store
 
 #: (chunk ids (k,) int64, BM25 (k,) float64 < 0) of the chunks holding a term or phrase.
@@ -317,20 +318,18 @@ PREFIX_EXPANSIONS = 16
 TYPO_ONE_EDIT = 5
 TYPO_TWO_EDITS = 8
 TYPO_EXPANSIONS = 4
-#: For a caller with withheld chunks, this many times more candidate expansions are drawn, then ranked by the rows
-#: visible to the caller.
-HIDDEN_OVERSAMPLE = 4
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What search does with a query's words and syntax. ``keyword_text``: the words of the BM25 leg (the positive
-    words and phrases, plus prefix and typo expansions); ``dense_text``: what the dense leg embeds; ``allowed``: the
-    note ids the filters (``tag:``, ``path:``, ``file:``) and exclusions allow (None: all); ``leaves``: the matches of
-    each positive word or phrase; ``full``: the notes matching the whole expression (None: those holding every
-    leaf); ``tiered``: rank by tier (:class:`Coverage`); ``name_terms``: see :mod:`cairn.search.names`."""
+    """What search does with a query's words and syntax. ``keyword_terms``: the terms of the BM25 leg (those of the
+    positive words and phrases, plus prefix and typo expansions); ``dense_text``: what the dense leg embeds;
+    ``allowed``: the note ids the filters (``tag:``, ``path:``, ``file:``) and exclusions allow (None: all);
+    ``leaves``: the matches of each positive word or phrase; ``full``: the notes matching the whole expression
+    (None: those holding every leaf); ``tiered``: rank by tier (:class:`Coverage`); ``name_terms``: see
+    :mod:`cairn.search.names`."""
 
-    keyword_text: str
+    keyword_terms: tuple[str, ...]
     dense_text: str
     allowed: set[int] | None
     leaves: list[Matches]
@@ -338,6 +337,8 @@ class Plan:
     tiered: bool
     #: the tokens of the positive words and phrases that a note's name holds to be named
     name_terms: tuple[NameTerm, ...] = ()
+    #: the paths of the withheld notes the query's operators matched (for the audit log only)
+    withheld: frozenset[str] = frozenset()
 
 
 def _merge(parts: Sequence[Matches]) -> Matches:
@@ -357,54 +358,78 @@ def _merge(parts: Sequence[Matches]) -> Matches:
 
 
 class Matcher:
-    """Evaluates one query against the index as it is now: each word and phrase → the chunks holding it (FTS5's
-    tokens, phrases quoted by us), each operator → notes, the expression → notes, as Obsidian's search
-    (:mod:`cairn.search.syntax`). Prefix and typo expansion use the keyword index's vocabularies.
+    """Evaluates one query against the index as one caller sees it now: each word and phrase → the chunks holding
+    it (FTS5's tokens, phrases quoted by us), each operator → notes, the expression → notes, as Obsidian's search
+    (:mod:`cairn.search.syntax`). Everything is read through the caller's ``view``: a word's matches, whether it
+    "matches nothing" (typo expansion), the vocabulary its prefix and typo expansions are drawn from, and the notes
+    an operator (``tag:``, ``path:``, ``file:``) or an exclusion can match: a withheld note's words, names and paths
+    never change what the caller gets (the withheld notes an operator matched are counted for the audit log)."""
 
-    ``hidden``: chunk ids withheld from the caller. Their matches count for nothing, so what a word matches, whether
-    it "matches nothing" (typo expansion) and which expansions are used are decided on the visible chunks only: a
-    withheld note's words never change what the caller gets. Candidate expansions are drawn from the whole
-    vocabulary, so for such a caller more are drawn (:data:`HIDDEN_OVERSAMPLE`) and ranked by visible rows."""
-
-    def __init__(self, keyword: KeywordLookup, store: Store, notes: NoteMap, hidden: Collection[int] = ()) -> None:
-        self.keyword = keyword
-        self.store = store
+    def __init__(self, view: CallerView, notes: NoteMap) -> None:
+        self.view = view
+        self.keyword = view.keyword
+        self.store = view.store
         self.notes = notes
-        self._hidden = np.asarray(sorted(hidden), dtype=np.int64)
         self.expansions: list[str] = []
         #: query term that matched nothing → the nearest token it was expanded to (what the dense leg embeds)
         self.corrections: dict[str, str] = {}
         self._leaves: dict[tuple[Node, bool], Matches | None] = {}
-        self._vocabularies: list[Vocabulary] | None = None
+        self._vocabularies: Sequence[Vocabularies] | None = None
+        self._query: Query | None = None
+        self._withheld: set[int] = set()
 
-    def plan(self, query: str, parsed: ParsedQuery) -> Plan:
-        """The :class:`Plan` of ``query`` (``parsed`` is :func:`cairn.search.syntax.parse` of it). A query without
-        syntax is its :func:`cairn.ranking.query_terms`, tiered (and expanded) only when it has at most
-        :data:`TIERED_CLAUSES` terms; a query with syntax is always tiered."""
+    @cached_property
+    def _paths(self) -> dict[int, str]:
+        """Note id → path of the notes the caller may see."""
+        hidden = self.view.withheld.notes
+        return {n: p for n, p in self.notes.paths.items() if n not in hidden} if hidden else self.notes.paths
+
+    def _seen(self, notes: set[int]) -> set[int]:
+        """``notes`` without the withheld ones (noted for the audit log)."""
+        hidden = self.view.withheld.notes
+        if not hidden:
+            return notes
+        withheld = {n for n in notes if n in hidden}
+        self._withheld |= withheld
+        return notes - withheld
+
+    def plan(self, query: Query) -> Plan:
+        """The :class:`Plan` of ``query``. A query without syntax is its terms, tiered (and expanded) only when it
+        has at most :data:`TIERED_CLAUSES` terms; a query with syntax is always tiered."""
+        self._query = query
+        parsed = query.parsed
         if parsed.plain:
-            terms = query_terms(query)
+            terms = query.terms
             tiered = len(terms) <= TIERED_CLAUSES
             found = [self.leaf(Word(t, prefix=i == len(terms) - 1), expand=tiered) for i, t in enumerate(terms)]
             leaves = [m for m in found if m is not None]
-            text = " ".join([query, *self.expansions])
             names = self._name_terms(_positive_leaves(parsed.root))
-            return Plan(text, self._corrected(query), None, leaves, None, tiered, names)
+            keyword = query.keyword_terms(self.expansions)
+            return Plan(keyword, self._corrected(query.text), None, leaves, None, tiered, names)
         positive = _positive_leaves(parsed.root)
         leaves = [m for m in (self.leaf(n, expand=True) for n in positive) if m is not None]
-        dense = self._corrected(parsed.text) or " ".join(_field_values(parsed.root)) or query
+        dense = self._corrected(parsed.text) or " ".join(_field_values(parsed.root)) or query.text
+        allowed, full = self.hard(parsed.root), self.notes_of(parsed.root)
         return Plan(
-            " ".join([parsed.text, *self.expansions]),
+            query.keyword_terms(self.expansions),
             dense,
-            self.hard(parsed.root),
+            allowed,
             leaves,
-            self.notes_of(parsed.root),
+            full,
             True,
             self._name_terms(positive),
+            self.view.withheld_paths(self._withheld),
         )
+
+    def _terms(self, word: Word | Phrase) -> tuple[str, ...]:
+        return self._query.terms_of(word) if self._query is not None else Query.parse(word.text).terms
 
     def _name_terms(self, leaves: Sequence[Word | Phrase]) -> tuple[NameTerm, ...]:
         """The :func:`~cairn.search.names.name_terms` of the words and phrases of ``leaves``."""
-        words = [(leaf.text, isinstance(leaf, Word), isinstance(leaf, Word) and leaf.prefix) for leaf in leaves]
+        words = [
+            (leaf.text, self._terms(leaf) if isinstance(leaf, Word) else None, isinstance(leaf, Word) and leaf.prefix)
+            for leaf in leaves
+        ]
         return name_terms(words, self.store.fts_tokens, PREFIX_MIN)
 
     def _corrected(self, text: str) -> str:
@@ -425,20 +450,13 @@ class Matcher:
     def _phrase(self, text: str) -> Matches | None:
         if not self.store.fts_tokens(text):
             return None
-        return self._visible(self.keyword.phrase_matches(text))
-
-    def _visible(self, found: Matches) -> Matches:
-        """``found`` without the chunks withheld from the caller."""
-        if not len(self._hidden) or not len(found[0]):
-            return found
-        keep = ~np.isin(found[0], self._hidden)
-        return found[0][keep], found[1][keep]
+        return self.keyword.phrase_matches(text)
 
     def _term(self, term: str) -> Matches:
-        return self._visible(self.keyword.term_matches(term))
+        return self.keyword.term_matches(term)
 
     def _word(self, word: Word, expand: bool) -> Matches | None:
-        terms = query_terms(word.text)
+        terms = self._terms(word)
         if not terms:
             return None
         if len(terms) > 1:  # e.g. "e-mail": its words in order
@@ -450,56 +468,45 @@ class Matcher:
         if not expand:
             return found
         token = tokens[0]
-        draw = HIDDEN_OVERSAMPLE if len(self._hidden) else 1
         more: list[tuple[str, Matches]] = []
         if word.prefix and len(token) >= PREFIX_MIN:
-            prefixed = [(t, 0) for v in self._vocab() for t, _ in v.with_prefix(token, PREFIX_EXPANSIONS * draw)]
-            more += self._expand(token, prefixed, PREFIX_EXPANSIONS)
+            more += self._expand(
+                token, [(t, 0) for v in self._vocab() for t, _ in v.with_prefix(token, PREFIX_EXPANSIONS)]
+            )
         if not len(found[0]) and len(token) >= TYPO_ONE_EDIT:
             edits = 2 if len(token) >= TYPO_TWO_EDITS else 1
-            near = sorted(
-                (n for v in self._vocab() for n in v.near(token, edits, TYPO_EXPANSIONS * draw)), key=_nearest
-            )
-            typos = self._expand(token, [(t, d) for t, _, d in near[: TYPO_EXPANSIONS * draw]], TYPO_EXPANSIONS)
+            near = sorted((n for v in self._vocab() for n in v.near(token, edits, TYPO_EXPANSIONS)), key=_nearest)
+            typos = self._expand(token, [(t, d) for t, _, d in near[:TYPO_EXPANSIONS]])
             if typos:
                 self.corrections[terms[0]] = typos[0][0]
             more += typos
-        chosen = dict(more)  # token → its visible matches, in the order drawn
+        chosen = dict(more)  # token → its matches, in the order drawn
         self.expansions.extend(t for t in chosen if t not in self.expansions)
         return _merge([found, *chosen.values()])
 
-    def _expand(self, token: str, candidates: Sequence[tuple[str, int]], limit: int) -> list[tuple[str, Matches]]:
-        """(expansion, its visible matches) of ``token`` from ``candidates`` ((token, edit distance), best first)
-        that FTS5 reads back as themselves. Everyone else keeps them as drawn; for a caller with withheld chunks only
-        those visible chunks hold count, nearest then most held by visible chunks first, at most ``limit`` per
-        vocabulary."""
-        picked: list[tuple[str, int, Matches]] = []
-        for t, distance in dict.fromkeys(candidates):
-            if t == token or self.store.fts_tokens(t) != [t]:
-                continue
-            matches = self._term(t)
-            if len(matches[0]) or not len(self._hidden):
-                picked.append((t, distance, matches))
-        if len(self._hidden):
-            picked.sort(key=lambda p: (p[1], -len(p[2][0]), p[0]))
-            picked = picked[: limit * len(self._vocab())]
-        return [(t, m) for t, _, m in picked]
+    def _expand(self, token: str, candidates: Sequence[tuple[str, int]]) -> list[tuple[str, Matches]]:
+        """(expansion, its matches) of ``token`` from ``candidates`` ((token, edit distance), best first, drawn from
+        the caller's vocabulary) that FTS5 reads back as themselves."""
+        return [
+            (t, self._term(t)) for t, _ in dict.fromkeys(candidates) if t != token and self.store.fts_tokens(t) == [t]
+        ]
 
-    def _vocab(self) -> list[Vocabulary]:
+    def _vocab(self) -> Sequence[Vocabularies]:
         if self._vocabularies is None:
             self._vocabularies = self.keyword.vocabularies()
         return self._vocabularies
 
     def notes_of(self, node: Node) -> set[int] | None:
-        """The notes matching ``node`` (None: no constraint, e.g. a word that is only stopwords)."""
+        """The notes matching ``node`` that the caller may see (None: no constraint, e.g. a word that is only
+        stopwords)."""
         if isinstance(node, Word | Phrase):
             found = self.leaf(node, expand=not isinstance(node, Phrase))
             return None if found is None else set(self.notes.notes(np.unique(found[0])).tolist()) - {-1}
         if isinstance(node, Field):
-            return self._field(node)
+            return self._seen(self._field(node))
         if isinstance(node, Not):
             inner = self.notes_of(node.node)
-            return None if inner is None else set(self.notes.paths) - inner
+            return None if inner is None else set(self._paths) - inner
         sets = [s for s in (self.notes_of(n) for n in node.items) if s is not None]
         if not sets:
             return None

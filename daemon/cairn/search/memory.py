@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cairn.memory import breakdown, deep_nbytes, process_memory
+from cairn.memory import breakdown, process_memory
 
 if TYPE_CHECKING:
     from cairn.embedder import Embedder
@@ -29,15 +29,11 @@ def search_parts(query: SearchService) -> dict[str, int]:
     rows' vectors."""
     dense = query.vectors.memory()
     keyword = query.keyword.memory()
-    visible = query.visible
-    with visible._lock:
-        redacted = dict(visible._vectors)
     caches = (
         dense["caches"]
         + keyword["caches"]
         + query.results.nbytes()
         + query.vector_cache.nbytes()
-        + visible._views.nbytes()
-        + deep_nbytes(redacted, depth=3)
+        + query.visible.nbytes()
     )
     return {"vectors": dense["vectors"], "int8": dense["int8"], "bm25": keyword["bm25"], "caches": caches}

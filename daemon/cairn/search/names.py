@@ -2,7 +2,7 @@
 in Obsidian's quick switcher.
 
 A query's name terms (:func:`name_terms`) are the FTS5 tokens of its positive words and phrases (case, diacritics
-and word endings ignored). The tokens of its content words (:func:`cairn.ranking.query_terms`: stopwords left out)
+and word endings ignored). The tokens of its content words (its terms, :mod:`cairn.search.query`: stopwords left out)
 are *required*: a name holds each of them (the last word also as a prefix). Its small words (``for``, ``your``,
 ``the``) are *optional*: a name holding them too is the closer one (``Plugins for Chess`` for ``for chess``, before
 ``chess-study``). A query of small words only (``About``) requires them all.
@@ -18,7 +18,6 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from cairn.ranking import query_terms
 from cairn.search.cache import StoreEpoch
 from cairn.store import Store
 
@@ -47,15 +46,16 @@ class NameMatch:
 
 
 def name_terms(
-    words: Sequence[tuple[str, bool, bool]], tokenize: Callable[[str], list[str]], prefix_min: int
+    words: Sequence[tuple[str, Sequence[str] | None, bool]], tokenize: Callable[[str], list[str]], prefix_min: int
 ) -> tuple[NameTerm, ...]:
-    """The :class:`NameTerm` of each token of ``words``: (text, is a word (else a phrase), the word is the query's
-    last bare word, matched as a prefix). A phrase's tokens are all required; a word's content tokens are required,
-    its stopword tokens optional; the last content token of a prefix word also matches as a prefix (when it has at
-    least ``prefix_min`` characters). With no required token, every token is required."""
+    """The :class:`NameTerm` of each token of ``words``: (text, its terms for a word (None for a phrase), the word is
+    the query's last bare word, matched as a prefix). A phrase's tokens are all required; a word's content tokens
+    are required, its stopword tokens optional; the last content token of a prefix word also matches as a prefix
+    (when it has at least ``prefix_min`` characters). With no required token, every token is required."""
     out: dict[str, NameTerm] = {}
-    for text, is_word, prefix in words:
-        content = [t for w in query_terms(text) for t in tokenize(w)] if is_word else tokenize(text)
+    for text, terms, prefix in words:
+        is_word = terms is not None
+        content = [t for w in terms for t in tokenize(w)] if terms is not None else tokenize(text)
         for i, t in enumerate(content):
             last = is_word and prefix and i == len(content) - 1 and len(t) >= prefix_min
             held = out.get(t)

@@ -1,7 +1,7 @@
 """Similar notes (``GET /related``'s ``similar``, MCP ``get_related_notes``): the notes whose chunks are nearest to
 one note's centre, the normalised mean of its chunk vectors, under the search's cosine floor
 (:data:`~cairn.config.COSINE_FLOOR`, the one :class:`~cairn.search.SearchService` applies) and the caller's
-withholding (:class:`~cairn.search.WithheldSet`). Blocking (SQLite): call from a worker thread in async code.
+view (:class:`~cairn.search.view.CallerView`). Blocking (SQLite): call from a worker thread in async code.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import numpy as np
 from cairn.config import COSINE_FLOOR
 from cairn.policy import WithheldTally
 from cairn.relevance import relevance
-from cairn.search.visible import VisibleViews
-from cairn.search.withheld import WithheldSet
+from cairn.search.view import CallerView
 from cairn.store import Store
 
 #: Nearest chunks read per call (withheld ones are read on top, so the allowed pool stays this size).
@@ -41,27 +40,26 @@ def similar_notes(
     store: Store,
     rel: str,
     limit: int,
-    hidden: WithheldSet | None = None,
+    view: CallerView | None = None,
     tally: WithheldTally | None = None,
     *,
     floor: float = COSINE_FLOOR,
-    visible: VisibleViews | None = None,
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` other notes ``[{filePath, title, score, relevance}]``, best first (ties by path): ``score`` is
     each note's best chunk cosine to the centre of ``rel`` among the :data:`SIMILAR_CANDIDATES` nearest allowed
     chunks, at least ``floor``; ``relevance`` its label (:func:`cairn.relevance.relevance`, from the cosine alone).
-    Notes ``hidden`` withholds are left out (and added to ``tally``). With ``visible``, the chunks holding a link
-    to a withheld note count by the vectors of their redacted text (:mod:`cairn.search.visible`), in the centre and
-    as candidates."""
-    view = visible.get(hidden) if visible is not None and hidden else None
-    redacted = visible.vectors(view, view.redacted) if visible is not None and view is not None else {}
+    Notes withheld from ``view``'s caller (None: the owner) are left out (and added to ``tally``); the chunks holding
+    a link to a withheld note count by the vectors of their redacted text (:mod:`cairn.search.visible`), in the
+    centre and as candidates."""
+    redacted = view.redacted_vectors() if view is not None else {}
     centre = note_centre(store, rel, {c: v[0] for c, v in redacted.items()})
     if centre is None:
         return []
-    extra = len(hidden.chunks) if hidden else 0
-    hits = [(n[0], n[1]) for n in store.knn(centre, SIMILAR_CANDIDATES + extra + (len(view.redacted) if view else 0))]
-    if view is not None:  # a redacted chunk by its redacted vector, or not at all
-        hits = [(cid, cos) for cid, cos in hits if cid not in view.redacted]
+    shown = view.visible if view is not None else None
+    extra = (len(view.hidden) if view is not None else 0) + (len(shown.redacted) if shown is not None else 0)
+    hits = [(n[0], n[1]) for n in store.knn(centre, SIMILAR_CANDIDATES + extra)]
+    if shown is not None:  # a redacted chunk by its redacted vector, or not at all
+        hits = [(cid, cos) for cid, cos in hits if cid not in shown.redacted]
         hits += [(cid, float(v[0] @ centre)) for cid, v in redacted.items()]
         hits.sort(key=lambda h: (-h[1], h[0]))
     rows = store.chunk_rows([cid for cid, _ in hits])
@@ -70,7 +68,7 @@ def similar_notes(
         row = rows.get(cid)
         if row is None or row.path == rel or cosine < floor:
             continue
-        if hidden and hidden.hides(row.note_id, row.path):
+        if view is not None and view.hides(row.note_id, row.path):
             if tally is not None:
                 tally.add([row.path])
             continue

@@ -1,15 +1,18 @@
 """The one query service: search for the CLI, HTTP, MCP and the answers.
 
-Flow (DESIGN.md): classify → scope filter → FTS5 BM25 top-N and vector top-N → fusion → cosine floor → per-note
-de-duplication → top_k.
+Flow (docs/design.md, "Flows"): classify → scope filter → FTS5 BM25 top-N and vector top-N → fusion → cosine floor →
+per-note de-duplication → top_k. :meth:`SearchService._rank` is that flow as a pipeline of steps, each returning a
+value (:mod:`cairn.search.pipeline`); every step reads the request's parsed :class:`~cairn.search.query.Query` and
+the caller's :class:`~cairn.search.view.CallerView` and nothing else of the caller.
 
-Two purposes (:meth:`SearchService.retrieve`): ``"ask"`` (the answers' sources) applies the cosine floor to every
-candidate, as the DESIGN.md contract says. ``"search"`` (CLI, HTTP, MCP, the plugin's Search) applies it to purely
+Two purposes (:meth:`SearchService.ranked`): ``"ask"`` (the answers' sources) applies the cosine floor to every
+candidate, as the design's contract says. ``"search"`` (CLI, HTTP, MCP, the plugin's Search) applies it to purely
 semantic candidates only: a chunk holding a query term is always a candidate, and the notes holding a rare term,
 then every term, then some, rank first (:mod:`cairn.search.lexical`), each tier in the fused order.
 
-Withholding: every entry point takes ``withhold`` (see :mod:`cairn.search.withheld`); ``tally`` (a
-:class:`~cairn.policy.WithheldTally`) receives the withheld notes the unfiltered top-N lists held.
+Withholding: a caller's view (:meth:`SearchService.view`) leaves the withheld notes out of every step, its scope
+included; the paths of the withheld notes a request touched come back in :attr:`Ranked.withheld
+<cairn.search.pipeline.Ranked.withheld>` for the audit log.
 """
 
 from __future__ import annotations
@@ -17,32 +20,41 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import cast
+from collections.abc import Sequence
 
 import numpy as np
 
 from cairn.config import COSINE_FLOOR, DEFAULT_TOP_K
+from cairn.contract import IndexCoverage
 from cairn.embedder import Embedder
 from cairn.embedding import TITLE_WEIGHT, VectorCache
 from cairn.errors import BadRequestError
 from cairn.policy import WithheldTally, Withhold
-from cairn.ranking import FusionWeights, QueryClassifier, limit_per_group, query_terms
+from cairn.ranking import FusionWeights, QueryClassifier, limit_per_group
 from cairn.search.cache import EpochLRU, StoreEpoch
-from cairn.search.dense import DenseQuery
 from cairn.search.fusion import add_second_best, bm25_scores, fuse
-from cairn.search.hits import Hit, SearchResult, check_query, make_snippet, scope_folders, scope_tags
+from cairn.search.hits import Hit, SearchResult, check_query, scope_folders, scope_tags
 from cairn.search.indexed import IndexedCounts
-from cairn.search.keyword import KeywordIndex, KeywordLookup
+from cairn.search.keyword import KeywordIndex
 from cairn.search.lexical import Coverage, Matcher, NoteMaps, Plan, coverage
 from cairn.search.names import Names
+from cairn.search.pipeline import (
+    Candidates,
+    DenseContext,
+    Fused,
+    Ranked,
+    Similarities,
+    Terms,
+    make_hit,
+    matched_shares,
+    order,
+)
+from cairn.search.query import Query
 from cairn.search.stored import stored_cosines
-from cairn.search.syntax import parse
-from cairn.search.vectors import Vectors, VectorSnapshot
-from cairn.search.visible import Visible, VisibleViews
-from cairn.search.withheld import WithheldSet
-from cairn.store import ChunkKey, ChunkRow, Store
+from cairn.search.vectors import Vectors
+from cairn.search.view import CallerView, Scope, Views
+from cairn.search.visible import VisibleViews
+from cairn.store import ChunkKey, Store
 
 log = logging.getLogger(__name__)
 
@@ -62,48 +74,9 @@ def _limit_blas_threads(threads: int) -> None:
         _blas_limited.add(threads)
 
 
-@dataclass
-class _Ranking:
-    """The state of one ranking (:meth:`SearchService._rank`) shared by its steps."""
-
-    query: str
-    mode: str
-    purpose: str
-    within: list[int] | None
-    hidden: WithheldSet
-    qvec: np.ndarray
-    snap: VectorSnapshot
-    dense: DenseQuery
-    #: withheld chunks among the unfiltered candidates (for the tally)
-    touched: set[int] = field(default_factory=set)
-    keyword: list[int] = field(default_factory=list)
-    pool: list[int] = field(default_factory=list)
-    #: the query's words and syntax (search purpose; None for ask)
-    plan: Plan | None = None
-    #: the notes holding the query's terms (search purpose with a keyword leg; None otherwise)
-    coverage: Coverage | None = None
-    #: fused candidates that pass only as lexical evidence (below the cosine floor)
-    below_floor: set[int] = field(default_factory=set)
-    #: what the caller sees (search/visible; None: nothing withheld), its keyword index, redacted rows' cosines
-    view: Visible | None = None
-    lookup: KeywordLookup | None = None
-    redacted_cos: dict[int, tuple[float, float]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _Similarities:
-    """Per candidate chunk: its chunk cosine, best sentence cosine (-1 without one), and the scores derived."""
-
-    chunk: dict[int, float]
-    sentence: dict[int, float]
-    dense: dict[int, float]  # the dense ranking score: max(chunk, SENTENCE_WEIGHT × sentence)
-    cosine: dict[int, float]  # the hit's cosine: that of its best vector
-    floor: dict[int, float]  # what the floor is applied to: max(chunk, FLOOR_SENTENCE_WEIGHT × sentence)
-
-
 class SearchService:
     """Search over one vault's index. The one query path for CLI, HTTP, MCP and answers: every result passes the
-    scope filter and the cosine floor (DESIGN.md contract).
+    scope filter and the cosine floor (docs/design.md, "Contract").
 
     Blocking (SQLite + ONNX); call it from a worker thread in async code. Thread-safe (the store gives each thread
     its own connection; onnxruntime sessions are thread-safe). Its collaborators hold the state: :attr:`vectors`
@@ -157,10 +130,9 @@ class SearchService:
         self.note_maps = NoteMaps(store, self.epoch)
         self.names = Names(store, self.epoch)
         self.visible = VisibleViews(store, self.epoch, self.vector_cache, title_weight)
+        self.views = Views(store, self.epoch, self.keyword, self.visible)
         self.indexed = IndexedCounts(store, self.epoch)
-        self.results: EpochLRU[tuple, tuple[tuple[Hit, ...], str | None, frozenset[str]]] = EpochLRU(
-            self.RESULT_CACHE_MAX
-        )
+        self.results: EpochLRU[tuple, Ranked] = EpochLRU(self.RESULT_CACHE_MAX)
         _limit_blas_threads(self.BLAS_THREADS)
 
     def start_keyword_index(self) -> threading.Thread | None:
@@ -168,6 +140,14 @@ class SearchService:
         return self.keyword.start()
 
     # ------------------------------------------------------------------ entry points
+    def view(self, withhold: Withhold | None = None) -> CallerView:
+        """The view of a caller withheld ``withhold`` (None: the owner's) for one request (:mod:`cairn.search.view`)."""
+        return self.views.of(withhold)
+
+    def coverage(self, view: CallerView) -> IndexCoverage:
+        """The notes indexed and those still waiting for vectors, as ``view``'s caller sees them."""
+        return self.indexed.now(view)
+
     def search(
         self,
         query: str,
@@ -179,17 +159,22 @@ class SearchService:
         withhold: Withhold | None = None,
         tally: WithheldTally | None = None,
     ) -> SearchResult:
-        """Ranked chunks for a query. Raises :class:`BadRequestError` for an empty or over-long query,
-        a bad top_k or tag. ``withhold``/``tally``: see :meth:`retrieve`; ``SearchResult.withheld``
-        is the number of withheld notes removed from the candidates; ``.coverage``: :mod:`cairn.search.indexed`."""
+        """Ranked chunks for a query. Raises :class:`BadRequestError` for an empty or over-long query, a bad top_k or
+        tag. ``withhold``: the caller's rule (:meth:`view`); ``tally`` receives the withheld notes the request
+        touched (:attr:`Ranked.withheld <cairn.search.pipeline.Ranked.withheld>`), as does ``SearchResult.withheld``
+        (their count); ``.coverage``: :mod:`cairn.search.indexed`."""
         started = time.perf_counter()
-        tally = tally if tally is not None else WithheldTally()
-        hits, preference = self.retrieve(
-            query, top_k=top_k, tags=tags, folders=folders, mode=mode, withhold=withhold, tally=tally
-        )
-        elapsed_ms, coverage = (time.perf_counter() - started) * 1000, self.indexed.now(withhold)
+        view = self.view(withhold)
+        ranked = self.ranked(query, view, top_k=top_k, tags=tags, folders=folders, mode=mode)
+        if tally is not None:
+            tally.add(ranked.withheld)
+        elapsed_ms, coverage = (time.perf_counter() - started) * 1000, self.coverage(view)
         return SearchResult(
-            hits=hits, elapsed_ms=elapsed_ms, preference=preference, withheld=tally.count, coverage=coverage
+            hits=list(ranked.hits),
+            elapsed_ms=elapsed_ms,
+            preference=ranked.preference,
+            withheld=len(ranked.withheld),
+            coverage=coverage,
         )
 
     def retrieve(
@@ -205,36 +190,57 @@ class SearchService:
         tally: WithheldTally | None = None,
         purpose: str = "search",
     ) -> tuple[list[Hit], str | None]:
-        """Ranked hits for ``query`` (at most ``top_k``, at most ``per_note`` chunks per note). ``purpose``:
-        ``"ask"`` keeps only hits with cosine similarity ≥ the floor (an answer's sources); ``"search"`` keeps a
-        purely semantic hit only above the floor but every chunk holding a query term, and ranks first the notes
-        holding a rare term, then all terms, then some (module docstring). ``mode`` picks the ranked lists fused:
-        ``hybrid`` (BM25 + dense), ``bm25`` or ``dense`` (for evaluation). Returns (hits, preference).
-        ``withhold``: notes never returned, removed before ranking (:mod:`cairn.search.withheld`); ``tally``
-        receives the withheld notes that the unfiltered candidate lists held."""
-        query = check_query(query, top_k)
+        """:meth:`ranked` for a caller withheld ``withhold``: (hits, preference); ``tally`` receives the withheld
+        notes the request touched."""
+        ranked = self.ranked(
+            query,
+            self.view(withhold),
+            top_k=top_k,
+            tags=tags,
+            folders=folders,
+            mode=mode,
+            per_note=per_note,
+            purpose=purpose,
+        )
+        if tally is not None:
+            tally.add(ranked.withheld)
+        return list(ranked.hits), ranked.preference
+
+    def ranked(
+        self,
+        query: str | Query,
+        view: CallerView,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        mode: str = "hybrid",
+        per_note: int | None = None,
+        purpose: str = "search",
+    ) -> Ranked:
+        """Ranked hits for ``query`` as ``view``'s caller sees the index (at most ``top_k``, at most ``per_note``
+        chunks per note). ``purpose``: ``"ask"`` keeps only hits with cosine similarity ≥ the floor (an answer's
+        sources); ``"search"`` keeps a purely semantic hit only above the floor but every chunk holding a query term,
+        and ranks first the notes holding a rare term, then all terms, then some (module docstring). ``mode`` picks
+        the ranked lists fused: ``hybrid`` (BM25 + dense), ``bm25`` or ``dense`` (for evaluation). Raises
+        :class:`BadRequestError` for a bad query, top_k, tag, mode or purpose."""
+        text = check_query(query.text if isinstance(query, Query) else query, top_k)
         if mode not in MODES:
             raise BadRequestError(f"mode must be one of {', '.join(MODES)}, got {mode!r}.")
         if purpose not in PURPOSES:
             raise BadRequestError(f"purpose must be one of {', '.join(PURPOSES)}, got {purpose!r}.")
+        parsed = query if isinstance(query, Query) and query.text == text else Query.parse(text)
         per_note = per_note or self.PER_NOTE_SEARCH
         tags_in, folders_in = scope_tags(tags), scope_folders(folders)
-        withheld_key = (withhold.tags, withhold.folders) if withhold else None
-        key = (query, top_k, tuple(tags_in), tuple(folders_in), mode, per_note, withheld_key, purpose)
+        key = (text, top_k, tuple(tags_in), tuple(folders_in), mode, per_note, view.key, purpose)
         epoch = self.epoch.now()
         cached = self.results.get(key, epoch)
         if cached is not None:
-            held, held_preference, withheld_paths = cached
-            if tally is not None:
-                tally.add(withheld_paths)
-            return list(held), held_preference
-        own_tally = WithheldTally()
-        hits, preference = self._rank(query, top_k, tags_in, folders_in, mode, purpose, per_note, withhold, own_tally)
-        if tally is not None:
-            tally.add(own_tally.paths)
+            return cached
+        ranked = self._rank(parsed, view, view.scope(tags_in, folders_in), top_k, mode, purpose, per_note)
         if self.epoch.value == epoch:  # nothing committed meanwhile (else the result may mix both states)
-            self.results.put(key, (tuple(hits), preference, frozenset(own_tally.paths)), epoch)
-        return hits, preference
+            self.results.put(key, ranked, epoch)
+        return ranked
 
     def keyword_ranking(
         self,
@@ -244,77 +250,77 @@ class SearchService:
         within: Sequence[int] | None = None,
         excluding: Sequence[int] = (),
     ) -> list[int]:
-        """The keyword (BM25) leg of :meth:`retrieve` on its own: the ids of the ``limit`` chunks with the best BM25
-        for ``query``'s terms, best first, as the store is now (no cosine floor, no withholding: for benchmarks and
-        checks, not for serving). ``within``/``excluding``: see :meth:`KeywordIndex.ranking`."""
+        """The keyword (BM25) leg on its own: the ids of the ``limit`` chunks with the best BM25 for ``query``'s terms,
+        best first, as the store is now (no cosine floor, no withholding: for benchmarks and checks, not for
+        serving). ``within``/``excluding``: see :meth:`KeywordIndex.ranking`."""
         self.epoch.now()
-        return self.keyword.ranking(query, limit, within=within, excluding=excluding)
+        return self.keyword.ranking(Query.parse(query).terms, limit, within=within, excluding=excluding)
 
-    # ------------------------------------------------------------------ ranking, step by step
+    # ------------------------------------------------------------------ the pipeline
     def _rank(
-        self,
-        query: str,
-        top_k: int,
-        tags: list[str],
-        folders: list[str],
-        mode: str,
-        purpose: str,
-        per_note: int,
-        withhold: Withhold | None,
-        tally: WithheldTally,
-    ) -> tuple[list[Hit], str | None]:
-        """:meth:`retrieve` on validated arguments, without the result cache."""
-        within = self.store.scoped_chunk_ids(tags, folders) if (tags or folders) else None
-        plan = None
-        hidden = WithheldSet.load(self.store, withhold)
-        view, lookup = self.visible.lookup(hidden, self.keyword)
-        if purpose == "search" and (within is None or within):
-            plan, within = self._plan(query, within, hidden, lookup)
+        self, query: Query, view: CallerView, scope: Scope, top_k: int, mode: str, purpose: str, per_note: int
+    ) -> Ranked:
+        """:meth:`ranked` on validated arguments, without the result cache: plan → candidates → similarities →
+        fused → ordered → hits. A scope empty in the caller's view ends it before any ranking work, whether the
+        scope matched withheld notes or none."""
+        plan = self._plan(query, view) if purpose == "search" and not scope.empty else None
+        within = self._within(scope, plan)
+        withheld = scope.withheld | (plan.withheld if plan is not None else frozenset())
         if within is not None and not within:
-            return [], None
-        text = plan.dense_text if plan is not None else query
+            return Ranked((), None, withheld)
+        terms = Terms(query, plan)
+        preference = self.classifier.classify(query.text)
+        dense = self._dense_context(terms.dense)
+        found = self._candidates(mode, terms, within, view, dense)
+        keys = self._keys(found.ids, mapped=plan is not None)  # chunks deleted since the snapshot are absent here
+        sims = self._similarities(found, keys, view, dense)
+        fused = self._fuse(mode, found, terms, keys, sims, preference, view)
+        ordered = order(fused, found.coverage, sims, keys)
+        chosen = limit_per_group(ordered, {c: keys[c].path for c in ordered}, per_note, top_k)
+        hits = self._hits(chosen, fused, sims, terms, found.coverage, keys, view)
+        if view.withheld:
+            withheld |= self._touched_passing(found.touched, view, dense)
+        return Ranked(tuple(hits), preference, withheld)
+
+    def _plan(self, query: Query, view: CallerView) -> Plan:
+        """The search :class:`~cairn.search.lexical.Plan` of ``query`` (Obsidian's syntax) in the caller's view."""
+        return Matcher(view, self.note_maps.get()).plan(query)
+
+    def _within(self, scope: Scope, plan: Plan | None) -> list[int] | None:
+        """The chunks the ranking may return (None: all): the scope narrowed to the notes the plan's filters and
+        exclusions allow."""
+        within = scope.chunks
+        if plan is None or plan.allowed is None:
+            return within
+        allowed = self.note_maps.get().chunks_of(sorted(plan.allowed))
+        if within is not None:
+            allowed = allowed[np.isin(allowed, np.asarray(within, dtype=np.int64))]
+        return allowed.tolist()
+
+    def _dense_context(self, text: str) -> DenseContext:
         qvec = self.vector_cache.embed([text])[0]
-        preference = self.classifier.classify(query)
         snap = self.vectors.for_query()
-        r = _Ranking(query, mode, purpose, within, hidden, qvec, snap, self.vectors.query_scores(snap, text, qvec))
-        r.plan, r.view, r.lookup = plan, view, lookup
+        return DenseContext(qvec, snap, self.vectors.query_scores(snap, text, qvec))
+
+    def _candidates(
+        self, mode: str, terms: Terms, within: list[int] | None, view: CallerView, dense: DenseContext
+    ) -> Candidates:
+        """Both legs' candidates (:class:`~cairn.search.pipeline.Candidates`)."""
+        keyword: list[int] = []
+        touched: set[int] = set()
+        found: Coverage | None = None
         if mode in ("hybrid", "bm25"):
-            r.keyword = self._keyword_leg(r)
-            if plan is not None:
-                r.coverage = self._coverage(r, plan)
-        newer = self._embedded_since(r)
+            keyword, touched = self._keyword_leg(terms.keyword, within, view)
+            if terms.plan is not None:
+                found = self._coverage(terms, keyword, within, view)
+                keyword = keyword + found.extra
+        newer = self._embedded_since(dense, within, view)
+        pool: list[int] = []
+        redacted: dict[int, tuple[float, float]] = {}
         if mode in ("hybrid", "dense"):
-            r.pool = self._dense_leg(r) + newer
-        candidates = list(dict.fromkeys(r.keyword + r.pool))
-        keys = self._keys(candidates, mapped=plan is not None)  # chunks deleted since the snapshot are absent here
-        sims = self._similarities(r, candidates, keys)
-        fused = self._fuse(r, candidates, keys, sims, preference)
-        order = self._order(r, fused, sims, keys)
-        chosen = limit_per_group(order, {c: keys[c].path for c in order}, per_note, top_k)
-        rows = self.store.chunk_rows(chosen)
-        chosen = [c for c in chosen if c in rows]  # deleted since the keys were read
-        tags_by_note = self.store.tags_of_notes(rows[c].note_id for c in chosen)
-        if hidden:  # defence in depth: a note tagged since the withheld set was read
-            chosen = [c for c in chosen if not hidden.withhold.tag_withheld(tags_by_note.get(rows[c].note_id, []))]
-            self._tally_withheld(r, tally)
-        terms = query_terms(plan.keyword_text if plan is not None else query)
-        mask = hidden.symbol_masker(self.store) if hidden.redactor else None
-        redact = hidden.redact if hidden.redactor else None
-        matched = self._matched(r, terms, chosen, keys)
-        hits = [
-            self._hit(
-                rows[c],
-                fused[c],
-                sims.cosine.get(c, 0.0),
-                tags_by_note.get(rows[c].note_id, []),
-                terms,
-                matched[c],
-                redact,
-                mask,
-            )
-            for c in chosen
-        ]
-        return hits, preference
+            top, more, redacted = self._dense_leg(dense, within, view)
+            pool, touched = top + newer, touched | more
+        return Candidates(keyword, pool, found, frozenset(touched), redacted)
 
     def _keys(self, candidates: list[int], *, mapped: bool) -> dict[int, ChunkKey]:
         """The :class:`~cairn.store.ChunkKey` of each candidate that exists. ``mapped`` (a search, whose plan read the
@@ -331,109 +337,79 @@ class SearchService:
             keys.update(self.store.chunk_keys(unknown))
         return keys
 
-    def _matched(
-        self, r: _Ranking, terms: Sequence[str], chosen: list[int], keys: dict[int, ChunkKey]
-    ) -> dict[int, float]:
-        """Per chosen chunk, the share (0..1) of the query's ``terms`` it holds as the keyword leg matches them
-        (:meth:`KeywordIndex.term_matches`), or 1 when its note holds every term (the search's coverage): what the
-        hit's relevance label reads (:func:`cairn.relevance.relevance`)."""
-        if not terms or not chosen:
-            return dict.fromkeys(chosen, 0.0)
-        ids = np.asarray(chosen, dtype=np.int64)
-        held = np.zeros(len(ids))
-        lookup = r.lookup or self.keyword  # the keyword index as the caller sees it
-        for t in terms:
-            holding = lookup.term_matches(t)[0]  # ascending chunk ids (rowid order, in memory and in FTS5)
-            if len(holding):
-                at = np.minimum(np.searchsorted(holding, ids), len(holding) - 1)
-                held += holding[at] == ids
-        out = dict(zip(chosen, (held / len(terms)).tolist()))
-        if r.coverage is None:
-            return out
-        tier_of = r.coverage.tier_of
-        return {c: 1.0 if tier_of(keys[c].note_id) == 2 else share for c, share in out.items()}
+    def _keyword_leg(
+        self, terms: Sequence[str], within: list[int] | None, view: CallerView
+    ) -> tuple[list[int], set[int]]:
+        """The BM25 candidates as the caller sees them, and the withheld chunks the unfiltered list held."""
+        excluded = list(view.hidden)
+        found = view.keyword.ranking(terms, self.CANDIDATES, within=within, excluding=excluded)
+        if not excluded:
+            return found, set()
+        unfiltered = self.keyword.ranking(terms, self.CANDIDATES, within=within)
+        return found, {c for c in unfiltered if c in view.hidden}
 
-    def _keyword_leg(self, r: _Ranking) -> list[int]:
-        """The BM25 candidates (withheld chunks left out before the top is taken); the withheld chunks the
-        unfiltered list held are noted in ``r.touched``."""
-        excluded = list(r.hidden.chunks)
-        text = r.plan.keyword_text if r.plan is not None else r.query
-        found = (r.lookup or self.keyword).ranking(text, self.CANDIDATES, within=r.within, excluding=excluded)
-        if excluded:
-            unfiltered = self.keyword.ranking(text, self.CANDIDATES, within=r.within)
-            r.touched.update(c for c in unfiltered if c in r.hidden.chunks)
-        return found
-
-    def _plan(
-        self, query: str, within: list[int] | None, hidden: WithheldSet, lookup: KeywordLookup
-    ) -> tuple[Plan, list[int] | None]:
-        """The search :class:`~cairn.search.lexical.Plan` of ``query`` (Obsidian's syntax,
-        :mod:`cairn.search.syntax`), and the scope ``within`` narrowed to the notes its filters and exclusions
-        allow. The chunks ``hidden`` withholds count for nothing in it (nor in its expansions)."""
-        notes = self.note_maps.get()
-        plan = Matcher(lookup, self.store, notes, hidden.chunks).plan(query, parse(query))
-        if plan.allowed is not None:
-            allowed = notes.chunks_of(sorted(plan.allowed))
-            if within is not None:
-                allowed = allowed[np.isin(allowed, np.asarray(within, dtype=np.int64))]
-            within = allowed.tolist()
-        return plan, within
-
-    def _coverage(self, r: _Ranking, plan: Plan) -> Coverage:
-        """Which notes hold the query's terms (:func:`cairn.search.lexical.coverage`); the best chunk of each note
-        matching the whole query or holding a rare term is added to the keyword candidates when the BM25 top lacks
-        it."""
-        found = coverage(
+    def _coverage(self, terms: Terms, keyword: list[int], within: list[int] | None, view: CallerView) -> Coverage:
+        """Which notes hold the query's terms (:func:`cairn.search.lexical.coverage`), and the best chunk of each note
+        matching the whole query or holding a rare term that the BM25 top lacks."""
+        plan = terms.plan
+        assert plan is not None
+        names = view.names()
+        return coverage(
             plan.leaves,
             self.note_maps.get(),
-            r.keyword,
-            within=r.within,
-            excluding=list(r.hidden.chunks),
+            keyword,
+            within=within,
+            excluding=list(view.hidden),
             max_extra=self.CANDIDATES,
             full=plan.full,
             tiered=plan.tiered,
-            names=lambda notes: self.names.named(notes, plan.name_terms, r.view.names if r.view else None),
+            names=lambda notes: self.names.named(notes, plan.name_terms, names),
         )
-        r.keyword = r.keyword + found.extra
-        return found
 
-    def _embedded_since(self, r: _Ranking) -> list[int]:
+    def _embedded_since(self, dense: DenseContext, within: list[int] | None, view: CallerView) -> list[int]:
         """Chunks embedded after the snapshot, in scope and not withheld, at most ``Vectors.MAX_NEWER`` (a bulk
         (re-)index starts a reload: the rest join when it lands)."""
-        newer = self.vectors.embedded_since(r.snap)
+        newer = self.vectors.embedded_since(dense.snap)
         if len(newer) > self.vectors.MAX_NEWER:
             self.vectors.reload(wait=False, bulk=True)
             newer = newer[: self.vectors.MAX_NEWER]
-        if r.within is not None and newer:
-            scope = set(r.within)
-            newer = [c for c in newer if c in scope]
-        if r.hidden.chunks and newer:
-            newer = [c for c in newer if c not in r.hidden.chunks]
-        return newer
+        if within is not None and newer:
+            inside = set(within)
+            newer = [c for c in newer if c in inside]
+        return view.visible_chunks(newer)
 
-    def _dense_leg(self, r: _Ranking) -> list[int]:
-        """The dense top chunks of the snapshot, in scope, withheld ones left out before the top is taken (noted in
-        ``r.touched`` when the unfiltered top held them)."""
-        ids = r.snap.chunk_ids
-        allowed = None if r.within is None else np.isin(ids, np.asarray(r.within, dtype=np.int64))
-        if r.hidden.chunks:
-            hide = np.isin(ids, np.asarray(list(r.hidden.chunks), dtype=np.int64))
+    def _dense_leg(
+        self, dense: DenseContext, within: list[int] | None, view: CallerView
+    ) -> tuple[list[int], set[int], dict[int, tuple[float, float]]]:
+        """The dense top chunks of the snapshot in scope as the caller sees them (withheld ones left out before the
+        top is taken, redacted rows by their redacted vectors), the withheld chunks the unfiltered top held, and the
+        redacted rows' cosines."""
+        ids = dense.snap.chunk_ids
+        allowed = None if within is None else np.isin(ids, np.asarray(within, dtype=np.int64))
+        touched: set[int] = set()
+        if view.hidden:
+            hide = np.isin(ids, np.asarray(list(view.hidden), dtype=np.int64))
             if hide.any():
-                top_all = r.dense.top(self.CANDIDATES, self.sentence_weight, ids, allowed)
-                r.touched.update(int(ids[i]) for i in top_all if hide[i])
+                top_all = dense.scores.top(self.CANDIDATES, self.sentence_weight, ids, allowed)
+                touched = {int(ids[i]) for i in top_all if hide[i]}
             allowed = ~hide if allowed is None else allowed & ~hide
-        allowed, extra = self.visible.dense(r.view, r.qvec, ids, allowed, self.sentence_weight, r.redacted_cos)
-        top = r.dense.top(self.CANDIDATES, self.sentence_weight, ids, allowed)
-        return [int(ids[i]) for i in top] + extra[: self.CANDIDATES]
+        allowed, extra, redacted = view.dense(dense.qvec, ids, allowed, self.sentence_weight)
+        top = dense.scores.top(self.CANDIDATES, self.sentence_weight, ids, allowed)
+        return [int(ids[i]) for i in top] + extra[: self.CANDIDATES], touched, redacted
 
-    def _similarities(self, r: _Ranking, candidates: list[int], keys: dict[int, ChunkKey]) -> _Similarities:
+    def _similarities(
+        self, found: Candidates, keys: dict[int, ChunkKey], view: CallerView, dense: DenseContext
+    ) -> Similarities:
         """Exact cosines of every candidate: from the snapshot when it holds the chunk, else from the store (and
-        for keyword candidates not embedded yet, computed now: :func:`~cairn.search.stored.stored_cosines`)."""
+        for keyword candidates not embedded yet, computed now: :func:`~cairn.search.stored.stored_cosines`); a
+        redacted row's by its redacted vectors."""
+        candidates = found.ids
         chunk_cos: dict[int, float] = {}
         sentence_cos: dict[int, float] = {}
-        held = [(cid, r.snap.row_of[cid]) for cid in candidates if cid in r.snap.row_of]
+        row_of = dense.snap.row_of
+        held = [(cid, row_of[cid]) for cid in candidates if cid in row_of]
         if held:
-            exact_cos, exact_sentence = r.dense.exact(np.asarray([row for _, row in held], dtype=np.int64))
+            exact_cos, exact_sentence = dense.scores.exact(np.asarray([row for _, row in held], dtype=np.int64))
             for (cid, _), c, s in zip(held, exact_cos.tolist(), exact_sentence.tolist()):
                 chunk_cos[cid], sentence_cos[cid] = c, s
         missing = [cid for cid in candidates if cid not in chunk_cos]
@@ -441,48 +417,42 @@ class SearchService:
             more_cos, more_sentence = stored_cosines(
                 self.store,
                 self.embedder,
-                r.qvec,
+                dense.qvec,
                 list(self.store.chunk_rows([c for c in missing if c in keys]).values()),
-                compute=set(r.keyword),
+                compute=set(found.keyword),
                 title_weight=self.title_weight,
                 budget=self.SIMILARITY_EMBED_TOKENS,
             )
             chunk_cos.update(more_cos)
             sentence_cos.update(more_sentence)
-        self.visible.override(r.view, r.qvec, candidates, r.redacted_cos, (chunk_cos, sentence_cos))  # redacted rows
-        w, fw = self.sentence_weight, self.FLOOR_SENTENCE_WEIGHT
-        return _Similarities(
-            chunk=chunk_cos,
-            sentence=sentence_cos,
-            dense={c: max(cos, w * sentence_cos[c]) for c, cos in chunk_cos.items()},
-            cosine={c: max(cos, sentence_cos[c]) for c, cos in chunk_cos.items()},
-            floor={c: max(cos, fw * sentence_cos[c]) for c, cos in chunk_cos.items()},
-        )
+        for c, (chunk, sentence) in view.redacted_cosines(dense.qvec, candidates, found.redacted).items():
+            chunk_cos[c], sentence_cos[c] = chunk, sentence
+        return Similarities.of(chunk_cos, sentence_cos, self.sentence_weight, self.FLOOR_SENTENCE_WEIGHT)
 
     def _fuse(
         self,
-        r: _Ranking,
-        candidates: list[int],
+        mode: str,
+        found: Candidates,
+        terms: Terms,
         keys: dict[int, ChunkKey],
-        sims: _Similarities,
+        sims: Similarities,
         preference: str | None,
-    ) -> dict[int, float]:
+        view: CallerView,
+    ) -> Fused:
         """Fusion of the ranked lists (:func:`cairn.search.fusion.fuse`) over the candidates that pass the floor (and
         are not withheld), each score boosted by the query classifier's preference for the chunk's kind, then, when
         two lists are fused, each note's second best chunk added (:func:`~cairn.search.fusion.add_second_best`). In
-        search (``r.coverage`` set) a chunk holding a query term passes whatever its cosine."""
+        search (``found.coverage`` set) a chunk holding a query term passes whatever its cosine."""
         rankings: dict[str, list[int]] = {}
-        if r.mode in ("hybrid", "bm25"):
-            rankings["bm25"] = r.keyword
-        if r.mode in ("hybrid", "dense"):
-            dense = sims.dense
-            rankings["dense"] = sorted((c for c in r.pool if c in dense), key=lambda c: (-dense[c], c))[
-                : self.CANDIDATES
-            ]
-        hidden = r.hidden
-        visible = {c for c in candidates if c in keys and not (hidden and hidden.hides(keys[c].note_id, keys[c].path))}
+        if mode in ("hybrid", "bm25"):
+            rankings["bm25"] = found.keyword
+        if mode in ("hybrid", "dense"):
+            ranked = sorted((c for c in found.dense if c in sims.dense), key=lambda c: (-sims.dense[c], c))
+            rankings["dense"] = ranked[: self.CANDIDATES]
+        candidates = found.ids
+        visible = {c for c in candidates if c in keys and not view.hides(keys[c].note_id, keys[c].path)}
         passing = {c for c in visible if sims.floor.get(c, -1.0) >= self.floor}
-        scores = self._leg_scores(r, rankings, candidates, sims)
+        scores = self._leg_scores(rankings, terms, candidates, sims, view)
 
         def fused_among(kept: set[int]) -> dict[int, float]:
             return fuse(
@@ -490,23 +460,30 @@ class SearchService:
             )
 
         fused = fused_among(passing)
-        if r.coverage is not None:  # lexical evidence below the floor: fused among every candidate kept
-            only_filters = r.plan is not None and r.plan.allowed is not None and not r.plan.leaves
+        below: set[int] = set()
+        if found.coverage is not None:  # lexical evidence below the floor: fused among every candidate kept
+            plan = terms.plan
+            only_filters = plan is not None and plan.allowed is not None and not plan.leaves
             # tag:, path:, file: or exclusions alone: every note they allow matches, as in Obsidian
-            r.below_floor = (visible - passing) if only_filters else r.coverage.lexical_among(visible - passing)
-            if r.below_floor:
-                wider = fused_among(passing | r.below_floor)
-                fused.update({c: wider[c] for c in r.below_floor if c in wider})
+            below = (visible - passing) if only_filters else found.coverage.lexical_among(visible - passing)
+            if below:
+                wider = fused_among(passing | below)
+                fused.update({c: wider[c] for c in below if c in wider})
         if preference is not None:
             kinds = self.store.chunk_kinds(list(fused))
             for cid in fused:
                 fused[cid] *= self.classifier.boost(preference, kinds.get(cid, ""))
-        if len(rankings) < 2:  # one list alone (bm25, dense modes): ranked as that leg ranks
-            return fused
-        return add_second_best(fused, {c: keys[c].note_id for c in fused}, self.weights.second)
+        if len(rankings) >= 2:  # one list alone (bm25, dense modes): ranked as that leg ranks
+            fused = add_second_best(fused, {c: keys[c].note_id for c in fused}, self.weights.second)
+        return Fused(fused, frozenset(below))
 
     def _leg_scores(
-        self, r: _Ranking, rankings: dict[str, list[int]], candidates: list[int], sims: _Similarities
+        self,
+        rankings: dict[str, list[int]],
+        terms: Terms,
+        candidates: list[int],
+        sims: Similarities,
+        view: CallerView,
     ) -> dict[str, dict[int, float]]:
         """The legs' raw scores of the candidates, for a fusion of scores (:mod:`cairn.search.fusion`): the dense
         ranking score, and the BM25 of the keyword leg's terms (positive); none for RRF."""
@@ -514,65 +491,54 @@ class SearchService:
             return {}
         scores = {"dense": sims.dense}
         if "bm25" in rankings:
-            text = r.plan.keyword_text if r.plan is not None else r.query
-            scores["bm25"] = bm25_scores(r.lookup or self.keyword, query_terms(text), candidates)
+            scores["bm25"] = bm25_scores(view.keyword, terms.keyword, candidates)
         return scores
 
-    @staticmethod
-    def _order(r: _Ranking, fused: dict[int, float], sims: _Similarities, keys: dict[int, ChunkKey]) -> list[int]:
-        """The fused candidates best first: by fused score (then cosine, then chunk id); in search, by the tier of
-        the chunk's note first (:meth:`Coverage.rank_key`), then the chunks that pass the floor before the others."""
-        cos = sims.cosine
-        if r.coverage is None:
-            return sorted(fused, key=lambda c: (-fused[c], -cos.get(c, 0.0), c))
-        key, below = r.coverage.rank_key, r.below_floor
-        by_note = {n: tuple(-x for x in key(n)) for n in {keys[c].note_id for c in fused}}
-        tiers = {c: by_note[keys[c].note_id] for c in fused}
-        return sorted(fused, key=lambda c: (tiers[c], c in below, -fused[c], -cos.get(c, 0.0), c))
+    def _hits(
+        self,
+        chosen: list[int],
+        fused: Fused,
+        sims: Similarities,
+        terms: Terms,
+        found: Coverage | None,
+        keys: dict[int, ChunkKey],
+        view: CallerView,
+    ) -> list[Hit]:
+        """The :class:`Hit` of each chosen chunk that still exists, as the caller is shown it."""
+        rows = self.store.chunk_rows(chosen)
+        chosen = [c for c in chosen if c in rows]  # deleted since the keys were read
+        tags_by_note = self.store.tags_of_notes(rows[c].note_id for c in chosen)
+        if view.withheld:  # defence in depth: a note tagged since the withheld set was read
+            rule = view.withheld.withhold
+            chosen = [c for c in chosen if not rule.tag_withheld(tags_by_note.get(rows[c].note_id, []))]
+        words = terms.keyword
+        mask = view.symbol_masker()
+        redact = view.redact if view.redactor else None
+        matched = matched_shares(view.keyword.term_matches, words, chosen, found, keys)
+        return [
+            make_hit(
+                rows[c],
+                fused.scores[c],
+                sims.cosine.get(c, 0.0),
+                tags_by_note.get(rows[c].note_id, []),
+                words,
+                matched[c],
+                redact,
+                mask,
+            )
+            for c in chosen
+        ]
 
-    def _tally_withheld(self, r: _Ranking, tally: WithheldTally) -> None:
-        """Add to ``tally`` the withheld notes with a candidate chunk that would have passed the floor (a chunk not
-        in the in-memory vectors counts, to err on the side of reporting)."""
-        if not r.touched:
-            return
+    def _touched_passing(self, touched: frozenset[int], view: CallerView, dense: DenseContext) -> frozenset[str]:
+        """The withheld notes with a candidate chunk in ``touched`` that would have passed the floor (a chunk not in
+        the in-memory vectors counts, to err on the side of reporting)."""
 
         def would_pass(cid: int) -> bool:
-            row = r.snap.row_of.get(cid)
+            row = dense.snap.row_of.get(cid)
             if row is None:
                 return True
-            c, s = r.dense.exact(np.asarray([row], dtype=np.int64))
+            c, s = dense.scores.exact(np.asarray([row], dtype=np.int64))
             return max(float(c[0]), self.FLOOR_SENTENCE_WEIGHT * float(s[0])) >= self.floor
 
-        tally.add(r.hidden.notes[r.hidden.chunks[c]] for c in r.touched if would_pass(c))
-
-    @staticmethod
-    def _hit(
-        row: ChunkRow,
-        score: float,
-        cosine: float,
-        tags: Sequence[str],
-        terms: Sequence[str],
-        matched: float,
-        redact: Callable[[str], str] | None = None,
-        mask_symbol: Callable[[str, str], str] | None = None,
-    ) -> Hit:
-        text, symbol = (redact(row.text), redact(row.symbol)) if redact else (row.text, row.symbol)
-        if mask_symbol is not None and row.kind != "pdf":  # a PDF's symbol is "page N"
-            symbol = mask_symbol(row.path, row.symbol)
-        return Hit(
-            chunk_id=row.chunk_id,
-            file_path=row.path,
-            title=row.title,
-            symbol=symbol,
-            score=score,
-            cosine=cosine,
-            snippet=make_snippet(text, terms),
-            text=text,
-            tags=tuple(tags),
-            lines=cast("tuple[int, int]", (row.line_start, row.line_end)) if row.line_start is not None else None,
-            page=row.page,
-            kind=row.kind,
-            indexed_at=row.indexed_at,
-            token_bound=row.token_count if text == row.text else 0,
-            matched=matched,
-        )
+        notes = view.withheld.notes
+        return frozenset(notes[view.hidden[c]] for c in touched if would_pass(c))

@@ -20,7 +20,7 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,9 +36,10 @@ from cairn.embedding import (
     whole_chunk_hash,
     whole_chunk_text,
 )
-from cairn.ranking import query_terms
+from cairn.memory import deep_nbytes
 from cairn.search.cache import EpochLRU, StoreEpoch
-from cairn.search.keyword import K1, B, Corpus, KeywordIndex, KeywordLookup, Vocabulary, fts5_bm25, top_chunks
+from cairn.search.keyword import K1, B, Corpus, KeywordIndex, fts5_bm25, top_chunks
+from cairn.search.vocabulary import VisibleVocabulary
 from cairn.search.withheld import WithheldSet
 from cairn.store import ChunkRow, Store
 from cairn.store.reads import chunk_notes, link_sources, note_names_of
@@ -87,6 +88,28 @@ class Visible:
     names: Mapping[int, list[frozenset[str]]] = field(default_factory=dict)
     #: token → {chunk id: instances} over the redacted rows
     postings: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    #: (rows not counted per token, rows counted per token) for :meth:`vocabulary_rows`, once read
+    _rows: list[tuple[dict[str, int], dict[str, int]]] = field(default_factory=list, compare=False, repr=False)
+
+    def vocabulary_rows(self, store: Store, live: Callable[[np.ndarray], np.ndarray]) -> tuple[dict, dict]:
+        """(token → rows to take from the index's vocabulary, token → rows to add): the withheld rows and the
+        redacted rows by their stored tokens, the redacted rows by the tokens the caller is shown. ``live``: a
+        mask of the chunk ids (k,) that are rows of the keyword index now. Tokenized once per view."""
+        if self._rows:
+            return self._rows[0]
+        minus: dict[str, int] = {}
+        plus: dict[str, int] = {}
+        ids = np.asarray(sorted(set(self.hidden) | set(self.redacted)), dtype=np.int64)
+        ids = ids[live(ids)] if len(ids) else ids
+        for cid, row in store.chunk_rows(ids.tolist()).items():
+            for t in {t for part in (row.text, row.symbol, row.title) for t in store.fts_tokens(part)}:
+                minus[t] = minus.get(t, 0) + 1
+            red = self.redacted.get(cid)
+            if red is not None:
+                for t in {t for col in red.columns for t in col}:
+                    plus[t] = plus.get(t, 0) + 1
+        self._rows.append((minus, plus))
+        return minus, plus
 
     def keyword(self, keyword: KeywordIndex, store: Store) -> VisibleKeyword:
         return VisibleKeyword(keyword, store, self)
@@ -140,16 +163,18 @@ class VisibleKeyword:
         return self._matches(text, phrase=True)
 
     def ranking(
-        self, query: str, limit: int, *, within: Sequence[int] | None = None, excluding: Sequence[int] = ()
+        self, terms: Sequence[str], limit: int, *, within: Sequence[int] | None = None, excluding: Sequence[int] = ()
     ) -> list[int]:
         """As :meth:`KeywordIndex.ranking`, over the visible rows (withheld chunks never ranked)."""
-        terms = query_terms(query)
         if not terms:
             return []
         return top_chunks([self.term_matches(t) for t in terms], limit, within, excluding)
 
-    def vocabularies(self) -> list[Vocabulary]:
-        return self.keyword.vocabularies()
+    def vocabularies(self) -> list[VisibleVocabulary]:
+        """The index's vocabularies as the caller sees them (:class:`~cairn.search.vocabulary.VisibleVocabulary`):
+        prefix and typo expansions are drawn from its rows alone."""
+        minus, plus = self._view.vocabulary_rows(self.store, lambda ids: self._corpus.sizes(ids) >= 0)
+        return [VisibleVocabulary(self.keyword.vocabularies(), minus, plus)]
 
     def _matches(self, text: str, *, phrase: bool) -> Matches:
         key = (text, phrase)
@@ -267,16 +292,6 @@ class VisibleViews:
             self._warm(held)
         return held
 
-    def lookup(self, hidden: WithheldSet, keyword: KeywordIndex) -> tuple[Visible | None, KeywordLookup]:
-        """(the view of ``hidden``, or None when it withholds nothing; the keyword index as its caller sees it)."""
-        view = self.get(hidden)
-        return view, view.keyword(keyword, self.store) if view is not None else keyword
-
-    def keyword_of(self, hidden: WithheldSet, keyword: KeywordIndex) -> VisibleKeyword | None:
-        """The keyword index as ``hidden``'s caller sees it (None when it withholds nothing)."""
-        view = self.get(hidden)
-        return view.keyword(keyword, self.store) if view is not None else None
-
     def dense(
         self,
         view: Visible | None,
@@ -284,35 +299,38 @@ class VisibleViews:
         ids: np.ndarray,
         allowed: np.ndarray | None,
         sentence_weight: float,
-        cosines: dict[int, tuple[float, float]],
-    ) -> tuple[np.ndarray | None, list[int]]:
-        """For the dense leg over a snapshot's chunk ``ids``: ``allowed`` (a mask of ``ids``, None: all) without the
-        redacted rows, and the allowed redacted rows by their redacted dense score (max(chunk cosine,
-        ``sentence_weight`` × best sentence cosine)), best first; their cosines are put in ``cosines``."""
+    ) -> tuple[np.ndarray | None, list[int], dict[int, tuple[float, float]]]:
+        """For the dense leg over a snapshot's chunk ``ids``: (``allowed`` (a mask of ``ids``, None: all) without the
+        redacted rows; the allowed redacted rows by their redacted dense score (max(chunk cosine, ``sentence_weight``
+        × best sentence cosine)), best first; their (chunk, best sentence) cosines)."""
         if view is None or not view.redacted:
-            return allowed, []
+            return allowed, [], {}
         red = np.isin(ids, np.asarray(list(view.redacted), dtype=np.int64))
         inside = ids[red & allowed] if allowed is not None else ids[red]
-        cosines.update(self.cosines(view, qvec, inside.tolist()))
+        cosines = self.cosines(view, qvec, inside.tolist())
         ranked = sorted(cosines, key=lambda c: (-max(cosines[c][0], sentence_weight * cosines[c][1]), c))
-        return (~red if allowed is None else allowed & ~red), ranked
+        return (~red if allowed is None else allowed & ~red), ranked, cosines
 
-    def override(
+    def redacted_cosines(
         self,
         view: Visible | None,
         qvec: np.ndarray,
         candidates: Sequence[int],
-        cosines: dict[int, tuple[float, float]],
-        into: tuple[dict[int, float], dict[int, float]],
-    ) -> None:
-        """Set the (chunk, best sentence) cosines ``into`` of the redacted ``candidates`` to those of their redacted
-        vectors (kept in ``cosines``); -1 for one without them yet (it passes no cosine floor)."""
+        known: Mapping[int, tuple[float, float]],
+    ) -> dict[int, tuple[float, float]]:
+        """The (chunk, best sentence) cosines of the redacted ``candidates`` by their redacted vectors (those in
+        ``known`` reused); (-1, -1) for one without them yet (it passes no cosine floor)."""
         if view is None or not view.redacted:
-            return
+            return {}
         red = [c for c in candidates if c in view.redacted]
-        cosines.update(self.cosines(view, qvec, [c for c in red if c not in cosines]))
-        for c in red:
-            into[0][c], into[1][c] = cosines.get(c, (-1.0, -1.0))
+        found = {**known, **self.cosines(view, qvec, [c for c in red if c not in known])}
+        return {c: found.get(c, (-1.0, -1.0)) for c in red}
+
+    def nbytes(self) -> int:
+        """Bytes held: the views kept and the redacted rows' vectors (approximate: :mod:`cairn.memory`)."""
+        with self._lock:
+            redacted = dict(self._vectors)
+        return self._views.nbytes() + deep_nbytes(redacted, depth=3)
 
     def _warm(self, view: Visible) -> None:
         """Embed ``view``'s redacted rows that have no vectors yet on a background thread (none when one runs)."""

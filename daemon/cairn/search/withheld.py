@@ -16,31 +16,18 @@ from functools import cached_property
 
 from cairn.policy import LinkRedactor, Withhold
 from cairn.store import Store
-from cairn.store.reads import chunk_notes, withheld_notes
 
 
 @dataclass(frozen=True)
 class WithheldSet:
     """The notes ``withhold`` hides in this store right now: ``notes`` {note id: path}, ``chunks``
     {chunk id: note id} of their chunks, and a :class:`~cairn.policy.LinkRedactor` for links to them.
-    Built per call (one indexed query for the tags, one path scan when folders are withheld)."""
+    Read per call by :func:`cairn.search.view.load_withheld`, the one place that reads it."""
 
     withhold: Withhold
     notes: dict[int, str]
     chunks: dict[int, int]
     redactor: LinkRedactor
-
-    @classmethod
-    def load(cls, store: Store, withhold: Withhold | None) -> WithheldSet:
-        if not withhold:
-            return cls(Withhold(), {}, {}, LinkRedactor(()))
-        found = withheld_notes(store, withhold.tags, withhold.path_withheld if withhold.folders else None)
-        return cls(
-            withhold,
-            {nid: path for nid, (path, _) in found.items()},
-            chunk_notes(store, found),
-            LinkRedactor(found.values()),
-        )
 
     def __bool__(self) -> bool:
         return bool(self.withhold)
