@@ -2,7 +2,8 @@
 
 Scope: ``file:``, ``path:``, ``tag:`` and the ``folder`` argument are resolved inside the caller's view, so a scope
 that matches only withheld notes costs what a scope matching nothing costs — timed over a real ``cairn mcp``
-session on stdio, driven by the SDK's client, 40 pairs per kind of scope — and the audit log (never the client)
+session on stdio, driven by the SDK's client, 40 pairs per kind of scope, each timing the fastest of three calls —
+and the audit log (never the client)
 counts the withheld notes it matched.
 
 Expansions: prefix and typo expansions are drawn from the vocabulary the caller sees, so two vaults that differ
@@ -49,6 +50,9 @@ PAIRS = [
     ("folder", "{}", "{}", "Secret Folder", "Sxcret Folder"),
 ]
 CALLS = 40
+#: Each timing is the fastest of this many calls (each with a new word): a call that waited for a core on a busy
+#: machine says nothing of the work it asked for.
+TRIES = 3
 #: The two medians may differ by this factor at most (noise of a loaded machine; a scope that ran the whole ranking
 #: took about three times as long).
 WITHIN = 1.2
@@ -72,7 +76,7 @@ def index(vault: Path, home: Path, embedder) -> None:
         cairn.close()
 
 
-@pytest.mark.slow  # a `cairn mcp` subprocess and 320 timed calls
+@pytest.mark.slow  # a `cairn mcp` subprocess and 960 timed calls
 def test_a_scope_matching_only_withheld_notes_costs_what_one_matching_nothing_costs(tmp_path, embedder):
     home = make_home(tmp_path / "home", POLICY)
     vault = write_vault(tmp_path / "vault", SCOPED)
@@ -100,14 +104,18 @@ def test_a_scope_matching_only_withheld_notes_costs_what_one_matching_nothing_co
                     a: list[float] = []
                     b: list[float] = []
                     results = 0
-                    for _ in range(CALLS):
-                        for q, folder, into in ((withheld_q, withheld_f, a), (nothing_q, nothing_f, b)):
-                            args = {"query": q.format(word())} | ({"folder": folder} if folder else {})
-                            started = time.perf_counter()
-                            res = await c.call_tool("search_notes", args)
-                            into.append(time.perf_counter() - started)
-                            assert not res.is_error, (args, res.content)
-                            results += len(res.structured_content["results"])
+                    for i in range(CALLS):
+                        pair = [(withheld_q, withheld_f, a), (nothing_q, nothing_f, b)]
+                        for q, folder, into in pair if i % 2 == 0 else pair[::-1]:  # each goes first half the time
+                            fastest = float("inf")
+                            for _ in range(TRIES):
+                                args = {"query": q.format(word())} | ({"folder": folder} if folder else {})
+                                started = time.perf_counter()
+                                res = await c.call_tool("search_notes", args)
+                                fastest = min(fastest, time.perf_counter() - started)
+                                assert not res.is_error, (args, res.content)
+                                results += len(res.structured_content["results"])
+                            into.append(fastest)
                     out[kind] = (a, b, results)
         return out
 
@@ -120,10 +128,12 @@ def test_a_scope_matching_only_withheld_notes_costs_what_one_matching_nothing_co
         )
     entries = [json.loads(line) for line in (home / "data" / "mcp-audit.jsonl").read_text().splitlines()]
     scoped = [e for e in entries if e["tool"] == "search_notes"][5:]
-    assert len(scoped) == 2 * CALLS * len(PAIRS)
+    assert len(scoped) == 2 * CALLS * TRIES * len(PAIRS)
     # the audit log, for the owner, counts the withheld note each scope matched; nothing for the other
-    assert [e["withheld"] for e in scoped[0::2]] == [1] * (CALLS * len(PAIRS))
-    assert [e["withheld"] for e in scoped[1::2]] == [0] * (CALLS * len(PAIRS))
+    expected = [
+        n for _ in PAIRS for i in range(CALLS) for n in ((1, 0) if i % 2 == 0 else (0, 1)) for _ in range(TRIES)
+    ]
+    assert [e["withheld"] for e in scoped] == expected
 
 
 #: Public notes, and notes withheld (tag personal) full of words starting with "flux" and one edit from "gardxn".
@@ -173,6 +183,6 @@ def test_prefix_and_typo_expansions_come_from_what_the_caller_may_see(two_vaults
             cairn.close()
 
     seen, shown = results("with"), results("without")
-    assert seen["flu"] and seen["gardxn"]  # not vacuous: the prefix and the typo find the public notes
+    assert shown["flu"] and shown["gardxn"]  # not vacuous: the prefix and the typo find the public notes
     for q in EXPANDED:
         assert seen[q] == shown[q], f"{q!r}: {seen[q]} != {shown[q]}"
