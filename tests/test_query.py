@@ -609,3 +609,16 @@ def test_a_question_asking_for_code_boosts_exactly_the_code_chunks(help_cairn):
     for h in both:
         factor = QueryClassifier.BOOST if h.kind == "code" else 1.0
         assert h.score == pytest.approx(unboosted[h.chunk_id].score * factor, rel=1e-9), (h.file_path, h.kind)
+
+
+def test_an_excluded_words_expansions_are_not_searched_for(sample_cairn):
+    """``garden -tomat``: the notes holding "tomato" are left out, and "tomato" is no keyword term of the query (it
+    would lower the other hits' share of the query's words and move their snippets)."""
+    from cairn.search import Query
+    from cairn.search.lexical import Matcher
+
+    for text in ("garden -tomat", "garden -tomatxo", "bread -(sourdoug)"):
+        plan = Matcher(sample_cairn.query.view(), sample_cairn.query.note_maps.get()).plan(Query.parse(text))
+        assert plan.keyword_terms == (text.split()[0],), (text, plan.keyword_terms)
+    hits = sample_cairn.query.search("garden -tomat", top_k=8).hits
+    assert hits and not any("tomato" in h.text.lower() for h in hits)

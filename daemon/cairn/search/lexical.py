@@ -409,9 +409,10 @@ class Matcher:
         positive = _positive_leaves(parsed.root)
         leaves = [m for m in (self.leaf(n, expand=True) for n in positive) if m is not None]
         dense = self._corrected(parsed.text) or " ".join(_field_values(parsed.root)) or query.text
+        keyword = query.keyword_terms(self.expansions)  # before the exclusions' words are matched (and expanded)
         allowed, full = self.hard(parsed.root), self.notes_of(parsed.root)
         return Plan(
-            query.keyword_terms(self.expansions),
+            keyword,
             dense,
             allowed,
             leaves,
