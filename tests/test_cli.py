@@ -478,6 +478,16 @@ def test_ask_lists_the_sources_it_cites_then_the_rest_under_also_retrieved(sampl
     assert {s["n"] for s in out["sources"] if not s["cited"]} == also_n
 
 
+def test_ask_json_answer_is_the_answer_alone_and_the_plain_output_adds_the_list(sample_home):
+    """``--json``'s ``answer`` holds no sources list (its ``sources`` do); the plain output prints that same answer,
+    then the list."""
+    question = "How do I feed my sourdough starter?"
+    text = run_cairn(sample_home, "ask", question, "--vault", str(SAMPLE_VAULT)).stdout
+    out = sample_ask(sample_home, question)
+    assert "Sources:" not in out["answer"] and "Also retrieved:" not in out["answer"], out["answer"]
+    assert text.startswith(out["answer"] + "\n\nSources:\n[")
+
+
 def test_ask_the_sample_vault_off_topic_is_not_found(sample_home):
     out = run_json(sample_home, "ask", "What is the capital of France?", "--vault", str(SAMPLE_VAULT), "--json")
     assert (out["notFound"], out["answer"], out["sources"]) == (True, NOT_FOUND, [])

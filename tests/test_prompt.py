@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from cairn.config import NOT_FOUND_ANSWER
 from cairn.prompt import (
     ContextBlock,
     Sentence,
     build_messages,
     candidate_sentences,
     cited_numbers,
-    compose_extractive_answer,
+    extractive_body,
     pick_sentences,
     select_within_budget,
     source_line,
+    sources_list,
 )
 
 
@@ -60,20 +60,25 @@ def test_a_topic_sentence_is_extended_with_the_detail_that_follows():
     ]
     picked = pick_sentences(s)
     assert [p.text for p in picked] == ["Quick fridge pickles for cucumbers.", "Brine: 500 ml water."]
-    text = compose_extractive_answer(picked, [source_line(1, "a.md", "", (1, 3), None)])
+    text = extractive_body(picked) + "\n\n" + sources_list([source_line(1, "a.md", "", (1, 3), None)])
     assert text.startswith("Quick fridge pickles for cucumbers. Brine: 500 ml water. [1]\n\nSources:")
+    assert extractive_body(picked) == "Quick fridge pickles for cucumbers. Brine: 500 ml water. [1]"
 
 
 def test_extractive_answer_cites_only_listed_sources():
     lines = [source_line(1, "a.md", "A › B", (3, 9), None), source_line(2, "doc.pdf", "page 3", None, 3)]
-    text = compose_extractive_answer([Sentence(1, 0, "First.", 1.0), Sentence(2, 0, "Second.", 0.9)], lines)
+    body = extractive_body([Sentence(1, 0, "First.", 1.0), Sentence(2, 0, "Second.", 0.9)])
+    text = body + "\n\n" + sources_list(lines)
     assert text.startswith("First. [1] Second. [2]")
     assert "Sources:\n[1] a.md › A › B (lines 3–9)\n[2] doc.pdf › page 3 (page 3)" in text
     assert set(cited_numbers(text)) == {1, 2}
+    assert "Sources:" not in body
 
 
-def test_no_sources_is_the_not_found_answer():
-    assert compose_extractive_answer([], []) == NOT_FOUND_ANSWER
+def test_a_sources_list_names_the_cited_then_the_others_given():
+    cited, also = [source_line(2, "b.md", "B", (1, 2), None, "strong match")], [source_line(1, "a.md", "", None, None)]
+    assert sources_list(cited, also) == "Sources:\n[2] b.md › B (lines 1–2) — strong match\n\nAlso retrieved:\n[1] a.md"
+    assert sources_list([], also).startswith("Sources:\n(the answer cites none of the passages below)\n\n")
 
 
 def test_messages_number_the_context_and_warn_about_instructions():

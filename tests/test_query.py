@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from cairn.answers import AnswerService, Source
+from cairn.answers import AnswerService, Source, sources_text
 from cairn.config import NOT_FOUND_ANSWER
 from cairn.errors import BadRequestError
 from cairn.prompt import cited_numbers
@@ -55,8 +55,9 @@ def test_answers_cite_the_note_that_holds_the_fact(sample_cairn, question, note)
     listed = {s.n for s in answer.sources}
     assert set(cited) <= listed and set(cited_numbers(answer.text)) <= listed
     assert [s.n for s in answer.sources] == list(range(1, len(answer.sources) + 1))
+    shown = answer.text + "\n\n" + sources_text(answer.sources)  # as `cairn ask` and the MCP text show it
     for s in answer.sources:
-        assert f"[{s.n}] {s.hit.file_path}" in answer.text
+        assert f"[{s.n}] {s.hit.file_path}" in shown
 
 
 @pytest.mark.parametrize("question", OFF_TOPIC)

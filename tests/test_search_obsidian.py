@@ -64,6 +64,21 @@ def test_words_phrases_exclusions_and_operators_parse_as_obsidian_reads_them():
     assert parse(r'"they said \"hello\""').root == And((Phrase('they said "hello"'),))
 
 
+def test_an_operator_before_a_group_applies_to_each_term_of_it():
+    """Obsidian: "operators allow a nested search term within parentheses"; OR, AND, exclusions and phrases inside."""
+    assert parse("file:(Bread OR Garden)").root == And((Or((Field("file", "Bread"), Field("file", "Garden"))),))
+    assert parse("tag:(#garden OR #kitchen)").root == And((Or((Field("tag", "#garden"), Field("tag", "#kitchen"))),))
+    assert parse('path:("Daily notes" -Recipes) x').root == And(
+        (Field("path", "Daily notes"), Not(Field("path", "Recipes")), Word("x", prefix=True))
+    )
+    assert parse("-file:(a OR b)").root == And((Not(Or((Field("file", "a"), Field("file", "b")))),))
+    assert parse("path:(a (b OR c) file:d)").root == And(
+        (Field("path", "a"), Or((Field("path", "b"), Field("path", "c"))), Field("file", "d"))
+    )
+    assert parse("file:(Bread)").root == And((Field("file", "Bread"),))
+    assert not parse("file:(Bread OR Garden)").plain
+
+
 @pytest.mark.parametrize(
     "text",
     ['"unbalanced quote', "lone - dash", "-", "((((", "a) b (c", "OR OR", "x OR", 'tag: "', "--flag value", '""'],
@@ -158,6 +173,37 @@ def test_filters_or_exclusions_alone_list_every_note_they_allow(sample_cairn):
     assert set(paths(sample_cairn.query, "path:Gard", top_k=50)) == garden
     every, tomato = notes_holding(""), notes_holding("tomato") | notes_holding("tomatoes")
     assert set(paths(sample_cairn.query, "-tomato", top_k=50)) == every - tomato
+
+
+def test_grouped_operators_find_what_the_operators_one_by_one_find(sample_cairn):
+    """``op:(a OR b)`` lists the notes of ``op:a`` and of ``op:b``; ``op:(a -b)`` those of ``op:a`` less ``op:b``."""
+    store = sample_cairn.store
+
+    def found(text: str) -> set[str]:
+        return set(paths(sample_cairn.query, text, top_k=50))
+
+    tagged = {
+        t: {p for p in notes_holding("") if t in {x.split("/")[0] for x in store.note_tags(p)}}
+        for t in ("garden", "kitchen")
+    }
+    assert tagged["garden"] and tagged["kitchen"]
+    assert found("tag:(#garden OR #kitchen)") == tagged["garden"] | tagged["kitchen"]
+    assert found("file:(Sourdough OR Garlic)") == {SOURDOUGH, "Kitchen/Sourdough starter.md", "Garden/Garlic.md"}
+    assert found("path:(Journal OR Personal)") == {
+        p for p in notes_holding("") if p.split("/")[0] in ("Journal", "Personal")
+    }
+    assert found("path:(Kitchen -Sourdough)") == found("path:Kitchen") - found("file:Sourdough") != set()
+    assert found('file:("Sourdough starter" OR Garlic)') == {"Kitchen/Sourdough starter.md", "Garden/Garlic.md"}
+    assert found("-path:(Garden OR Kitchen)") == notes_holding("") - found("path:Garden") - found("path:Kitchen")
+    tomato = notes_holding("tomato") | notes_holding("tomatoes")
+    assert found("tomato path:(Garden OR Kitchen)") == {p for p in tomato if p.split("/")[0] in ("Garden", "Kitchen")}
+
+
+def test_a_bad_tag_in_a_group_is_named_as_typed(sample_cairn):
+    from cairn.errors import BadRequestError  # noqa: PLC0415
+
+    with pytest.raises(BadRequestError, match="tag:# names no valid tag"):
+        sample_cairn.query.search("tag:(#garden OR #)")
 
 
 def test_a_misspelt_word_ranks_as_the_word_it_was_taken_for(sample_cairn):
@@ -318,6 +364,24 @@ def test_http_search_takes_the_syntax_in_q(sample_cairn):
     for text, first in ACCEPTANCE:
         assert found[text][0] == first, text
     assert found["garden -tomato"] and not set(found["garden -tomato"]) & notes_holding("tomato")
+
+
+def test_http_search_reads_an_operator_before_a_group(sample_cairn):
+    from test_http_api import AUTH, running
+
+    async def scenario():
+        found = {}
+        async with running(sample_cairn.query) as client:
+            for text in ("tag:(#garden OR #kitchen)", "tag:#garden", "tag:#kitchen", "file:(Sourdough OR Garlic)"):
+                async with client.get("/search", params={"q": text, "topK": "50"}, headers=AUTH) as resp:
+                    assert resp.status == 200, (text, await resp.text())
+                    found[text] = {r["filePath"] for r in (await resp.json())["results"]}
+        return found
+
+    found = asyncio.run(asyncio.wait_for(scenario(), timeout=120))
+    assert found["tag:#garden"] and found["tag:#kitchen"]
+    assert found["tag:(#garden OR #kitchen)"] == found["tag:#garden"] | found["tag:#kitchen"]
+    assert found["file:(Sourdough OR Garlic)"] == {SOURDOUGH, "Kitchen/Sourdough starter.md", "Garden/Garlic.md"}
 
 
 def test_http_search_takes_a_non_ascii_query_up_to_the_length_limit(sample_cairn):

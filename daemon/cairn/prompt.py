@@ -2,10 +2,11 @@
 
 - :func:`select_within_budget`: the context blocks that fit the 6,000-token budget,
   dropping the lowest-scored chunks first (docs/design.md, "Contract").
-- :func:`candidate_sentences` / :func:`compose_extractive_answer`: the answer built
-  from the retrieved passages themselves when no model writes one (``grounded: false``):
-  the sentences that best answer the question, each followed by its ``[n]``, then a
-  ``Sources:`` list mapping ``[n]`` → ``filePath › symbol (lines)``.
+- :func:`candidate_sentences` / :func:`extractive_body`: the answer built from the retrieved
+  passages themselves when no model writes one (``grounded: false``): the sentences that best
+  answer the question, each followed by its ``[n]``.
+- :func:`sources_list`: an answer's ``Sources:`` list as text (``[n]`` → ``filePath › symbol (lines)``),
+  for the readers that show an answer as one text (the CLI, the MCP ``ask`` text); never part of the answer.
 - :func:`build_messages`: the chat prompt for a model (system rules, numbered context, question).
 """
 
@@ -15,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from cairn.config import CONTEXT_TOKEN_BUDGET, NOT_FOUND_ANSWER
+from cairn.config import CONTEXT_TOKEN_BUDGET
 
 SYSTEM_PROMPT = (
     "You answer questions using only the numbered context passages from the user's own notes.\n"
@@ -234,24 +235,24 @@ def source_line(
     return f"[{n}] {file_path}" + (f" › {symbol}" if symbol else "") + where + (f" — {label}" if label else "")
 
 
-def compose_extractive_answer(
-    picked: Sequence[Sentence], source_lines: Sequence[str], also_lines: Sequence[str] = ()
-) -> str:
-    """The answer text: the picked sentences in reading order, each run of sentences from one
-    source followed by its ``[n]``, then ``Sources:`` with one line per cited source (``source_lines``), then
-    ``Also retrieved:`` with the sources it was chosen from but does not cite (``also_lines``, when any). Every
-    ``[n]`` in the text refers to a listed source."""
-    if not source_lines and not also_lines:
-        return NOT_FOUND_ANSWER
+def extractive_body(picked: Sequence[Sentence]) -> str:
+    """The extractive answer's text: the picked sentences in reading order, each run of sentences from one
+    source followed by its ``[n]`` (a fixed line that the passages look relevant when none is picked). The sources
+    themselves are not in the text: they travel apart (the ``sources`` event, :func:`sources_list`)."""
     parts: list[str] = []
     for i, s in enumerate(picked):
         parts.append(s.text.rstrip())
         following = picked[i + 1] if i + 1 < len(picked) else None
         if following is None or following.n != s.n or following.position != s.position + 1:
             parts[-1] += f" [{s.n}]"
-    body = " ".join(parts) or "These passages from your notes look relevant:"
-    text = body + "\n\nSources:\n" + "\n".join(source_lines)
-    return text + ("\n\nAlso retrieved:\n" + "\n".join(also_lines) if also_lines else "")
+    return " ".join(parts) or "These passages from your notes look relevant:"
+
+
+def sources_list(cited_lines: Sequence[str], also_lines: Sequence[str] = ()) -> str:
+    """``Sources:`` with one line per source the answer cites (:func:`source_line`; a placeholder when it cites
+    none), then ``Also retrieved:`` with the others it was given, when any."""
+    cited = "\n".join(cited_lines) if cited_lines else "(the answer cites none of the passages below)"
+    return "Sources:\n" + cited + ("\n\nAlso retrieved:\n" + "\n".join(also_lines) if also_lines else "")
 
 
 CITATION = re.compile(r"\[(\d{1,3})\]")

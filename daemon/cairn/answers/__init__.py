@@ -4,7 +4,7 @@ Modules: ``service`` (the ask path and the context budget), ``events`` (the answ
 :class:`Source`), ``extractive`` (the answer built from the passages), ``citations`` (the citation filter).
 """
 
-from cairn.answers.events import Answer, Source
+from cairn.answers.events import Answer, Source, sources_text
 from cairn.answers.service import AnswerService, ChatModel
 
-__all__ = ["Answer", "AnswerService", "ChatModel", "Source"]
+__all__ = ["Answer", "AnswerService", "ChatModel", "Source", "sources_text"]

@@ -5,7 +5,8 @@ A stream of events is ``Token``…, then ``Sources``, then ``Done``; a failure a
 ``name`` and JSON ``data`` (``tuple(event) == (name, data)``) and :meth:`~_Event.sse`, its SSE frame.
 
 :class:`Source` is a numbered hit (``[n]`` in the answer); :class:`Answer` is a whole answer at once (for the CLI
-and MCP).
+and MCP). ``token`` events carry the answer's text only: never a list of its sources (:func:`sources_text` renders
+one from the ``sources`` for the CLI and the MCP text).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from cairn.contract import IndexCoverage, answer_json, coverage_json, source_json
+from cairn.prompt import source_line, sources_list
+from cairn.relevance import RELEVANCE_TEXT, relevance
 from cairn.search import Hit
 
 _PIECE_RE = re.compile(r"\S+\s*|\s+")
@@ -154,6 +157,19 @@ def cited_sources(sources: Sequence[Source], cited: Collection[int]) -> list[Sou
     text cites). The ``sources`` event keeps every source that was in the context, cited or not: the contract is
     "the chunks actually in the prompt"; clients list the uncited ones apart ("Also retrieved")."""
     return [replace(s, cited=s.n in cited) for s in sources]
+
+
+def sources_text(sources: Sequence[Source]) -> str:
+    """``sources`` as text, for the readers that show an answer as one text (the CLI prints it after the answer,
+    the MCP ``ask`` text holds it): ``Sources:`` (the cited ones), then ``Also retrieved:`` (the others the answer
+    was given); each line ``[n] filePath › symbol (lines a–b) — relevance``. The answer's own text never holds this
+    list: the ``sources`` event and field carry the sources."""
+
+    def line(s: Source) -> str:
+        h = s.hit
+        return source_line(s.n, h.file_path, h.symbol, h.lines, h.page, RELEVANCE_TEXT[relevance(h.cosine, h.matched)])
+
+    return sources_list([line(s) for s in sources if s.cited], [line(s) for s in sources if not s.cited])
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
-"""The extractive answer: the sources' sentences that best answer a question, each followed by its ``[n]``, then a
-``Sources:`` list of the sources it cites and an ``Also retrieved:`` list of the others it was chosen from. Built
-when there is no model, or the model fails or says nothing; ``grounded: false``."""
+"""The extractive answer: the sources' sentences that best answer a question, each followed by its ``[n]`` (the
+sources themselves travel apart, marked ``cited`` or not). Built when there is no model, or the model fails or says
+nothing; ``grounded: false``."""
 
 from __future__ import annotations
 
@@ -9,22 +9,8 @@ from collections.abc import Sequence
 from cairn.answers.events import Source
 from cairn.embedding import VectorCache, content_hash, title_hash
 from cairn.notes import strip_block_ids
-from cairn.prompt import (
-    Sentence,
-    candidate_sentences,
-    compose_extractive_answer,
-    pick_sentences,
-    source_line,
-    token_overlap,
-)
-from cairn.relevance import RELEVANCE_TEXT, relevance
-from cairn.search import EpochLRU, Hit, Query
-
-
-def _label(hit: Hit) -> str:
-    """The hit's relevance as a source line shows it (``strong match``)."""
-    return RELEVANCE_TEXT[relevance(hit.cosine, hit.matched)]
-
+from cairn.prompt import Sentence, candidate_sentences, extractive_body, pick_sentences, token_overlap
+from cairn.search import EpochLRU, Query
 
 #: Marks a title's key in the similarity table (a title may read like a sentence).
 _TITLE = "\x1ftitle"
@@ -57,7 +43,7 @@ class ExtractiveAnswers:
         """(the answer's text, the numbers ``n`` of the sources it cites). Pick the sentences that best answer
         ``question``: each candidate sentence's cosine similarity to the question plus TITLE_PRIOR × its note
         title's, plus a keyword-overlap bonus (sentence read with its title and heading) and a small prior for
-        better-ranked sources. When no sentence is picked the text lists every source as what it shows, and all
+        better-ranked sources. When no sentence is picked the text says the passages look relevant, and all
         count as cited."""
         query = question if isinstance(question, Query) else Query.parse(question)
         key = (
@@ -76,16 +62,7 @@ class ExtractiveAnswers:
         candidates = self._candidates(sources)
         picked = pick_sentences(self._scored(query, candidates)) if candidates else []
         cited = frozenset(s.n for s in picked) or frozenset(s.n for s in sources)
-        lines = {
-            s.n: source_line(s.n, s.hit.file_path, s.hit.symbol, s.hit.lines, s.hit.page, _label(s.hit))
-            for s in sources
-        }
-        return (
-            compose_extractive_answer(
-                picked, [lines[s.n] for s in sources if s.n in cited], [lines[s.n] for s in sources if s.n not in cited]
-            ),
-            cited,
-        )
+        return extractive_body(picked), cited
 
     @staticmethod
     def _candidates(sources: Sequence[Source]) -> list[tuple[int, int, str, str, str, str]]:

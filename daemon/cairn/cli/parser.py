@@ -37,6 +37,7 @@ QUERY uses Obsidian's search syntax:
   garden -tomato         no note containing "tomato"; also -"a phrase", -(a b)
   tag:#kitchen bread     only notes tagged kitchen or kitchen/...
   path:Garden file:sour  only notes whose path / file name contains the text
+  file:(bread OR soup)   an operator applies to each term of a group: file:bread OR file:soup
   compost OR mulch       either; OR binds loosest, (parentheses) group
 Words match as the index reads them (case, accents, endings ignored). The last word also
 matches as a prefix from 3 letters (bannet); a word of 5+ letters matching nothing matches

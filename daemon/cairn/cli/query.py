@@ -11,14 +11,13 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from cairn import contract
 from cairn.cli.common import _open_for_query, _print_json, _writer_lock
 from cairn.config import Config
 from cairn.progress import ProgressLines, phase_words
-from cairn.prompt import source_line
 from cairn.relevance import RELEVANCE_TEXT, relevance
 
 
@@ -210,21 +209,6 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-def _sources_text(sources: Sequence[Any]) -> str:
-    """A model's answer's sources as the extractive answer lists them: ``Sources:`` (the cited ones), then
-    ``Also retrieved:`` (the others it was given); each line ``[n] filePath › symbol (lines a–b) — relevance``."""
-
-    def line(s: Any) -> str:
-        h = s.hit
-        return source_line(s.n, h.file_path, h.symbol, h.lines, h.page, RELEVANCE_TEXT[relevance(h.cosine, h.matched)])
-
-    cited = [line(s) for s in sources if s.cited]
-    rest = [line(s) for s in sources if not s.cited]
-    parts = ["Sources:\n" + ("\n".join(cited) if cited else "(the answer cites none of the passages below)")]
-    parts += ["Also retrieved:\n" + "\n".join(rest)] if rest else []
-    return "\n\n".join(parts)
-
-
 def _answer_service(config: Config, cairn: Any) -> Any:
     """The one ask path: the answer service over ``cairn``'s query service, with the configured model
     (what a remote model must not see withheld from it), or without one (the extractive answer)."""
@@ -242,6 +226,8 @@ def _answer_service(config: Config, cairn: Any) -> Any:
 
 
 def cmd_ask(args: argparse.Namespace, config: Config) -> int:
+    from cairn.answers import sources_text
+
     wanted = contract.AskRequest.parse(
         {"question": args.text, "top_k": args.top_k, "tags": args.tag}, default_top_k=config.top_k
     )
@@ -258,9 +244,8 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
         _print_json(contract.agent_answer_json(answer))
         return 0
     print(answer.text)
-    model_wrote = answer.grounded or answer.error is not None  # else extractive: its text lists its sources
-    if model_wrote and answer.sources:
-        print("\n" + _sources_text(answer.sources))
+    if answer.sources:  # the answer's text never lists them: printed from its sources
+        print("\n" + sources_text(answer.sources))
     if answer.error is not None:
         sys.stdout.flush()
         print(f"Warning: {answer.error}", file=sys.stderr)

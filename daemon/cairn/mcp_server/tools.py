@@ -23,6 +23,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from cairn import __version__, contract
+from cairn.answers import sources_text
 from cairn.audit import AuditLog
 from cairn.errors import (
     BadRequestError,
@@ -346,10 +347,12 @@ class McpService:
         if answer.not_found:
             text = out["answer"]
         else:
+            # One text for an agent that reads only the text: the answer, then the list its [n] refer to.
+            shown = out["answer"] + "\n\n" + sources_text(answer.sources)
             text = "\n".join(
                 [
                     f"An answer extracted from the notes (grounded: false). {DATA_NOTICE}",
-                    f"<note-content>\n{_frame(out['answer'])}\n</note-content>",
+                    f"<note-content>\n{_frame(shown)}\n</note-content>",
                 ]
             )
         return ToolOutcome({"notice": DATA_NOTICE, **out}, _with_coverage_notice(text, answer.coverage), paths)

@@ -452,23 +452,6 @@ function splitCitations(text, known2) {
   if (last < text.length) parts.push(text.slice(last));
   return parts;
 }
-var ALSO_HEADING = "Also retrieved:";
-function footerLine(line) {
-  const t = line.trim();
-  return /^(\[\d+\].*|\[\d*)?$/.test(t) || ALSO_HEADING.startsWith(t);
-}
-function answerBody(text) {
-  let heading = null;
-  const re = /\n[ \t]*\n[ \t]*Sources:[ \t]*(?=\n|$)/g;
-  for (let m = re.exec(text); m; m = re.exec(text)) heading = m;
-  if (heading) {
-    const rest = text.slice(heading.index + heading[0].length).split("\n");
-    if (rest.every(footerLine)) return text.slice(0, heading.index).trimEnd();
-    return text.trimEnd();
-  }
-  const tail = /\n[ \t]*\n[ \t]*(S|So|Sou|Sour|Sourc|Source|Sources)$/.exec(text);
-  return (tail ? text.slice(0, tail.index) : text).trimEnd();
-}
 function targetOf(item) {
   if (typeof item.page === "number" && item.page > 0) return { path: item.filePath, subpath: `#page=${item.page}` };
   if (Array.isArray(item.lines) && typeof item.lines[0] === "number" && item.lines[0] >= 1) {
@@ -910,7 +893,7 @@ var CairnView = class extends import_obsidian.ItemView {
     const child = new import_obsidian.Component();
     child.load();
     const target = document.createElement("div");
-    await import_obsidian.MarkdownRenderer.render(this.app, answerBody(this.answerText), target, "", child);
+    await import_obsidian.MarkdownRenderer.render(this.app, this.answerText, target, "", child);
     if (seq !== this.renderSeq || this.closed) {
       child.unload();
       return;

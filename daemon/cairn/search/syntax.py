@@ -5,6 +5,8 @@ between expressions is either, and binds loosest (``meeting work OR meetup perso
 (meetup personal)``); parentheses group; ``"exact phrase"`` (``\\"`` inside is a quote); ``-word``, ``-"phrase"``,
 ``-(…)`` exclude every note matching it; ``tag:#x`` (nested tags ``#x/y`` match; ``tag:x`` too), ``path:text`` (the
 vault-relative path contains the text), ``file:text`` (the file name contains it), ``content:…`` (the text itself).
+An operator followed by a group reads each term of the group: ``path:(Recipes OR -"Daily notes")`` is
+``path:Recipes OR -path:"Daily notes"``.
 Words match as FTS5 tokenizes them (case, diacritics and word endings ignored), not as substrings.
 
 Parsing never fails: an unbalanced quote reads the rest as words, a lone ``-`` or an unmatched parenthesis is
@@ -185,7 +187,7 @@ class _Parser:
                 self.operators = True
                 if name.lower() == "content" or inner is None:
                     return inner
-                return Field(name.lower(), _words_of(inner))
+                return _under(name.lower(), inner)
             if name.lower() == "content":
                 self.operators = True
                 return Word(rest) if rest else None
@@ -193,15 +195,19 @@ class _Parser:
         return Word(value)
 
 
-def _words_of(node: Node) -> str:
-    """The text of a phrase or a group's words (for an operator's value)."""
+def _under(name: str, node: Node) -> Node:
+    """``node`` (an operator's phrase or group) with each of its words and phrases read by operator ``name``:
+    ``file:(a OR -"b c")`` is ``file:a OR -file:"b c"``, as Obsidian nests a search term under an operator. An
+    operator inside the group keeps its own (``path:(a file:b)`` is ``path:a file:b``); a group of one term is that
+    term."""
     if isinstance(node, Phrase | Word):
-        return node.text
-    if isinstance(node, Field):
-        return node.value
+        return Field(name, node.text)
     if isinstance(node, Not):
-        return _words_of(node.node)
-    return " ".join(_words_of(n) for n in node.items)
+        return Not(_under(name, node.node))
+    if isinstance(node, And | Or):
+        items = tuple(_under(name, n) for n in node.items)
+        return items[0] if len(items) == 1 else type(node)(items)
+    return node
 
 
 def _positive_text(node: Node, out: list[str]) -> None:

@@ -35,34 +35,6 @@ export function splitCitations(text: string, known?: ReadonlySet<number>): Citat
   return parts;
 }
 
-const ALSO_HEADING = "Also retrieved:";
-
-/** A line of the daemon's sources footer, or the start of one still arriving: blank, `[n] ...`, `Also retrieved:`. */
-function footerLine(line: string): boolean {
-  const t = line.trim();
-  return /^(\[\d+\].*|\[\d*)?$/.test(t) || ALSO_HEADING.startsWith(t);
-}
-
-/**
- * The answer body without the trailing `Sources:` list (and its `Also retrieved:` list) the daemon
- * appends to answers built from passages (the sidebar shows its own, linked lists below the answer).
- * Also hides a `Sources:` heading that is still arriving token by token, so it never flickers in.
- * Trailing whitespace is dropped.
- */
-export function answerBody(text: string): string {
-  let heading: RegExpExecArray | null = null;
-  const re = /\n[ \t]*\n[ \t]*Sources:[ \t]*(?=\n|$)/g;
-  for (let m = re.exec(text); m; m = re.exec(text)) heading = m;
-  if (heading) {
-    const rest = text.slice(heading.index + heading[0].length).split("\n");
-    // Every line after the heading is a source line `[n] ...`, the "Also retrieved:" heading, or the start of one.
-    if (rest.every(footerLine)) return text.slice(0, heading.index).trimEnd();
-    return text.trimEnd();
-  }
-  const tail = /\n[ \t]*\n[ \t]*(S|So|Sou|Sour|Sourc|Source|Sources)$/.exec(text);
-  return (tail ? text.slice(0, tail.index) : text).trimEnd();
-}
-
 /** Where a link opens: a vault path, a 0-based `line` to scroll to, or a `subpath` (`#Heading`, `#page=3`). */
 export interface NoteTarget {
   path: string;

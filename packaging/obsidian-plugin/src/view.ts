@@ -8,7 +8,7 @@
 
 import { Component, ItemView, MarkdownRenderer, WorkspaceLeaf } from "obsidian";
 import type { CairnClient } from "./api";
-import { answerBody, highlightRuns, locationLabel, NoteTarget, sourceLabel, targetOf } from "./citations";
+import { highlightRuns, locationLabel, NoteTarget, sourceLabel, targetOf } from "./citations";
 import { renderCoverage } from "./coverage";
 import { clear, h, linkCitations, show } from "./dom";
 import { CairnError, describeError, toCairnError } from "./errors";
@@ -357,7 +357,7 @@ export class CairnView extends ItemView {
     const child = new Component();
     child.load();
     const target = document.createElement("div");
-    await MarkdownRenderer.render(this.app, answerBody(this.answerText), target, "", child);
+    await MarkdownRenderer.render(this.app, this.answerText, target, "", child);
     if (seq !== this.renderSeq || this.closed) {
       child.unload();
       return;

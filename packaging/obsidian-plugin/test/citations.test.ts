@@ -1,7 +1,7 @@
 // @vitest-environment happy-dom
 import { describe, expect, it } from "vitest";
 import {
-  answerBody, headingOf, highlightRuns, locationLabel, sourceLabel, splitCitations, targetOf,
+  headingOf, highlightRuns, locationLabel, sourceLabel, splitCitations, targetOf,
 } from "../src/citations";
 import { linkCitations } from "../src/dom";
 
@@ -68,35 +68,6 @@ describe("where a citation opens", () => {
     expect(locationLabel({ lines: [24, 32] })).toBe("lines 24–32");
     expect(locationLabel({ lines: [5, 5] })).toBe("line 5");
     expect(locationLabel({ page: 3 })).toBe("p. 3");
-  });
-});
-
-describe("answerBody", () => {
-  const body = "Sow in March. [1]";
-  const full = `${body}\n\nSources:\n[1] Garden/Tomatoes.md › Tomatoes (lines 7–9)\n[2] Kitchen/Tomato sauce.md › Tomato sauce (lines 4–7)`;
-
-  it("drops the Sources list the daemon appends (the sidebar shows its own)", () => {
-    expect(answerBody(full)).toBe(body);
-  });
-
-  it("hides the Sources list at every moment while it streams in", () => {
-    for (let i = body.length + 1; i <= full.length; i++) {
-      expect(answerBody(full.slice(0, i)), `after ${i} characters`).toBe(body);
-    }
-  });
-
-  it("drops the Also retrieved list after the Sources list too, at every moment while it streams in", () => {
-    const both = `${full}\n\nAlso retrieved:\n[3] Garden/Compost.md › Compost (lines 2–4) — weak match`;
-    for (let i = body.length + 1; i <= both.length; i++) {
-      expect(answerBody(both.slice(0, i)), `after ${i} characters`).toBe(body);
-    }
-  });
-
-  it("keeps an answer that only mentions sources, or has text after them", () => {
-    const text = "Check these.\n\nSources: the seed packet says March.";
-    expect(answerBody(text)).toBe(text);
-    const after = `${full}\n\nMore prose.`;
-    expect(answerBody(after)).toBe(after);
   });
 });
 

@@ -134,12 +134,12 @@ describe("Ask", () => {
     expect($(mounted.root, ".cairn-banner-ungrounded").hidden).toBe(true);
   });
 
-  it("shows the passages banner for grounded:false, without repeating the daemon's Sources footer", async () => {
+  it("shows the passages banner for grounded:false, the answer's text above its linked sources", async () => {
     mounted = await mount({
       "/ask": () =>
         stream(
           sse([
-            ["token", { text: "Plant cloves 5 cm deep. [1]\n\nSources:\n[1] Garden/Garlic.md › Garlic (lines 5–11)" }],
+            ["token", { text: "Plant cloves 5 cm deep. [1]" }],
             ["sources", [{ n: 1, filePath: "Garden/Garlic.md", symbol: "Garlic", score: 0.02, lines: [5, 11] }]],
             ["done", { grounded: false, notFound: false, elapsedMs: 30 }],
           ]),
@@ -151,7 +151,7 @@ describe("Ask", () => {
   });
 
   it("lists the cited sources under Sources and the others under Also retrieved, each with its relevance in words", async () => {
-    const text = "Feed it 1:1:1 on Sundays. [2]\n\nSources:\n[2] Kitchen/Sourdough starter.md › Feeding (lines 10–16) — strong match\n\nAlso retrieved:\n[1] Kitchen/Sourdough.md › Sourdough (lines 10–13) — weak match";
+    const text = "Feed it 1:1:1 on Sundays. [2]";
     mounted = await mount({
       "/ask": () =>
         stream(
