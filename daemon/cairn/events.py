@@ -18,7 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-Event = tuple[str, Any]
+#: An event as ``(name, data)``: what the bus publishes and a subscription yields, and what an SSE stream
+#: writes as one frame.
+NamedEvent = tuple[str, Any]
 
 
 class Subscription:
@@ -27,14 +29,14 @@ class Subscription:
     def __init__(self, bus: EventBus, loop: asyncio.AbstractEventLoop, maxsize: int) -> None:
         self._bus = bus
         self._loop = loop
-        self.queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=maxsize)
+        self.queue: asyncio.Queue[NamedEvent] = asyncio.Queue(maxsize=maxsize)
 
-    def _put(self, event: Event) -> None:  # runs on the subscriber's loop
+    def _put(self, event: NamedEvent) -> None:  # runs on the subscriber's loop
         if self.queue.full():
             self.queue.get_nowait()
         self.queue.put_nowait(event)
 
-    async def get(self) -> Event:
+    async def get(self) -> NamedEvent:
         return await self.queue.get()
 
     def close(self) -> None:

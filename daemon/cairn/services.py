@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cairn.config import Config
+from cairn.events import NamedEvent
 from cairn.policy import WithheldTally, Withhold
-
-Event = tuple[str, Any]
 
 
 class Searcher(Protocol):
@@ -87,7 +86,7 @@ class NoteLibrary(Protocol):
     ) -> Mapping[str, Any]: ...
 
 
-class Indexing(Protocol):
+class IndexControls(Protocol):
     """The index's controls (blocking; worker threads)."""
 
     def stats(self) -> Mapping[str, Any]:
@@ -104,7 +103,7 @@ class Indexing(Protocol):
 
 
 class Subscription(Protocol):
-    async def get(self) -> Event: ...
+    async def get(self) -> NamedEvent: ...
 
     def close(self) -> None: ...
 
@@ -127,7 +126,7 @@ class Services:
     search: Searcher
     answers: Answerer
     library: NoteLibrary
-    indexing: Indexing
+    indexing: IndexControls
     events: EventSource
     health: HealthCheck
     #: ``/health`` for a request that carries the API token (the owner): ``health`` plus what only the owner may

@@ -18,8 +18,9 @@ from aiohttp import web
 from cairn import contract
 from cairn.answers.events import failure_tail
 from cairn.errors import BadRequestError, BusyError, CairnError
+from cairn.events import NamedEvent
 from cairn.http.errors import MAX_BODY_BYTES
-from cairn.http.sse import Event, pump, sse_event, sse_response
+from cairn.http.sse import pump, sse_event, sse_response
 from cairn.http.state import SERVICES, STATE, TOKEN
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ def _failure_of(exc: BaseException) -> dict[str, str]:
     return {"code": "internal", "message": _INTERNAL}
 
 
-async def _timed(agen: AsyncIterator[Event], elapsed_ms: Callable[[], float]) -> AsyncIterator[Event]:
+async def _timed(agen: AsyncIterator[NamedEvent], elapsed_ms: Callable[[], float]) -> AsyncIterator[NamedEvent]:
     """``agen``'s events, ``done.elapsedMs`` replaced by the time since the request arrived."""
     async for name, data in agen:
         if name == "done":
@@ -277,7 +278,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     tokens = request.app[TOKEN]
     opened_with = tokens.current().encode("utf-8")  # the request passed the token check with this one
 
-    async def forever() -> AsyncIterator[Event]:
+    async def forever() -> AsyncIterator[NamedEvent]:
         while True:
             item = await sub.get()
             if not hmac.compare_digest(tokens.current().encode("utf-8"), opened_with):

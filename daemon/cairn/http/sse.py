@@ -10,15 +10,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from aiohttp import web
 
 from cairn.answers.events import split_pieces as split_pieces  # re-exported by cairn.http
 from cairn.answers.events import sse_frame as sse_event
+from cairn.events import NamedEvent
 from cairn.http.state import HEARTBEAT, STATE
-
-Event = tuple[str, Any]
 
 #: Items a stream's producer may hold that were not written yet (about one extractive answer's word
 #: pieces, so one is written at once; the same bound as an ``/events`` subscription's own queue). Beyond
@@ -46,7 +45,7 @@ class _Raised:
     exc: BaseException
 
 
-async def _produce(agen: AsyncIterator[Event], queue: asyncio.Queue[object]) -> None:
+async def _produce(agen: AsyncIterator[NamedEvent], queue: asyncio.Queue[object]) -> None:
     """Put ``agen``'s items in ``queue``, then :data:`_END` or :class:`_Raised` (the pump's producer Task)."""
     try:
         async for item in agen:
@@ -69,7 +68,7 @@ class _Pump:
     while a model's token, which comes after a wait, is written as soon as it arrives."""
 
     def __init__(
-        self, request: web.Request, response: web.StreamResponse, agen: AsyncIterator[Event], backlog: int
+        self, request: web.Request, response: web.StreamResponse, agen: AsyncIterator[NamedEvent], backlog: int
     ) -> None:
         self.response = response
         self.heartbeat = request.app[HEARTBEAT]
@@ -126,7 +125,7 @@ class _Pump:
                         raise item.exc
                     await on_failure(item.exc)
                 break
-            name, data = cast(Event, item)
+            name, data = cast(NamedEvent, item)
             self.unsent += sse_event(name, data)
         await self.response.write_eof()
 
@@ -134,7 +133,7 @@ class _Pump:
 async def pump(
     request: web.Request,
     response: web.StreamResponse,
-    agen: AsyncIterator[Event],
+    agen: AsyncIterator[NamedEvent],
     on_failure: Callable[[BaseException], Awaitable[None]],
     on_closing: Callable[[], Awaitable[None]],
     *,
