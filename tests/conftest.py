@@ -7,6 +7,7 @@ token backend (CAIRN_KEYRING=file).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -129,9 +130,20 @@ def indexed_cairn(vault, data_dir, embedder):
     from cairn.app import Cairn
 
     cairn = Cairn(make_config(vault, data_dir), embedder=embedder)
-    cairn.index()
+    cairn.indexing.index()
     yield cairn
     cairn.close()
+
+
+def services_of(cairn, *, answers=None, indexing=None, events=None):
+    """The :class:`~cairn.services.Services` the daemon wires over a real :class:`cairn.app.Cairn`
+    (:func:`cairn.app.build_services`: answers from the passages, no model), with ``answers``, ``indexing`` or
+    ``events`` put in their place when given."""
+    from cairn.app import build_services
+
+    services = build_services(cairn)
+    given = {"answers": answers, "indexing": indexing, "events": events}
+    return dataclasses.replace(services, **{k: v for k, v in given.items() if v is not None})
 
 
 @pytest.fixture(scope="session")
@@ -143,7 +155,7 @@ def sample_cairn(tmp_path_factory, embedder):
 @pytest.fixture(scope="session")
 def indexed_sample(sample_cairn):
     """(config, query service, stats(), health()) over the indexed sample vault, for the HTTP tests."""
-    return sample_cairn.config, sample_cairn.query, sample_cairn.stats, sample_cairn.health
+    return sample_cairn.config, sample_cairn.query, sample_cairn.indexing.stats, sample_cairn.indexing.health
 
 
 @pytest.fixture(scope="session")
@@ -153,7 +165,7 @@ def help_cairn(tmp_path_factory, embedder):
     from cairn.app import Cairn
 
     cairn = Cairn(make_config(HELP_VAULT, tmp_path_factory.mktemp("help-data")), embedder=embedder)
-    cairn.last_report = cairn.index()
+    cairn.indexing.last_report = cairn.indexing.index()
     yield cairn
     cairn.close()
 

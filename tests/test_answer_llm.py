@@ -29,7 +29,8 @@ from cairn.http import make_app, serve
 from cairn.llm import OpenAIChatModel
 from cairn.prompt import SYSTEM_PROMPT, select_within_budget
 from cairn.relevance import RELEVANCE_LABELS
-from test_http_api import AUTH, TOKEN, assert_stream_order, read_events, run, services_of
+from conftest import services_of
+from test_http_api import AUTH, TOKEN, assert_stream_order, read_events, run
 
 QUESTION = "How deep do I plant garlic cloves?"
 PERSONAL_QUESTION = "What gifts with tomato sauce or sourdough could I give?"  # Personal/Gift ideas.md + others

@@ -13,21 +13,21 @@ import pytest
 
 def test_index_error_clears_by_itself_once_the_vault_folder_is_back(fresh_cairn):
     cairn = fresh_cairn
-    cairn.index()
+    cairn.indexing.index()
     vault = cairn.config.vault
     away = vault.with_name(vault.name + ".away")
     vault.rename(away)
     try:
-        gone = cairn.stats()
+        gone = cairn.indexing.stats()
         assert gone["watching"] is False and "missing" in gone["indexError"]
         with pytest.raises(FileNotFoundError):
-            cairn.index()  # the reconcile a reindex request would run
-        assert cairn.stats()["indexError"] and cairn.wait_for_indexing(30)
+            cairn.indexing.index()  # the reconcile a reindex request would run
+        assert cairn.indexing.stats()["indexError"] and cairn.indexing.wait_for_indexing(30)
     finally:
         away.rename(vault)
     (vault / "Back.md").write_text("# Back\nzqbackword is here again.\n", encoding="utf-8")
-    cairn.stats()  # a poll of /index/stats sees the folder back and queues the reconcile
-    assert cairn.wait_for_indexing(60)
-    back = cairn.stats()
+    cairn.indexing.stats()  # a poll of /index/stats sees the folder back and queues the reconcile
+    assert cairn.indexing.wait_for_indexing(60)
+    back = cairn.indexing.stats()
     assert back["indexError"] is None
     assert cairn.query.search("zqbackword").hits[0].file_path == "Back.md"

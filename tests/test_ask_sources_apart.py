@@ -18,9 +18,10 @@ from mcp import Client
 from cairn.answers import AnswerService
 from cairn.mcp_server import McpService, build_server
 from cairn.policy import parse_policy
+from conftest import services_of
 from test_answer_llm import daemon, text_of
 from test_edge_contract import POLICY
-from test_http_api import run, services_of
+from test_http_api import run
 
 #: The extractive answer cites some of the passages it is given and not others (both lists are shown).
 QUESTION = "How do I feed my sourdough starter?"
@@ -54,7 +55,7 @@ def test_the_ask_stream_tokens_carry_the_answer_and_the_sources_event_its_source
 def test_mcp_ask_structured_answer_is_the_answer_and_its_text_lists_the_sources(sample_cairn):
     policy = parse_policy(POLICY, "test-policy")
     service = McpService(
-        services_of(sample_cairn, answers=AnswerService(sample_cairn.query, None)),
+        services_of(sample_cairn),
         policy=lambda: policy,
         audit=None,
         transport="stdio",

@@ -67,7 +67,7 @@ def test_an_unbuilt_index_leaves_every_term_to_fts5(help_cairn):
 
 
 def test_edits_deletes_and_new_notes_are_followed_exactly(fresh_cairn, vault_copy):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     store = fresh_cairn.store
     index = Bm25Index(store)
     assert index.build()
@@ -82,7 +82,7 @@ def test_edits_deletes_and_new_notes_are_followed_exactly(fresh_cairn, vault_cop
     (vault_copy / "Brand new.md").write_text(
         "# Brand new\n\nThe quixotic zorbleflux note, written just now.\n", encoding="utf-8"
     )
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     marker += 1
     index.refresh(marker)
     assert index.ready
@@ -102,12 +102,12 @@ def test_edits_deletes_and_new_notes_are_followed_exactly(fresh_cairn, vault_cop
 
 
 def test_too_many_new_rows_drop_the_index_until_it_is_built_again(fresh_cairn, vault_copy):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     index = Bm25Index(fresh_cairn.store)
     assert index.build()
     for i in range(6):
         (vault_copy / f"Bulk {i}.md").write_text(f"# Bulk {i}\n\nA wibblequark line.\n", encoding="utf-8")
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     index.MAX_NEW_ROWS = 3  # bulk indexing: tokenizing every new row on a query's thread would stall it
     index.refresh(1)
     assert not index.ready and index.wants_rebuild
@@ -118,7 +118,7 @@ def test_too_many_new_rows_drop_the_index_until_it_is_built_again(fresh_cairn, v
 
 
 def test_a_full_text_index_that_no_longer_matches_the_rows_read_is_dropped(fresh_cairn, vault_copy, monkeypatch):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     index = Bm25Index(fresh_cairn.store)
     assert index.build()
     index.refresh(1)  # nothing changed: still ready
@@ -133,7 +133,7 @@ def test_a_full_text_index_that_no_longer_matches_the_rows_read_is_dropped(fresh
     (vault_copy / "One more.md").write_text(
         "# One more\n\nA note that changes the full-text index.\n", encoding="utf-8"
     )
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     index.refresh(2)
     assert not index.ready
     assert index.scores("note") is None
@@ -160,7 +160,7 @@ def test_the_keyword_ranking_is_the_same_from_memory_as_from_fts5(help_cairn):
 
 
 def test_a_dropped_index_is_rebuilt_only_once_the_store_is_quiet(fresh_cairn, vault_copy):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     query = fresh_cairn.query
     query.start_keyword_index().join(timeout=60)
     assert query.keyword.terms.ready
@@ -168,7 +168,7 @@ def test_a_dropped_index_is_rebuilt_only_once_the_store_is_quiet(fresh_cairn, va
     query.keyword.REBUILD_S, query.keyword.QUIET_S = 0.0, 3600.0
     for i in range(3):
         (vault_copy / f"Bulk {i}.md").write_text(f"# Bulk {i}\n\nA frobnicated line.\n", encoding="utf-8")
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     from_fts5 = query.keyword_ranking("frobnicated")
     assert len(from_fts5) == 3 and not query.keyword.terms.ready  # FTS5 answered; the store just changed: no rebuild
     assert not query.keyword.building()
@@ -188,7 +188,7 @@ def _chunk_ids(store, path: str) -> list[int]:
 
 
 def test_the_store_logs_deleted_chunks_so_a_refresh_reads_them_instead_of_scanning(fresh_cairn, vault_copy):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     store = fresh_cairn.store
     index = Bm25Index(store)
     assert index.build()
@@ -199,7 +199,7 @@ def test_the_store_logs_deleted_chunks_so_a_refresh_reads_them_instead_of_scanni
     seq = store.fts_snapshot(10**9).deletion_seq
     edited.write_text(edited.read_text(encoding="utf-8") + "\n\nThe snorkelwump paragraph.\n", encoding="utf-8")
     gone.unlink()
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     snap = store.fts_snapshot(10**9, after_seq=seq)
     assert snap.live is None  # no scan of FTS5's row ids
     assert sorted(snap.deleted.tolist()) == sorted(before[rel[0]] + before[rel[1]])
@@ -212,7 +212,7 @@ def test_the_store_logs_deleted_chunks_so_a_refresh_reads_them_instead_of_scanni
 def test_a_note_changed_twice_between_refreshes_and_a_trimmed_log_are_followed_exactly(
     fresh_cairn, vault_copy, monkeypatch
 ):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     store = fresh_cairn.store
     index = Bm25Index(store)
     assert index.build()
@@ -220,7 +220,7 @@ def test_a_note_changed_twice_between_refreshes_and_a_trimmed_log_are_followed_e
     text = note.read_text(encoding="utf-8")
     for word in ("flumperdash", "quorvantine"):  # rows added, then deleted again, before the index looks
         note.write_text(text + f"\n\nA {word} line.\n", encoding="utf-8")
-        fresh_cairn.index()
+        fresh_cairn.indexing.index()
     index.refresh(1)
     assert index.ready and len(index.scores("flumperdash")[0]) == 0 and len(index.scores("quorvantine")[0]) == 1
     assert assert_same_as_fts5(index, query_terms(text)[:30] + ["flumperdash", "quorvantine"]) > 10
@@ -228,7 +228,7 @@ def test_a_note_changed_twice_between_refreshes_and_a_trimmed_log_are_followed_e
     monkeypatch.setattr(type(store), "DELETION_LOG_KEEP", 1)
     held = index.deletion_seq
     note.write_text(text + "\n\nA brindlewhisk line.\n", encoding="utf-8")
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     snap = store.fts_snapshot(10**9, after_seq=held)
     assert snap.deleted is None and snap.live is not None
     index.refresh(2)
@@ -241,7 +241,7 @@ def test_an_index_without_the_deletion_log_opened_read_only_is_still_followed(fr
 
     from cairn.store import Store
 
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     path = fresh_cairn.store.path
     conn = apsw.Connection(str(path))  # what Cairn wrote before schema version 3
     conn.execute("DROP TRIGGER chunks_deleted; DROP TABLE chunk_deletions; PRAGMA user_version=2")

@@ -27,7 +27,7 @@ def _vault(tmp_path):
 
 
 def _skipped(cairn: Cairn) -> dict[str, str]:
-    return {e["filePath"]: e["reason"] for e in cairn.stats()["errors"] if e["skipped"]}
+    return {e["filePath"]: e["reason"] for e in cairn.indexing.stats()["errors"] if e["skipped"]}
 
 
 @pytest.mark.parametrize("value", ["-1", "0", "5.5", "true", '"5MB"'])
@@ -58,32 +58,32 @@ def test_raising_max_note_bytes_reads_the_skipped_note_at_the_next_scan(tmp_path
     size = (vault / "big.md").stat().st_size
     small = Cairn(make_config(vault, data).replace(max_note_bytes=size - 1), embedder=embedder)
     try:
-        small.index()
+        small.indexing.index()
         assert "raise max_note_bytes" in _skipped(small)["big.md"]
         assert not small.query.search(BIG_WORD).hits
-        again = small.index()
+        again = small.indexing.index()
         assert (again.added, again.updated) == (0, 0), "same limit, same bytes: nothing read again"
     finally:
         small.close()
     raised = Cairn(make_config(vault, data).replace(max_note_bytes=size), embedder=embedder)  # config edited
     try:
-        report = raised.index()
+        report = raised.indexing.index()
         assert report.added + report.updated == 1 and not report.skipped
         assert "big.md" not in _skipped(raised)
         assert raised.query.search(BIG_WORD).hits[0].file_path == "big.md"
-        assert raised.stats()["notes"] == 2
-        after = raised.index()
+        assert raised.indexing.stats()["notes"] == 2
+        after = raised.indexing.index()
         assert (after.added, after.updated, after.unchanged) == (0, 0, 2), "read once, not on every scan"
     finally:
         raised.close()
     lowered = Cairn(make_config(vault, data).replace(max_note_bytes=10), embedder=embedder)
     try:  # lowering it re-reads nothing already indexed (as for PDFs); a still-too-large note stays skipped once
         (vault / "huge.md").write_text("# Huge\n" + "words " * 50, encoding="utf-8")
-        report = lowered.index()
+        report = lowered.indexing.index()
         assert [p for p, _ in report.skipped] == ["huge.md"]
         assert "limit 10 bytes" in _skipped(lowered)["huge.md"]
-        assert lowered.stats()["notes"] == 2  # big.md stays indexed
-        again = lowered.index()
+        assert lowered.indexing.stats()["notes"] == 2  # big.md stays indexed
+        again = lowered.indexing.index()
         assert (again.added, again.updated, again.skipped) == (0, 0, []) and "huge.md" in _skipped(lowered)
     finally:
         lowered.close()

@@ -24,8 +24,8 @@ from mcp.client.stdio import stdio_client
 
 from cairn.app import Cairn
 from cairn.http import make_app, serve
-from conftest import make_config
-from test_http_api import TOKEN, read_events, services_of
+from conftest import make_config, services_of
+from test_http_api import TOKEN, read_events
 from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_home, run
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -55,7 +55,7 @@ def half_embedded(base: Path, embedder: Any) -> tuple[Path, Path]:
     home = make_home(base / "home")
     cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         for rel, text in LATER.items():
             (vault / rel).write_text(text, encoding="utf-8")
         cairn.indexer.sync_text()  # the first phase only: keyword-searchable, vectors still to come
@@ -93,7 +93,7 @@ def test_http_search_and_ask_say_what_is_still_pending_then_that_nothing_is(inde
                     async with session.post(server.url + "/ask", json=body, headers=AUTH) as resp:
                         seen.append(await read_events(resp))
                     if len(seen) == 2:
-                        cairn.index()  # the vectors are written: the same requests now see everything
+                        cairn.indexing.index()  # the vectors are written: the same requests now see everything
         finally:
             await server.close()
         return seen
@@ -175,7 +175,7 @@ def text_of(result: types.CallToolResult) -> str:
 
 def test_mcp_results_carry_coverage_and_the_notice_then_nothing_pending(indexed):
     home, vault, cairn = indexed
-    search, ask, search_after, ask_after = mcp_calls(home, vault, "my-local-agent", then=cairn.index)
+    search, ask, search_after, ask_after = mcp_calls(home, vault, "my-local-agent", then=cairn.indexing.index)
     assert not search.is_error and not ask.is_error
     assert search.structured_content["coverage"] == OWNER
     assert ask.structured_content["coverage"] == OWNER

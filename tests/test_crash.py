@@ -347,8 +347,8 @@ def test_a_damaged_database_is_moved_aside_rebuilt_and_reported(small_vault, tmp
     home.mkdir()
     config = make_config(small_vault.resolve(), home / "data")
     cairn = Cairn(config, embedder=embedder)
-    cairn.index()
-    notes = cairn.stats()["notes"]
+    cairn.indexing.index()
+    notes = cairn.indexing.stats()["notes"]
     cairn.close()
     db = config.db_path
     size = db.stat().st_size
@@ -440,7 +440,7 @@ def test_an_index_file_replaced_by_another_vaults_is_never_served(tmp_path, embe
     vault = tiny_vault(tmp_path / "vault", "quillwort")
     other_vault = tiny_vault(tmp_path / "other vault", "bladderwrack")
     other = Cairn(make_config(other_vault.resolve(), tmp_path / "other data"), embedder=embedder, verify=True)
-    other.index()
+    other.indexing.index()
     other.store.check_vault(other_vault.resolve())  # recorded, as a daemon over that vault records it
     other_db = other.store.path
     other.close()

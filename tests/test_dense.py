@@ -158,7 +158,7 @@ def test_identical_notes_rank_the_same_on_both_paths_in_note_order(fresh_cairn, 
     for i in range(23):
         (vault_copy / f"f{i:02d}").mkdir()
         (vault_copy / f"f{i:02d}" / "Garden.md").write_text(text, encoding="utf-8")
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     store, embedder = fresh_cairn.store, fresh_cairn.embedder
     expected = [f"f{i:02d}/Garden.md" for i in range(8)]
     fast = SearchService(store, embedder)

@@ -40,7 +40,7 @@ def passages(tmp_path, embedder):
         (vault / path).parent.mkdir(parents=True, exist_ok=True)
         (vault / path).write_text(text, encoding="utf-8")
     cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
-    cairn.index()
+    cairn.indexing.index()
     yield cairn
     cairn.close()
 
@@ -94,7 +94,7 @@ OLD_RECIPE_UNITS = "units=sentences-v1|title_weight=0.5"  # the recipe before wh
 
 @pytest.mark.slow  # indexes the sample vault, re-embeds its whole chunks, embeds them once more to compare
 def test_an_index_made_with_the_previous_recipe_re_makes_its_vectors_once(fresh_cairn, embedder, caplog):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     store = fresh_cairn.store
     # The index as the previous recipe left it: its recipe id, no whole-chunk vector in the embedding cache.
     store.set_meta("vector_recipe", f"{embedder.model_id}|{OLD_RECIPE_UNITS}")
@@ -107,8 +107,8 @@ def test_an_index_made_with_the_previous_recipe_re_makes_its_vectors_once(fresh_
     with caplog.at_level(logging.INFO, logger="cairn.indexer"):
         upgraded = Cairn(fresh_cairn.config, embedder=embedder)
         try:
-            report = upgraded.index()
-            again = upgraded.index()
+            report = upgraded.indexing.index()
+            again = upgraded.indexing.index()
         finally:
             upgraded.close()
     changed = [r for r in caplog.records if "vector recipe changed" in r.getMessage()]
@@ -140,7 +140,7 @@ def test_the_whole_chunk_text_reads_the_cleaned_passage_not_link_targets_or_html
     (vault / "Some person.md").write_text("Some person writes plugins.\n\n" + FOOTER, encoding="utf-8")
     cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         rows = cairn.store.conn.execute(
             "SELECT n.title, c.symbol, c.text, c.kind FROM chunks c JOIN notes n ON n.id = c.note_id"
         ).fetchall()

@@ -61,8 +61,8 @@ def test_a_full_disk_degrades_health_and_indexing_resumes_when_space_returns(tmp
     (vault / "First.md").write_text("# First\n\nThe ferry leaves at noon.\n", encoding="utf-8")
     cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
     try:
-        cairn.index()
-        assert cairn.health()["status"] == "ok"
+        cairn.indexing.index()
+        assert cairn.indexing.health()["status"] == "ok"
         conn = cairn.store.conn
         conn.execute("VACUUM")  # no free page left inside the file: the next note needs new pages
         pages, free, page_size = (conn.execute(f"PRAGMA {name}").fetchone()[0] for name in PAGE_PRAGMAS)
@@ -70,10 +70,10 @@ def test_a_full_disk_degrades_health_and_indexing_resumes_when_space_returns(tmp
         words = " ".join(f"lantern{n}" for n in range((free + 8) * page_size // 10))  # its text alone: 8 pages
         (vault / "Big.md").write_text(f"# Big\n\nThe harbour log: {words}.\n", encoding="utf-8")
         try:
-            cairn.index()
+            cairn.indexing.index()
         except Exception:  # the run fails for lack of space (what it raises is not the point)
             pass
-        health = cairn.health()
+        health = cairn.indexing.health()
         assert health["status"] == "degraded"
         assert health["store"] == {"ok": False, "reason": "disk_full"}
         assert "Big.md" not in {p for p, s in cairn.store.note_states().items() if s.status == "ok"}
@@ -83,7 +83,7 @@ def test_a_full_disk_degrades_health_and_indexing_resumes_when_space_returns(tmp
             lambda: (s := cairn.store.note_states().get("Big.md")) is not None and s.status == "ok",
             RESUME_DEADLINE_S,
         )
-        wait_until("/health to be ok again", lambda: cairn.health()["status"] == "ok", RESUME_DEADLINE_S)
-        assert cairn.health()["store"] == {"ok": True, "reason": None}
+        wait_until("/health to be ok again", lambda: cairn.indexing.health()["status"] == "ok", RESUME_DEADLINE_S)
+        assert cairn.indexing.health()["store"] == {"ok": True, "reason": None}
     finally:
         cairn.close()

@@ -15,7 +15,8 @@ import pytest
 
 from cairn.http import make_app, serve
 from cairn.watcher import VaultWatcher
-from test_http_api import AUTH, TOKEN, run, services_of
+from conftest import services_of
+from test_http_api import AUTH, TOKEN, run
 
 DEADLINE_S = 45.0
 
@@ -37,7 +38,7 @@ async def next_event(stream: aiohttp.ClientResponse, deadline: float) -> tuple[s
 @pytest.mark.slow
 def test_a_deleted_and_a_renamed_note_stream_removed_events_and_an_edited_one_does_not(fresh_cairn):
     cairn = fresh_cairn
-    cairn.index()
+    cairn.indexing.index()
     vault = cairn.config.vault
     deleted, renamed, edited = "Garden/Garlic.md", "Garden/Compost.md", "Kitchen/Sourdough.md"
     for rel in (deleted, renamed, edited):
@@ -45,8 +46,10 @@ def test_a_deleted_and_a_renamed_note_stream_removed_events_and_an_edited_one_do
     new_name = "Garden/Three-bay compost.md"
 
     async def scenario():
-        watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=cairn.config.ignore)
-        cairn.watcher = watcher
+        watcher = VaultWatcher(
+            vault, apply_hints=cairn.indexing.index_paths, reconcile=cairn.indexing.index, ignore=cairn.config.ignore
+        )
+        cairn.indexing.watcher = watcher
         app = make_app(services_of(cairn), token=TOKEN)
         await watcher.start()
         server = await serve(app, "127.0.0.1", 0)
@@ -72,7 +75,7 @@ def test_a_deleted_and_a_renamed_note_stream_removed_events_and_an_edited_one_do
         finally:
             await server.close()
             await watcher.stop()
-            cairn.watcher = None
+            cairn.indexing.watcher = None
 
     events = run(scenario())
     removed = [d for n, d in events if n == "removed"]

@@ -20,9 +20,9 @@ def test_a_change_waiting_during_a_long_vector_phase_is_applied_before_the_rest_
     (vault / "Home.md").write_text("# Home\n\nStart here.\n", encoding="utf-8")
     cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
     try:
-        cairn.index()
-        watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=())
-        cairn.watcher = watcher  # not started: the test hands hints over itself
+        cairn.indexing.index()
+        watcher = VaultWatcher(vault, apply_hints=cairn.indexing.index_paths, reconcile=cairn.indexing.index, ignore=())
+        cairn.indexing.watcher = watcher  # not started: the test hands hints over itself
         monkeypatch.setattr(indexing_module, "WATCH_EMBED_BATCH", 4)
         paragraphs = [
             f"## Part {i}\n\n"
@@ -43,13 +43,13 @@ def test_a_change_waiting_during_a_long_vector_phase_is_applied_before_the_rest_
             return out
 
         monkeypatch.setattr(cairn.indexer, "embed_batch", embed_batch)
-        first = cairn.index_paths({"Big.md"})
+        first = cairn.indexing.index_paths({"Big.md"})
         assert first.added == 1 and len(slices) == 1  # it gave way after one slice...
         left = cairn.store.count_pending()
         assert left > 0  # ...with Big.md's other vectors still to do
 
         watcher.pause()  # drops the hint: this test applies it itself, as the watcher's next batch would
-        second = cairn.index_paths({"New.md"})
+        second = cairn.indexing.index_paths({"New.md"})
         assert second.added == 1
         assert [h.file_path for h in cairn.query.search("quillwort lake", top_k=3).hits][:1] == ["New.md"]
         assert cairn.store.count_pending() == 0  # and the remaining vectors followed in that batch

@@ -234,20 +234,6 @@ def stand_in_services(
     )
 
 
-def services_of(cairn, *, answers=None, indexing=None, events=None) -> Services:
-    """Services over a real :class:`cairn.app.Cairn` (answers from the real answer service over its search service
-    unless given)."""
-    return Services(
-        config=cairn.config,
-        search=cairn.query,
-        answers=answers or AnswerService(cairn.query),
-        library=cairn.library,
-        indexing=indexing or cairn.indexing,
-        events=events or cairn.events,
-        health=cairn.health,
-    )
-
-
 @asynccontextmanager
 async def running(
     query,

@@ -18,9 +18,10 @@ import pytest
 from cairn.answers import AnswerService
 from cairn.errors import BadRequestError
 from cairn.http import make_app, serve
+from conftest import services_of
 from helpers import cairn_env, cairn_executable
 from test_cli import TIMEOUT_S
-from test_http_api import AUTH, TOKEN, StandInIndexing, assert_error, read_events, run, services_of
+from test_http_api import AUTH, TOKEN, StandInIndexing, assert_error, read_events, run
 
 JSON = {**AUTH, "Content-Type": "application/json"}
 
@@ -37,7 +38,7 @@ async def _post(url: str, path: str, raw: str) -> tuple[int, str, dict | None]:
 
 
 def _app(cairn):
-    return make_app(services_of(cairn, indexing=StandInIndexing(cairn.stats)), token=TOKEN)
+    return make_app(services_of(cairn, indexing=StandInIndexing(cairn.indexing.stats)), token=TOKEN)
 
 
 def post_to_daemon(cairn, path: str, raw: str) -> tuple[int, str, dict | None]:

@@ -18,8 +18,9 @@ import pytest
 
 from cairn.http import make_app, serve
 from cairn.http.app import MAX_REQUEST_LINE
+from conftest import services_of
 from helpers import run
-from test_http_api import TOKEN, StandInIndexing, services_of
+from test_http_api import TOKEN, StandInIndexing
 
 #: Longest wait for the server's answer or for it to close a connection.
 READ_TIMEOUT_S = 30.0
@@ -46,7 +47,7 @@ def parse(raw: bytes) -> tuple[int, dict[str, str], bytes]:
 
 def with_daemon(cairn, scenario, **config):
     """Run ``scenario(port)`` against a real server over ``cairn`` with ``config`` changes; return its result."""
-    services = services_of(cairn, indexing=StandInIndexing(cairn.stats))
+    services = services_of(cairn, indexing=StandInIndexing(cairn.indexing.stats))
     services = dataclasses.replace(services, config=cairn.config.replace(**config))
 
     async def go():

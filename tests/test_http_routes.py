@@ -181,7 +181,7 @@ def test_a_symlink_out_of_the_vault_is_refused_and_not_read(fresh_cairn, tmp_pat
     secret.write_text("# Secret\nTOP-SECRET-CONTENT\n", encoding="utf-8")
     link = fresh_cairn.config.vault / "Garden" / "Leak.md"
     link.symlink_to(secret)
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
 
     async def scenario():
         async with api(fresh_cairn) as (app, server, session):
@@ -241,7 +241,7 @@ def test_tags_lists_every_tag_with_its_count(sample_cairn):
 
 @pytest.mark.slow
 def test_reindex_is_202_and_events_stream_its_progress(fresh_cairn):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     (fresh_cairn.config.vault / "Garden" / "Beans.md").write_text(
         "# Beans\nSow runner beans in May. #garden\n", encoding="utf-8"
     )
@@ -268,7 +268,7 @@ def test_reindex_is_202_and_events_stream_its_progress(fresh_cairn):
             return queued, events, bad
 
     queued, events, bad = run(scenario())
-    assert fresh_cairn.wait_for_indexing(30)
+    assert fresh_cairn.indexing.wait_for_indexing(30)
     assert queued["queued"] is True and queued["path"] == "Garden/Beans.md"
     assert any(n == "progress" and set(d) == {"phase", "done", "total"} for n, d in events)
     assert events[-1][0] == "indexed" and events[-1][1]["added"] == 1

@@ -55,32 +55,32 @@ def rows(cairn, table):
 
 
 def test_first_index_then_nothing_to_do(cairn):
-    report = cairn.index()
+    report = cairn.indexing.index()
     assert (report.added, report.skipped) == (5, [])
-    stats = cairn.stats()
+    stats = cairn.indexing.stats()
     assert stats["notes"] == 5 and stats["pending"] == 0 and stats["vectors"] == stats["chunks"] > 0
-    again = cairn.index()
+    again = cairn.indexing.index()
     assert (again.added, again.updated, again.unchanged, again.texts_embedded) == (0, 0, 5, 0)
 
 
 def test_ignored_folders_are_not_indexed(cairn):
-    cairn.index()
+    cairn.indexing.index()
     assert ".obsidian/workspace.md" not in indexed_paths(cairn)
 
 
 def test_empty_and_front_matter_only_notes_have_metadata_but_no_chunks(cairn):
-    cairn.index()
+    cairn.indexing.index()
     assert cairn.store.chunks_of_note("Empty.md") == []
     assert cairn.store.chunks_of_note("Only front-matter.md") == []
     assert cairn.store.note_tags("Only front-matter.md") == ["meta"]
 
 
 def test_editing_a_note_embeds_only_new_text(cairn, vault):
-    cairn.index()
+    cairn.indexing.index()
     p = vault / "Flour.md"
     p.write_text("Rye flour ferments faster than wheat flour. #baking\n\nSpelt needs less water.\n", encoding="utf-8")
     os.utime(p, ns=(p.stat().st_atime_ns, p.stat().st_mtime_ns + 10_000_000))
-    report = cairn.index()
+    report = cairn.indexing.index()
     assert (report.updated, report.unchanged) == (1, 4)
     # The new sentence, and the chunk read whole (its whole-chunk vector); the title vector comes from the cache.
     assert report.texts_embedded == 2
@@ -88,13 +88,13 @@ def test_editing_a_note_embeds_only_new_text(cairn, vault):
 
 
 def test_moving_a_note_embeds_nothing_and_renaming_embeds_only_its_title(cairn, vault):
-    cairn.index()
+    cairn.indexing.index()
     (vault / "Bread").mkdir()
     shutil.move(vault / "Sourdough.md", vault / "Bread" / "Sourdough.md")
-    moved = cairn.index()
+    moved = cairn.indexing.index()
     assert (moved.added, moved.deleted, moved.texts_embedded) == (1, 1, 0)
     shutil.move(vault / "Bread" / "Sourdough.md", vault / "Bread" / "Levain.md")
-    renamed = cairn.index()
+    renamed = cairn.indexing.index()
     # The new title, and each chunk read whole under it (the title leads its whole-chunk text); every sentence
     # vector came from the cache.
     assert renamed.texts_embedded == 1 + len(cairn.store.chunks_of_note("Bread/Levain.md"))
@@ -102,11 +102,11 @@ def test_moving_a_note_embeds_nothing_and_renaming_embeds_only_its_title(cairn, 
 
 
 def test_deleting_a_note_removes_every_row_and_its_backlinks(cairn, vault):
-    cairn.index()
+    cairn.indexing.index()
     assert cairn.store.backlinks("Flour.md") == [Backlink(path="Sourdough.md", line=11)]
     before = {t: rows(cairn, t) for t in ("chunks", "chunk_vectors", "note_tags", "links")}
     (vault / "Sourdough.md").unlink()
-    report = cairn.index()
+    report = cairn.indexing.index()
     assert report.deleted == 1
     after = {t: rows(cairn, t) for t in ("chunks", "chunk_vectors", "note_tags", "links")}
     assert after["links"] == before["links"] - 1 and after["note_tags"] == before["note_tags"] - 2
@@ -118,11 +118,11 @@ def test_deleting_a_note_removes_every_row_and_its_backlinks(cairn, vault):
 
 
 def test_a_link_resolves_once_its_target_appears(cairn, vault):
-    cairn.index()
+    cairn.indexing.index()
     links = cairn.store.links_of_note("Garden/Tomatoes.md")
     assert links[0].target_path is None
     (vault / "Missing note.md").write_text("Now it exists.", encoding="utf-8")
-    cairn.index()
+    cairn.indexing.index()
     assert cairn.store.links_of_note("Garden/Tomatoes.md")[0].target_path == "Missing note.md"
 
 
@@ -132,33 +132,33 @@ def test_broken_files_are_skipped_with_reasons_and_fixed_files_come_back(cairn, 
     (vault / "Bad yaml.md").write_text(
         "---\ntags: [a\n---\nThe body of the badly formed note is still searchable.\n", encoding="utf-8"
     )
-    report = cairn.index()
+    report = cairn.indexing.index()
     skipped = dict(report.skipped)
     assert set(skipped) == {"Binary.md", "Latin1.md"}
-    errors = {e["filePath"]: e for e in cairn.stats()["errors"]}
+    errors = {e["filePath"]: e for e in cairn.indexing.stats()["errors"]}
     assert errors["Binary.md"]["skipped"] and "binary" in errors["Binary.md"]["reason"].lower()
     assert errors["Latin1.md"]["skipped"] and "utf-8" in errors["Latin1.md"]["reason"].lower()
     assert not errors["Bad yaml.md"]["skipped"] and "YAML" in errors["Bad yaml.md"]["reason"]
     assert any(h.file_path == "Bad yaml.md" for h in cairn.query.search("badly formed note body searchable").hits)
     (vault / "Latin1.md").write_text("Café crème, now in UTF-8.", encoding="utf-8")
-    cairn.index()
-    assert "Latin1.md" not in {e["filePath"] for e in cairn.stats()["errors"]}
+    cairn.indexing.index()
+    assert "Latin1.md" not in {e["filePath"] for e in cairn.indexing.stats()["errors"]}
     assert cairn.store.chunks_of_note("Latin1.md")
 
 
 def test_keyword_search_works_before_vectors_are_filled(cairn):
     cairn.indexer.sync_text()
-    assert cairn.stats()["vectors"] == 0
+    assert cairn.indexing.stats()["vectors"] == 0
     hits = cairn.query.search("rye flour ferments").hits
     assert hits and hits[0].file_path == "Flour.md"
     assert hits[0].cosine >= 0.35  # the floor is applied from vectors computed on the fly
 
 
 def test_a_search_during_a_full_reindex_takes_candidate_vectors_from_the_embedding_cache(cairn):
-    cairn.index()
+    cairn.indexing.index()
     expected = [(h.file_path, h.symbol) for h in cairn.query.search("rye flour ferments").hits]
     cairn.indexer.sync_text(full=True)  # every chunk rewritten: no vectors until the embed phase runs
-    assert cairn.stats()["vectors"] == 0
+    assert cairn.indexing.stats()["vectors"] == 0
     before = cairn.embedder.embeddings_computed
     hits = cairn.query.search("rye flour ferments").hits  # cached result dropped: the store changed
     assert cairn.embedder.embeddings_computed - before == 0  # the question's vector is cached; the rest too
@@ -167,7 +167,7 @@ def test_a_search_during_a_full_reindex_takes_candidate_vectors_from_the_embeddi
 
 def test_a_keyword_ready_search_embeds_a_bounded_number_of_tokens(cairn, monkeypatch):
     cairn.indexer.sync_text()
-    assert cairn.stats()["vectors"] == 0
+    assert cairn.indexing.stats()["vectors"] == 0
     question = "rye flour ferments"
     cairn.query.SIMILARITY_EMBED_TOKENS = budget = 40  # Flour.md's sentence, title and whole-chunk text: ~30
     embedded: list[str] = []
@@ -189,27 +189,32 @@ def test_a_stopped_run_leaves_whole_notes_and_the_next_run_finishes(cairn):
         return cairn.store.stats().notes >= 2
 
     report = cairn.indexer.index(should_stop=stop_after_two_notes)
-    assert report.stopped and cairn.stats()["notes"] == 2
+    assert report.stopped and cairn.indexing.stats()["notes"] == 2
     for path in indexed_paths(cairn):  # each written note is complete: chunks and FTS rows
         assert cairn.store.note_by_path(path).status == "ok"
-    finish = cairn.index()
-    assert not finish.stopped and finish.added == 3 and cairn.stats()["notes"] == 5 and cairn.stats()["pending"] == 0
+    finish = cairn.indexing.index()
+    assert (
+        not finish.stopped
+        and finish.added == 3
+        and cairn.indexing.stats()["notes"] == 5
+        and cairn.indexing.stats()["pending"] == 0
+    )
 
 
 def test_search_right_after_an_edit_sees_the_new_text_and_never_the_old(cairn, vault):
-    cairn.index()
+    cairn.indexing.index()
     assert cairn.query.search("rye flour ferments").hits  # vectors now held in memory by the query service
     p = vault / "Flour.md"
     p.write_text("Buckwheat groats make a nutty porridge. #baking\n", encoding="utf-8")
     os.utime(p, ns=(p.stat().st_atime_ns, p.stat().st_mtime_ns + 10_000_000))
-    cairn.index()
+    cairn.indexing.index()
     hits = cairn.query.search("buckwheat porridge", mode="dense").hits
     assert hits and hits[0].file_path == "Flour.md" and "Buckwheat" in hits[0].text
     assert all("Rye flour" not in h.text for h in cairn.query.search("rye flour ferments", top_k=20).hits)
 
 
 def test_hinted_paths_update_links_elsewhere_when_a_note_appears_or_its_aliases_change(cairn, vault):
-    cairn.index()
+    cairn.indexing.index()
     assert cairn.store.links_of_note("Garden/Tomatoes.md")[0].target_path is None
     (vault / "Missing note.md").write_text("Now it exists.", encoding="utf-8")
     report = cairn.indexer.index_paths({"Missing note.md"})
@@ -226,7 +231,7 @@ def test_hinted_paths_update_links_elsewhere_when_a_note_appears_or_its_aliases_
 
 
 def test_hints_for_ignored_missing_or_outside_paths_do_nothing(cairn, vault):
-    cairn.index()
+    cairn.indexing.index()
     (vault / ".obsidian" / "new.md").write_text("hidden", encoding="utf-8")
     report = cairn.indexer.index_paths({".obsidian/new.md", "../outside.md", "/etc/passwd", "No such.md", "Garden"})
     assert (report.added, report.updated, report.deleted) == (0, 0, 0)
@@ -235,13 +240,13 @@ def test_hints_for_ignored_missing_or_outside_paths_do_nothing(cairn, vault):
 def test_removed_paths_are_reported_for_a_delete_and_a_folder_move_but_not_an_edit(cairn, vault):
     removed: list[str] = []
     cairn.indexer.on_removed = removed.append
-    cairn.index()
+    cairn.indexing.index()
     assert removed == []
     (vault / "Flour.md").unlink()
     (vault / "Garden").rename(vault / "Allotment")
     with open(vault / "Sourdough.md", "a", encoding="utf-8") as fh:
         fh.write("\nScore the loaf before it goes in.\n")
-    report = cairn.index()
+    report = cairn.indexing.index()
     assert sorted(removed) == ["Flour.md", "Garden/Tomatoes.md"]
     assert (report.deleted, report.added, report.updated) == (2, 1, 1)
     removed.clear()
@@ -291,26 +296,28 @@ def _edit(path, text):
 
 
 def test_deleted_text_keeps_its_cached_vector_for_the_grace_period_then_it_is_pruned(cairn, vault):
-    cairn.index()
+    cairn.indexing.index()
     flour = vault / "Flour.md"
     original = flour.read_text(encoding="utf-8")
     _edit(flour, "Spelt needs less water. #baking\n")
-    assert cairn.index().texts_embedded == 2  # the new sentence, and the chunk read whole
+    assert cairn.indexing.index().texts_embedded == 2  # the new sentence, and the chunk read whole
     _edit(flour, original)  # edited back within the grace period: nothing is embedded again
-    back = cairn.index()
+    back = cairn.indexing.index()
     assert (back.texts_embedded, back.cache_pruned) == (0, 0)
 
     _edit(flour, "Spelt needs less water. #baking\n")
-    cairn.index()
+    cairn.indexing.index()
     _age_cache(cairn, 31)
-    report = cairn.index()  # the rye sentence and its chunk read whole are in no note now and older than 30 days
+    report = (
+        cairn.indexing.index()
+    )  # the rye sentence and its chunk read whole are in no note now and older than 30 days
     assert report.cache_pruned == 2 and report.to_json()["cachePruned"] == 2
     _edit(flour, original)
-    assert cairn.index().texts_embedded == 2  # they had to be embedded again
+    assert cairn.indexing.index().texts_embedded == 2  # they had to be embedded again
 
 
 def test_pruning_keeps_every_vector_the_vault_still_uses_and_drops_other_models_rows(cairn, vault):
-    cairn.index()
+    cairn.indexing.index()
     with cairn.store.conn as c:
         c.execute(
             "INSERT INTO embedding_cache(content_hash, model_id, vector, created_at) "
@@ -318,7 +325,7 @@ def test_pruning_keeps_every_vector_the_vault_still_uses_and_drops_other_models_
         )
     kept = rows(cairn, "embedding_cache") // 2
     _age_cache(cairn, 31)
-    report = cairn.index()
+    report = cairn.indexing.index()
     assert report.cache_pruned == kept  # exactly the other model's copies
     assert (
         cairn.store.conn.execute(
@@ -330,8 +337,8 @@ def test_pruning_keeps_every_vector_the_vault_still_uses_and_drops_other_models_
     with cairn.store.conn as c:
         c.execute("DELETE FROM chunk_vectors")
         c.execute("UPDATE chunks SET embedded = 0")
-    assert cairn.index(full=True).texts_embedded == 0
-    assert cairn.stats()["pending"] == 0
+    assert cairn.indexing.index(full=True).texts_embedded == 0
+    assert cairn.indexing.stats()["pending"] == 0
 
 
 # -- what is read: symlinks, folders named like notes, names equal in Unicode NFC (the scan's and the hints' rules)
@@ -349,11 +356,11 @@ def search_paths(cairn, query, **kw) -> set[str]:
 def test_a_symlink_to_a_withheld_folder_or_note_never_serves_its_notes_under_another_path(cairn, vault, how):
     (vault / "Private").mkdir()
     (vault / "Private" / "salary.md").write_text("# Salary\nzqprivword salary negotiation notes.\n", encoding="utf-8")
-    cairn.index()
+    cairn.indexing.index()
     os.symlink("Private", vault / "Attic")  # sorts before Private: used to take the notes as Attic/salary.md
     os.symlink("Private/salary.md", vault / "zz-alias.md")
     if how == "index":
-        report = cairn.index()
+        report = cairn.indexing.index()
     else:  # what the watcher hands over when the links appear
         report = cairn.indexer.index_paths({"Attic", "zz-alias.md", "Attic/salary.md"})
     assert (report.added, report.updated, report.skipped) == (0, 0, [])
@@ -371,12 +378,12 @@ def test_a_folder_symlink_leading_outside_the_vault_or_looping_indexes_nothing(c
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.md").write_text("zqoutsideword lives outside the vault\n", encoding="utf-8")
-    cairn.index()
+    cairn.indexing.index()
     os.symlink(outside, vault / "ext")
     os.symlink(outside / "secret.md", vault / "out.md")
     os.symlink("..", vault / "Garden" / "again")
     if how == "index":
-        report = cairn.index()
+        report = cairn.indexing.index()
     else:
         report = cairn.indexer.index_paths({"ext", "out.md", "Garden/again", "ext/secret.md"})
     assert (report.added, report.updated) == (0, 0)
@@ -388,7 +395,7 @@ def test_renaming_or_moving_away_a_folder_named_like_a_note_updates_its_notes_at
     (vault / "Projects.md" / "deep").mkdir(parents=True)
     (vault / "Projects.md" / "plan.md").write_text("zqplanword alpha plan\n", encoding="utf-8")
     (vault / "Projects.md" / "deep" / "b.md").write_text("zqdeepword beta\n", encoding="utf-8")
-    cairn.index()
+    cairn.indexing.index()
     (vault / "Projects.md").rename(vault / "Projects")
     report = cairn.indexer.index_paths({"Projects.md", "Projects"})  # the watcher's hints for a rename
     assert (report.deleted, report.added) == (2, 2)
@@ -404,7 +411,7 @@ def test_renaming_or_moving_away_a_folder_named_like_a_note_updates_its_notes_at
 
 
 def test_a_file_replacing_a_folder_of_the_same_name_drops_the_folders_notes(cairn, vault):
-    cairn.index()
+    cairn.indexing.index()
     shutil.rmtree(vault / "Garden")
     (vault / "Garden").write_text("now a file", encoding="utf-8")
     report = cairn.indexer.index_paths({"Garden"})
@@ -414,14 +421,14 @@ def test_a_file_replacing_a_folder_of_the_same_name_drops_the_folders_notes(cair
 def test_two_files_named_alike_in_nfc_index_one_report_the_other_and_stay_stable(cairn, vault):
     (vault / NFD_NAME).write_text("zqnfdword decomposed\n", encoding="utf-8")
     (vault / NFC_NAME).write_text("zqnfcword composed\n", encoding="utf-8")
-    first = cairn.index()
+    first = cairn.indexing.index()
     assert first.added == 6 and [p for p, _r in first.skipped] == [NFD_NAME]
     reason = dict(first.skipped)[NFD_NAME]
     assert repr(NFC_NAME) in reason and "rename or delete one" in reason
-    errors = [e for e in cairn.stats()["errors"] if e["skipped"]]
+    errors = [e for e in cairn.indexing.stats()["errors"] if e["skipped"]]
     assert errors == [{"filePath": NFD_NAME, "reason": reason, "skipped": True}]
     for _ in range(2):  # stable: nothing re-read, the same note found
-        again = cairn.index()
+        again = cairn.indexing.index()
         assert (again.added, again.updated, again.deleted, again.unchanged) == (0, 0, 0, 7)
         assert search_paths(cairn, "zqnfcword zqnfdword") == {NFC_NAME}
         assert cairn.query.search("zqnfcword zqnfdword", mode="bm25").hits[0].snippet.startswith("zqnfcword")
@@ -432,7 +439,7 @@ def test_two_files_named_alike_in_nfc_index_one_report_the_other_and_stay_stable
     report = cairn.indexer.index_paths({NFC_NAME})
     assert report.updated == 1 and report.deleted == 1
     assert search_paths(cairn, "zqnfcword zqnfdword") == {NFC_NAME}
-    assert not [e for e in cairn.stats()["errors"] if e["skipped"]]
+    assert not [e for e in cairn.indexing.stats()["errors"] if e["skipped"]]
     assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
 
 
@@ -444,13 +451,13 @@ def test_notes_whose_names_differ_only_in_case_are_two_notes(cairn, vault):
         pytest.skip("case-insensitive file system")
     if len(os.listdir(vault)) < 7:
         pytest.skip("case-insensitive file system")
-    report = cairn.index()
+    report = cairn.indexing.index()
     assert report.added == 7 and report.skipped == []
     assert search_paths(cairn, "zqupperword") == {"Case.md"} and search_paths(cairn, "zqlowerword") == {"case.md"}
 
 
 def test_hints_while_the_vault_folder_is_gone_raise_and_delete_nothing(cairn, vault, tmp_path):
-    cairn.index()
+    cairn.indexing.index()
     vault.rename(tmp_path / "unmounted")
     with pytest.raises(FileNotFoundError, match="cannot be opened"):
         cairn.indexer.index_paths({"Garden", "Flour.md"})
@@ -461,7 +468,7 @@ def test_hints_while_the_vault_folder_is_gone_raise_and_delete_nothing(cairn, va
 def test_a_note_replaced_by_a_symlink_to_a_withheld_note_is_not_served_before_it_is_reindexed(cairn, vault):
     (vault / "Private").mkdir()
     (vault / "Private" / "salary.md").write_text("zqprivword salary negotiation\n", encoding="utf-8")
-    cairn.index()
+    cairn.indexing.index()
     (vault / "Flour.md").unlink()  # e.g. while indexing is paused: the index still lists Flour.md
     os.symlink("Private/salary.md", vault / "Flour.md")
     with pytest.raises(NotFoundError) as info:
@@ -470,17 +477,17 @@ def test_a_note_replaced_by_a_symlink_to_a_withheld_note_is_not_served_before_it
 
 
 def test_an_index_made_by_another_note_parser_re_reads_every_note_once_and_embeds_nothing(cairn):
-    cairn.index()
+    cairn.indexing.index()
     with cairn.store.conn as c:  # what an index written before the parser changed holds
         c.execute("UPDATE meta SET value='notes-v1' WHERE key='text_recipe'")
-    again = cairn.index()
+    again = cairn.indexing.index()
     # every note re-parsed (its chunks written again), but no note changed; vectors from the cache
     assert (again.updated, again.unchanged, again.texts_embedded) == (0, 5, 0)
     assert again.chunks_written == cairn.store.stats().chunks
     assert (
         cairn.store.get_meta("text_recipe").startswith("notes-v") and cairn.store.get_meta("text_recipe") != "notes-v1"
     )
-    third = cairn.index()
+    third = cairn.indexing.index()
     assert (third.unchanged, third.updated, third.chunks_written) == (5, 0, 0)
 
 
@@ -514,7 +521,7 @@ def _append(vault, rel: str, extra: str, *, atomic: bool = False) -> None:
 def test_saving_a_note_again_resolves_its_links_without_walking_the_whole_vault(cairn, vault, monkeypatch):
     """The file list links resolve against is kept between file-event batches while no hint can have changed it
     (walking the vault and rebuilding the resolver is most of a save's cost on a large vault)."""
-    cairn.index()
+    cairn.indexing.index()
     walks = _count_walks(monkeypatch)
     _append(vault, "Sourdough.md", "\nAlso see [[Flour]] and [[Garden/Tomatoes]].\n")
     cairn.indexer.index_paths({"Sourdough.md"})
@@ -530,7 +537,7 @@ def test_saving_a_note_again_resolves_its_links_without_walking_the_whole_vault(
 
 
 def test_an_attachment_or_folder_that_comes_or_goes_is_seen_by_the_next_save(cairn, vault, monkeypatch):
-    cairn.index()
+    cairn.indexing.index()
     _append(vault, "Flour.md", "\n![[crumb.png]] ![[Pantry/jar.jpg]]\n")
     cairn.indexer.index_paths({"Flour.md"})
     assert [link.target_path for link in cairn.store.links_of_note("Flour.md")] == [None, None]
@@ -553,7 +560,7 @@ def test_an_attachment_or_folder_that_comes_or_goes_is_seen_by_the_next_save(cai
 
 
 def test_aliases_added_or_dropped_by_a_save_resolve_in_the_next_ones(cairn, vault):
-    cairn.index()
+    cairn.indexing.index()
     _append(vault, "Flour.md", "\nSee [[Rye notes]].\n")
     cairn.indexer.index_paths({"Flour.md"})
     assert cairn.store.links_of_note("Flour.md")[0].target_path is None
@@ -577,7 +584,7 @@ def test_links_follow_an_attachment_that_arrives_later_and_a_note_that_becomes_u
     """A hinted batch that adds, removes or moves a file re-resolves links elsewhere (an image pasted after the
     note linking to it was saved), and a note skipped as unreadable no longer answers to its aliases — the stored
     links are what a full index of the vault would store."""
-    cairn.index()
+    cairn.indexing.index()
     _append(vault, "Flour.md", "\n![[crumb.png]] and [[Levain bread]]\n")
     cairn.indexer.index_paths({"Flour.md"})
     assert [link.target_path for link in cairn.store.links_of_note("Flour.md")] == [None, "Sourdough.md"]
@@ -597,14 +604,14 @@ def test_links_follow_an_attachment_that_arrives_later_and_a_note_that_becomes_u
 
 
 def test_an_attachment_added_while_the_daemon_was_not_running_resolves_links_at_the_next_start(cairn, vault):
-    cairn.index()
+    cairn.indexing.index()
     _append(vault, "Flour.md", "\n![[crumb.png]]\n")
-    cairn.index()
+    cairn.indexing.index()
     assert cairn.store.links_of_note("Flour.md")[0].target_path is None
     (vault / "crumb.png").write_bytes(b"\x89PNG")  # no file event: nothing watched
-    report = cairn.index()  # the start-up run: no note changed
+    report = cairn.indexing.index()  # the start-up run: no note changed
     assert (report.added, report.updated, report.deleted) == (0, 0, 0)
     assert cairn.store.links_of_note("Flour.md")[0].target_path == "crumb.png"
     (vault / "crumb.png").unlink()
-    cairn.index()
+    cairn.indexing.index()
     assert cairn.store.links_of_note("Flour.md")[0].target_path is None

@@ -22,11 +22,10 @@ pytestmark = pytest.mark.e2e
 
 
 def test_a_replaced_index_file_gives_a_non_local_client_its_code_not_the_owners_paths(tmp_path, embedder, caplog):
-    from cairn.answers import AnswerService
     from cairn.app import Cairn
     from cairn.mcp_server import McpService, build_server
     from cairn.store import Store
-    from test_http_api import services_of
+    from conftest import services_of
 
     vault = tmp_path / "vault"
     shutil.copytree(CANARY_VAULT, vault)
@@ -35,13 +34,13 @@ def test_a_replaced_index_file_gives_a_non_local_client_its_code_not_the_owners_
     config = make_config(vault, tmp_path / "data").replace(config_dir=tmp_path / "config", mcp_policy=policy)
     cairn = Cairn(config, embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         Store(tmp_path / "other.sqlite3").close()
         (tmp_path / "other.sqlite3").replace(config.db_path)  # another file at the index's path
         cairn.store.IDENTITY_CHECK_S = 0.0
         holder = PolicyHolder(policy, strict=True)
         service = McpService(
-            services_of(cairn, answers=AnswerService(cairn.query, None)),
+            services_of(cairn),
             policy=holder.current,
             audit=None,
             transport="stdio",

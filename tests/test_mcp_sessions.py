@@ -16,11 +16,10 @@ import httpx2
 import pytest
 from mcp import Client
 
-from cairn.answers import AnswerService
 from cairn.mcp_server import McpHttpServer, McpService
 from cairn.policy_live import PolicyHolder
+from conftest import services_of
 from helpers import run, wait_until_async
-from test_http_api import services_of
 from test_mcp_http import http_session
 from test_mcp_stdio import POLICY
 
@@ -39,7 +38,7 @@ async def mcp_server(cairn, tmp_path, **limits) -> AsyncIterator[McpHttpServer]:
     policy_file.write_text(POLICY, encoding="utf-8")
     holder = PolicyHolder(policy_file, strict=True)
     service = McpService(
-        services_of(cairn, answers=AnswerService(cairn.query, None)),
+        services_of(cairn),
         policy=holder.current,
         audit=None,
         transport="http",

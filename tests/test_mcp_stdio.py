@@ -92,7 +92,7 @@ def home(tmp_path_factory, embedder) -> Path:
     config = make_config(CANARY_VAULT, home / "data").replace(config_dir=home / "config")
     cairn = Cairn(config, embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
     finally:
         cairn.close()
     return home
@@ -532,11 +532,10 @@ def test_audit_lines_follow_the_policy_switch_and_policy_edits_apply_without_a_r
     policy_file.write_text(POLICY.replace("audit: {enabled: true}", "audit: {enabled: false}"), encoding="utf-8")
     holder = PolicyHolder(policy_file, strict=True, check_interval_s=0)
     audit_file = tmp_path / "audit.jsonl"
-    from cairn.answers import AnswerService
-    from test_http_api import services_of
+    from conftest import services_of
 
     service = McpService(
-        services_of(canary_cairn, answers=AnswerService(canary_cairn.query, None)),
+        services_of(canary_cairn),
         policy=holder.current,
         audit=AuditLog(audit_file),
         transport="stdio",

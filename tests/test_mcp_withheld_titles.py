@@ -62,7 +62,7 @@ def titles_home(tmp_path_factory, embedder) -> tuple[Path, Path]:
     home = make_home(base / "home")
     cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
     finally:
         cairn.close()
     return home, vault

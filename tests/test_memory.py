@@ -82,7 +82,7 @@ def test_the_vectors_part_counts_the_snapshot_searches_load(tmp_path, embedder):
 
     cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         before = search_parts(cairn.query)
         assert before["vectors"] == 0 and before["int8"] == 0  # nothing loaded before the first dense search
         cairn.query.search("boiler pressure", top_k=3)
@@ -93,7 +93,7 @@ def test_the_vectors_part_counts_the_snapshot_searches_load(tmp_path, embedder):
         assert after["int8"] >= stats.vectors * 384
         assert 0 < after["vectors"] < stats.vectors * 384
         assert after["caches"] > before["caches"]  # the ranked result and its dense scores are kept
-        assert cairn.stats()["memory"]["parts"]["onnx"] > 0
+        assert cairn.indexing.stats()["memory"]["parts"]["onnx"] > 0
     finally:
         cairn.close()
 
@@ -113,7 +113,7 @@ def test_float32_vectors_read_from_a_file_give_the_results_of_vectors_held_in_me
 
     cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         folder = cairn.store.path.parent
         listed = sorted(p.name for p in folder.iterdir())
         questions = ["boiler pressure", "queen cells in the hive", "tyre pressure for touring", "summer honey"]
@@ -186,7 +186,7 @@ def test_the_dense_scores_kept_per_question_are_bounded_in_bytes(tmp_path, embed
 
     cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         snap = cairn.query.vectors.current()
         per_question = snap.dense.query(embedder.embed_query("boiler pressure")).nbytes  # the same for any question
         monkeypatch.setattr(Vectors, "SCORES_CACHE_BYTES", 3 * per_question, raising=False)

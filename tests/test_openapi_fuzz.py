@@ -83,7 +83,7 @@ def live_daemon(tmp_path_factory, embedder):
         config, embedder=embedder
     )  # index first with the session's model: the daemon's start-up run is a no-op
     try:
-        cairn.index()
+        cairn.indexing.index()
     finally:
         cairn.close()
     token = get_or_create_token(config)

@@ -22,7 +22,7 @@ from tests.test_cli import run_cairn
 
 from cairn.answers import AnswerService
 from cairn.app import Cairn
-from cairn.watcher import VaultWatcher
+from cairn.watcher import VaultWatcher, lower_thread_priority
 
 pytestmark = pytest.mark.slow  # PDFs written, read by the worker process and embedded
 
@@ -77,11 +77,11 @@ def pdf_cairn(pdf_vault, tmp_path, embedder):
 
 
 def errors_by_path(cairn: Cairn) -> dict[str, dict]:
-    return {e["filePath"]: e for e in cairn.stats()["errors"]}
+    return {e["filePath"]: e for e in cairn.indexing.stats()["errors"]}
 
 
 def test_good_pages_are_indexed_and_every_bad_pdf_is_listed_with_its_reason(pdf_cairn):
-    report = pdf_cairn.index()
+    report = pdf_cairn.indexing.index()
     skipped = dict(report.skipped)
     assert set(skipped) == {
         "Attachments/Locked.pdf",
@@ -120,11 +120,11 @@ def test_good_pages_are_indexed_and_every_bad_pdf_is_listed_with_its_reason(pdf_
     assert not any("Moorland Field Guide" in r[5] for r in rows), "the running header is not page text"
     assert pdf_cairn.store.note_by_path("Attachments/Field guide.pdf").title == "Moorland Field Guide"
     # The notes were indexed as before.
-    assert pdf_cairn.stats()["notes"] >= 3
+    assert pdf_cairn.indexing.stats()["notes"] >= 3
 
 
 def test_a_question_answered_on_page_3_cites_that_page(pdf_cairn):
-    pdf_cairn.index()
+    pdf_cairn.indexing.index()
     answer = asyncio.run(AnswerService(pdf_cairn.query).answer(GUIDE_QUESTION))
     assert not answer.not_found
     first = answer.sources[0].to_json()
@@ -150,7 +150,7 @@ def test_asking_for_the_pdf_prefers_pdf_pages_over_a_note_saying_the_same(pdf_va
     )
     cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         plain = cairn.query.search("how to build a cairn that lasts the winter").hits
         pdf = cairn.query.search("what does the pdf say about building a cairn that lasts the winter").hits
         assert pdf[0].file_path == "Attachments/Field guide.pdf" and pdf[0].page == 3
@@ -161,8 +161,8 @@ def test_asking_for_the_pdf_prefers_pdf_pages_over_a_note_saying_the_same(pdf_va
 
 
 def test_reindexing_embeds_nothing_and_a_changed_page_re_embeds_only_its_text(pdf_cairn, pdf_vault):
-    pdf_cairn.index()
-    again = pdf_cairn.index()
+    pdf_cairn.indexing.index()
+    again = pdf_cairn.indexing.index()
     assert again.texts_embedded == 0 and again.updated == 0
     pages = list(GUIDE_PAGES)
     pages[3] = ("Weather", "Thunderstorms build quickly over the ridge on summer afternoons; descend early.")
@@ -173,7 +173,7 @@ def test_reindexing_embeds_nothing_and_a_changed_page_re_embeds_only_its_text(pd
         title="Moorland Field Guide",
         running_header="Moorland Field Guide",
     )
-    changed = pdf_cairn.index()
+    changed = pdf_cairn.indexing.index()
     assert changed.updated == 1
     assert 0 < changed.texts_embedded <= 3, "only page 4's new sentences (and nothing of pages 1-3)"
     hits = pdf_cairn.query.search("thunderstorms over the ridge in summer").hits
@@ -181,15 +181,15 @@ def test_reindexing_embeds_nothing_and_a_changed_page_re_embeds_only_its_text(pd
 
 
 def test_a_deleted_pdf_leaves_no_rows_and_turning_pdfs_off_removes_them(pdf_cairn, pdf_vault, tmp_path, embedder):
-    pdf_cairn.index()
+    pdf_cairn.indexing.index()
     (pdf_vault / "Attachments" / "Mixed.pdf").unlink()
-    report = pdf_cairn.index()
+    report = pdf_cairn.indexing.index()
     assert report.deleted == 1 and pdf_cairn.store.note_by_path("Attachments/Mixed.pdf") is None
     assert pdf_cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
     pdf_cairn.close()
     off = Cairn(make_config(pdf_vault, tmp_path / "data").replace(pdf=False), embedder=embedder)
     try:
-        off.index()
+        off.indexing.index()
         kinds = {k for (k,) in off.store.conn.execute("SELECT kind FROM notes")}
         assert kinds == {"markdown"}
         assert off.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf'").fetchone()[0] == 0
@@ -201,7 +201,7 @@ def test_the_note_view_of_a_pdf_is_its_text_page_by_page(pdf_cairn):
     from cairn.errors import NotFoundError
     from cairn.policy import Withhold
 
-    pdf_cairn.index()
+    pdf_cairn.indexing.index()
     with pytest.raises(NotFoundError, match="not indexed: encrypted: needs a password"):
         pdf_cairn.library.note("Attachments/Locked.pdf")
     with pytest.raises(NotFoundError, match="^No indexed note"):  # withheld: exactly as if missing
@@ -216,7 +216,7 @@ def test_the_note_view_of_a_pdf_is_its_text_page_by_page(pdf_cairn):
 def test_a_pdf_in_an_ignored_folder_is_not_read(pdf_vault, tmp_path, embedder):
     cairn = Cairn(make_config(pdf_vault, tmp_path / "data").replace(ignore=("Attachments/",)), embedder=embedder)
     try:
-        report = cairn.index()
+        report = cairn.indexing.index()
         assert report.skipped == [] and cairn.store.note_by_path("Attachments/Field guide.pdf") is None
     finally:
         cairn.close()
@@ -242,16 +242,18 @@ def varied_pages(count: int) -> list[str]:
 
 
 def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf_is_done(tmp_path, embedder):
-    """The daemon's wiring (Cairn.start_pdf_queue + the file watcher): the PDF queue yields to the notes."""
+    """The daemon's wiring (the PDF queue on a low-priority thread, the file watcher): PDFs yield to the notes."""
     vault = tmp_path / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
     cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
-    cairn.index()
+    cairn.indexing.index()
 
     async def scenario():
-        watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=cairn.config.ignore)
-        cairn.watcher = watcher
-        queue = cairn.start_pdf_queue(watcher)
+        watcher = VaultWatcher(
+            vault, apply_hints=cairn.indexing.index_paths, reconcile=cairn.indexing.index, ignore=cairn.config.ignore
+        )
+        cairn.indexing.watcher = watcher
+        queue = cairn.indexing.start_pdf_queue(watcher, thread_init=lower_thread_priority)
         sub = cairn.events.subscribe()  # what /events streams to the plugin's status line
         await watcher.start()
         try:
@@ -324,7 +326,7 @@ def test_a_pdf_embedded_in_a_personal_note_is_withheld_with_it(pdf_vault, tmp_pa
     add_personal_pdf(pdf_vault)
     cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         question = CHOLESTEROL_QUESTION
         owner = cairn.query.search(question).hits
         assert owner and owner[0].file_path == "Health/Lab results.pdf"
@@ -409,7 +411,7 @@ def test_a_pdf_embedded_in_a_personal_note_never_enters_a_remote_models_prompt(p
         return [r["messages"][1]["content"] for r in stub.requests], answer
 
     try:
-        cairn.index()
+        cairn.indexing.index()
         local_prompts, _ = asyncio.run(ask(False, CHOLESTEROL_QUESTION))
         assert "5.9 mmol" in local_prompts[0]
         prompts, answer = asyncio.run(ask(True, CHOLESTEROL_QUESTION))
@@ -432,11 +434,11 @@ def test_a_pdf_added_after_the_personal_note_that_embeds_it_is_withheld(pdf_vaul
     shutil.move(pdf, kept)
     cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         shutil.move(kept, pdf_vault / "Scans.pdf.tmp")
         (pdf_vault / "Scans").mkdir()
         shutil.move(pdf_vault / "Scans.pdf.tmp", pdf_vault / "Scans" / "Lab results.pdf")
-        cairn.index_paths({"Scans/Lab results.pdf"})
+        cairn.indexing.index_paths({"Scans/Lab results.pdf"})
         withhold = Withhold.of(tags=["personal"])
         assert cairn.query.search(CHOLESTEROL_QUESTION).hits[0].file_path == "Scans/Lab results.pdf"
         assert all(
@@ -446,7 +448,7 @@ def test_a_pdf_added_after_the_personal_note_that_embeds_it_is_withheld(pdf_vaul
         # Moved to another folder: the basename link follows it, and so does the withholding.
         (pdf_vault / "Moved").mkdir()
         shutil.move(pdf_vault / "Scans" / "Lab results.pdf", pdf_vault / "Moved" / "Lab results.pdf")
-        cairn.index_paths({"Scans/Lab results.pdf", "Moved/Lab results.pdf"})
+        cairn.indexing.index_paths({"Scans/Lab results.pdf", "Moved/Lab results.pdf"})
         assert cairn.query.search(CHOLESTEROL_QUESTION).hits[0].file_path == "Moved/Lab results.pdf"
         assert all(
             h.file_path != "Moved/Lab results.pdf"
@@ -462,15 +464,17 @@ def test_a_pdf_deleted_while_it_is_being_indexed_leaves_the_index_at_once(tmp_pa
     vault = tmp_path / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
     cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
-    cairn.index()
+    cairn.indexing.index()
     cached = lambda: cairn.store.conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0]  # noqa: E731
     before = cached()
     pages = varied_pages(40)  # 40 × 13 different sentences
 
     async def scenario():
-        watcher = VaultWatcher(vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=cairn.config.ignore)
-        cairn.watcher = watcher
-        queue = cairn.start_pdf_queue(watcher)
+        watcher = VaultWatcher(
+            vault, apply_hints=cairn.indexing.index_paths, reconcile=cairn.indexing.index, ignore=cairn.config.ignore
+        )
+        cairn.indexing.watcher = watcher
+        queue = cairn.indexing.start_pdf_queue(watcher, thread_init=lower_thread_priority)
         await watcher.start()
         try:
             pdfgen.text_pdf(vault / "Long.pdf", pages)
@@ -501,20 +505,20 @@ def test_raising_a_limit_reads_the_limited_pdfs_again_at_the_next_scan(pdf_vault
     data = tmp_path / "data"
     small = Cairn(make_config(pdf_vault, data).replace(pdf_max_pages=2), embedder=embedder)
     try:
-        small.index()
+        small.indexing.index()
         assert "page limit 2" in errors_by_path(small)["Attachments/Field guide.pdf"]["reason"]
         assert small.query.search(GUIDE_QUESTION).hits[0].page != 3
-        assert small.index().updated == 0, "nothing changed: nothing read again"
+        assert small.indexing.index().updated == 0, "nothing changed: nothing read again"
     finally:
         small.close()
     raised = Cairn(make_config(pdf_vault, data), embedder=embedder)  # the next start, with the default limits
     try:
-        report = raised.index()
+        report = raised.indexing.index()
         assert "Attachments/Field guide.pdf" not in errors_by_path(raised)
         assert report.updated >= 1
         hit = raised.query.search(GUIDE_QUESTION).hits[0]
         assert (hit.file_path, hit.page) == ("Attachments/Field guide.pdf", 3)
-        assert raised.index().updated == 0
+        assert raised.indexing.index().updated == 0
     finally:
         raised.close()
 

@@ -18,9 +18,9 @@ import pytest
 
 from cairn.app import Cairn
 from cairn.http import make_app, serve
-from conftest import make_config
+from conftest import make_config, services_of
 from test_coverage import half_embedded
-from test_http_api import TOKEN, services_of
+from test_http_api import TOKEN
 from test_plugin_e2e import WAIT_MS, browser, harness, plugin_vault, shoot  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.e2e  # the built plugin in a real browser against the real HTTP app
@@ -88,7 +88,7 @@ def test_search_and_ask_say_still_indexing_until_every_note_is_embedded(page, li
     page.locator(".cairn-elapsed").wait_for(timeout=WAIT_MS)
     assert "Still indexing: results may be incomplete" in page.locator(".cairn-ask-note .cairn-coverage").inner_text()
 
-    cairn.index()  # the rest of the vectors are written
+    cairn.indexing.index()  # the rest of the vectors are written
     page.click(".cairn-tab[data-tab='search']")
     page.fill(".cairn-search-input", "quillwort shore")
     page.locator(".cairn-result-snippet mark", has_text="shore").first.wait_for(timeout=WAIT_MS)

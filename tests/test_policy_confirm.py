@@ -30,12 +30,11 @@ class Server:
     """The MCP service under ``holder``, spoken to by the SDK's in-memory client as client ``claude-desktop``."""
 
     def __init__(self, canary_cairn: Any, holder: PolicyHolder) -> None:
-        from cairn.answers import AnswerService
         from cairn.mcp_server import McpService, build_server
-        from test_http_api import services_of
+        from conftest import services_of
 
         service = McpService(
-            services_of(canary_cairn, answers=AnswerService(canary_cairn.query, None)),
+            services_of(canary_cairn),
             policy=holder.current,
             audit=None,
             transport="stdio",

@@ -67,7 +67,7 @@ def index_as_owner(embedder: Any, config_dir: Path, data_dir: Path) -> None:
     config = load_config({"vault": str(CANARY_VAULT), "config_dir": str(config_dir), "data_dir": str(data_dir)}, env={})
     cairn = Cairn(config, embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
     finally:
         cairn.close()
 
@@ -162,7 +162,7 @@ def test_the_true_first_use_creates_the_default_policy_and_serves(tmp_path, embe
     )
     cairn = Cairn(config, embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
     finally:
         cairn.close()
     assert not (default_config / "mcp-serve.yaml").exists()

@@ -25,7 +25,7 @@ def indexed_home(tmp_path, embedder) -> Path:
     home = make_home(tmp_path)
     cairn = Cairn(make_config(CANARY_VAULT, home / "data").replace(config_dir=home / "config"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
     finally:
         cairn.close()
     return home

@@ -76,15 +76,14 @@ async def save_in_two_writes(path: os.PathLike[str], calls: Calls) -> None:
 
 
 def test_no_call_is_served_under_a_half_saved_policy(canary_cairn, tmp_path):
-    from cairn.answers import AnswerService
     from cairn.mcp_server import McpService, build_server
-    from test_http_api import services_of
+    from conftest import services_of
 
     path = tmp_path / "mcp-serve.yaml"
     path.write_text(FULL, encoding="utf-8")
     holder = PolicyHolder(path, strict=True, check_interval_s=0.0)  # checks the file on every call
     service = McpService(
-        services_of(canary_cairn, answers=AnswerService(canary_cairn.query, None)),
+        services_of(canary_cairn),
         policy=holder.current,
         audit=None,
         transport="stdio",

@@ -29,7 +29,7 @@ def open_index(config, embedder, *, index: bool = False) -> None:
     cairn = Cairn(config, embedder=embedder)
     try:
         if index:
-            cairn.index()
+            cairn.indexing.index()
     finally:
         cairn.close()
 

@@ -155,7 +155,7 @@ def test_hits_carry_lines_snippet_and_indexed_at(sample_cairn):
 
 # ------------------------------------------------------------------ the real help vault
 def test_help_vault_indexes_every_note(help_cairn):
-    stats = help_cairn.stats()
+    stats = help_cairn.indexing.stats()
     assert stats["notes"] == 173 and stats["skipped"] == 0 and stats["pending"] == 0
 
 
@@ -177,7 +177,7 @@ def test_help_vault_embed_question_finds_embed_files(help_cairn):
 
 
 def test_help_vault_reindex_embeds_nothing(help_cairn):
-    report = help_cairn.index()
+    report = help_cairn.indexing.index()
     assert report.texts_embedded == 0 and report.added == report.updated == 0
 
 
@@ -277,7 +277,7 @@ def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fres
     from cairn.app import Cairn
     from conftest import make_config
 
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     question = "Which tool sharpens the quenched hoe blade?"
     before = fresh_cairn.query.search(question)
     assert all(h.file_path != "Garden/Hoe.md" for h in before.hits)
@@ -286,7 +286,7 @@ def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fres
     )
     other = Cairn(make_config(fresh_cairn.config.vault, tmp_path / "data"), embedder=embedder)
     try:
-        other.index()
+        other.indexing.index()
     finally:
         other.close()
     after = fresh_cairn.query.search(question)
@@ -295,13 +295,13 @@ def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fres
 
 @pytest.mark.slow
 def test_a_note_indexed_on_the_same_connection_is_found_by_a_repeated_search(fresh_cairn):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     question = "Which tool sharpens the quenched hoe blade?"
     fresh_cairn.query.search(question)
     (fresh_cairn.config.vault / "Garden" / "Hoe.md").write_text(
         "# Hoe\n\nSharpen the quenched hoe blade with a mill file, pushing away from the edge.\n", encoding="utf-8"
     )
-    fresh_cairn.index()  # same thread, so the same connection as the searches
+    fresh_cairn.indexing.index()  # same thread, so the same connection as the searches
     assert fresh_cairn.query.search(question).hits[0].file_path == "Garden/Hoe.md"
 
 
@@ -404,7 +404,7 @@ def test_a_bulk_change_reloads_the_vectors_in_the_background_and_then_serves_eve
     with what it has (no full reload in a request's thread) while a reload runs; once it lands, the dense leg
     ranks every new note."""
     cairn = fresh_cairn
-    cairn.index()
+    cairn.indexing.index()
     query = cairn.query
     query.search("anything at all")  # the first load
     query.vectors.MAX_NEWER, query.vectors.REFRESH_S = 1, 3600.0
@@ -415,7 +415,7 @@ def test_a_bulk_change_reloads_the_vectors_in_the_background_and_then_serves_eve
     }
     for name, text in topics.items():
         (vault_copy / name).write_text(f"# {name[:-3]}\n\n{text}\n", encoding="utf-8")
-    cairn.index()
+    cairn.indexing.index()
     held = query.vectors.current()
     query.search("icebergs breaking off a glacier into the fjord", mode="dense")
     assert query.vectors.wait(timeout=60)  # a reload was started, not done in this request
@@ -460,7 +460,7 @@ def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked
     """More chunks embedded since the in-memory vectors were loaded than a query scores one by one: those it leaves
     out must be the older ones, not the note just saved."""
     cairn = fresh_cairn
-    cairn.index()
+    cairn.indexing.index()
     query = cairn.query
     query.search("anything at all")  # the first load
     monkeypatch.setattr(query.vectors, "reload", lambda **_: None)  # the reload has not landed yet
@@ -469,11 +469,11 @@ def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked
         (vault_copy / f"Older {i}.md").write_text(
             f"# Older {i}\n\nA note about tidal pools number {i}.\n", encoding="utf-8"
         )
-    cairn.index()
+    cairn.indexing.index()
     (vault_copy / "Latest.md").write_text(
         "# Latest\n\nThe glacier calved huge icebergs into the fjord.\n", encoding="utf-8"
     )
-    cairn.index()
+    cairn.indexing.index()
     assert len(query.vectors.embedded_since(snap_now(query))) > query.vectors.MAX_NEWER
     hits = query.search("icebergs breaking off a glacier into the fjord", mode="dense").hits
     assert hits and hits[0].file_path == "Latest.md", [h.file_path for h in hits]
@@ -487,7 +487,7 @@ def test_replaced_in_memory_vectors_are_freed_once_questions_are_asked_on_the_ne
     import weakref
 
     cairn = fresh_cairn
-    cairn.index()
+    cairn.indexing.index()
     query = cairn.query
     query.search("How do I proof sourdough?")
     held = []
@@ -496,7 +496,7 @@ def test_replaced_in_memory_vectors_are_freed_once_questions_are_asked_on_the_ne
         (vault_copy / f"New {i}.md").write_text(
             f"# New {i}\n\nA note about lighthouses number {i}.\n", encoding="utf-8"
         )
-        cairn.index()
+        cairn.indexing.index()
         query.vectors.reload()  # the reload (a background thread in the daemon)
         query.search(f"lighthouse keepers, question {i}")
     gc.collect()
@@ -509,14 +509,14 @@ def test_saved_notes_join_the_in_memory_vectors_by_cheap_reloads_and_a_full_load
     """While notes change, the vectors reload every Vectors.REFRESH_S reading only the changed chunks; a change
     that needs a full load waits for Vectors.FULL_REFRESH_S after the last one."""
     cairn = fresh_cairn
-    cairn.index()
+    cairn.indexing.index()
     query = cairn.query
     query.search("anything at all")  # the first (full) load
     query.vectors.REFRESH_S = 0.0
     (vault_copy / "Lighthouse.md").write_text(
         "# Lighthouse\n\nThe keeper trimmed the lamp's wick at dusk.\n", encoding="utf-8"
     )
-    cairn.index()
+    cairn.indexing.index()
     first = query.vectors.current()
     query.search("who trims the lamp in a lighthouse", mode="dense")
     query.vectors.wait(timeout=60)
@@ -527,7 +527,7 @@ def test_saved_notes_join_the_in_memory_vectors_by_cheap_reloads_and_a_full_load
     (vault_copy / "Harbour.md").write_text(
         "# Harbour\n\nFishing boats moor in the harbour at night.\n", encoding="utf-8"
     )
-    cairn.index()
+    cairn.indexing.index()
     held = query.vectors.current()
     hits = query.search("where do fishing boats moor", mode="dense").hits
     assert hits and hits[0].file_path == "Harbour.md"  # scored from the store meanwhile
@@ -544,7 +544,7 @@ def test_vector_reloads_and_keyword_index_builds_leave_no_connection_open(fresh_
     """Each reload runs on a thread of its own (every few seconds while notes change): its SQLite connection must
     be closed when it ends, or an editing session runs the daemon out of file descriptors."""
     cairn = fresh_cairn
-    cairn.index()
+    cairn.indexing.index()
     query, store = cairn.query, cairn.store
     query.search("anything at all")
     query.start_keyword_index().join(timeout=60)
@@ -554,7 +554,7 @@ def test_vector_reloads_and_keyword_index_builds_leave_no_connection_open(fresh_
         (vault_copy / f"Reload {i}.md").write_text(
             f"# Reload {i}\n\nWindmills grind grain, note {i}.\n", encoding="utf-8"
         )
-        cairn.index()
+        cairn.indexing.index()
         held = query.vectors.current()
         query.search(f"windmills grinding grain {i}")
         query.vectors.wait(timeout=60)
@@ -570,7 +570,7 @@ def test_a_bulk_change_is_loaded_at_once_even_while_full_loads_wait(fresh_cairn,
     query scores one by one: then the first question after the bulk change starts the full load (a waiting
     reload must not swallow that request)."""
     cairn = fresh_cairn
-    cairn.index()
+    cairn.indexing.index()
     query = cairn.query
     query.search("anything at all")
     query.vectors.REFRESH_S, query.vectors.FULL_REFRESH_S = 0.0, 3600.0
@@ -579,7 +579,7 @@ def test_a_bulk_change_is_loaded_at_once_even_while_full_loads_wait(fresh_cairn,
         (vault_copy / f"Bulk {i}.md").write_text(
             f"# Bulk {i}\n\nGlassblowers shape molten glass, {i}.\n", encoding="utf-8"
         )
-    cairn.index()
+    cairn.indexing.index()
     held = query.vectors.current()
     query.search("how is molten glass shaped")
     for _ in range(3):  # the waiting reload, then the bulk one (or one load that saw both)

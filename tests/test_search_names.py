@@ -35,7 +35,7 @@ def named_cairn(tmp_path_factory, embedder):
     for i in range(130):  # notes holding "plugins" and "notes" often: the BM25 top and its extras would be theirs
         _write(vault, f"Roundup/Week {i:03d}", f"Plugins notes plugins notes, plugins for notes, week {i}.")
     cairn = Cairn(make_config(vault, root / "data"), embedder=embedder)
-    cairn.index()
+    cairn.indexing.index()
     yield cairn
     cairn.close()
 

@@ -262,7 +262,7 @@ def sample_without_withheld(sample_cairn, tmp_path_factory, embedder):
         path.unlink()
     without = Cairn(make_config(vault, base / "data"), embedder=embedder)
     try:
-        without.index()
+        without.indexing.index()
         yield without
     finally:
         without.close()
@@ -286,7 +286,7 @@ def test_an_answer_keeps_the_cosine_floor(sample_cairn):
 
 
 def test_the_in_memory_vocabulary_expands_as_fts5s_does(fresh_cairn):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     before = {q: paths(fresh_cairn.query, q) for q in ("bannet", "banetton", "sourdo bread")}
     assert fresh_cairn.query.start_keyword_index() is not None
     fresh_cairn.query.keyword.wait(60)
@@ -297,7 +297,7 @@ def test_the_in_memory_vocabulary_expands_as_fts5s_does(fresh_cairn):
 
 
 def test_a_word_of_a_note_added_since_is_found_before_it_has_vectors(fresh_cairn, vault_copy):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     (vault_copy / "Garden" / "Seed swap.md").write_text(
         "# Seed swap\n\nTraded three packets of Quillwort beans at the village hall.\n", encoding="utf-8"
     )
@@ -414,7 +414,7 @@ def test_mcp_search_notes_uses_the_same_search(tmp_path, embedder):
     shutil.copytree(SAMPLE_VAULT, vault)
     cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
     finally:
         cairn.close()
     params = StdioServerParameters(

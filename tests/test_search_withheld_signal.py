@@ -118,7 +118,7 @@ def vaults(tmp_path_factory, embedder) -> dict[str, tuple[Path, Path]]:
         home = make_home(base / f"home{i}")
         cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
         try:
-            cairn.index()
+            cairn.indexing.index()
         finally:
             cairn.close()
         out[name] = (home, vault)

@@ -44,7 +44,7 @@ def honesty_cairn(tmp_path_factory, embedder):
         (vault / name).parent.mkdir(parents=True, exist_ok=True)
         (vault / name).write_text(text, encoding="utf-8")
     cairn = Cairn(make_config(vault, base / "data"), embedder=embedder)
-    cairn.index()
+    cairn.indexing.index()
     yield cairn
     cairn.close()
 
@@ -137,7 +137,7 @@ def test_conflict_copies_are_indexed_when_the_config_says_so(tmp_path, embedder)
         (vault / name).write_text(NOTES[name], encoding="utf-8")
     cairn = Cairn(make_config(vault, tmp_path / "data").replace(sync_conflicts="index"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         hits = {h.file_path for h in cairn.query.search("zqtripword", top_k=5).hits}
     finally:
         cairn.close()

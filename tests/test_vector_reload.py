@@ -37,7 +37,7 @@ def help_copy(tmp_path, help_cairn, embedder):
     config.db_path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(help_cairn.store.path, config.db_path)
     cairn = Cairn(config, embedder=embedder)
-    cairn.index()
+    cairn.indexing.index()
     yield cairn
     cairn.close()
 
@@ -116,7 +116,7 @@ def test_a_reload_after_edits_deletes_renames_and_new_notes_scores_every_chunk_a
     store = help_copy.store
     old = VectorSnapshot.load(store)
     _edit_some_notes(help_copy.config.vault)
-    help_copy.index()
+    help_copy.indexing.index()
 
     asked: list[list[int]] = []
     real = Store.vector_matrices_of
@@ -144,7 +144,7 @@ def test_search_results_after_an_incremental_reload_are_those_of_a_full_load(hel
     service = SearchService(help_copy.store, embedder)
     before = service.vectors.current()
     _edit_some_notes(help_copy.config.vault, rewrite=3)
-    help_copy.index()
+    help_copy.indexing.index()
     loads = []
     real_load = VectorSnapshot.load
 
@@ -172,7 +172,7 @@ def test_a_reload_after_a_bulk_change_loads_every_vector_again(help_copy, embedd
     notes = _notes(help_copy.config.vault)
     for path in notes[: len(notes) // 3]:  # a third of the notes rewritten: well over a quarter of the chunks
         path.write_text(path.read_text(encoding="utf-8").replace(" ", "  ", 1) + "\n\nBulk edit.\n", encoding="utf-8")
-    help_copy.index()
+    help_copy.indexing.index()
     partial = []
     monkeypatch.setattr(Store, "vector_matrices_of", lambda self, ids: partial.append(ids))
     service.vectors.reload()
@@ -185,7 +185,7 @@ def test_a_reload_after_a_bulk_change_loads_every_vector_again(help_copy, embedd
 
 def test_a_reload_after_the_vector_recipe_changed_loads_every_vector_again(fresh_cairn, embedder):
     # A new recipe re-embeds every chunk under the ids it had: the ids alone show no change.
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     store = fresh_cairn.store
     service = SearchService(store, embedder)
     old = service.vectors.current()
@@ -205,7 +205,7 @@ def test_a_reload_after_the_vector_recipe_changed_loads_every_vector_again(fresh
 
 
 def test_a_reload_with_nothing_changed_keeps_the_vectors_and_takes_the_new_generation(fresh_cairn, monkeypatch):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     store = fresh_cairn.store
     old = VectorSnapshot.load(store)
     cid = int(old.chunk_ids[0])
@@ -221,16 +221,16 @@ def test_a_reload_with_nothing_changed_keeps_the_vectors_and_takes_the_new_gener
 def test_a_snapshot_of_an_empty_index_is_loaded_in_full_next_time(fresh_cairn):
     empty = VectorSnapshot.load(fresh_cairn.store)
     assert len(empty.chunk_ids) == 0
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     assert VectorSnapshot.refresh(empty, fresh_cairn.store, max_changed=1.0) is None
 
 
 def test_a_reload_after_only_deletions_drops_their_rows_and_sentences(fresh_cairn, embedder):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     store = fresh_cairn.store
     old = VectorSnapshot.load(store)
     (fresh_cairn.config.vault / "Garden" / "Compost.md").unlink()
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     inc = VectorSnapshot.refresh(old, store, max_changed=Vectors.INCREMENTAL_MAX)
     assert inc is not None and 0 < len(old.chunk_ids) - len(inc.chunk_ids)
     _assert_same_as_full_load(inc, VectorSnapshot.load(store), embedder)
@@ -239,13 +239,13 @@ def test_a_reload_after_only_deletions_drops_their_rows_and_sentences(fresh_cair
 def test_a_failed_incremental_read_falls_back_to_loading_everything(fresh_cairn, embedder, monkeypatch):
     from cairn.errors import StoreError
 
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     service = SearchService(fresh_cairn.store, embedder)
     old = service.vectors.current()
     (fresh_cairn.config.vault / "Garden" / "A bed of leeks.md").write_text(
         "# Leeks\n\nLeeks like deep holes.\n", encoding="utf-8"
     )
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
 
     def failing(self, ids):
         raise StoreError("disk I/O error (test)")
@@ -258,7 +258,7 @@ def test_a_failed_incremental_read_falls_back_to_loading_everything(fresh_cairn,
 
 
 def test_a_replaced_index_file_is_loaded_in_full(fresh_cairn, tmp_path):
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     store = fresh_cairn.store
     old = VectorSnapshot.load(store)
     store.wal_checkpoint()
@@ -270,7 +270,7 @@ def test_a_replaced_index_file_is_loaded_in_full(fresh_cairn, tmp_path):
 def test_refreshes_that_leave_most_of_the_vectors_file_unused_end_in_a_full_load(fresh_cairn):
     """Each refresh appends the edited chunks' rows to the float32 rows' file and leaves their old rows unused; once
     the unused rows pass the refresh limit, the next reload loads everything into a new file."""
-    fresh_cairn.index()
+    fresh_cairn.indexing.index()
     store = fresh_cairn.store
     snap = VectorSnapshot.load(store)
     note = sorted(fresh_cairn.config.vault.rglob("*.md"))[0]
@@ -278,7 +278,7 @@ def test_refreshes_that_leave_most_of_the_vectors_file_unused_end_in_a_full_load
     refreshes = 0
     for i in range(200):
         note.write_text(text + f"\n\nEdit number {i} of this note.\n", encoding="utf-8")
-        fresh_cairn.index()
+        fresh_cairn.indexing.index()
         new = VectorSnapshot.refresh(snap, store, max_changed=Vectors.INCREMENTAL_MAX)
         if new is None:
             break

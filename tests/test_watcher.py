@@ -48,7 +48,7 @@ def template(tmp_path_factory, embedder):
     (vault / ".obsidian").mkdir()
     (vault / ".obsidian" / "app.json").write_text("{}", encoding="utf-8")
     cairn = Cairn(make_config(vault, base / "data"), embedder=embedder)
-    cairn.index()
+    cairn.indexing.index()
     db = cairn.config.db_path
     cairn.store.wal_checkpoint()
     cairn.close()
@@ -76,7 +76,7 @@ def make_watcher(cairn: Cairn, **kw) -> VaultWatcher:
         cairn.indexer.embed_pending()
 
     return VaultWatcher(
-        cairn.config.vault, apply_hints=apply_hints, reconcile=cairn.index, ignore=cairn.config.ignore, **kw
+        cairn.config.vault, apply_hints=apply_hints, reconcile=cairn.indexing.index, ignore=cairn.config.ignore, **kw
     )
 
 
@@ -345,9 +345,12 @@ NFD_NAME = unicodedata.normalize("NFD", "Résumé.md")
 
 
 def app_watcher(cairn: Cairn) -> VaultWatcher:
-    """The daemon's own hint handling (:meth:`Cairn.index_paths`: notes, then the PDFs among the hints)."""
+    """The daemon's own hint handling (:meth:`Indexing.index_paths`: notes, then the PDFs among the hints)."""
     return VaultWatcher(
-        cairn.config.vault, apply_hints=cairn.index_paths, reconcile=cairn.index, ignore=cairn.config.ignore
+        cairn.config.vault,
+        apply_hints=cairn.indexing.index_paths,
+        reconcile=cairn.indexing.index,
+        ignore=cairn.config.ignore,
     )
 
 
@@ -443,7 +446,7 @@ def test_a_note_named_like_another_in_nfc_made_while_watching_is_reported_and_th
     vault = cairn.config.vault
 
     def skipped() -> list[dict]:
-        return [e for e in cairn.stats()["errors"] if e["skipped"]]
+        return [e for e in cairn.indexing.stats()["errors"] if e["skipped"]]
 
     async def scenario(watcher):
         (vault / NFC_NAME).write_text("zqnfcword composed\n", encoding="utf-8")
@@ -575,8 +578,8 @@ def test_forced_polling_is_shown_with_its_cost_and_walks_no_ignored_folder(cairn
         (vault / "Templates" / f"T{i}.md").write_text(f"Template {i}.\n", encoding="utf-8")
     watcher = VaultWatcher(
         vault,
-        apply_hints=cairn.index_paths,
-        reconcile=cairn.index,
+        apply_hints=cairn.indexing.index_paths,
+        reconcile=cairn.indexing.index,
         ignore=cairn.config.ignore,
         force_polling=True,
         poll_interval_s=0.2,

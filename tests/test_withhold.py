@@ -260,7 +260,7 @@ def test_similar_notes_still_fill_the_limit_with_allowed_notes(canary_copy, tmp_
     )
     cairn = Cairn(make_config(canary_copy, tmp_path / "data"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         owner = cairn.library.related("Travel/Lighthouse trip.md", limit=50)["similar"]
         allowed = [s["filePath"] for s in owner if s["filePath"] not in CANARY_WITHHELD]
         assert allowed and len(allowed) < len(owner)  # withheld notes are among the owner's similar notes
@@ -335,7 +335,7 @@ def test_a_note_tagged_personal_on_disk_but_not_reindexed_yet_is_already_withhel
     shutil.copytree(CANARY_VAULT, vault)
     cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         bread = vault / "Recipes" / "Bread.md"
         bread.write_text(bread.read_text(encoding="utf-8") + "\nMy grandmother's secret: #personal\n", encoding="utf-8")
         assert "personal" not in cairn.store.note_tags("Recipes/Bread.md")  # the index has not seen the edit
@@ -375,7 +375,7 @@ def test_a_note_with_unreadable_front_matter_stays_withheld_when_the_message_is_
     )
     cairn = Cairn(make_config(canary_copy, tmp_path / "data"), embedder=embedder)
     try:
-        cairn.index()
+        cairn.indexing.index()
         error = cairn.store.conn.execute("SELECT error FROM notes WHERE path = ?", (MOOD,)).fetchone()[0]
         assert error == "the properties block does not parse"
         assert MOOD in _found(cairn)
@@ -395,7 +395,7 @@ def test_an_index_of_schema_version_3_keeps_withholding_the_note_read_only_and_o
 
     config = make_config(canary_copy, tmp_path / "data")
     cairn = Cairn(config, embedder=embedder)
-    cairn.index()
+    cairn.indexing.index()
     cairn.close()
     conn = apsw.Connection(str(config.db_path))  # what Cairn wrote before schema version 4
     conn.execute("ALTER TABLE notes DROP COLUMN error_code; PRAGMA user_version=3")

@@ -18,39 +18,53 @@ import logging.handlers
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from cairn.answers import AnswerService
+from cairn.answers import AnswerService, ChatModel
 from cairn.config import Config
 from cairn.discovery import moves_off, remove_service_file, write_service_file
 from cairn.embedder import Embedder
 from cairn.errors import CairnError
 from cairn.events import EventBus
-from cairn.indexer import Indexer, IndexReport
-from cairn.indexing import Indexing, LLMProbe, Watcher
+from cairn.indexer import Indexer
+from cairn.indexing import Indexing, LLMProbe
 from cairn.library import NoteViews
 from cairn.mcp_server.listener import LazyListener, McpHttp, listen
 from cairn.memory import rss_bytes
 from cairn.pdf_index import PdfIndexer
-from cairn.pdf_queue import PdfQueue
-from cairn.policy_live import daemon_policy, policy_holder
+from cairn.policy import Withhold
+from cairn.policy_live import PolicyHolder, daemon_policy, policy_holder
 from cairn.policy_vault import record_vault_policy
 from cairn.private_files import private_dir, private_file, tighten_install
 from cairn.search import SearchService, daemon_memory
+from cairn.services import HealthCheck, Services
 from cairn.store import Store
 from cairn.store.recovery import InstanceLock, instance_lock_path, open_verified
 from cairn.watcher import VaultWatcher, lower_thread_priority
 
+if TYPE_CHECKING:
+    from cairn.llm import OpenAIChatModel
+    from cairn.mcp_server import McpService
+
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class MeasuredBytes:
+    """A byte count measured after the services were built (the MCP HTTP server's share of memory)."""
+
+    value: int = 0
 
 
 class Cairn:
     """The services for one vault, built and closed together: ``store``, ``embedder``, ``indexer``, ``pdfs`` (PDF
     attachments), ``query``, ``library`` (:class:`~cairn.library.NoteViews`), ``events`` (index progress for
-    ``GET /events``) and ``indexing`` (:class:`~cairn.indexing.Indexing`). Close with :meth:`close`.
+    ``GET /events``) and ``indexing`` (:class:`~cairn.indexing.Indexing`: runs, re-index requests, stats, health).
+    Nothing is set on it after it is built; the edges take :func:`build_services` over it. Close with :meth:`close`.
 
     ``verify`` (the daemon): check the database first; a damaged one, or one built for another vault, is moved
-    aside and rebuilt (said in ``stats()["recovered"]``). ``readonly`` (``cairn mcp``): the index as it is;
+    aside and rebuilt (said in ``indexing.stats()["recovered"]``). ``readonly`` (``cairn mcp``): the index as it is;
     nothing is written.
     Raises :class:`~cairn.errors.ConfigError` (no vault), :class:`~cairn.errors.StoreError`
     / ``SchemaTooNewError`` (index unusable), :class:`~cairn.errors.ModelError` (model files).
@@ -77,55 +91,19 @@ class Cairn:
         self.library = NoteViews(config, self.store, self.query.views)
         self.events = EventBus()
         self.indexer.on_removed = self.events.removed
+        #: Resident bytes the MCP HTTP server added when it started (its libraries and objects; measured by
+        #: :func:`start_mcp_http` when its first client connects, 0 until then).
+        self.mcp_http_bytes = MeasuredBytes()
         self.indexing = Indexing(
-            config, self.store, self.embedder, self.indexer, self.pdfs, self.events, recovered=recovered
+            config,
+            self.store,
+            self.embedder,
+            self.indexer,
+            self.pdfs,
+            self.events,
+            recovered=recovered,
+            memory=lambda: daemon_memory(self.query, self.embedder, self.pdfs, self.mcp_http_bytes.value),
         )
-        #: The daemon's live MCP policy (:func:`daemon_policy`), when MCP or a remote model reads one.
-        self.policy: Any = None
-        #: Resident bytes the MCP HTTP server added when started (its libraries and objects; 0 when not started).
-        self.mcp_http_bytes = 0
-        self.indexing.memory = lambda: daemon_memory(self.query, self.embedder, self.pdfs, self.mcp_http_bytes)
-
-    # Shortcuts to ``indexing`` for the CLI and tests.
-    def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
-        """:meth:`Indexing.index <cairn.indexing.Indexing.index>`: one whole-vault run (blocking)."""
-        return self.indexing.index(full=full, progress=progress)
-
-    def index_paths(self, paths: set[str]) -> IndexReport:
-        return self.indexing.index_paths(paths)
-
-    def start_pdf_queue(self, watcher: VaultWatcher | None = None) -> PdfQueue:
-        """PDFs on their own low-priority thread from now on (:meth:`Indexing.start_pdf_queue`)."""
-        return self.indexing.start_pdf_queue(watcher, thread_init=lower_thread_priority)
-
-    def request_reindex(self, path: str | None = None) -> dict[str, Any]:
-        return self.indexing.request_reindex(path)
-
-    def wait_for_indexing(self, timeout: float) -> bool:
-        return self.indexing.wait_for_indexing(timeout)
-
-    def stats(self) -> dict[str, Any]:
-        return self.indexing.stats()
-
-    def health(self) -> dict[str, Any]:
-        return self.indexing.health()
-
-    @property
-    def watcher(self) -> Watcher | None:
-        """The file watcher that takes re-index requests as hints (``None``: background runs)."""
-        return self.indexing.watcher
-
-    @watcher.setter
-    def watcher(self, watcher: Watcher | None) -> None:
-        self.indexing.watcher = watcher
-
-    @property
-    def last_report(self) -> IndexReport | None:
-        return self.indexing.last_report
-
-    @last_report.setter
-    def last_report(self, report: IndexReport | None) -> None:
-        self.indexing.last_report = report
 
     def close(self) -> None:
         """Stop indexing work, then close the store."""
@@ -164,14 +142,12 @@ def setup_logging(config: Config, *, to_file: bool = True) -> None:
     tighten_install(config)  # an older install's folders and files made private, each change in this log
 
 
-def remote_model_withhold(config: Config, policy: Any = None) -> Callable[[], Any]:
+def remote_model_withhold(config: Config, policy: PolicyHolder | None = None) -> Callable[[], Withhold | None]:
     """What a remote language model must not see, read live (a function for
     :class:`~cairn.answers.AnswerService`): the governance policy's ``withhold`` (tags and folders: the model is
     a client not declared local) plus ``llm.withhold_tags``; ``None`` while the policy cannot be read (missing
     and not creatable, invalid, newer version): then nothing enters the model's prompt (fail closed).
     ``policy``: the daemon's :func:`daemon_policy` holder, shared with MCP (one is made when not given)."""
-    from cairn.policy import Withhold
-
     holder = policy if policy is not None else daemon_policy(config)
 
     def current() -> Withhold | None:
@@ -183,38 +159,49 @@ def remote_model_withhold(config: Config, policy: Any = None) -> Callable[[], An
     return current
 
 
-def edge_services(
-    cairn: Cairn, answers: AnswerService, health: Callable[[], Any], health_detail: Callable[[], Any] | None = None
-) -> Any:
-    """The :class:`~cairn.services.Services` an edge (HTTP, MCP) takes, over this vault's use cases."""
-    from cairn.services import Services
-
+def build_services(
+    cairn: Cairn,
+    *,
+    model: ChatModel | None = None,
+    policy: PolicyHolder | None = None,
+    health: HealthCheck | None = None,
+    health_detail: HealthCheck | None = None,
+) -> Services:
+    """The use cases an edge calls (HTTP, MCP, the CLI), over ``cairn``'s services: the one place an answer service
+    is made. Answers are written by ``model``, with what a remote one must not see withheld from it
+    (:func:`remote_model_withhold` under ``policy``, the daemon's live one; one is made when not given), or built
+    from the passages themselves when ``model`` is ``None``. ``health`` (``/health``) defaults to the index's."""
+    config = cairn.config
+    remote = model is not None and model.remote
+    answers = AnswerService(
+        cairn.query, model, withhold_tags=remote_model_withhold(config, policy) if remote else config.llm.withhold_tags
+    )
     return Services(
-        config=cairn.config,
+        config=config,
         search=cairn.query,
         answers=answers,
         library=cairn.library,
         indexing=cairn.indexing,
         events=cairn.events,
-        health=health,
+        health=health or cairn.indexing.health,
         health_detail=health_detail,
     )
 
 
-def mcp_service(config: Config, cairn: Cairn, policy: Any, transport: str) -> Any:
+def mcp_service(cairn: Cairn, policy: PolicyHolder, transport: str) -> McpService:
     """The MCP service; its ``ask`` answers from the passages themselves (no model: ``grounded: false``)."""
     from cairn.audit import AuditLog, audit_path
     from cairn.mcp_server import McpService
 
     return McpService(
-        edge_services(cairn, AnswerService(cairn.query, None), cairn.indexing.health),
+        build_services(cairn),
         policy=policy.current,
-        audit=AuditLog(audit_path(config.data_dir)),
+        audit=AuditLog(audit_path(cairn.config.data_dir)),
         transport=transport,
     )
 
 
-async def start_mcp_http(config: Config, cairn: Cairn, policy: Any = None) -> McpHttp:
+async def start_mcp_http(config: Config, cairn: Cairn, policy: PolicyHolder | None = None) -> McpHttp:
     """Serve MCP over streamable HTTP on ``config.host``:``config.mcp_http_port`` (see cairn.mcp_server for
     why a second port) under ``policy`` (:func:`daemon_policy`, made when not given): it fails closed when
     missing or invalid (logged, and said in ``/health``). The port is bound here (CairnError when it cannot be);
@@ -229,10 +216,10 @@ async def start_mcp_http(config: Config, cairn: Cairn, policy: Any = None) -> Mc
         from cairn.mcp_server import McpHttpServer
         from cairn.secrets import McpTokens
 
-        service = mcp_service(config, cairn, policy, "http")
+        service = mcp_service(cairn, policy, "http")
         server = await McpHttpServer.for_config(service, McpTokens(config).current, config).start(sock=sock)
         after = rss_bytes()
-        cairn.mcp_http_bytes = max(0, after - before) if before is not None and after is not None else 0
+        cairn.mcp_http_bytes.value = max(0, after - before) if before is not None and after is not None else 0
         return server
 
     return McpHttp(policy, await _listen_mcp(config, lambda port: LazyListener(config.host, port, start).listen()))
@@ -269,7 +256,7 @@ async def run_mcp_stdio(config: Config, *, client: str | None, tools: list[str])
     cairn = Cairn(config, readonly=True)
     cairn.query.start_keyword_index()  # a long-lived server: keyword ranking from memory once built
     try:
-        service = mcp_service(config, cairn, policy, "stdio")
+        service = mcp_service(cairn, policy, "stdio")
         served = service.served(client, tools)
         log.info(
             "MCP over stdio for client %s (%s): tools %s",
@@ -311,7 +298,7 @@ async def run_mcp_http(
     cairn = await asyncio.to_thread(lambda: Cairn(config, readonly=True))
     cairn.query.start_keyword_index()
     try:
-        server = McpHttpServer.for_config(mcp_service(config, cairn, policy, "http"), McpTokens(config).current, config)
+        server = McpHttpServer.for_config(mcp_service(cairn, policy, "http"), McpTokens(config).current, config)
 
         async def bind(port: int) -> Any:
             return listen(config.host, port)
@@ -353,27 +340,27 @@ async def run_daemon(
     *,
     ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
-    started: Callable[[Cairn], Any] | None = None,
+    started: Callable[[Cairn, PolicyHolder | None], Any] | None = None,
 ) -> int:
-    """Run the daemon until ``stop`` is set or SIGINT/SIGTERM. ``ready(url)`` is called once the
-    API is listening, then ``started(cairn)`` on the loop (the tray binds its menu there). Returns the exit code."""
-    from cairn.http import serve  # adapters are wired here, in the composition root
+    """Run the daemon until ``stop`` is set or SIGINT/SIGTERM. ``ready(url)`` is called once the API is listening,
+    then ``started(cairn, policy)`` on the loop (the tray binds its menu there; ``policy``: the live MCP policy, when
+    MCP or a remote model reads one). Returns the exit code."""
+    from cairn.http import make_app, serve  # adapters are wired here, in the composition root
     from cairn.secrets import TokenWatch
 
     stop = stop or asyncio.Event()
     _stop_on_signals(stop)
     token = await asyncio.to_thread(TokenWatch, config)  # first: keyring = "required" refuses before any work
     lock, cairn = await _open_exclusive(config)
-    model = await _answer_model(config)
+    model = await asyncio.to_thread(answer_model, config)
+    _say_model(config, model)
     remote = model is not None and model.remote
     # One live policy for what MCP clients and a remote model may see.
     policy = await asyncio.to_thread(daemon_policy, config) if config.mcp_http or remote else None
-    answers = AnswerService(
-        cairn.query, model, withhold_tags=remote_model_withhold(config, policy) if remote else config.llm.withhold_tags
-    )
     mcp, mcp_off = await _start_mcp_if_configured(config, cairn, policy)
-    cairn.policy = policy
-    app = _http_app(config, cairn, token, answers, _daemon_health(cairn, LLMProbe(model), mcp, mcp_off))
+    health, owner_health = _daemon_health(cairn, LLMProbe(model), mcp, mcp_off)
+    services = build_services(cairn, model=model, policy=policy, health=health, health_detail=owner_health)
+    app = make_app(services, token=token)
     watcher = await _start_watching(config, cairn)
     try:
         server = await serve(app, config.host, config.port, move_if_taken=moves_off(config, "HTTP API", config.port))
@@ -385,7 +372,7 @@ async def run_daemon(
     if ready:
         ready(server.url)
     if started:
-        started(cairn)
+        started(cairn, policy)
     # The start-up index runs on the watcher's low-priority indexing thread.
     indexing = asyncio.get_running_loop().run_in_executor(watcher.executor, _index_at_start, cairn)
     try:
@@ -418,16 +405,21 @@ async def _open_exclusive(config: Config) -> tuple[InstanceLock, Cairn]:
     return lock, cairn
 
 
-async def _answer_model(config: Config) -> Any:
-    """The configured language model (:class:`~cairn.llm.OpenAIChatModel`, its API key from the keyring), or
-    ``None`` when none is configured (answers are then built from the cited passages)."""
+def answer_model(config: Config) -> OpenAIChatModel | None:
+    """The configured language model (:class:`~cairn.llm.OpenAIChatModel`, its API key from the keyring:
+    blocking), or ``None`` when none is configured (answers are then built from the cited passages)."""
     from cairn.llm import OpenAIChatModel
     from cairn.secrets import LLM_API_KEY, get_secret
 
     if not config.llm.configured:
         return None
-    api_key = await asyncio.to_thread(get_secret, config, LLM_API_KEY)
-    model = OpenAIChatModel(config.llm, api_key=api_key)
+    return OpenAIChatModel(config.llm, api_key=get_secret(config, LLM_API_KEY))
+
+
+def _say_model(config: Config, model: OpenAIChatModel | None) -> None:
+    """Log which model writes the daemon's answers, and what a remote one is not shown."""
+    if model is None:
+        return
     log.info(
         "answers are written by %s at %s (%s)",
         config.llm.model or "the default model",
@@ -438,10 +430,11 @@ async def _answer_model(config: Config) -> Any:
         if model.remote
         else "local",
     )
-    return model
 
 
-async def _start_mcp_if_configured(config: Config, cairn: Cairn, policy: Any) -> tuple[McpHttp | None, str | None]:
+async def _start_mcp_if_configured(
+    config: Config, cairn: Cairn, policy: PolicyHolder | None
+) -> tuple[McpHttp | None, str | None]:
     """The daemon's MCP endpoint when ``mcp_http`` is on, and why it is off otherwise (said in ``/health``): a
     failure to start it is logged and leaves the plugin's API running."""
     if not config.mcp_http:
@@ -453,7 +446,9 @@ async def _start_mcp_if_configured(config: Config, cairn: Cairn, policy: Any) ->
         return None, exc.message
 
 
-def _daemon_health(cairn: Cairn, probe: LLMProbe, mcp: McpHttp | None, mcp_off: str | None) -> tuple[Any, Any]:
+def _daemon_health(
+    cairn: Cairn, probe: LLMProbe, mcp: McpHttp | None, mcp_off: str | None
+) -> tuple[HealthCheck, HealthCheck]:
     """``GET /health``: the index's health, the model endpoint's (:class:`~cairn.indexing.LLMProbe`) and MCP's;
     as anyone sees it, and as the owner (the API token) does: with why the MCP policy is unusable."""
 
@@ -469,13 +464,6 @@ def _daemon_health(cairn: Cairn, probe: LLMProbe, mcp: McpHttp | None, mcp_off: 
     return health, owner_health
 
 
-def _http_app(config: Config, cairn: Cairn, token: Any, answers: AnswerService, health: tuple[Any, Any]) -> Any:
-    """The plugin's HTTP API over this vault's services (not yet listening); ``health``: :func:`_daemon_health`."""
-    from cairn.http import make_app
-
-    return make_app(edge_services(cairn, answers, *health), token=token)
-
-
 async def _start_watching(config: Config, cairn: Cairn) -> VaultWatcher:
     """Watch the vault (file events become index hints) and start the PDF queue. Started before the start-up
     index scans, so no change falls between the two."""
@@ -487,7 +475,7 @@ async def _start_watching(config: Config, cairn: Cairn) -> VaultWatcher:
         force_polling={"native": False, "polling": True}.get(config.watch),
     )
     cairn.indexing.watcher = watcher
-    cairn.start_pdf_queue(watcher)
+    cairn.indexing.start_pdf_queue(watcher, thread_init=lower_thread_priority)
     await watcher.start()
     return watcher
 
@@ -571,8 +559,8 @@ def _serve_with_tray(config: Config, ready: Callable[[str], None] | None, on_tra
         )
         return asyncio.run(run_daemon(config, ready=ready))
 
-    def started(cairn: Cairn) -> None:  # on the daemon's loop, once the API listens
-        host.actions.stats = lambda: _tray_stats(cairn)
+    def started(cairn: Cairn, policy: PolicyHolder | None) -> None:  # on the daemon's loop, once the API listens
+        host.actions.stats = lambda: _tray_stats(cairn, policy)
         host.actions.reindex = cairn.indexing.request_full_reindex
         host.actions.set_paused = cairn.indexing.set_paused
         if token_file(config).exists():  # chosen (keyring = "file"), or no keyring could hold it
@@ -583,11 +571,11 @@ def _serve_with_tray(config: Config, ready: Callable[[str], None] | None, on_tra
     return host.run(lambda stop: run_daemon(config, ready=ready, stop=stop, started=started), on_tray)
 
 
-def _tray_stats(cairn: Cairn) -> dict[str, Any]:
+def _tray_stats(cairn: Cairn, policy: PolicyHolder | None) -> dict[str, Any]:
     """What the tray shows: the index's stats and, for the owner, the MCP policy's state with its reason."""
     out = cairn.indexing.stats()
-    if cairn.policy is not None:
-        out["mcpPolicy"] = cairn.policy.status(detail=True)
+    if policy is not None:
+        out["mcpPolicy"] = policy.status(detail=True)
     return out
 
 

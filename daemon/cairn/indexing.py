@@ -89,6 +89,7 @@ class Indexing:
         events: EventBus,
         *,
         recovered: dict[str, Any] | None = None,
+        memory: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -104,8 +105,8 @@ class Indexing:
         #: Daemon shutdown: runs end early (between notes, between vector batches); the next run resumes.
         self.stop_requested = threading.Event()
         self.last_report: IndexReport | None = None
-        #: The daemon's memory breakdown for :meth:`stats` (:mod:`cairn.memory`), set by the composition root.
-        self.memory: Callable[[], dict[str, Any]] | None = None
+        #: The daemon's memory breakdown for :meth:`stats` (:mod:`cairn.memory`; ``None``: not reported).
+        self.memory = memory
         self.index_error: str | None = None
         #: The places that exist but could not be read at the last look (vault-relative, ``""`` the vault folder;
         #: → the OS's reason): what is indexed there is kept and the watcher looks again (``/index/stats``).

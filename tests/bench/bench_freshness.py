@@ -110,9 +110,9 @@ def indexed_copy(source: Path, work: Path) -> Cairn:
     )
     cairn = Cairn(config)
     started = time.perf_counter()
-    report = cairn.index()
+    report = cairn.indexing.index()
     print(
-        f"vault {source} → {vault}: {cairn.stats()['notes']} notes indexed "
+        f"vault {source} → {vault}: {cairn.indexing.stats()['notes']} notes indexed "
         f"({report.added} added, {report.texts_embedded} texts embedded) in {time.perf_counter() - started:.1f} s"
     )
     cairn.query.start_keyword_index().join()  # as the daemon does after its start-up run: BM25 from memory
@@ -193,12 +193,12 @@ def watched(cairn: Cairn, vault: Path, debounce_ms: int, *work) -> None:
     async def scenario() -> None:
         watcher = VaultWatcher(
             vault,
-            apply_hints=cairn.index_paths,
-            reconcile=cairn.index,
+            apply_hints=cairn.indexing.index_paths,
+            reconcile=cairn.indexing.index,
             ignore=cairn.config.ignore,
             debounce_ms=debounce_ms,
         )
-        cairn.watcher = watcher
+        cairn.indexing.watcher = watcher
         await watcher.start()
         try:
             for step in work:
@@ -207,7 +207,7 @@ def watched(cairn: Cairn, vault: Path, debounce_ms: int, *work) -> None:
             await watcher.stop()
 
     asyncio.run(scenario())
-    cairn.watcher = None
+    cairn.indexing.watcher = None
 
 
 def search_latencies(cairn: Cairn) -> tuple[list[float], list[float]]:
@@ -229,7 +229,7 @@ def search_latencies(cairn: Cairn) -> tuple[list[float], list[float]]:
         return out
 
     idle = latencies(5)
-    reindex = threading.Thread(target=lambda: cairn.index(full=True), name="full-reindex")
+    reindex = threading.Thread(target=lambda: cairn.indexing.index(full=True), name="full-reindex")
     reindex.start()
     busy: list[float] = []
     while reindex.is_alive():

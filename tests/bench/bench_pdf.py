@@ -51,7 +51,7 @@ from bench_freshness import (  # noqa: E402
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.vault.pdf import PdfExtractor  # noqa: E402
-from cairn.watcher import VaultWatcher  # noqa: E402
+from cairn.watcher import VaultWatcher, lower_thread_priority  # noqa: E402
 
 WORDS_PER_PAGE = 330
 
@@ -182,8 +182,8 @@ def main() -> int:
     )
     cairn = Cairn(config)
     t0 = time.perf_counter()
-    cairn.index()
-    print(f"vault indexed: {cairn.stats()['notes']} notes in {time.perf_counter() - t0:.1f} s")
+    cairn.indexing.index()
+    print(f"vault indexed: {cairn.indexing.stats()['notes']} notes in {time.perf_counter() - t0:.1f} s")
     rng = random.Random(args.seed)
     notes = [p for p in indexed_paths(cairn.store) if p.endswith(".md")]
     results: dict[str, dict[str, list[float]]] = {
@@ -228,13 +228,13 @@ def main() -> int:
     async def scenario() -> None:
         watcher = VaultWatcher(
             vault,
-            apply_hints=cairn.index_paths,
-            reconcile=cairn.index,
+            apply_hints=cairn.indexing.index_paths,
+            reconcile=cairn.indexing.index,
             ignore=config.ignore,
             debounce_ms=args.debounce_ms,
         )
-        cairn.watcher = watcher
-        queue = cairn.start_pdf_queue(watcher)
+        cairn.indexing.watcher = watcher
+        queue = cairn.indexing.start_pdf_queue(watcher, thread_init=lower_thread_priority)
         await watcher.start()
         try:
             await asyncio.to_thread(run, queue)
@@ -260,7 +260,7 @@ def main() -> int:
         timing["end_to_end"] = time.perf_counter() - t0
 
     asyncio.run(scenario())
-    cairn.watcher = None
+    cairn.indexing.watcher = None
     chunks = cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf'").fetchone()[0]
     stored = cairn.store.note_by_path("Handbook.pdf")
     note = {"status": stored.status, "error": stored.error} if stored else {}

@@ -65,7 +65,7 @@ def main() -> int:
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="cairn-bench-q-"))
     config = load_config({"vault": str(args.vault), "data_dir": str(data_dir)}, env={})
     cairn = Cairn(config)
-    cairn.index()
+    cairn.indexing.index()
     cairn.query.keyword.start()
     cairn.query.keyword.wait()
     cairn.query.vectors.reload(wait=True)

@@ -88,7 +88,7 @@ def main() -> None:
         cairn = Cairn(config)
         try:
             t0 = time.perf_counter()
-            report = cairn.index()
+            report = cairn.indexing.index()
             print(f"index before: {time.perf_counter() - t0:.1f} s ({report.to_json()})")
             store, embedder = cairn.store, cairn.embedder
             cpu, wall, old = measure(lambda: VectorSnapshot.load(store), args.repeat)
@@ -105,7 +105,7 @@ def main() -> None:
             print(f"reload, nothing changed: CPU {cpu0:.1f} ms, wall {wall0:.1f} ms")
             for count, start in ((1, 100), (50, 200)):
                 rewrite(notes, start, count)
-                cairn.index()
+                cairn.indexing.index()
                 cpu_f, wall_f, full = measure(lambda: VectorSnapshot.load(store), args.repeat)
                 cpu_i, wall_i, inc = measure(
                     lambda old=old: VectorSnapshot.refresh(old, store, max_changed=Vectors.INCREMENTAL_MAX),

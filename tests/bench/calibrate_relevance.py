@@ -40,7 +40,7 @@ def collect(rows: list[dict], vaults: Path, data_dir: Path) -> list[dict]:
     for vault in sorted({r["vault"] for r in rows}):
         config = load_config({"vault": str(vaults / vault), "data_dir": str(data_dir)}, env={})
         cairn = Cairn(config)
-        cairn.index()
+        cairn.indexing.index()
         for r in (r for r in rows if r["vault"] == vault):
             hits, _ = cairn.query.retrieve(r["question"], top_k=10, per_note=1)
             for h in hits:

@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config({"vault": str(args.vaults / vault), "data_dir": str(args.data_dir)}, env={})
         started = time.perf_counter()
         cairn = Cairn(config, embedder=embedder)
-        indexed = cairn.index()
+        indexed = cairn.indexing.index()
         print(
             f"# {vault}: index up to date in {time.perf_counter() - started:.1f} s "
             f"({indexed.texts_embedded} texts embedded)",

@@ -115,7 +115,7 @@ def main() -> int:
     config = load_config({"vault": str(args.vaults / args.vault), "data_dir": str(args.data_dir)}, env={})
     cairn = Cairn(config, embedder=Embedder())
     try:
-        cairn.index()
+        cairn.indexing.index()
         print(f"{args.vault}, {args.file or 'all dev files'}:\n")
         print(compare(cairn, questions, args.data_dir, args.vault))
     finally:

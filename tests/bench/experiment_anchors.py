@@ -274,7 +274,7 @@ def _run(cairn: Cairn, vrows: list[dict], per_q: dict[str, dict], key, ranking, 
 def _collect_vault(args, vault: str, vrows: list[dict]) -> list[dict]:
     config = load_config({"vault": str(args.vaults / vault), "data_dir": str(args.data_dir)}, env={})
     cairn = Cairn(config)
-    cairn.index()
+    cairn.indexing.index()
     fields, links = note_fields(cairn, args.vaults / vault)
     nl = NoteList(fields, links)
     keep = cairn.query.keyword.ranking

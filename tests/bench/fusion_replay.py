@@ -241,7 +241,7 @@ def open_vault(vault: str, vaults: Path, data_dir: Path, embedder: Embedder) -> 
     """An up-to-date Cairn on ``vaults/vault`` with its index in ``data_dir``, in-memory BM25 built."""
     config = load_config({"vault": str(vaults / vault), "data_dir": str(data_dir)}, env={})
     cairn = Cairn(config, embedder=embedder)
-    cairn.index()
+    cairn.indexing.index()
     thread = cairn.query.start_keyword_index()
     if thread is not None:
         thread.join()

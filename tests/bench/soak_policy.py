@@ -101,7 +101,7 @@ async def attack(args: argparse.Namespace, home: Path) -> Tally:
     policy_file.write_text(POLICY, encoding="utf-8")
     cairn = await asyncio.to_thread(Cairn, config)
     try:
-        await asyncio.to_thread(cairn.index)
+        await asyncio.to_thread(cairn.indexing.index)
         mcp = await start_mcp_http(config, cairn)
         tokens = [mcp_token(config, "claude-desktop") for _ in range(args.clients)]
         tally, stop = Tally(), asyncio.Event()

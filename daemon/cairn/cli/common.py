@@ -69,7 +69,7 @@ def _open_for_query(config: Config, progress: Callable[[], tuple[Callable[[str, 
             )
             callback, close = progress()
             try:
-                cairn.index(progress=callback)
+                cairn.indexing.index(progress=callback)
             finally:
                 close()
     finally:

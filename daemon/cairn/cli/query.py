@@ -19,6 +19,7 @@ from cairn.cli.common import _open_for_query, _print_json, _writer_lock
 from cairn.config import Config
 from cairn.progress import ProgressLines, phase_words
 from cairn.relevance import RELEVANCE_TEXT, relevance
+from cairn.services import Services
 
 
 def _progress_bar() -> tuple[Callable[[str, int, int], None], Callable[[], None]]:
@@ -102,11 +103,11 @@ def cmd_index(args: argparse.Namespace, config: Config) -> int:
         progress, close = _progress_bar()
         undo = _stop_on_interrupt(cairn.indexing.stop_requested, interrupted)
         try:
-            report = cairn.index(full=args.full, progress=progress)
+            report = cairn.indexing.index(full=args.full, progress=progress)
         finally:
             undo()
             close()
-            stats = cairn.stats()
+            stats = cairn.indexing.stats()
             cairn.close()
     finally:
         lock.release()
@@ -175,18 +176,21 @@ def _say_coverage(coverage: contract.IndexCoverage | None) -> None:
         print(f"Note: {notice} `cairn index` (or a running `cairn serve`) finishes the index.", file=sys.stderr)
 
 
-def _index_is_empty(cairn: Any) -> bool:
-    return not cairn.stats().get("notes")
+def _index_is_empty(services: Services) -> bool:
+    return not services.indexing.stats().get("notes")
 
 
 def cmd_search(args: argparse.Namespace, config: Config) -> int:
     wanted = contract.SearchRequest.parse(
         {"query": args.text, "top_k": args.top_k, "tags": args.tag, "folders": args.folder}, default_top_k=config.top_k
     )
+    from cairn.app import build_services
+
     cairn = _open_for_query(config, _progress_bar)
     try:
-        result = cairn.query.search(wanted.query, top_k=wanted.top_k, tags=wanted.tags, folders=wanted.folders)
-        empty = not result.hits and _index_is_empty(cairn)
+        services = build_services(cairn)
+        result = services.search.search(wanted.query, top_k=wanted.top_k, tags=wanted.tags, folders=wanted.folders)
+        empty = not result.hits and _index_is_empty(services)
     finally:
         cairn.close()
     _say_coverage(result.coverage)
@@ -209,33 +213,19 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
-def _answer_service(config: Config, cairn: Any) -> Any:
-    """The one ask path: the answer service over ``cairn``'s query service, with the configured model
-    (what a remote model must not see withheld from it), or without one (the extractive answer)."""
-    from cairn.answers import AnswerService
-
-    if not config.llm.configured:
-        return AnswerService(cairn.query, None)
-    from cairn.app import remote_model_withhold
-    from cairn.llm import OpenAIChatModel
-    from cairn.secrets import LLM_API_KEY, get_secret
-
-    model = OpenAIChatModel(config.llm, api_key=get_secret(config, LLM_API_KEY))
-    withhold = remote_model_withhold(config) if model.remote else config.llm.withhold_tags
-    return AnswerService(cairn.query, model, withhold_tags=withhold)
-
-
 def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     from cairn.answers import sources_text
+    from cairn.app import answer_model, build_services
 
     wanted = contract.AskRequest.parse(
         {"question": args.text, "top_k": args.top_k, "tags": args.tag}, default_top_k=config.top_k
     )
     cairn = _open_for_query(config, _progress_bar)
     try:
-        service = _answer_service(config, cairn)
-        answer = asyncio.run(service.answer(wanted.question, top_k=wanted.top_k, tags=wanted.tags))
-        if answer.not_found and _index_is_empty(cairn):
+        # The one ask path: the configured model (what a remote one must not see withheld from it), or none.
+        services = build_services(cairn, model=answer_model(config))
+        answer = asyncio.run(services.answers.answer(wanted.question, top_k=wanted.top_k, tags=wanted.tags))
+        if answer.not_found and _index_is_empty(services):
             print(f"Warning: {contract.empty_index_text(config.vault)}", file=sys.stderr)
     finally:
         cairn.close()
