@@ -24,6 +24,7 @@ from aiohttp import web
 import cairn.answers.service
 from cairn.answers import AnswerService
 from cairn.answers.citations import CitationFilter
+from cairn.app import build_services
 from cairn.config import NOT_FOUND_ANSWER, LLMConfig, is_loopback_url
 from cairn.http import make_app, serve
 from cairn.llm import OpenAIChatModel
@@ -226,7 +227,7 @@ def test_a_citation_split_across_tokens_is_kept_or_removed_whole(sample_cairn):
 
 @pytest.mark.parametrize("mode", ["error500", "stall", "empty", "refused"])
 def test_a_model_that_fails_before_any_token_gives_the_extractive_answer(sample_cairn, mode):
-    extractive = run(AnswerService(sample_cairn.query).answer(QUESTION, top_k=8))
+    extractive = run(build_services(sample_cairn).answers.answer(QUESTION, top_k=8))
 
     async def scenario():
         async with stub_server("stall" if mode == "stall" else mode) as stub:

@@ -11,6 +11,7 @@ import pytest
 
 from cairn.answers import AnswerService
 from cairn.answers.answerability import Answerability, Evidence
+from cairn.app import build_services
 from cairn.config import NOT_FOUND_ANSWER
 from cairn.llm import OpenAIChatModel
 from cairn.policy import Withhold
@@ -141,13 +142,13 @@ HELP_IN_CORPUS = (
 
 @pytest.mark.parametrize("question", HELP_OFF_CORPUS)
 def test_a_question_the_help_vault_does_not_answer_gets_the_not_found_answer(help_cairn, question):
-    answer = run(AnswerService(help_cairn.query).answer(question))
+    answer = run(build_services(help_cairn).answers.answer(question))
     assert answer.not_found and answer.text == NOT_FOUND_ANSWER and answer.sources == []
 
 
 @pytest.mark.parametrize("question", HELP_IN_CORPUS)
 def test_a_question_the_help_vault_answers_gets_an_answer_from_its_notes(help_cairn, question):
-    answer = run(AnswerService(help_cairn.query).answer(question))
+    answer = run(build_services(help_cairn).answers.answer(question))
     assert not answer.not_found and answer.sources and answer.text != NOT_FOUND_ANSWER
 
 

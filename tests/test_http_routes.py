@@ -23,6 +23,7 @@ from cairn.events import EventBus
 from cairn.http import BadTokenThrottle, make_app, serve
 from cairn.library import backlink_json, link_json
 from cairn.relevance import RELEVANCE_LABELS
+from conftest import services_of
 from test_http_api import (
     AUTH,
     OBSIDIAN,
@@ -31,7 +32,6 @@ from test_http_api import (
     assert_error,
     read_events,
     run,
-    services_of,
     stand_in_services,
 )
 

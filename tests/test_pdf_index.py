@@ -21,7 +21,7 @@ from tests.conftest import SAMPLE_VAULT, make_config
 from tests.test_cli import run_cairn
 
 from cairn.answers import AnswerService
-from cairn.app import Cairn
+from cairn.app import Cairn, build_services
 from cairn.watcher import VaultWatcher, lower_thread_priority
 
 pytestmark = pytest.mark.slow  # PDFs written, read by the worker process and embedded
@@ -125,7 +125,7 @@ def test_good_pages_are_indexed_and_every_bad_pdf_is_listed_with_its_reason(pdf_
 
 def test_a_question_answered_on_page_3_cites_that_page(pdf_cairn):
     pdf_cairn.indexing.index()
-    answer = asyncio.run(AnswerService(pdf_cairn.query).answer(GUIDE_QUESTION))
+    answer = asyncio.run(build_services(pdf_cairn).answers.answer(GUIDE_QUESTION))
     assert not answer.not_found
     first = answer.sources[0].to_json()
     assert first["filePath"] == "Attachments/Field guide.pdf" and first["page"] == 3

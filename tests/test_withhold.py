@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from cairn.answers import AnswerService
+from cairn.app import build_services
 from cairn.errors import NotFoundError
 from cairn.policy import WITHHELD_LINK, Policy, WithheldTally, Withhold, default_policy_text, parse_policy
 from conftest import CANARY, CANARY_TAGGED, CANARY_VAULT, CANARY_WITHHELD, make_config
@@ -147,7 +148,7 @@ def test_a_snippet_of_an_allowed_note_shows_its_embed_of_a_withheld_note_as_a_wi
 
 @pytest.mark.parametrize("query", list(MATCHING.values()) + [CANARY])
 def test_the_extractive_answer_and_its_sources_never_hold_a_withheld_note(canary_cairn, withhold, query):
-    answer = asyncio.run(AnswerService(canary_cairn.query).answer(query, top_k=8, withhold=withhold))
+    answer = asyncio.run(build_services(canary_cairn).answers.answer(query, top_k=8, withhold=withhold))
     assert not leaks(answer.to_json()), (query, answer.text)
     assert answer.withheld >= 1
 
