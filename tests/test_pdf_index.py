@@ -20,7 +20,7 @@ from tests import pdfgen
 from tests.conftest import SAMPLE_VAULT, make_config
 from tests.test_cli import run_cairn
 
-from cairn.answers import AnswerService
+from cairn.answers import AnswerService, sources_text
 from cairn.app import Cairn, build_services
 from cairn.watcher import VaultWatcher, lower_thread_priority
 
@@ -130,7 +130,7 @@ def test_a_question_answered_on_page_3_cites_that_page(pdf_cairn):
     first = answer.sources[0].to_json()
     assert first["filePath"] == "Attachments/Field guide.pdf" and first["page"] == 3
     assert "lines" not in first
-    assert "(page 3)" in answer.text
+    assert "(page 3)" in sources_text(answer.sources)  # the Sources list shown with the answer
 
 
 def test_cairn_ask_json_cites_the_pdf_with_page_3(pdf_vault, tmp_path):
