@@ -80,11 +80,11 @@ fuzz: test-venv
 	CAIRN_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) CAIRN_FUZZ_SEED=$(FUZZ_SEED) $(PY) -m pytest -q -o timeout=0 tests/test_openapi_fuzz.py
 
 ## eval: on the dev files $(EVAL) (pooled): Hit@5 / Recall@5 / MRR@10 with 95 % bootstrap intervals for naive,
-## bm25, dense and hybrid per vault and kind; not-found rates through the ask path; known-item checks generated
+## bm25, dense and hybrid per vault and kind, on the complete index and on a copy with only its first vector tier; not-found rates through the ask path; known-item checks generated
 ## from the vaults. Writes docs/eval.md. Indexes and the naive pipeline's whole-chunk vectors are cached in
 ## .eval-cache/: the first run indexes each vault and embeds every chunk whole once more (obsidian-hub: ~12 min)
 eval: test-venv
-	$(PY) tests/bench/eval_retrieval.py $(EVAL) --vaults "$(SHARED)/vaults" --record docs/eval.md
+	$(PY) tests/bench/eval_retrieval.py $(EVAL) --vaults "$(SHARED)/vaults" --tier1 --record docs/eval.md
 
 ## bench: embedding throughput and index time (keyword-ready, fully embedded); freshness with the file watcher
 ## (save → found by keyword / semantic search, 1,000-file burst, search latency during a full re-index);

@@ -387,7 +387,7 @@ def test_a_non_loopback_base_url_is_remote():
 
 
 def test_health_says_the_llm_is_remote(sample_cairn):
-    from cairn.indexing import LLMProbe
+    from cairn.llm_probe import LLMProbe
 
     indexing = sample_cairn.indexing
     remote = indexing.config.replace(llm=LLMConfig(base_url="https://llm.example.com/v1", model="m"))

@@ -40,10 +40,10 @@ LATER = {
     "Lake.md": "# Lake\n\nThe quillwort grows on the zqcover lake shore.\n",
     "Secret.md": "---\ntags: [personal]\n---\n# Secret\n\nThe quillwort by the zqcover pond is mine.\n",
 }
-OWNER = {"notes": 5, "embedded": 3, "pending": 2}
+OWNER = {"notes": 5, "embedded": 3, "pending": 2, "refining": 0}
 #: What a client not declared local is told: the two withheld notes are in no count.
-NOT_LOCAL = {"notes": 3, "embedded": 2, "pending": 1}
-DONE = {"notes": 5, "embedded": 5, "pending": 0}
+NOT_LOCAL = {"notes": 3, "embedded": 2, "pending": 1, "refining": 0}
+DONE = {"notes": 5, "embedded": 5, "pending": 0, "refining": 0}
 
 
 def half_embedded(base: Path, embedder: Any) -> tuple[Path, Path]:

@@ -66,15 +66,34 @@ def test_an_index_of_schema_version_1_is_migrated_and_keeps_its_cached_vectors(t
     conn.execute("DROP TRIGGER chunks_deleted")
     conn.execute("DROP TABLE chunk_deletions")
     conn.execute("ALTER TABLE notes DROP COLUMN error_code")
+    conn.execute("DROP INDEX chunks_unrefined")
     conn.execute("PRAGMA user_version=1")
     conn.close()
     store = Store(path)
-    assert store.schema_version == SCHEMA_VERSION == 4
+    assert store.schema_version == SCHEMA_VERSION == 5
     assert list(store.cached_vectors(["h1"], "m")) == ["h1"]
     plan = store.conn.execute(
         "EXPLAIN QUERY PLAN SELECT content_hash FROM embedding_cache WHERE created_at < 1"
     ).fetchall()
     assert any("embedding_cache_by_age" in str(row) for row in plan)
+
+
+def test_vectors_written_before_tiers_existed_count_as_complete_after_the_migration(tmp_path):
+    path = tmp_path / "i.db"
+    store = Store(path)
+    store.write_note(_note(), _chunks("Some text here."), [], [])
+    (pending,) = store.pending_chunks(1)
+    vec = np.ones(EMBED_DIM, dtype=np.float32) / np.sqrt(EMBED_DIM)
+    store.set_vectors([(pending.chunk_id, pending.content_hash, vec, [(pending.sentences[0].unit_id, vec)])])
+    store.close()
+    conn = apsw.Connection(str(path))  # what Cairn wrote at schema version 4: embedded 1 meant complete
+    conn.execute("UPDATE chunks SET embedded = 1")
+    conn.execute("DROP INDEX chunks_unrefined")
+    conn.execute("PRAGMA user_version=4")
+    conn.close()
+    store = Store(path)
+    assert store.tier_counts() == (0, 0, 1)
+    assert store.pending_chunks(5, below=2) == []  # nothing left to refine: no sentence vector is made again
 
 
 def test_a_database_from_a_newer_cairn_is_refused_with_a_clear_message(tmp_path):

@@ -17,6 +17,7 @@ import logging
 import logging.handlers
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,8 +29,9 @@ from cairn.embedder import Embedder
 from cairn.errors import CairnError
 from cairn.events import EventBus
 from cairn.indexer import Indexer
-from cairn.indexing import Indexing, LLMProbe
+from cairn.indexing import Indexing
 from cairn.library import NoteViews
+from cairn.llm_probe import LLMProbe
 from cairn.mcp_server.listener import LazyListener, McpHttp, listen
 from cairn.memory import rss_bytes
 from cairn.pdf_index import PdfIndexer
@@ -373,8 +375,8 @@ async def run_daemon(
         ready(server.url)
     if started:
         started(cairn, policy)
-    # The start-up index runs on the watcher's low-priority indexing thread.
-    indexing = asyncio.get_running_loop().run_in_executor(watcher.executor, _index_at_start, cairn)
+    # The start-up index is the bulk lane's, on a thread of its own: saves go on the watcher's thread meanwhile.
+    indexing = _own_thread(_index_at_start, cairn)
     try:
         await stop.wait()
     finally:
@@ -470,22 +472,25 @@ async def _start_watching(config: Config, cairn: Cairn) -> VaultWatcher:
     watcher = VaultWatcher(
         config.require_vault(),
         apply_hints=cairn.indexing.index_paths,
-        reconcile=cairn.indexing.index,
+        reconcile=cairn.indexing.reconcile,
         ignore=config.ignore,
         force_polling={"native": False, "polling": True}.get(config.watch),
     )
     cairn.indexing.watcher = watcher
+    cairn.indexing.set_bulk_thread_init(lower_thread_priority)
     cairn.indexing.start_pdf_queue(watcher, thread_init=lower_thread_priority)
     await watcher.start()
     return watcher
 
 
 def _index_at_start(cairn: Cairn) -> None:
-    """The start-up whole-vault run (blocking), then keyword ranking from memory, even after a failed run."""
+    """The start-up whole-vault run (blocking): the text of every note (keyword-searchable), then keyword ranking
+    from memory, even after a failed run; the vectors follow on the bulk lane (:meth:`Indexing.request_vectors`)."""
+    lower_thread_priority()
     stop = cairn.indexing.stop_requested
     try:
         try:
-            report = cairn.indexing.index()
+            report = cairn.indexing.index(vectors=False)
         finally:
             if not stop.is_set():
                 cairn.query.start_keyword_index()
@@ -495,18 +500,40 @@ def _index_at_start(cairn: Cairn) -> None:
             )
             return
         log.info(
-            "index up to date: %d notes scanned, %d added, %d updated, %d deleted, %d skipped; "
-            "%d texts embedded in %.1f s",
+            "notes indexed (keyword search ready): %d scanned, %d added, %d updated, %d deleted, %d skipped in %.1f s; "
+            "vectors follow",
             report.scanned,
             report.added,
             report.updated,
             report.deleted,
             len(report.skipped),
-            report.texts_embedded,
             report.elapsed_s,
         )
+        cairn.indexing.request_vectors()
     except Exception:
         log.exception("indexing failed; the daemon keeps serving what is indexed")
+
+
+def _own_thread(fn: Callable[[Cairn], None], cairn: Cairn) -> asyncio.Future[None]:
+    """Run ``fn(cairn)`` on a new thread (not the loop's executor: the bulk lane lowers its thread's priority);
+    the future is done when it returns."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def run() -> None:
+        try:
+            fn(cairn)
+        finally:
+            cairn.store.close_thread_connection()
+            loop.call_soon_threadsafe(_finish, done)
+
+    threading.Thread(target=run, name="cairn-index", daemon=True).start()
+    return done
+
+
+def _finish(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 async def _stop_indexing(cairn: Cairn, watcher: VaultWatcher, indexing: asyncio.Future[None]) -> None:
@@ -516,6 +543,8 @@ async def _stop_indexing(cairn: Cairn, watcher: VaultWatcher, indexing: asyncio.
         await asyncio.to_thread(cairn.indexing.pdf_queue.stop)
     try:
         await asyncio.wait_for(asyncio.shield(indexing), timeout=30)
+        if not await asyncio.to_thread(cairn.indexing.wait_for_vectors, 30):
+            raise TimeoutError
     except TimeoutError:
         log.warning("indexing did not stop within 30 s")
 

@@ -303,10 +303,13 @@ class HitView(Protocol):
 class IndexCoverage:
     """How much of the index a result was drawn from, in notes the caller may see: ``notes`` indexed (their words
     are searchable), of which ``pending`` still have a passage without a vector (found by their words only, not yet
-    by meaning). A caller's withheld notes are in neither count, so the counts cannot reveal them."""
+    by meaning) and ``refining`` have every passage's first vector (the whole passage) but not yet all its sentence
+    vectors (found by meaning, ranked a little less finely). A caller's withheld notes are in no count, so the
+    counts cannot reveal them."""
 
     notes: int
     pending: int
+    refining: int = 0
 
     @property
     def embedded(self) -> int:
@@ -315,8 +318,14 @@ class IndexCoverage:
 
 
 def coverage_json(coverage: IndexCoverage) -> dict[str, int]:
-    """``{notes, embedded, pending}`` (counts of notes; :class:`IndexCoverage`): in every search and ask result."""
-    return {"notes": coverage.notes, "embedded": coverage.embedded, "pending": coverage.pending}
+    """``{notes, embedded, pending, refining}`` (counts of notes; :class:`IndexCoverage`): in every search and ask
+    result."""
+    return {
+        "notes": coverage.notes,
+        "embedded": coverage.embedded,
+        "pending": coverage.pending,
+        "refining": coverage.refining,
+    }
 
 
 def coverage_notice(coverage: IndexCoverage | None) -> str | None:

@@ -20,31 +20,34 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from cairn.chunking import chunk_note
 from cairn.config import Config
 from cairn.embedder import Embedder
 from cairn.embedding import (
     RECIPE_VERSION,
     TITLE_WEIGHT,
     WHOLE_WEIGHT,
-    chunk_embed_text,
     chunk_vector,
-    content_hash,
     embed_in_slices,
-    embedding_texts,
     title_hash,
     whole_chunk_hash,
     whole_chunk_text,
 )
+from cairn.index_run import (
+    CHUNK_MAX_TOKENS,
+    CHUNK_OVERLAP_TOKENS,
+    IndexReport,
+    PreparedNote,
+    Progress,
+    prepare_note,
+)
 from cairn.link_targets import LinkCache
-from cairn.notes import PARSER_VERSION, LinkResolver, ParsedNote, parse_note
+from cairn.notes import PARSER_VERSION, LinkResolver
 from cairn.progress import pro_rata
-from cairn.store import ChunkRecord, NoteState, Store
+from cairn.store import NoteState, Store
 from cairn.vault import (
     IgnoreRules,
     VaultFile,
@@ -59,123 +62,24 @@ from cairn.vault import (
 
 log = logging.getLogger(__name__)
 
-#: Content tokens per chunk: the model's 256 minus [CLS] and [SEP].
-CHUNK_MAX_TOKENS = 254
-#: Tokens of trailing context repeated at the start of the next piece of a split section.
-CHUNK_OVERLAP_TOKENS = 32
 #: With a ``pause`` callback, :meth:`Indexer.embed_batch` sends texts to the model this many at a time: a slice
 #: is the longest a note edited meanwhile waits for the PDF queue's model use.
 PAUSE_SLICE = 16
 
-Progress = Callable[[str, int, int], None]  # (phase, done, total)
-
+__all__ = [
+    "CHUNK_MAX_TOKENS",
+    "CHUNK_OVERLAP_TOKENS",
+    "IndexReport",
+    "Indexer",
+    "PreparedNote",
+    "Progress",
+    "prepare_note",
+]
 
 #: Embedding-cache rows no note uses are kept this long (s) after they were written, then pruned at the end of
 #: an indexing run: a note moved out of the vault and back, renamed, or edited back within 30 days re-embeds
 #: nothing, while the cache no longer keeps every sentence ever deleted.
 CACHE_GRACE_S = 30 * 86400
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedNote:
-    """A parsed note and its chunk records, ready to write (pure result of :func:`prepare_note`)."""
-
-    note: ParsedNote
-    chunks: list[ChunkRecord]
-
-
-def prepare_note(
-    text: str,
-    path: str,
-    count_tokens: Callable[[str], int],
-    count_tokens_batch: Callable[[list[str]], Sequence[int]] | None = None,
-) -> PreparedNote:
-    """Parse a note and chunk it (CPU only, no I/O). Raises whatever the parser or chunker raises."""
-    note = parse_note(text, path)
-    pieces = chunk_note(
-        note.body,
-        title=note.title,
-        body_line=note.body_line,
-        count_tokens=count_tokens,
-        count_tokens_batch=count_tokens_batch,
-        max_tokens=CHUNK_MAX_TOKENS,
-        overlap_tokens=CHUNK_OVERLAP_TOKENS,
-    )
-    chunks = [
-        ChunkRecord(
-            ordinal=c.ordinal,
-            symbol=c.symbol,
-            text=c.text,
-            line_start=c.line_start,
-            line_end=c.line_end,
-            page=None,
-            token_count=c.token_count,
-            kind=c.kind,
-            content_hash=content_hash(chunk_embed_text(c.symbol, c.text)),
-            units=tuple((u, content_hash(u)) for u in embedding_texts(c.symbol, c.text, c.kind)),
-        )
-        for c in pieces
-    ]
-    return PreparedNote(note, chunks)
-
-
-#: The :class:`IndexReport` fields that :meth:`IndexReport.merge` adds up.
-_SUMMED = "scanned added updated unchanged deleted chunks_written vectors_written texts_embedded cache_pruned elapsed_s"
-
-
-@dataclass
-class IndexReport:
-    """What one indexing run did. Times in seconds."""
-
-    scanned: int = 0
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    deleted: int = 0
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
-    #: (path, reason) of the places that exist but could not be read now — a folder not listed, a file not opened
-    #: (permission denied, too many open files, locked): what was indexed there is kept, to be looked at again.
-    deferred: list[tuple[str, str]] = field(default_factory=list)
-    #: (path, reason) of the notes only an iCloud placeholder stands for: their last indexed version is kept.
-    not_downloaded: list[tuple[str, str]] = field(default_factory=list)
-    warnings: list[tuple[str, str]] = field(default_factory=list)
-    chunks_written: int = 0
-    vectors_written: int = 0
-    texts_embedded: int = 0  # texts actually run through the model (cache misses)
-    cache_pruned: int = 0  # unused embedding-cache rows dropped (Indexer.prune_embedding_cache)
-    stopped: bool = False  # ended early on request; the next run continues
-    keyword_ready_s: float = 0.0
-    elapsed_s: float = 0.0
-
-    def merge(self, other: IndexReport) -> IndexReport:
-        """Add ``other``'s counts, lists and time to this report (e.g. the PDF phase's to the notes'); returns self."""
-        for name in _SUMMED.split():
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.skipped.extend(other.skipped)
-        self.deferred.extend(other.deferred)
-        self.not_downloaded.extend(other.not_downloaded)
-        self.warnings.extend(other.warnings)
-        self.stopped = self.stopped or other.stopped
-        return self
-
-    def to_json(self) -> dict:
-        return {
-            "scanned": self.scanned,
-            "added": self.added,
-            "updated": self.updated,
-            "unchanged": self.unchanged,
-            "deleted": self.deleted,
-            "skipped": [{"filePath": p, "reason": r} for p, r in self.skipped],
-            "unreadable": [{"filePath": p, "reason": r} for p, r in self.deferred],
-            "notDownloaded": [{"filePath": p, "reason": r} for p, r in self.not_downloaded],
-            "warnings": [{"filePath": p, "reason": r} for p, r in self.warnings],
-            "chunksWritten": self.chunks_written,
-            "vectorsWritten": self.vectors_written,
-            "textsEmbedded": self.texts_embedded,
-            "cachePruned": self.cache_pruned,
-            "keywordReadySeconds": round(self.keyword_ready_s, 2),
-            "elapsedSeconds": round(self.elapsed_s, 2),
-        }
 
 
 def _errors(unreadable: dict[str, str]) -> dict[str, str]:
@@ -204,7 +108,12 @@ class Indexer:
         self.embedder = embedder
         self.title_weight = float(title_weight)
         self.whole_weight = float(whole_weight)
+        #: Held while the store is written (a batch of notes, a save's batch, link re-resolution), never across a
+        #: whole-vault run: a save is written between two of its batches (docs/design.md, "Contract" → Freshness).
         self.lock = threading.RLock()
+        self._whole_run = threading.Lock()  # one whole-vault text run at a time
+        #: The paths hinted batches wrote or removed since the running whole-vault run's scan (None: no such run).
+        self._saved_since_scan: set[str] | None = None
         #: Called with a note's vault-relative path right after its rows are deleted (its file is gone: deleted, or
         #: renamed or moved away — the new path is indexed as an added note). The daemon publishes ``removed``.
         self.on_removed: Callable[[str], None] | None = on_removed
@@ -244,15 +153,33 @@ class Indexer:
         When ``should_stop()`` turns true the run ends between notes (``report.stopped``); every
         note written so far is complete, and the next run does the rest.
         Returns the report; never raises for a bad note (it is recorded as skipped with its reason)."""
-        with self.lock:
+        with self._whole_run:
             unreadable: dict[str, str] = {}
             files = list(scan_vault(self.root, self.config.ignore, unreadable=unreadable))
-            known = self.markdown_states()
+            with self.lock:
+                known = self.markdown_states()
+                self._links = None
+                self._saved_since_scan = set()
             gone = set(known) - {f.path for f in files} - kept_unreadable(known, unreadable)
-            self._links = None
-            return self._sync(
-                files, sorted(gone), known, full=full, progress=progress, should_stop=should_stop, unreadable=unreadable
-            )
+            try:
+                return self._sync(
+                    files,
+                    sorted(gone),
+                    known,
+                    full=full,
+                    progress=progress,
+                    should_stop=should_stop,
+                    unreadable=unreadable,
+                )
+            finally:
+                with self.lock:
+                    self._saved_since_scan = None
+
+    def superseded(self, path: str) -> bool:
+        """Whether a hinted batch (a save) wrote or removed ``path`` since the whole-vault run under way scanned the
+        vault: that run's reading of it is older, so it leaves the note as the save left it."""
+        saved = self._saved_since_scan
+        return saved is not None and path in saved
 
     def markdown_states(self) -> dict[str, NoteState]:
         """The store's states of every file but PDFs (those are the PDF queue's, see :mod:`cairn.pdf_index`)."""
@@ -290,7 +217,8 @@ class Indexer:
         its note, or every note under it for a folder. Folder or file is what the disk says now (a folder may be
         named ``Projects.md``), and the full scan's rules apply (:func:`cairn.vault.stat_hint`: no symlink
         followed, ignore globs, Unicode-name collisions). Hints in ignored or hidden places are dropped.
-        Text phase only (call :meth:`embed_pending` next). Never raises for a bad note."""
+        Text phase only (call :meth:`embed_notes` next: ``report.hinted`` lists the files looked at). Never raises
+        for a bad note."""
         with self.lock:
             return self._index_paths(paths, progress=progress, should_stop=should_stop)
 
@@ -308,7 +236,7 @@ class Indexer:
         if links is not None and hints_change_files(self.root, paths, rules, links.file_set):
             links = None
         # Without the file list from before (a stopped run), assume the files changed: links are re-resolved.
-        return self._sync(
+        report = self._sync(
             files,
             gone,
             known,
@@ -320,6 +248,11 @@ class Indexer:
             files_changed=links is None and not _errors(unreadable),  # a file list read now may lack what was not
             unreadable=unreadable,
         )
+        if self._saved_since_scan is not None:
+            self._saved_since_scan.update(vf.path for vf in files)
+            self._saved_since_scan.update(gone)
+        report.hinted = [vf.path for vf in files]
+        return report
 
     def _sync(
         self,
@@ -351,18 +284,32 @@ class Indexer:
         started = time.perf_counter()
         report = IndexReport()
         report.scanned = len(files)
-        self._delete_gone(gone, report)
+        with self.lock:
+            self._delete_gone(gone, report, whole_vault=whole_vault)
         todo = self._maybe_changed(files, known, full, report, progress)
         from cairn.text_phase import TextRun  # here: text_phase imports this module
 
         run = TextRun(self, report, known, stop, progress, len(todo), links=links)
+        run.superseded = self.superseded if whole_vault else None
         if progress and todo:
             progress("index", 0, len(todo))
         try:
             run.write_changed(todo, full)
             if _errors(unreadable or {}):  # the file list read now lacks what could not be read: no link targets
                 whole_vault = files_changed = False
-            self._links = run.finish_links(whole_vault=whole_vault, files_changed=files_changed)
+            with self.lock:
+                # A save while a whole-vault run is under way leaves other notes' links to that run's end.
+                deferred = not whole_vault and self._saved_since_scan is not None
+                self._links = run.finish_links(
+                    whole_vault=whole_vault, files_changed=files_changed, reresolve=not deferred
+                )
+                if whole_vault and self._saved_since_scan:
+                    # Saves came during this run: its file list is older than theirs, so links are resolved
+                    # once more against the files on disk now.
+                    self.reresolve_links()
+                    self._links = None
+                if whole_vault:
+                    self._saved_since_scan = None  # saves from now on re-resolve links themselves
         finally:
             run.close()
         if progress and todo and not report.stopped:
@@ -375,8 +322,10 @@ class Indexer:
         report.keyword_ready_s = report.elapsed_s = time.perf_counter() - started
         return report
 
-    def _delete_gone(self, gone: Sequence[str], report: IndexReport) -> None:
+    def _delete_gone(self, gone: Sequence[str], report: IndexReport, *, whole_vault: bool) -> None:
         for path in gone:
+            if whole_vault and self.superseded(path):
+                continue
             if self.store.delete_note(path):
                 report.deleted += 1
                 if self.on_removed is not None:
@@ -456,28 +405,53 @@ class Indexer:
         progress: Progress | None = None,
         should_stop: Callable[[], bool] | None = None,
         pdf: bool | None = None,
+        pause: Callable[[], None] | None = None,
     ) -> tuple[int, int]:
-        """Fill vectors for every chunk that has none (``pdf``: only PDF chunks, only the others, or all when None).
-        Returns (vectors written, texts embedded by the model). Stops early (between batches) when
-        ``should_stop()`` returns True."""
-        total = self.store.count_pending()
-        done = written = embedded = 0
-        if progress and total:
-            progress("embed", 0, total)
-        while not (should_stop and should_stop()):
-            part = pro_rata(progress, "embed", done, min(batch_size, total - done), total) if progress else None
-            with self.lock:
-                w, e, n = self.embed_batch(batch_size, pdf=pdf, should_stop=should_stop, on_slice=part)
-            embedded += e
+        """Vectors in two tiers (``pdf``: only PDF chunks, only the others, or all when None): first tier 1 — one
+        whole-chunk vector — for every chunk without a vector (progress phase ``embed``), then tier 2 — sentence
+        and title vectors, and the chunk's blended vector — for every chunk not yet complete (phase ``refine``),
+        each pass most recently modified notes first (:meth:`Store.pending_chunks`). Every note is searchable by
+        meaning after the first pass, at about a third of the model's work. Returns (vectors written, texts
+        embedded by the model). Stops early (between batches) when ``should_stop()`` returns True. ``pause()``,
+        when given, is called before each :data:`PAUSE_SLICE` texts go to the model: a caller with more urgent
+        model work (a save) makes it wait there. Takes no lock (:meth:`embed_batch`)."""
+        written = embedded = 0
+        for tier, phase, count in ((1, "embed", self.store.count_pending), (2, "refine", self.store.count_unrefined)):
+            total = count()
+            done = 0
+            if progress and total:
+                progress(phase, 0, total)
+            while not (should_stop and should_stop()):
+                part = pro_rata(progress, phase, done, min(batch_size, total - done), total) if progress else None
+                w, e, n = self.embed_batch(
+                    batch_size, pdf=pdf, tier=tier, pause=pause, should_stop=should_stop, on_slice=part
+                )
+                embedded += e
+                if not n:
+                    break
+                written += w
+                done += n
+                if progress:
+                    progress(phase, min(done, total), total)
+                if done % (batch_size * 20) == 0:
+                    self.store.wal_checkpoint()
+            if should_stop and should_stop():
+                break
+        self.store.wal_checkpoint()
+        return written, embedded
+
+    def embed_notes(
+        self, note_ids: Sequence[int], *, batch_size: int = 64, should_stop: Callable[[], bool] | None = None
+    ) -> tuple[int, int]:
+        """Complete vectors (tier 2 at once) for the chunks of ``note_ids`` not yet complete: a save's vectors,
+        made before the bulk's next slice. Returns (chunks given their first vector, texts embedded by the
+        model); ``should_stop()`` is looked at before each batch."""
+        written = embedded = 0
+        while note_ids and not (should_stop and should_stop()):
+            w, e, n = self.embed_batch(batch_size, note_ids=note_ids, tier=2)
+            written, embedded = written + w, embedded + e
             if not n:
                 break
-            written += w
-            done += n
-            if progress:
-                progress("embed", min(done, total), total)
-            if done % (batch_size * 20) == 0:
-                self.store.wal_checkpoint()
-        self.store.wal_checkpoint()
         return written, embedded
 
     def embed_batch(
@@ -486,30 +460,35 @@ class Indexer:
         *,
         pdf: bool | None = None,
         note_path: str | None = None,
+        note_ids: Sequence[int] | None = None,
+        tier: int = 2,
         pause: Callable[[], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
         on_slice: Callable[[int, int], None] | None = None,
     ) -> tuple[int, int, int]:
-        """Vectors for up to ``batch_size`` pending chunks (filters as in :meth:`Store.pending_chunks`):
-        (vectors written, texts embedded, chunks taken). Needs no lock: a chunk deleted or changed while its
-        vectors were computed is skipped when they are stored (:meth:`Store.set_vectors`). ``pause()``, when
-        given, is called before each :data:`PAUSE_SLICE` texts go to the model (the PDF queue waits there
-        while the notes' indexing has work). Once ``should_stop()`` is true (looked at before each ONNX run,
+        """Vectors of ``tier`` for up to ``batch_size`` chunks below it (filters as in :meth:`Store.pending_chunks`):
+        tier 1 embeds only each chunk's whole-chunk text, its vector the chunk's; tier 2 embeds the title, the
+        whole chunk and the sentences and blends them (:func:`~cairn.embedding.chunk_vector`), sentence vectors kept.
+        Returns (chunks written that had no vector before, texts embedded, chunks taken). Needs no lock: a chunk
+        deleted or changed while its vectors were computed is skipped when they are stored
+        (:meth:`Store.set_vectors`). ``pause()``, when given, is called before each :data:`PAUSE_SLICE` texts go to
+        the model. Once ``should_stop()`` is true (looked at before each ONNX run,
         :func:`~cairn.embedding.embed_in_slices`) the texts embedded so far go to the embedding cache, no vector is
         written and (0, texts embedded, 0) is returned: the next run takes the same chunks and finds those texts
         cached. ``on_slice(texts embedded, texts to embed)`` is called as the model goes (for progress)."""
         model_id = self.embedder.model_id
         embedded = 0
-        rows = self.store.pending_chunks(batch_size, pdf=pdf, note_path=note_path)
+        rows = self.store.pending_chunks(batch_size, pdf=pdf, note_path=note_path, note_ids=note_ids, below=tier)
         if not rows:
             return 0, 0, 0
         wanted: dict[str, str] = {}
         for row in rows:
-            wanted[title_hash(row.title)] = row.title
             units = [text for _uid, text, _uhash in row.sentences]
             wanted[whole_chunk_hash(row.title, row.content_hash)] = whole_chunk_text(row.title, row.symbol, units)
-            for _uid, text, uhash in row.sentences:
-                wanted[uhash] = text
+            if tier >= 2:
+                wanted[title_hash(row.title)] = row.title
+                for _uid, text, uhash in row.sentences:
+                    wanted[uhash] = text
         cache = self.store.cached_vectors(wanted, model_id)
         missing = [h for h in wanted if h not in cache]
         if missing:
@@ -522,14 +501,17 @@ class Indexer:
             embedded += len(fresh)
             if len(fresh) < len(missing):
                 return 0, embedded, 0
-        items = []
+        items: list[tuple[int, str, np.ndarray, list[tuple[int, np.ndarray]]]] = []
         for row in rows:
+            whole_vec = cache[whole_chunk_hash(row.title, row.content_hash)]
+            if tier == 1:
+                items.append((row.chunk_id, row.content_hash, whole_vec, []))
+                continue
             unit_vecs = [(uid, cache[uhash]) for uid, _text, uhash in row.sentences]
-            title_vec, whole_vec = cache[title_hash(row.title)], cache[whole_chunk_hash(row.title, row.content_hash)]
-            vec = self.chunk_vector([v for _, v in unit_vecs], title_vec, whole_vec)
+            vec = self.chunk_vector([v for _, v in unit_vecs], cache[title_hash(row.title)], whole_vec)
             items.append((row.chunk_id, row.content_hash, vec, unit_vecs))
-        w = self.store.set_vectors(items)
-        return w, embedded, len(rows)
+        written = self.store.set_vectors(items, tier=tier)
+        return min(written, sum(1 for row in rows if row.tier == 0)), embedded, len(rows)
 
     def chunk_vector(
         self, unit_vectors: Sequence[np.ndarray], title_vector: np.ndarray, whole_vector: np.ndarray
@@ -544,9 +526,14 @@ class Indexer:
         progress: Progress | None = None,
         should_stop: Callable[[], bool] | None = None,
         pdf_vectors: bool = True,
+        pause: Callable[[], None] | None = None,
+        vectors: bool = True,
     ) -> IndexReport:
         """Both phases for the vault's notes: text then vectors (of PDF chunks too unless ``pdf_vectors`` is
-        False: the daemon's PDF queue fills those). Returns the report with keyword-ready and total times."""
+        False: the daemon's PDF queue fills those; ``pause``: as in :meth:`embed_pending`; ``vectors`` False: the text
+        phase alone). Neither holds
+        :attr:`lock` for the whole run: a save is indexed between two batches. Returns the report with
+        keyword-ready and total times."""
         started = time.perf_counter()
         with self.lock:
             # What the text phase's result depends on besides the files, kept in meta: when it changed since the
@@ -564,16 +551,17 @@ class Indexer:
                 for path, state in self.store.note_states().items():
                     if state.status == "skipped" and state.kind != "pdf":
                         self.store.delete_note(path)
-            report = self.sync_text(full=full or stale, progress=progress, should_stop=should_stop)
+        report = self.sync_text(full=full or stale, progress=progress, should_stop=should_stop)
+        with self.lock:
             if stale and not report.stopped:
                 self.store.set_meta("text_recipe", text_recipe)
             if limits_changed and not report.stopped:
                 self.store.set_meta("note_limits", note_limits)
-        if not report.stopped:
+        if not report.stopped and vectors:
             report.vectors_written, report.texts_embedded = self.embed_pending(
-                progress=progress, should_stop=should_stop, pdf=None if pdf_vectors else False
+                progress=progress, should_stop=should_stop, pdf=None if pdf_vectors else False, pause=pause
             )
-        if not report.stopped and not (should_stop and should_stop()):
+        if vectors and not report.stopped and not (should_stop and should_stop()):
             report.cache_pruned = self.prune_embedding_cache()
         report.elapsed_s = time.perf_counter() - started
         return report

@@ -1,15 +1,12 @@
 """Keeping one vault's index up to date while the daemon serves it (layer 2): :class:`Indexing` runs the whole-vault
 and watcher-batch runs, queues re-index requests, pauses and resumes following file changes, reports
 ``/index/stats`` and ``/health``, and queues a reconcile once a vault folder that was gone is back.
-:class:`LLMProbe` is ``/health``'s cached view of the answer model's endpoint.
 
-Blocking (SQLite, the model, the vault's files): call from worker threads in async code, except
-:meth:`LLMProbe.status`, which is a coroutine.
+Blocking (SQLite, the model, the vault's files): call from worker threads in async code.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -32,6 +29,11 @@ from cairn.vault import paths_under, resolve_in_vault
 #: Chunks per vector slice of a watcher batch (a few seconds of the model): how long a new save may wait behind
 #: an earlier one's vectors before its text is written (:meth:`Indexing.index_paths`).
 WATCH_EMBED_BATCH = 64
+#: Longest a bulk vector pass waits (s) for saves before its next slice: a stream of file events (a sync client
+#: touching files) slows the bulk down but never stops it.
+GIVE_WAY_MAX_S = 5.0
+#: How often (s) the bulk, while it gives way, looks whether the watcher still holds saves not yet applied.
+GIVE_WAY_POLL_S = 0.05
 #: Seconds before indexing is tried again after a run failed for lack of disk space; doubled after each such
 #: failure up to :data:`DISK_FULL_RETRY_MAX_S`, back to the first once a run succeeds.
 DISK_FULL_RETRY_FIRST_S = 5.0
@@ -42,7 +44,8 @@ log = logging.getLogger(__name__)
 
 def index_stats_json(stats: IndexStats) -> dict[str, Any]:
     """The JSON view of the index's counts (``/index/stats``, ``cairn status --json``): {notes, pdfs, skipped,
-    chunks, vectors, pending, lastIngestedAt, errors: [{filePath, reason, skipped}]}."""
+    chunks, vectors, pending, refining, lastIngestedAt, errors: [{filePath, reason, skipped}]}: ``vectors`` chunks
+    have one, ``pending`` none yet, ``refining`` (of ``vectors``) only their first, whole-chunk vector."""
     return {
         "notes": stats.notes,
         "pdfs": stats.pdfs,
@@ -50,6 +53,7 @@ def index_stats_json(stats: IndexStats) -> dict[str, Any]:
         "chunks": stats.chunks,
         "vectors": stats.vectors,
         "pending": stats.pending,
+        "refining": stats.refining,
         "lastIngestedAt": stats.last_ingested_at,
         "errors": [{"filePath": e.path, "reason": e.reason, "skipped": e.skipped} for e in stats.errors],
     }
@@ -69,14 +73,40 @@ class Watcher(Protocol):
     def retry_later(self, paths: Iterable[str], *, settled: Iterable[str] = ()) -> None: ...
 
 
+class RunCount:
+    """How many indexing runs are under way (the save lane and the bulk lane may both run): ``is_set()`` while one
+    is; thread-safe."""
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def set(self) -> None:
+        with self._lock:
+            self._n += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._n = max(0, self._n - 1)
+
+    def is_set(self) -> bool:
+        return self._n > 0
+
+
 class Indexing:
     """The index-keeping use case for one vault: ``indexer`` (notes) and ``pdfs`` (PDF attachments) over ``store``,
     progress published on ``events``. ``recovered`` is what opening a damaged database did ({movedTo, reason, at};
     ``None`` when nothing was), reported in :meth:`stats`.
 
     ``watcher`` (set by the composition root while it watches the vault) takes re-index requests as hints; without
-    one, a request starts an incremental run in a background thread. ``pdf_queue`` (:meth:`start_pdf_queue`, the
-    daemon) indexes PDFs on their own low-priority thread; without it PDFs are indexed inline after the notes.
+    one, a request starts an incremental run in a background thread.
+
+    Two lanes (docs/design.md, "Contract" → Freshness): the **save lane** (the watcher's thread: :meth:`index_paths`,
+    :meth:`reconcile`) writes a save's text and then its complete vectors; the **bulk lane** (:meth:`index` at
+    start, :meth:`request_vectors` after a reconcile) writes the whole vault's text a batch at a time and its
+    vectors in tiers, and before each slice of the model waits while the save lane has work (:meth:`give_way`).
+    ``pdf_queue`` (:meth:`start_pdf_queue`, the daemon) indexes PDFs on their own low-priority thread; without it
+    PDFs are indexed inline after the notes.
     """
 
     def __init__(
@@ -100,8 +130,8 @@ class Indexing:
         self.recovered = recovered
         self.watcher: Watcher | None = None
         self.pdf_queue: PdfQueue | None = None
-        #: Set while a notes run (whole vault or a watcher batch) is under way.
-        self.running = threading.Event()
+        #: Set while a notes run (whole vault, a watcher batch, or the bulk's vectors) is under way.
+        self.running = RunCount()
         #: Daemon shutdown: runs end early (between notes, between vector batches); the next run resumes.
         self.stop_requested = threading.Event()
         self.last_report: IndexReport | None = None
@@ -123,10 +153,25 @@ class Indexing:
         self.write_error: str | None = None
         self._retry_s = DISK_FULL_RETRY_FIRST_S
         self._retry: threading.Timer | None = None
+        self._saving = 0  # save-lane runs under way (guarded by _save_done)
+        self._save_done = threading.Condition()
+        self._saved_notes: set[int] = set()  # notes saves wrote whose vectors are not complete yet
+        self._bulk_lock = threading.Lock()
+        self._bulk_thread: threading.Thread | None = None
+        self._bulk_wanted = False
+        self._bulk_init: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------------------------------------ runs
-    def index(self, *, full: bool = False, progress: Callable[[str, int, int], None] | None = None) -> IndexReport:
-        """Run both indexing phases over the whole vault (blocking): text first (keyword-searchable), then vectors.
+    def index(
+        self,
+        *,
+        full: bool = False,
+        progress: Callable[[str, int, int], None] | None = None,
+        vectors: bool = True,
+    ) -> IndexReport:
+        """Run both indexing phases over the whole vault (blocking): text first (keyword-searchable), then vectors
+        (``vectors`` False: text only). Saves go first: the text is written a batch at a time and the vector passes
+        give way to the save lane (:meth:`give_way`).
 
         Once ``stop_requested`` is set the run ends early; the next run picks up where it stopped. After
         :meth:`request_full_reindex` the next run is a full one whatever ``full`` says. ``progress(phase, done,
@@ -147,7 +192,12 @@ class Indexing:
 
         try:
             report = self.indexer.index(
-                full=full, progress=both, should_stop=self.stop_requested.is_set, pdf_vectors=self.pdf_queue is None
+                full=full,
+                progress=both,
+                should_stop=self.stop_requested.is_set,
+                pdf_vectors=self.pdf_queue is None,
+                pause=self.give_way if self.watcher is not None else None,  # no watcher: no save to give way to
+                vectors=vectors,
             )
             if self.pdf_queue is not None:
                 self.pdf_queue.request(None, full=full)
@@ -175,16 +225,20 @@ class Indexing:
         """Index a batch of changed paths (file-event hints, re-stat'ed), then fill their vectors at once
         (keyword-searchable first). Blocking; runs on the watcher's indexing thread."""
         self.running.set()
+        with self._save_done:
+            self._saving += 1
         try:
             stop = self.stop_requested.is_set
             report = self.indexer.index_paths(paths, should_stop=stop)
             self._note_unreadable(report, paths)
             if not report.stopped:
-                report.vectors_written, report.texts_embedded = self.indexer.embed_pending(
-                    should_stop=self._yield_to_new_changes(stop),
-                    batch_size=WATCH_EMBED_BATCH,
-                    pdf=False if self.pdf_queue is not None else None,
+                self._saved_notes.update(self.store.note_ids(report.hinted))
+                saved = sorted(self._saved_notes)
+                report.vectors_written, report.texts_embedded = self.indexer.embed_notes(
+                    saved, batch_size=WATCH_EMBED_BATCH, should_stop=self._yield_to_new_changes(stop)
                 )
+                if not self.store.pending_chunks(1, note_ids=saved, below=2):
+                    self._saved_notes.clear()
             pdf_hints = self.pdfs.hints(paths)  # PDFs, folders holding some (named Projects.md too), gone paths
             if pdf_hints and self.pdf_queue is not None:
                 self.pdf_queue.request(pdf_hints)
@@ -205,7 +259,91 @@ class Indexing:
             self._retry_if_disk_full(exc)
             raise
         finally:
+            with self._save_done:
+                self._saving -= 1
+                self._save_done.notify_all()
             self.running.clear()
+
+    def reconcile(self) -> IndexReport:
+        """The watcher's full reconcile (the disk against the store) on the save lane: the text of what changed, then
+        its vectors handed to the bulk lane (:meth:`request_vectors`), so no save waits behind them."""
+        report = self.index(vectors=False)
+        if not report.stopped:
+            self.request_vectors()
+        return report
+
+    # ------------------------------------------------------------------------------------------------ bulk lane
+    def give_way(self) -> None:
+        """Called by a bulk vector pass before each slice of the model: waits while a save is being indexed or the
+        watcher holds file events not yet applied, at most :data:`GIVE_WAY_MAX_S`, so a save's text and vectors
+        are made before the bulk's next slice. Returns at once when stopping."""
+        deadline = time.monotonic() + GIVE_WAY_MAX_S
+        watcher = self.watcher
+        with self._save_done:
+            while not self.stop_requested.is_set() and time.monotonic() < deadline:
+                if not self._saving and not (watcher is not None and watcher.pending_count() > 0):
+                    return
+                self._save_done.wait(GIVE_WAY_POLL_S)
+
+    def request_vectors(self) -> None:
+        """Have the bulk lane fill every missing vector (tier 1 first, then complete, most recently modified notes
+        first) on its own thread; returns at once. Requests made while it runs make it look again when done."""
+        with self._bulk_lock:
+            self._bulk_wanted = True
+            if self._bulk_thread is None or not self._bulk_thread.is_alive():
+                self._bulk_thread = threading.Thread(target=self._bulk_loop, name="cairn-vectors", daemon=True)
+                self._bulk_thread.start()
+
+    def _bulk_loop(self) -> None:
+        if self._bulk_init is not None:
+            self._bulk_init()
+        try:
+            while not self.stop_requested.is_set():
+                with self._bulk_lock:
+                    if not self._bulk_wanted:
+                        self._bulk_thread = None
+                        return
+                    self._bulk_wanted = False
+                self._bulk_vectors()
+        finally:
+            self.store.close_thread_connection()
+
+    def _bulk_vectors(self) -> None:
+        self.running.set()
+        try:
+            bus, said = self.events.progress_callback(), ProgressLines(log.info)
+
+            def both(phase: str, done: int, total: int) -> None:
+                bus(phase, done, total)
+                said(phase, done, total)
+
+            written, embedded = self.indexer.embed_pending(
+                progress=both,
+                should_stop=self.stop_requested.is_set,
+                pdf=None if self.pdf_queue is None else False,
+                pause=self.give_way,
+            )
+            if not self.stop_requested.is_set():
+                self.indexer.prune_embedding_cache()
+                if written or embedded:
+                    log.info("vectors complete: %d passages given vectors, %d texts embedded", written, embedded)
+        except Exception as exc:
+            self._retry_if_disk_full(exc)
+            log.exception("embedding failed; the daemon keeps serving what is indexed")
+        finally:
+            self.running.clear()
+
+    def set_bulk_thread_init(self, init: Callable[[], None] | None) -> None:
+        """``init`` runs first on each bulk-lane thread (the daemon lowers its priority)."""
+        self._bulk_init = init
+
+    def wait_for_vectors(self, timeout: float) -> bool:
+        """Wait for the bulk lane's thread to end; False if it still runs after ``timeout`` s."""
+        thread = self._bulk_thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
 
     def _note_unreadable(self, report: IndexReport, hinted: set[str] | None) -> None:
         """Keep :attr:`unreadable` in line with a run (``hinted``: a watcher batch's paths; None: the whole vault)
@@ -451,30 +589,3 @@ class Indexing:
         if self.pdf_queue is not None:
             self.pdf_queue.stop()
         self.pdfs.close()
-
-
-class LLMProbe:
-    """``/health``'s ``llm`` entry: ``{configured, reachable, remote, model}``. The endpoint is asked at
-    most every ``ttl_s`` seconds (``/health`` needs no token, so it must not drive traffic to the model).
-    ``model``: an object with ``probe()`` (a coroutine → bool), ``remote`` and ``model``, or ``None``."""
-
-    def __init__(self, model: Any, ttl_s: float = 10.0) -> None:
-        self.model = model
-        self.ttl_s = ttl_s
-        self._at = -1e9
-        self._reachable = False
-        self._lock = asyncio.Lock()
-
-    async def status(self) -> dict[str, Any]:
-        if self.model is None:
-            return {"configured": False, "reachable": False, "remote": False}
-        async with self._lock:
-            if time.monotonic() - self._at > self.ttl_s:
-                self._reachable = await self.model.probe()
-                self._at = time.monotonic()
-        return {
-            "configured": True,
-            "reachable": self._reachable,
-            "remote": self.model.remote,
-            "model": self.model.model,
-        }

@@ -3,8 +3,8 @@ and units of a progress bar (:data:`PHASES`) and as plain lines with a rate and 
 (:class:`ProgressLines`: ``cairn index`` without a terminal, the daemon's log).
 
 Phases, in the order a run goes through them: ``scan`` (the files' stat, fast), ``index`` (notes read, parsed and
-written: keyword-searchable from then on), ``embed`` (chunks, called passages here, given their vectors) and
-``pdf`` (PDF attachments read).
+written: keyword-searchable from then on), ``embed`` (chunks, called passages here, given their first vector:
+searchable by meaning from then on), ``refine`` (their sentence vectors added) and ``pdf`` (PDF attachments read).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ PHASES: dict[str, tuple[str, str]] = {
     "scan": ("checking files", "file"),
     "index": ("reading notes", "note"),
     "embed": ("embedding passages", "passage"),
+    "refine": ("refining passages (sentence vectors)", "passage"),
     "pdf": ("reading PDFs", "PDF"),
 }
 #: Seconds between two plain lines of the same phase (the first and the last line of a phase are said at once).

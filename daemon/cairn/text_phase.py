@@ -90,6 +90,8 @@ class TextRun:
         self.written = 0
         self.links = LinkTargets(indexer.root, indexer.config.ignore, indexer.store, links)
         self._pool: ProcessPoolExecutor | None = None
+        #: For a whole-vault run: whether a save wrote or removed a path since the scan (then this run leaves it).
+        self.superseded: Callable[[str], bool] | None = None
 
     def write_changed(self, files: list[VaultFile], full: bool) -> None:
         """Read ``files`` (those that may have changed) and write those whose bytes changed, a batch at a time
@@ -188,14 +190,17 @@ class TextRun:
         self.batches += 1
         by_path = {vf.path: (vf, digest) for vf, _text, digest in batch}
         parsed = self._parse(batch, by_path)
-        self.links.note_aliases((path, list(prepared.note.aliases)) for path, prepared in parsed.items())
-        resolver = self.links.resolver()
-        for path, prepared in parsed.items():
-            if self.stop():
-                self.report.stopped = True
-                break
-            vf, digest = by_path[path]
-            self._write(vf, digest, prepared, resolver)
+        with self.indexer.lock:  # held per batch written: a save waits at most one batch
+            if self.superseded is not None:
+                parsed = {path: prepared for path, prepared in parsed.items() if not self.superseded(path)}
+            self.links.note_aliases((path, list(prepared.note.aliases)) for path, prepared in parsed.items())
+            resolver = self.links.resolver()
+            for path, prepared in parsed.items():
+                if self.stop():
+                    self.report.stopped = True
+                    break
+                vf, digest = by_path[path]
+                self._write(vf, digest, prepared, resolver)
         if self.progress and not self.report.stopped:
             self.progress("index", consumed, self.todo)
 
@@ -269,9 +274,10 @@ class TextRun:
         self.indexer.store.write_note(record, chunks, note.tags, links)
         return len(chunks)
 
-    def finish_links(self, *, whole_vault: bool, files_changed: bool) -> LinkCache | None:
-        """Re-resolve links elsewhere when this run may have changed their targets (see ``Indexer._sync``); returns
-        what links resolve against, for the next hinted batch (None when the run stopped)."""
+    def finish_links(self, *, whole_vault: bool, files_changed: bool, reresolve: bool = True) -> LinkCache | None:
+        """Re-resolve links elsewhere when this run may have changed their targets (see ``Indexer._sync``; not when
+        ``reresolve`` is False: a whole-vault run under way does it at its end); returns what links resolve
+        against, for the next hinted batch (None when the run stopped)."""
         store, report, links = self.indexer.store, self.report, self.links
         if report.skipped:
             links.forget_aliases(path for path, _reason in report.skipped)
@@ -283,7 +289,8 @@ class TextRun:
         if self.batches or report.deleted or files_changed or links.aliases_changed:
             # Links elsewhere may resolve differently now: a note came or went, an alias changed, or a file
             # (an attachment: a link target too) or folder came, went or moved.
-            if whole_vault or report.added or report.deleted or links.aliases_changed or files_changed:
+            changed = whole_vault or report.added or report.deleted or links.aliases_changed or files_changed
+            if reresolve and changed:
                 self.indexer.reresolve_links_with(links.resolver())
                 if not report.stopped:
                     store.set_meta(LINK_FILES_META, fingerprint(links.files))

@@ -242,7 +242,7 @@ def main() -> int:
             await watcher.stop()
 
     def pdf_vectors() -> int:
-        return cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded=1").fetchone()[0]
+        return cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf' AND embedded > 0").fetchone()[0]
 
     def run(queue) -> None:
         for i in range(args.edits):

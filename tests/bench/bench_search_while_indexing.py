@@ -20,6 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import aiohttp
@@ -33,9 +34,20 @@ TARGET_P95_MS = 300.0
 DEADLINE_S = 3600
 
 
-async def measure(daemon: Daemon, questions: list[str], every_s: float, for_s: float) -> dict:
-    """Search until nothing is pending (or ``for_s`` seconds passed); returns the samples ``[(s since start, ms,
-    coverage, hits)]``."""
+def nothing_pending(coverage: dict) -> bool:
+    """Whether a result's ``coverage`` says every note has its vectors (the first tier at least)."""
+    return bool(coverage.get("notes")) and coverage.get("pending") == 0
+
+
+async def measure(
+    daemon: Daemon,
+    questions: list[str],
+    every_s: float,
+    for_s: float,
+    done: Callable[[dict], bool] = nothing_pending,
+) -> dict:
+    """Search until ``done(coverage)`` (default: nothing is pending) or ``for_s`` seconds passed; returns the samples
+    ``[(s since start, ms, coverage, hits)]``."""
     auth = {"Authorization": f"Bearer {daemon.token}"}
     started = time.monotonic()
     samples: list[tuple[float, float, dict, int]] = []
@@ -55,7 +67,7 @@ async def measure(daemon: Daemon, questions: list[str], every_s: float, for_s: f
                 continue
             coverage = body.get("coverage", {})
             samples.append((time.monotonic() - started, ms, coverage, len(body.get("results", []))))
-            if coverage.get("notes") and coverage.get("pending") == 0:
+            if done(coverage):
                 break
             await asyncio.sleep(every_s)
     return {"samples": samples}

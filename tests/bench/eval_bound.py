@@ -42,7 +42,7 @@ class NoteVectors:
 
     @classmethod
     def of(cls, store: Store) -> NoteVectors:
-        m, _ = store.load_vector_matrices_and_recipe()
+        m, _, _ = store.load_vector_matrices_and_recipe()
         path_of = dict(store.conn.execute("SELECT c.id, n.path FROM chunks c JOIN notes n ON n.id = c.note_id"))
         paths = sorted(set(path_of.values()))
         index = {p: i for i, p in enumerate(paths)}

@@ -41,6 +41,7 @@ from eval_known import Vocabulary, check_links, check_rare_terms, check_titles  
 from eval_metrics import hit_at, recall_at, reciprocal_rank  # noqa: E402
 from eval_naive import NaivePipeline, WholeChunks  # noqa: E402
 from eval_report import VaultResult, report, write_doc  # noqa: E402
+from eval_tiers import tier_one_copy  # noqa: E402
 
 from cairn.answers import AnswerService  # noqa: E402
 from cairn.app import Cairn  # noqa: E402
@@ -138,6 +139,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--record", type=Path, help="also write the tables to this Markdown file (docs/eval.md)")
     ap.add_argument("--verbose", action="store_true", help="list the misses (stderr)")
     ap.add_argument("--json", type=Path, help="also write the per-question results to this JSON file")
+    ap.add_argument(
+        "--tier1",
+        action="store_true",
+        help="also rank bm25, dense and hybrid, and ask, on a copy of each index with only its first vector tier "
+        "(one whole-chunk vector per chunk, no sentence vectors): the index part-way through a first index",
+    )
     return ap.parse_args(argv)
 
 
@@ -164,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             cairn.query.weights = FusionWeights(dense=1.0, bm25=args.bm25_weight)
         try:
             results.append(evaluate_vault(cairn, vault, questions, args))
+            if args.tier1:
+                results.append(_tier_one(cairn, vault, questions, args, embedder))
         finally:
             cairn.close()
     text = report(results)
@@ -175,6 +184,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps([_as_json(r) for r in results], indent=1), encoding="utf-8")
     return 0
+
+
+def _tier_one(
+    cairn: Cairn, vault: str, questions: list[dict], args: argparse.Namespace, embedder: Embedder
+) -> VaultResult:
+    """The search modes and the ask path on the index with only its first vector tier (:mod:`eval_tiers`)."""
+    copy = tier_one_copy(cairn, args.data_dir / "tier1", embedder)
+    try:
+        result = VaultResult(f"{vault} (tier 1 only)", questions)
+        rankers: dict[str, Ranker] = {
+            m: (lambda q, m=m: note_ranking(copy.query, q, m)) for m in SEARCH_MODES if not args.mode or m in args.mode
+        }
+        _timed(f"{vault} tier 1: ranking", lambda: rank_all(result, rankers, verbose=args.verbose))
+        result.not_found = _timed(f"{vault} tier 1: ask path", lambda: ask_all(copy.query, questions))
+        return result
+    finally:
+        copy.close()
 
 
 def _print_misses(results: Sequence[VaultResult]) -> None:

@@ -34,8 +34,8 @@ class IndexedCounts:
         cached = self._cache.get(key, epoch)
         if cached is not None:
             return cached
-        notes, pending = coverage_counts(self.store, view.withheld.notes)
-        found = IndexCoverage(notes=notes, pending=min(pending, notes))
+        notes, pending, refining = coverage_counts(self.store, view.withheld.notes)
+        found = IndexCoverage(notes=notes, pending=min(pending, notes), refining=max(0, refining))
         if self.epoch.value == epoch:  # nothing committed meanwhile
             self._cache.put(key, found, epoch)
         return found

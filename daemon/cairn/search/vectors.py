@@ -21,7 +21,7 @@ from cairn.memory import trim_heap
 from cairn.search.cache import EpochLRU
 from cairn.search.dense import DenseIndex, DenseQuery, quantize_rows
 from cairn.search.float_rows import RowSource, row_sources
-from cairn.store import Store
+from cairn.store import EmbeddedChunks, Store, tiers_of
 
 log = logging.getLogger(__name__)
 
@@ -130,13 +130,14 @@ class VectorSnapshot:
     sentence_keys: np.ndarray  # (d,) uint64: _sentence_keys(sentences), to match a new sentence with a row held
     recipe: str | None  # the store's vector recipe the vectors were made with (Store.embedded_chunk_ids)
     file_id: tuple[int, int]  # Store.file_identity() at load: a replaced file is loaded in full
+    tiers: np.ndarray  # (n,) int8: the vector tier of each chunk row when read (a tier change re-reads the chunk)
 
     @classmethod
     def load(cls, store: Store) -> VectorSnapshot:
         """Everything, read in one transaction (:meth:`Store.load_vector_matrices_and_recipe`); the float32 rows
         are written to a new file in the index's folder (:func:`~cairn.search.float_rows.row_sources`)."""
         file_id = store.file_identity()
-        (gen, chunk_ids, chunks, sentence_owner, sentences), recipe = store.load_vector_matrices_and_recipe()
+        (gen, chunk_ids, chunks, sentence_owner, sentences), recipe, tiers = store.load_vector_matrices_and_recipe()
         row_of = {int(c): i for i, c in enumerate(chunk_ids)}
         owners = (row_of.get(int(c), -1) for c in sentence_owner)
         owner_rows = np.fromiter(owners, dtype=np.int64, count=len(sentence_owner))
@@ -165,13 +166,15 @@ class VectorSnapshot:
             sentence_keys=keys,
             recipe=recipe,
             file_id=file_id,
+            tiers=tiers,
         )
 
     @classmethod
     def refresh(cls, old: VectorSnapshot, store: Store, *, max_changed: float) -> VectorSnapshot | None:
         """A snapshot of the store now, made from ``old`` by reading only what changed: the ids of every chunk with a
         vector (:meth:`Store.embedded_chunk_ids`), then the vectors of the chunks added since ``old``
-        (:meth:`Store.vector_matrices_of`); a chunk id keeps its vector while the vector recipe stays (see there).
+        (:meth:`Store.vector_matrices_of`); a chunk id keeps its vector while its tier and the vector recipe stay (see
+        there): a chunk whose tier rose is read again, as one removed and added.
         Removed chunks' rows and sentences are dropped, the others' arrays (and int8 copies:
         :meth:`DenseIndex.derived`) kept; a new sentence equal to a row held reuses it.
 
@@ -184,24 +187,28 @@ class VectorSnapshot:
             return None
         if old.chunks.stored_rows > (1 + max_changed) * (n_old + len(old.sentences)):
             return None
-        gen, recipe, ids = store.embedded_chunk_ids()
+        embedded = store.embedded_chunk_ids()
+        gen, recipe, ids = embedded.generation, embedded.recipe, embedded.chunk_ids
         if recipe != old.recipe:
             return None
         keep_rows, added = _kept_and_added(old.chunk_ids, ids)
+        raised = tiers_of(embedded, old.chunk_ids[keep_rows]) != old.tiers[keep_rows]
+        if raised.any():  # their vectors changed under the same ids: read again
+            added = np.sort(np.concatenate([added, old.chunk_ids[keep_rows[raised]]]))
+            keep_rows = keep_rows[~raised]
         changed = n_old - len(keep_rows) + len(added)
         if changed > max_changed * n_old:
             return None
         if not changed:
             return dataclasses.replace(old, generation=gen, loaded_at=time.monotonic(), recipe=recipe)
-        return cls._with_changes(old, store, gen, recipe, keep_rows, added, max_changed)
+        return cls._with_changes(old, store, embedded, keep_rows, added, max_changed)
 
     @classmethod
     def _with_changes(
         cls,
         old: VectorSnapshot,
         store: Store,
-        gen: int,
-        recipe: str | None,
+        embedded: EmbeddedChunks,
         keep_rows: np.ndarray,
         added: np.ndarray,
         max_changed: float,
@@ -237,7 +244,7 @@ class VectorSnapshot:
             sentence_from=np.r_[np.arange(d_old), np.full(len(new.new_rows), -1, dtype=np.int64)],
         )
         return cls(
-            generation=gen,
+            generation=embedded.generation,
             loaded_at=now,
             chunk_ids=chunk_ids,
             chunks=chunks,
@@ -248,8 +255,9 @@ class VectorSnapshot:
             sentences=sentences,
             dense=dense,
             sentence_keys=sentence_keys,
-            recipe=recipe,
+            recipe=embedded.recipe,
             file_id=old.file_id,
+            tiers=np.concatenate([old.tiers[keep_rows], tiers_of(embedded, a_ids)]),
         )
 
     def _kept_sentences(self, keep_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -39,7 +39,7 @@ from cairn.store.records import (
     VectorMatrices,
 )
 from cairn.store.schema import EMBED_DIM, SCHEMA_VERSION
-from cairn.store.vectors import VectorTables
+from cairn.store.vectors import VectorTables, tiers_of
 
 __all__ = [
     "Store",
@@ -66,6 +66,7 @@ __all__ = [
     "FtsCounts",
     "SCHEMA_VERSION",
     "EMBED_DIM",
+    "tiers_of",
 ]
 
 

@@ -355,7 +355,7 @@ class StoreBase:
             fts = scalar(c, "SELECT count(*) FROM chunks_fts")
             if fts != chunks:
                 problems.append(f"{fts} full-text rows for {chunks} chunks")
-            embedded = scalar(c, "SELECT count(*) FROM chunks WHERE embedded=1")
+            embedded = scalar(c, "SELECT count(*) FROM chunks WHERE embedded > 0")
             vectors = scalar(c, "SELECT count(*) FROM chunk_vectors")
             if embedded != vectors:
                 problems.append(f"{vectors} chunk vectors for {embedded} chunks marked embedded")

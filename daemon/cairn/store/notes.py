@@ -175,6 +175,13 @@ class NoteTables(StoreBase):
         c.execute("DELETE FROM note_tags WHERE note_id=?", (note_id,))
         c.execute("DELETE FROM links WHERE note_id=?", (note_id,))
 
+    def note_ids(self, paths: Iterable[str]) -> list[int]:
+        """The ids of the notes (any status) at ``paths`` (vault-relative); paths the store lacks are left out."""
+        rows = self.conn.execute(
+            "SELECT id FROM notes WHERE path IN (SELECT value FROM json_each(?))", (json.dumps(list(paths)),)
+        )
+        return [int(r[0]) for r in rows]
+
     def note_aliases(self) -> dict[str, list[str]]:
         """Aliases of every indexed note, by path (for link resolution)."""
         return {p: json.loads(a) for p, a in self.conn.execute("SELECT path, aliases FROM notes WHERE status='ok'")}
@@ -287,6 +294,7 @@ class NoteTables(StoreBase):
         skipped = scalar(c, "SELECT count(*) FROM notes WHERE status='skipped'")
         chunks = scalar(c, "SELECT count(*) FROM chunks")
         pending = scalar(c, "SELECT count(*) FROM chunks WHERE embedded=0")
+        refining = scalar(c, "SELECT count(*) FROM chunks WHERE embedded=1")
         last = scalar(c, "SELECT max(indexed_at) FROM notes")
         problems = tuple(
             NoteProblem(path=p, reason=e, skipped=s == "skipped")
@@ -299,6 +307,7 @@ class NoteTables(StoreBase):
             chunks=chunks,
             vectors=chunks - pending,
             pending=pending,
+            refining=refining,
             last_ingested_at=last,
             errors=problems,
         )

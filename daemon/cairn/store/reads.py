@@ -176,16 +176,19 @@ def tag_counts(store: Store, exclude_ids: Iterable[int] = ()) -> list[TagCount]:
 
 
 # ------------------------------------------------------------------------ coverage
-def coverage_counts(store: Store, hidden: Iterable[int] = ()) -> tuple[int, int]:
-    """``(notes, pending)``: the indexed notes (status ``ok``) and those of them with a chunk not yet embedded,
-    leaving out the notes ``hidden`` (ids). One statement, so both counts come from one snapshot; the pending
-    notes are read through the partial index ``chunks_pending`` (nothing to read once every chunk is embedded)."""
+def coverage_counts(store: Store, hidden: Iterable[int] = ()) -> tuple[int, int, int]:
+    """``(notes, pending, refining)``: the indexed notes (status ``ok``), those of them with a chunk not yet embedded,
+    and those with every chunk embedded but one still at vector tier 1, leaving out the notes ``hidden`` (ids). One
+    statement, so the counts come from one snapshot; the chunks are read through the partial indexes
+    ``chunks_pending`` and ``chunks_unrefined`` (nothing to read once every chunk is complete)."""
     left_out = json.dumps(sorted(set(hidden)))
     row = store.conn.execute(
         "SELECT (SELECT count(*) FROM notes WHERE status='ok' AND id NOT IN (SELECT value FROM json_each(?1))), "
         "(SELECT count(DISTINCT c.note_id) FROM chunks c WHERE c.embedded=0 "
+        "AND c.note_id NOT IN (SELECT value FROM json_each(?1))), "
+        "(SELECT count(DISTINCT c.note_id) FROM chunks c WHERE c.embedded < 2 "
         "AND c.note_id NOT IN (SELECT value FROM json_each(?1)))",
         (left_out,),
     ).fetchone()
-    assert row is not None  # two aggregates: always one row
-    return int(row[0]), int(row[1])
+    assert row is not None  # three aggregates: always one row
+    return int(row[0]), int(row[1]), int(row[2]) - int(row[1])

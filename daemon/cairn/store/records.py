@@ -50,7 +50,8 @@ class PendingSentence(NamedTuple):
 
 
 class PendingChunk(NamedTuple):
-    """A chunk without a vector: its id, content hash, note title, sentences, heading path and text."""
+    """A chunk below the complete vector tier: its id, content hash, note title, sentences, heading path, text and
+    vector tier now (0: none, 1: its whole-chunk vector alone)."""
 
     chunk_id: int
     content_hash: str
@@ -58,6 +59,7 @@ class PendingChunk(NamedTuple):
     sentences: list[PendingSentence]
     symbol: str
     text: str
+    tier: int = 0
 
 
 class Neighbour(NamedTuple):
@@ -81,11 +83,12 @@ class VectorMatrices(NamedTuple):
 
 class EmbeddedChunks(NamedTuple):
     """The chunks that have a vector: the vectors ``generation``, the vector ``recipe`` they were made with (None
-    when unset) and their ids (k,) int64 ascending."""
+    when unset), their ids (k,) int64 ascending and their vector tiers (k,) int8 (1 or 2)."""
 
     generation: int
     recipe: str | None
     chunk_ids: np.ndarray
+    tiers: np.ndarray
 
 
 class FtsCounts(NamedTuple):
@@ -250,6 +253,8 @@ class IndexStats:
     chunks: int = 0
     vectors: int = 0
     pending: int = 0
+    #: chunks whose vector is tier 1 (the whole chunk alone): searchable by meaning, sentence vectors to come
+    refining: int = 0
     last_ingested_at: float | None = None
     errors: tuple[NoteProblem, ...] = ()
 

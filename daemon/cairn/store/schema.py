@@ -72,7 +72,7 @@ MIGRATIONS: tuple[str, ...] = (
         token_count  INTEGER NOT NULL,
         kind         TEXT NOT NULL,                 -- prose | code | table | pdf
         content_hash TEXT NOT NULL,                 -- sha256 of heading path + text: identifies this version
-        embedded     INTEGER NOT NULL DEFAULT 0     -- 1 once its row is in chunk_vectors
+        embedded     INTEGER NOT NULL DEFAULT 0     -- its vector tier: 0 none, then 1 or 2 (migration 5)
     );
     CREATE INDEX chunks_by_note ON chunks(note_id, ordinal);
     CREATE INDEX chunks_pending ON chunks(embedded) WHERE embedded = 0;
@@ -143,6 +143,14 @@ MIGRATIONS: tuple[str, ...] = (
         WHEN error LIKE 'front-matter repeats a property%' THEN 'frontmatter_repeated_property'
         ELSE 'frontmatter_invalid' END
     WHERE {LEGACY_FRONTMATTER_ERROR};
+    """,
+    # 5: vectors in two tiers (docs/design.md, "Data"). ``chunks.embedded`` is 0 (no vector), 1 (tier 1: the chunk's
+    # vector is its whole-chunk vector alone, no sentence vectors yet) or 2 (complete: the blended vector and the
+    # sentence vectors). Every chunk embedded before this version was complete. ``chunks_unrefined`` finds the
+    # chunks a second pass still has to complete without reading the others.
+    """
+    UPDATE chunks SET embedded = 2 WHERE embedded = 1;
+    CREATE INDEX chunks_unrefined ON chunks(embedded) WHERE embedded < 2;
     """,
 )
 

@@ -13,25 +13,46 @@ from cairn.store.records import EmbeddedChunks, Neighbour, PendingChunk, Pending
 from cairn.store.schema import EMBED_DIM
 
 
+def tiers_of(embedded: EmbeddedChunks, chunk_ids: np.ndarray) -> np.ndarray:
+    """The vector tier (int8) of each of ``chunk_ids`` (n,) as ``embedded`` lists them; 0 for an id it lacks."""
+    ids = embedded.chunk_ids
+    if not len(ids):
+        return np.zeros(len(chunk_ids), dtype=np.int8)
+    pos = np.minimum(np.searchsorted(ids, chunk_ids), len(ids) - 1)
+    return np.where(ids[pos] == chunk_ids, embedded.tiers[pos], 0).astype(np.int8)
+
+
 class VectorTables(StoreBase):
     """Chunk and sentence vectors (sqlite-vec) and the embedding cache."""
 
     def pending_chunks(
-        self, limit: int, *, pdf: bool | None = None, note_path: str | None = None
+        self,
+        limit: int,
+        *,
+        pdf: bool | None = None,
+        note_path: str | None = None,
+        note_ids: Sequence[int] | None = None,
+        below: int = 1,
     ) -> list[PendingChunk]:
-        """Up to ``limit`` chunks without vectors, by id, each with its sentences in order, heading path and text.
-        ``pdf``: only PDF chunks (True), only the others (False), or all (None); ``note_path``: only that file's."""
-        where = "c.embedded=0"
-        args: list[object] = []
+        """Up to ``limit`` chunks whose vector tier is below ``below`` (1: chunks without a vector; 2: those and the
+        tier-1 chunks), each with its sentences in order, heading path and text, the notes modified most recently
+        first (then by chunk id): the notes an owner edits are the ones asked about first. ``pdf``: only PDF chunks
+        (True), only the others (False), or all (None); ``note_path``: only that file's; ``note_ids``: only those
+        notes'. ``PendingChunk.tier`` is the chunk's tier now."""
+        where = "c.embedded < ?"
+        args: list[object] = [int(below)]
         if pdf is not None:
             where += " AND c.kind " + ("=" if pdf else "!=") + " 'pdf'"
         if note_path is not None:
             where += " AND n.path=?"
             args.append(note_path)
+        if note_ids is not None:
+            where += " AND c.note_id IN (SELECT value FROM json_each(?))"
+            args.append(json.dumps([int(i) for i in note_ids]))
         chunks = list(
             self.conn.execute(
-                "SELECT c.id, c.content_hash, n.title, c.symbol, c.text FROM chunks c JOIN notes n ON n.id=c.note_id "
-                f"WHERE {where} ORDER BY c.id LIMIT ?",
+                "SELECT c.id, c.content_hash, n.title, c.symbol, c.text, c.embedded FROM chunks c "
+                f"JOIN notes n ON n.id=c.note_id WHERE {where} ORDER BY n.mtime_ns DESC, c.id LIMIT ?",
                 (*args, limit),
             )
         )
@@ -43,7 +64,9 @@ class VectorTables(StoreBase):
                 (json.dumps(list(units)),),
             ):
                 units[cid].append(PendingSentence(uid, text, h))
-        return [PendingChunk(cid, h, title, units[cid], symbol, text) for cid, h, title, symbol, text in chunks]
+        return [
+            PendingChunk(cid, h, title, units[cid], symbol, text, tier) for cid, h, title, symbol, text, tier in chunks
+        ]
 
     def chunk_title_hashes(self) -> list[tuple[str, str]]:
         """(note title, chunk content hash) of every chunk, distinct: what a whole-chunk vector's cache key is made
@@ -55,6 +78,10 @@ class VectorTables(StoreBase):
     def count_pending(self) -> int:
         """The number of chunks without a vector."""
         return scalar(self.conn, "SELECT count(*) FROM chunks WHERE embedded=0")
+
+    def count_unrefined(self) -> int:
+        """The number of chunks not yet at the complete tier (without a vector, or at tier 1)."""
+        return scalar(self.conn, "SELECT count(*) FROM chunks WHERE embedded < 2")
 
     def cached_vectors(self, hashes: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
         """Cached embeddings for the given content hashes: {hash: (384,) float32}."""
@@ -95,26 +122,38 @@ class VectorTables(StoreBase):
             c.executemany("DELETE FROM embedding_cache WHERE content_hash=? AND model_id=?", doomed)
         return len(doomed)
 
-    def set_vectors(self, items: Sequence[tuple[int, str, np.ndarray, Sequence[tuple[int, np.ndarray]]]]) -> int:
+    def set_vectors(
+        self, items: Sequence[tuple[int, str, np.ndarray, Sequence[tuple[int, np.ndarray]]]], *, tier: int = 2
+    ) -> int:
         """Store vectors, given (chunk_id, content_hash they were made for, chunk vector, [(unit_id, unit vector)]),
-        vectors (384,) float32. A chunk deleted or changed meanwhile (hash differs) is skipped.
-        One transaction. Returns the number of chunks written."""
+        vectors (384,) float32, at vector ``tier`` (1: the chunk's vector alone, no unit vectors; 2: complete). A
+        chunk deleted or changed meanwhile (hash differs), or at a higher tier already, is skipped (a tier-1 vector
+        never replaces a complete one). One transaction. Returns the number of chunks written."""
         written = 0
         with self._write_lock, self.conn as c:
             for chunk_id, content_hash, vec, units in items:
-                row = c.execute("SELECT content_hash FROM chunks WHERE id=?", (chunk_id,)).fetchone()
-                if not row or row[0] != content_hash:
+                row = c.execute("SELECT content_hash, embedded FROM chunks WHERE id=?", (chunk_id,)).fetchone()
+                if not row or row[0] != content_hash or row[1] > tier:
                     continue
                 c.execute("DELETE FROM chunk_vectors WHERE chunk_id=?", (chunk_id,))
                 c.execute("INSERT INTO chunk_vectors(chunk_id, embedding) VALUES(?, ?)", (chunk_id, vec_bytes(vec)))
                 for unit_id, uvec in units:
                     c.execute("DELETE FROM unit_vectors WHERE unit_id=?", (unit_id,))
                     c.execute("INSERT INTO unit_vectors(unit_id, embedding) VALUES(?, ?)", (unit_id, vec_bytes(uvec)))
-                c.execute("UPDATE chunks SET embedded=1 WHERE id=?", (chunk_id,))
+                c.execute("UPDATE chunks SET embedded=? WHERE id=?", (tier, chunk_id))
                 written += 1
             if written:
                 self._bump_vectors_generation(c)
         return written
+
+    def tier_counts(self) -> tuple[int, int, int]:
+        """(chunks without a vector, chunks at tier 1, complete chunks), from one read."""
+        row = self.conn.execute(
+            "SELECT (SELECT count(*) FROM chunks WHERE embedded = 0), (SELECT count(*) FROM chunks WHERE embedded = 1),"
+            " (SELECT count(*) FROM chunks WHERE embedded = 2)"
+        ).fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1]), int(row[2])
 
     def reset_vectors(self) -> None:
         """Drop every chunk vector (the cache stays): used when the vector recipe changes."""
@@ -170,30 +209,36 @@ class VectorTables(StoreBase):
 
     def embedded_chunk_ids(self) -> EmbeddedChunks:
         """The chunks that have a vector, read in one transaction: (vectors generation, the vector recipe they were
-        made with (meta ``vector_recipe``, set by the indexer; None when unset), chunk ids (k,) int64 ascending).
-        Ids only, no vectors: cheap enough to call before every reload.
+        made with (meta ``vector_recipe``, set by the indexer; None when unset), chunk ids (k,) int64 ascending, their
+        vector tiers (k,) int8). Ids only, no vectors: cheap enough to call before every reload.
 
-        A chunk id's vector changes only with the recipe: :meth:`write_note` gives a note's new chunks new ids
-        (never reused: AUTOINCREMENT), and :meth:`set_vectors` writes a chunk's vector only for its content hash, so
-        a reader holding the vectors of ids still listed here under the same recipe holds their current vectors
-        (a recipe change is :meth:`reset_vectors`, then every chunk embedded again under the same ids)."""
+        A chunk id's vector changes only with its tier or the recipe: :meth:`write_note` gives a note's new chunks
+        new ids (never reused: AUTOINCREMENT), and :meth:`set_vectors` writes a chunk's vector only for its content
+        hash and only to raise its tier, so a reader holding the vectors of ids still listed here at the same tier
+        under the same recipe holds their current vectors (a recipe change is :meth:`reset_vectors`, then every
+        chunk embedded again under the same ids)."""
         c = self.conn
         with c:
             gen = self.vectors_generation()
             recipe = self.get_meta("vector_recipe")
-            ids = np.fromiter(
-                (r[0] for r in c.execute("SELECT id FROM chunks WHERE embedded = 1 ORDER BY id")), dtype=np.int64
-            )
-        return EmbeddedChunks(gen, recipe, ids)
+            n = scalar(c, "SELECT count(*) FROM chunks WHERE embedded > 0")
+            ids, tiers = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int8)
+            i = 0
+            for cid, tier in c.execute("SELECT id, embedded FROM chunks WHERE embedded > 0 ORDER BY id"):
+                ids[i], tiers[i] = cid, tier
+                i += 1
+        return EmbeddedChunks(gen, recipe, ids[:i], tiers[:i])
 
     def load_vector_matrices_and_recipe(
         self,
-    ) -> tuple[VectorMatrices, str | None]:
-        """:meth:`_load_vector_matrices` and the vector recipe (meta ``vector_recipe``) read in one transaction, so
-        the recipe is the one the vectors read were made with."""
+    ) -> tuple[VectorMatrices, str | None, np.ndarray]:
+        """:meth:`_load_vector_matrices`, the vector recipe (meta ``vector_recipe``) and the vector tier of each chunk
+        read ((n,) int8, in the order of its chunk ids), read in one transaction, so the recipe and the tiers are the
+        ones the vectors read were made with."""
         with self.conn:
             matrices, recipe = self._load_vector_matrices(), self.get_meta("vector_recipe")
-        return matrices, recipe
+            embedded = self.embedded_chunk_ids()
+        return matrices, recipe, tiers_of(embedded, matrices.chunk_ids)
 
     def vector_matrices_of(self, chunk_ids: Sequence[int] | np.ndarray) -> VectorMatrices:
         """Like :meth:`_load_vector_matrices` for just ``chunk_ids`` (chunks without a vector are absent), in one
@@ -221,7 +266,7 @@ class VectorTables(StoreBase):
         return [
             r[0]
             for r in self.conn.execute(
-                "SELECT id FROM chunks WHERE id > ? AND embedded = 1 ORDER BY id DESC LIMIT ?", (chunk_id, limit)
+                "SELECT id FROM chunks WHERE id > ? AND embedded > 0 ORDER BY id DESC LIMIT ?", (chunk_id, limit)
             )
         ]
 

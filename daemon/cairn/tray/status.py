@@ -101,8 +101,10 @@ def describe_index(stats: Mapping[str, Any] | None, progress: Mapping[str, Any] 
     if stats.get("indexing") or int(stats.get("pending") or 0) > 0:
         if progress and int(progress.get("total") or 0) > 0:
             done, total = int(progress["done"]), int(progress["total"])
-            label = {"scan": "Scanning", "embed": "Embedding"}.get(str(progress.get("phase")), "Indexing")
-            unit = " passages" if progress.get("phase") == "embed" else ""
+            label = {"scan": "Scanning", "embed": "Embedding", "refine": "Refining"}.get(
+                str(progress.get("phase")), "Indexing"
+            )
+            unit = " passages" if progress.get("phase") in ("embed", "refine") else ""
             text = f"{label} {done:,} / {total:,}{unit}"
         elif stats.get("pending"):
             text = f"Indexing · {int(stats['pending']):,} waiting"

@@ -23,12 +23,14 @@ export interface SearchHit {
 
 /**
  * How much of the index a result was drawn from, in notes: `notes` indexed (searchable by their words), of which
- * `embedded` have every passage's vector and `pending` not yet (found by their words only, not by meaning).
+ * `embedded` have every passage's vector and `pending` not yet (found by their words only, not by meaning);
+ * `refining`: embedded notes whose sentence vectors are still to come.
  */
 export interface Coverage {
   notes: number;
   embedded: number;
   pending: number;
+  refining?: number;
 }
 
 export interface SearchResponse {
