@@ -233,17 +233,137 @@ def export_fp32(src: Path, out: Path) -> None:
                 raise SystemExit(f"ONNX export does not match torch at batch={batch} seq={seq} (max abs diff {err})")
 
 
-def quantize_int8(fp32: Path, out: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+#: Every quantised variant built from ``model.onnx``: name -> (file, how). ``int8`` is the historical one
+#: (embedding tables quantised too); the others keep the 30522x384 word embeddings in float32 (~58 MB files).
+#: Only the files of variants a manifest lists as shipped are committed; ``quantise`` rebuilds any of them.
+QUANT_VARIANTS: dict[str, tuple[str, dict]] = {
+    "int8": (INT8_FILE, {"kind": "dynamic", "ops": ["MatMul", "Gather"], "per_channel": True}),
+    "int8-matmul": ("model_int8_matmul.onnx", {"kind": "dynamic", "ops": ["MatMul"], "per_channel": True}),
+    "int8-matmul-pt": ("model_int8_matmul_pt.onnx", {"kind": "dynamic", "ops": ["MatMul"], "per_channel": False}),
+    "int8-static": ("model_int8_static.onnx", {"kind": "static", "ops": ["MatMul"], "per_channel": True}),
+}
+#: Calibration texts for static quantisation: paragraphs (8..254 tokens) and their sentences, from these vaults.
+CALIBRATION_VAULTS = (ROOT / "examples" / "vault", DEFAULT_VAULT)
+CALIBRATION_TEXTS = 400
 
-    # MatMul weights and the embedding tables (Gather) to int8: without Gather the
-    # 30522x384 word embeddings stay float32 and the file is ~58 MB instead of ~23 MB.
-    # Per-channel scales: per-tensor measured min cosine 0.85 vs sentence-transformers
-    # on the fixture, per-channel ~0.98 (per-node exclusion gained < 0.01 each; the
-    # loss is spread over all layers and the dynamic uint8 activations).
-    quantize_dynamic(
-        str(fp32), str(out), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul", "Gather"]
+
+def quantize_int8(fp32: Path, out: Path) -> None:
+    """The ``int8`` variant (kept for the manifest's history): see :func:`quantise_variant`."""
+    quantise_variant(fp32, out, QUANT_VARIANTS["int8"][1])
+
+
+def quantise_variant(fp32: Path, out: Path, how: dict) -> None:
+    """Write ``out``: ``fp32`` quantised as ``how`` says (QUANT_VARIANTS).
+
+    dynamic: ``quantize_dynamic``, weights QInt8 (per channel or per tensor), activations uint8 scaled per run.
+    Per-channel scales: per-tensor measured min cosine 0.85 vs sentence-transformers on the fixture with Gather
+    quantised too, per-channel ~0.98.
+    static: ``quantize_static`` in QDQ format, weights QInt8, activations QUInt8 with MinMax ranges calibrated on
+    :data:`CALIBRATION_TEXTS` texts of :data:`CALIBRATION_VAULTS` (one text per calibration run, so padding never
+    enters a range).
+    """
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
+
+    if how["kind"] == "dynamic":
+        quantize_dynamic(
+            str(fp32),
+            str(out),
+            weight_type=QuantType.QInt8,
+            per_channel=how["per_channel"],
+            op_types_to_quantize=how["ops"],
+        )
+        return
+    quantize_static(
+        str(fp32),
+        str(out),
+        _CalibrationReader(calibration_texts()),
+        quant_format=QuantFormat.QDQ,
+        op_types_to_quantize=how["ops"],
+        per_channel=how["per_channel"],
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
     )
+
+
+def calibration_texts(limit: int = CALIBRATION_TEXTS) -> list[str]:
+    """Paragraphs and sentences of :data:`CALIBRATION_VAULTS`, alternating, sorted paths (reproducible)."""
+    import re
+
+    sys.path.insert(0, str(ROOT / "daemon"))
+    from cairn.embedder import load_tokenizer  # noqa: PLC0415
+
+    count = load_tokenizer(OUT).count_tokens
+    paras: list[str] = []
+    for vault in CALIBRATION_VAULTS:
+        paras += vault_paragraphs(vault, count, limit)
+    texts: list[str] = []
+    for para in paras:
+        texts.append(para)
+        texts += [s for s in re.split(r"(?<=[.!?])\s+", para) if len(s.split()) >= 3][:1]
+    step = max(1, len(texts) // limit)
+    return texts[::step][:limit]
+
+
+class _CalibrationReader:
+    """onnxruntime's CalibrationDataReader protocol over token ids of ``texts``, one text per run."""
+
+    def __init__(self, texts: list[str]) -> None:
+        sys.path.insert(0, str(ROOT / "daemon"))
+        from cairn.embedder import load_tokenizer  # noqa: PLC0415
+
+        self._ids = iter(load_tokenizer(OUT).encode_for_model(texts))
+
+    def get_next(self) -> dict | None:
+        import numpy as np
+
+        ids = next(self._ids, None)
+        if ids is None:
+            return None
+        arr = np.asarray([ids], dtype=np.int64)
+        return {"input_ids": arr, "attention_mask": np.ones_like(arr), "token_type_ids": np.zeros_like(arr)}
+
+
+def cmd_quantise(args: argparse.Namespace) -> None:
+    """Build the quantised variants named (default: all of QUANT_VARIANTS) from OUT/model.onnx; record their
+    sha256, size and recipe under ``manifest["variants_built"]`` (and refresh ``files`` for variants listed there).
+    Needs only onnx and onnxruntime (PINS), not the torch build venv."""
+    manifest = json.loads((OUT / MANIFEST_FILE).read_text())
+    built = manifest.setdefault("variants_built", {})
+    for name in args.variant or list(QUANT_VARIANTS):
+        file, how = QUANT_VARIANTS[name]
+        started = time.perf_counter()
+        quantise_variant(OUT / FP32_FILE, OUT / file, how)
+        entry = {
+            "file": file,
+            "sha256": sha256_file(OUT / file),
+            "bytes": (OUT / file).stat().st_size,
+            "quantisation": _describe(how),
+        }
+        built[name] = entry
+        if name in manifest.get("files", {}):
+            manifest["files"][name] = entry
+        took = time.perf_counter() - started
+        log(f"{name}: {file} {entry['bytes']} bytes, sha256 {entry['sha256'][:12]} ({took:.0f} s)")
+    manifest["variants_built_with"] = versions_available()
+    write_manifest(manifest)
+
+
+def _describe(how: dict) -> str:
+    scale = "per-channel" if how["per_channel"] else "per-tensor"
+    ops = " and ".join(how["ops"])
+    if how["kind"] == "dynamic":
+        return f"onnxruntime.quantization.quantize_dynamic, weights QInt8 {scale}, activations uint8 dynamic, ops {ops}"
+    return (
+        f"onnxruntime.quantization.quantize_static, QDQ, weights QInt8 {scale}, activations QUInt8 MinMax-calibrated "
+        f"on {CALIBRATION_TEXTS} paragraphs and sentences of examples/vault and obsidian-help, ops {ops}"
+    )
+
+
+def versions_available() -> dict[str, str]:
+    """Versions of the quantisation toolchain in this interpreter."""
+    from importlib.metadata import version
+
+    return {n: version(n) for n in ("onnx", "onnxruntime", "numpy", "tokenizers")}
 
 
 def versions() -> dict[str, str]:
@@ -655,6 +775,8 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("export")
     sub.add_parser("fixture")
     sub.add_parser("dot8")
+    sp = sub.add_parser("quantise")
+    sp.add_argument("variant", nargs="*", choices=sorted(QUANT_VARIANTS), help="default: every variant")
     sp = sub.add_parser("recall")
     sp.add_argument("--threads", type=int, default=2)
     sp.add_argument("--vault", default=str(DEFAULT_VAULT))
@@ -682,6 +804,7 @@ def main(argv: list[str] | None = None) -> None:
         "measure": cmd_measure,
         "recall": cmd_recall,
         "dot8": cmd_dot8,
+        "quantise": cmd_quantise,
         "all": cmd_all,
     }[args.cmd](args)
 
