@@ -22,6 +22,12 @@ Subcommands (the default is ``all``):
 ``recall``   (build venv) dense-only Recall@5 proxy of both variants on one vault's
              dev-eval questions (``../shared/eval/dev.jsonl``), into the manifest.
 ``all``      venv, then export, fixture, measure and recall.
+``quantise`` [VARIANT ...] (any Python with onnx, onnxruntime and sympy; no torch) build the
+             variants of ``QUANT_VARIANTS`` from ``model.onnx`` (int8 on MatMul only, per channel or per
+             tensor; static QDQ calibrated on vault text; fused fp32 and fused int8) and record their
+             sha256 under the manifest's ``variants_built``. Byte-identical on a rebuild with the same
+             versions. Only shipped variants' files are committed (the others are git-ignored);
+             ``tests/bench/bench_quantisation.py`` and ``eval_retrieval.py --variant`` measure them.
 ``dot8``     (build venv) write ``daemon/cairn/int8_dot.onnx``: one ``MatMulInteger`` node (uint8 queries,
              zero point 64, times an int8 matrix given when the session is made), the first pass of
              the query service's dense scores (``cairn.embedder.Int8Dot``). No weights: 300 bytes.
@@ -241,6 +247,11 @@ QUANT_VARIANTS: dict[str, tuple[str, dict]] = {
     "int8-matmul": ("model_int8_matmul.onnx", {"kind": "dynamic", "ops": ["MatMul"], "per_channel": True}),
     "int8-matmul-pt": ("model_int8_matmul_pt.onnx", {"kind": "dynamic", "ops": ["MatMul"], "per_channel": False}),
     "int8-static": ("model_int8_static.onnx", {"kind": "static", "ops": ["MatMul"], "per_channel": True}),
+    "fp32-fused": ("model_fused.onnx", {"kind": "fused"}),
+    "int8-fused": (
+        "model_int8_fused.onnx",
+        {"kind": "dynamic", "fused": True, "ops": ["MatMul", "Attention"], "per_channel": True},
+    ),
 }
 #: Calibration texts for static quantisation: paragraphs (8..254 tokens) and their sentences, from these vaults.
 CALIBRATION_VAULTS = (ROOT / "examples" / "vault", DEFAULT_VAULT)
@@ -262,8 +273,15 @@ def quantise_variant(fp32: Path, out: Path, how: dict) -> None:
     :data:`CALIBRATION_TEXTS` texts of :data:`CALIBRATION_VAULTS` (one text per calibration run, so padding never
     enters a range).
     """
+    import onnx
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
 
+    if how["kind"] == "fused" or how.get("fused"):
+        fused = out if how["kind"] == "fused" else out.with_suffix(".fused-tmp.onnx")
+        fuse_bert(fp32, fused)
+        if how["kind"] == "fused":
+            return
+        fp32 = fused
     if how["kind"] == "dynamic":
         quantize_dynamic(
             str(fp32),
@@ -271,7 +289,10 @@ def quantise_variant(fp32: Path, out: Path, how: dict) -> None:
             weight_type=QuantType.QInt8,
             per_channel=how["per_channel"],
             op_types_to_quantize=how["ops"],
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # fused ops' outputs are not typed
         )
+        if how.get("fused"):
+            fp32.unlink()
         return
     quantize_static(
         str(fp32),
@@ -283,6 +304,20 @@ def quantise_variant(fp32: Path, out: Path, how: dict) -> None:
         activation_type=QuantType.QUInt8,
         weight_type=QuantType.QInt8,
     )
+
+
+def fuse_bert(fp32: Path, out: Path) -> None:
+    """onnxruntime's transformer optimizer (model type bert, 12 heads, hidden 384): the eager attention, the
+    layer norms and the embeddings become its fused ``Attention``, ``SkipLayerNormalization`` and
+    ``EmbedLayerNormalization`` kernels, which the session's own graph optimiser does not find in this export.
+    Needs sympy (symbolic shape inference)."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    model = optimize_model(str(fp32), model_type="bert", num_heads=12, hidden_size=DIM, opt_level=0)
+    stats = model.get_fused_operator_statistics()
+    if stats.get("Attention") != 6 or stats.get("SkipLayerNormalization") != 12:
+        raise SystemExit(f"fusing {fp32} found {stats}, expected 6 Attention and 12 SkipLayerNormalization")
+    model.save_model_to_file(str(out))
 
 
 def calibration_texts(limit: int = CALIBRATION_TEXTS) -> list[str]:
@@ -349,10 +384,16 @@ def cmd_quantise(args: argparse.Namespace) -> None:
 
 
 def _describe(how: dict) -> str:
+    if how["kind"] == "fused":
+        return "float32, onnxruntime.transformers optimize_model(bert): fused Attention, SkipLayerNormalization"
     scale = "per-channel" if how["per_channel"] else "per-tensor"
     ops = " and ".join(how["ops"])
     if how["kind"] == "dynamic":
-        return f"onnxruntime.quantization.quantize_dynamic, weights QInt8 {scale}, activations uint8 dynamic, ops {ops}"
+        fused = "fused as fp32-fused, then " if how.get("fused") else ""
+        return (
+            f"{fused}onnxruntime.quantization.quantize_dynamic, weights QInt8 {scale}, activations uint8 dynamic,"
+            f" ops {ops}"
+        )
     return (
         f"onnxruntime.quantization.quantize_static, QDQ, weights QInt8 {scale}, activations QUInt8 MinMax-calibrated "
         f"on {CALIBRATION_TEXTS} paragraphs and sentences of examples/vault and obsidian-help, ops {ops}"
@@ -363,7 +404,7 @@ def versions_available() -> dict[str, str]:
     """Versions of the quantisation toolchain in this interpreter."""
     from importlib.metadata import version
 
-    return {n: version(n) for n in ("onnx", "onnxruntime", "numpy", "tokenizers")}
+    return {n: version(n) for n in ("onnx", "onnxruntime", "numpy", "tokenizers", "sympy")}
 
 
 def versions() -> dict[str, str]:

@@ -55,7 +55,7 @@ MANIFEST_FILE = "manifest.json"
 TOKENIZER_FILE = "tokenizer.json"
 #: Variants this code can load. ``fp32`` and ``int8`` ship (the manifest's ``files``); the others are built on demand
 #: by ``packaging/build_model.py quantise`` (the manifest's ``variants_built``) for measurement.
-VARIANTS = ("fp32", "int8", "int8-matmul", "int8-matmul-pt", "int8-static")
+VARIANTS = ("fp32", "int8", "int8-matmul", "int8-matmul-pt", "int8-static", "fp32-fused", "int8-fused")
 #: Values the code is written for; the manifest must agree (sentence-transformers config).
 DIM = 384
 MAX_TOKENS = 256

@@ -35,7 +35,7 @@ from cairn.embedder import Embedder, load_tokenizer  # noqa: E402
 from cairn.embedding import embedding_texts, whole_chunk_text  # noqa: E402
 from cairn.indexer import prepare_note  # noqa: E402
 
-DEFAULT_VARIANTS = ("fp32", "int8", "int8-matmul", "int8-matmul-pt", "int8-static")
+DEFAULT_VARIANTS = ("fp32", "int8", "int8-matmul", "int8-matmul-pt", "int8-static", "fp32-fused", "int8-fused")
 
 
 def vault_texts(vault: Path) -> list[str]:
