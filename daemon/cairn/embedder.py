@@ -69,8 +69,9 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 #: :func:`cairn.memory.trim_heap`.
 TRIM_AFTER_BATCHES = 4
 #: Background lanes (:meth:`Embedder.embed_background`) run this much nicer than the thread that made them (Linux
-#: thread niceness): a question's thread sharing a core with a background ONNX run gets ~90 % of it.
-BACKGROUND_NICE = 10
+#: thread niceness): a question's thread sharing a core with a background ONNX run gets ~75 % of it (CFS weights
+#: 1024 : 335), while the index still gets a quarter of a core against a busy program of the user's (at +10: a tenth).
+BACKGROUND_NICE = 5
 #: Before each ONNX run a background lane waits while a foreground call is in flight, at most this long (s): questions
 #: back to back slow the index down but never stop it.
 YIELD_MAX_S = 2.0
