@@ -117,3 +117,17 @@ def test_a_stop_keeps_the_texts_embedded_so_far(embedder):
     assert 0 < len(vecs) < len(TEXTS)
     alone = embedder.embed([TEXTS[i] for i in sorted(vecs)])  # int8: other batches, other activation scales
     assert ((np.stack([vecs[i] for i in sorted(vecs)]) * alone).sum(axis=1) > 0.98).all()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="thread niceness is per thread on Linux only")
+def test_a_foreground_slice_call_runs_at_the_callers_priority(embedder):
+    """background=False (a save's vectors): the model runs as nice as the caller, not on the nicer bulk lanes."""
+    nice: list[int] = []
+
+    def should_stop() -> bool:
+        nice.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return False
+
+    vecs = embed_in_slices(embedder, TEXTS, 16, should_stop=should_stop, background=False)
+    assert sorted(vecs) == list(range(len(TEXTS)))
+    assert nice and set(nice) == {os.getpriority(os.PRIO_PROCESS, threading.get_native_id())}
