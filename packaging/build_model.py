@@ -22,6 +22,12 @@ Subcommands (the default is ``all``):
 ``recall``   (build venv) dense-only Recall@5 proxy of both variants on one vault's
              dev-eval questions (``../shared/eval/dev.jsonl``), into the manifest.
 ``all``      venv, then export, fixture, measure and recall.
+``quantise`` [VARIANT ...] (any Python with onnx, onnxruntime and sympy; no torch) build the
+             variants of ``QUANT_VARIANTS`` from ``model.onnx`` (int8 on MatMul only, per channel or per
+             tensor; static QDQ calibrated on vault text; fused fp32 and fused int8) and record their
+             sha256 under the manifest's ``variants_built``. Byte-identical on a rebuild with the same
+             versions. Only shipped variants' files are committed (the others are git-ignored);
+             ``tests/bench/bench_quantisation.py`` and ``eval_retrieval.py --variant`` measure them.
 ``dot8``     (build venv) write ``daemon/cairn/int8_dot.onnx``: one ``MatMulInteger`` node (uint8 queries,
              zero point 64, times an int8 matrix given when the session is made), the first pass of
              the query service's dense scores (``cairn.embedder.Int8Dot``). No weights: 300 bytes.
@@ -233,17 +239,172 @@ def export_fp32(src: Path, out: Path) -> None:
                 raise SystemExit(f"ONNX export does not match torch at batch={batch} seq={seq} (max abs diff {err})")
 
 
-def quantize_int8(fp32: Path, out: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+#: Every quantised variant built from ``model.onnx``: name -> (file, how). ``int8`` is the historical one
+#: (embedding tables quantised too); the others keep the 30522x384 word embeddings in float32 (~58 MB files).
+#: Only the files of variants a manifest lists as shipped are committed; ``quantise`` rebuilds any of them.
+QUANT_VARIANTS: dict[str, tuple[str, dict]] = {
+    "int8": (INT8_FILE, {"kind": "dynamic", "ops": ["MatMul", "Gather"], "per_channel": True}),
+    "int8-matmul": ("model_int8_matmul.onnx", {"kind": "dynamic", "ops": ["MatMul"], "per_channel": True}),
+    "int8-matmul-pt": ("model_int8_matmul_pt.onnx", {"kind": "dynamic", "ops": ["MatMul"], "per_channel": False}),
+    "int8-static": ("model_int8_static.onnx", {"kind": "static", "ops": ["MatMul"], "per_channel": True}),
+    "fp32-fused": ("model_fused.onnx", {"kind": "fused"}),
+    "int8-fused": (
+        "model_int8_fused.onnx",
+        {"kind": "dynamic", "fused": True, "ops": ["MatMul", "Attention"], "per_channel": True},
+    ),
+}
+#: Calibration texts for static quantisation: paragraphs (8..254 tokens) and their sentences, from these vaults.
+CALIBRATION_VAULTS = (ROOT / "examples" / "vault", DEFAULT_VAULT)
+CALIBRATION_TEXTS = 400
 
-    # MatMul weights and the embedding tables (Gather) to int8: without Gather the
-    # 30522x384 word embeddings stay float32 and the file is ~58 MB instead of ~23 MB.
-    # Per-channel scales: per-tensor measured min cosine 0.85 vs sentence-transformers
-    # on the fixture, per-channel ~0.98 (per-node exclusion gained < 0.01 each; the
-    # loss is spread over all layers and the dynamic uint8 activations).
-    quantize_dynamic(
-        str(fp32), str(out), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul", "Gather"]
+
+def quantize_int8(fp32: Path, out: Path) -> None:
+    """The ``int8`` variant (kept for the manifest's history): see :func:`quantise_variant`."""
+    quantise_variant(fp32, out, QUANT_VARIANTS["int8"][1])
+
+
+def quantise_variant(fp32: Path, out: Path, how: dict) -> None:
+    """Write ``out``: ``fp32`` quantised as ``how`` says (QUANT_VARIANTS).
+
+    dynamic: ``quantize_dynamic``, weights QInt8 (per channel or per tensor), activations uint8 scaled per run.
+    Per-channel scales: per-tensor measured min cosine 0.85 vs sentence-transformers on the fixture with Gather
+    quantised too, per-channel ~0.98.
+    static: ``quantize_static`` in QDQ format, weights QInt8, activations QUInt8 with MinMax ranges calibrated on
+    :data:`CALIBRATION_TEXTS` texts of :data:`CALIBRATION_VAULTS` (one text per calibration run, so padding never
+    enters a range).
+    """
+    import onnx
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_dynamic, quantize_static
+
+    if how["kind"] == "fused" or how.get("fused"):
+        fused = out if how["kind"] == "fused" else out.with_suffix(".fused-tmp.onnx")
+        fuse_bert(fp32, fused)
+        if how["kind"] == "fused":
+            return
+        fp32 = fused
+    if how["kind"] == "dynamic":
+        quantize_dynamic(
+            str(fp32),
+            str(out),
+            weight_type=QuantType.QInt8,
+            per_channel=how["per_channel"],
+            op_types_to_quantize=how["ops"],
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},  # fused ops' outputs are not typed
+        )
+        if how.get("fused"):
+            fp32.unlink()
+        return
+    quantize_static(
+        str(fp32),
+        str(out),
+        _CalibrationReader(calibration_texts()),
+        quant_format=QuantFormat.QDQ,
+        op_types_to_quantize=how["ops"],
+        per_channel=how["per_channel"],
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
     )
+
+
+def fuse_bert(fp32: Path, out: Path) -> None:
+    """onnxruntime's transformer optimizer (model type bert, 12 heads, hidden 384): the eager attention, the
+    layer norms and the embeddings become its fused ``Attention``, ``SkipLayerNormalization`` and
+    ``EmbedLayerNormalization`` kernels, which the session's own graph optimiser does not find in this export.
+    Needs sympy (symbolic shape inference)."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    model = optimize_model(str(fp32), model_type="bert", num_heads=12, hidden_size=DIM, opt_level=0)
+    stats = model.get_fused_operator_statistics()
+    if stats.get("Attention") != 6 or stats.get("SkipLayerNormalization") != 12:
+        raise SystemExit(f"fusing {fp32} found {stats}, expected 6 Attention and 12 SkipLayerNormalization")
+    model.save_model_to_file(str(out))
+
+
+def calibration_texts(limit: int = CALIBRATION_TEXTS) -> list[str]:
+    """Paragraphs and sentences of :data:`CALIBRATION_VAULTS`, alternating, sorted paths (reproducible)."""
+    import re
+
+    sys.path.insert(0, str(ROOT / "daemon"))
+    from cairn.embedder import load_tokenizer  # noqa: PLC0415
+
+    count = load_tokenizer(OUT).count_tokens
+    paras: list[str] = []
+    for vault in CALIBRATION_VAULTS:
+        paras += vault_paragraphs(vault, count, limit)
+    texts: list[str] = []
+    for para in paras:
+        texts.append(para)
+        texts += [s for s in re.split(r"(?<=[.!?])\s+", para) if len(s.split()) >= 3][:1]
+    step = max(1, len(texts) // limit)
+    return texts[::step][:limit]
+
+
+class _CalibrationReader:
+    """onnxruntime's CalibrationDataReader protocol over token ids of ``texts``, one text per run."""
+
+    def __init__(self, texts: list[str]) -> None:
+        sys.path.insert(0, str(ROOT / "daemon"))
+        from cairn.embedder import load_tokenizer  # noqa: PLC0415
+
+        self._ids = iter(load_tokenizer(OUT).encode_for_model(texts))
+
+    def get_next(self) -> dict | None:
+        import numpy as np
+
+        ids = next(self._ids, None)
+        if ids is None:
+            return None
+        arr = np.asarray([ids], dtype=np.int64)
+        return {"input_ids": arr, "attention_mask": np.ones_like(arr), "token_type_ids": np.zeros_like(arr)}
+
+
+def cmd_quantise(args: argparse.Namespace) -> None:
+    """Build the quantised variants named (default: all of QUANT_VARIANTS) from OUT/model.onnx; record their
+    sha256, size and recipe under ``manifest["variants_built"]`` (and refresh ``files`` for variants listed there).
+    Needs only onnx and onnxruntime (PINS), not the torch build venv."""
+    manifest = json.loads((OUT / MANIFEST_FILE).read_text())
+    built = manifest.setdefault("variants_built", {})
+    for name in args.variant or list(QUANT_VARIANTS):
+        file, how = QUANT_VARIANTS[name]
+        started = time.perf_counter()
+        quantise_variant(OUT / FP32_FILE, OUT / file, how)
+        entry = {
+            "file": file,
+            "sha256": sha256_file(OUT / file),
+            "bytes": (OUT / file).stat().st_size,
+            "quantisation": _describe(how),
+        }
+        built[name] = entry
+        if name in manifest.get("files", {}):
+            manifest["files"][name] = entry
+        took = time.perf_counter() - started
+        log(f"{name}: {file} {entry['bytes']} bytes, sha256 {entry['sha256'][:12]} ({took:.0f} s)")
+    manifest["variants_built_with"] = versions_available()
+    write_manifest(manifest)
+
+
+def _describe(how: dict) -> str:
+    if how["kind"] == "fused":
+        return "float32, onnxruntime.transformers optimize_model(bert): fused Attention, SkipLayerNormalization"
+    scale = "per-channel" if how["per_channel"] else "per-tensor"
+    ops = " and ".join(how["ops"])
+    if how["kind"] == "dynamic":
+        fused = "fused as fp32-fused, then " if how.get("fused") else ""
+        return (
+            f"{fused}onnxruntime.quantization.quantize_dynamic, weights QInt8 {scale}, activations uint8 dynamic,"
+            f" ops {ops}"
+        )
+    return (
+        f"onnxruntime.quantization.quantize_static, QDQ, weights QInt8 {scale}, activations QUInt8 MinMax-calibrated "
+        f"on {CALIBRATION_TEXTS} paragraphs and sentences of examples/vault and obsidian-help, ops {ops}"
+    )
+
+
+def versions_available() -> dict[str, str]:
+    """Versions of the quantisation toolchain in this interpreter."""
+    from importlib.metadata import version
+
+    return {n: version(n) for n in ("onnx", "onnxruntime", "numpy", "tokenizers", "sympy")}
 
 
 def versions() -> dict[str, str]:
@@ -655,6 +816,8 @@ def main(argv: list[str] | None = None) -> None:
     sub.add_parser("export")
     sub.add_parser("fixture")
     sub.add_parser("dot8")
+    sp = sub.add_parser("quantise")
+    sp.add_argument("variant", nargs="*", choices=sorted(QUANT_VARIANTS), help="default: every variant")
     sp = sub.add_parser("recall")
     sp.add_argument("--threads", type=int, default=2)
     sp.add_argument("--vault", default=str(DEFAULT_VAULT))
@@ -682,6 +845,7 @@ def main(argv: list[str] | None = None) -> None:
         "measure": cmd_measure,
         "recall": cmd_recall,
         "dot8": cmd_dot8,
+        "quantise": cmd_quantise,
         "all": cmd_all,
     }[args.cmd](args)
 

@@ -226,3 +226,12 @@ def test_unknown_variant_raises_model_error(tmp_path):
 def test_bad_thread_count_is_a_config_error():
     with pytest.raises(ConfigError):
         Embedder(threads=0)
+
+
+def test_a_built_variant_whose_file_is_absent_says_how_to_build_it(tmp_path):
+    d = _copy_model(tmp_path)
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["variants_built"] = {"int8-matmul": {"file": "model_int8_matmul.onnx", "sha256": "0" * 64}}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelError, match="build_model.py quantise int8-matmul"):
+        Embedder(d, variant="int8-matmul")

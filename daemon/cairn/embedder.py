@@ -29,9 +29,12 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +53,9 @@ DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "onnx_models" / MODEL_NAME
 MODEL_DIR_ENV = "CAIRN_MODEL_DIR"
 MANIFEST_FILE = "manifest.json"
 TOKENIZER_FILE = "tokenizer.json"
-VARIANTS = ("fp32", "int8")
+#: Variants this code can load. ``fp32`` and ``int8`` ship (the manifest's ``files``); the others are built on demand
+#: by ``packaging/build_model.py quantise`` (the manifest's ``variants_built``) for measurement.
+VARIANTS = ("fp32", "int8", "int8-matmul", "int8-matmul-pt", "int8-static", "fp32-fused", "int8-fused")
 #: Values the code is written for; the manifest must agree (sentence-transformers config).
 DIM = 384
 MAX_TOKENS = 256
@@ -63,6 +68,15 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
 #: An :meth:`Embedder.embed` call of at least this many ONNX runs (indexing, not a question) ends with
 #: :func:`cairn.memory.trim_heap`.
 TRIM_AFTER_BATCHES = 4
+#: Background lanes (:meth:`Embedder.embed_background`) run this much nicer than the thread that made them (Linux
+#: thread niceness): a question's thread sharing a core with a background ONNX run gets ~75 % of it (CFS weights
+#: 1024 : 335), while the index still gets a quarter of a core against a busy program of the user's (at +10: a tenth).
+BACKGROUND_NICE = 5
+#: Before each ONNX run a background lane waits while a foreground call is in flight, at most this long (s): questions
+#: back to back slow the index down but never stop it.
+YIELD_MAX_S = 2.0
+#: How often (s) the caller of :meth:`Embedder.embed_background` reports progress while its lanes run.
+PROGRESS_EVERY_S = 0.25
 
 
 def resolve_model_dir(model_dir: Path | str | None = None) -> Path:
@@ -211,20 +225,22 @@ class Embedder:
         model_id: stable id for the embedding cache,
             ``"all-MiniLM-L6-v2/<variant>@<first 12 hex of the ONNX file's sha256>"``;
             it changes whenever the vectors could change.
-        variant: ``"fp32"`` or ``"int8"``.
+        variant: one of :data:`VARIANTS`.
         embeddings_computed: running count of texts embedded by this instance.
 
     Args:
         model_dir: the model folder; default ``$CAIRN_MODEL_DIR`` or
             ``cairn/onnx_models/all-MiniLM-L6-v2`` in the package.
-        variant: ``"fp32"`` (``model.onnx``) or ``"int8"`` (``model_int8.onnx``);
-            default: the manifest's ``default``.
+        variant: ``"fp32"`` (``model.onnx``), ``"int8"`` (``model_int8.onnx``), or a variant the manifest lists
+            under ``variants_built`` (its file made by ``packaging/build_model.py quantise``); default: the
+            manifest's ``default``.
         threads: how many batches run at once (one core each); default ``os.cpu_count()``.
 
     Threads: the ONNX session runs each batch on one thread (``intra_op_num_threads`` 1), and
     :meth:`embed` runs up to ``threads`` batches at once on a small pool (onnxruntime's ``run`` is
     thread-safe and releases the GIL): a little more throughput than one multi-threaded session, and a
     question costs less CPU (a second intra-op thread mostly waits). The vectors are bit-identical either way.
+    Bulk work goes through :meth:`embed_background`, whose runs give way to every other call (questions).
 
     Raises:
         ModelError: folder, manifest, tokenizer or ONNX file missing; file hash not
@@ -247,8 +263,9 @@ class Embedder:
         files = manifest.get("files") or {}
         if variant is None:
             variant = manifest.get("default")
-        if variant not in VARIANTS or variant not in files:
-            available = sorted(k for k in files if k in VARIANTS)
+        built = manifest.get("variants_built") or {}
+        if variant not in VARIANTS or (variant not in files and variant not in built):
+            available = sorted(k for k in {**built, **files} if k in VARIANTS)
             raise ModelError(
                 f"Unknown embedding model variant {variant!r} in {self.model_dir}; expected one of {available}."
             )
@@ -260,13 +277,16 @@ class Embedder:
         self.threads: int = threads or os.cpu_count() or 1
         self._tokens = TokenCounter(self.model_dir)
 
-        entry = files[variant]
+        entry = files.get(variant) or built[variant]
         onnx_path = self.model_dir / str(entry.get("file", ""))
         expected_sha = str(entry.get("sha256", ""))
         if not onnx_path.is_file():
-            raise ModelError(
-                f"Embedding model file missing: {onnx_path} (variant {variant}). {_fix_hint(self.model_dir)}"
+            hint = (
+                _fix_hint(self.model_dir)
+                if variant in files
+                else f"Build it with `python packaging/build_model.py quantise {variant}`."
             )
+            raise ModelError(f"Embedding model file missing: {onnx_path} (variant {variant}). {hint}")
         actual_sha = _sha256(onnx_path)
         if actual_sha != expected_sha:
             raise ModelError(
@@ -285,6 +305,9 @@ class Embedder:
         )
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None  # batches beyond the caller's own, made on first need
+        self._background_pool: ThreadPoolExecutor | None = None  # nicer threads for embed_background
+        self._foreground = 0  # foreground calls in flight
+        self._foreground_done = threading.Condition()
         self.embeddings_computed: int = 0
         log.info("embedder ready: %s (%d threads)", self.model_id, self.threads)
 
@@ -344,11 +367,56 @@ class Embedder:
         ``[]`` -> shape (0, 384). ``stop(indices done)``, when given, is called before each ONNX run with the
         indices of the texts whose rows are filled so far (a list the lanes extend); once it returns True the runs
         left are skipped and the other rows are left unset (an indexing run's Ctrl-C waits for one run, not all).
+        A foreground call: background runs (:meth:`embed_background`) give way while it is in flight.
 
         Raises:
             TypeError: an item is not a ``str``.
             ValueError: ``batch_size`` < 1.
             ModelError: onnxruntime fails while running the model.
+        """
+        with self.foreground():
+            texts = _checked_texts(texts, batch_size)
+            n = len(texts)
+            out = np.empty((n, self.dim), dtype=np.float32)
+            if n == 0:
+                return out
+            ids = self._tokens.encode_for_model(texts)
+            batches = self._batches(ids, batch_size)
+            done: list[int] = []
+            if len(batches) == 1 or self.threads == 1:
+                self._run_batches(ids, batches, out, stop, done)
+            else:  # the caller runs every threads-th batch, the pool the rest
+                pool = self._batch_pool()
+                lanes = min(self.threads, len(batches))
+                futures = [
+                    pool.submit(self._run_batches, ids, batches[lane::lanes], out, stop, done)
+                    for lane in range(1, lanes)
+                ]
+                try:
+                    self._run_batches(ids, batches[0::lanes], out, stop, done)
+                finally:
+                    for f in futures:
+                        f.result()  # re-raises a lane's ModelError (after every lane has stopped)
+            self._finished(n, len(batches))
+            return out
+
+    def embed_background(
+        self,
+        texts: Sequence[str],
+        *,
+        batch_size: int = 32,
+        stop: Callable[[list[int]], bool] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """:meth:`embed` for bulk work (indexing) that gives way to questions: same vectors, same ``stop``.
+
+        Every ONNX run happens on a background lane, a pool thread :data:`BACKGROUND_NICE` nicer than the caller
+        (Linux; elsewhere as nice as the caller), and waits before it starts while a foreground call
+        (:meth:`embed`, :meth:`embed_query`, :meth:`foreground`) is in flight, up to :data:`YIELD_MAX_S`. A question
+        thus never queues behind a bulk run, and shares a core with at most the tail of one. The calling thread
+        only waits, calling ``progress(texts done)`` every :data:`PROGRESS_EVERY_S` and once at the end.
+
+        Raises what :meth:`embed` raises.
         """
         texts = _checked_texts(texts, batch_size)
         n = len(texts)
@@ -358,24 +426,53 @@ class Embedder:
         ids = self._tokens.encode_for_model(texts)
         batches = self._batches(ids, batch_size)
         done: list[int] = []
-        if len(batches) == 1 or self.threads == 1:
-            self._run_batches(ids, batches, out, stop, done)
-        else:  # the caller runs every threads-th batch, the pool the rest
-            pool = self._batch_pool()
-            lanes = min(self.threads, len(batches))
-            futures = [
-                pool.submit(self._run_batches, ids, batches[lane::lanes], out, stop, done) for lane in range(1, lanes)
-            ]
-            try:
-                self._run_batches(ids, batches[0::lanes], out, stop, done)
-            finally:
-                for f in futures:
-                    f.result()  # re-raises a lane's ModelError (after every lane has stopped)
+
+        def give_way(done: list[int]) -> bool:
+            self._wait_for_foreground()
+            return stop is not None and stop(done)
+
+        pool = self._lanes_in_background()
+        lanes = min(self.threads, len(batches))
+        futures = [
+            pool.submit(self._run_batches, ids, batches[lane::lanes], out, give_way, done) for lane in range(lanes)
+        ]
+        reported = -1
+        while futures_wait(futures, timeout=PROGRESS_EVERY_S).not_done:
+            if progress is not None and len(done) != reported:
+                reported = len(done)
+                progress(reported)
+        for f in futures:
+            f.result()  # re-raises a lane's ModelError
+        if progress is not None:
+            progress(len(done))
+        self._finished(n, len(batches))
+        return out
+
+    @contextmanager
+    def foreground(self) -> Iterator[None]:
+        """Marks work a person waits for (a search, an answer) for its duration: background runs do not start
+        while it lasts (up to :data:`YIELD_MAX_S` each). :meth:`embed` is one already; a caller may hold it
+        around a whole question so the index also gives way to its scoring. Re-entrant, thread-safe."""
+        with self._foreground_done:
+            self._foreground += 1
+        try:
+            yield
+        finally:
+            with self._foreground_done:
+                self._foreground -= 1
+                if not self._foreground:
+                    self._foreground_done.notify_all()
+
+    def _wait_for_foreground(self) -> None:
+        with self._foreground_done:
+            if self._foreground:
+                self._foreground_done.wait_for(lambda: not self._foreground, timeout=YIELD_MAX_S)
+
+    def _finished(self, n: int, batches: int) -> None:
         with self._lock:
             self.embeddings_computed += n
-        if len(batches) >= TRIM_AFTER_BATCHES:
+        if batches >= TRIM_AFTER_BATCHES:
             trim_heap()  # the freed buffers of these runs go back to the system, not to the heap's free lists
-        return out
 
     def _batches(self, ids: list[list[int]], batch_size: int) -> list[list[int]]:
         """Indices into ``ids``, grouped into ONNX runs: ascending token length, at most ``batch_size`` texts
@@ -437,12 +534,33 @@ class Embedder:
                 self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="cairn-embed")
             return self._pool
 
+    def _lanes_in_background(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._background_pool is None:
+                # 2 × threads workers: two background callers at once (notes and PDFs) each get their lanes at once.
+                self._background_pool = ThreadPoolExecutor(
+                    max_workers=2 * self.threads, thread_name_prefix="cairn-embed-bg", initializer=_be_nicer
+                )
+            return self._background_pool
+
     def embed_query(self, text: str) -> np.ndarray:
         """Embed one text (a search question): float32 ``(384,)``, L2-normalised. Same rules as :meth:`embed`."""
         return self.embed([text])[0]
 
     def __repr__(self) -> str:
         return f"Embedder({self.model_id!r}, threads={self.threads}, dir={str(self.model_dir)!r})"
+
+
+def _be_nicer() -> None:
+    """Lower the calling thread's scheduling priority by :data:`BACKGROUND_NICE` (Linux, where niceness is per
+    thread; a no-op elsewhere or when the system refuses)."""
+    if sys.platform != "linux":
+        return
+    tid = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + BACKGROUND_NICE))
+    except OSError as exc:  # pragma: no cover - a sandbox without setpriority
+        log.debug("background embedding lane keeps its priority: %s", exc)
 
 
 def _mean_pool_l2(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:

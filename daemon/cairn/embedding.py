@@ -63,30 +63,42 @@ def embed_in_slices(
     pause: Callable[[], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     on_slice: Callable[[int, int], None] | None = None,
+    *,
+    background: bool = True,
 ) -> dict[int, np.ndarray]:
-    """{index in ``texts``: float32 (384,) vector}. With ``pause``, ``step`` texts at a time in order, ``pause()``
-    called before each slice (and ``should_stop`` looked at after each). Else one call of the model, in which
-    ``should_stop()`` is looked at before each ONNX run (a stop waits for one run; the texts done so far are
-    returned) and ``on_slice(texts done, len(texts))`` is called before each of the calling thread's runs.
-    Raises what :meth:`Embedder.embed` raises."""
+    """{index in ``texts``: float32 (384,) vector}, embedded in the background (:meth:`Embedder.embed_background`:
+    questions go first), or with ``background=False`` as a foreground call (:meth:`Embedder.embed`: work a person
+    waits for, such as a save's vectors; background runs give way to it). With ``pause``, ``step`` texts at a time
+    in order, ``pause()`` called before each slice (and ``should_stop`` looked at after each). Else one call of the
+    model, in which ``should_stop()`` is looked at before each ONNX run (a stop waits for one run; the texts done so
+    far are returned) and ``on_slice(texts done, len(texts))`` is called on this thread as the runs go. Raises what
+    :meth:`Embedder.embed` raises."""
     if pause is None:
-        caller = threading.get_ident()
         seen: list[list[int]] = []
 
         def stop(done: list[int]) -> bool:
             if not seen:
                 seen.append(done)
-            if on_slice is not None and threading.get_ident() == caller:
-                on_slice(len(done), len(texts))
             return should_stop is not None and should_stop()
 
-        out = embedder.embed(texts, stop=stop if should_stop or on_slice else None)
+        def progress(done: int) -> None:
+            if on_slice is not None:
+                on_slice(done, len(texts))
+
+        if background:
+            out = embedder.embed_background(texts, stop=stop, progress=progress if on_slice else None)
+        else:
+            out = embedder.embed(texts, stop=stop)
+            progress(len(seen[0]) if seen else len(texts))
         finished = seen[0] if seen else range(len(texts))
         return {i: out[i] for i in finished}
     vecs: dict[int, np.ndarray] = {}
     for start in range(0, len(texts), step):
         pause()
-        vecs.update(zip(range(start, start + step), embedder.embed(texts[start : start + step])))
+        part = texts[start : start + step]
+        vecs.update(
+            zip(range(start, start + step), embedder.embed_background(part) if background else embedder.embed(part))
+        )
         if should_stop is not None and should_stop():
             break
     return vecs

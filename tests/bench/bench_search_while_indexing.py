@@ -85,11 +85,24 @@ def report(vault: Path, samples: list[tuple[float, float, dict, int]]) -> None:
             f"  during the first index: {len(lat)} searches, p50 {pct(lat, 0.5):.0f} ms, p95 {pct(lat, 0.95):.0f} ms"
             f" (target < {TARGET_P95_MS:.0f} ms), max {max(lat):.0f} ms"
         )
+        notes = max(s[2].get("notes", 0) for s in samples)
+        embedding = [s[1] for s in during if s[2].get("notes") == notes and s[2].get("pending")]
+        if embedding:
+            print(
+                f"  while embedding (every note read, some pending): {len(embedding)} searches,"
+                f" p50 {pct(embedding, 0.5):.0f} ms, p95 {pct(embedding, 0.95):.0f} ms, max {max(embedding):.0f} ms"
+            )
         step = max(1, len(during) // 8)
         for t, ms, cov, hits in during[::step]:
             print(f"    {t:7.1f} s  {ms:6.0f} ms  {hits} results  coverage {cov}")
     if samples and not samples[-1][2].get("pending"):
         print(f"  every note embedded after {samples[-1][0]:.1f} s (coverage {samples[-1][2]})")
+    elif samples:
+        print(f"  stopped after {samples[-1][0]:.1f} s, coverage {samples[-1][2]}")
+    started = next((s[0] for s in samples if s[2].get("embedded")), None)
+    if started is not None and samples[-1][0] > started:
+        rate = samples[-1][2]["embedded"] / (samples[-1][0] - started)
+        print(f"  notes embedded per second from the first embedded note to the last sample: {rate:.2f}")
 
 
 def main() -> None:

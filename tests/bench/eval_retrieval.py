@@ -135,6 +135,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--vault", action="append", help="only these vaults of the dev sets")
     ap.add_argument("--mode", action="append", choices=MODES, help="only these ranking modes")
     ap.add_argument("--bm25-weight", type=float, help="fusion weight of the BM25 list (default: the shipped one)")
+    ap.add_argument("--variant", help="embedding model variant (default: the manifest's default)")
     ap.add_argument("--no-known", action="store_true", help="skip the known-item checks")
     ap.add_argument("--record", type=Path, help="also write the tables to this Markdown file (docs/eval.md)")
     ap.add_argument("--verbose", action="store_true", help="list the misses (stderr)")
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     by_vault: dict[str, list[dict]] = defaultdict(list)
     for q in load_questions(args.devsets):
         by_vault[q["vault"]].append(q)
-    embedder = Embedder()
+    embedder = Embedder(variant=args.variant)
     results = []
     for vault, questions in sorted(by_vault.items()):
         if args.vault and vault not in args.vault:
