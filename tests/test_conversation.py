@@ -93,6 +93,7 @@ BAD_HISTORIES = [
     ([{"question": "q?"}], "history[0].answer must be a string, got nothing."),
     (["q?"], "history[0] must be an object with question and answer"),
     ([{"question": "q?", "answer": "", "sources": []}], "Unknown field 'sources' in history[0]"),
+    ([{"question": "q?", "answer": "half \ud800"}], "history[0].answer holds U+D800, which is not a character"),
 ]
 
 
@@ -112,3 +113,16 @@ def test_a_history_within_the_limits_is_accepted_at_every_edge():
     assert wanted.history == (Turn("q?", "a" * LIMITS.history_answer_chars),) * LIMITS.history_turns
     assert contract.parse_tool_arguments("ask", {"question": "and its title?", "history": history}) == wanted
     assert contract.AskRequest.parse({"question": "q?"}).history == ()
+
+
+def test_the_published_openapi_document_states_the_history_limits():
+    import json
+    from importlib import resources
+
+    doc = json.loads(resources.files("cairn").joinpath("openapi.json").read_text("utf-8"))
+    ask = doc["paths"]["/ask"]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]
+    turn = doc["components"]["schemas"]["HistoryTurn"]
+    assert ask["history"]["maxItems"] == LIMITS.history_turns == contract.HISTORY_SCHEMA["maxItems"]
+    assert turn["properties"]["answer"]["maxLength"] == LIMITS.history_answer_chars
+    assert turn["properties"]["question"] == {"$ref": "#/components/schemas/Text"}
+    assert turn["required"] == ["question", "answer"] and turn["additionalProperties"] is False

@@ -44,6 +44,12 @@ def _field(value: Any, where: str, limit: int, *, required: bool) -> str:
         raise BadRequestError(f"{where} is empty; expected the question asked in that turn.")
     if len(value) > limit:
         raise BadRequestError(f"{where} is {len(value)} characters long; the limit is {limit}.")
+    try:  # a lone surrogate escape is JSON but not a character: no tokenizer or model request could take it
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BadRequestError(
+            f"{where} holds U+{ord(value[exc.start]):04X}, which is not a character; send the text as UTF-8."
+        ) from None
     return value
 
 
