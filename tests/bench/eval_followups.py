@@ -12,7 +12,10 @@ title?"); ``relevant`` lists the notes that answer the follow-up. For each strat
 - ``fused``: reciprocal rank fusion (k=60) of the ``alone`` and ``last`` note rankings.
 
 A topic switch is scored too: each thread's first question asked after another thread's first turn (a question
-that stands on its own must not be dragged to the previous topic). Progress on stderr, the table on stdout.
+that stands on its own must not be dragged to the previous topic). Then every follow-up goes through the ask path
+(``AnswerService.answer`` without a model, as ``POST /ask`` answers it), without and with the first turn as
+``history``: how often it is not found, and how often the answer cites a note that answers it. Progress on
+stderr, the tables on stdout.
 
 Usage: eval_followups.py THREADS.jsonl --vault DIR [--data-dir DIR]
 """
@@ -20,6 +23,7 @@ Usage: eval_followups.py THREADS.jsonl --vault DIR [--data-dir DIR]
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -31,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from eval_metrics import hit_at, reciprocal_rank  # noqa: E402
 
+from cairn.answers import AnswerService  # noqa: E402
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.contract import LIMITS  # noqa: E402
@@ -80,13 +85,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         cairn.indexing.index()
         rows = evaluate(cairn.query, threads)
+        asked = asyncio.run(ask_path(AnswerService(cairn.query, None), threads))
     finally:
         cairn.close()
     print(f"| strategy | follow-up Hit@5 | follow-up MRR@10 | topic switch Hit@5 |  (n = {len(threads)})")
     print("| --- | --- | --- | --- |")
     for name, (hit, mrr, switch) in rows.items():
         print(f"| {name} | {hit:.3f} | {mrr:.3f} | {switch:.3f} |")
+    print()
+    print("| ask path | follow-up not found | answer cites a relevant note |")
+    print("| --- | --- | --- |")
+    for name, (not_found, cites) in asked.items():
+        print(f"| {name} | {not_found:.3f} | {cites:.3f} |")
     return 0
+
+
+async def ask_path(answers: AnswerService, threads: Sequence[dict]) -> dict[str, tuple[float, float]]:
+    """``{"without history" | "with history": (share not found, share whose answer cites a relevant note)}``."""
+    out = {}
+    for name, with_history in (("without history", False), ("with history", True)):
+        not_found = cites = 0
+        for t in threads:
+            history = [Turn(t["first"], "")] if with_history else []
+            answer = await answers.answer(t["followup"], history=history)
+            not_found += answer.not_found
+            cites += any(s.cited and s.hit.file_path in t["relevant"] for s in answer.sources)
+        out[name] = (not_found / len(threads), cites / len(threads))
+    return out
 
 
 def evaluate(search: SearchService, threads: Sequence[dict]) -> dict[str, tuple[float, float, float]]:
