@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cairn.conversation import Turn, parse_history
+from cairn.conversation import Turn, history_schema, parse_history
 from cairn.errors import BadRequestError
 from cairn.relevance import relevance
 
@@ -521,17 +521,8 @@ def _object(properties: dict[str, Any], *required: str) -> dict[str, Any]:
     return schema
 
 
-#: ``history`` of an ask: the earlier turns, oldest first (:func:`cairn.conversation.parse_history`).
-HISTORY_SCHEMA = {
-    "type": "array",
-    "maxItems": LIMITS.history_turns,
-    "items": _object(
-        {"question": _TEXT_SCHEMA, "answer": {"type": "string", "maxLength": LIMITS.history_answer_chars}},
-        "question",
-        "answer",
-    ),
-    "description": "earlier turns of this conversation, oldest first: a follow-up is retrieved with them",
-}
+#: ``history`` of an ask: the earlier turns, oldest first (:mod:`cairn.conversation`).
+HISTORY_SCHEMA = history_schema(LIMITS, _TEXT_SCHEMA)
 
 #: Tool name → JSON schema of its arguments (docs/design.md, "Interfaces" → MCP tools).
 MCP_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {

@@ -81,6 +81,24 @@ def parse_history(value: Any, limits: Limits) -> tuple[Turn, ...]:
     return tuple(turns)
 
 
+def history_schema(limits: Limits, text_schema: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema of ``history`` that MCP advertises: what :func:`parse_history` accepts (``text_schema``: the
+    schema of a question)."""
+    answer = {"type": "string", "maxLength": limits.history_answer_chars}
+    turn = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["question", "answer"],
+        "properties": {"question": text_schema, "answer": answer},
+    }
+    return {
+        "type": "array",
+        "maxItems": limits.history_turns,
+        "items": turn,
+        "description": "earlier turns of this conversation, oldest first: a follow-up is retrieved with them",
+    }
+
+
 # -- retrieval --------------------------------------------------------------------------------------------
 
 #: Openings of a question that continues the previous one.
