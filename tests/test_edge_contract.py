@@ -217,7 +217,13 @@ def _beyond(spec: dict[str, Any]) -> list[tuple[Any, Any]]:
     if spec["type"] == "integer":
         return [(spec["minimum"], spec["minimum"] - 1), (spec["maximum"], spec["maximum"] + 1), (1, "1")]
     if spec["type"] == "string":
-        return [("x" * spec["maxLength"], "x" * (spec["maxLength"] + 1)), ("x", ""), ("x", 1)]
+        empty = [("x", "")] if spec.get("minLength") else []
+        return [("x" * spec["maxLength"], "x" * (spec["maxLength"] + 1)), *empty, ("x", 1)]
+    if spec["type"] == "object":
+        good = {arg: _beyond(item)[0][0] for arg, item in spec["properties"].items()}
+        wrong = [({**good, arg: bad}) for arg, item in spec["properties"].items() for _, bad in _beyond(item)]
+        missing = [{k: v for k, v in good.items() if k != arg} for arg in spec.get("required", [])]
+        return [(good, bad) for bad in [*wrong, *missing, {**good, "extra": 1}, "x"]]
     item = _beyond(spec["items"])[0]
     return [([item[0]] * spec["maxItems"], [item[0]] * (spec["maxItems"] + 1)), ([item[0]], [item[1]]), ([], "x")]
 

@@ -285,6 +285,32 @@ def test_a_withheld_note_reads_exactly_like_a_missing_one(home):
     ) == missing.structured_content["error"]["message"].replace("Health/Blood pressures.md", "X")
 
 
+def test_ask_takes_the_earlier_turns_and_a_follow_up_never_reaches_withheld_notes_for_a_remote_client(home):
+    """MCP ``ask`` with ``history``: the local client's follow-up finds the note through the history; for a client
+    not declared local the same history cannot pull the withheld note in; a bad history is the contract's error."""
+    follow_up = {
+        "question": "What was it on Wednesday?",  # alone: not found
+        "history": [{"question": "What were my blood pressure readings?", "answer": "128/84 on Monday [1]."}],
+    }
+
+    async def go():
+        async with stdio_session(home, "--client", "my-local-agent", "--tool", "ask") as client:
+            alone = await client.call_tool("ask", {"question": follow_up["question"]})
+            local = await client.call_tool("ask", follow_up)
+        async with stdio_session(home, "--client", "claude-desktop", "--tool", "ask") as client:
+            remote = await client.call_tool("ask", follow_up)
+            bad = await client.call_tool("ask", {**follow_up, "history": [{"question": "q?"}]})
+        return alone, local, remote, bad
+
+    alone, local, remote, bad = run(go())
+    assert alone.structured_content["notFound"] is True
+    assert "Health/Blood pressure.md" in {s["filePath"] for s in local.structured_content["sources"] if s["cited"]}
+    assert not remote.is_error and "sources" in remote.structured_content
+    assert CANARY not in blob(remote) and "Blood pressure" not in blob(remote)
+    assert bad.is_error and bad.structured_content["error"]["code"] == "bad_request"
+    assert "history[0].answer must be a string" in bad.structured_content["error"]["message"]
+
+
 def test_a_declared_local_client_finds_the_withheld_notes(home):
     async def go():
         async with stdio_session(

@@ -7,7 +7,8 @@ allow for an LLM) so the stream can be held part-way and its incremental renderi
 
 - a question about tomatoes streams a few words, holds until the test releases it, then finishes;
 - a question about garlic gets HTTP 500, so the daemon answers from passages (``grounded: false``);
-- a question about sourdough streams a few words, then holds until the client goes away (Stop).
+- a question about sourdough streams a few words, then holds until the client goes away (Stop);
+- the follow-up after the garlic question gets a short answer about storing garlic at once.
 
 The harness page's origin (``http://127.0.0.1:<port>``) is added to the daemon's ``cors_origins`` in
 this test's config.toml only; in Obsidian the plugin runs at ``app://obsidian.md``, the default.
@@ -64,6 +65,8 @@ NOT_RUNNING = "Cairn isn't running — start it with `cairn serve` or from the t
 TOMATO_QUESTION = "When do I sow tomatoes, and when do they go into the polytunnel?"
 GARLIC_QUESTION = "How deep do I plant garlic cloves?"
 SOURDOUGH_QUESTION = "How do I feed my sourdough starter?"
+#: Only meaningful after GARLIC_QUESTION: alone it is not found in the sample vault.
+FOLLOW_UP_QUESTION = "And how do I store them after lifting?"
 OFF_CORPUS_QUESTION = "What is the capital of France?"
 #: Answered on page 3 of the PDF added to the vault copy; the stub model refuses it (HTTP 500), so the daemon
 #: answers from passages and the citation is the daemon's own.
@@ -110,6 +113,29 @@ class StubModel:
         ".",
     ]
 
+    STORE = [
+        "Dry",
+        " them",
+        " for",
+        " two",
+        " to",
+        " three",
+        " weeks",
+        " in",
+        " the",
+        " shed",
+        ",",
+        " then",
+        " store",
+        " them",
+        " somewhere",
+        " cool",
+        " and",
+        " dry",
+        " [2]",
+        ".",
+    ]
+
     def __init__(self) -> None:
         self.url = ""
         self.loop = asyncio.new_event_loop()
@@ -119,6 +145,7 @@ class StubModel:
         self._release: asyncio.Event | None = None
         self._runner = None
         self.questions: list[str] = []
+        self.messages: list[list[dict]] = []  # each request's chat messages
 
     def start(self) -> StubModel:
         self.thread.start()
@@ -162,10 +189,16 @@ class StubModel:
         user = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
         question = user.rpartition("Question:")[2].strip()  # cairn.prompt: context passages, then "Question: ..."
         self.questions.append(question)
+        self.messages.append(body["messages"])
         if "garlic" in question.lower() or "pdf" in question.lower():
             return web.json_response({"error": {"message": "model exploded"}}, status=500)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
+        if question == FOLLOW_UP_QUESTION:
+            for piece in self.STORE:
+                await resp.write(self._chunk(piece))
+            await resp.write(b"data: [DONE]\n\n")
+            return resp
         try:
             for piece in self.FIRST:
                 await resp.write(self._chunk(piece))
@@ -396,6 +429,41 @@ def test_an_off_corpus_question_shows_the_not_found_state(sidebar, stub_model):
     assert sidebar.locator(".cairn-source").count() == 0
     assert len(stub_model.questions) == asked, "the model must not be called when nothing passes the floor"
     shoot(sidebar, "plugin-notfound.png")
+
+
+def test_a_follow_up_is_asked_with_the_conversation_and_new_conversation_clears_it(sidebar, stub_model):
+    turns = sidebar.locator(".cairn-turn")
+    ask(sidebar, GARLIC_QUESTION)
+    turns.first.locator(".cairn-elapsed").wait_for(timeout=WAIT_MS)
+    assert "Garden/Garlic.md" in turns.first.locator(".cairn-sources").inner_text()
+    # A follow-up that names nothing: the daemon retrieves it with the question before, so its own sources are the
+    # garlic note's, and the model is shown the first turn as the conversation.
+    asked = len(stub_model.messages)
+    ask(sidebar, FOLLOW_UP_QUESTION)
+    turns.nth(1).locator(".cairn-elapsed").wait_for(timeout=WAIT_MS)
+    assert turns.count() == 2
+    questions = sidebar.locator(".cairn-turn-question").all_inner_texts()
+    assert questions == [GARLIC_QUESTION, FOLLOW_UP_QUESTION]
+    second = turns.nth(1)
+    cited = second.locator(".cairn-source").first.inner_text()
+    assert cited.startswith("[2]") and "Garden/Garlic.md › Garlic › Harvest" in cited, cited
+    assert "Built from your notes' own sentences" in turns.first.inner_text()  # each turn keeps its own answer
+    assert "Dry them for two to three weeks in the shed" in second.locator(".cairn-answer").inner_text()
+    messages = stub_model.messages[asked]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[1]["content"] == GARLIC_QUESTION
+    shoot(sidebar, "plugin-conversation.png")
+    # A citation in the second turn opens that turn's source.
+    second.locator("a.cairn-cite[data-n='2']").first.click()
+    assert sidebar.evaluate("window.__opened")[-1]["path"] == "Garden/Garlic.md"
+
+    sidebar.click(".cairn-new-conversation")
+    assert turns.count() == 0
+    assert not sidebar.locator(".cairn-new-conversation").is_visible()
+    # Asked again without the conversation, the same follow-up finds nothing: no history went with it.
+    ask(sidebar, FOLLOW_UP_QUESTION)
+    sidebar.locator(".cairn-answer.cairn-notfound").wait_for(timeout=WAIT_MS)
+    assert turns.count() == 1
 
 
 def test_stop_cancels_a_streaming_answer_and_keeps_what_arrived(sidebar, stub_model):

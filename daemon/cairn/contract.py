@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cairn.conversation import Turn, history_schema, parse_history
 from cairn.errors import BadRequestError
 from cairn.relevance import relevance
 
@@ -49,6 +50,9 @@ class Limits:
     related_max: int = 50
     list_default: int = 50
     list_max: int = 500
+    #: A follow-up's earlier turns (``history``): at most this many, each answer at most this long.
+    history_turns: int = 6
+    history_answer_chars: int = 4000
 
 
 LIMITS = Limits()
@@ -204,12 +208,14 @@ class SearchRequest:
 
 @dataclass(frozen=True)
 class AskRequest:
-    """``ask``: keys ``question``, ``top_k``, ``tags``, ``folders``."""
+    """``ask``: keys ``question``, ``top_k``, ``tags``, ``folders``, ``history`` (the earlier turns of a
+    conversation, :func:`cairn.conversation.parse_history`)."""
 
     question: str
     top_k: int
     tags: tuple[str, ...] = ()
     folders: tuple[str, ...] = ()
+    history: tuple[Turn, ...] = ()
 
     @classmethod
     def parse(
@@ -220,6 +226,7 @@ class AskRequest:
             top_k=parse_top_k(data.get("top_k"), default_top_k, text=text),
             tags=parse_scope(data.get("tags"), "tag"),
             folders=parse_scope(data.get("folders"), "folder"),
+            history=parse_history(data.get("history"), LIMITS),
         )
 
 
@@ -497,6 +504,7 @@ _TAGS_SCHEMA = {
     "maxItems": LIMITS.scope_items,
     "description": "only notes carrying any of these tags (nested tags count: 'project' matches 'project/a')",
 }
+_TEXT_SCHEMA = {"type": "string", "minLength": 1, "maxLength": LIMITS.text_chars}
 _PATH_SCHEMA = {
     "type": "string",
     "minLength": 1,
@@ -512,6 +520,9 @@ def _object(properties: dict[str, Any], *required: str) -> dict[str, Any]:
     schema["properties"] = properties
     return schema
 
+
+#: ``history`` of an ask: the earlier turns, oldest first (:mod:`cairn.conversation`).
+HISTORY_SCHEMA = history_schema(LIMITS, _TEXT_SCHEMA)
 
 #: Tool name → JSON schema of its arguments (docs/design.md, "Interfaces" → MCP tools).
 MCP_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
@@ -542,9 +553,10 @@ MCP_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     ),
     "ask": _object(
         {
-            "question": {"type": "string", "minLength": 1, "maxLength": LIMITS.text_chars},
+            "question": _TEXT_SCHEMA,
             "top_k": _count_schema(LIMITS.top_k_max, LIMITS.top_k_default, LIMITS.top_k_min),
             "tags": _TAGS_SCHEMA,
+            "history": HISTORY_SCHEMA,
         },
         "question",
     ),
@@ -582,9 +594,8 @@ def parse_tool_arguments(name: str, args: Mapping[str, Any]) -> Any:
             }
         )
     if name == "ask":
-        return AskRequest.parse(
-            {"question": args.get("question"), "top_k": args.get("top_k"), "tags": args.get("tags")}
-        )
+        keys = ("question", "top_k", "tags", "history")
+        return AskRequest.parse({key: args.get(key) for key in keys})
     if name == "get_related_notes":
         return RelatedRequest.parse(args)
     if name == "list_notes":

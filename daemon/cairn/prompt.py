@@ -7,7 +7,8 @@
   answer the question, each followed by its ``[n]``.
 - :func:`sources_list`: an answer's ``Sources:`` list as text (``[n]`` → ``filePath › symbol (lines)``),
   for the readers that show an answer as one text (the CLI, the MCP ``ask`` text); never part of the answer.
-- :func:`build_messages`: the chat prompt for a model (system rules, numbered context, question).
+- :func:`build_messages`: the chat prompt for a model (system rules, the conversation so far, numbered context,
+  question).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cairn.config import CONTEXT_TOKEN_BUDGET
+from cairn.conversation import Turn, history_messages
 
 SYSTEM_PROMPT = (
     "You answer questions using only the numbered context passages from the user's own notes.\n"
@@ -57,11 +59,24 @@ def select_within_budget(
     return sorted(kept)
 
 
-def build_messages(question: str, blocks: Sequence[ContextBlock]) -> list[dict[str, str]]:
-    """OpenAI-style chat messages: system rules, then the numbered context and the question."""
+#: The system rule added when earlier turns come with a question: they are conversation, never a source.
+HISTORY_RULE = (
+    "- Earlier turns of the conversation only tell you what the question refers to; cite and use only the "
+    "numbered passages given with the question."
+)
+#: Earlier turns a prompt carries (the last ones): a small local model's context window is short.
+PROMPT_HISTORY_TURNS = 3
+
+
+def build_messages(question: str, blocks: Sequence[ContextBlock], history: Sequence[Turn] = ()) -> list[dict[str, str]]:
+    """OpenAI-style chat messages: system rules, the last :data:`PROMPT_HISTORY_TURNS` earlier turns as
+    user/assistant messages (their citations removed: :func:`cairn.conversation.history_messages`), then the
+    numbered context and the question. Only this turn's passages are numbered: an answer cites nothing else."""
     context = "\n\n".join(b.render() for b in blocks)
     user = f"Context passages:\n\n{context}\n\nQuestion: {question.strip()}"
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    system = SYSTEM_PROMPT + ("\n" + HISTORY_RULE if history else "")
+    earlier = history_messages(history, PROMPT_HISTORY_TURNS)
+    return [{"role": "system", "content": system}, *earlier, {"role": "user", "content": user}]
 
 
 # ---------------------------------------------------------------- extractive answers

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cairn.config import Config
+from cairn.conversation import Turn
 from cairn.events import NamedEvent
 from cairn.policy import WithheldTally, Withhold
 
@@ -49,6 +50,7 @@ class Answerer(Protocol):
         folders: Sequence[str] = (),
         withhold: Withhold | None = None,
         tally: WithheldTally | None = None,
+        history: Sequence[Turn] = (),
     ) -> AsyncIterator[Any]: ...
 
     async def answer(
@@ -60,6 +62,7 @@ class Answerer(Protocol):
         folders: Sequence[str] = (),
         withhold: Withhold | None = None,
         tally: WithheldTally | None = None,
+        history: Sequence[Turn] = (),
     ) -> Any: ...
 
 

@@ -14,6 +14,10 @@ Events (:mod:`cairn.answers.events`):
   the fixed not-found text, ``sources`` ``[]``, ``done``
   ``{notFound: true}``; the model is never called.
 
+Follow-ups: ``history`` (the earlier turns, :mod:`cairn.conversation`) changes only what is retrieved (a follow-up
+that refers back is retrieved with the last question folded in: :func:`~cairn.conversation.retrieval_text`) and
+the model sees it as the conversation so far; the sources, the citations and the answer are this turn's alone.
+
 Citations ``[n]`` the model writes for a number outside the included set are removed (:mod:`cairn.answers.citations`)
 and counted in ``done.removedCitations``.
 
@@ -54,7 +58,8 @@ from cairn.answers.events import (
 )
 from cairn.answers.extractive import ExtractiveAnswers
 from cairn.config import CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER
-from cairn.contract import IndexCoverage
+from cairn.contract import LIMITS, IndexCoverage
+from cairn.conversation import Turn, retrieval_text
 from cairn.embedder import Embedder
 from cairn.embedding import VectorCache
 from cairn.errors import CairnError
@@ -302,15 +307,19 @@ class AnswerService:
         chosen: list[Source] | None = None,
         withhold: Withhold | None = None,
         tally: WithheldTally | None = None,
+        history: Sequence[Turn] = (),
     ) -> AsyncIterator[Event]:
         """The answer's events. Raises :class:`~cairn.errors.CairnError` (e.g. BadRequestError for an empty question)
         before the first event. ``chosen``, when given, receives the :class:`Source` objects of the ``sources``
         event. ``withhold``: notes removed before retrieval for this caller; ``tally`` receives the withheld
-        notes the retrieval touched (for the audit log). ``done`` carries the index's coverage as this caller sees it
+        notes the retrieval touched (for the audit log). ``history``: the conversation's earlier turns (module
+        docstring). ``done`` carries the index's coverage as this caller sees it
         (:mod:`cairn.search.indexed`; counted when the answer is complete)."""
         question = check_query(question, top_k, "question")
         view = await asyncio.to_thread(self.search.view, withhold)
-        events = self._events(question, view, top_k=top_k, tags=tags, folders=folders, chosen=chosen, tally=tally)
+        events = self._events(
+            question, view, top_k=top_k, tags=tags, folders=folders, chosen=chosen, tally=tally, history=history
+        )
         try:
             async for event in events:
                 if isinstance(event, Done):
@@ -329,14 +338,14 @@ class AnswerService:
         folders: Sequence[str],
         chosen: list[Source] | None,
         tally: WithheldTally | None,
+        history: Sequence[Turn] = (),
     ) -> AsyncGenerator[Event, None]:
         """:meth:`stream` in the caller's ``view``, without the coverage."""
         started = time.monotonic()
         chosen = chosen if chosen is not None else []
         query = Query.parse(question)
-        sources = await asyncio.to_thread(
-            self.context, query, top_k=top_k, tags=tags, folders=folders, tally=tally, view=view
-        )
+        scope: dict[str, Any] = {"top_k": top_k, "tags": tags, "folders": folders, "tally": tally, "view": view}
+        sources = await asyncio.to_thread(self._followup_context, query, history, scope)
         if not sources:
             for piece in split_pieces(NOT_FOUND_ANSWER):
                 yield Token(piece)
@@ -346,7 +355,7 @@ class AnswerService:
         in_prompt, blocks = await asyncio.to_thread(self._prompt, sources)
         if in_prompt:
             run = _ModelRun(self.model, [s.n for s in in_prompt])  # type: ignore[arg-type]
-            async for token in run.tokens(build_messages(question, blocks)):
+            async for token in run.tokens(build_messages(question, blocks, history)):
                 yield token
             if run.sent:
                 in_prompt = cited_sources(in_prompt, run.filter.kept)
@@ -366,6 +375,14 @@ class AnswerService:
             yield Token(piece)
         yield Sources(tuple(s.to_json() for s in sources))
         yield Done(False, elapsed_ms=_elapsed_ms(started))
+
+    def _followup_context(self, query: Query, history: Sequence[Turn], scope: dict[str, Any]) -> list[Source]:
+        """:meth:`context` of a question asked after ``history``: retrieved with the last question folded in when it
+        refers back (:func:`~cairn.conversation.retrieval_text`), or alone when that finds no answer (the subject
+        changed after all). The extractive answer still picks its sentences for ``query``, this turn's question."""
+        folded = retrieval_text(query.text, history, LIMITS.text_chars)
+        sources = self.context(Query.parse(folded), **scope) if folded != query.text else []
+        return sources or self.context(query, **scope)
 
     @staticmethod
     def _model_tail(run: _ModelRun, in_prompt: Sequence[Source], started: float) -> list[Event]:
@@ -388,6 +405,7 @@ class AnswerService:
         folders: Sequence[str] = (),
         withhold: Withhold | None = None,
         tally: WithheldTally | None = None,
+        history: Sequence[Turn] = (),
     ) -> Answer:
         """The whole answer at once (for the CLI and MCP): the events of :meth:`stream`, collected.
         ``Answer.withheld`` is the number of withheld notes removed from the candidates."""
@@ -397,7 +415,14 @@ class AnswerService:
         error: str | None = None
         tally = tally if tally is not None else WithheldTally()
         async for event in self.stream(
-            question, top_k=top_k, tags=tags, folders=folders, chosen=chosen, withhold=withhold, tally=tally
+            question,
+            top_k=top_k,
+            tags=tags,
+            folders=folders,
+            chosen=chosen,
+            withhold=withhold,
+            tally=tally,
+            history=history,
         ):
             if isinstance(event, Token):
                 parts.append(event.text)

@@ -130,7 +130,8 @@ async def _timed(agen: AsyncIterator[NamedEvent], elapsed_ms: Callable[[], float
 
 
 async def ask(request: web.Request) -> web.StreamResponse:
-    """``POST /ask`` → SSE ``token``… ``sources`` ``done`` (or ``error`` ``sources`` ``done``).
+    """``POST /ask`` ``{question, topK?, tags?, folders?, history?}`` → SSE ``token``… ``sources`` ``done`` (or
+    ``error`` ``sources`` ``done``). ``history``: the conversation's earlier turns ``[{question, answer}]``.
 
     The body is parsed before the stream starts (400/413 JSON errors); beyond
     ``config.max_ask_streams`` open streams → 503 with ``Retry-After``. The stream starts before
@@ -146,13 +147,16 @@ async def ask(request: web.Request) -> web.StreamResponse:
             "top_k": body.get("topK"),
             "tags": body.get("tags"),
             "folders": body.get("folders"),
+            "history": body.get("history"),
         },
         default_top_k=services.config.top_k,
     )
     limit = services.config.max_ask_streams
     if state.ask_streams >= limit:
         raise BusyError(f"{limit} answers are already streaming; try again in a few seconds.", retry_after=5)
-    agen = services.answers.stream(wanted.question, top_k=wanted.top_k, tags=wanted.tags, folders=wanted.folders)
+    agen = services.answers.stream(
+        wanted.question, top_k=wanted.top_k, tags=wanted.tags, folders=wanted.folders, history=wanted.history
+    )
 
     def elapsed_ms() -> float:
         return round((time.monotonic() - started) * 1000, 1)

@@ -62,7 +62,8 @@ _DESCRIPTIONS = {
     "semantically similar notes.",
     "list_notes": "List notes (path, title, tags), optionally only those with a tag or under a folder.",
     "ask": "Answer a question from the notes: the sentences of the best passages, each cited [n], with the numbered "
-    "sources (filePath, symbol, score). grounded is false: the answer is extracted, not written by a model.",
+    "sources (filePath, symbol, score). grounded is false: the answer is extracted, not written by a model. For a "
+    "follow-up, pass the earlier turns as history [{question, answer}] so that it is retrieved with them.",
 }
 #: name → (description, JSON schema of the arguments). Names and arguments: docs/design.md, "Interfaces" → MCP tools;
 #: the schemas (built from the edge limits) are :data:`cairn.contract.MCP_TOOL_SCHEMAS`, advertised to clients;
@@ -340,7 +341,12 @@ class McpService:
 
     async def _ask(self, request: contract.AskRequest, withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
         answer = await self.answers.answer(
-            request.question, top_k=request.top_k, tags=request.tags, withhold=withhold, tally=tally
+            request.question,
+            top_k=request.top_k,
+            tags=request.tags,
+            withhold=withhold,
+            tally=tally,
+            history=request.history,
         )
         out = contract.agent_answer_json(answer)
         paths = tuple(dict.fromkeys(s["filePath"] for s in out["sources"]))

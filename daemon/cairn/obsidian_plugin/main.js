@@ -25,7 +25,7 @@ __export(main_exports, {
   discoverServiceUrl: () => discoverServiceUrl
 });
 module.exports = __toCommonJS(main_exports);
-var import_obsidian2 = require("obsidian");
+var import_obsidian3 = require("obsidian");
 
 // src/errors.ts
 var CairnError = class extends Error {
@@ -212,6 +212,11 @@ async function* readSse(body) {
 }
 
 // src/api.ts
+var HISTORY_TURNS = 6;
+var HISTORY_ANSWER_CHARS = 4e3;
+function historyBody(turns) {
+  return turns.slice(-HISTORY_TURNS).map((t) => ({ question: t.question, answer: t.answer.slice(0, HISTORY_ANSWER_CHARS) }));
+}
 var CairnClient = class {
   constructor(opts) {
     this.baseUrl = opts.baseUrl.trim().replace(/\/+$/, "");
@@ -247,6 +252,7 @@ var CairnClient = class {
     const body = { question };
     if (opts.topK) body.topK = opts.topK;
     if (opts.tags && opts.tags.length) body.tags = opts.tags;
+    if (opts.history && opts.history.length) body.history = historyBody(opts.history);
     const response = await this.request("/ask", {
       method: "POST",
       headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
@@ -433,6 +439,9 @@ function effectiveUrl(settings, discovered) {
 }
 
 // src/view.ts
+var import_obsidian2 = require("obsidian");
+
+// src/ask.ts
 var import_obsidian = require("obsidian");
 
 // src/citations.ts
@@ -608,13 +617,271 @@ function groupSources(sources) {
   return { cited: sources.filter((s) => s.cited === true), also: sources.filter((s) => s.cited !== true) };
 }
 
+// src/ask.ts
+var RENDER_EVERY_MS = 50;
+function metaLine(parent, cls, where, relevance) {
+  const el = h("span", { cls }, parent);
+  if (where) el.appendChild(document.createTextNode(where));
+  const words = relevanceText(relevance);
+  if (!words) return;
+  if (where) el.appendChild(document.createTextNode(" \xB7 "));
+  h("span", { cls: `cairn-relevance cairn-relevance-${String(relevance)}`, text: words, title: relevanceHint(relevance) }, el);
+}
+var AskPane = class {
+  constructor(ctx, pane) {
+    this.ctx = ctx;
+    this.pane = pane;
+    this.turns = [];
+    this.conversationEl = h("div", { cls: "cairn-conversation", "aria-live": "polite" }, pane);
+    const form = h("form", { cls: "cairn-ask-form" }, pane);
+    this.questionEl = h("textarea", { cls: "cairn-question", rows: 3, placeholder: "Ask your notes\u2026", "aria-label": "Question" }, form);
+    const buttons = h("div", { cls: "cairn-ask-buttons" }, form);
+    this.askButton = h("button", { cls: "cairn-ask-button mod-cta", type: "submit", text: "Ask" }, buttons);
+    this.stopButton = h("button", { cls: "cairn-stop-button", type: "button", text: "Stop" }, buttons);
+    this.newButton = h("button", { cls: "cairn-new-conversation", type: "button", text: "New conversation" }, buttons);
+    show(this.stopButton, false);
+    show(this.newButton, false);
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      void this.ask();
+    });
+    this.questionEl.addEventListener("keydown", (ev) => {
+      if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
+        ev.preventDefault();
+        void this.ask();
+      }
+    });
+    this.stopButton.addEventListener("click", () => this.current()?.controller?.abort());
+    this.newButton.addEventListener("click", () => this.newConversation());
+  }
+  focus() {
+    this.questionEl.focus();
+  }
+  close() {
+    for (const turn of this.turns) this.dispose(turn);
+  }
+  /** The turns kept as history for the next question: the finished ones, oldest first. */
+  history() {
+    return this.turns.filter((t) => t.done !== null).map((t) => ({ question: t.question, answer: t.answerText }));
+  }
+  /** Forget every turn: the next question starts a new conversation. */
+  newConversation() {
+    this.close();
+    this.turns = [];
+    clear(this.conversationEl);
+    this.idle();
+    show(this.newButton, false);
+    this.questionEl.placeholder = "Ask your notes\u2026";
+    this.questionEl.value = "";
+    this.questionEl.focus();
+  }
+  current() {
+    return this.turns[this.turns.length - 1];
+  }
+  dispose(turn) {
+    turn.controller?.abort();
+    turn.controller = null;
+    if (turn.renderTimer !== null) window.clearTimeout(turn.renderTimer);
+    turn.renderTimer = null;
+    turn.renderChild?.unload();
+    turn.renderChild = null;
+  }
+  /** Ask the question in the box as a new turn, with the finished turns before it as history. */
+  async ask() {
+    const question = this.questionEl.value.trim();
+    if (!question) return;
+    const previous = this.current();
+    if (previous?.controller) previous.controller.abort();
+    const turn = this.addTurn(question, this.history());
+    this.questionEl.value = "";
+    this.questionEl.placeholder = "Ask a follow-up\u2026";
+    show(this.newButton, true);
+    await this.run(turn);
+  }
+  addTurn(question, history) {
+    const root = h("div", { cls: "cairn-turn", "data-turn": this.turns.length + 1 }, this.conversationEl);
+    h("div", { cls: "cairn-turn-question", text: question }, root);
+    const error = h("div", { cls: "cairn-error" }, root);
+    const banner = h("div", { cls: "cairn-banner cairn-banner-ungrounded" }, root);
+    const answer = h("div", { cls: "cairn-answer markdown-rendered" }, root);
+    const note = h("div", { cls: "cairn-ask-note" }, root);
+    const sources = h("div", { cls: "cairn-sources" }, root);
+    show(error, false);
+    show(banner, false);
+    const turn = {
+      question,
+      history,
+      answerText: "",
+      sources: [],
+      done: null,
+      controller: null,
+      renderTimer: null,
+      renderChild: null,
+      renderSeq: 0,
+      el: { root, error, banner, answer, note, sources }
+    };
+    answer.addEventListener("click", (ev) => {
+      const a = ev.target?.closest?.("a.cairn-cite");
+      if (!a) return;
+      ev.preventDefault();
+      const source = turn.sources.find((s) => s.n === Number(a.dataset.n));
+      if (source) void this.ctx.openTarget(targetOf(source));
+    });
+    this.turns.push(turn);
+    root.scrollIntoView?.({ block: "nearest" });
+    return turn;
+  }
+  idle() {
+    this.askButton.disabled = false;
+    show(this.stopButton, false);
+  }
+  /** Stream the answer of `turn` into it (again, for Retry). */
+  async run(turn) {
+    this.dispose(turn);
+    const controller = new AbortController();
+    turn.controller = controller;
+    turn.answerText = "";
+    turn.sources = [];
+    turn.done = null;
+    const el = turn.el;
+    for (const box of [el.answer, el.sources, el.note]) clear(box);
+    show(el.error, false);
+    show(el.banner, false);
+    el.answer.classList.remove("cairn-notfound");
+    el.answer.classList.add("is-streaming");
+    this.askButton.disabled = true;
+    show(this.stopButton, true);
+    let done = null;
+    const streamErrors = [];
+    const live = () => controller === turn.controller && this.turns.includes(turn);
+    try {
+      done = await this.ctx.client().ask(
+        turn.question,
+        {
+          onToken: (text) => {
+            if (!live()) return;
+            turn.answerText += text;
+            this.scheduleRender(turn);
+          },
+          onSources: (sources) => {
+            if (!live()) return;
+            turn.sources = sources;
+            this.renderSources(turn);
+            this.scheduleRender(turn, true);
+          },
+          onStreamError: (e) => streamErrors.push(e.message)
+        },
+        { topK: this.ctx.topK(), tags: this.ctx.tags(), history: turn.history, signal: controller.signal }
+      );
+    } catch (err) {
+      if (!live()) return;
+      const e = toCairnError(err);
+      if (e.kind === "aborted") h("span", { cls: "cairn-stopped", text: "Stopped." }, el.note);
+      else this.ctx.showError(el.error, e, () => void this.run(turn));
+    } finally {
+      if (live()) {
+        turn.controller = null;
+        if (turn === this.current()) this.idle();
+        el.answer.classList.remove("is-streaming");
+      }
+    }
+    if (turn.controller !== null || !this.turns.includes(turn)) return;
+    if (turn.renderTimer !== null) {
+      window.clearTimeout(turn.renderTimer);
+      turn.renderTimer = null;
+    }
+    await this.renderAnswer(turn);
+    if (turn.controller !== null) return;
+    if (streamErrors.length) {
+      this.ctx.showError(el.error, new CairnError("server", streamErrors.join(" ")), () => void this.run(turn));
+    }
+    if (done) this.finishAnswer(turn, done);
+  }
+  finishAnswer(turn, done) {
+    turn.done = done;
+    const el = turn.el;
+    if (done.notFound) {
+      clear(el.answer);
+      el.answer.classList.add("cairn-notfound");
+      h("div", { cls: "cairn-notfound-title", text: "Not found in your notes" }, el.answer);
+      h("div", { cls: "cairn-notfound-text", text: turn.answerText.trim() || "I couldn't find this in your indexed notes." }, el.answer);
+      h("div", {
+        cls: "cairn-notfound-hint",
+        text: this.ctx.tags().length ? "Nothing in the scope passed the relevance floor. Try other words, or widen the tag scope." : "Nothing in your notes passed the relevance floor. Try other words."
+      }, el.answer);
+      clear(el.sources);
+    } else if (!done.grounded) {
+      clear(el.banner);
+      h("strong", { text: "Built from your notes' own sentences. " }, el.banner);
+      h("span", { text: "No language model wrote this answer (none is configured, or it did not answer); each sentence is quoted from the cited note." }, el.banner);
+      show(el.banner, true);
+    }
+    renderCoverage(el.note, done.coverage);
+    const secs = (done.elapsedMs / 1e3).toFixed(1);
+    h("span", { cls: "cairn-elapsed", text: `Answered in ${secs} s` }, el.note);
+  }
+  scheduleRender(turn, now = false) {
+    if (turn.renderTimer !== null) {
+      if (!now) return;
+      window.clearTimeout(turn.renderTimer);
+    }
+    turn.renderTimer = window.setTimeout(() => {
+      turn.renderTimer = null;
+      void this.renderAnswer(turn);
+    }, now ? 0 : RENDER_EVERY_MS);
+  }
+  /** Render the answer so far as Markdown, then turn its `[n]` into links (only known ones once sources came). */
+  async renderAnswer(turn) {
+    const seq = ++turn.renderSeq;
+    const child = new import_obsidian.Component();
+    child.load();
+    const target = document.createElement("div");
+    await import_obsidian.MarkdownRenderer.render(this.ctx.app, turn.answerText, target, "", child);
+    if (seq !== turn.renderSeq || this.ctx.isClosed() || !this.turns.includes(turn)) {
+      child.unload();
+      return;
+    }
+    const known2 = turn.sources.length ? new Set(turn.sources.map((s) => s.n)) : void 0;
+    for (const a of linkCitations(target, known2)) {
+      const source = turn.sources.find((s) => s.n === Number(a.dataset.n));
+      a.title = source ? `${sourceLabel(source)} ${locationLabel(source)}`.trim() : "source arriving\u2026";
+      if (!source) a.classList.add("is-pending");
+    }
+    turn.renderChild?.unload();
+    turn.renderChild = child;
+    clear(turn.el.answer);
+    while (target.firstChild) turn.el.answer.appendChild(target.firstChild);
+  }
+  /** The sources the answer cites under "Sources", then the others it was given under "Also retrieved". */
+  renderSources(turn) {
+    const box = turn.el.sources;
+    clear(box);
+    if (!turn.sources.length) return;
+    const { cited, also } = groupSources(turn.sources);
+    for (const [title, group, cls] of [["Sources", cited, ""], ["Also retrieved", also, " cairn-source-list-also"]]) {
+      if (!group.length) continue;
+      h("div", { cls: "cairn-section-title", text: title }, box);
+      const list = h("ol", { cls: `cairn-source-list${cls}` }, box);
+      for (const s of group) {
+        const li = h("li", { cls: "cairn-source", "data-n": s.n }, list);
+        h("span", { cls: "cairn-source-n", text: `[${s.n}]` }, li);
+        const link = h("a", { cls: "cairn-source-link", href: "#", text: sourceLabel(s) }, li);
+        link.addEventListener("click", (ev) => {
+          ev.preventDefault();
+          void this.ctx.openTarget(targetOf(s));
+        });
+        metaLine(li, "cairn-source-meta", locationLabel(s), s.relevance);
+      }
+    }
+  }
+};
+
 // src/view.ts
 var VIEW_TYPE = "cairn-sidebar";
 var SEARCH_DEBOUNCE_MS = 250;
 var MIN_QUERY_CHARS = 2;
-var RENDER_EVERY_MS = 50;
 var EVENTS_BACKOFF_MS = [2e3, 5e3, 1e4, 3e4];
-var CairnView = class extends import_obsidian.ItemView {
+var CairnView = class extends import_obsidian2.ItemView {
   constructor(leaf, host) {
     super(leaf);
     this.host = host;
@@ -623,12 +890,7 @@ var CairnView = class extends import_obsidian.ItemView {
     this.knownTags = [];
     this.tabButtons = /* @__PURE__ */ new Map();
     this.panes = /* @__PURE__ */ new Map();
-    this.askController = null;
-    this.answerText = "";
-    this.sources = [];
-    this.renderTimer = null;
-    this.renderChild = null;
-    this.renderSeq = 0;
+    this.askPane = null;
     this.searchTimer = null;
     this.searchController = null;
     this.relatedController = null;
@@ -673,12 +935,11 @@ var CairnView = class extends import_obsidian.ItemView {
   }
   async onClose() {
     this.closed = true;
-    this.askController?.abort();
+    this.askPane?.close();
     this.searchController?.abort();
     this.relatedController?.abort();
     this.eventsController?.abort();
-    for (const t of [this.renderTimer, this.searchTimer, this.eventsTimer]) if (t !== null) window.clearTimeout(t);
-    this.renderChild?.unload();
+    for (const t of [this.searchTimer, this.eventsTimer]) if (t !== null) window.clearTimeout(t);
   }
   /** Settings changed (URL, token, top_k): reconnect and refresh what is shown. */
   settingsChanged() {
@@ -688,7 +949,7 @@ var CairnView = class extends import_obsidian.ItemView {
   /** Put the cursor in the question box (the "Ask Cairn" command). */
   focusAsk() {
     this.setTab("ask");
-    this.questionEl?.focus();
+    this.askPane?.focus();
   }
   // -- tabs and scope ------------------------------------------------------------------------
   setTab(tab) {
@@ -757,187 +1018,22 @@ var CairnView = class extends import_obsidian.ItemView {
   // -- Ask -----------------------------------------------------------------------------------
   buildAsk(pane) {
     this.panes.set("ask", pane);
-    const form = h("form", { cls: "cairn-ask-form" }, pane);
-    this.questionEl = h("textarea", { cls: "cairn-question", rows: 3, placeholder: "Ask your notes\u2026", "aria-label": "Question" }, form);
-    const buttons = h("div", { cls: "cairn-ask-buttons" }, form);
-    this.askButton = h("button", { cls: "cairn-ask-button mod-cta", type: "submit", text: "Ask" }, buttons);
-    this.stopButton = h("button", { cls: "cairn-stop-button", type: "button", text: "Stop" }, buttons);
-    show(this.stopButton, false);
-    form.addEventListener("submit", (ev) => {
-      ev.preventDefault();
-      void this.ask();
-    });
-    this.questionEl.addEventListener("keydown", (ev) => {
-      if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
-        ev.preventDefault();
-        void this.ask();
-      }
-    });
-    this.stopButton.addEventListener("click", () => this.askController?.abort());
-    this.askErrorEl = h("div", { cls: "cairn-error" }, pane);
-    show(this.askErrorEl, false);
-    this.askBannerEl = h("div", { cls: "cairn-banner cairn-banner-ungrounded" }, pane);
-    show(this.askBannerEl, false);
-    this.answerEl = h("div", { cls: "cairn-answer markdown-rendered" }, pane);
-    this.answerEl.addEventListener("click", (ev) => {
-      const a = ev.target?.closest?.("a.cairn-cite");
-      if (!a) return;
-      ev.preventDefault();
-      const source = this.sources.find((s) => s.n === Number(a.dataset.n));
-      if (source) void this.host.openTarget(targetOf(source));
-    });
-    this.askNoteEl = h("div", { cls: "cairn-ask-note" }, pane);
-    this.sourcesEl = h("div", { cls: "cairn-sources" }, pane);
+    this.askPane = new AskPane(
+      {
+        app: this.app,
+        client: () => this.host.client(),
+        topK: () => this.host.settings.topK,
+        tags: () => this.tagScope,
+        openTarget: (target) => this.host.openTarget(target),
+        showError: (box, err, retry) => this.showError(box, err, retry),
+        isClosed: () => this.closed
+      },
+      pane
+    );
   }
-  /** Ask the question in the box; the answer streams into the pane. */
+  /** Ask the question in the box (a follow-up of the turns shown, until "New conversation"). */
   async ask() {
-    const question = this.questionEl.value.trim();
-    if (!question) return;
-    this.askController?.abort();
-    const controller = new AbortController();
-    this.askController = controller;
-    this.answerText = "";
-    this.sources = [];
-    clear(this.answerEl);
-    clear(this.sourcesEl);
-    clear(this.askNoteEl);
-    show(this.askErrorEl, false);
-    show(this.askBannerEl, false);
-    this.answerEl.classList.remove("cairn-notfound");
-    this.answerEl.classList.add("is-streaming");
-    this.askButton.disabled = true;
-    show(this.stopButton, true);
-    let done = null;
-    const streamErrors = [];
-    try {
-      done = await this.host.client().ask(
-        question,
-        {
-          onToken: (text) => {
-            if (controller !== this.askController) return;
-            this.answerText += text;
-            this.scheduleRender();
-          },
-          onSources: (sources) => {
-            if (controller !== this.askController) return;
-            this.sources = sources;
-            this.renderSources();
-            this.scheduleRender(true);
-          },
-          onStreamError: (e) => streamErrors.push(e.message)
-        },
-        { topK: this.host.settings.topK, tags: this.tagScope, signal: controller.signal }
-      );
-    } catch (err) {
-      if (controller !== this.askController) return;
-      const e = toCairnError(err);
-      if (e.kind === "aborted") {
-        h("span", { cls: "cairn-stopped", text: "Stopped." }, this.askNoteEl);
-      } else {
-        this.showError(this.askErrorEl, e, () => void this.ask());
-      }
-    } finally {
-      if (controller === this.askController) {
-        this.askController = null;
-        this.askButton.disabled = false;
-        show(this.stopButton, false);
-        this.answerEl.classList.remove("is-streaming");
-      }
-    }
-    if (controller !== this.askController && this.askController !== null) return;
-    if (this.renderTimer !== null) {
-      window.clearTimeout(this.renderTimer);
-      this.renderTimer = null;
-    }
-    await this.renderAnswer();
-    if (this.askController !== null) return;
-    if (streamErrors.length) {
-      this.showError(this.askErrorEl, new CairnError("server", streamErrors.join(" ")), () => void this.ask());
-    }
-    if (done) this.finishAnswer(done);
-  }
-  finishAnswer(done) {
-    if (done.notFound) {
-      clear(this.answerEl);
-      this.answerEl.classList.add("cairn-notfound");
-      h("div", { cls: "cairn-notfound-title", text: "Not found in your notes" }, this.answerEl);
-      h("div", { cls: "cairn-notfound-text", text: this.answerText.trim() || "I couldn't find this in your indexed notes." }, this.answerEl);
-      h("div", {
-        cls: "cairn-notfound-hint",
-        text: this.tagScope.length ? "Nothing in the scope passed the relevance floor. Try other words, or widen the tag scope." : "Nothing in your notes passed the relevance floor. Try other words."
-      }, this.answerEl);
-      clear(this.sourcesEl);
-    } else if (!done.grounded) {
-      clear(this.askBannerEl);
-      h("strong", { text: "Built from your notes' own sentences. " }, this.askBannerEl);
-      h("span", { text: "No language model wrote this answer (none is configured, or it did not answer); each sentence is quoted from the cited note." }, this.askBannerEl);
-      show(this.askBannerEl, true);
-    }
-    renderCoverage(this.askNoteEl, done.coverage);
-    const secs = (done.elapsedMs / 1e3).toFixed(1);
-    h("span", { cls: "cairn-elapsed", text: `Answered in ${secs} s` }, this.askNoteEl);
-  }
-  scheduleRender(now = false) {
-    if (this.renderTimer !== null) {
-      if (!now) return;
-      window.clearTimeout(this.renderTimer);
-    }
-    this.renderTimer = window.setTimeout(() => {
-      this.renderTimer = null;
-      void this.renderAnswer();
-    }, now ? 0 : RENDER_EVERY_MS);
-  }
-  /** Render the answer so far as Markdown, then turn its `[n]` into links (only known ones once sources came). */
-  async renderAnswer() {
-    const seq = ++this.renderSeq;
-    const child = new import_obsidian.Component();
-    child.load();
-    const target = document.createElement("div");
-    await import_obsidian.MarkdownRenderer.render(this.app, this.answerText, target, "", child);
-    if (seq !== this.renderSeq || this.closed) {
-      child.unload();
-      return;
-    }
-    const known2 = this.sources.length ? new Set(this.sources.map((s) => s.n)) : void 0;
-    for (const a of linkCitations(target, known2)) {
-      const source = this.sources.find((s) => s.n === Number(a.dataset.n));
-      a.title = source ? `${sourceLabel(source)} ${locationLabel(source)}`.trim() : "source arriving\u2026";
-      if (!source) a.classList.add("is-pending");
-    }
-    this.renderChild?.unload();
-    this.renderChild = child;
-    clear(this.answerEl);
-    while (target.firstChild) this.answerEl.appendChild(target.firstChild);
-  }
-  /** The sources the answer cites under "Sources", then the others it was given under "Also retrieved". */
-  renderSources() {
-    clear(this.sourcesEl);
-    if (!this.sources.length) return;
-    const { cited, also } = groupSources(this.sources);
-    for (const [title, group, cls] of [["Sources", cited, ""], ["Also retrieved", also, " cairn-source-list-also"]]) {
-      if (!group.length) continue;
-      h("div", { cls: "cairn-section-title", text: title }, this.sourcesEl);
-      const list = h("ol", { cls: `cairn-source-list${cls}` }, this.sourcesEl);
-      for (const s of group) {
-        const li = h("li", { cls: "cairn-source", "data-n": s.n }, list);
-        h("span", { cls: "cairn-source-n", text: `[${s.n}]` }, li);
-        const link = h("a", { cls: "cairn-source-link", href: "#", text: sourceLabel(s) }, li);
-        link.addEventListener("click", (ev) => {
-          ev.preventDefault();
-          void this.host.openTarget(targetOf(s));
-        });
-        this.meta(li, "cairn-source-meta", locationLabel(s), s.relevance);
-      }
-    }
-  }
-  /** A hit's meta line: where it is, then its relevance in words (with a tooltip), never the raw score. */
-  meta(parent, cls, where, relevance) {
-    const el = h("span", { cls }, parent);
-    if (where) el.appendChild(document.createTextNode(where));
-    const words = relevanceText(relevance);
-    if (!words) return;
-    if (where) el.appendChild(document.createTextNode(" \xB7 "));
-    h("span", { cls: `cairn-relevance cairn-relevance-${String(relevance)}`, text: words, title: relevanceHint(relevance) }, el);
+    await this.askPane?.ask();
   }
   // -- Search --------------------------------------------------------------------------------
   buildSearch(pane) {
@@ -991,7 +1087,7 @@ var CairnView = class extends import_obsidian.ItemView {
         ev.preventDefault();
         void this.host.openTarget(targetOf(hit));
       });
-      this.meta(h("div", { cls: "cairn-result-meta" }, item), "cairn-result-where", locationLabel(hit), hit.relevance);
+      metaLine(h("div", { cls: "cairn-result-meta" }, item), "cairn-result-where", locationLabel(hit), hit.relevance);
       const snippet = h("div", { cls: "cairn-result-snippet" }, item);
       for (const run of highlightRuns(hit.snippet ?? "", q)) {
         if (run.match) h("mark", { text: run.text }, snippet);
@@ -1055,7 +1151,7 @@ var CairnView = class extends import_obsidian.ItemView {
         } else {
           h("span", { cls: "cairn-unresolved", text: row.label, title: "Not a note in the vault" }, li);
         }
-        if (row.meta || relevanceText(row.relevance)) this.meta(li, "cairn-related-meta", row.meta ?? "", row.relevance);
+        if (row.meta || relevanceText(row.relevance)) metaLine(li, "cairn-related-meta", row.meta ?? "", row.relevance);
       }
     };
     const seen = /* @__PURE__ */ new Set();
@@ -1165,7 +1261,7 @@ var CairnView = class extends import_obsidian.ItemView {
 };
 
 // src/main.ts
-var CairnPlugin = class extends import_obsidian2.Plugin {
+var CairnPlugin = class extends import_obsidian3.Plugin {
   constructor() {
     super(...arguments);
     this.settings = { ...DEFAULT_SETTINGS };
@@ -1216,7 +1312,7 @@ var CairnPlugin = class extends import_obsidian2.Plugin {
   }
   async openTarget(target) {
     const file = this.app.vault.getAbstractFileByPath(target.path);
-    if (file instanceof import_obsidian2.TFile) {
+    if (file instanceof import_obsidian3.TFile) {
       const eState = target.line !== void 0 ? { line: target.line } : target.subpath ? { subpath: target.subpath } : void 0;
       await this.app.workspace.getLeaf(false).openFile(file, { active: true, eState });
       return;
@@ -1263,13 +1359,13 @@ function discoverServiceUrl(vault) {
 }
 async function probeHealth(url) {
   try {
-    const res = await (0, import_obsidian2.requestUrl)({ url, method: "GET", throw: false });
+    const res = await (0, import_obsidian3.requestUrl)({ url, method: "GET", throw: false });
     return res.status > 0;
   } catch {
     return false;
   }
 }
-var CairnSettingTab = class extends import_obsidian2.PluginSettingTab {
+var CairnSettingTab = class extends import_obsidian3.PluginSettingTab {
   constructor(app, plugin) {
     super(app, plugin);
     this.plugin = plugin;
@@ -1278,7 +1374,7 @@ var CairnSettingTab = class extends import_obsidian2.PluginSettingTab {
     const { containerEl } = this;
     containerEl.empty();
     const discovered = discoverServiceUrl(this.plugin.vaultPath());
-    new import_obsidian2.Setting(containerEl).setName("Daemon URL").setDesc(
+    new import_obsidian3.Setting(containerEl).setName("Daemon URL").setDesc(
       `Where \`cairn serve\` listens. Leave empty to use the address the running daemon advertises (${discovered ? `now ${discovered}` : "none found"}), else ${DEFAULT_URL}. Only 127.0.0.1, localhost or [::1].`
     ).addText(
       (text) => text.setPlaceholder(discovered ?? DEFAULT_URL).setValue(this.plugin.settings.daemonUrl).onChange(async (value) => {
@@ -1290,7 +1386,7 @@ var CairnSettingTab = class extends import_obsidian2.PluginSettingTab {
         await this.plugin.saveSettings();
       })
     );
-    new import_obsidian2.Setting(containerEl).setName("Token").setDesc("Run `cairn token` in a terminal and paste what it prints. Kept in this plugin's data, never logged.").addText((text) => {
+    new import_obsidian3.Setting(containerEl).setName("Token").setDesc("Run `cairn token` in a terminal and paste what it prints. Kept in this plugin's data, never logged.").addText((text) => {
       text.inputEl.type = "password";
       text.inputEl.autocomplete = "off";
       text.setPlaceholder("paste the output of `cairn token`").setValue(this.plugin.settings.token).onChange(async (value) => {
@@ -1298,13 +1394,13 @@ var CairnSettingTab = class extends import_obsidian2.PluginSettingTab {
         await this.plugin.saveSettings();
       });
     });
-    new import_obsidian2.Setting(containerEl).setName("Results (top_k)").setDesc("Search results shown, and passages an answer may cite (1\u201350; the daemon's default is 8).").addSlider(
+    new import_obsidian3.Setting(containerEl).setName("Results (top_k)").setDesc("Search results shown, and passages an answer may cite (1\u201350; the daemon's default is 8).").addSlider(
       (slider) => slider.setLimits(1, 50, 1).setValue(this.plugin.settings.topK).setDynamicTooltip().onChange(async (value) => {
         this.plugin.settings.topK = value;
         await this.plugin.saveSettings();
       })
     );
-    new import_obsidian2.Setting(containerEl).setName("Default tag scope").setDesc("Tags Ask and Search start with, comma-separated (notes carrying any of them; nested tags match). Empty: all notes.").addText(
+    new import_obsidian3.Setting(containerEl).setName("Default tag scope").setDesc("Tags Ask and Search start with, comma-separated (notes carrying any of them; nested tags match). Empty: all notes.").addText(
       (text) => text.setPlaceholder("e.g. garden, kitchen").setValue(this.plugin.settings.defaultTags.join(", ")).onChange(async (value) => {
         this.plugin.settings.defaultTags = parseTags(value);
         await this.plugin.saveSettings();

@@ -11,7 +11,7 @@
 import { CairnError, httpError, isAbort, NO_TOKEN } from "./errors";
 import { readSse } from "./sse";
 import type {
-  AnswerSource, ApiErrorBody, AskDone, IndexStats, ProgressEvent, RelatedResponse, SearchResponse, TagsResponse,
+  AnswerSource, ApiErrorBody, AskDone, HistoryTurn, IndexStats, ProgressEvent, RelatedResponse, SearchResponse, TagsResponse,
 } from "./types";
 
 export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
@@ -43,7 +43,19 @@ export interface AskHandlers {
 export interface AskOptions {
   topK?: number;
   tags?: string[];
+  /** The conversation's earlier turns, oldest first: a follow-up is retrieved with them (cut to the daemon's limits). */
+  history?: HistoryTurn[];
   signal?: AbortSignal;
+}
+
+/** At most this many earlier turns go with a question (the daemon's limit, `history` in openapi.json). */
+export const HISTORY_TURNS = 6;
+/** An earlier answer is cut to this many characters (the daemon's limit). */
+export const HISTORY_ANSWER_CHARS = 4000;
+
+/** `history` as the daemon accepts it: the last {@link HISTORY_TURNS} turns, answers cut to {@link HISTORY_ANSWER_CHARS}. */
+export function historyBody(turns: readonly HistoryTurn[]): HistoryTurn[] {
+  return turns.slice(-HISTORY_TURNS).map((t) => ({ question: t.question, answer: t.answer.slice(0, HISTORY_ANSWER_CHARS) }));
 }
 
 /** Handlers for `GET /events` (index progress). */
@@ -101,6 +113,7 @@ export class CairnClient {
     const body: Record<string, unknown> = { question };
     if (opts.topK) body.topK = opts.topK;
     if (opts.tags && opts.tags.length) body.tags = opts.tags;
+    if (opts.history && opts.history.length) body.history = historyBody(opts.history);
     const response = await this.request("/ask", {
       method: "POST",
       headers: { "Content-Type": "application/json", Accept: "text/event-stream" },

@@ -54,6 +54,13 @@ export interface AnswerSource {
   page?: number;
 }
 
+/** One earlier turn of a conversation, as `POST /ask` takes it in `history`. */
+export interface HistoryTurn {
+  question: string;
+  /** The answer's text as it was shown, `[n]` citations and all (the daemon removes them). */
+  answer: string;
+}
+
 /** The `done` event of `POST /ask`. `grounded: false` → built from the notes' own sentences (no model). */
 export interface AskDone {
   grounded: boolean;

@@ -1,29 +1,28 @@
 /**
- * The Cairn sidebar: Ask (streamed, cited answers), Search (as you type), Related (for the active
- * note), a tag-scope picker shared by Ask and Search, and the index status line.
+ * The Cairn sidebar: Ask (a conversation of streamed, cited answers: ask.ts), Search (as you type), Related (for
+ * the active note), a tag-scope picker shared by Ask and Search, and the index status line.
  *
  * It talks to the daemon only through {@link CairnClient}; every failure is shown inline in the
  * pane it happened in (see errors.ts), with a Retry button where retrying can help.
  */
 
-import { Component, ItemView, MarkdownRenderer, WorkspaceLeaf } from "obsidian";
+import { ItemView, WorkspaceLeaf } from "obsidian";
 import type { CairnClient } from "./api";
+import { AskPane, metaLine } from "./ask";
 import { highlightRuns, locationLabel, NoteTarget, sourceLabel, targetOf } from "./citations";
 import { renderCoverage } from "./coverage";
-import { clear, h, linkCitations, show } from "./dom";
+import { clear, h, show } from "./dom";
 import { CairnError, describeError, toCairnError } from "./errors";
-import { groupSources, relevanceHint, relevanceText } from "./relevance";
+import { relevanceText } from "./relevance";
 import type { CairnSettings } from "./settings";
 import { progressLine, statsLine } from "./status";
-import type { AnswerSource, AskDone, Coverage, RelatedResponse, SearchHit, TagCount } from "./types";
+import type { Coverage, RelatedResponse, SearchHit, TagCount } from "./types";
 
 export const VIEW_TYPE = "cairn-sidebar";
 /** Typing pause before a search is sent (ms). */
 export const SEARCH_DEBOUNCE_MS = 250;
 /** Shortest query searched (characters). */
 export const MIN_QUERY_CHARS = 2;
-/** At most one Markdown re-render of a streaming answer per this many ms. */
-const RENDER_EVERY_MS = 50;
 /** Reconnect delays for the index event stream (ms), the last one repeated. */
 const EVENTS_BACKOFF_MS = [2000, 5000, 10000, 30000];
 
@@ -49,21 +48,7 @@ export class CairnView extends ItemView {
   private root!: HTMLElement;
   private scopeEl!: HTMLElement;
   private statusEl!: HTMLElement;
-  // Ask
-  private questionEl!: HTMLTextAreaElement;
-  private askButton!: HTMLButtonElement;
-  private stopButton!: HTMLButtonElement;
-  private askBannerEl!: HTMLElement;
-  private answerEl!: HTMLElement;
-  private askNoteEl!: HTMLElement;
-  private sourcesEl!: HTMLElement;
-  private askErrorEl!: HTMLElement;
-  private askController: AbortController | null = null;
-  private answerText = "";
-  private sources: AnswerSource[] = [];
-  private renderTimer: number | null = null;
-  private renderChild: Component | null = null;
-  private renderSeq = 0;
+  private askPane: AskPane | null = null;
   // Search
   private searchInput!: HTMLInputElement;
   private searchResultsEl!: HTMLElement;
@@ -121,12 +106,11 @@ export class CairnView extends ItemView {
 
   async onClose(): Promise<void> {
     this.closed = true;
-    this.askController?.abort();
+    this.askPane?.close();
     this.searchController?.abort();
     this.relatedController?.abort();
     this.eventsController?.abort();
-    for (const t of [this.renderTimer, this.searchTimer, this.eventsTimer]) if (t !== null) window.clearTimeout(t);
-    this.renderChild?.unload();
+    for (const t of [this.searchTimer, this.eventsTimer]) if (t !== null) window.clearTimeout(t);
   }
 
   /** Settings changed (URL, token, top_k): reconnect and refresh what is shown. */
@@ -138,7 +122,7 @@ export class CairnView extends ItemView {
   /** Put the cursor in the question box (the "Ask Cairn" command). */
   focusAsk(): void {
     this.setTab("ask");
-    this.questionEl?.focus();
+    this.askPane?.focus();
   }
 
   // -- tabs and scope ------------------------------------------------------------------------
@@ -216,194 +200,23 @@ export class CairnView extends ItemView {
 
   private buildAsk(pane: HTMLElement): void {
     this.panes.set("ask", pane);
-    const form = h("form", { cls: "cairn-ask-form" }, pane);
-    this.questionEl = h("textarea", { cls: "cairn-question", rows: 3, placeholder: "Ask your notes…", "aria-label": "Question" }, form);
-    const buttons = h("div", { cls: "cairn-ask-buttons" }, form);
-    this.askButton = h("button", { cls: "cairn-ask-button mod-cta", type: "submit", text: "Ask" }, buttons);
-    this.stopButton = h("button", { cls: "cairn-stop-button", type: "button", text: "Stop" }, buttons);
-    show(this.stopButton, false);
-    form.addEventListener("submit", (ev) => {
-      ev.preventDefault();
-      void this.ask();
-    });
-    this.questionEl.addEventListener("keydown", (ev) => {
-      if (ev.key === "Enter" && !ev.shiftKey && !ev.isComposing) {
-        ev.preventDefault();
-        void this.ask();
-      }
-    });
-    this.stopButton.addEventListener("click", () => this.askController?.abort());
-    this.askErrorEl = h("div", { cls: "cairn-error" }, pane);
-    show(this.askErrorEl, false);
-    this.askBannerEl = h("div", { cls: "cairn-banner cairn-banner-ungrounded" }, pane);
-    show(this.askBannerEl, false);
-    this.answerEl = h("div", { cls: "cairn-answer markdown-rendered" }, pane);
-    this.answerEl.addEventListener("click", (ev) => {
-      const a = (ev.target as HTMLElement | null)?.closest?.("a.cairn-cite") as HTMLAnchorElement | null;
-      if (!a) return;
-      ev.preventDefault();
-      const source = this.sources.find((s) => s.n === Number(a.dataset.n));
-      if (source) void this.host.openTarget(targetOf(source));
-    });
-    this.askNoteEl = h("div", { cls: "cairn-ask-note" }, pane);
-    this.sourcesEl = h("div", { cls: "cairn-sources" }, pane);
+    this.askPane = new AskPane(
+      {
+        app: this.app,
+        client: () => this.host.client(),
+        topK: () => this.host.settings.topK,
+        tags: () => this.tagScope,
+        openTarget: (target) => this.host.openTarget(target),
+        showError: (box, err, retry) => this.showError(box, err, retry),
+        isClosed: () => this.closed,
+      },
+      pane,
+    );
   }
 
-  /** Ask the question in the box; the answer streams into the pane. */
+  /** Ask the question in the box (a follow-up of the turns shown, until "New conversation"). */
   async ask(): Promise<void> {
-    const question = this.questionEl.value.trim();
-    if (!question) return;
-    this.askController?.abort();
-    const controller = new AbortController();
-    this.askController = controller;
-    this.answerText = "";
-    this.sources = [];
-    clear(this.answerEl);
-    clear(this.sourcesEl);
-    clear(this.askNoteEl);
-    show(this.askErrorEl, false);
-    show(this.askBannerEl, false);
-    this.answerEl.classList.remove("cairn-notfound");
-    this.answerEl.classList.add("is-streaming");
-    this.askButton.disabled = true;
-    show(this.stopButton, true);
-    let done: AskDone | null = null;
-    const streamErrors: string[] = [];
-    try {
-      done = await this.host.client().ask(
-        question,
-        {
-          onToken: (text) => {
-            if (controller !== this.askController) return;
-            this.answerText += text;
-            this.scheduleRender();
-          },
-          onSources: (sources) => {
-            if (controller !== this.askController) return;
-            this.sources = sources;
-            this.renderSources();
-            this.scheduleRender(true);
-          },
-          onStreamError: (e) => streamErrors.push(e.message),
-        },
-        { topK: this.host.settings.topK, tags: this.tagScope, signal: controller.signal },
-      );
-    } catch (err) {
-      if (controller !== this.askController) return;
-      const e = toCairnError(err);
-      if (e.kind === "aborted") {
-        h("span", { cls: "cairn-stopped", text: "Stopped." }, this.askNoteEl);
-      } else {
-        this.showError(this.askErrorEl, e, () => void this.ask());
-      }
-    } finally {
-      if (controller === this.askController) {
-        this.askController = null;
-        this.askButton.disabled = false;
-        show(this.stopButton, false);
-        this.answerEl.classList.remove("is-streaming");
-      }
-    }
-    if (controller !== this.askController && this.askController !== null) return;
-    if (this.renderTimer !== null) {
-      // No more tokens: the final render below replaces any pending one (it must not land after finishAnswer).
-      window.clearTimeout(this.renderTimer);
-      this.renderTimer = null;
-    }
-    await this.renderAnswer();
-    if (this.askController !== null) return; // another question was asked meanwhile
-    if (streamErrors.length) {
-      this.showError(this.askErrorEl, new CairnError("server", streamErrors.join(" ")), () => void this.ask());
-    }
-    if (done) this.finishAnswer(done);
-  }
-
-  private finishAnswer(done: AskDone): void {
-    if (done.notFound) {
-      clear(this.answerEl);
-      this.answerEl.classList.add("cairn-notfound");
-      h("div", { cls: "cairn-notfound-title", text: "Not found in your notes" }, this.answerEl);
-      h("div", { cls: "cairn-notfound-text", text: this.answerText.trim() || "I couldn't find this in your indexed notes." }, this.answerEl);
-      h("div", {
-        cls: "cairn-notfound-hint",
-        text: this.tagScope.length ? "Nothing in the scope passed the relevance floor. Try other words, or widen the tag scope." : "Nothing in your notes passed the relevance floor. Try other words.",
-      }, this.answerEl);
-      clear(this.sourcesEl);
-    } else if (!done.grounded) {
-      clear(this.askBannerEl);
-      h("strong", { text: "Built from your notes' own sentences. " }, this.askBannerEl);
-      h("span", { text: "No language model wrote this answer (none is configured, or it did not answer); each sentence is quoted from the cited note." }, this.askBannerEl);
-      show(this.askBannerEl, true);
-    }
-    renderCoverage(this.askNoteEl, done.coverage);
-    const secs = (done.elapsedMs / 1000).toFixed(1);
-    h("span", { cls: "cairn-elapsed", text: `Answered in ${secs} s` }, this.askNoteEl);
-  }
-
-  private scheduleRender(now = false): void {
-    if (this.renderTimer !== null) {
-      if (!now) return;
-      window.clearTimeout(this.renderTimer);
-    }
-    this.renderTimer = window.setTimeout(() => {
-      this.renderTimer = null;
-      void this.renderAnswer();
-    }, now ? 0 : RENDER_EVERY_MS);
-  }
-
-  /** Render the answer so far as Markdown, then turn its `[n]` into links (only known ones once sources came). */
-  private async renderAnswer(): Promise<void> {
-    const seq = ++this.renderSeq;
-    const child = new Component();
-    child.load();
-    const target = document.createElement("div");
-    await MarkdownRenderer.render(this.app, this.answerText, target, "", child);
-    if (seq !== this.renderSeq || this.closed) {
-      child.unload();
-      return;
-    }
-    const known = this.sources.length ? new Set(this.sources.map((s) => s.n)) : undefined;
-    for (const a of linkCitations(target, known)) {
-      const source = this.sources.find((s) => s.n === Number(a.dataset.n));
-      a.title = source ? `${sourceLabel(source)} ${locationLabel(source)}`.trim() : "source arriving…";
-      if (!source) a.classList.add("is-pending");
-    }
-    this.renderChild?.unload();
-    this.renderChild = child;
-    clear(this.answerEl);
-    while (target.firstChild) this.answerEl.appendChild(target.firstChild);
-  }
-
-  /** The sources the answer cites under "Sources", then the others it was given under "Also retrieved". */
-  private renderSources(): void {
-    clear(this.sourcesEl);
-    if (!this.sources.length) return;
-    const { cited, also } = groupSources(this.sources);
-    for (const [title, group, cls] of [["Sources", cited, ""], ["Also retrieved", also, " cairn-source-list-also"]] as const) {
-      if (!group.length) continue;
-      h("div", { cls: "cairn-section-title", text: title }, this.sourcesEl);
-      const list = h("ol", { cls: `cairn-source-list${cls}` }, this.sourcesEl);
-      for (const s of group) {
-        const li = h("li", { cls: "cairn-source", "data-n": s.n }, list);
-        h("span", { cls: "cairn-source-n", text: `[${s.n}]` }, li);
-        const link = h("a", { cls: "cairn-source-link", href: "#", text: sourceLabel(s) }, li);
-        link.addEventListener("click", (ev) => {
-          ev.preventDefault();
-          void this.host.openTarget(targetOf(s));
-        });
-        this.meta(li, "cairn-source-meta", locationLabel(s), s.relevance);
-      }
-    }
-  }
-
-  /** A hit's meta line: where it is, then its relevance in words (with a tooltip), never the raw score. */
-  private meta(parent: HTMLElement, cls: string, where: string, relevance: unknown): void {
-    const el = h("span", { cls }, parent);
-    if (where) el.appendChild(document.createTextNode(where));
-    const words = relevanceText(relevance);
-    if (!words) return;
-    if (where) el.appendChild(document.createTextNode(" · "));
-    h("span", { cls: `cairn-relevance cairn-relevance-${String(relevance)}`, text: words, title: relevanceHint(relevance) }, el);
+    await this.askPane?.ask();
   }
 
   // -- Search --------------------------------------------------------------------------------
@@ -461,7 +274,7 @@ export class CairnView extends ItemView {
         ev.preventDefault();
         void this.host.openTarget(targetOf(hit));
       });
-      this.meta(h("div", { cls: "cairn-result-meta" }, item), "cairn-result-where", locationLabel(hit), hit.relevance);
+      metaLine(h("div", { cls: "cairn-result-meta" }, item), "cairn-result-where", locationLabel(hit), hit.relevance);
       const snippet = h("div", { cls: "cairn-result-snippet" }, item);
       for (const run of highlightRuns(hit.snippet ?? "", q)) {
         if (run.match) h("mark", { text: run.text }, snippet);
@@ -529,7 +342,7 @@ export class CairnView extends ItemView {
         } else {
           h("span", { cls: "cairn-unresolved", text: row.label, title: "Not a note in the vault" }, li);
         }
-        if (row.meta || relevanceText(row.relevance)) this.meta(li, "cairn-related-meta", row.meta ?? "", row.relevance);
+        if (row.meta || relevanceText(row.relevance)) metaLine(li, "cairn-related-meta", row.meta ?? "", row.relevance);
       }
     };
     const seen = new Set<string>();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CairnClient, FetchLike } from "../src/api";
+import { CairnClient, FetchLike, HISTORY_ANSWER_CHARS, HISTORY_TURNS } from "../src/api";
 import { CairnError, describeError, NOT_RUNNING, TOKEN_REJECTED } from "../src/errors";
 
 const TOKEN = "s3cret-token-abcdefghijklmnop";
@@ -62,6 +62,18 @@ describe("ask", () => {
     expect(calls[0].url).toBe("http://127.0.0.1:27183/ask");
     expect(JSON.parse(String(calls[0].init?.body))).toEqual({ question: "When do I sow tomatoes?", topK: 5, tags: ["garden"] });
     expect((calls[0].init?.headers as Record<string, string>).Authorization).toBe(`Bearer ${TOKEN}`);
+  });
+
+  it("sends the earlier turns as history, only the last ones and each answer cut to the daemon's limits", async () => {
+    const done = 'event: sources\ndata: []\n\nevent: done\ndata: {"grounded":false,"notFound":true,"elapsedMs":1}\n\n';
+    const { client: c, calls } = client(() => sseResponse([done]));
+    const turns = Array.from({ length: HISTORY_TURNS + 2 }, (_, i) => ({ question: `q${i}?`, answer: "a".repeat(HISTORY_ANSWER_CHARS + i) }));
+    await c.ask("and the title?", {}, { history: turns });
+    const body = JSON.parse(String(calls[0].init?.body));
+    expect(body.history.map((t: { question: string }) => t.question)).toEqual(turns.slice(2).map((t) => t.question));
+    expect(body.history.every((t: { answer: string }) => t.answer.length === HISTORY_ANSWER_CHARS)).toBe(true);
+    await c.ask("first?", {}, { history: [] });
+    expect(JSON.parse(String(calls[1].init?.body))).toEqual({ question: "first?" });
   });
 
   it("reports the not-found answer through done.notFound with no sources", async () => {

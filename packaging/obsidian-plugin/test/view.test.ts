@@ -194,6 +194,69 @@ describe("Ask", () => {
     expect(mounted.root.querySelectorAll(".cairn-source")).toHaveLength(2);
   });
 
+  it("is a conversation: a follow-up sends the earlier turns, both are listed, New conversation clears them", async () => {
+    const bodies: Record<string, unknown>[] = [];
+    const answers = ["Add a minus sign after the type [1].", "Write the title after the type [1]."];
+    mounted = await mount({
+      "/ask": (_url, init) => {
+        bodies.push(JSON.parse(String(init?.body)));
+        const text = answers[(bodies.length - 1) % 2];
+        return stream(sse([["token", { text }], ["sources", SOURCES], ["done", { grounded: true, notFound: false, elapsedMs: 5 }]]));
+      },
+    });
+    const turns = () => [...mounted!.root.querySelectorAll(".cairn-turn")] as HTMLElement[];
+    const newButton = $(mounted.root, ".cairn-new-conversation");
+    expect(newButton.hidden).toBe(true);
+    await ask(mounted, "How do I make a callout foldable?");
+    await vi.waitFor(() => expect(turns()[0]?.querySelector(".cairn-elapsed")).toBeTruthy());
+    expect(($(mounted.root, ".cairn-question") as HTMLTextAreaElement).value).toBe("");
+    expect(newButton.hidden).toBe(false);
+    await ask(mounted, "and give it a custom title?");
+    await vi.waitFor(() => expect(turns()[1]?.querySelector(".cairn-elapsed")).toBeTruthy());
+    expect(bodies[0].history).toBeUndefined();
+    expect(bodies[1].history).toEqual([{ question: "How do I make a callout foldable?", answer: answers[0] }]);
+    expect(turns().map((t) => t.querySelector(".cairn-turn-question")?.textContent)).toEqual(["How do I make a callout foldable?", "and give it a custom title?"]);
+    expect(turns().map((t) => t.querySelector(".cairn-answer")?.textContent)).toEqual(answers);
+    expect(turns().map((t) => t.querySelectorAll(".cairn-source").length)).toEqual([2, 2]);
+    // A citation opens its own turn's source.
+    (turns()[1].querySelector("a.cairn-cite[data-n='1']") as HTMLElement).click();
+    expect(mounted.host.openTarget).toHaveBeenCalledWith({ path: "Garden/Tomatoes.md", line: 17 });
+    newButton.click();
+    expect(turns()).toHaveLength(0);
+    expect(newButton.hidden).toBe(true);
+    await ask(mounted, "How do I embed an image?");
+    await vi.waitFor(() => expect(turns()[0]?.querySelector(".cairn-elapsed")).toBeTruthy());
+    expect(bodies[2].history).toBeUndefined();
+    expect(turns()).toHaveLength(1);
+  });
+
+  it("a turn that failed is not sent as history; Retry answers it in place", async () => {
+    const bodies: Record<string, unknown>[] = [];
+    mounted = await mount({
+      "/ask": (_url, init) => {
+        bodies.push(JSON.parse(String(init?.body)));
+        if (bodies.length === 2) return json({ error: { code: "internal", message: "Internal error." } }, 500);
+        return stream(sse([["token", { text: `Answer ${bodies.length} [1].` }], ["sources", SOURCES], ["done", { grounded: true, notFound: false, elapsedMs: 5 }]]));
+      },
+    });
+    const turns = () => [...mounted!.root.querySelectorAll(".cairn-turn")] as HTMLElement[];
+    await ask(mounted, "first?");
+    await vi.waitFor(() => expect(turns()[0]?.querySelector(".cairn-elapsed")).toBeTruthy());
+    await ask(mounted, "and then?");
+    const error = await vi.waitFor(() => {
+      const el = turns()[1]?.querySelector(".cairn-error-server") as HTMLElement | null;
+      expect(el).toBeTruthy();
+      return el!;
+    });
+    (error.querySelector("button.cairn-retry") as HTMLElement).click();
+    await vi.waitFor(() => expect(turns()[1].querySelector(".cairn-answer")?.textContent).toBe("Answer 3 [1]."));
+    expect(turns()).toHaveLength(2);
+    expect(bodies[2].history).toEqual(bodies[1].history); // the retry asks what the failed request asked
+    await ask(mounted, "and after that?");
+    await vi.waitFor(() => expect(turns()[2]?.querySelector(".cairn-elapsed")).toBeTruthy());
+    expect((bodies[3].history as { question: string }[]).map((t) => t.question)).toEqual(["first?", "and then?"]);
+  });
+
   it("a 5xx is shown inline with the daemon's message, and Retry asks again", async () => {
     let n = 0;
     mounted = await mount({
