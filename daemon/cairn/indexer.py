@@ -448,7 +448,7 @@ class Indexer:
         model); ``should_stop()`` is looked at before each batch."""
         written = embedded = 0
         while note_ids and not (should_stop and should_stop()):
-            w, e, n = self.embed_batch(batch_size, note_ids=note_ids, tier=2)
+            w, e, n = self.embed_batch(batch_size, note_ids=note_ids, tier=2, background=False)
             written, embedded = written + w, embedded + e
             if not n:
                 break
@@ -462,6 +462,7 @@ class Indexer:
         note_path: str | None = None,
         note_ids: Sequence[int] | None = None,
         tier: int = 2,
+        background: bool = True,
         pause: Callable[[], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
         on_slice: Callable[[int, int], None] | None = None,
@@ -471,8 +472,9 @@ class Indexer:
         whole chunk and the sentences and blends them (:func:`~cairn.embedding.chunk_vector`), sentence vectors kept.
         Returns (chunks written that had no vector before, texts embedded, chunks taken). Needs no lock: a chunk
         deleted or changed while its vectors were computed is skipped when they are stored
-        (:meth:`Store.set_vectors`). ``pause()``, when given, is called before each :data:`PAUSE_SLICE` texts go to
-        the model. Once ``should_stop()`` is true (looked at before each ONNX run,
+        (:meth:`Store.set_vectors`). ``background``: the model runs as bulk work that gives way to questions (else
+        as work a person waits for: a save's vectors). ``pause()``, when given, is called before each
+        :data:`PAUSE_SLICE` texts go to the model. Once ``should_stop()`` is true (looked at before each ONNX run,
         :func:`~cairn.embedding.embed_in_slices`) the texts embedded so far go to the embedding cache, no vector is
         written and (0, texts embedded, 0) is returned: the next run takes the same chunks and finds those texts
         cached. ``on_slice(texts embedded, texts to embed)`` is called as the model goes (for progress)."""
@@ -492,8 +494,9 @@ class Indexer:
         cache = self.store.cached_vectors(wanted, model_id)
         missing = [h for h in wanted if h not in cache]
         if missing:
+            texts = [wanted[h] for h in missing]
             vecs = embed_in_slices(
-                self.embedder, [wanted[h] for h in missing], PAUSE_SLICE, pause, should_stop, on_slice
+                self.embedder, texts, PAUSE_SLICE, pause, should_stop, on_slice, background=background
             )
             fresh = {missing[i]: v for i, v in vecs.items()}
             self.store.put_cached_vectors(fresh, model_id)

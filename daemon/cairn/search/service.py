@@ -237,7 +237,8 @@ class SearchService:
         cached = self.results.get(key, epoch)
         if cached is not None:
             return cached
-        ranked = self._rank(parsed, view, view.scope(tags_in, folders_in), top_k, mode, purpose, per_note)
+        with self.embedder.foreground():  # the index's bulk embedding gives way while a question is ranked
+            ranked = self._rank(parsed, view, view.scope(tags_in, folders_in), top_k, mode, purpose, per_note)
         if self.epoch.value == epoch:  # nothing committed meanwhile (else the result may mix both states)
             self.results.put(key, ranked, epoch)
         return ranked
