@@ -260,6 +260,9 @@ var CairnClient = class {
         if (ev.event === "token") {
           const text = data?.text;
           if (typeof text === "string") handlers.onToken?.(text);
+        } else if (ev.event === "replace") {
+          const r = data ?? {};
+          if (typeof r.text === "string") handlers.onReplace?.(r.text, typeof r.reason === "string" ? r.reason : "");
         } else if (ev.event === "sources") {
           handlers.onSources?.(Array.isArray(data) ? data : []);
         } else if (ev.event === "error") {
@@ -818,6 +821,11 @@ var CairnView = class extends import_obsidian.ItemView {
             this.answerText += text;
             this.scheduleRender();
           },
+          onReplace: (text) => {
+            if (controller !== this.askController) return;
+            this.answerText = text;
+            this.scheduleRender();
+          },
           onSources: (sources) => {
             if (controller !== this.askController) return;
             this.sources = sources;
@@ -870,7 +878,8 @@ var CairnView = class extends import_obsidian.ItemView {
     } else if (!done.grounded) {
       clear(this.askBannerEl);
       h("strong", { text: "Built from your notes' own sentences. " }, this.askBannerEl);
-      h("span", { text: "No language model wrote this answer (none is configured, or it did not answer); each sentence is quoted from the cited note." }, this.askBannerEl);
+      const why = done.fallback ?? "No language model wrote this answer (none is configured, or it did not answer).";
+      h("span", { text: `${why} Each sentence is quoted from the cited note.` }, this.askBannerEl);
       show(this.askBannerEl, true);
     }
     renderCoverage(this.askNoteEl, done.coverage);

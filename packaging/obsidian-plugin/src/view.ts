@@ -278,6 +278,11 @@ export class CairnView extends ItemView {
             this.answerText += text;
             this.scheduleRender();
           },
+          onReplace: (text) => {
+            if (controller !== this.askController) return;
+            this.answerText = text;
+            this.scheduleRender();
+          },
           onSources: (sources) => {
             if (controller !== this.askController) return;
             this.sources = sources;
@@ -332,7 +337,8 @@ export class CairnView extends ItemView {
     } else if (!done.grounded) {
       clear(this.askBannerEl);
       h("strong", { text: "Built from your notes' own sentences. " }, this.askBannerEl);
-      h("span", { text: "No language model wrote this answer (none is configured, or it did not answer); each sentence is quoted from the cited note." }, this.askBannerEl);
+      const why = done.fallback ?? "No language model wrote this answer (none is configured, or it did not answer).";
+      h("span", { text: `${why} Each sentence is quoted from the cited note.` }, this.askBannerEl);
       show(this.askBannerEl, true);
     }
     renderCoverage(this.askNoteEl, done.coverage);
