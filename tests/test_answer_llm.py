@@ -2,8 +2,8 @@
 vault's index, the real LLM client (cairn.llm) talking to a local OpenAI-compatible STUB server
 (aiohttp on 127.0.0.1) that streams ``data: {choices[0].delta.content}`` chunks then ``data: [DONE]``.
 
-Stub modes: normal, invents [9], splits [1 ] across chunks, HTTP 500, error mid-stream, stalls past
-the timeout, empty; plus ``hold`` modes that wait on an event (disconnects, heartbeats, shutdown).
+Stub modes: normal, invents [9], splits [1 ] across chunks, quotes passage [1], HTTP 500, error mid-stream, stalls
+past the timeout, empty; plus ``hold`` modes that wait on an event (disconnects, heartbeats, shutdown).
 Nothing sleeps: waits are on events with timeouts.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import re
 import socket
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -53,7 +54,31 @@ class Stub:
         "normal": ["Plant", " garlic", " cloves", " 5 cm", " deep", " [1]", "."],
         "invent": ["Plant", " garlic", " [9]", " in", " October", " [1]", "."],
         "split": ["Plant", " garlic", " [", "1", "]", " and", " water [", "9", "]", "."],
+        # unusable answers (tests/test_answer_degenerate.py): citations and no words; words from nowhere
+        "citations_only": ["1", ".", " [", "2", "]", " 2. [3]", "\n", "4. [5]"],
+        "unsupported": [
+            "Bake",
+            " the",
+            " rye",
+            " bread",
+            " at",
+            " 250",
+            " degrees",
+            " for",
+            " an",
+            " hour",
+            " [1]",
+            ".",
+        ],
     }
+
+    @staticmethod
+    def quote(prompt: str) -> list[str]:
+        """The first eight words of passage [1]'s text in ``prompt`` (after its ``[1] path › heading`` line), then
+        `` [1].``, as word pieces."""
+        passage = prompt.split("\n[1] ", 1)[1].split("\n", 1)[1].split("\n[2] ", 1)[0]
+        words = re.findall(r"[A-Za-z]{3,}", passage)[:8]
+        return [w + " " for w in words] + ["[1]."]
 
     @staticmethod
     def chunk(text: str) -> bytes:
@@ -68,6 +93,9 @@ class Stub:
         try:
             if self.mode in self.PIECES:
                 for piece in self.PIECES[self.mode]:
+                    await resp.write(self.chunk(piece))
+            elif self.mode == "quote":  # a model that answers from its context: passage [1]'s first words, cited
+                for piece in self.quote(self.requests[-1]["messages"][1]["content"]):
                     await resp.write(self.chunk(piece))
             elif self.mode == "midstream":
                 await resp.write(self.chunk("Plant garlic"))
@@ -308,7 +336,7 @@ def test_withheld_notes_never_enter_a_remote_models_prompt_but_do_enter_a_local_
     assert any(s["filePath"] == "Personal/Gift ideas.md" for s in local_sources), local_sources
 
     async def ask(remote: bool, question: str):
-        async with stub_server("normal") as stub:
+        async with stub_server("quote") as stub:
             async with daemon(sample_cairn, OpenAIChatModel(llm_config(stub.url)), remote=remote) as c:
                 events = await c.ask(question)
         return [r["messages"][1]["content"] for r in stub.requests], events
@@ -349,7 +377,7 @@ def test_a_remote_model_follows_the_mcp_policy_withheld_folders_and_gets_nothing
         policy = tmp_path / f"policy-{len(policy_text)}.yaml"
         policy.write_text(policy_text, encoding="utf-8")
         config = sample_cairn.config.replace(mcp_policy=policy)
-        async with stub_server("normal") as stub:
+        async with stub_server("quote") as stub:
             model = OpenAIChatModel(llm_config(stub.url))
             model.remote = True  # what a non-loopback base_url means, without leaving the machine
             holder = PolicyHolder(policy, strict=False)  # the daemon's holder over this policy file
@@ -530,7 +558,7 @@ def titles_cairn(tmp_path_factory, embedder):
 
 def test_a_remote_models_prompt_masks_links_to_withheld_notes_and_their_names_in_headings(titles_cairn):
     async def ask(remote: bool):
-        async with stub_server("normal") as stub:
+        async with stub_server("quote") as stub:
             async with daemon(titles_cairn, OpenAIChatModel(llm_config(stub.url)), remote=remote) as c:
                 events = await c.ask(TITLE_QUESTION)
         return [r["messages"][1]["content"] for r in stub.requests], events

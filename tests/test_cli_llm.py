@@ -26,6 +26,7 @@ PIECES = {
     "normal": ["Plant", " garlic", " cloves", " 5 cm", " deep", " [1]", "."],
     "uncited": ["Plant", " garlic", " in", " autumn", "."],
     "midstream": ["Plant", " garlic [1]"],
+    "citations_only": ["1. [1]", " 2. [2]"],
 }
 
 
@@ -139,6 +140,28 @@ def test_a_model_that_stops_mid_answer_still_lists_its_sources_and_says_it_stopp
     assert section[1].startswith("[1] Garden/Garlic.md › Garlic")
     assert "The language model stopped before the answer was complete" in proc.stderr
     assert "out of memory" in proc.stderr
+
+
+def test_a_model_answer_of_citations_only_is_replaced_by_the_notes_own_sentences_saying_why(tmp_path, indexed):
+    with stub_server("citations_only") as stub:
+        proc = ask(tmp_path, indexed, stub)
+        as_json = json.loads(
+            run_cairn(
+                tmp_path,
+                "ask",
+                "--vault",
+                str(indexed),
+                QUESTION,
+                "--json",
+                env={"CAIRN_LLM_BASE_URL": stub.url, "CAIRN_LLM_MODEL": "stub"},
+            ).stdout
+        )
+    assert proc.stdout.startswith("Plant garlic cloves 5 cm deep in October, pointy end up. [1]"), proc.stdout
+    assert "1. [1]" not in proc.stdout
+    assert "The language model's answer was set aside: it has no sentence, only citations." in proc.stdout
+    assert sources_section(proc.stdout)[1].startswith("[1] Garden/Garlic.md › Garlic")
+    assert as_json["grounded"] is False and "only citations" in as_json["fallback"]
+    assert as_json["answer"].startswith("Plant garlic cloves 5 cm deep")
 
 
 # -- item 9: a base URL without a model ----------------------------------------------------------

@@ -118,9 +118,10 @@ def write_vault(root: Path, notes: dict[str, str]) -> Path:
 
 
 @contextmanager
-def running_daemon(home: Path, vault: Path) -> Iterator[Daemon]:
-    """``cairn serve --vault VAULT --port 0 --no-tray`` until the block ends; killed if still running then."""
-    env = cairn_env(home)
+def running_daemon(home: Path, vault: Path, extra_env: dict[str, str] | None = None) -> Iterator[Daemon]:
+    """``cairn serve --vault VAULT --port 0 --no-tray`` until the block ends; killed if still running then.
+    ``extra_env``: more environment variables (e.g. ``CAIRN_LLM_BASE_URL``)."""
+    env = {**cairn_env(home), **(extra_env or {})}
     stderr_file = home / "serve.stderr"
     with open(home / "serve.stdout", "wb") as out, open(stderr_file, "wb") as err:
         proc = subprocess.Popen(

@@ -379,6 +379,8 @@ class AnswerView(Protocol):
     def elapsed_ms(self) -> float: ...
     @property
     def coverage(self) -> IndexCoverage | None: ...
+    @property
+    def fallback(self) -> str | None: ...
 
 
 #: Ranking internals that MCP results and the CLI's ``ask --json`` leave out.
@@ -465,14 +467,17 @@ def source_json(source: SourceView) -> dict[str, Any]:
 
 
 def answer_json(answer: AnswerView) -> dict[str, Any]:
-    """``{answer, grounded, notFound, sources: [source_json...], elapsedMs, coverage}``."""
-    out = {
+    """``{answer, grounded, notFound, sources: [source_json...], elapsedMs, coverage, fallback}`` (``fallback``: why
+    the model's answer was replaced by the extractive one, only when it was)."""
+    out: dict[str, Any] = {
         "answer": answer.text,
         "grounded": answer.grounded,
         "notFound": answer.not_found,
         "sources": [source_json(s) for s in answer.sources],
         "elapsedMs": round(answer.elapsed_ms, 1),
     }
+    if answer.fallback is not None:
+        out["fallback"] = answer.fallback
     return _with_coverage(out, answer.coverage)
 
 

@@ -1,8 +1,10 @@
 """An answer's events and their collected form.
 
 A stream of events is ``Token``…, then ``Sources``, then ``Done``; a failure after tokens were sent is
-``Failure``, ``Sources``, ``Done`` (:func:`failure_tail`, the only place that tail is built). Each event has its SSE
-``name`` and JSON ``data`` (``tuple(event) == (name, data)``) and :meth:`~_Event.sse`, its SSE frame.
+``Failure``, ``Sources``, ``Done`` (:func:`failure_tail`, the only place that tail is built); a model's answer found
+unusable once complete is followed by ``Replace`` (the extractive answer's whole text), ``Sources``, ``Done``.
+Each event has its SSE ``name`` and JSON ``data`` (``tuple(event) == (name, data)``) and :meth:`~_Event.sse`, its
+SSE frame.
 
 :class:`Source` is a numbered hit (``[n]`` in the answer); :class:`Answer` is a whole answer at once (for the CLI
 and MCP). ``token`` events carry the answer's text only: never a list of its sources (:func:`sources_text` renders
@@ -68,6 +70,20 @@ class Token(_Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Replace(_Event):
+    """``replace`` ``{text, reason}``: the tokens sent so far are not the answer; ``text`` is (the extractive answer,
+    sent whole), and ``reason`` says why the model's answer was set aside. Sent at most once, before ``sources``."""
+
+    name: ClassVar[str] = "replace"
+    text: str
+    reason: str
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return {"text": self.text, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class Sources(_Event):
     """``sources``: the JSON of exactly the chunks the answer was written from (``[]`` when none)."""
 
@@ -81,8 +97,9 @@ class Sources(_Event):
 
 @dataclass(frozen=True, slots=True)
 class Done(_Event):
-    """``done`` ``{grounded, notFound, elapsedMs, removedCitations, coverage}``: the last event of every answer
-    (``coverage``: :func:`cairn.contract.coverage_json`, when counted)."""
+    """``done`` ``{grounded, notFound, elapsedMs, removedCitations, coverage, fallback}``: the last event of every
+    answer (``coverage``: :func:`cairn.contract.coverage_json`, when counted; ``fallback``: why the model's answer
+    was replaced, only when it was)."""
 
     name: ClassVar[str] = "done"
     grounded: bool
@@ -90,6 +107,7 @@ class Done(_Event):
     elapsed_ms: float = 0.0
     removed_citations: int = 0
     coverage: IndexCoverage | None = None
+    fallback: str | None = None
 
     @property
     def data(self) -> dict[str, Any]:
@@ -101,6 +119,8 @@ class Done(_Event):
         }
         if self.coverage is not None:
             out["coverage"] = coverage_json(self.coverage)
+        if self.fallback is not None:
+            out["fallback"] = self.fallback
         return out
 
 
@@ -117,7 +137,7 @@ class Failure(_Event):
         return {"code": self.code, "message": self.message}
 
 
-Event = Token | Sources | Done | Failure
+Event = Token | Replace | Sources | Done | Failure
 
 
 def failure_tail(
@@ -188,6 +208,8 @@ class Answer:
     error: str | None = None
     #: the notes indexed and those still waiting for vectors, as this caller sees them (``done.coverage``)
     coverage: IndexCoverage | None = None
+    #: why the model's answer was replaced by the extractive one (``text``), when it was
+    fallback: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return answer_json(self)

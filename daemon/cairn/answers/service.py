@@ -10,6 +10,9 @@ Events (:mod:`cairn.answers.events`):
   ``sources`` and ``done`` ``{grounded: false, ...}`` — the same sequence;
 - the model fails *after* tokens were sent: ``error`` ``{code, message}``, ``sources``, ``done``
   (``grounded: false``);
+- the model's complete answer is unusable (no sentence, only citations, or words not in the passages it cites;
+  :mod:`cairn.answers.degenerate`): ``replace`` ``{text, reason}`` with the extractive answer, its ``sources``, and
+  ``done`` ``{grounded: false, fallback: reason}``;
 - nothing passes the floor, or what passes does not answer the question (:mod:`cairn.answers.answerability`):
   the fixed not-found text, ``sources`` ``[]``, ``done``
   ``{notFound: true}``; the model is never called.
@@ -44,11 +47,13 @@ from typing import Any, Protocol
 
 from cairn.answers.answerability import Answerability
 from cairn.answers.citations import CitationFilter
+from cairn.answers.degenerate import unusable_reason
 from cairn.answers.events import (
     Answer,
     Done,
     Event,
     Failure,
+    Replace,
     Source,
     Sources,
     Token,
@@ -120,6 +125,11 @@ class _ModelRun:
         self.filter = CitationFilter(allowed)
         self.sent = False
         self.failure: Exception | None = None
+        self.parts: list[str] = []  # the text sent, for judging the complete answer
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
 
     async def tokens(self, messages: list[dict[str, str]]) -> AsyncIterator[Token]:
         try:
@@ -127,10 +137,12 @@ class _ModelRun:
                 text = self.filter.feed(delta)
                 if text:
                     self.sent = True
+                    self.parts.append(text)
                     yield Token(text)
             tail = self.filter.flush()
             if tail:
                 self.sent = True
+                self.parts.append(tail)
                 yield Token(tail)
         except Exception as exc:  # LLMError, or a bug in a model adapter: never crash the stream
             self.failure = exc
@@ -357,10 +369,16 @@ class AnswerService:
             run = _ModelRun(self.model, [s.n for s in in_prompt])  # type: ignore[arg-type]
             async for token in run.tokens(build_messages(question, blocks, history)):
                 yield token
-            if run.sent:
+            unusable = self._unusable(run, question, in_prompt)
+            if run.sent and unusable is None:
                 in_prompt = cited_sources(in_prompt, run.filter.kept)
                 chosen[:] = in_prompt
                 for event in self._model_tail(run, in_prompt, started):
+                    yield event
+                return
+            if unusable is not None:
+                log.warning("the language model's answer is unusable (%s); answering from the passages", unusable)
+                async for event in self._fallback(query, sources, chosen, started, run, unusable):
                     yield event
                 return
             if run.failure is not None:
@@ -383,6 +401,28 @@ class AnswerService:
         folded = retrieval_text(query.text, history, LIMITS.text_chars)
         sources = self.context(Query.parse(folded), **scope) if folded != query.text else []
         return sources or self.context(query, **scope)
+
+    @staticmethod
+    def _unusable(run: _ModelRun, question: str, in_prompt: Sequence[Source]) -> str | None:
+        """Why the model's complete answer must be replaced (:mod:`cairn.answers.degenerate`), or ``None``: also when
+        it sent nothing or failed (those have their own paths)."""
+        if not run.sent or run.failure is not None:
+            return None
+        passages = {s.n: f"{s.hit.title}\n{s.hit.symbol}\n{s.hit.text}" for s in in_prompt}
+        return unusable_reason(run.text, question, passages)
+
+    async def _fallback(
+        self, query: Query, sources: list[Source], chosen: list[Source], started: float, run: _ModelRun, reason: str
+    ) -> AsyncGenerator[Event, None]:
+        """After an unusable model answer was streamed: ``replace`` with the extractive answer, its ``sources``,
+        ``done`` ``{grounded: false, fallback}``."""
+        text, cited = await asyncio.to_thread(self.extractive.answer_cited, query, sources)
+        sources = cited_sources(sources, cited)
+        chosen[:] = sources
+        why = f"The language model's answer was set aside: {reason}."
+        yield Replace(text, why)
+        yield Sources(tuple(s.to_json() for s in sources))
+        yield Done(False, elapsed_ms=_elapsed_ms(started), removed_citations=run.filter.removed, fallback=why)
 
     @staticmethod
     def _model_tail(run: _ModelRun, in_prompt: Sequence[Source], started: float) -> list[Event]:
@@ -426,6 +466,8 @@ class AnswerService:
         ):
             if isinstance(event, Token):
                 parts.append(event.text)
+            elif isinstance(event, Replace):
+                parts[:] = [event.text]
             elif isinstance(event, Done):
                 final = event
             elif isinstance(event, Failure):
@@ -439,6 +481,7 @@ class AnswerService:
             withheld=tally.count,
             error=error,
             coverage=final.coverage,
+            fallback=final.fallback,
         )
 
 

@@ -239,6 +239,8 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     if answer.error is not None:
         sys.stdout.flush()
         print(f"Warning: {answer.error}", file=sys.stderr)
+    elif answer.fallback is not None:
+        print(f"\n(Built from your notes' own sentences. {answer.fallback})")
     elif not answer.not_found and not answer.grounded:
         print(
             "\n(Built from your notes' own sentences: "

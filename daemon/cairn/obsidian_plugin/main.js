@@ -266,6 +266,9 @@ var CairnClient = class {
         if (ev.event === "token") {
           const text = data?.text;
           if (typeof text === "string") handlers.onToken?.(text);
+        } else if (ev.event === "replace") {
+          const r = data ?? {};
+          if (typeof r.text === "string") handlers.onReplace?.(r.text, typeof r.reason === "string" ? r.reason : "");
         } else if (ev.event === "sources") {
           handlers.onSources?.(Array.isArray(data) ? data : []);
         } else if (ev.event === "error") {
@@ -763,6 +766,11 @@ var AskPane = class {
             turn.answerText += text;
             this.scheduleRender(turn);
           },
+          onReplace: (text) => {
+            if (!live()) return;
+            turn.answerText = text;
+            this.scheduleRender(turn);
+          },
           onSources: (sources) => {
             if (!live()) return;
             turn.sources = sources;
@@ -813,7 +821,8 @@ var AskPane = class {
     } else if (!done.grounded) {
       clear(el.banner);
       h("strong", { text: "Built from your notes' own sentences. " }, el.banner);
-      h("span", { text: "No language model wrote this answer (none is configured, or it did not answer); each sentence is quoted from the cited note." }, el.banner);
+      const why = done.fallback ?? "No language model wrote this answer (none is configured, or it did not answer).";
+      h("span", { text: `${why} Each sentence is quoted from the cited note.` }, el.banner);
       show(el.banner, true);
     }
     renderCoverage(el.note, done.coverage);

@@ -34,6 +34,8 @@ export interface ClientOptions {
 export interface AskHandlers {
   /** A piece of answer text, in order; concatenating them gives the answer. */
   onToken?: (text: string) => void;
+  /** The tokens so far are not the answer: `text` is, whole (the model's answer was unusable; `reason` says why). */
+  onReplace?: (text: string, reason: string) => void;
   /** The numbered sources (exactly the chunks in the prompt); sent once, after the last token. */
   onSources?: (sources: AnswerSource[]) => void;
   /** An `error` event inside the stream (the model stopped part-way, the daemon is shutting down...). */
@@ -127,6 +129,9 @@ export class CairnClient {
         if (ev.event === "token") {
           const text = (data as { text?: unknown })?.text;
           if (typeof text === "string") handlers.onToken?.(text);
+        } else if (ev.event === "replace") {
+          const r = (data ?? {}) as { text?: unknown; reason?: unknown };
+          if (typeof r.text === "string") handlers.onReplace?.(r.text, typeof r.reason === "string" ? r.reason : "");
         } else if (ev.event === "sources") {
           handlers.onSources?.(Array.isArray(data) ? (data as AnswerSource[]) : []);
         } else if (ev.event === "error") {

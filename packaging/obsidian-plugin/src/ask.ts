@@ -198,6 +198,11 @@ export class AskPane {
             turn.answerText += text;
             this.scheduleRender(turn);
           },
+          onReplace: (text) => {
+            if (!live()) return;
+            turn.answerText = text;
+            this.scheduleRender(turn);
+          },
           onSources: (sources) => {
             if (!live()) return;
             turn.sources = sources;
@@ -250,7 +255,8 @@ export class AskPane {
     } else if (!done.grounded) {
       clear(el.banner);
       h("strong", { text: "Built from your notes' own sentences. " }, el.banner);
-      h("span", { text: "No language model wrote this answer (none is configured, or it did not answer); each sentence is quoted from the cited note." }, el.banner);
+      const why = done.fallback ?? "No language model wrote this answer (none is configured, or it did not answer).";
+      h("span", { text: `${why} Each sentence is quoted from the cited note.` }, el.banner);
       show(el.banner, true);
     }
     renderCoverage(el.note, done.coverage);

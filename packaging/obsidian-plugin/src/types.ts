@@ -69,6 +69,8 @@ export interface AskDone {
   elapsedMs: number;
   removedCitations?: number;
   coverage?: Coverage;
+  /** Why the model's answer was replaced by one built from the passages (only when it was). */
+  fallback?: string;
 }
 
 /** `{code, message}` of an `error` event, or of an HTTP error body `{"error": {...}}`. */

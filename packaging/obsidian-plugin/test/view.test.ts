@@ -150,6 +150,25 @@ describe("Ask", () => {
     expect($(mounted.root, ".cairn-answer").textContent).toBe("Plant cloves 5 cm deep. [1]");
   });
 
+  it("replaces an unusable model answer with the one built from the passages, and says why", async () => {
+    const why = "The language model's answer was set aside: it has no sentence, only citations.";
+    mounted = await mount({
+      "/ask": () =>
+        stream(
+          sse([
+            ["token", { text: "1. [2] 2. [1]" }],
+            ["replace", { text: "Plant cloves 5 cm deep. [1]", reason: why }],
+            ["sources", [{ n: 1, filePath: "Garden/Garlic.md", symbol: "Garlic", score: 0.02, lines: [5, 11] }]],
+            ["done", { grounded: false, notFound: false, elapsedMs: 30, fallback: why }],
+          ]),
+        ),
+    });
+    await ask(mounted, "How deep do I plant garlic?");
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-banner-ungrounded").hidden).toBe(false));
+    expect($(mounted.root, ".cairn-answer").textContent).toBe("Plant cloves 5 cm deep. [1]");
+    expect($(mounted.root, ".cairn-banner-ungrounded").textContent).toContain(why);
+  });
+
   it("lists the cited sources under Sources and the others under Also retrieved, each with its relevance in words", async () => {
     const text = "Feed it 1:1:1 on Sundays. [2]";
     mounted = await mount({

@@ -1,0 +1,69 @@
+"""Is a model's answer unusable? A small model can write citations and no words (``1. [2] 2. [3] 4. [5]``), or
+sentences whose words come from nowhere in the passages it cites. Such an answer is replaced by the extractive one
+(:mod:`cairn.answers.service`), and the reason is said.
+
+:func:`unusable_reason` judges a complete answer's text against the passages the model was given:
+
+- **no sentence**: not one word outside the citations, list numbers and punctuation;
+- **unsupported**: of the answer's *claim words* (words of 3+ letters that are neither function words nor words of
+  the question), at least :data:`MIN_CLAIM_WORDS` are there and fewer than :data:`MIN_SUPPORT` of them occur in the
+  passages the answer cites (in any passage given, when it cites none). Words are compared by a 5-letter prefix
+  (``planting`` ~ ``plants``, ``tomatoes`` ~ ``tomato``), case-folded.
+
+An answer that says the passages do not hold the answer uses few claim words and stays as it is: saying so is what
+the prompt asks of the model.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from cairn.ranking import STOPWORDS
+
+#: Claim words needed before their support is judged (a short answer is not judged on two words).
+MIN_CLAIM_WORDS = 3
+#: The share of claim words that must occur in the cited passages.
+MIN_SUPPORT = 0.5
+
+_CITATION = re.compile(r"\[\d{1,3}\]")
+_WORD = re.compile(r"[^\W\d_]{2,}(?:['’][^\W\d_]+)?")
+_CITED_NUMBER = re.compile(r"\[(\d{1,3})\]")
+#: Words a model writes about its context rather than from it.
+_ABOUT_CONTEXT = frozenset("passage passages context note notes source sources according answer question".split())
+
+
+def _stem(word: str) -> str:
+    return word[:5]
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(_CITATION.sub(" ", text))]
+
+
+def _claim_words(text: str, question: str) -> list[str]:
+    asked = {_stem(w) for w in _words(question)}
+    return [
+        w
+        for w in _words(text)
+        if len(w) >= 3 and w not in STOPWORDS and w not in _ABOUT_CONTEXT and _stem(w) not in asked
+    ]
+
+
+def unusable_reason(text: str, question: str, passages: Mapping[int, str]) -> str | None:
+    """Why the model's complete answer ``text`` cannot be shown, or ``None`` when it can. ``passages``: ``{n: the
+    passage's text}`` for each ``[n]`` the model was given (its title and heading path may be part of the text).
+    The reason is a phrase for people ("it has no sentence, only citations")."""
+    if not _words(text):
+        return "it has no sentence, only citations" if _CITATION.search(text) else "it has no sentence"
+    claims = _claim_words(text, question)
+    if len(claims) < MIN_CLAIM_WORDS:
+        return None
+    cited = {int(n) for n in _CITED_NUMBER.findall(text)} & passages.keys()
+    pool = " ".join(passages[n] for n in sorted(cited or passages.keys()))
+    known = {_stem(w) for w in _words(pool)}
+    supported = sum(1 for w in claims if _stem(w) in known)
+    if supported / len(claims) < MIN_SUPPORT:
+        where = "the passages it cites" if cited else "the passages it was given"
+        return f"most of its words ({len(claims) - supported} of {len(claims)}) are not in {where}"
+    return None
