@@ -20,13 +20,12 @@ the attention mask; L2 normalisation. Vectors are 384-d float32 with unit norm, 
 a dot product is a cosine similarity.
 
 Nothing is read at import time; onnxruntime is imported only when an
-:class:`Embedder` is built, so :func:`load_tokenizer` stays cheap.
+:class:`Embedder` is built, so :func:`load_tokenizer` stays cheap. The model's files and its tokenizer are
+:mod:`cairn.embedder.model_files`; the int8 dot products of the dense scores :mod:`cairn.embedder.int8_dot`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import sys
@@ -40,25 +39,48 @@ from typing import Any
 
 import numpy as np
 
+from cairn.embedder.int8_dot import INT8_DOT_MODEL, INT8_QUERY_LIMIT, INT8_ZERO, Int8Dot
+from cairn.embedder.model_files import (
+    DEFAULT_MODEL_DIR,
+    DIM,
+    MANIFEST_FILE,
+    MAX_TOKENS,
+    MODEL_DIR_ENV,
+    MODEL_NAME,
+    TOKENIZER_FILE,
+    TokenCounter,
+    file_sha256,
+    fix_hint,
+    load_tokenizer,
+    read_manifest,
+    resolve_model_dir,
+)
+
+__all__ = [
+    "DEFAULT_MODEL_DIR",
+    "DIM",
+    "INT8_DOT_MODEL",
+    "INT8_QUERY_LIMIT",
+    "INT8_ZERO",
+    "MANIFEST_FILE",
+    "MAX_TOKENS",
+    "MODEL_DIR_ENV",
+    "MODEL_NAME",
+    "TOKENIZER_FILE",
+    "Embedder",
+    "Int8Dot",
+    "TokenCounter",
+    "load_tokenizer",
+    "resolve_model_dir",
+]
 from cairn.errors import ConfigError, ModelError
 from cairn.memory import rss_bytes, trim_heap
 
 log = logging.getLogger(__name__)
 
-MODEL_NAME = "all-MiniLM-L6-v2"
-#: Default model folder: ``cairn/onnx_models/all-MiniLM-L6-v2`` beside this file (in a checkout a symlink to
-#: ``<repo>/onnx_models/``; in a wheel the files themselves, pyproject.toml's package-data).
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parent / "onnx_models" / MODEL_NAME
-#: Environment variable overriding the default model folder.
-MODEL_DIR_ENV = "CAIRN_MODEL_DIR"
-MANIFEST_FILE = "manifest.json"
-TOKENIZER_FILE = "tokenizer.json"
 #: Variants this code can load. ``fp32`` and ``int8`` ship (the manifest's ``files``); the others are built on demand
 #: by ``packaging/build_model.py quantise`` (the manifest's ``variants_built``) for measurement.
 VARIANTS = ("fp32", "int8", "int8-matmul", "int8-matmul-pt", "int8-static", "fp32-fused", "int8-fused")
-#: Values the code is written for; the manifest must agree (sentence-transformers config).
-DIM = 384
-MAX_TOKENS = 256
 #: :meth:`Embedder.embed` splits a call into at least this many texts per parallel batch.
 MIN_PARALLEL_BATCH = 4
 #: At most this many token positions (rows × padded width) in one ONNX run: each run's attention buffers grow
@@ -77,131 +99,6 @@ BACKGROUND_NICE = 5
 YIELD_MAX_S = 2.0
 #: How often (s) the caller of :meth:`Embedder.embed_background` reports progress while its lanes run.
 PROGRESS_EVERY_S = 0.25
-
-
-def resolve_model_dir(model_dir: Path | str | None = None) -> Path:
-    """The model folder to use: ``model_dir`` if given, else ``$CAIRN_MODEL_DIR``, else :data:`DEFAULT_MODEL_DIR`.
-
-    Only resolves the path; nothing is read. Errors are raised by the loaders.
-    """
-    if model_dir is not None:
-        return Path(model_dir).expanduser()
-    env = os.environ.get(MODEL_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    return DEFAULT_MODEL_DIR
-
-
-def _fix_hint(model_dir: Path) -> str:
-    return (
-        f"Expected the shipped model in {model_dir} (set {MODEL_DIR_ENV} or pass model_dir to "
-        "point elsewhere); rebuild it with `make model` (packaging/build_model.py) or restore "
-        "onnx_models/ from git."
-    )
-
-
-def _read_manifest(model_dir: Path) -> dict[str, Any]:
-    if not model_dir.is_dir():
-        raise ModelError(f"Embedding model folder not found: {model_dir}. {_fix_hint(model_dir)}")
-    path = model_dir / MANIFEST_FILE
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ModelError(f"Embedding model manifest missing: {path}. {_fix_hint(model_dir)}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelError(f"Embedding model manifest unreadable: {path}: {exc}. {_fix_hint(model_dir)}") from exc
-    if not isinstance(manifest, dict):
-        raise ModelError(f"Embedding model manifest {path} is not a JSON object. {_fix_hint(model_dir)}")
-    for key, expected in (("dim", DIM), ("max_tokens", MAX_TOKENS), ("pooling", "mean"), ("normalisation", "L2")):
-        if manifest.get(key) != expected:
-            raise ModelError(
-                f"Embedding model manifest {path}: {key} is {manifest.get(key)!r}, "
-                f"this Cairn expects {expected!r}. {_fix_hint(model_dir)}"
-            )
-    return manifest
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-class TokenCounter:
-    """The embedding model's WordPiece tokenizer, without the ONNX session.
-
-    Cheap to build (parses tokenizer.json; no onnxruntime); used by chunking to keep chunks within
-    :attr:`max_tokens`. ``count_tokens`` counts *content* tokens, i.e. without the
-    ``[CLS]``/``[SEP]`` the model adds, so a chunk fits the model when
-    ``count_tokens(text) <= max_tokens - 2``.
-
-    Raises:
-        ModelError: ``tokenizer.json`` missing or unreadable.
-    """
-
-    #: Model input limit, including [CLS] and [SEP] (sentence-transformers max_seq_length).
-    max_tokens: int = MAX_TOKENS
-
-    def __init__(self, model_dir: Path | str | None = None) -> None:
-        from tokenizers import Tokenizer  # noqa: PLC0415  (lazy: no work at import time)
-
-        self.model_dir = resolve_model_dir(model_dir)
-        path = self.model_dir / TOKENIZER_FILE
-        if not path.is_file():
-            raise ModelError(f"Embedding tokenizer missing: {path}. {_fix_hint(self.model_dir)}")
-        try:
-            tok = Tokenizer.from_file(str(path))
-        except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
-            raise ModelError(f"Embedding tokenizer unreadable: {path}: {exc}. {_fix_hint(self.model_dir)}") from exc
-        # The shipped tokenizer.json pads and truncates to 128; we do neither here:
-        # counting must see every token, and Embedder truncates to 256 itself.
-        tok.no_padding()
-        tok.no_truncation()
-        cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-        if cls_id is None or sep_id is None:
-            raise ModelError(f"Embedding tokenizer {path} has no [CLS]/[SEP] tokens. {_fix_hint(self.model_dir)}")
-        self._tok = tok
-        self.cls_id: int = cls_id
-        self.sep_id: int = sep_id
-
-    def count_tokens(self, text: str) -> int:
-        """Number of content tokens in ``text`` (no [CLS]/[SEP], no truncation). ``""`` -> 0."""
-        return len(self._tok.encode(text, add_special_tokens=False).ids)
-
-    def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
-        """:meth:`count_tokens` for many texts at once (tokenised in parallel)."""
-        return [len(e.ids) for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
-
-    def token_spans(self, text: str) -> list[tuple[int, int]]:
-        """Character ``(start, end)`` offsets in ``text`` of each content token, in order.
-
-        Lets a chunker cut an over-long paragraph at a token boundary:
-        ``text[:spans[k - 1][1]]`` holds the first ``k`` tokens.
-        """
-        return list(self._tok.encode(text, add_special_tokens=False).offsets)
-
-    def encode_for_model(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids ready for the model: ``[CLS] + first (max_tokens - 2) content ids + [SEP]``.
-
-        Same truncation as sentence-transformers (``truncation=True, max_length=256``
-        on a single sequence keeps the leading tokens).
-        """
-        keep = self.max_tokens - 2
-        return [
-            [self.cls_id, *e.ids[:keep], self.sep_id]
-            for e in self._tok.encode_batch(list(texts), add_special_tokens=False)
-        ]
-
-
-def load_tokenizer(model_dir: Path | str | None = None) -> TokenCounter:
-    """Load only the tokenizer (no onnxruntime session): cheap, for chunking and tests.
-
-    ``model_dir`` defaults as for :class:`Embedder`. Raises :class:`ModelError` if
-    ``tokenizer.json`` is missing or unreadable.
-    """
-    return TokenCounter(model_dir)
 
 
 def _checked_texts(texts: Sequence[str], batch_size: int) -> list[str]:
@@ -258,7 +155,7 @@ class Embedder:
         self, model_dir: Path | str | None = None, *, variant: str | None = None, threads: int | None = None
     ) -> None:
         self.model_dir = resolve_model_dir(model_dir)
-        manifest = _read_manifest(self.model_dir)
+        manifest = read_manifest(self.model_dir)
         self.manifest = manifest
         files = manifest.get("files") or {}
         if variant is None:
@@ -282,17 +179,17 @@ class Embedder:
         expected_sha = str(entry.get("sha256", ""))
         if not onnx_path.is_file():
             hint = (
-                _fix_hint(self.model_dir)
+                fix_hint(self.model_dir)
                 if variant in files
                 else f"Build it with `python packaging/build_model.py quantise {variant}`."
             )
             raise ModelError(f"Embedding model file missing: {onnx_path} (variant {variant}). {hint}")
-        actual_sha = _sha256(onnx_path)
+        actual_sha = file_sha256(onnx_path)
         if actual_sha != expected_sha:
             raise ModelError(
                 f"Embedding model file {onnx_path} is corrupt or not the one in the manifest: "
                 f"sha256 {actual_sha[:12]}…, manifest says {expected_sha[:12]}…. "
-                f"{_fix_hint(self.model_dir)}"
+                f"{fix_hint(self.model_dir)}"
             )
         self.model_id: str = f"{manifest.get('name', MODEL_NAME)}/{variant}@{actual_sha[:12]}"
         before = rss_bytes()
@@ -329,7 +226,7 @@ class Embedder:
             sess = ort.InferenceSession(str(onnx_path), sess_options=opts, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own Fail/InvalidGraph types
             raise ModelError(
-                f"Embedding model {onnx_path} failed to load in onnxruntime: {exc}. {_fix_hint(self.model_dir)}"
+                f"Embedding model {onnx_path} failed to load in onnxruntime: {exc}. {fix_hint(self.model_dir)}"
             ) from exc
         names = tuple(i.name for i in sess.get_inputs())
         if sorted(names) != sorted(INPUT_NAMES):
@@ -571,80 +468,3 @@ def _mean_pool_l2(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     pooled = summed / counts
     norms = np.linalg.norm(pooled, axis=1, keepdims=True)
     return (pooled / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
-
-
-#: The integer dot-product graph (``packaging/build_model.py dot8``): one MatMulInteger node, no weights (519 bytes),
-#: shipped inside the package (package data), so every install has it whatever ``CAIRN_MODEL_DIR`` says.
-INT8_DOT_MODEL = Path(__file__).resolve().with_name("int8_dot.onnx")
-#: Query values are 7-bit (-63..63, sent as uint8 with zero point 64): on AVX2, onnxruntime's u8×s8 kernel adds
-#: pairs of products in int16 (``vpmaddubsw``), which saturates for 8-bit queries (127 × 127 × 2 > 32,767) and is
-#: exact for 7-bit ones (127 × 63 × 2 = 16,002).
-INT8_QUERY_LIMIT = 63
-INT8_ZERO = 64
-
-
-class Int8Dot:
-    """Exact integer dot products of 7-bit queries with a fixed int8 matrix, on onnxruntime's int8 kernels.
-
-    ``Int8Dot(rows)`` with ``rows`` (n, 384) int8 (values -127..127) makes one single-threaded session holding the
-    matrix (pre-packed by onnxruntime: ~n × 384 bytes); ``dot(q)`` with ``q`` (m, 384) integers in -63..63 returns
-    (m, n) int32, ``q @ rows.T`` exactly, several times faster than the float32 matrix-vector product (a quarter of
-    the bytes read).
-    Thread-safe (onnxruntime's ``run``); releases the GIL.
-
-    Exactness is checked when made: the products of a probe query with up to 4,096 rows are compared with numpy's
-    int32 ones. Raises :class:`ModelError` when the graph is missing or fails to load, or the check fails (a kernel
-    that saturates): the caller then scores in float32.
-    """
-
-    PROBE_ROWS = 4096
-
-    def __init__(self, rows: np.ndarray, model_path: Path | None = None) -> None:
-        path = model_path or INT8_DOT_MODEL
-        rows = np.ascontiguousarray(rows, dtype=np.int8)
-        if rows.ndim != 2 or rows.shape[1] != DIM:
-            raise ModelError(f"Int8Dot needs an (n, {DIM}) int8 matrix, got shape {rows.shape}.")
-        self.n = len(rows)
-        self._matrix_bytes = rows.nbytes
-        try:
-            import onnxruntime as ort  # noqa: PLC0415
-
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = 1  # requests already run on parallel worker threads
-            opts.inter_op_num_threads = 1
-            opts.log_severity_level = 3
-            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self._columns = np.ascontiguousarray(rows.T)  # (384, n): onnxruntime reads it in place (kept alive)
-            self._matrix = ort.OrtValue.ortvalue_from_numpy(self._columns)
-            opts.add_initializer("B", self._matrix)
-            self._session = ort.InferenceSession(
-                path.read_bytes(), sess_options=opts, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own types; a missing file is OSError
-            raise ModelError(f"The int8 dot-product graph {path} could not be loaded: {exc}.") from exc
-        probe = np.resize(np.arange(-INT8_QUERY_LIMIT, INT8_QUERY_LIMIT + 1, dtype=np.int32), (1, DIM))
-        sample = rows[:: max(1, self.n // self.PROBE_ROWS)][: self.PROBE_ROWS]
-        got = self.dot(probe)[0, :: max(1, self.n // self.PROBE_ROWS)][: self.PROBE_ROWS]
-        if not np.array_equal(got, sample.astype(np.int32) @ probe[0]):
-            raise ModelError("onnxruntime's int8 dot products are not exact on this machine; scoring in float32.")
-
-    @property
-    def rows(self) -> np.ndarray:
-        """The (n, 384) int8 matrix, a view of the copy handed to onnxruntime (not contiguous): callers need not
-        keep their own."""
-        return self._columns.T
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held: the (384, n) matrix handed to onnxruntime and the packed copy its kernel makes of it (about
-        as large)."""
-        return 2 * self._matrix_bytes
-
-    def dot(self, q: np.ndarray) -> np.ndarray:
-        """(m, n) int32: ``q @ rows.T`` for ``q`` (m, 384) integers in -63..63 (ValueError outside)."""
-        q = np.asarray(q)
-        if q.ndim != 2 or q.shape[1] != DIM or (q.size and np.abs(q).max() > INT8_QUERY_LIMIT):
-            raise ValueError(f"queries must be (m, {DIM}) integers in -{INT8_QUERY_LIMIT}..{INT8_QUERY_LIMIT}")
-        if self.n == 0:
-            return np.zeros((len(q), 0), dtype=np.int32)
-        return self._session.run(None, {"q": (q + INT8_ZERO).astype(np.uint8)})[0]
