@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cairn import contract
+from cairn import contract, tool_schemas
 from cairn.contract import LIMITS
 from cairn.conversation import Turn, history_messages, refers_back, retrieval_text
 from cairn.errors import BadRequestError
@@ -102,7 +102,7 @@ def test_a_bad_history_is_refused_with_one_message_naming_the_field_at_every_edg
     with pytest.raises(BadRequestError) as http:
         contract.AskRequest.parse({"question": "and its title?", "history": history})
     with pytest.raises(BadRequestError) as mcp:
-        contract.parse_tool_arguments("ask", {"question": "and its title?", "history": history})
+        tool_schemas.parse_tool_arguments("ask", {"question": "and its title?", "history": history})
     assert message in http.value.message
     assert mcp.value.message == http.value.message
 
@@ -111,7 +111,7 @@ def test_a_history_within_the_limits_is_accepted_at_every_edge():
     history = [{"question": "q?", "answer": "a" * LIMITS.history_answer_chars}] * LIMITS.history_turns
     wanted = contract.AskRequest.parse({"question": "and its title?", "history": history})
     assert wanted.history == (Turn("q?", "a" * LIMITS.history_answer_chars),) * LIMITS.history_turns
-    assert contract.parse_tool_arguments("ask", {"question": "and its title?", "history": history}) == wanted
+    assert tool_schemas.parse_tool_arguments("ask", {"question": "and its title?", "history": history}) == wanted
     assert contract.AskRequest.parse({"question": "q?"}).history == ()
 
 
@@ -122,7 +122,7 @@ def test_the_published_openapi_document_states_the_history_limits():
     doc = json.loads(resources.files("cairn").joinpath("openapi.json").read_text("utf-8"))
     ask = doc["paths"]["/ask"]["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"]
     turn = doc["components"]["schemas"]["HistoryTurn"]
-    assert ask["history"]["maxItems"] == LIMITS.history_turns == contract.HISTORY_SCHEMA["maxItems"]
+    assert ask["history"]["maxItems"] == LIMITS.history_turns == tool_schemas.HISTORY_SCHEMA["maxItems"]
     assert turn["properties"]["answer"]["maxLength"] == LIMITS.history_answer_chars
     assert turn["properties"]["question"] == {"$ref": "#/components/schemas/Text"}
     assert turn["required"] == ["question", "answer"] and turn["additionalProperties"] is False

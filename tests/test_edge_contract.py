@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from cairn import cli, contract
+from cairn import cli, contract, tool_schemas
 from cairn.contract import LIMITS
 from cairn.errors import BadRequestError
 from cairn.mcp_server import McpService, build_server
@@ -231,24 +231,24 @@ def _beyond(spec: dict[str, Any]) -> list[tuple[Any, Any]]:
 VALID = {"query": "garlic", "question": "garlic?", "path": "Garden/Garlic.md"}
 
 
-@pytest.mark.parametrize("tool", sorted(contract.MCP_TOOL_SCHEMAS))
+@pytest.mark.parametrize("tool", sorted(tool_schemas.MCP_TOOL_SCHEMAS))
 def test_each_mcp_tool_schema_says_what_the_contract_accepts_and_refuses(tool):
-    schema = contract.MCP_TOOL_SCHEMAS[tool]
+    schema = tool_schemas.MCP_TOOL_SCHEMAS[tool]
     base = {arg: VALID[arg] for arg in schema.get("required", [])}
-    contract.parse_tool_arguments(tool, base)
+    tool_schemas.parse_tool_arguments(tool, base)
     for arg in schema.get("required", []):
         with pytest.raises(BadRequestError):
-            contract.parse_tool_arguments(tool, {k: v for k, v in base.items() if k != arg})
+            tool_schemas.parse_tool_arguments(tool, {k: v for k, v in base.items() if k != arg})
     for arg, spec in schema["properties"].items():
         for good, bad in _beyond(spec):
-            contract.parse_tool_arguments(tool, {**base, arg: good})
+            tool_schemas.parse_tool_arguments(tool, {**base, arg: good})
             with pytest.raises(BadRequestError):
-                contract.parse_tool_arguments(tool, {**base, arg: bad})
+                tool_schemas.parse_tool_arguments(tool, {**base, arg: bad})
     with pytest.raises(BadRequestError) as unknown:
-        contract.parse_tool_arguments(tool, {**base, "mode": "raw"})
+        tool_schemas.parse_tool_arguments(tool, {**base, "mode": "raw"})
     assert (
         unknown.value.message
-        == f"Unknown argument 'mode' for {tool}; expected {tool}({contract.tool_signature(tool)})."
+        == f"Unknown argument 'mode' for {tool}; expected {tool}({tool_schemas.tool_signature(tool)})."
     )
 
 

@@ -12,8 +12,9 @@ search and ask result carries one ``coverage`` (:class:`IndexCoverage`): how man
 still wait for their vectors, so a client can say that results may be incomplete while the first index runs.
 
 The tag and folder rule (at most 64 entries of at most 512 characters each) is the one the HTTP API
-publishes in ``openapi.json``; the MCP tool schemas advertised to clients (:data:`MCP_TOOL_SCHEMAS`) are built
-from the same :data:`LIMITS`, and :func:`parse_tool_arguments` is the one check of a tool call's arguments.
+publishes in ``openapi.json``; the MCP tool schemas advertised to clients (:mod:`cairn.tool_schemas`) are built
+from the same :data:`LIMITS`, and :func:`cairn.tool_schemas.parse_tool_arguments` is the one check of a tool
+call's arguments.
 The search service and the library check what they are handed with these same rules and messages.
 """
 
@@ -25,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cairn.conversation import Turn, history_schema, parse_history
+from cairn.conversation import Turn, parse_history
 from cairn.errors import BadRequestError
 from cairn.relevance import relevance
 
@@ -80,16 +81,16 @@ def no_notes_text(vault: Any, *, obsidian: bool) -> str:
 # -- rules ---------------------------------------------------------------------------------------------
 
 
-def _shown(value: Any) -> str:
+def quote_value(value: Any) -> str:
     """``value`` as a client wrote it: a string quoted (cut at 40 characters, closed with an ellipsis), anything
     else as JSON (``true``, ``null``, ``3.5``), or its type's name when it has no JSON form."""
     if isinstance(value, str):
         return repr(value if len(value) <= 40 else value[:40] + "…")
     try:
-        shown = json.dumps(value, ensure_ascii=False)
+        text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):
         return type(value).__name__
-    return shown if len(shown) <= 40 else shown[:40] + "…"
+    return text if len(text) <= 40 else text[:40] + "…"
 
 
 _DIGITS = re.compile(r"[+-]?[0-9]{1,4}")
@@ -128,7 +129,7 @@ def parse_count(value: Any, name: str, low: int, high: int, default: int | None,
         return default
     number = _integer(value, text=text)
     if number is None or not low <= number <= high:
-        shown = _shown(value) if number is None else number  # "0" from a URL reads as 0 from JSON
+        shown = quote_value(value) if number is None else number  # "0" from a URL reads as 0 from JSON
         raise BadRequestError(f"{name} must be an integer from {low} to {high}, got {shown}.")
     return number
 
@@ -152,7 +153,7 @@ def parse_scope_item(value: Any, what: str) -> str:
     ``LIMITS.scope_chars`` characters."""
     if not isinstance(value, str) or not value.strip() or len(value) > LIMITS.scope_chars:
         raise BadRequestError(
-            f"A {what} must be a non-empty string of at most {LIMITS.scope_chars} characters, got {_shown(value)}."
+            f"A {what} must be a non-empty string of at most {LIMITS.scope_chars} characters, got {quote_value(value)}."
         )
     return value
 
@@ -493,116 +494,3 @@ def agent_answer_json(answer: AnswerView) -> dict[str, Any]:
 
 
 # -- MCP tool input schemas ---------------------------------------------------------------------------
-
-
-def _scope_schema(what: str) -> dict[str, Any]:
-    return {"type": "string", "minLength": 1, "maxLength": LIMITS.scope_chars, "description": what}
-
-
-def _count_schema(high: int, default: int, low: int = 1) -> dict[str, Any]:
-    return {"type": "integer", "minimum": low, "maximum": high, "default": default}
-
-
-_TAGS_SCHEMA = {
-    "type": "array",
-    "items": {"type": "string", "minLength": 1, "maxLength": LIMITS.scope_chars},
-    "maxItems": LIMITS.scope_items,
-    "description": "only notes carrying any of these tags (nested tags count: 'project' matches 'project/a')",
-}
-_TEXT_SCHEMA = {"type": "string", "minLength": 1, "maxLength": LIMITS.text_chars}
-_PATH_SCHEMA = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": LIMITS.path_chars,
-    "description": "the note's vault-relative path, e.g. 'Projects/Garden plan.md'",
-}
-
-
-def _object(properties: dict[str, Any], *required: str) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "additionalProperties": False}
-    if required:
-        schema["required"] = list(required)
-    schema["properties"] = properties
-    return schema
-
-
-#: ``history`` of an ask: the earlier turns, oldest first (:mod:`cairn.conversation`).
-HISTORY_SCHEMA = history_schema(LIMITS, _TEXT_SCHEMA)
-
-#: Tool name → JSON schema of its arguments (docs/design.md, "Interfaces" → MCP tools).
-MCP_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
-    "search_notes": _object(
-        {
-            "query": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": LIMITS.text_chars,
-                "description": "what to look for",
-            },
-            "tags": _TAGS_SCHEMA,
-            "folder": _scope_schema("only notes under this folder"),
-            "limit": _count_schema(LIMITS.top_k_max, LIMITS.top_k_default, LIMITS.top_k_min),
-        },
-        "query",
-    ),
-    "get_note": _object({"path": _PATH_SCHEMA}, "path"),
-    "get_related_notes": _object(
-        {"path": _PATH_SCHEMA, "limit": _count_schema(LIMITS.related_max, LIMITS.related_default)}, "path"
-    ),
-    "list_notes": _object(
-        {
-            "tag": {"type": "string", "minLength": 1, "maxLength": LIMITS.scope_chars},
-            "folder": {"type": "string", "minLength": 1, "maxLength": LIMITS.scope_chars},
-            "limit": _count_schema(LIMITS.list_max, LIMITS.list_default),
-        }
-    ),
-    "ask": _object(
-        {
-            "question": _TEXT_SCHEMA,
-            "top_k": _count_schema(LIMITS.top_k_max, LIMITS.top_k_default, LIMITS.top_k_min),
-            "tags": _TAGS_SCHEMA,
-            "history": HISTORY_SCHEMA,
-        },
-        "question",
-    ),
-}
-
-
-def tool_signature(name: str) -> str:
-    """``query: string, tags?: array, folder?: string, limit?: integer 1..50``: the arguments of MCP tool ``name``
-    as its schema advertises them (``?``: optional)."""
-    schema = MCP_TOOL_SCHEMAS[name]
-    parts = []
-    for arg, spec in schema["properties"].items():
-        kind = spec["type"] + (f" {spec['minimum']}..{spec['maximum']}" if "minimum" in spec else "")
-        parts.append(f"{arg}{'' if arg in schema.get('required', ()) else '?'}: {kind}")
-    return ", ".join(parts)
-
-
-def parse_tool_arguments(name: str, args: Mapping[str, Any]) -> Any:
-    """The request of MCP tool ``name`` (a key of :data:`MCP_TOOL_SCHEMAS`) from its arguments, MCP names mapped
-    onto the canonical keys: the one check of a tool call's arguments, enforcing everything the tool's advertised
-    schema says (an argument the schema does not name is refused too). Raises :class:`~cairn.errors.BadRequestError`."""
-    unknown = sorted(set(args) - set(MCP_TOOL_SCHEMAS[name]["properties"]))
-    if unknown:
-        raise BadRequestError(
-            f"Unknown argument {_shown(unknown[0])} for {name}; expected {name}({tool_signature(name)})."
-        )
-    if name == "search_notes":
-        folder = args.get("folder")
-        return SearchRequest.parse(
-            {
-                "query": args.get("query"),
-                "top_k": args.get("limit"),
-                "tags": args.get("tags"),
-                "folders": None if folder is None else [folder],
-            }
-        )
-    if name == "ask":
-        keys = ("question", "top_k", "tags", "history")
-        return AskRequest.parse({key: args.get(key) for key in keys})
-    if name == "get_related_notes":
-        return RelatedRequest.parse(args)
-    if name == "list_notes":
-        return ListRequest.parse(args)
-    return NoteRequest.parse(args)

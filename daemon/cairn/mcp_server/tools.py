@@ -22,7 +22,7 @@ from mcp.server.caching import CacheHint
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from cairn import __version__, contract
+from cairn import __version__, contract, tool_schemas
 from cairn.answers import sources_text
 from cairn.audit import AuditLog
 from cairn.errors import (
@@ -66,10 +66,10 @@ _DESCRIPTIONS = {
     "follow-up, pass the earlier turns as history [{question, answer}] so that it is retrieved with them.",
 }
 #: name → (description, JSON schema of the arguments). Names and arguments: docs/design.md, "Interfaces" → MCP tools;
-#: the schemas (built from the edge limits) are :data:`cairn.contract.MCP_TOOL_SCHEMAS`, advertised to clients;
-#: a call's arguments are checked once, by :func:`cairn.contract.parse_tool_arguments`.
+#: the schemas (built from the edge limits) are :data:`cairn.tool_schemas.MCP_TOOL_SCHEMAS`, advertised to clients;
+#: a call's arguments are checked once, by :func:`cairn.tool_schemas.parse_tool_arguments`.
 TOOL_SPECS: dict[str, tuple[str, dict[str, Any]]] = {
-    name: (_DESCRIPTIONS[name], schema) for name, schema in contract.MCP_TOOL_SCHEMAS.items()
+    name: (_DESCRIPTIONS[name], schema) for name, schema in tool_schemas.MCP_TOOL_SCHEMAS.items()
 }
 
 
@@ -240,7 +240,7 @@ class McpService:
 
     async def _run(self, policy: Policy, client: str | None, name: str, args: dict[str, Any]) -> ToolOutcome:
         try:
-            request = contract.parse_tool_arguments(name, args)
+            request = tool_schemas.parse_tool_arguments(name, args)
         except BadRequestError as exc:
             return _error(exc.code, exc.message)
         withhold = policy.withhold_for(client)
