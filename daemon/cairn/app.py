@@ -17,8 +17,8 @@ import logging
 import logging.handlers
 import signal
 import sys
-import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from cairn.events import EventBus
 from cairn.indexer import Indexer
 from cairn.indexing import Indexing
 from cairn.library import NoteViews
+from cairn.llm import answer_model, say_model
 from cairn.llm_probe import LLMProbe
 from cairn.mcp_server.listener import LazyListener, McpHttp, listen
 from cairn.memory import rss_bytes
@@ -46,7 +47,6 @@ from cairn.store.recovery import InstanceLock, instance_lock_path, open_verified
 from cairn.watcher import VaultWatcher, lower_thread_priority
 
 if TYPE_CHECKING:
-    from cairn.llm import OpenAIChatModel
     from cairn.mcp_server import McpService
 
 log = logging.getLogger(__name__)
@@ -355,7 +355,7 @@ async def run_daemon(
     token = await asyncio.to_thread(TokenWatch, config)  # first: keyring = "required" refuses before any work
     lock, cairn = await _open_exclusive(config)
     model = await asyncio.to_thread(answer_model, config)
-    _say_model(config, model)
+    say_model(config, model)
     remote = model is not None and model.remote
     # One live policy for what MCP clients and a remote model may see.
     policy = await asyncio.to_thread(daemon_policy, config) if config.mcp_http or remote else None
@@ -376,7 +376,9 @@ async def run_daemon(
     if started:
         started(cairn, policy)
     # The start-up index is the bulk lane's, on a thread of its own: saves go on the watcher's thread meanwhile.
-    indexing = _own_thread(_index_at_start, cairn)
+    bulk = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-index")  # not the loop's: its priority drops
+    indexing = asyncio.get_running_loop().run_in_executor(bulk, _index_at_start, cairn)
+    bulk.shutdown(wait=False)  # the thread ends with the run
     try:
         await stop.wait()
     finally:
@@ -405,33 +407,6 @@ async def _open_exclusive(config: Config) -> tuple[InstanceLock, Cairn]:
         lock.release()
         raise
     return lock, cairn
-
-
-def answer_model(config: Config) -> OpenAIChatModel | None:
-    """The configured language model (:class:`~cairn.llm.OpenAIChatModel`, its API key from the keyring:
-    blocking), or ``None`` when none is configured (answers are then built from the cited passages)."""
-    from cairn.llm import OpenAIChatModel
-    from cairn.secrets import LLM_API_KEY, get_secret
-
-    if not config.llm.configured:
-        return None
-    return OpenAIChatModel(config.llm, api_key=get_secret(config, LLM_API_KEY))
-
-
-def _say_model(config: Config, model: OpenAIChatModel | None) -> None:
-    """Log which model writes the daemon's answers, and what a remote one is not shown."""
-    if model is None:
-        return
-    log.info(
-        "answers are written by %s at %s (%s)",
-        config.llm.model or "the default model",
-        config.llm.base_url,
-        "remote: what the MCP policy withholds and notes tagged "
-        + ", ".join(config.llm.withhold_tags)
-        + " are withheld from it"
-        if model.remote
-        else "local",
-    )
 
 
 async def _start_mcp_if_configured(
@@ -512,28 +487,8 @@ def _index_at_start(cairn: Cairn) -> None:
         cairn.indexing.request_vectors()
     except Exception:
         log.exception("indexing failed; the daemon keeps serving what is indexed")
-
-
-def _own_thread(fn: Callable[[Cairn], None], cairn: Cairn) -> asyncio.Future[None]:
-    """Run ``fn(cairn)`` on a new thread (not the loop's executor: the bulk lane lowers its thread's priority);
-    the future is done when it returns."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-
-    def run() -> None:
-        try:
-            fn(cairn)
-        finally:
-            cairn.store.close_thread_connection()
-            loop.call_soon_threadsafe(_finish, done)
-
-    threading.Thread(target=run, name="cairn-index", daemon=True).start()
-    return done
-
-
-def _finish(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
+    finally:
+        cairn.store.close_thread_connection()  # this thread ends with the run
 
 
 async def _stop_indexing(cairn: Cairn, watcher: VaultWatcher, indexing: asyncio.Future[None]) -> None:

@@ -437,6 +437,8 @@ class Indexer:
                     self.store.wal_checkpoint()
             if should_stop and should_stop():
                 break
+            if progress and total and done < total:  # saves completed some meanwhile: this pass is done
+                progress(phase, total, total)
         self.store.wal_checkpoint()
         return written, embedded
 

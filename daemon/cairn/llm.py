@@ -29,7 +29,7 @@ from typing import Any
 
 import aiohttp
 
-from cairn.config import LLMConfig, is_loopback_url
+from cairn.config import Config, LLMConfig, is_loopback_url
 from cairn.errors import LLMError
 
 log = logging.getLogger(__name__)
@@ -190,3 +190,29 @@ def _delta_text(payload: str, base_url: str) -> str:
     delta = choices[0].get("delta") or choices[0].get("message") or {}
     content = delta.get("content") if isinstance(delta, dict) else None
     return content if isinstance(content, str) else ""
+
+
+def answer_model(config: Config) -> OpenAIChatModel | None:
+    """The configured language model (:class:`~cairn.llm.OpenAIChatModel`, its API key from the keyring:
+    blocking), or ``None`` when none is configured (answers are then built from the cited passages)."""
+    from cairn.secrets import LLM_API_KEY, get_secret
+
+    if not config.llm.configured:
+        return None
+    return OpenAIChatModel(config.llm, api_key=get_secret(config, LLM_API_KEY))
+
+
+def say_model(config: Config, model: OpenAIChatModel | None) -> None:
+    """Log which model writes the daemon's answers, and what a remote one is not shown."""
+    if model is None:
+        return
+    log.info(
+        "answers are written by %s at %s (%s)",
+        config.llm.model or "the default model",
+        config.llm.base_url,
+        "remote: what the MCP policy withholds and notes tagged "
+        + ", ".join(config.llm.withhold_tags)
+        + " are withheld from it"
+        if model.remote
+        else "local",
+    )

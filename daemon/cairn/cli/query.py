@@ -215,7 +215,8 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
 
 def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     from cairn.answers import sources_text
-    from cairn.app import answer_model, build_services
+    from cairn.app import build_services
+    from cairn.llm import answer_model
 
     wanted = contract.AskRequest.parse(
         {"question": args.text, "top_k": args.top_k, "tags": args.tag}, default_top_k=config.top_k
