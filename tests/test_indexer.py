@@ -285,6 +285,31 @@ def test_notes_written_in_small_batches_resolve_alias_links_to_notes_of_later_ba
     assert small == [(src, raw, target) for _n, _o, src, raw, target in results[1000]]
 
 
+def test_a_note_that_cannot_be_parsed_is_skipped_with_its_reason_and_the_rest_of_its_batch_is_indexed(
+    tmp_path, embedder
+):
+    """A batch is written in one transaction, yet one broken note costs only itself."""
+    root = tmp_path / "vault"
+    root.mkdir()
+    for i in range(150):  # enough for the parse workers; the broken note sorts first, into the first batch
+        (root / f"Note {i:03d}.md").write_text(f"Compost heap {i}: turn it weekly, pile{i} stays warm.\n")
+    broken = "!" * 200 + ".md"  # a title of 200 tokens leaves no room for this text in a 256-token chunk
+    (root / broken).write_text("This text is never indexed: its title is too long. " * 12, encoding="utf-8")
+    c = Cairn(make_config(root, tmp_path / "data"), embedder=embedder)
+    try:
+        report = c.indexer.sync_text()
+        assert report.added == 150 and [p for p, _ in report.skipped] == [broken]
+        reason = dict(report.skipped)[broken]
+        assert reason.startswith("cannot parse:") and "shorten the title" in reason
+        errors = {e["filePath"]: e for e in c.indexing.stats()["errors"]}
+        assert errors[broken]["skipped"] and errors[broken]["reason"] == reason
+        assert c.indexing.stats()["notes"] == 150
+        for i in (0, 77, 149):
+            assert c.query.search(f"pile{i}").hits[0].file_path == f"Note {i:03d}.md"
+    finally:
+        c.close()
+
+
 def _age_cache(cairn, days):
     with cairn.store.conn as c:
         c.execute("UPDATE embedding_cache SET created_at = created_at - ?", (days * 86400,))

@@ -33,9 +33,10 @@ def test_a_save_while_the_run_holds_the_notes_older_text_is_kept(cairn_and_vault
     real_parse = TextRun._parse
     saves = []
 
-    def parse(self, batch, by_path):
-        parsed = real_parse(self, batch, by_path)
-        if "Note 5.md" in parsed and not saves and self.superseded is not None:  # the whole-vault run read it
+    def parse(self, batch):
+        parsed = real_parse(self, batch)
+        read = {vf.path for vf, _digest, _prepared in parsed[0]}
+        if "Note 5.md" in read and not saves and self.superseded is not None:  # the whole-vault run read it
             (vault / "Note 5.md").write_text("# Note 5\n\nRewritten: the zqsavedword is here now.\n", encoding="utf-8")
             (vault / "Created later.md").write_text("# Created later\n\nA new note.\n", encoding="utf-8")
             saves.append(cairn.indexing.index_paths({"Note 5.md", "Created later.md"}))  # the save lane

@@ -278,8 +278,8 @@ class Indexer:
 
         Memory stays bounded whatever the vault's size: changed notes are read, parsed and written in
         batches of at most :data:`~cairn.text_phase.BATCH_NOTES` notes or
-        :data:`~cairn.text_phase.BATCH_BYTES` bytes of text, and only one
-        batch's texts and parsed notes are held at a time (besides per-note states and alias lists)."""
+        :data:`~cairn.text_phase.BATCH_BYTES` bytes of text, and only two
+        batches' texts and parsed notes are held at a time (besides per-note states and alias lists)."""
         stop = should_stop or (lambda: False)
         started = time.perf_counter()
         report = IndexReport()

@@ -63,15 +63,30 @@ class LinkTargets:
             self._resolver = links.resolver
 
     def resolver(self) -> LinkResolver:
-        """Links resolve against every file of the vault and the aliases known so far (stored, then this run's)."""
+        """Links resolve against every file of the vault and the aliases known so far (stored, then this run's).
+        Built once per run; later alias changes are applied to it in place (:meth:`note_aliases`)."""
         if self._files is None:
             self._files = list(list_all_files(self.root, self.ignore))
+        if self._file_set is None:
+            self._file_set = frozenset(self._files)
         if self._old_aliases is None:
             self._old_aliases = self.store.note_aliases()
-        if self._resolver is None or self._fresh_aliases:
-            fresh, old = self._fresh_aliases, self._old_aliases
-            self._resolver = LinkResolver([(p, fresh[p] if p in fresh else old.get(p, ())) for p in self._files])
+        if self._resolver is None:
+            self._resolver = LinkResolver([(p, self._aliases_of(p)) for p in self._files])
         return self._resolver
+
+    def _aliases_of(self, path: str) -> Sequence[str]:
+        """``path``'s aliases as this run knows them (this run's, else the stored ones)."""
+        assert self._old_aliases is not None
+        fresh = self._fresh_aliases
+        return fresh[path] if path in fresh else self._old_aliases.get(path, ())
+
+    def _set_aliases(self, path: str, aliases: list[str]) -> None:
+        """Record ``path``'s aliases of this run, and apply the change to the resolver once it is built."""
+        before = self._aliases_of(path)
+        self._fresh_aliases[path] = aliases
+        if self._resolver is not None and self._file_set is not None and path in self._file_set:
+            self._resolver.replace_aliases(path, before, aliases)
 
     def note_aliases(self, parsed: Iterable[tuple[str, list[str]]]) -> None:
         """The aliases of notes parsed in this run, ``(path, aliases)``: those that differ from the stored ones are
@@ -81,9 +96,9 @@ class LinkTargets:
         for path, aliases in parsed:
             if aliases != self._old_aliases.get(path, []):
                 self.aliases_changed = True
-                self._fresh_aliases[path] = aliases  # only the changed ones are kept (dropped aliases too)
+                self._set_aliases(path, aliases)  # only the changed ones are kept (dropped aliases too)
             elif path in self._fresh_aliases:
-                self._fresh_aliases[path] = aliases
+                self._set_aliases(path, aliases)
 
     def forget_aliases(self, paths: Iterable[str]) -> None:
         """Notes recorded as skipped in this run: their stored aliases are gone (``Store.write_skipped``), so links
@@ -92,7 +107,7 @@ class LinkTargets:
             self._old_aliases = self.store.note_aliases()
         for path in paths:
             if self._fresh_aliases.get(path, self._old_aliases.get(path)):
-                self._fresh_aliases[path] = []
+                self._set_aliases(path, [])
                 self.aliases_changed = True
 
     @property
@@ -114,5 +129,4 @@ class LinkTargets:
                 aliases[path] = fresh
             else:
                 aliases.pop(path, None)
-        resolver = self._resolver if not self._fresh_aliases else None
-        return LinkCache(self._files, self._file_set or frozenset(self._files), aliases, resolver)
+        return LinkCache(self._files, self._file_set or frozenset(self._files), aliases, self._resolver)

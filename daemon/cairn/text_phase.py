@@ -1,7 +1,8 @@
 """One text-phase run of the indexer: the changed notes read, parsed and written a batch at a time.
 
-Layer 2, a part of :mod:`cairn.indexer` (whose ``Indexer`` starts one :class:`TextRun` per run). Only one batch's
-texts and parsed notes are held at a time; a batch big enough is parsed and chunked in worker processes.
+Layer 2, a part of :mod:`cairn.indexer` (whose ``Indexer`` starts one :class:`TextRun` per run). Only a few batches'
+texts and parsed notes are held at a time; batches big enough are parsed and chunked in worker processes while the
+one before is written, one transaction per batch.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ import logging
 import multiprocessing
 import os
 import signal
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cairn.embedder import load_tokenizer
@@ -26,15 +29,21 @@ from cairn.vault.lifeline import exit_with_parent
 
 log = logging.getLogger(__name__)
 
+_NoteRows = tuple[NoteRecord, list[LinkRecord]]
+
 #: Truncate the WAL after this many notes written in one run.
 WAL_CHECKPOINT_EVERY = 200
 #: Parse and chunk in worker processes when a batch has at least this many notes.
 PARALLEL_MIN_NOTES = 100
 #: Changed notes are read, parsed and written in batches of at most this many notes…
 BATCH_NOTES = 128
-#: …or this many bytes of note text (UTF-8 characters counted), whichever comes first, so the text phase holds one
-#: batch at a time: its memory does not grow with the vault.
+#: …or this many bytes of note text (UTF-8 characters counted), whichever comes first, so the text phase holds a
+#: few batches at a time: its memory does not grow with the vault…
 BATCH_BYTES = 8 * 1024 * 1024
+#: …or this many files whose bytes did not change (only their new stat is written).
+BATCH_TOUCHED = 1024
+#: Batches read and sent to the parse workers while one is written.
+PARSE_AHEAD = 1
 #: Seconds between two looks at ``stop()`` while waiting for the parse workers (a shutdown never waits for them).
 STOP_POLL_S = 0.1
 
@@ -65,10 +74,33 @@ def _worker_prepare(item: tuple[str, str]) -> tuple[str, PreparedNote | None, st
         return path, None, f"{type(exc).__name__}: {exc}"
 
 
+@dataclass
+class _Batch:
+    """Notes read for one write: (file, text, sha256) of each note whose bytes changed, the files whose bytes did
+    not (only their stat is written), how many of the run's changed files are dealt with once it is written (for
+    progress), and the parse workers' futures when it was sent to them."""
+
+    items: list[tuple[VaultFile, str, str]] = field(default_factory=list)
+    touched: list[VaultFile] = field(default_factory=list)
+    size: int = 0
+    consumed: int = 0
+    futures: list[Future] | None = None
+
+    def full(self) -> bool:
+        return len(self.items) >= BATCH_NOTES or self.size >= BATCH_BYTES or len(self.touched) >= BATCH_TOUCHED
+
+
+def _never(_path: str) -> bool:
+    return False
+
+
 class TextRun:
     """One text-phase run's state across its batches: the parse workers (started with the first full batch,
     kept for the rest), what links resolve against (:class:`~cairn.link_targets.LinkTargets`, from ``links``,
-    the last run's, when still valid), and counters."""
+    the last run's, when still valid), and counters.
+
+    Batches flow through a short pipeline: while batch *i* is written (one transaction, :attr:`Indexer.lock` held
+    only then), batch *i + 1* is already read and being parsed by the workers, so both cores stay busy."""
 
     def __init__(
         self,
@@ -92,32 +124,48 @@ class TextRun:
         self._pool: ProcessPoolExecutor | None = None
         #: For a whole-vault run: whether a save wrote or removed a path since the scan (then this run leaves it).
         self.superseded: Callable[[str], bool] | None = None
+        self._checkpointed = 0
 
     def write_changed(self, files: list[VaultFile], full: bool) -> None:
         """Read ``files`` (those that may have changed) and write those whose bytes changed, a batch at a time
-        (until ``stop()``)."""
-        report = self.report
-        batch: list[tuple[VaultFile, str, str]] = []
-        batch_bytes = 0
+        (until ``stop()``); up to :data:`PARSE_AHEAD` batches are parsed while one is written."""
+        ahead: deque[_Batch] = deque()
+        for batch in self._read_batches(files, full):
+            self._start_parse(batch)
+            ahead.append(batch)
+            if len(ahead) > PARSE_AHEAD:
+                self.write_batch(ahead.popleft())
+            if self.report.stopped:
+                return
+        while ahead and not self.report.stopped:
+            self.write_batch(ahead.popleft())
+
+    def _read_batches(self, files: list[VaultFile], full: bool) -> Iterator[_Batch]:
+        """The notes of ``files`` whose bytes need indexing, read a batch at a time (until ``stop()``)."""
+        batch = _Batch()
         for n, vf in enumerate(files):
             if self.stop():
-                report.stopped = True
-                break
-            item = self._read_changed(vf, self.known.get(vf.path), full)
+                self.report.stopped = True
+                return
+            item = self._read_changed(vf, self.known.get(vf.path), full, batch)
             if item is not None:
-                batch.append(item)
-                batch_bytes += len(item[1])
-            if batch and (len(batch) >= BATCH_NOTES or batch_bytes >= BATCH_BYTES):
-                self.write_batch(batch, consumed=n + 1)
-                batch, batch_bytes = [], 0
-        if batch and not report.stopped:
-            self.write_batch(batch, consumed=len(files))
+                batch.items.append(item)
+                batch.size += len(item[1])
+            if batch.full():
+                batch.consumed = n + 1
+                yield batch
+                batch = _Batch()
+        if batch.items or batch.touched:
+            batch.consumed = len(files)
+            yield batch
 
-    def _read_changed(self, vf: VaultFile, state: NoteState | None, full: bool) -> tuple[VaultFile, str, str] | None:
+    def _read_changed(
+        self, vf: VaultFile, state: NoteState | None, full: bool, batch: _Batch
+    ) -> tuple[VaultFile, str, str] | None:
         """(file, text, sha256) of a note whose bytes need indexing; None when it cannot be read (recorded as
-        skipped) or its bytes are the ones indexed (only its mtime moved: the new stat is remembered). A file whose
-        name equals an indexed one's in Unicode NFC (``vf.duplicate_of``) is recorded as skipped, naming that one;
-        so is a Syncthing conflict copy (``vf.conflict_of``) unless ``sync_conflicts = "index"``."""
+        skipped) or its bytes are the ones indexed (only its mtime moved: the file goes to ``batch.touched``). A
+        file whose name equals an indexed one's in Unicode NFC (``vf.duplicate_of``) is recorded as skipped, naming
+        that one; so is a Syncthing conflict copy (``vf.conflict_of``) unless ``sync_conflicts = "index"``."""
         indexer = self.indexer
         conflict = vf.conflict_of if indexer.config.sync_conflicts == "skip" else None
         if vf.duplicate_of is not None or conflict is not None:
@@ -136,16 +184,16 @@ class TextRun:
             log.warning("skipped %s: %s", vf.path, exc.message)
             return None
         if state and not full and state.content_hash == digest and state.status == "ok":
-            indexer.store.touch_note(vf.path, vf.mtime_ns, vf.size)
+            batch.touched.append(vf)
             self.report.unchanged += 1
             return None
         return vf, text, digest
 
-    def _prepare(self, items: list[tuple[str, str]]) -> Iterable[tuple[str, PreparedNote | None, str | None]]:
-        """(path, PreparedNote | None, error | None) for each (path, text), in order; in worker processes
-        (spawned: safe beside the daemon's threads) once a batch is big enough to be worth them."""
+    def _start_parse(self, batch: _Batch) -> None:
+        """Send ``batch``'s notes to the parse workers (spawned: safe beside the daemon's threads; started with the
+        first batch big enough to be worth them); a smaller batch before that is parsed here when written."""
         workers = min(os.cpu_count() or 1, 4)
-        if self._pool is None and len(items) >= PARALLEL_MIN_NOTES and workers > 1:
+        if self._pool is None and len(batch.items) >= PARALLEL_MIN_NOTES and workers > 1:
             ctx = multiprocessing.get_context("spawn")
             self._pool = ProcessPoolExecutor(
                 max_workers=workers,
@@ -153,18 +201,22 @@ class TextRun:
                 initializer=_worker_init,
                 initargs=(str(self.indexer.embedder.model_dir), os.getpid()),
             )
-        if self._pool is not None:
-            return self._pool_results(items, chunk=max(1, min(16, len(items) // (4 * workers))))
-        return self._prepare_here(items)
+        if self._pool is None or not batch.items:
+            return
+        items = [(vf.path, text) for vf, text, _ in batch.items]
+        chunk = max(1, min(16, len(items) // (4 * workers)))
+        batch.futures = [
+            self._pool.submit(_worker_prepare_many, items[i : i + chunk]) for i in range(0, len(items), chunk)
+        ]
 
-    def _pool_results(
-        self, items: list[tuple[str, str]], chunk: int
-    ) -> Iterator[tuple[str, PreparedNote | None, str | None]]:
-        """What the parse workers make of ``items`` (sent ``chunk`` at a time), in order; ends early, with
-        ``report.stopped``, once ``stop()`` says so (looked at every :data:`STOP_POLL_S` s of waiting)."""
-        assert self._pool is not None
-        futures = [self._pool.submit(_worker_prepare_many, items[i : i + chunk]) for i in range(0, len(items), chunk)]
-        for future in futures:
+    def _prepared(self, batch: _Batch) -> Iterator[tuple[str, PreparedNote | None, str | None]]:
+        """(path, PreparedNote | None, error | None) for each note of ``batch``, in order: from the parse workers,
+        or parsed here. Ends early, with ``report.stopped``, once ``stop()`` says so (looked at every
+        :data:`STOP_POLL_S` s of waiting for the workers)."""
+        if batch.futures is None:
+            yield from self._prepare_here([(vf.path, text) for vf, text, _ in batch.items])
+            return
+        for future in batch.futures:
             while True:
                 try:
                     results = future.result(timeout=STOP_POLL_S)
@@ -184,53 +236,73 @@ class TextRun:
                 log.exception("cannot parse %s", path)
                 yield path, None, f"{type(exc).__name__}: {exc}"
 
-    def write_batch(self, batch: list[tuple[VaultFile, str, str]], *, consumed: int) -> None:
-        """Parse and write one batch of (file, text, sha256), one transaction per note; ``consumed``: how many
-        of the run's changed files are dealt with once this batch is written (for progress)."""
+    def write_batch(self, batch: _Batch) -> None:
+        """Write one batch in one transaction (:attr:`Indexer.lock` held only for that): each parsed note's rows
+        (a note that cannot be written is rolled back alone and recorded as skipped, with its reason), the notes
+        that do not parse (skipped, with theirs), and the new stat of the files whose bytes did not change."""
         self.batches += 1
-        by_path = {vf.path: (vf, digest) for vf, _text, digest in batch}
-        parsed = self._parse(batch, by_path)
-        with self.indexer.lock:  # held per batch written: a save waits at most one batch
-            if self.superseded is not None:
-                parsed = {path: prepared for path, prepared in parsed.items() if not self.superseded(path)}
-            self.links.note_aliases((path, list(prepared.note.aliases)) for path, prepared in parsed.items())
-            resolver = self.links.resolver()
-            for path, prepared in parsed.items():
+        parsed, failed = self._parse(batch)
+        if self.report.stopped:
+            return
+        superseded = self.superseded or _never
+        parsed = [item for item in parsed if not superseded(item[0].path)]
+        self.links.note_aliases((vf.path, list(prepared.note.aliases)) for vf, _d, prepared in parsed)
+        resolver = self.links.resolver()
+        rows = [
+            (vf, digest, prepared, self._records(vf, digest, prepared, resolver)) for vf, digest, prepared in parsed
+        ]
+        store = self.indexer.store
+        # Held per batch written: a save waits at most one batch. What a save wrote since the scan stays as it is.
+        with self.indexer.lock, store.transaction():
+            for vf in batch.touched:
+                if not superseded(vf.path):
+                    store.touch_note(vf.path, vf.mtime_ns, vf.size)
+            for vf, digest, reason in failed:
+                if not superseded(vf.path):
+                    log.warning("skipped %s: %s", vf.path, reason)
+                    self.indexer.record_skipped(vf, digest, reason, self.report)
+            for vf, digest, prepared, records in rows:
                 if self.stop():
                     self.report.stopped = True
                     break
-                vf, digest = by_path[path]
-                self._write(vf, digest, prepared, resolver)
+                if not superseded(vf.path):
+                    self._write(vf, digest, prepared, records)
+        if self.written - self._checkpointed >= WAL_CHECKPOINT_EVERY:  # keep the WAL small during a first index
+            self._checkpointed = self.written
+            store.wal_checkpoint()
         if self.progress and not self.report.stopped:
-            self.progress("index", consumed, self.todo)
+            self.progress("index", batch.consumed, self.todo)
 
     def _parse(
-        self, batch: list[tuple[VaultFile, str, str]], by_path: dict[str, tuple[VaultFile, str]]
-    ) -> dict[str, PreparedNote]:
-        """The notes of ``batch`` that parse, by path; the others are recorded as skipped."""
-        parsed: dict[str, PreparedNote] = {}
-        for path, prepared, error in self._prepare([(vf.path, text) for vf, text, _ in batch]):
-            if prepared is not None:
-                parsed[path] = prepared
-                continue
+        self, batch: _Batch
+    ) -> tuple[list[tuple[VaultFile, str, PreparedNote]], list[tuple[VaultFile, str, str]]]:
+        """``batch``'s notes parsed: (file, sha256, PreparedNote) of those that parse, (file, sha256, reason to
+        skip) of the others."""
+        by_path = {vf.path: (vf, digest) for vf, _text, digest in batch.items}
+        parsed: list[tuple[VaultFile, str, PreparedNote]] = []
+        failed: list[tuple[VaultFile, str, str]] = []
+        for path, prepared, error in self._prepared(batch):
             vf, digest = by_path[path]
-            reason = f"cannot parse: {error}"
-            log.warning("skipped %s: %s", path, reason)
-            self.indexer.record_skipped(vf, digest, reason, self.report)
-        return parsed
+            if prepared is None:
+                failed.append((vf, digest, f"cannot parse: {error}"))
+            else:
+                parsed.append((vf, digest, prepared))
+        return parsed, failed
 
-    def _write(self, vf: VaultFile, digest: str, prepared: PreparedNote, resolver: LinkResolver) -> None:
-        """Write one parsed note and count it in the report; a note that cannot be written is recorded as skipped."""
-        report, note = self.report, prepared.note
+    def _write(self, vf: VaultFile, digest: str, prepared: PreparedNote, records: _NoteRows) -> None:
+        """Write one parsed note (its own savepoint in the batch's transaction) and count it in the report; a note
+        that cannot be written is recorded as skipped."""
+        report, note, store = self.report, prepared.note, self.indexer.store
+        record, links = records
         try:
-            chunks = self._write_note(vf, digest, prepared, resolver)
+            store.write_note(record, prepared.chunks, note.tags, links)
         except Exception as exc:  # e.g. a title too long to fit a chunk: skip the note, keep going
-            if disk_full(exc):  # not this note's fault: the run fails (and is retried once there is space)
+            if disk_full(exc) or not store.conn.in_transaction:  # not this note's fault (SQLite rolled back)
                 raise
             log.exception("cannot index %s", vf.path)
             self.indexer.record_skipped(vf, digest, f"cannot index: {exc}", report, title=note.title)
             return
-        report.chunks_written += chunks
+        report.chunks_written += len(prepared.chunks)
         if note.frontmatter_error:
             report.warnings.append((vf.path, note.frontmatter_error))
         known = self.known.get(vf.path)
@@ -241,12 +313,11 @@ class TextRun:
         else:
             report.updated += 1
         self.written += 1
-        if self.written % WAL_CHECKPOINT_EVERY == 0:  # keep the WAL file small during a long first index
-            self.indexer.store.wal_checkpoint()
 
-    def _write_note(self, vf: VaultFile, digest: str, prepared: PreparedNote, resolver: LinkResolver) -> int:
-        """Write one note's rows (note, tags, links, chunks) in one transaction; returns its number of chunks."""
-        note, chunks = prepared.note, prepared.chunks
+    @staticmethod
+    def _records(vf: VaultFile, digest: str, prepared: PreparedNote, resolver: LinkResolver) -> _NoteRows:
+        """The note's row and its links (resolved now), ready for :meth:`Store.write_note`."""
+        note = prepared.note
         links = [
             LinkRecord(
                 raw_target=link.target,
@@ -271,8 +342,7 @@ class TextRun:
             error=note.frontmatter_error,
             error_code=note.frontmatter_error_code,
         )
-        self.indexer.store.write_note(record, chunks, note.tags, links)
-        return len(chunks)
+        return record, links
 
     def finish_links(self, *, whole_vault: bool, files_changed: bool, reresolve: bool = True) -> LinkCache | None:
         """Re-resolve links elsewhere when this run may have changed their targets (see ``Indexer._sync``; not when

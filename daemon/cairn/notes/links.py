@@ -152,6 +152,22 @@ class LinkResolver:
                 if isinstance(alias, str) and alias.strip():
                     self._by_alias[_fold(alias.strip())].append(path)
 
+    def replace_aliases(self, path: str, old: Sequence[str], new: Sequence[str]) -> None:
+        """The note at ``path`` (a file this resolver was built with) now has the aliases ``new`` instead of
+        ``old``: as if the resolver were built again with them, without going over every file."""
+        path = unicodedata.normalize("NFC", path)
+        for alias in old or ():
+            if isinstance(alias, str) and alias.strip():
+                key = _fold(alias.strip())
+                paths = self._by_alias.get(key)
+                if paths and path in paths:
+                    paths.remove(path)
+                    if not paths:
+                        del self._by_alias[key]
+        for alias in new or ():
+            if isinstance(alias, str) and alias.strip():
+                self._by_alias[_fold(alias.strip())].append(path)
+
     @staticmethod
     def _prefer(candidates: Sequence[str], source_path: str) -> str:
         """Same folder as the source first, else the shortest path (then alphabetical)."""

@@ -10,7 +10,8 @@ import math
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -309,6 +310,17 @@ class StoreBase:
                 "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
                 (key, value),
             )
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction around the block, on this thread's connection: the writes made inside it (each in
+        its own savepoint, so one that raises is undone alone) are committed together when the block ends, or all
+        rolled back when it raises. :class:`~cairn.errors.StoreError` when SQLite itself rolled the transaction back
+        inside the block (e.g. an I/O error): none of its writes were kept."""
+        with self._write_lock, self.conn as c:
+            yield
+            if not c.in_transaction:
+                raise StoreError(f"the write transaction on {str(self.path)!r} was rolled back by SQLite")
 
     @staticmethod
     def _bump_vectors_generation(c: apsw.Connection) -> None:
