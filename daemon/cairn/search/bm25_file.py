@@ -46,24 +46,43 @@ def path_of(store: Store) -> Path:
     return persisted.path_beside(store.path, SUFFIX)
 
 
-def save(store: Store, kept: KeptBm25) -> None:
-    """Write ``kept`` beside ``store``'s file (nothing for a read-only store); a failure is logged (the next start
-    builds from FTS5 again)."""
-    if store.readonly:
-        return
-    names = [t.encode("utf-8") for t in kept.terms]
-    ends = np.cumsum([len(b) for b in names], dtype=np.int64)
-    counts = np.fromiter((len(v[0]) for v in kept.terms.values()), dtype=np.int64, count=len(names))
-    values = list(kept.terms.values())
-    arrays: dict[str, np.ndarray | persisted.Blocks] = {
+def flatten(terms: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, np.ndarray]:
+    """``terms`` as flat arrays: ``names`` (the terms' UTF-8 bytes one after the other), ``name_ends``, ``post_ends``
+    (cumulative ends), ``ids`` and ``tf`` (every term's postings one after the other)."""
+    names = [t.encode("utf-8") for t in terms]
+    values = list(terms.values())
+    counts = np.fromiter((len(v[0]) for v in values), dtype=np.int64, count=len(values))
+    return {
         "names": np.frombuffer(b"".join(names), dtype=np.uint8),
-        "name_ends": ends,
+        "name_ends": np.cumsum([len(b) for b in names], dtype=np.int64),
         "post_ends": np.cumsum(counts, dtype=np.int64),
         "ids": np.concatenate([v[0] for v in values]) if values else np.zeros(0, np.int64),
         "tf": np.concatenate([v[1] for v in values]) if values else np.zeros(0, np.float64),
-        "alive": kept.alive.astype(np.uint8),
-        "length": kept.length,
     }
+
+
+def unflatten(flat: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """:func:`flatten`'s inverse (the postings are views of ``flat``'s two arrays). Raises ValueError when the arrays
+    do not fit together."""
+    blob, name_ends, post_ends = flat["names"].tobytes(), flat["name_ends"].tolist(), flat["post_ends"].tolist()
+    ids, tf = flat["ids"], flat["tf"]
+    if len(name_ends) != len(post_ends) or len(ids) != len(tf) or (post_ends and post_ends[-1] != len(ids)):
+        raise ValueError("postings arrays of different lengths")
+    terms: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    name_at = post_at = 0
+    for name_end, post_end in zip(name_ends, post_ends):
+        terms[blob[name_at:name_end].decode("utf-8")] = (ids[post_at:post_end], tf[post_at:post_end])
+        name_at, post_at = name_end, post_end
+    return terms
+
+
+def save(store: Store, kept: KeptBm25, flat: dict[str, np.ndarray] | None = None) -> None:
+    """Write ``kept`` (its terms as ``flat`` when the caller has them: :func:`flatten`) beside ``store``'s file
+    (nothing for a read-only store); a failure is logged (the next start builds from FTS5 again)."""
+    if store.readonly:
+        return
+    arrays: dict[str, np.ndarray | persisted.Blocks] = dict(flat if flat is not None else flatten(kept.terms))
+    arrays.update(alive=kept.alive.astype(np.uint8), length=kept.length)
     key = {
         "file_id": list(store.file_identity()),
         "n_rows": kept.n_rows,
@@ -75,9 +94,7 @@ def save(store: Store, kept: KeptBm25) -> None:
         persisted.write(path_of(store), KIND, key, arrays)
     except (OSError, ValueError) as exc:
         log.warning(
-            "cannot keep the keyword statistics in %s (the next start reads them again): %s",
-            path_of(store),
-            exc,
+            "cannot keep the keyword statistics in %s (the next start reads them again): %s", path_of(store), exc
         )
 
 
@@ -91,15 +108,7 @@ def read(store: Store) -> KeptBm25 | None:
         if (int(key["file_id"][0]), int(key["file_id"][1])) != store.file_identity():
             return None
         a = found.arrays
-        blob, name_ends, post_ends = a["names"].tobytes(), a["name_ends"].tolist(), a["post_ends"].tolist()
-        if len(name_ends) != len(post_ends) or (post_ends and post_ends[-1] != len(a["ids"])):
-            return None
-        ids, tf = a["ids"], a["tf"]
-        terms: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        name_at = post_at = 0
-        for name_end, post_end in zip(name_ends, post_ends):
-            terms[blob[name_at:name_end].decode("utf-8")] = (ids[post_at:post_end], tf[post_at:post_end])
-            name_at, post_at = name_end, post_end
+        terms = unflatten(a)
         seq = key["deletion_seq"]
         return KeptBm25(
             terms,

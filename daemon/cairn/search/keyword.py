@@ -229,11 +229,18 @@ class Bm25Index:
         alive = np.zeros(top, dtype=bool)
         alive[snap.live] = True
         last_id = max((cid for cid, _ in snap.docs), default=0)
-        kept = KeptBm25(postings.terms, alive, length, snap.n_rows, snap.n_tokens, last_id, snap.deletion_seq)
+        counts, seq = (snap.n_rows, snap.n_tokens), snap.deletion_seq
+        # Every token read was a Python string: the postings made among them are made again once they are freed,
+        # so that the heap they fragmented goes back to the system (the term strings and array views that stay
+        # would otherwise each keep a page of it).
         del snap
+        flat = bm25_file.flatten(postings.terms)
+        del postings
+        postings = _Postings(bm25_file.unflatten(flat))
+        kept = KeptBm25(postings.terms, alive, length, *counts, last_id, seq)
         if not self._install(kept, postings):
             return False
-        bm25_file.save(self.store, kept)
+        bm25_file.save(self.store, kept, flat)
         return True
 
     def _install_kept(self) -> bool:
