@@ -191,3 +191,21 @@ def test_rows_kept_in_the_file_read_back_bit_for_bit(indexed):
     assert np.array_equal(kept.chunks.matrix(), loaded.chunks.matrix())
     assert np.array_equal(kept.sentences.matrix(), loaded.sentences.matrix())
     assert kept.dense.nbytes() == loaded.dense.nbytes()
+
+
+def test_full_reloads_keep_their_vectors_at_most_every_keep_every_s(indexed, monkeypatch):
+    from cairn.search.vectors import Vectors, VectorSnapshot
+
+    store = indexed.store
+    vectors = Vectors(store)
+    vectors.current()
+    path = vector_file.path_of(store)
+    first = path.stat().st_ino
+    monkeypatch.setattr(VectorSnapshot, "refresh", classmethod(lambda cls, old, store, max_changed: None))
+    vectors.reload(wait=True)  # a full load right after the kept one: not kept again
+    assert path.stat().st_ino == first
+    assert vectors.current().generation == store.vectors_generation()
+    monkeypatch.setattr(Vectors, "KEEP_EVERY_S", 0.0)
+    vectors.reload(wait=True)
+    assert path.stat().st_ino != first  # kept again: a new file renamed over the old one
+    assert vector_file.read(store) is not None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import sys
 import threading
 import time
@@ -136,25 +137,25 @@ class VectorSnapshot:
     tiers: np.ndarray  # (n,) int8: the vector tier of each chunk row when read (a tier change re-reads the chunk)
 
     @classmethod
-    def load(cls, store: Store) -> VectorSnapshot:
-        """Everything, read in one transaction (:meth:`Store.load_vector_matrices_and_recipe`); the float32 rows
-        and the int8 copies are kept in a file beside the index (:mod:`cairn.search.vector_file`), read back by
-        :meth:`from_file` at the next start; where that file cannot be written, the float32 rows go to a new
-        temporary file in the index's folder (:func:`~cairn.search.float_rows.row_sources`)."""
+    def load(cls, store: Store, *, keep: bool = True) -> VectorSnapshot:
+        """Everything, read in one transaction (:meth:`Store.load_vector_matrices_and_recipe`). ``keep``: the float32
+        rows and the int8 copies are kept in a file beside the index (:mod:`cairn.search.vector_file`), read back by
+        :meth:`from_file` at the next start; else, or where that file cannot be written, the float32 rows go to a
+        new temporary file in the index's folder (:func:`~cairn.search.float_rows.row_sources`)."""
         file_id = store.file_identity()
         (gen, chunk_ids, chunks, sentence_owner, sentences), recipe, tiers = store.load_vector_matrices_and_recipe()
         row_of = {int(c): i for i, c in enumerate(chunk_ids)}
         owners = (row_of.get(int(c), -1) for c in sentence_owner)
         owner_rows = np.fromiter(owners, dtype=np.int64, count=len(sentence_owner))
-        keep = np.nonzero(owner_rows >= 0)[0]
-        order = keep[np.argsort(owner_rows[keep], kind="stable")]
+        owned = np.nonzero(owner_rows >= 0)[0]
+        order = owned[np.argsort(owner_rows[owned], kind="stable")]
         firsts, index, keys = _distinct_sentences(sentences)
         sentence_order = index[order]
         distinct = _compact(sentences, firsts)
         del sentences
         starts, group_rows, sentence_start, sentence_end = _sentence_runs(owner_rows[order], len(chunk_ids))
         quantized = quantize_rows(chunks, distinct)
-        kept = vector_file.save(
+        kept = None if not keep else vector_file.save(
             store,
             (gen, recipe, file_id),
             {"chunk_ids": chunk_ids, "sentence_order": sentence_order, "group_starts": starts,
@@ -410,6 +411,9 @@ class Vectors:
 
     REFRESH_S = 3.0
     FULL_REFRESH_S = 30.0
+    #: A full load keeps its vectors beside the index (:meth:`VectorSnapshot.load`) at most this often: during a
+    #: bulk change (a first index) full loads follow one another, and the next start refreshes from the last kept.
+    KEEP_EVERY_S = 120.0
     MAX_NEWER = 256
     INCREMENTAL_MAX = 0.25
     #: Bytes of dense scores kept, all questions together (each holds (n,) float32 × 4 bounds and the exact cosines
@@ -424,6 +428,7 @@ class Vectors:
         self._snapshot: VectorSnapshot | None = None
         self._lock = threading.Lock()
         self._full_loaded_at = 0.0  # time.monotonic() of the last full load of the vectors
+        self._kept_at = -math.inf  # of the last full load that kept its vectors beside the index
         self._reload_tried_at = 0.0  # of the last reload started (one that waited for a full load included)
         self._bulk_waiting = False  # a query found more new chunks than it scores: the next load may be full
         self._loading: threading.Thread | None = None
@@ -451,7 +456,7 @@ class Vectors:
         except Exception:  # a damaged file that passed its checks, or a read failed: a full load is always right
             log.warning("the vectors kept beside the index cannot be used; loading them all", exc_info=True)
         snap = VectorSnapshot.load(self.store)
-        self._full_loaded_at = time.monotonic()
+        self._full_loaded_at = self._kept_at = time.monotonic()
         return snap
 
     def for_query(self) -> VectorSnapshot:
@@ -521,8 +526,11 @@ class Vectors:
         try:
             if snap is None:
                 self._bulk_waiting = False
-                snap = VectorSnapshot.load(self.store)
+                keep = started - self._kept_at >= self.KEEP_EVERY_S
+                snap = VectorSnapshot.load(self.store, keep=keep)
                 self._full_loaded_at = started
+                if keep:
+                    self._kept_at = started
         except Exception:  # the store closed meanwhile, or a read failed: the snapshot held goes on serving
             log.warning("reloading the in-memory vectors failed; the next change tries again", exc_info=True)
             return
