@@ -71,6 +71,23 @@ def test_vectors_kept_before_notes_changed_are_brought_up_to_date(indexed, embed
     assert restarted == _results(SearchService(store, embedder))  # a full load from the store
 
 
+def test_chunks_whose_vectors_were_completed_since_the_kept_file_are_read_again(fresh_cairn, embedder, monkeypatch):
+    """A chunk's vector changes under its id when its tier rises (whole chunk alone → complete): a file kept at
+    tier 1 is brought up to date, and the answers are those of a full load."""
+    store = fresh_cairn.store
+    fresh_cairn.indexer.sync_text()
+    while fresh_cairn.indexer.embed_batch(64, tier=1)[2]:
+        pass
+    SearchService(store, embedder).vectors.current()  # kept at tier 1
+    fresh_cairn.indexer.embed_batch(3, tier=2)  # a few chunks completed: new vectors under the same ids
+    assert store.tier_counts()[2] >= 1
+    with monkeypatch.context() as m:
+        _no_full_load(m)
+        restarted = _results(SearchService(store, embedder))
+    vector_file.path_of(store).unlink()
+    assert restarted == _results(SearchService(store, embedder))
+
+
 @pytest.mark.parametrize("damage", ["truncated", "flipped", "garbage", "other index file", "later state"])
 def test_kept_vectors_that_do_not_match_the_index_are_not_used(indexed, embedder, tmp_path, damage):
     store = indexed.store
