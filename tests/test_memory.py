@@ -115,13 +115,18 @@ def test_float32_vectors_read_from_a_file_give_the_results_of_vectors_held_in_me
     try:
         cairn.indexing.index()
         folder = cairn.store.path.parent
-        listed = sorted(p.name for p in folder.iterdir())
+        kept = (cairn.store.path.name + ".vectors", cairn.store.path.name + ".bm25")  # kept for the next start
+
+        def names() -> list[str]:
+            return sorted(p.name for p in folder.iterdir() if p.name not in kept)
+
+        listed = names()
         questions = ["boiler pressure", "queen cells in the hive", "tyre pressure for touring", "summer honey"]
         from_file = {q: _hits(cairn.query, q) for q in questions}
-        assert sorted(p.name for p in folder.iterdir()) == listed  # the rows' file is never a name in the folder
+        assert names() == listed  # the rows' temporary file is never a name in the folder
         assert search_parts(cairn.query)["vectors"] < cairn.store.stats().vectors * 384
 
-        def cannot_write(self, folder):
+        def cannot_write(self, folder, base=None):
             raise OSError(28, "No space left on device")
 
         monkeypatch.setattr(RowFile, "__init__", cannot_write)

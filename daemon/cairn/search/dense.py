@@ -237,6 +237,12 @@ class DenseIndex:
             quantized=(values, scale, resid, norm),
         )
 
+    @property
+    def quantized(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """:func:`quantize_rows` of ``[chunks; sentences]`` as held (the int8 values a view of the kernel's matrix),
+        or None on the float32-only path."""
+        return self._quantized
+
     def nbytes(self) -> tuple[int, int]:
         """(bytes of the float32 vectors and their row maps, bytes of the int8 copies: values, scales, bounds and the
         integer kernel's matrices)."""

@@ -36,9 +36,11 @@ import numpy as np
 
 from cairn.memory import trim_heap
 from cairn.ranking import fts_phrase
+from cairn.search import bm25_file
+from cairn.search.bm25_file import KeptBm25
 from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.search.vocabulary import Vocabularies, Vocabulary
-from cairn.store import FtsSnapshot, Store
+from cairn.store import Store
 from cairn.store.reads import fts_row_sizes
 
 log = logging.getLogger(__name__)
@@ -176,6 +178,7 @@ class Bm25Index:
         self._n_rows = 0
         self._n_tokens = 0
         self._marker: object = None
+        self._tried_file = False  # the first build reads the file kept beside the index, if any
 
     @property
     def ready(self) -> bool:
@@ -204,8 +207,17 @@ class Bm25Index:
         return self._base is None or self._extra_rows >= self.REBUILD_AFTER_ROWS
 
     def build(self) -> bool:
-        """Read and tokenize every FTS5 row (seconds on a large vault: off the request path). False when FTS5's counts
-        and the rows read do not agree (the index stays unbuilt: FTS5 serves)."""
+        """Read and tokenize every FTS5 row (seconds on a large vault: off the request path), and keep what was read
+        in a file beside the index (:mod:`cairn.search.bm25_file`); the first build of a process reads that file
+        instead when it is of this database file and can be brought up to date. False when FTS5's counts and the
+        rows read do not agree (the index stays unbuilt: FTS5 serves)."""
+        if not self._tried_file:
+            self._tried_file = True
+            try:
+                if self._install_kept():
+                    return True
+            except Exception:  # a damaged file that passed its checks: a build from FTS5 is always right
+                log.warning("the keyword statistics kept beside the index cannot be used", exc_info=True)
         snap = self.store.fts_snapshot(0)
         if snap is None or snap.live is None:  # a snapshot from 0 always scans the row ids
             return False
@@ -216,15 +228,44 @@ class Bm25Index:
             length[cid] = len(tokens)
         alive = np.zeros(top, dtype=bool)
         alive[snap.live] = True
+        last_id = max((cid for cid, _ in snap.docs), default=0)
+        counts, seq = (snap.n_rows, snap.n_tokens), snap.deletion_seq
+        # Every token read was a Python string: the postings made among them are made again once they are freed,
+        # so that the heap they fragmented goes back to the system (the term strings and array views that stay
+        # would otherwise each keep a page of it).
+        del snap
+        flat = bm25_file.flatten(postings.terms)
+        del postings
+        postings = _Postings(bm25_file.unflatten(flat))
+        kept = KeptBm25(postings.terms, alive, length, *counts, last_id, seq)
+        if not self._install(kept, postings):
+            return False
+        bm25_file.save(self.store, kept, flat)
+        return True
+
+    def _install_kept(self) -> bool:
+        """Install the build kept beside the index, brought up to date (:meth:`_install`); False when there is none
+        usable (then nothing is installed)."""
+        kept = bm25_file.read(self.store)
+        if kept is None:
+            return False
+        if self._install(kept, _Postings(kept.terms)):
+            return True
+        log.info("the keyword statistics kept beside the index are out of date; reading them again")
+        return False
+
+    def _install(self, kept: KeptBm25, postings: _Postings) -> bool:
+        """Install ``kept`` (with ``postings``, its terms) as the main postings, then follow the commits made since it
+        was read. False (nothing installed) when FTS5's counts and the rows do not agree."""
         with self._lock:
-            if not self._consistent(snap, alive, length):
+            if not self._consistent(kept.n_rows, kept.n_tokens, kept.alive, kept.length):
                 self._drop()
                 return False
             self._base, self._extra, self._extra_rows = postings, _Postings({}), 0
-            self._alive, self._length = alive, length
-            self._last_id = max((cid for cid, _ in snap.docs), default=0)
-            self._deletion_seq = snap.deletion_seq
-            self._n_rows, self._n_tokens = snap.n_rows, snap.n_tokens
+            self._alive, self._length = kept.alive, kept.length
+            self._last_id = kept.last_id
+            self._deletion_seq = kept.deletion_seq
+            self._n_rows, self._n_tokens = kept.n_rows, kept.n_tokens
             # Commits made while the rows were read (a refresh may already have followed them): followed now,
             # before anyone reads this state, so what is installed is never older than what it replaces.
             self._follow()
@@ -278,7 +319,7 @@ class Bm25Index:
                     else (np.concatenate([held[0], new_ids]), np.concatenate([held[1], new_tf]))
                 )
             extra = _Postings(merged)
-        if not self._consistent(snap, alive, length):
+        if not self._consistent(snap.n_rows, snap.n_tokens, alive, length):
             self._drop()
             return False
         self._extra, self._extra_rows = extra, self._extra_rows + len(snap.docs)
@@ -289,14 +330,14 @@ class Bm25Index:
         self._n_rows, self._n_tokens = snap.n_rows, snap.n_tokens
         return True
 
-    def _consistent(self, snap: FtsSnapshot, alive: np.ndarray, length: np.ndarray) -> bool:
-        """We have read every live row, and FTS5's row and token counts are those of these rows."""
+    @staticmethod
+    def _consistent(n_rows: int, n_tokens: int, alive: np.ndarray, length: np.ndarray) -> bool:
+        """We have read every live row, and FTS5's row and token counts (``n_rows``, ``n_tokens``) are those of these
+        rows."""
+        if len(alive) != len(length):
+            return False
         live_lengths = length[alive]
-        return (
-            bool(np.all(live_lengths >= 0))
-            and len(live_lengths) == snap.n_rows
-            and int(live_lengths.sum()) == snap.n_tokens
-        )
+        return bool(np.all(live_lengths >= 0)) and len(live_lengths) == n_rows and int(live_lengths.sum()) == n_tokens
 
     def _drop(self) -> None:
         self._base, self._extra, self._extra_rows, self._marker = None, _Postings({}), 0, None

@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
 from cairn.memory import trim_heap
+from cairn.search import vector_file
 from cairn.search.cache import EpochLRU
 from cairn.search.dense import DenseIndex, DenseQuery, quantize_rows
-from cairn.search.float_rows import RowSource, row_sources
+from cairn.search.float_rows import RowSource, file_sources, row_sources
 from cairn.store import EmbeddedChunks, Store, tiers_of
 
 log = logging.getLogger(__name__)
@@ -133,23 +137,34 @@ class VectorSnapshot:
     tiers: np.ndarray  # (n,) int8: the vector tier of each chunk row when read (a tier change re-reads the chunk)
 
     @classmethod
-    def load(cls, store: Store) -> VectorSnapshot:
-        """Everything, read in one transaction (:meth:`Store.load_vector_matrices_and_recipe`); the float32 rows
-        are written to a new file in the index's folder (:func:`~cairn.search.float_rows.row_sources`)."""
+    def load(cls, store: Store, *, keep: bool = True) -> VectorSnapshot:
+        """Everything, read in one transaction (:meth:`Store.load_vector_matrices_and_recipe`). ``keep``: the float32
+        rows and the int8 copies are kept in a file beside the index (:mod:`cairn.search.vector_file`), read back by
+        :meth:`from_file` at the next start; else, or where that file cannot be written, the float32 rows go to a
+        new temporary file in the index's folder (:func:`~cairn.search.float_rows.row_sources`)."""
         file_id = store.file_identity()
         (gen, chunk_ids, chunks, sentence_owner, sentences), recipe, tiers = store.load_vector_matrices_and_recipe()
         row_of = {int(c): i for i, c in enumerate(chunk_ids)}
         owners = (row_of.get(int(c), -1) for c in sentence_owner)
         owner_rows = np.fromiter(owners, dtype=np.int64, count=len(sentence_owner))
-        keep = np.nonzero(owner_rows >= 0)[0]
-        order = keep[np.argsort(owner_rows[keep], kind="stable")]
+        owned = np.nonzero(owner_rows >= 0)[0]
+        order = owned[np.argsort(owner_rows[owned], kind="stable")]
         firsts, index, keys = _distinct_sentences(sentences)
         sentence_order = index[order]
         distinct = _compact(sentences, firsts)
         del sentences
         starts, group_rows, sentence_start, sentence_end = _sentence_runs(owner_rows[order], len(chunk_ids))
         quantized = quantize_rows(chunks, distinct)
-        chunk_rows, sentence_rows = row_sources(store.path.parent, chunks, distinct)
+        kept = None if not keep else vector_file.save(
+            store,
+            (gen, recipe, file_id),
+            {"chunk_ids": chunk_ids, "sentence_order": sentence_order, "group_starts": starts,
+             "group_rows": group_rows, "sentence_keys": keys, "tiers": tiers},
+            (sentence_start, sentence_end),
+            quantized,
+            (chunks, distinct),
+        )  # fmt: skip
+        chunk_rows, sentence_rows = _rows_of(store.path.parent, kept, chunks, distinct)
         del chunks, distinct
         dense = DenseIndex(chunk_rows, sentence_rows, sentence_order, sentence_start, sentence_end, quantized=quantized)
         return cls(
@@ -167,6 +182,46 @@ class VectorSnapshot:
             recipe=recipe,
             file_id=file_id,
             tiers=tiers,
+        )
+
+    @classmethod
+    def from_file(cls, store: Store) -> VectorSnapshot | None:
+        """The snapshot kept beside the index by the last :meth:`load` (:mod:`cairn.search.vector_file`), as it was
+        then: the caller brings it up to date with :meth:`refresh`. None when there is none for this database file
+        and a generation it has reached, or it is damaged."""
+        kept = vector_file.read(store)
+        if kept is None:
+            return None
+        index = kept.index
+        try:
+            chunk_rows, sentence_rows = file_sources(store.path.parent, kept.rows, kept.n, kept.d)
+        except (OSError, ValueError):
+            kept.rows[0].close()
+            return None
+        dense = DenseIndex(
+            chunk_rows,
+            sentence_rows,
+            index["sentence_order"],
+            kept.sentence_start,
+            kept.sentence_end,
+            quantized=kept.quantized,
+        )
+        chunk_ids = index["chunk_ids"]
+        return cls(
+            generation=kept.generation,
+            loaded_at=time.monotonic(),
+            chunk_ids=chunk_ids,
+            chunks=chunk_rows,
+            row_of=dict(zip(chunk_ids.tolist(), range(len(chunk_ids)))),
+            sentence_order=index["sentence_order"],
+            group_starts=index["group_starts"],
+            group_rows=index["group_rows"],
+            sentences=sentence_rows,
+            dense=dense,
+            sentence_keys=index["sentence_keys"],
+            recipe=kept.recipe,
+            file_id=kept.file_id,
+            tiers=index["tiers"],
         )
 
     @classmethod
@@ -310,6 +365,21 @@ class VectorSnapshot:
         return self.dense.exact_scores(qvec)
 
 
+def _rows_of(
+    folder: Path, kept: tuple[BinaryIO, int, int] | None, chunks: np.ndarray, distinct: np.ndarray
+) -> tuple[RowSource, RowSource]:
+    """The float32 rows of a full load: read from the file they were just kept in (``kept``:
+    :func:`~cairn.search.vector_file.save`), else written to a temporary file (or held: :func:`row_sources`)."""
+    if kept is not None:
+        try:
+            in_file = file_sources(folder, kept, len(chunks), len(distinct))
+            return in_file[0], in_file[1]
+        except OSError:
+            kept[0].close()
+    chunk_rows, sentence_rows = row_sources(folder, chunks, distinct)
+    return chunk_rows, sentence_rows
+
+
 def _kept_and_added(old_ids: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(rows of ``old_ids`` still in ``ids``, ids in ``ids`` not in ``old_ids``); both id arrays ascending."""
     if len(ids):
@@ -341,6 +411,9 @@ class Vectors:
 
     REFRESH_S = 3.0
     FULL_REFRESH_S = 30.0
+    #: A full load keeps its vectors beside the index (:meth:`VectorSnapshot.load`) at most this often: during a
+    #: bulk change (a first index) full loads follow one another, and the next start refreshes from the last kept.
+    KEEP_EVERY_S = 120.0
     MAX_NEWER = 256
     INCREMENTAL_MAX = 0.25
     #: Bytes of dense scores kept, all questions together (each holds (n,) float32 × 4 bounds and the exact cosines
@@ -355,6 +428,7 @@ class Vectors:
         self._snapshot: VectorSnapshot | None = None
         self._lock = threading.Lock()
         self._full_loaded_at = 0.0  # time.monotonic() of the last full load of the vectors
+        self._kept_at = -math.inf  # of the last full load that kept its vectors beside the index
         self._reload_tried_at = 0.0  # of the last reload started (one that waited for a full load included)
         self._bulk_waiting = False  # a query found more new chunks than it scores: the next load may be full
         self._loading: threading.Thread | None = None
@@ -366,10 +440,24 @@ class Vectors:
             return snap
         with self._lock:
             if self._snapshot is None:
-                self._snapshot = VectorSnapshot.load(self.store)
+                self._snapshot = self._first_load()
                 trim_heap()  # the load's temporaries (the matrices as read, float64 blocks) back to the system
-                self._full_loaded_at = time.monotonic()
             return self._snapshot
+
+    def _first_load(self) -> VectorSnapshot:
+        """The snapshot kept beside the index brought up to date (:meth:`VectorSnapshot.from_file`, then
+        :meth:`VectorSnapshot.refresh`: only the chunks changed since are read), else a full load."""
+        try:
+            kept = VectorSnapshot.from_file(self.store)
+            if kept is not None:
+                snap = VectorSnapshot.refresh(kept, self.store, max_changed=self.INCREMENTAL_MAX)
+                if snap is not None:
+                    return snap
+        except Exception:  # a damaged file that passed its checks, or a read failed: a full load is always right
+            log.warning("the vectors kept beside the index cannot be used; loading them all", exc_info=True)
+        snap = VectorSnapshot.load(self.store)
+        self._full_loaded_at = self._kept_at = time.monotonic()
+        return snap
 
     def for_query(self) -> VectorSnapshot:
         """:meth:`current`, and a background reload started when the store's vectors changed and the last reload
@@ -438,8 +526,11 @@ class Vectors:
         try:
             if snap is None:
                 self._bulk_waiting = False
-                snap = VectorSnapshot.load(self.store)
+                keep = started - self._kept_at >= self.KEEP_EVERY_S
+                snap = VectorSnapshot.load(self.store, keep=keep)
                 self._full_loaded_at = started
+                if keep:
+                    self._kept_at = started
         except Exception:  # the store closed meanwhile, or a read failed: the snapshot held goes on serving
             log.warning("reloading the in-memory vectors failed; the next change tries again", exc_info=True)
             return
