@@ -95,7 +95,7 @@ class Stub:
                 for piece in self.PIECES[self.mode]:
                     await resp.write(self.chunk(piece))
             elif self.mode == "quote":  # a model that answers from its context: passage [1]'s first words, cited
-                for piece in self.quote(self.requests[-1]["messages"][1]["content"]):
+                for piece in self.quote(self.requests[-1]["messages"][-1]["content"]):  # this turn's context
                     await resp.write(self.chunk(piece))
             elif self.mode == "midstream":
                 await resp.write(self.chunk("Plant garlic"))

@@ -55,7 +55,8 @@ def test_a_question_that_changes_the_subject_is_answered_as_if_asked_first(sampl
 
 def test_a_model_sees_the_earlier_turns_as_conversation_and_cites_only_this_turns_passages(sample_cairn):
     async def scenario():
-        async with stub_server("normal") as stub, daemon(sample_cairn, OpenAIChatModel(llm_config(stub.url))) as c:
+        # A model answering from this turn's context (its words): the answer is kept, not replaced.
+        async with stub_server("quote") as stub, daemon(sample_cairn, OpenAIChatModel(llm_config(stub.url))) as c:
             events = await c.ask(FOLLOW_UP, history=HISTORY)
         return stub, events
 

@@ -19,6 +19,7 @@ from cairn.answers import AnswerService
 from cairn.app import build_services
 from cairn.errors import NotFoundError
 from cairn.policy import WITHHELD_LINK, Policy, WithheldTally, Withhold, default_policy_text, parse_policy
+from cairn.store import SCHEMA_VERSION
 from conftest import CANARY, CANARY_TAGGED, CANARY_VAULT, CANARY_WITHHELD, make_config
 
 #: A query that matches each withheld note (its distinctive topic).
@@ -399,7 +400,7 @@ def test_an_index_of_schema_version_3_keeps_withholding_the_note_read_only_and_o
     cairn.indexing.index()
     cairn.close()
     conn = apsw.Connection(str(config.db_path))  # what Cairn wrote before schema version 4
-    conn.execute("ALTER TABLE notes DROP COLUMN error_code; PRAGMA user_version=3")
+    conn.execute("ALTER TABLE notes DROP COLUMN error_code; DROP INDEX chunks_unrefined; PRAGMA user_version=3")
     conn.close()
     reader = Cairn(config, embedder=embedder, readonly=True)  # an MCP server of this version beside an older daemon
     try:
@@ -410,7 +411,7 @@ def test_an_index_of_schema_version_3_keeps_withholding_the_note_read_only_and_o
         reader.close()
     cairn = Cairn(config, embedder=embedder)
     try:
-        assert cairn.store.schema_version == 4
+        assert cairn.store.schema_version == SCHEMA_VERSION
         code = cairn.store.conn.execute("SELECT error_code FROM notes WHERE path = ?", (MOOD,)).fetchone()[0]
         assert code == FRONTMATTER_INVALID
         assert MOOD in _found(cairn)
