@@ -7,9 +7,9 @@ import pytest
 
 from cairn import contract, tool_schemas
 from cairn.contract import LIMITS
-from cairn.conversation import Turn, history_messages, refers_back, retrieval_text
+from cairn.conversation import Turn, refers_back, retrieval_text
 from cairn.errors import BadRequestError
-from cairn.prompt import HISTORY_RULE, SYSTEM_PROMPT, ContextBlock, build_messages
+from cairn.prompt import HISTORY_RULE, SYSTEM_PROMPT, ContextBlock, build_messages, history_messages
 
 FIRST = "How do I make a callout foldable?"
 

@@ -9,7 +9,7 @@ is retrieved as it is, so changing the subject is not dragged back to the previo
 
 The history only steers retrieval and is shown to a model as the conversation so far: an answer is grounded in
 its own turn's sources alone (docs/design.md, "Contract" → Follow-ups). Citations ``[n]`` in earlier answers
-point at earlier sources, so :func:`history_messages` removes them.
+point at earlier sources, so :func:`cairn.prompt.history_messages` removes them.
 
 The limits (:attr:`cairn.contract.Limits.history_turns` and friends) are defined in :mod:`cairn.contract`, which
 parses a request's ``history`` with :func:`parse_history`.
@@ -136,19 +136,3 @@ def retrieval_text(question: str, history: Sequence[Turn], max_chars: int) -> st
     if room <= 0 or not previous:
         return question
     return f"{previous[-room:]} {question}"
-
-
-# -- the prompt ---------------------------------------------------------------------------------------------
-
-_CITATION = re.compile(r"\s*\[\d{1,3}\]")
-
-
-def history_messages(history: Sequence[Turn], turns: int) -> list[dict[str, str]]:
-    """The last ``turns`` turns as chat messages (``user`` question, ``assistant`` answer), citations ``[n]``
-    removed from the answers: they numbered another turn's sources."""
-    out: list[dict[str, str]] = []
-    for turn in list(history)[-turns:] if turns > 0 else []:
-        out.append({"role": "user", "content": turn.question.strip()})
-        answer = _CITATION.sub("", turn.answer).strip()
-        out.append({"role": "assistant", "content": answer or "(no answer)"})
-    return out

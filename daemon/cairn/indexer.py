@@ -405,16 +405,15 @@ class Indexer:
         progress: Progress | None = None,
         should_stop: Callable[[], bool] | None = None,
         pdf: bool | None = None,
-        pause: Callable[[], None] | None = None,
     ) -> tuple[int, int]:
         """Vectors in two tiers (``pdf``: only PDF chunks, only the others, or all when None): first tier 1 — one
         whole-chunk vector — for every chunk without a vector (progress phase ``embed``), then tier 2 — sentence
         and title vectors, and the chunk's blended vector — for every chunk not yet complete (phase ``refine``),
         each pass most recently modified notes first (:meth:`Store.pending_chunks`). Every note is searchable by
         meaning after the first pass, at about a third of the model's work. Returns (vectors written, texts
-        embedded by the model). Stops early (between batches) when ``should_stop()`` returns True. ``pause()``,
-        when given, is called before each :data:`PAUSE_SLICE` texts go to the model: a caller with more urgent
-        model work (a save) makes it wait there. Takes no lock (:meth:`embed_batch`)."""
+        embedded by the model). Stops early (between batches) when ``should_stop()`` returns True. The model runs as
+        background work, which waits while foreground work (a save, a question) is in flight. Takes no lock
+        (:meth:`embed_batch`)."""
         written = embedded = 0
         for tier, phase, count in ((1, "embed", self.store.count_pending), (2, "refine", self.store.count_unrefined)):
             total = count()
@@ -423,9 +422,7 @@ class Indexer:
                 progress(phase, 0, total)
             while not (should_stop and should_stop()):
                 part = pro_rata(progress, phase, done, min(batch_size, total - done), total) if progress else None
-                w, e, n = self.embed_batch(
-                    batch_size, pdf=pdf, tier=tier, pause=pause, should_stop=should_stop, on_slice=part
-                )
+                w, e, n = self.embed_batch(batch_size, pdf=pdf, tier=tier, should_stop=should_stop, on_slice=part)
                 embedded += e
                 if not n:
                     break
@@ -531,12 +528,10 @@ class Indexer:
         progress: Progress | None = None,
         should_stop: Callable[[], bool] | None = None,
         pdf_vectors: bool = True,
-        pause: Callable[[], None] | None = None,
         vectors: bool = True,
     ) -> IndexReport:
         """Both phases for the vault's notes: text then vectors (of PDF chunks too unless ``pdf_vectors`` is
-        False: the daemon's PDF queue fills those; ``pause``: as in :meth:`embed_pending`; ``vectors`` False: the text
-        phase alone). Neither holds
+        False: the daemon's PDF queue fills those; ``vectors`` False: the text phase alone). Neither holds
         :attr:`lock` for the whole run: a save is indexed between two batches. Returns the report with
         keyword-ready and total times."""
         started = time.perf_counter()
@@ -564,7 +559,7 @@ class Indexer:
                 self.store.set_meta("note_limits", note_limits)
         if not report.stopped and vectors:
             report.vectors_written, report.texts_embedded = self.embed_pending(
-                progress=progress, should_stop=should_stop, pdf=None if pdf_vectors else False, pause=pause
+                progress=progress, should_stop=should_stop, pdf=None if pdf_vectors else False
             )
         if vectors and not report.stopped and not (should_stop and should_stop()):
             report.cache_pruned = self.prune_embedding_cache()

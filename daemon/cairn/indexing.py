@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -29,11 +28,6 @@ from cairn.vault import paths_under, resolve_in_vault
 #: Chunks per vector slice of a watcher batch (a few seconds of the model): how long a new save may wait behind
 #: an earlier one's vectors before its text is written (:meth:`Indexing.index_paths`).
 WATCH_EMBED_BATCH = 64
-#: Longest a bulk vector pass waits (s) for saves before its next slice: a stream of file events (a sync client
-#: touching files) slows the bulk down but never stops it.
-GIVE_WAY_MAX_S = 5.0
-#: How often (s) the bulk, while it gives way, looks whether the watcher still holds saves not yet applied.
-GIVE_WAY_POLL_S = 0.05
 #: Seconds before indexing is tried again after a run failed for lack of disk space; doubled after each such
 #: failure up to :data:`DISK_FULL_RETRY_MAX_S`, back to the first once a run succeeds.
 DISK_FULL_RETRY_FIRST_S = 5.0
@@ -104,7 +98,8 @@ class Indexing:
     Two lanes (docs/design.md, "Contract" → Freshness): the **save lane** (the watcher's thread: :meth:`index_paths`,
     :meth:`reconcile`) writes a save's text and then its complete vectors; the **bulk lane** (:meth:`index` at
     start, :meth:`request_vectors` after a reconcile) writes the whole vault's text a batch at a time and its
-    vectors in tiers, and before each slice of the model waits while the save lane has work (:meth:`give_way`).
+    vectors in tiers as background model work, which waits before each ONNX run while a save is being indexed (the
+    save lane holds :meth:`Embedder.foreground <cairn.embedder.Embedder.foreground>`, as a question does).
     ``pdf_queue`` (:meth:`start_pdf_queue`, the daemon) indexes PDFs on their own low-priority thread; without it
     PDFs are indexed inline after the notes.
     """
@@ -153,8 +148,6 @@ class Indexing:
         self.write_error: str | None = None
         self._retry_s = DISK_FULL_RETRY_FIRST_S
         self._retry: threading.Timer | None = None
-        self._saving = 0  # save-lane runs under way (guarded by _save_done)
-        self._save_done = threading.Condition()
         self._saved_notes: set[int] = set()  # notes saves wrote whose vectors are not complete yet
         self._bulk_lock = threading.Lock()
         self._bulk_thread: threading.Thread | None = None
@@ -170,8 +163,8 @@ class Indexing:
         vectors: bool = True,
     ) -> IndexReport:
         """Run both indexing phases over the whole vault (blocking): text first (keyword-searchable), then vectors
-        (``vectors`` False: text only). Saves go first: the text is written a batch at a time and the vector passes
-        give way to the save lane (:meth:`give_way`).
+        (``vectors`` False: text only). Saves go first: the text is written a batch at a time and the vectors are
+        background model work, which gives way while a save is indexed.
 
         Once ``stop_requested`` is set the run ends early; the next run picks up where it stopped. After
         :meth:`request_full_reindex` the next run is a full one whatever ``full`` says. ``progress(phase, done,
@@ -196,7 +189,6 @@ class Indexing:
                 progress=both,
                 should_stop=self.stop_requested.is_set,
                 pdf_vectors=self.pdf_queue is None,
-                pause=self.give_way if self.watcher is not None else None,  # no watcher: no save to give way to
                 vectors=vectors,
             )
             if self.pdf_queue is not None:
@@ -223,46 +215,46 @@ class Indexing:
 
     def index_paths(self, paths: set[str]) -> IndexReport:
         """Index a batch of changed paths (file-event hints, re-stat'ed), then fill their vectors at once
-        (keyword-searchable first). Blocking; runs on the watcher's indexing thread."""
+        (keyword-searchable first). Blocking; runs on the watcher's indexing thread. Meanwhile the bulk's model runs
+        wait (the save is foreground work for the embedder, as a question is)."""
         self.running.set()
-        with self._save_done:
-            self._saving += 1
         try:
-            stop = self.stop_requested.is_set
-            report = self.indexer.index_paths(paths, should_stop=stop)
-            self._note_unreadable(report, paths)
-            if not report.stopped:
-                self._saved_notes.update(self.store.note_ids(report.hinted))
-                saved = sorted(self._saved_notes)
-                report.vectors_written, report.texts_embedded = self.indexer.embed_notes(
-                    saved, batch_size=WATCH_EMBED_BATCH, should_stop=self._yield_to_new_changes(stop)
-                )
-                if not self.store.pending_chunks(1, note_ids=saved, below=2):
-                    self._saved_notes.clear()
-            pdf_hints = self.pdfs.hints(paths)  # PDFs, folders holding some (named Projects.md too), gone paths
-            if pdf_hints and self.pdf_queue is not None:
-                self.pdf_queue.request(pdf_hints)
-            elif pdf_hints and not report.stopped:
-                report.merge(self.pdfs.sync(pdf_hints, should_stop=stop))
-            if report.added or report.updated or report.deleted or report.skipped:
-                self._publish_indexed(report)
-                log.info(
-                    "changes indexed: %d added, %d updated, %d removed, %d skipped; %d texts embedded",
-                    report.added,
-                    report.updated,
-                    report.deleted,
-                    len(report.skipped),
-                    report.texts_embedded,
-                )
-            return report
+            with self.embedder.foreground():
+                return self._save(paths)
         except Exception as exc:
             self._retry_if_disk_full(exc)
             raise
         finally:
-            with self._save_done:
-                self._saving -= 1
-                self._save_done.notify_all()
             self.running.clear()
+
+    def _save(self, paths: set[str]) -> IndexReport:
+        stop = self.stop_requested.is_set
+        report = self.indexer.index_paths(paths, should_stop=stop)
+        self._note_unreadable(report, paths)
+        if not report.stopped:
+            self._saved_notes.update(self.store.note_ids(report.hinted))
+            saved = sorted(self._saved_notes)
+            report.vectors_written, report.texts_embedded = self.indexer.embed_notes(
+                saved, batch_size=WATCH_EMBED_BATCH, should_stop=self._yield_to_new_changes(stop)
+            )
+            if not self.store.pending_chunks(1, note_ids=saved, below=2):
+                self._saved_notes.clear()
+        pdf_hints = self.pdfs.hints(paths)  # PDFs, folders holding some (named Projects.md too), gone paths
+        if pdf_hints and self.pdf_queue is not None:
+            self.pdf_queue.request(pdf_hints)
+        elif pdf_hints and not report.stopped:
+            report.merge(self.pdfs.sync(pdf_hints, should_stop=stop))
+        if report.added or report.updated or report.deleted or report.skipped:
+            self._publish_indexed(report)
+            log.info(
+                "changes indexed: %d added, %d updated, %d removed, %d skipped; %d texts embedded",
+                report.added,
+                report.updated,
+                report.deleted,
+                len(report.skipped),
+                report.texts_embedded,
+            )
+        return report
 
     def reconcile(self) -> IndexReport:
         """The watcher's full reconcile (the disk against the store) on the save lane: the text of what changed, then
@@ -273,18 +265,6 @@ class Indexing:
         return report
 
     # ------------------------------------------------------------------------------------------------ bulk lane
-    def give_way(self) -> None:
-        """Called by a bulk vector pass before each slice of the model: waits while a save is being indexed or the
-        watcher holds file events not yet applied, at most :data:`GIVE_WAY_MAX_S`, so a save's text and vectors
-        are made before the bulk's next slice. Returns at once when stopping."""
-        deadline = time.monotonic() + GIVE_WAY_MAX_S
-        watcher = self.watcher
-        with self._save_done:
-            while not self.stop_requested.is_set() and time.monotonic() < deadline:
-                if not self._saving and not (watcher is not None and watcher.pending_count() > 0):
-                    return
-                self._save_done.wait(GIVE_WAY_POLL_S)
-
     def request_vectors(self) -> None:
         """Have the bulk lane fill every missing vector (tier 1 first, then complete, most recently modified notes
         first) on its own thread; returns at once. Requests made while it runs make it look again when done."""
@@ -321,7 +301,6 @@ class Indexing:
                 progress=both,
                 should_stop=self.stop_requested.is_set,
                 pdf=None if self.pdf_queue is None else False,
-                pause=self.give_way,
             )
             if not self.stop_requested.is_set():
                 self.indexer.prune_embedding_cache()

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cairn.config import CONTEXT_TOKEN_BUDGET
-from cairn.conversation import Turn, history_messages
+from cairn.conversation import Turn
 
 SYSTEM_PROMPT = (
     "You answer questions using only the numbered context passages from the user's own notes.\n"
@@ -70,7 +70,7 @@ PROMPT_HISTORY_TURNS = 3
 
 def build_messages(question: str, blocks: Sequence[ContextBlock], history: Sequence[Turn] = ()) -> list[dict[str, str]]:
     """OpenAI-style chat messages: system rules, the last :data:`PROMPT_HISTORY_TURNS` earlier turns as
-    user/assistant messages (their citations removed: :func:`cairn.conversation.history_messages`), then the
+    user/assistant messages (their citations removed: :func:`history_messages`), then the
     numbered context and the question. Only this turn's passages are numbered: an answer cites nothing else."""
     context = "\n\n".join(b.render() for b in blocks)
     user = f"Context passages:\n\n{context}\n\nQuestion: {question.strip()}"
@@ -285,3 +285,18 @@ def token_overlap(question_terms: Sequence[str], sentence: str, stem: Callable[[
     words = {stem(w) for w in re.findall(r"\w+", sentence.lower())}
     hits = sum(1 for t in question_terms if stem(t) in words)
     return hits / len(question_terms)
+
+
+#: A citation with the space before it (removed from an earlier turn's answer).
+_SPACED_CITATION = re.compile(r"\s*" + CITATION.pattern)
+
+
+def history_messages(history: Sequence[Turn], turns: int) -> list[dict[str, str]]:
+    """The last ``turns`` turns as chat messages (``user`` question, ``assistant`` answer), citations ``[n]``
+    removed from the answers: they numbered another turn's sources."""
+    out: list[dict[str, str]] = []
+    for turn in list(history)[-turns:] if turns > 0 else []:
+        out.append({"role": "user", "content": turn.question.strip()})
+        answer = _SPACED_CITATION.sub("", turn.answer).strip()
+        out.append({"role": "assistant", "content": answer or "(no answer)"})
+    return out

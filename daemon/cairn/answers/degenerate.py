@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from cairn.prompt import CITATION, cited_numbers
 from cairn.ranking import STOPWORDS
 
 #: Claim words needed before their support is judged (a short answer is not judged on two words).
@@ -26,9 +27,7 @@ MIN_CLAIM_WORDS = 3
 #: The share of claim words that must occur in the cited passages.
 MIN_SUPPORT = 0.5
 
-_CITATION = re.compile(r"\[\d{1,3}\]")
 _WORD = re.compile(r"[^\W\d_]{2,}(?:['’][^\W\d_]+)?")
-_CITED_NUMBER = re.compile(r"\[(\d{1,3})\]")
 #: Words a model writes about its context rather than from it.
 _ABOUT_CONTEXT = frozenset("passage passages context note notes source sources according answer question".split())
 
@@ -38,7 +37,7 @@ def _stem(word: str) -> str:
 
 
 def _words(text: str) -> list[str]:
-    return [w.lower() for w in _WORD.findall(_CITATION.sub(" ", text))]
+    return [w.lower() for w in _WORD.findall(CITATION.sub(" ", text))]
 
 
 def _claim_words(text: str, question: str) -> list[str]:
@@ -55,11 +54,11 @@ def unusable_reason(text: str, question: str, passages: Mapping[int, str]) -> st
     passage's text}`` for each ``[n]`` the model was given (its title and heading path may be part of the text).
     The reason is a phrase for people ("it has no sentence, only citations")."""
     if not _words(text):
-        return "it has no sentence, only citations" if _CITATION.search(text) else "it has no sentence"
+        return "it has no sentence, only citations" if CITATION.search(text) else "it has no sentence"
     claims = _claim_words(text, question)
     if len(claims) < MIN_CLAIM_WORDS:
         return None
-    cited = {int(n) for n in _CITED_NUMBER.findall(text)} & passages.keys()
+    cited = set(cited_numbers(text)) & passages.keys()
     pool = " ".join(passages[n] for n in sorted(cited or passages.keys()))
     known = {_stem(w) for w in _words(pool)}
     supported = sum(1 for w in claims if _stem(w) in known)

@@ -272,13 +272,10 @@ class Embedder:
             ModelError: onnxruntime fails while running the model.
         """
         with self.foreground():
-            texts = _checked_texts(texts, batch_size)
-            n = len(texts)
-            out = np.empty((n, self.dim), dtype=np.float32)
-            if n == 0:
+            out, ids, batches = self._encoded(texts, batch_size)
+            if not batches:
                 return out
-            ids = self._tokens.encode_for_model(texts)
-            batches = self._batches(ids, batch_size)
+            n = len(ids)
             done: list[int] = []
             if len(batches) == 1 or self.threads == 1:
                 self._run_batches(ids, batches, out, stop, done)
@@ -296,6 +293,16 @@ class Embedder:
                         f.result()  # re-raises a lane's ModelError (after every lane has stopped)
             self._finished(n, len(batches))
             return out
+
+    def _encoded(self, texts: Sequence[str], batch_size: int) -> tuple[np.ndarray, list[list[int]], list[list[int]]]:
+        """The output rows to fill ((n, 384) float32, unset), the texts' token ids and the batches they run in (no
+        batch for no text). Raises as :meth:`embed` for a bad item or ``batch_size``."""
+        texts = _checked_texts(texts, batch_size)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out, [], []
+        ids = self._tokens.encode_for_model(texts)
+        return out, ids, self._batches(ids, batch_size)
 
     def embed_background(
         self,
@@ -315,13 +322,10 @@ class Embedder:
 
         Raises what :meth:`embed` raises.
         """
-        texts = _checked_texts(texts, batch_size)
-        n = len(texts)
-        out = np.empty((n, self.dim), dtype=np.float32)
-        if n == 0:
+        out, ids, batches = self._encoded(texts, batch_size)
+        if not batches:
             return out
-        ids = self._tokens.encode_for_model(texts)
-        batches = self._batches(ids, batch_size)
+        n = len(ids)
         done: list[int] = []
 
         def give_way(done: list[int]) -> bool:
