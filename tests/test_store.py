@@ -319,3 +319,34 @@ def test_a_connection_opened_on_a_replaced_file_before_the_next_check_writes_not
     reopened = Store(db, readonly=True)
     assert reopened.get_meta(VAULT_META) == str(tmp_path / "vault B") and reopened.stats().notes == 1
     reopened.close()
+
+
+def test_a_connection_opened_after_the_file_was_deleted_reports_it_deleted_and_makes_no_new_file(tmp_path):
+    """A thread's first connection opened between two identity checks, after the index file was deleted: the
+    open must not create an empty file at that path (which would read as "replaced by another file")."""
+    import threading
+
+    from cairn.errors import IndexFileChangedError
+
+    db = tmp_path / "index.sqlite3"
+    store = Store(db)
+    store.write_note(_note(), _chunks("alpha"), [], [])
+    db.unlink()
+    store.IDENTITY_CHECK_S = 3600.0  # the last check is recent: the window between two checks
+    seen: list[object] = []
+
+    def reader() -> None:
+        try:
+            seen.append(store.stats())
+        except IndexFileChangedError as exc:
+            seen.append(exc)
+        finally:
+            store.close_thread_connection()
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    thread.join(timeout=30)
+    store.close()
+    assert len(seen) == 1 and isinstance(seen[0], IndexFileChangedError), seen
+    assert "was deleted" in str(seen[0])
+    assert not db.exists()

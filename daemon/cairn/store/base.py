@@ -147,9 +147,17 @@ class StoreBase:
                 log.warning("made private to you: %s%s: mode %o → %o", self.path, extra, *change)
 
     def _open(self) -> apsw.Connection:
-        flags = apsw.SQLITE_OPEN_READONLY if self.readonly else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+        flags = apsw.SQLITE_OPEN_READONLY if self.readonly else apsw.SQLITE_OPEN_READWRITE
+        if not self.readonly and self._identity is None:
+            flags |= apsw.SQLITE_OPEN_CREATE  # later opens never create: a deleted file is reported, not remade
         try:
-            conn = apsw.Connection(str(self.path), flags=flags)
+            try:
+                conn = apsw.Connection(str(self.path), flags=flags)
+            except apsw.CantOpenError:
+                if self._identity is not None:
+                    self._identity_checked = -math.inf
+                    self._check_identity()
+                raise
             self._refuse_if_replaced(conn)
             conn.set_busy_timeout(self.BUSY_TIMEOUT_MS)
             conn.enable_load_extension(True)
