@@ -264,3 +264,32 @@ def test_an_index_without_the_deletion_log_opened_read_only_is_still_followed(fr
         assert assert_same_as_fts5(index, query_terms(note.read_text(encoding="utf-8"))[:30]) > 5
     finally:
         reader.close()
+
+
+def test_postings_built_a_page_at_a_time_equal_those_built_at_once(monkeypatch):
+    """A whole-index build folds its rows into arrays a page at a time (so it never holds every row's tokens): the
+    postings and row sizes equal those of one page holding every row."""
+    from cairn.search.postings import PostingsBuilder
+
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(60)]
+    docs = [
+        (cid, list(rng.choice(words, size=int(rng.integers(0, 30))))) for cid in sorted(rng.choice(5000, 400, False))
+    ]
+
+    def build(page: int):
+        monkeypatch.setattr(PostingsBuilder, "PAGE", page)
+        builder = PostingsBuilder()
+        for cid, tokens in docs:
+            builder.add(int(cid), tokens)
+        return builder.finish(), builder.sizes, builder.last_id
+
+    (paged, paged_sizes, paged_last), (whole, whole_sizes, whole_last) = build(7), build(10**9)
+    assert sorted(paged.terms) == sorted(whole.terms) and len(whole.terms) > 50
+    for term, (ids, tf) in whole.terms.items():
+        assert np.array_equal(paged.terms[term][0], ids) and np.array_equal(paged.terms[term][1], tf)
+        assert np.all(np.diff(ids) > 0)
+    assert all(np.array_equal(a, b) for a, b in zip(paged_sizes, whole_sizes)) and paged_last == whole_last
+    held = {int(cid): len(tokens) for cid, tokens in docs}
+    assert dict(zip(whole_sizes[0].tolist(), whole_sizes[1].tolist())) == held
+    assert int(whole.terms["w3"][1].sum()) == sum(tokens.count("w3") for _, tokens in docs)

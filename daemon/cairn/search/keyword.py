@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import logging
 import math
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Protocol
 
 import numpy as np
@@ -39,6 +37,7 @@ from cairn.ranking import fts_phrase
 from cairn.search import bm25_file
 from cairn.search.bm25_file import KeptBm25
 from cairn.search.cache import EpochLRU, StoreEpoch
+from cairn.search.postings import Postings, PostingsBuilder
 from cairn.search.vocabulary import Vocabularies, Vocabulary
 from cairn.store import Store
 from cairn.store.reads import fts_row_sizes
@@ -59,47 +58,6 @@ def fts5_bm25(tf: np.ndarray, length: np.ndarray, n_hit: int, n_rows: int, avgdl
     if idf <= 0.0:
         idf = 1e-6
     return -(idf * ((tf * (K1 + 1.0)) / (tf + K1 * ((1 - B) + (B * length) / avgdl))))
-
-
-@dataclass(frozen=True)
-class _Postings:
-    """Term → (chunk ids (k,) int64 ascending, frequencies (k,) float64) of the rows read at one snapshot."""
-
-    terms: dict[str, tuple[np.ndarray, np.ndarray]]
-
-    @classmethod
-    def of(cls, docs: list[tuple[int, list[str]]]) -> _Postings:
-        vocab: dict[str, int] = {}
-        term_ids: list[int] = []
-        doc_ids: list[np.ndarray] = []
-        for cid, tokens in docs:
-            term_ids.extend([vocab.setdefault(t, len(vocab)) for t in tokens])
-            doc_ids.append(np.full(len(tokens), cid, dtype=np.int64))
-        if not term_ids:
-            return cls({})
-        span = int(max(cid for cid, _ in docs)) + 1
-        keys, counts = np.unique(
-            np.asarray(term_ids, dtype=np.int64) * span + np.concatenate(doc_ids), return_counts=True
-        )  # sorted by term, then chunk id
-        term_of, ids = np.divmod(keys, span)
-        starts = np.flatnonzero(np.r_[True, term_of[1:] != term_of[:-1]])
-        ends = np.r_[starts[1:], len(keys)]
-        names = list(vocab)
-        tf = counts.astype(np.float64)
-        return cls({names[int(term_of[s])]: (ids[s:e], tf[s:e]) for s, e in zip(starts, ends)})
-
-    @cached_property
-    def nbytes(self) -> int:
-        """Bytes held: the arrays, the term strings and the map's own entries."""
-        arrays = sum(ids.nbytes + tf.nbytes + 2 * 112 + 56 for ids, tf in self.terms.values())
-        return arrays + sum(map(sys.getsizeof, self.terms)) + sys.getsizeof(self.terms)
-
-    @cached_property
-    def vocabulary(self) -> Vocabulary:
-        """The tokens held, with their row counts (rows deleted since the build included: a bound, for ranking
-        expansions)."""
-        terms = list(self.terms)
-        return Vocabulary(terms, np.fromiter((len(self.terms[t][0]) for t in terms), dtype=np.int64, count=len(terms)))
 
 
 @dataclass(frozen=True)
@@ -168,8 +126,8 @@ class Bm25Index:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._lock = threading.Lock()
-        self._base: _Postings | None = None
-        self._extra: _Postings = _Postings({})
+        self._base: Postings | None = None
+        self._extra: Postings = Postings({})
         self._extra_rows = 0
         self._last_id = 0
         self._deletion_seq: int | None = None  # the store's deletion log entry applied last (None: scan)
@@ -218,25 +176,26 @@ class Bm25Index:
                     return True
             except Exception:  # a damaged file that passed its checks: a build from FTS5 is always right
                 log.warning("the keyword statistics kept beside the index cannot be used", exc_info=True)
-        snap = self.store.fts_snapshot(0)
+        builder = PostingsBuilder()
+        snap = self.store.fts_snapshot(0, sink=builder.add)
         if snap is None or snap.live is None:  # a snapshot from 0 always scans the row ids
             return False
-        postings = _Postings.of(snap.docs)
+        postings = builder.finish()
         top = int(snap.live[-1]) + 1 if len(snap.live) else 1
         length = np.full(top, -1, dtype=np.int64)
-        for cid, tokens in snap.docs:
-            length[cid] = len(tokens)
+        read_ids, sizes = builder.sizes
+        length[read_ids] = sizes
         alive = np.zeros(top, dtype=bool)
         alive[snap.live] = True
-        last_id = max((cid for cid, _ in snap.docs), default=0)
+        last_id = builder.last_id
         counts, seq = (snap.n_rows, snap.n_tokens), snap.deletion_seq
         # Every token read was a Python string: the postings made among them are made again once they are freed,
         # so that the heap they fragmented goes back to the system (the term strings and array views that stay
         # would otherwise each keep a page of it).
-        del snap
+        del snap, builder
         flat = bm25_file.flatten(postings.terms)
         del postings
-        postings = _Postings(bm25_file.unflatten(flat))
+        postings = Postings(bm25_file.unflatten(flat))
         kept = KeptBm25(postings.terms, alive, length, *counts, last_id, seq)
         if not self._install(kept, postings):
             return False
@@ -249,19 +208,19 @@ class Bm25Index:
         kept = bm25_file.read(self.store)
         if kept is None:
             return False
-        if self._install(kept, _Postings(kept.terms)):
+        if self._install(kept, Postings(kept.terms)):
             return True
         log.info("the keyword statistics kept beside the index are out of date; reading them again")
         return False
 
-    def _install(self, kept: KeptBm25, postings: _Postings) -> bool:
+    def _install(self, kept: KeptBm25, postings: Postings) -> bool:
         """Install ``kept`` (with ``postings``, its terms) as the main postings, then follow the commits made since it
         was read. False (nothing installed) when FTS5's counts and the rows do not agree."""
         with self._lock:
             if not self._consistent(kept.n_rows, kept.n_tokens, kept.alive, kept.length):
                 self._drop()
                 return False
-            self._base, self._extra, self._extra_rows = postings, _Postings({}), 0
+            self._base, self._extra, self._extra_rows = postings, Postings({}), 0
             self._alive, self._length = kept.alive, kept.length
             self._last_id = kept.last_id
             self._deletion_seq = kept.deletion_seq
@@ -311,14 +270,14 @@ class Bm25Index:
             # Only the added rows' terms are touched (the others keep their arrays): a refresh costs what was
             # added, not everything added since the build.
             merged = dict(extra.terms)
-            for term, (new_ids, new_tf) in _Postings.of(snap.docs).terms.items():
+            for term, (new_ids, new_tf) in Postings.of(snap.docs).terms.items():
                 held = merged.get(term)
                 merged[term] = (
                     (new_ids, new_tf)
                     if held is None
                     else (np.concatenate([held[0], new_ids]), np.concatenate([held[1], new_tf]))
                 )
-            extra = _Postings(merged)
+            extra = Postings(merged)
         if not self._consistent(snap.n_rows, snap.n_tokens, alive, length):
             self._drop()
             return False
@@ -340,7 +299,7 @@ class Bm25Index:
         return bool(np.all(live_lengths >= 0)) and len(live_lengths) == n_rows and int(live_lengths.sum()) == n_tokens
 
     def _drop(self) -> None:
-        self._base, self._extra, self._extra_rows, self._marker = None, _Postings({}), 0, None
+        self._base, self._extra, self._extra_rows, self._marker = None, Postings({}), 0, None
         self._deletion_seq = None
 
     def vocabularies(self) -> list[Vocabulary] | None:

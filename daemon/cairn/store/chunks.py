@@ -4,7 +4,7 @@ in-memory BM25 (cairn.search.keyword) reads of FTS5."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import cast
 
 import apsw
@@ -110,7 +110,11 @@ class ChunkTables(StoreBase):
         return FtsCounts(rows, tokens, int(top or 0))
 
     def fts_snapshot(
-        self, after_id: int, max_rows: int | None = None, after_seq: int | None = None
+        self,
+        after_id: int,
+        max_rows: int | None = None,
+        after_seq: int | None = None,
+        sink: Callable[[int, list[str]], None] | None = None,
     ) -> FtsSnapshot | None:
         """What ``chunks_fts`` holds, read in one transaction, for an in-memory BM25 (cairn.search.keyword).
 
@@ -122,7 +126,8 @@ class ChunkTables(StoreBase):
         ``after_seq`` in order (``live`` None), when ``after_seq`` is given and the log holds every entry since; or
         else ``live`` (n,) int64 ascending, the ids of every row, from a scan of FTS5's row-size table.
         None when more than ``max_rows`` rows are newer than ``after_id``. Tokenizing is the cost: pass ``after_id``
-        and ``after_seq`` to read only what changed."""
+        and ``after_seq`` to read only what changed. With ``sink``, each row is given to ``sink(chunk id, tokens)``
+        as it is read (inside the transaction) and ``docs`` is empty: a reader of every row need not hold them all."""
         c = self.conn
         with c:
             rows, tokens = fts_totals(c)
@@ -131,7 +136,14 @@ class ChunkTables(StoreBase):
             too_many = (
                 max_rows is not None and scalar(c, "SELECT count(*) FROM chunks WHERE id > ?", (after_id,)) > max_rows
             )
-            docs = [] if too_many else self._tokenized_rows(c, after_id)
+            docs: list[tuple[int, list[str]]] = []
+            if too_many:
+                pass
+            elif sink is None:
+                docs = list(self._tokenized_rows(c, after_id))
+            else:
+                for cid, row_tokens in self._tokenized_rows(c, after_id):
+                    sink(cid, row_tokens)
         if too_many:
             return None
         return FtsSnapshot(live=live, docs=docs, n_rows=rows, n_tokens=tokens, deleted=deleted, deletion_seq=seq)
@@ -150,13 +162,13 @@ class ChunkTables(StoreBase):
         live = np.fromiter((r[0] for r in c.execute("SELECT id FROM chunks_fts_docsize ORDER BY id")), dtype=np.int64)
         return live, None
 
-    def _tokenized_rows(self, c: apsw.Connection, after_id: int) -> list[tuple[int, list[str]]]:
-        """[(chunk id, tokens)] of the chunks above ``after_id``, tokenized as ``chunks_fts`` tokenizes them."""
+    def _tokenized_rows(self, c: apsw.Connection, after_id: int) -> Iterator[tuple[int, list[str]]]:
+        """(chunk id, tokens) of each chunk above ``after_id`` in id order, tokenized as ``chunks_fts`` does."""
         tok = self._fts_tokenizer()
         flag = apsw.FTS5_TOKENIZE_DOCUMENT
         # The three columns joined by a newline, which unicode61 never makes part of a token: the same
         # tokens, in the same number, as the three columns FTS5 tokenized one by one.
-        return [
+        return (
             (
                 cid,
                 cast(
@@ -168,7 +180,7 @@ class ChunkTables(StoreBase):
                 "JOIN notes n ON n.id = c.note_id WHERE c.id > ? ORDER BY c.id",
                 (after_id,),
             )
-        ]
+        )
 
     @staticmethod
     def _deletion_seq(c: apsw.Connection) -> int | None:
