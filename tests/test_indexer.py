@@ -181,6 +181,25 @@ def test_a_keyword_ready_search_embeds_a_bounded_number_of_tokens(cairn, monkeyp
     assert hits[0].cosine >= 0.35
 
 
+def test_a_keyword_ready_search_gives_several_candidates_their_first_vector_within_the_budget(cairn, monkeypatch):
+    """At keyword-ready, the budget buys each keyword candidate its tier-1 vector (its whole-chunk text, one model
+    call): several candidates are ranked by meaning too, as the indexer's first pass would rank them."""
+    cairn.indexer.sync_text()
+    assert cairn.indexing.stats()["vectors"] == 0
+    cairn.query.SIMILARITY_EMBED_TOKENS = 128
+    calls: list[list[str]] = []
+    real_embed = cairn.embedder.embed
+    monkeypatch.setattr(
+        cairn.embedder, "embed", lambda texts, **kw: calls.append(list(texts)) or real_embed(texts, **kw)
+    )
+    hits = cairn.query.search("flour").hits
+    candidate_calls = [texts for texts in calls if texts != ["flour"]]
+    assert len(candidate_calls) == 1, calls  # the candidates' texts in one model call, not one call per candidate
+    embedded = candidate_calls[0]
+    assert any(t.startswith("Flour") for t in embedded) and any(t.startswith("Sourdough") for t in embedded), embedded
+    assert hits[0].file_path == "Flour.md" and hits[0].cosine >= 0.35
+
+
 def test_a_stopped_run_leaves_whole_notes_and_the_next_run_finishes(cairn):
     calls = []
 

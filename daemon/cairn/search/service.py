@@ -100,10 +100,10 @@ class SearchService:
     BLAS_THREADS = 1
     #: Ranked results kept in memory.
     RESULT_CACHE_MAX = 256
-    #: At most this many model tokens (one full-length model input) embedded by one query for keyword candidates that
-    #: have no vectors yet (their sentences, title and whole-chunk text); texts the embedding cache holds cost nothing.
-    #: What is left out is ranked by its keyword evidence alone until the indexer embeds it.
-    SIMILARITY_EMBED_TOKENS = 256
+    #: At most this many model tokens (half a model input) embedded by one query for keyword candidates that have no
+    #: vectors yet (their whole-chunk texts: tier-1 vectors); texts the embedding cache holds cost nothing. What is
+    #: left out is ranked by its keyword evidence alone until the indexer embeds it.
+    SIMILARITY_EMBED_TOKENS = 128
 
     def __init__(
         self,
