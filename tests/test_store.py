@@ -350,3 +350,58 @@ def test_a_connection_opened_after_the_file_was_deleted_reports_it_deleted_and_m
     assert len(seen) == 1 and isinstance(seen[0], IndexFileChangedError), seen
     assert "was deleted" in str(seen[0])
     assert not db.exists()
+
+
+def test_an_index_closed_cleanly_opens_without_the_checks_unless_a_byte_changed_since(tmp_path, monkeypatch):
+    """The checks at start take seconds on a large index: they are skipped when the file is byte for byte what a
+    clean close left, and run (finding the damage) when anything changed it since, or after a run that did not
+    close cleanly."""
+    import os
+    import stat
+
+    from cairn.store.recovery import CLEAN_SUFFIX, mark_closed_cleanly, open_verified
+
+    db = tmp_path / "index.sqlite3"
+    store, _ = open_verified(db, vault=tmp_path / "vault")
+    store.write_note(_note(), _chunks("alpha " * 2000), [], [])
+    store.close()
+    mark_closed_cleanly(db)
+    marker = db.with_name(db.name + CLEAN_SUFFIX)
+    assert stat.S_IMODE(marker.stat().st_mode) == 0o600
+    checked: list[str] = []
+    real_check = Store.integrity_problems
+    monkeypatch.setattr(Store, "integrity_problems", lambda self, **kw: checked.append("x") or real_check(self, **kw))
+
+    store, recovered = open_verified(db, vault=tmp_path / "vault")
+    assert recovered is None and checked == [] and store.stats().notes == 1
+    assert not marker.exists()  # taken: a run that then ends without a clean close leaves none
+    store.close()
+    store, recovered = open_verified(db, vault=tmp_path / "vault")  # not marked at the last close: checked
+    assert recovered is None and checked == ["x"]
+    store.close()
+
+    mark_closed_cleanly(db)
+    size, mtime = db.stat().st_size, db.stat().st_mtime_ns
+    with open(db, "r+b") as fh:  # damaged after the clean close, size and mtime as they were
+        fh.seek(size // 2)
+        fh.write(os.urandom(4096))
+    os.utime(db, ns=(mtime, mtime))
+    store, recovered = open_verified(db, vault=tmp_path / "vault")
+    assert checked == ["x", "x"] and recovered is not None and ".corrupt-" in recovered["movedTo"]
+    store.close()
+
+
+def test_the_daemons_close_marks_its_index_closed_cleanly(tmp_path, embedder):
+    from tests.conftest import make_config
+
+    from cairn.app import Cairn
+    from cairn.store.recovery import CLEAN_SUFFIX
+
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "a.md").write_text("Alpha.\n", encoding="utf-8")
+    config = make_config(vault, tmp_path / "data")
+    Cairn(config, embedder=embedder).close()  # the CLI: no mark (its next open is not checked anyway)
+    assert not config.db_path.with_name(config.db_path.name + CLEAN_SUFFIX).exists()
+    Cairn(config, embedder=embedder, verify=True).close()
+    assert config.db_path.with_name(config.db_path.name + CLEAN_SUFFIX).exists()

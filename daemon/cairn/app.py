@@ -43,7 +43,7 @@ from cairn.private_files import private_dir, private_file, tighten_install
 from cairn.search import SearchService, daemon_memory
 from cairn.services import HealthCheck, Services
 from cairn.store import Store
-from cairn.store.recovery import InstanceLock, instance_lock_path, open_verified
+from cairn.store.recovery import InstanceLock, instance_lock_path, mark_closed_cleanly, open_verified
 from cairn.watcher import VaultWatcher, lower_thread_priority
 
 if TYPE_CHECKING:
@@ -77,11 +77,20 @@ class Cairn:
     ) -> None:
         self.config = config
         config.require_vault()
-        self.embedder = embedder or Embedder(threads=config.embed_threads)
+        self._verified = verify
         recovered = None
         if verify:
-            self.store, recovered = open_verified(config.db_path, vault=config.vault)
+            # The model loads while the index is opened and checked: both take seconds on a large vault.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-model") as pool:
+                loading = pool.submit(lambda: embedder or Embedder(threads=config.embed_threads))
+                self.store, recovered = open_verified(config.db_path, vault=config.vault)
+                try:
+                    self.embedder = loading.result()
+                except BaseException:
+                    self.store.close()
+                    raise
         else:
+            self.embedder = embedder or Embedder(threads=config.embed_threads)
             # The vault recorded in the index is checked where an index is served (the daemon, cairn mcp); the
             # CLI and tests may open an index copied along with its vault.
             self.store = Store(config.db_path, readonly=readonly, vault=config.vault if readonly else None)
@@ -108,9 +117,12 @@ class Cairn:
         )
 
     def close(self) -> None:
-        """Stop indexing work, then close the store."""
+        """Stop indexing work, then close the store; the daemon's is marked closed cleanly (its next start skips the
+        checks when the file is as it was left)."""
         self.indexing.close()
         self.store.close()
+        if self._verified and not self.store.file_changed:
+            mark_closed_cleanly(self.config.db_path)
 
 
 def setup_logging(config: Config, *, to_file: bool = True) -> None:

@@ -243,6 +243,11 @@ class StoreBase:
                 "restored from elsewhere?)."
             )
 
+    @property
+    def file_changed(self) -> bool:
+        """True once the file at :attr:`path` was found deleted or replaced (nothing more is read from it)."""
+        return self._changed is not None
+
     def close_thread_connection(self) -> None:
         """Close this thread's connection, if it has one (a later use opens a new one). For threads that end: a
         connection is otherwise kept until :meth:`close` (the query service reloads its vectors on a new thread

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import time
+import zlib
 from pathlib import Path
 
 import apsw
@@ -223,16 +224,82 @@ def _drop_wal_without_database(db_path: Path) -> None:
             log.warning("deleted %s: its index file is gone (a new index is built)", leftover)
 
 
+#: Beside the index: what a clean close left (the file's size, inode and CRC-32), so that the next start can tell
+#: the file is byte for byte the one closed and skip the checks (seconds on a large index).
+CLEAN_SUFFIX = ".closed"
+_CRC_BLOCK = 8 << 20
+
+
+def _crc32(path: Path) -> int:
+    crc = 0
+    block = bytearray(_CRC_BLOCK)
+    view = memoryview(block)
+    with open(path, "rb", buffering=0) as fh:
+        while n := fh.readinto(block):
+            crc = zlib.crc32(view[:n], crc)
+    return crc
+
+
+def _fingerprint(db_path: Path) -> dict[str, int] | None:
+    """(size, inode, CRC-32) of the database file when it stands alone (no ``-wal``: every commit is in it), else
+    None."""
+    if db_path.with_name(db_path.name + "-wal").exists():
+        return None
+    st = os.stat(db_path)
+    return {"size": st.st_size, "ino": st.st_ino, "crc32": _crc32(db_path)}
+
+
+def mark_closed_cleanly(db_path: Path | str) -> None:
+    """Record, beside the index at ``db_path`` (closed by this process: every connection, no other writer), that it
+    was closed cleanly as it is now (:data:`CLEAN_SUFFIX`, 0600). Nothing when its ``-wal`` remains (a reader of
+    another process still has it open) or on an error (the next start then checks the file)."""
+    db_path = Path(db_path)
+    marker = db_path.with_name(db_path.name + CLEAN_SUFFIX)
+    try:
+        found = _fingerprint(db_path)
+        if found is None:
+            return
+        tmp = marker.with_name(marker.name + ".tmp")
+        tmp.unlink(missing_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(found, fh)
+        os.replace(tmp, marker)
+    except OSError as exc:
+        log.debug("no clean-close mark beside %s: %s", db_path, exc)
+
+
+def _closed_cleanly(db_path: Path) -> bool:
+    """Whether the index at ``db_path`` is byte for byte what a clean close left (:func:`mark_closed_cleanly`). The
+    mark is removed either way: a run that ends without a clean close leaves none, so the next start checks."""
+    marker = db_path.with_name(db_path.name + CLEAN_SUFFIX)
+    try:
+        recorded = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    finally:
+        marker.unlink(missing_ok=True)
+    try:
+        st = os.stat(db_path)
+        if not isinstance(recorded, dict) or (recorded.get("size"), recorded.get("ino")) != (st.st_size, st.st_ino):
+            return False
+        return recorded == _fingerprint(db_path)
+    except OSError:
+        return False
+
+
 def open_verified(db_path: Path | str, *, vault: Path | str | None = None):
     """Open the index at ``db_path`` (for ``vault``: see :class:`~cairn.store.Store`) after checking it
-    (quick_check, FTS5 integrity, invariants). A file that cannot be opened or fails a check is quarantined and
-    a fresh, empty index is made; so is an index built for another vault (moved to ``.other-vault-<time>``).
+    (quick_check, FTS5 integrity, invariants), unless it is byte for byte what a clean close left
+    (:func:`mark_closed_cleanly`). A file that cannot be opened or fails a check is quarantined and a fresh, empty
+    index is made; so is an index built for another vault (moved to ``.other-vault-<time>``).
     Returns ``(store, recovered)`` with ``recovered`` None or as :func:`quarantine` returns.
     A database from a newer Cairn is refused (:class:`~cairn.errors.SchemaTooNewError`), never moved."""
     from cairn.store import Store
 
     db_path = Path(db_path)
     _drop_wal_without_database(db_path)
+    unchanged = _closed_cleanly(db_path)
     try:
         store = Store(db_path)  # the vault is checked (and recorded) once the file is known to be sound
     except (SchemaTooNewError, StoreUnavailableError):
@@ -243,7 +310,7 @@ def open_verified(db_path: Path | str, *, vault: Path | str | None = None):
         recovered = quarantine(db_path, f"cannot open: {getattr(exc, 'message', None) or exc}")
         return Store(db_path, vault=vault), recovered
     try:
-        problems = store.integrity_problems()
+        problems = [] if unchanged else store.integrity_problems()
     except apsw.Error as exc:
         problems = [f"check failed: {exc}"]
     if not problems:
