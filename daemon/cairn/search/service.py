@@ -17,10 +17,11 @@ included; the paths of the withheld notes a request touched come back in :attr:`
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -35,9 +36,10 @@ from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.search.fusion import add_second_best, bm25_scores, fuse
 from cairn.search.hits import Hit, SearchResult, check_query, scope_folders, scope_tags
 from cairn.search.indexed import IndexedCounts
-from cairn.search.keyword import KeywordIndex
-from cairn.search.lexical import Coverage, Matcher, NoteMaps, Plan, coverage
-from cairn.search.names import Names
+from cairn.search.keyword import Corpus, KeywordIndex, fts5_bm25
+from cairn.search.lexical import Coverage, Matcher, NoteMap, NoteMaps, Plan, coverage
+from cairn.search.literal import LiteralFinder, Literals, names_hold, passage_share, punctuated
+from cairn.search.names import NameMatch, Names
 from cairn.search.pipeline import (
     Candidates,
     DenseContext,
@@ -55,6 +57,7 @@ from cairn.search.vectors import Vectors
 from cairn.search.view import CallerView, Scope, Views
 from cairn.search.visible import VisibleViews
 from cairn.store import ChunkKey, Store
+from cairn.store.reads import note_names_of
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,29 @@ def _limit_blas_threads(threads: int) -> None:
 
         threadpool_limits(limits=threads, user_api="blas")
         _blas_limited.add(threads)
+
+
+def literal_bm25(found: Mapping[int, int], corpus: Corpus, notes: NoteMap) -> dict[int, float]:
+    """The score (> 0) of one literal for each chunk of ``found`` ({chunk id: occurrences}): FTS5's BM25 formula
+    with the chunk's note as the document (the note's occurrences over its length in tokens, the notes holding it
+    among all notes). Obsidian matches a note, not a passage: the note holding a literal most densely (the note
+    about it) ranks first, and every passage of it holding the literal shares that score."""
+    ids = np.fromiter(found, dtype=np.int64, count=len(found))
+    owner = notes.notes(ids)
+    tf: dict[int, float] = {}
+    for note, n in zip(owner.tolist(), found.values()):
+        if note >= 0:
+            tf[note] = tf.get(note, 0.0) + n
+    held = list(tf)
+    if not held:
+        return {}
+    n_notes = max(len(notes.paths), len(held))
+    mapped = np.flatnonzero(notes.note_of >= 0)
+    sizes = np.bincount(notes.note_of[mapped], weights=corpus.sizes(mapped).clip(min=0), minlength=notes.slots)
+    lengths = np.maximum(sizes[held], 1.0)
+    values = -fts5_bm25(np.asarray([tf[n] for n in held]), lengths, len(held), n_notes, corpus.n_tokens / n_notes)
+    score = dict(zip(held, values.tolist()))
+    return {c: score[n] for c, n in zip(ids.tolist(), owner.tolist()) if n in score}
 
 
 class SearchService:
@@ -276,12 +302,29 @@ class SearchService:
         keys = self._keys(found.ids, mapped=plan is not None)  # chunks deleted since the snapshot are absent here
         sims = self._similarities(found, keys, view, dense)
         fused = self._fuse(mode, found, terms, keys, sims, preference, view)
-        ordered = order(fused, found.coverage, sims, keys)
+        ordered = order(fused, found.coverage, sims, keys, self._literal_notes(found.literal, keys))
         chosen = limit_per_group(ordered, {c: keys[c].path for c in ordered}, per_note, top_k)
         hits = self._hits(chosen, fused, sims, terms, found.coverage, keys, view)
         if view.withheld:
             withheld |= self._touched_passing(found.touched, view, dense)
         return Ranked(tuple(hits), preference, withheld)
+
+    @staticmethod
+    def _scored_terms(terms: Terms, literal: Literals | None) -> tuple[str, ...]:
+        """The terms whose BM25 scores the keyword leg: its terms, but without the prefix and typo expansions when
+        the index holds every word of the query as typed (a longer word a query word begins does not rank one of
+        the notes holding that word above another)."""
+        if literal is None or not literal.counts:
+            return terms.keyword
+        held = {i for counts in literal.counts.values() for i, n in enumerate(counts) if n}
+        return terms.query.keyword_base if len(held) == len(literal.literals) else terms.keyword
+
+    @staticmethod
+    def _literal_notes(literal: Literals | None, keys: dict[int, ChunkKey]) -> dict[int, int]:
+        """Note id → how many of the query's words as typed the note holds (none without literal evidence)."""
+        if literal is None:
+            return {}
+        return literal.by_note(lambda c: keys[c].note_id if c in keys else -1)
 
     def _plan(self, query: Query, view: CallerView) -> Plan:
         """The search :class:`~cairn.search.lexical.Plan` of ``query`` (Obsidian's syntax) in the caller's view."""
@@ -310,18 +353,50 @@ class SearchService:
         keyword: list[int] = []
         touched: set[int] = set()
         found: Coverage | None = None
+        literal: Literals | None = None
         if mode in ("hybrid", "bm25"):
             keyword, touched = self._keyword_leg(terms.keyword, within, view)
             if terms.plan is not None:
                 found = self._coverage(terms, keyword, within, view)
                 keyword = keyword + found.extra
+                if terms.plan.tiered and terms.literals:
+                    literal = self._literals(terms, within, view)
+                    held = set(keyword)
+                    keyword = keyword + [c for c in literal.best_first() if c not in held][: self.CANDIDATES]
         newer = self._embedded_since(dense, within, view)
         pool: list[int] = []
         redacted: dict[int, tuple[float, float]] = {}
         if mode in ("hybrid", "dense"):
             top, more, redacted = self._dense_leg(dense, within, view)
             pool, touched = top + newer, touched | more
-        return Candidates(keyword, pool, found, frozenset(touched), redacted)
+        return Candidates(keyword, pool, found, frozenset(touched), redacted, literal)
+
+    def _literals(self, terms: Terms, within: list[int] | None, view: CallerView) -> Literals:
+        """The chunks holding the query's words as typed (:mod:`cairn.search.literal`), in the caller's view: among
+        the chunks in ``within`` (None: all), withheld ones never, redacted ones by the text the caller is shown;
+        each literal scored by :func:`literal_bm25`."""
+        inside = None if within is None else np.asarray(within, dtype=np.int64)
+
+        def candidates(text: str) -> tuple[np.ndarray, np.ndarray]:
+            if not self.store.fts_tokens(text):
+                return np.zeros(0, dtype=np.int64), np.zeros(0)
+            ids, values = view.keyword.phrase_matches(text)
+            if inside is None:
+                return ids, values
+            keep = np.isin(ids, inside)
+            return ids[keep], values[keep]
+
+        def texts(ids: Sequence[int]) -> dict[int, str]:
+            rows = self.store.chunk_texts(ids)
+            if view.redactor:
+                return {c: "\n".join(view.redact(part) for part in row) for c, row in rows.items()}
+            return {c: "\n".join(row) for c, row in rows.items()}
+
+        corpus = self.keyword.corpus()
+        notes = self.note_maps.get()
+        return LiteralFinder(candidates, texts, lambda found: literal_bm25(found, corpus, notes)).find(
+            terms.literals, view.hidden
+        )
 
     def _keys(self, candidates: list[int], *, mapped: bool) -> dict[int, ChunkKey]:
         """The :class:`~cairn.store.ChunkKey` of each candidate that exists. ``mapped`` (a search, whose plan read the
@@ -364,8 +439,17 @@ class SearchService:
             max_extra=self.CANDIDATES,
             full=plan.full,
             tiered=plan.tiered,
-            names=lambda notes: self.names.named(notes, plan.name_terms, names),
+            names=lambda notes: self._named_literally(self.names.named(notes, plan.name_terms, names), terms),
         )
+
+    def _named_literally(self, named: dict[int, NameMatch], terms: Terms) -> dict[int, NameMatch]:
+        """``named`` without the notes none of whose names (title, aliases) holds the query's punctuated words as
+        typed: ``.obsidian`` names no note called "How Obsidian stores data"."""
+        wanted = punctuated(lit for _, lit in terms.literals)
+        if not wanted or not named:
+            return named
+        texts = note_names_of(self.store, named)
+        return {n: m for n, m in named.items() if names_hold(texts.get(n, []), wanted)}
 
     def _embedded_since(self, dense: DenseContext, within: list[int] | None, view: CallerView) -> list[int]:
         """Chunks embedded after the snapshot, in scope and not withheld, at most ``Vectors.MAX_NEWER`` (a bulk
@@ -453,7 +537,7 @@ class SearchService:
         candidates = found.ids
         visible = {c for c in candidates if c in keys and not view.hides(keys[c].note_id, keys[c].path)}
         passing = {c for c in visible if sims.floor.get(c, -1.0) >= self.floor}
-        scores = self._leg_scores(rankings, terms, candidates, sims, view)
+        scores = self._leg_scores(rankings, terms, candidates, sims, view, found.literal)
 
         def fused_among(kept: set[int]) -> dict[int, float]:
             return fuse(
@@ -467,7 +551,12 @@ class SearchService:
             only_filters = plan is not None and plan.allowed is not None and not plan.leaves
             # tag:, path:, file: or exclusions alone: every note they allow matches, as in Obsidian
             below = (visible - passing) if only_filters else found.coverage.lexical_among(visible - passing)
-            if below:
+            if found.literal is not None:
+                below |= {c for c in visible - passing if c in found.literal.counts}
+            if below and found.literal is not None:  # words as typed: one ranking, whatever the cosines
+                fused = fused_among(passing | below)
+                below -= set(found.literal.counts)
+            elif below:
                 wider = fused_among(passing | below)
                 fused.update({c: wider[c] for c in below if c in wider})
         if preference is not None:
@@ -485,14 +574,21 @@ class SearchService:
         candidates: list[int],
         sims: Similarities,
         view: CallerView,
+        literal: Literals | None = None,
     ) -> dict[str, dict[int, float]]:
         """The legs' raw scores of the candidates, for a fusion of scores (:mod:`cairn.search.fusion`): the dense
-        ranking score, and the BM25 of the keyword leg's terms (positive); none for RRF."""
+        ranking score, and the BM25 of the keyword leg's terms (positive) plus that of the query's words as typed
+        (``literal``); none for RRF."""
         if self.weights.method == "rrf":
             return {}
         scores = {"dense": sims.dense}
         if "bm25" in rankings:
-            scores["bm25"] = bm25_scores(view.keyword, terms.keyword, candidates)
+            scores["bm25"] = bm25_scores(view.keyword, self._scored_terms(terms, literal), candidates)
+            if literal is not None:  # each literal counts as one more term of the query
+                bm25 = scores["bm25"]
+                for c, value in literal.bm25.items():
+                    if c in bm25:
+                        bm25[c] += value
         return scores
 
     def _hits(
@@ -516,7 +612,9 @@ class SearchService:
         mask = view.symbol_masker()
         redact = view.redact if view.redactor else None
         matched = matched_shares(view.keyword.term_matches, words, chosen, found, keys)
-        return [
+        literals = [lit for _, lit in terms.literals]
+        lead = terms.question  # the first-hit rule of the labels is calibrated on questions
+        hits = [
             make_hit(
                 rows[c],
                 fused.scores[c],
@@ -528,6 +626,12 @@ class SearchService:
                 mask,
             )
             for c in chosen
+        ]
+        return [
+            dataclasses.replace(
+                h, exact=passage_share(f"{h.title}\n{h.symbol}\n{h.text}", literals), first=lead and i == 0
+            )
+            for i, h in enumerate(hits)
         ]
 
     def _touched_passing(self, touched: frozenset[int], view: CallerView, dense: DenseContext) -> frozenset[str]:
