@@ -27,7 +27,7 @@ from cairn.search.syntax import And, Node, Or, Phrase, Word
 
 #: At most this many candidate chunks of one literal have their text read and checked (a literal whose tokens are
 #: common words: ``.obsidian`` in a vault about Obsidian).
-MAX_CHECKED = 5000
+MAX_CHECKED = 3000
 
 _WORD_CHAR = re.compile(r"\w", re.UNICODE)
 _PUNCTUATION = re.compile(r"[^\w\s.?!,;:'’\"]", re.UNICODE)
@@ -53,7 +53,9 @@ def counts_as_word(text: str) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def _pattern(literal: str) -> re.Pattern[str]:
-    return re.compile(r"(?<!\w)" + re.escape(literal) + r"(?!\w)", re.UNICODE)
+    # no look-behind: a pattern that starts with its literal is searched for as a string (fast); the character
+    # before each match is checked by the caller
+    return re.compile(re.escape(literal) + r"(?!\w)", re.UNICODE)
 
 
 def fold(text: str) -> str:
@@ -66,7 +68,8 @@ def literal_count(folded: str, literal: str) -> int:
     before or after it."""
     if literal not in folded:  # the cheap test first: most candidates of a common token fail it
         return 0
-    return len(_pattern(literal).findall(folded))
+    before = _WORD_CHAR.match
+    return sum(1 for m in _pattern(literal).finditer(folded) if not (m.start() and before(folded, m.start() - 1)))
 
 
 def query_literals(root: Node) -> tuple[tuple[Word | Phrase, str], ...]:
@@ -122,12 +125,19 @@ class Literals:
         """How many of the literals chunk ``chunk_id`` holds."""
         return sum(n > 0 for n in self.counts.get(chunk_id, ()))
 
-    def by_note(self, note_of: Callable[[int], int]) -> dict[int, int]:
-        """Note id → how many of the literals the note holds (in any of its chunks)."""
-        held: dict[int, set[int]] = {}
-        for cid, counts in self.counts.items():
-            held.setdefault(note_of(cid), set()).update(i for i, n in enumerate(counts) if n)
-        return {note: len(which) for note, which in held.items()}
+    def by_note(self, notes: Callable[[np.ndarray], np.ndarray]) -> dict[int, int]:
+        """Note id → how many of the literals the note holds (in any of its chunks); ``notes``: chunk ids (k,) →
+        their note ids (k,), -1 for none."""
+        if not self.counts:
+            return {}
+        ids = np.fromiter(self.counts, dtype=np.int64, count=len(self.counts))
+        owner = notes(ids)
+        held = np.asarray([[n > 0 for n in self.counts[c]] for c in ids.tolist()], dtype=bool)
+        out: dict[int, int] = {}
+        for i in range(held.shape[1]):
+            for note in np.unique(owner[held[:, i] & (owner >= 0)]).tolist():
+                out[note] = out.get(note, 0) + 1
+        return out
 
     def best_first(self) -> list[int]:
         """The chunks holding a literal, the best literal BM25 first (ties by chunk id)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -53,9 +54,10 @@ from cairn.search.pipeline import (
 )
 from cairn.search.query import Query
 from cairn.search.stored import stored_cosines
+from cairn.search.syntax import Phrase, Word
 from cairn.search.vectors import Vectors
 from cairn.search.view import CallerView, Scope, Views
-from cairn.search.visible import VisibleViews
+from cairn.search.visible import VisibleKeyword, VisibleViews
 from cairn.store import ChunkKey, Store
 from cairn.store.reads import note_names_of
 
@@ -77,27 +79,44 @@ def _limit_blas_threads(threads: int) -> None:
         _blas_limited.add(threads)
 
 
-def literal_bm25(found: Mapping[int, int], corpus: Corpus, notes: NoteMap) -> dict[int, float]:
+_PLAIN_WORD = re.compile(r"\w+")
+
+#: Weight of a chunk's own BM25 of a literal beside its note's (:func:`literal_bm25`): it orders the passages of one
+#: note and barely moves a note against another.
+PASSAGE_LITERAL_WEIGHT = 0.1
+
+
+def literal_bm25(found: Mapping[int, int], corpus: Corpus, notes: NoteMap, n_notes: int) -> dict[int, float]:
     """The score (> 0) of one literal for each chunk of ``found`` ({chunk id: occurrences}): FTS5's BM25 formula
     with the chunk's note as the document (the note's occurrences over its length in tokens, the notes holding it
-    among all notes). Obsidian matches a note, not a passage: the note holding a literal most densely (the note
-    about it) ranks first, and every passage of it holding the literal shares that score."""
+    among the ``n_notes`` notes), plus :data:`PASSAGE_LITERAL_WEIGHT` × that with the chunk as the document
+    (``corpus``: the rows the caller sees). Obsidian matches a note, not a passage: the note holding a literal most
+    densely (the note about it) ranks first."""
     ids = np.fromiter(found, dtype=np.int64, count=len(found))
+    tf = np.fromiter(found.values(), dtype=np.float64, count=len(found))
+    n_rows = max(corpus.n_rows, len(ids))
+    size = np.maximum(corpus.sizes(ids), 1).astype(np.float64)
+    passage = -fts5_bm25(tf, size, len(ids), n_rows, corpus.n_tokens / n_rows)
     owner = notes.notes(ids)
-    tf: dict[int, float] = {}
-    for note, n in zip(owner.tolist(), found.values()):
+    note_tf: dict[int, float] = {}
+    for note, n in zip(owner.tolist(), tf.tolist()):
         if note >= 0:
-            tf[note] = tf.get(note, 0.0) + n
-    held = list(tf)
-    if not held:
-        return {}
-    n_notes = max(len(notes.paths), len(held))
-    mapped = np.flatnonzero(notes.note_of >= 0)
-    sizes = np.bincount(notes.note_of[mapped], weights=corpus.sizes(mapped).clip(min=0), minlength=notes.slots)
-    lengths = np.maximum(sizes[held], 1.0)
-    values = -fts5_bm25(np.asarray([tf[n] for n in held]), lengths, len(held), n_notes, corpus.n_tokens / n_notes)
-    score = dict(zip(held, values.tolist()))
-    return {c: score[n] for c, n in zip(ids.tolist(), owner.tolist()) if n in score}
+            note_tf[note] = note_tf.get(note, 0.0) + n
+    held = list(note_tf)
+    score: dict[int, float] = {}
+    if held:
+        n_notes = max(n_notes, len(held))
+        chunks = notes.chunks_of(held)  # only the holders' chunks: sizes may be read from FTS5 row by row
+        sizes = np.bincount(notes.note_of[chunks], weights=corpus.sizes(chunks).clip(min=0), minlength=notes.slots)
+        lengths = np.maximum(sizes[held], 1.0)
+        values = -fts5_bm25(
+            np.asarray([note_tf[n] for n in held]), lengths, len(held), n_notes, corpus.n_tokens / n_notes
+        )
+        score = dict(zip(held, values.tolist()))
+    return {
+        c: score.get(n, 0.0) + PASSAGE_LITERAL_WEIGHT * p
+        for c, p, n in zip(ids.tolist(), passage.tolist(), owner.tolist())
+    }
 
 
 class SearchService:
@@ -302,12 +321,24 @@ class SearchService:
         keys = self._keys(found.ids, mapped=plan is not None)  # chunks deleted since the snapshot are absent here
         sims = self._similarities(found, keys, view, dense)
         fused = self._fuse(mode, found, terms, keys, sims, preference, view)
-        ordered = order(fused, found.coverage, sims, keys, self._literal_notes(found.literal, keys))
+        ordered = order(fused, found.coverage, sims, keys, self._literal_notes(found.literal))
         chosen = limit_per_group(ordered, {c: keys[c].path for c in ordered}, per_note, top_k)
         hits = self._hits(chosen, fused, sims, terms, found.coverage, keys, view)
         if view.withheld:
             withheld |= self._touched_passing(found.touched, view, dense)
         return Ranked(tuple(hits), preference, withheld)
+
+    def _literal_weights(self, literal: Literals | None) -> FusionWeights:
+        """The fusion weights of a search: the service's, but the keyword leg's alone (with the note aggregation)
+        when every word of the query is a code (punctuation in it: ``.obsidian``, ``[!info]``, ``C++``) that the
+        index holds as typed. Obsidian's search matches such text, not its meaning, and the embedding model reads
+        ``[!info]`` as the word "info": its cosines then only break ties."""
+        if literal is None or not literal.counts or punctuated(literal.literals) != literal.literals:
+            return self.weights
+        held = {i for counts in literal.counts.values() for i, n in enumerate(counts) if n}
+        if len(held) < len(literal.literals):
+            return self.weights
+        return dataclasses.replace(self.weights, method="convex", alpha=0.0)
 
     @staticmethod
     def _scored_terms(terms: Terms, literal: Literals | None) -> tuple[str, ...]:
@@ -319,12 +350,12 @@ class SearchService:
         held = {i for counts in literal.counts.values() for i, n in enumerate(counts) if n}
         return terms.query.keyword_base if len(held) == len(literal.literals) else terms.keyword
 
-    @staticmethod
-    def _literal_notes(literal: Literals | None, keys: dict[int, ChunkKey]) -> dict[int, int]:
+    def _literal_notes(self, literal: Literals | None) -> dict[int, int]:
         """Note id → how many of the query's words as typed the note holds (none without literal evidence)."""
+        notes = self.note_maps.get()
         if literal is None:
             return {}
-        return literal.by_note(lambda c: keys[c].note_id if c in keys else -1)
+        return literal.by_note(notes.notes)
 
     def _plan(self, query: Query, view: CallerView) -> Plan:
         """The search :class:`~cairn.search.lexical.Plan` of ``query`` (Obsidian's syntax) in the caller's view."""
@@ -359,8 +390,9 @@ class SearchService:
             if terms.plan is not None:
                 found = self._coverage(terms, keyword, within, view)
                 keyword = keyword + found.extra
-                if terms.plan.tiered and terms.literals:
-                    literal = self._literals(terms, within, view)
+                words = self._checked_literals(terms) if terms.plan.tiered else ()
+                if words:
+                    literal = self._literals(words, within, view)
                     held = set(keyword)
                     keyword = keyword + [c for c in literal.best_first() if c not in held][: self.CANDIDATES]
         newer = self._embedded_since(dense, within, view)
@@ -371,7 +403,19 @@ class SearchService:
             pool, touched = top + newer, touched | more
         return Candidates(keyword, pool, found, frozenset(touched), redacted, literal)
 
-    def _literals(self, terms: Terms, within: list[int] | None, view: CallerView) -> Literals:
+    def _checked_literals(self, terms: Terms) -> tuple[tuple[Word | Phrase, str], ...]:
+        """The query's words and phrases whose literal says more than their index token: not a word that the index
+        reads back unchanged (``garden``: a chunk holding the token holds the word), whose holders are its
+        token's and cost a read of every one of them to confirm."""
+        return tuple(
+            (w, lit)
+            for w, lit in terms.literals
+            if not (_PLAIN_WORD.fullmatch(lit) and self.store.fts_tokens(lit) == [lit])
+        )
+
+    def _literals(
+        self, words: Sequence[tuple[Word | Phrase, str]], within: list[int] | None, view: CallerView
+    ) -> Literals:
         """The chunks holding the query's words as typed (:mod:`cairn.search.literal`), in the caller's view: among
         the chunks in ``within`` (None: all), withheld ones never, redacted ones by the text the caller is shown;
         each literal scored by :func:`literal_bm25`."""
@@ -392,10 +436,13 @@ class SearchService:
                 return {c: "\n".join(view.redact(part) for part in row) for c, row in rows.items()}
             return {c: "\n".join(row) for c, row in rows.items()}
 
-        corpus = self.keyword.corpus()
+        keyword = view.keyword
+        corpus = keyword.corpus() if isinstance(keyword, VisibleKeyword) else self.keyword.corpus()
         notes = self.note_maps.get()
-        return LiteralFinder(candidates, texts, lambda found: literal_bm25(found, corpus, notes)).find(
-            terms.literals, view.hidden
+        hidden = view.withheld.notes if view.withheld else {}
+        n_notes = len(notes.paths) - sum(1 for n in hidden if n in notes.paths)
+        return LiteralFinder(candidates, texts, lambda found: literal_bm25(found, corpus, notes, n_notes)).find(
+            words, view.hidden
         )
 
     def _keys(self, candidates: list[int], *, mapped: bool) -> dict[int, ChunkKey]:
@@ -538,11 +585,10 @@ class SearchService:
         visible = {c for c in candidates if c in keys and not view.hides(keys[c].note_id, keys[c].path)}
         passing = {c for c in visible if sims.floor.get(c, -1.0) >= self.floor}
         scores = self._leg_scores(rankings, terms, candidates, sims, view, found.literal)
+        weights = self._literal_weights(found.literal) if "bm25" in scores else self.weights
 
         def fused_among(kept: set[int]) -> dict[int, float]:
-            return fuse(
-                {name: [c for c in ranked if c in kept] for name, ranked in rankings.items()}, scores, self.weights
-            )
+            return fuse({name: [c for c in ranked if c in kept] for name, ranked in rankings.items()}, scores, weights)
 
         fused = fused_among(passing)
         below: set[int] = set()
