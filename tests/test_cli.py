@@ -455,7 +455,8 @@ def test_search_shows_how_relevant_each_hit_is_in_words_not_the_fused_score(samp
     results = [line for line in proc.stdout.splitlines() if re.match(r"\d+\. ", line)]
     assert len(results) == 4, proc.stdout
     assert results[0].startswith("1. Kitchen/Sourdough") and results[0].endswith(", strong match)"), results[0]
-    assert all(re.search(r"(strong match|good match|weak match|exact words)\)$", line) for line in results), results
+    labels = r"(strong match|good match|weak match|exact words|similar words)\)$"
+    assert all(re.search(labels, line) for line in results), results
     assert "score" not in proc.stdout and "cos " not in proc.stdout
     rare = run_cairn(sample_home, "search", "hooch", "--vault", str(SAMPLE_VAULT), "--top-k", "3").stdout
     assert rare.startswith("1. Kitchen/Sourdough starter.md") and "exact words)" in rare.splitlines()[0], rare
@@ -472,7 +473,9 @@ def test_ask_lists_the_sources_it_cites_then_the_rest_under_also_retrieved(sampl
     assert cited and {int(n) for n in re.findall(r"^\[(\d+)\]", listed, re.M)} == cited, text
     also_n = {int(n) for n in re.findall(r"^\[(\d+)\]", also, re.M)}
     assert also_n and not also_n & cited, text
-    assert all(line.endswith(("match", "exact words")) for line in re.findall(r"^\[\d+\].*$", rest, re.M)), text
+    assert all(
+        line.endswith(("match", "exact words", "similar words")) for line in re.findall(r"^\[\d+\].*$", rest, re.M)
+    ), text
     out = sample_ask(sample_home, question)
     assert {s["n"] for s in out["sources"] if s["cited"]} == cited
     assert {s["n"] for s in out["sources"] if not s["cited"]} == also_n

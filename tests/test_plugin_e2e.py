@@ -59,7 +59,7 @@ CHROMIUM_ARGS = [
 ]
 WAIT_MS = 30_000
 #: How the sidebar shows a hit's relevance (packaging/obsidian-plugin/src/relevance.ts).
-RELEVANCE_WORDS = re.compile(r"(strong match|good match|exact words|weak match)$")
+RELEVANCE_WORDS = re.compile(r"(strong match|good match|exact words|similar words|weak match)$")
 NOT_RUNNING = "Cairn isn't running — start it with `cairn serve` or from the tray"
 
 TOMATO_QUESTION = "When do I sow tomatoes, and when do they go into the polytunnel?"

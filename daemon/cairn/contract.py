@@ -305,6 +305,15 @@ class HitView(Protocol):
     def indexed_at(self) -> float: ...
     @property
     def matched(self) -> float: ...
+    @property
+    def exact(self) -> float: ...
+    @property
+    def first(self) -> bool: ...
+
+
+def hit_relevance(hit: HitView) -> str:
+    """The ``relevance`` label of a hit (:func:`cairn.relevance.relevance`), the same over HTTP, MCP and the CLI."""
+    return relevance(hit.cosine, hit.matched, hit.exact, first=hit.first)
 
 
 @dataclass(frozen=True)
@@ -406,14 +415,14 @@ def _where(hit: HitView, out: dict[str, Any]) -> dict[str, Any]:
 def hit_json(hit: HitView) -> dict[str, Any]:
     """``{filePath, symbol, score, relevance, cosine, snippet, tags, kind, indexedAt, lines|page}`` (scores to 4
     places). ``score`` orders the hits (the fused ranking score); ``relevance`` says how good a hit is in words
-    (:func:`cairn.relevance.relevance`: ``strong``, ``good``, ``keyword``, ``weak``)."""
+    (:func:`hit_relevance`: ``strong``, ``good``, ``keyword``, ``similar``, ``weak``)."""
     return _where(
         hit,
         {
             "filePath": hit.file_path,
             "symbol": hit_symbol(hit),
             "score": round(hit.score, 4),
-            "relevance": relevance(hit.cosine, hit.matched),
+            "relevance": hit_relevance(hit),
             "cosine": round(hit.cosine, 4),
             "snippet": hit.snippet,
             "tags": list(hit.tags),
@@ -432,7 +441,7 @@ def agent_hit_json(hit: HitView) -> dict[str, Any]:
             "filePath": hit.file_path,
             "symbol": hit_symbol(hit),
             "score": round(hit.score, 4),
-            "relevance": relevance(hit.cosine, hit.matched),
+            "relevance": hit_relevance(hit),
             "snippet": hit.snippet,
             "tags": list(hit.tags),
             "indexedAt": hit.indexed_at,

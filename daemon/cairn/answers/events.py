@@ -19,9 +19,9 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from cairn.contract import IndexCoverage, answer_json, coverage_json, source_json
+from cairn.contract import IndexCoverage, answer_json, coverage_json, hit_relevance, source_json
 from cairn.prompt import source_line, sources_list
-from cairn.relevance import RELEVANCE_TEXT, relevance
+from cairn.relevance import RELEVANCE_TEXT
 from cairn.search import Hit
 
 _PIECE_RE = re.compile(r"\S+\s*|\s+")
@@ -187,7 +187,7 @@ def sources_text(sources: Sequence[Source]) -> str:
 
     def line(s: Source) -> str:
         h = s.hit
-        return source_line(s.n, h.file_path, h.symbol, h.lines, h.page, RELEVANCE_TEXT[relevance(h.cosine, h.matched)])
+        return source_line(s.n, h.file_path, h.symbol, h.lines, h.page, RELEVANCE_TEXT[hit_relevance(h)])
 
     return sources_list([line(s) for s in sources if s.cited], [line(s) for s in sources if not s.cited])
 

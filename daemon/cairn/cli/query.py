@@ -18,7 +18,7 @@ from cairn import contract
 from cairn.cli.common import _open_for_query, _print_json, _writer_lock
 from cairn.config import Config
 from cairn.progress import ProgressLines, phase_words
-from cairn.relevance import RELEVANCE_TEXT, relevance
+from cairn.relevance import RELEVANCE_TEXT
 from cairn.services import Services
 
 
@@ -203,7 +203,7 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
         print(contract.empty_index_text(config.vault) if empty else contract.NO_RESULTS_TEXT)
     for i, h in enumerate(result.hits, 1):
         where = f"p.{h.page}" if h.page else (f"lines {h.lines[0]}–{h.lines[1]}" if h.lines else "")
-        label = RELEVANCE_TEXT[relevance(h.cosine, h.matched)]
+        label = RELEVANCE_TEXT[contract.hit_relevance(h)]
         print(
             f"{i}. {h.file_path}"
             + (f" › {h.symbol}" if h.symbol else "")

@@ -598,12 +598,14 @@ var RELEVANCE_TEXT = {
   strong: "strong match",
   good: "good match",
   keyword: "exact words",
+  similar: "similar words",
   weak: "weak match"
 };
 var RELEVANCE_HINT = {
   strong: "About what you asked",
   good: "Close in meaning to what you asked",
   keyword: "Holds every word you typed, though not close in meaning",
+  similar: "Holds your words, some only in another form (another ending, a longer word, a near spelling)",
   weak: "Only loosely related"
 };
 function known(r) {

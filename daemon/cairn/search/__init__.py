@@ -4,7 +4,8 @@ returns. Outside this package, import these names from ``cairn.search`` only (``
 Modules: ``service`` (the entry points and the ranking pipeline), ``pipeline`` (the values between its steps),
 ``query`` (a request's text parsed once), ``view`` (what one caller may see: the one place the withheld set is read),
 ``visible`` (BM25 and redacted rows as a caller not declared local sees them), ``withheld``, ``keyword`` (BM25),
-``vocabulary`` (prefix and typo expansion), ``lexical`` (Obsidian's syntax matched, coverage tiers), ``syntax``,
+``vocabulary`` (prefix and typo expansion), ``lexical`` (Obsidian's syntax matched, coverage tiers), ``literal``
+(the words as typed, punctuation included), ``syntax``,
 ``names``, ``vectors`` and ``dense`` (the in-memory vectors, exact dense scores with an int8 first pass), ``stored``,
 ``fusion``, ``hits`` (results, snippets, query checks), ``cache`` (the store's epoch and the LRU cache), ``indexed``
 (coverage counts), ``related`` (notes similar to one note), ``memory`` (the search side's share of the daemon's).

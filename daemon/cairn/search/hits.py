@@ -38,6 +38,12 @@ class Hit:
     #: The share (0..1) of the query's terms the chunk holds as the keyword leg matches them;
     #: read by the JSON's ``relevance`` (:func:`cairn.relevance.relevance`), not part of it.
     matched: float = 0.0
+    #: The share (0..1) of the query's words the passage holds as typed (case-folded, punctuation included:
+    #: :mod:`cairn.search.literal`); not part of the JSON.
+    exact: float = 0.0
+    #: The hit ranked first for a question (a query of more words than one types into a search box); not part of
+    #: the JSON.
+    first: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON as in docs/design.md, "Interfaces" (`search` results): :func:`cairn.contract.hit_json`."""

@@ -400,7 +400,8 @@ class Matcher:
         parsed = query.parsed
         if parsed.plain:
             terms = query.terms
-            tiered = len(terms) <= TIERED_CLAUSES
+            # clauses are the words as typed: ``publish-main.obsidian.md`` is one, though four terms
+            tiered = sum(bool(query.terms_of(w)) for w in _positive_leaves(parsed.root)) <= TIERED_CLAUSES
             found = [self.leaf(Word(t, prefix=i == len(terms) - 1), expand=tiered) for i, t in enumerate(terms)]
             leaves = [m for m in found if m is not None]
             names = self._name_terms(_positive_leaves(parsed.root))

@@ -14,8 +14,10 @@ import numpy as np
 
 from cairn.search.dense import DenseQuery
 from cairn.search.hits import Hit, make_snippet
-from cairn.search.lexical import Coverage, Plan
+from cairn.search.lexical import TIERED_CLAUSES, Coverage, Plan
+from cairn.search.literal import Literals, query_literals
 from cairn.search.query import Query
+from cairn.search.syntax import Phrase, Word
 from cairn.search.vectors import VectorSnapshot
 from cairn.store import ChunkKey, ChunkRow
 
@@ -47,6 +49,17 @@ class Terms:
     def dense(self) -> str:
         return self.plan.dense_text if self.plan is not None else self.query.text
 
+    @property
+    def question(self) -> bool:
+        """A question in words (more than :data:`~cairn.search.lexical.TIERED_CLAUSES` words with terms), not the
+        few words one types into a search box."""
+        return sum(bool(self.query.terms_of(w)) for w, _ in self.literals) > TIERED_CLAUSES
+
+    @property
+    def literals(self) -> tuple[tuple[Word | Phrase, str], ...]:
+        """The query's words and phrases as typed, with their literals (:func:`cairn.search.literal.query_literals`)."""
+        return query_literals(self.query.parsed.root)
+
 
 @dataclass(frozen=True)
 class DenseContext:
@@ -70,6 +83,8 @@ class Candidates:
     coverage: Coverage | None = None
     touched: frozenset[int] = frozenset()
     redacted: Mapping[int, tuple[float, float]] = field(default_factory=dict)
+    #: the chunks holding the query's words as typed (tiered searches only)
+    literal: Literals | None = None
 
     @property
     def ids(self) -> list[int]:
@@ -108,15 +123,21 @@ class Fused:
     below_floor: frozenset[int] = frozenset()
 
 
-def order(fused: Fused, coverage: Coverage | None, sims: Similarities, keys: Mapping[int, ChunkKey]) -> list[int]:
+def order(
+    fused: Fused,
+    coverage: Coverage | None,
+    sims: Similarities,
+    keys: Mapping[int, ChunkKey],
+    literal: Mapping[int, int] | None = None,
+) -> list[int]:
     """The fused candidates best first: by fused score (then cosine, then chunk id); in search (``coverage`` set),
-    by the tier of the chunk's note first (:meth:`Coverage.rank_key`), then the chunks that pass the floor before
-    the others."""
+    by how many of the query's words as typed the chunk's note holds (``literal``: note id → that count) first,
+    then the tier of the note (:meth:`Coverage.rank_key`), then the chunks that pass the floor before the others."""
     cos, scores = sims.cosine, fused.scores
     if coverage is None:
         return sorted(scores, key=lambda c: (-scores[c], -cos.get(c, 0.0), c))
-    key, below = coverage.rank_key, fused.below_floor
-    by_note = {n: tuple(-x for x in key(n)) for n in {keys[c].note_id for c in scores}}
+    key, below, literal = coverage.rank_key, fused.below_floor, literal or {}
+    by_note = {n: (-literal.get(n, 0), *(-x for x in key(n))) for n in {keys[c].note_id for c in scores}}
     tiers = {c: by_note[keys[c].note_id] for c in scores}
     return sorted(scores, key=lambda c: (tiers[c], c in below, -scores[c], -cos.get(c, 0.0), c))
 

@@ -17,10 +17,12 @@ included; the paths of the withheld notes a request touched come back in :attr:`
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -35,9 +37,10 @@ from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.search.fusion import add_second_best, bm25_scores, fuse
 from cairn.search.hits import Hit, SearchResult, check_query, scope_folders, scope_tags
 from cairn.search.indexed import IndexedCounts
-from cairn.search.keyword import KeywordIndex
-from cairn.search.lexical import Coverage, Matcher, NoteMaps, Plan, coverage
-from cairn.search.names import Names
+from cairn.search.keyword import Corpus, KeywordIndex, fts5_bm25
+from cairn.search.lexical import Coverage, Matcher, NoteMap, NoteMaps, Plan, coverage
+from cairn.search.literal import LiteralFinder, Literals, names_hold, passage_share, punctuated
+from cairn.search.names import NameMatch, Names
 from cairn.search.pipeline import (
     Candidates,
     DenseContext,
@@ -51,10 +54,12 @@ from cairn.search.pipeline import (
 )
 from cairn.search.query import Query
 from cairn.search.stored import stored_cosines
+from cairn.search.syntax import Phrase, Word
 from cairn.search.vectors import Vectors
 from cairn.search.view import CallerView, Scope, Views
-from cairn.search.visible import VisibleViews
+from cairn.search.visible import VisibleKeyword, VisibleViews
 from cairn.store import ChunkKey, Store
+from cairn.store.reads import note_names_of
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +77,46 @@ def _limit_blas_threads(threads: int) -> None:
 
         threadpool_limits(limits=threads, user_api="blas")
         _blas_limited.add(threads)
+
+
+_PLAIN_WORD = re.compile(r"\w+")
+
+#: Weight of a chunk's own BM25 of a literal beside its note's (:func:`literal_bm25`): it orders the passages of one
+#: note and barely moves a note against another.
+PASSAGE_LITERAL_WEIGHT = 0.1
+
+
+def literal_bm25(found: Mapping[int, int], corpus: Corpus, notes: NoteMap, n_notes: int) -> dict[int, float]:
+    """The score (> 0) of one literal for each chunk of ``found`` ({chunk id: occurrences}): FTS5's BM25 formula
+    with the chunk's note as the document (the note's occurrences over its length in tokens, the notes holding it
+    among the ``n_notes`` notes), plus :data:`PASSAGE_LITERAL_WEIGHT` × that with the chunk as the document
+    (``corpus``: the rows the caller sees). Obsidian matches a note, not a passage: the note holding a literal most
+    densely (the note about it) ranks first."""
+    ids = np.fromiter(found, dtype=np.int64, count=len(found))
+    tf = np.fromiter(found.values(), dtype=np.float64, count=len(found))
+    n_rows = max(corpus.n_rows, len(ids))
+    size = np.maximum(corpus.sizes(ids), 1).astype(np.float64)
+    passage = -fts5_bm25(tf, size, len(ids), n_rows, corpus.n_tokens / n_rows)
+    owner = notes.notes(ids)
+    note_tf: dict[int, float] = {}
+    for note, n in zip(owner.tolist(), tf.tolist()):
+        if note >= 0:
+            note_tf[note] = note_tf.get(note, 0.0) + n
+    held = list(note_tf)
+    score: dict[int, float] = {}
+    if held:
+        n_notes = max(n_notes, len(held))
+        chunks = notes.chunks_of(held)  # only the holders' chunks: sizes may be read from FTS5 row by row
+        sizes = np.bincount(notes.note_of[chunks], weights=corpus.sizes(chunks).clip(min=0), minlength=notes.slots)
+        lengths = np.maximum(sizes[held], 1.0)
+        values = -fts5_bm25(
+            np.asarray([note_tf[n] for n in held]), lengths, len(held), n_notes, corpus.n_tokens / n_notes
+        )
+        score = dict(zip(held, values.tolist()))
+    return {
+        c: score.get(n, 0.0) + PASSAGE_LITERAL_WEIGHT * p
+        for c, p, n in zip(ids.tolist(), passage.tolist(), owner.tolist())
+    }
 
 
 class SearchService:
@@ -276,12 +321,41 @@ class SearchService:
         keys = self._keys(found.ids, mapped=plan is not None)  # chunks deleted since the snapshot are absent here
         sims = self._similarities(found, keys, view, dense)
         fused = self._fuse(mode, found, terms, keys, sims, preference, view)
-        ordered = order(fused, found.coverage, sims, keys)
+        ordered = order(fused, found.coverage, sims, keys, self._literal_notes(found.literal))
         chosen = limit_per_group(ordered, {c: keys[c].path for c in ordered}, per_note, top_k)
         hits = self._hits(chosen, fused, sims, terms, found.coverage, keys, view)
         if view.withheld:
             withheld |= self._touched_passing(found.touched, view, dense)
         return Ranked(tuple(hits), preference, withheld)
+
+    def _literal_weights(self, literal: Literals | None) -> FusionWeights:
+        """The fusion weights of a search: the service's, but the keyword leg's alone (with the note aggregation)
+        when every word of the query is a code (punctuation in it: ``.obsidian``, ``[!info]``, ``C++``) that the
+        index holds as typed. Obsidian's search matches such text, not its meaning, and the embedding model reads
+        ``[!info]`` as the word "info": its cosines then only break ties."""
+        if literal is None or not literal.counts or punctuated(literal.literals) != literal.literals:
+            return self.weights
+        held = {i for counts in literal.counts.values() for i, n in enumerate(counts) if n}
+        if len(held) < len(literal.literals):
+            return self.weights
+        return dataclasses.replace(self.weights, method="convex", alpha=0.0)
+
+    @staticmethod
+    def _scored_terms(terms: Terms, literal: Literals | None) -> tuple[str, ...]:
+        """The terms whose BM25 scores the keyword leg: its terms, but without the prefix and typo expansions when
+        the index holds every word of the query as typed (a longer word a query word begins does not rank one of
+        the notes holding that word above another)."""
+        if literal is None or not literal.counts:
+            return terms.keyword
+        held = {i for counts in literal.counts.values() for i, n in enumerate(counts) if n}
+        return terms.query.keyword_base if len(held) == len(literal.literals) else terms.keyword
+
+    def _literal_notes(self, literal: Literals | None) -> dict[int, int]:
+        """Note id → how many of the query's words as typed the note holds (none without literal evidence)."""
+        notes = self.note_maps.get()
+        if literal is None:
+            return {}
+        return literal.by_note(notes.notes)
 
     def _plan(self, query: Query, view: CallerView) -> Plan:
         """The search :class:`~cairn.search.lexical.Plan` of ``query`` (Obsidian's syntax) in the caller's view."""
@@ -310,18 +384,66 @@ class SearchService:
         keyword: list[int] = []
         touched: set[int] = set()
         found: Coverage | None = None
+        literal: Literals | None = None
         if mode in ("hybrid", "bm25"):
             keyword, touched = self._keyword_leg(terms.keyword, within, view)
             if terms.plan is not None:
                 found = self._coverage(terms, keyword, within, view)
                 keyword = keyword + found.extra
+                words = self._checked_literals(terms) if terms.plan.tiered else ()
+                if words:
+                    literal = self._literals(words, within, view)
+                    held = set(keyword)
+                    keyword = keyword + [c for c in literal.best_first() if c not in held][: self.CANDIDATES]
         newer = self._embedded_since(dense, within, view)
         pool: list[int] = []
         redacted: dict[int, tuple[float, float]] = {}
         if mode in ("hybrid", "dense"):
             top, more, redacted = self._dense_leg(dense, within, view)
             pool, touched = top + newer, touched | more
-        return Candidates(keyword, pool, found, frozenset(touched), redacted)
+        return Candidates(keyword, pool, found, frozenset(touched), redacted, literal)
+
+    def _checked_literals(self, terms: Terms) -> tuple[tuple[Word | Phrase, str], ...]:
+        """The query's words and phrases whose literal says more than their index token: not a word that the index
+        reads back unchanged (``garden``: a chunk holding the token holds the word), whose holders are its
+        token's and cost a read of every one of them to confirm."""
+        return tuple(
+            (w, lit)
+            for w, lit in terms.literals
+            if not (_PLAIN_WORD.fullmatch(lit) and self.store.fts_tokens(lit) == [lit])
+        )
+
+    def _literals(
+        self, words: Sequence[tuple[Word | Phrase, str]], within: list[int] | None, view: CallerView
+    ) -> Literals:
+        """The chunks holding the query's words as typed (:mod:`cairn.search.literal`), in the caller's view: among
+        the chunks in ``within`` (None: all), withheld ones never, redacted ones by the text the caller is shown;
+        each literal scored by :func:`literal_bm25`."""
+        inside = None if within is None else np.asarray(within, dtype=np.int64)
+
+        def candidates(text: str) -> tuple[np.ndarray, np.ndarray]:
+            if not self.store.fts_tokens(text):
+                return np.zeros(0, dtype=np.int64), np.zeros(0)
+            ids, values = view.keyword.phrase_matches(text)
+            if inside is None:
+                return ids, values
+            keep = np.isin(ids, inside)
+            return ids[keep], values[keep]
+
+        def texts(ids: Sequence[int]) -> dict[int, str]:
+            rows = self.store.chunk_texts(ids)
+            if view.redactor:
+                return {c: "\n".join(view.redact(part) for part in row) for c, row in rows.items()}
+            return {c: "\n".join(row) for c, row in rows.items()}
+
+        keyword = view.keyword
+        corpus = keyword.corpus() if isinstance(keyword, VisibleKeyword) else self.keyword.corpus()
+        notes = self.note_maps.get()
+        hidden = view.withheld.notes if view.withheld else {}
+        n_notes = len(notes.paths) - sum(1 for n in hidden if n in notes.paths)
+        return LiteralFinder(candidates, texts, lambda found: literal_bm25(found, corpus, notes, n_notes)).find(
+            words, view.hidden
+        )
 
     def _keys(self, candidates: list[int], *, mapped: bool) -> dict[int, ChunkKey]:
         """The :class:`~cairn.store.ChunkKey` of each candidate that exists. ``mapped`` (a search, whose plan read the
@@ -364,8 +486,17 @@ class SearchService:
             max_extra=self.CANDIDATES,
             full=plan.full,
             tiered=plan.tiered,
-            names=lambda notes: self.names.named(notes, plan.name_terms, names),
+            names=lambda notes: self._named_literally(self.names.named(notes, plan.name_terms, names), terms),
         )
+
+    def _named_literally(self, named: dict[int, NameMatch], terms: Terms) -> dict[int, NameMatch]:
+        """``named`` without the notes none of whose names (title, aliases) holds the query's punctuated words as
+        typed: ``.obsidian`` names no note called "How Obsidian stores data"."""
+        wanted = punctuated(lit for _, lit in terms.literals)
+        if not wanted or not named:
+            return named
+        texts = note_names_of(self.store, named)
+        return {n: m for n, m in named.items() if names_hold(texts.get(n, []), wanted)}
 
     def _embedded_since(self, dense: DenseContext, within: list[int] | None, view: CallerView) -> list[int]:
         """Chunks embedded after the snapshot, in scope and not withheld, at most ``Vectors.MAX_NEWER`` (a bulk
@@ -453,12 +584,11 @@ class SearchService:
         candidates = found.ids
         visible = {c for c in candidates if c in keys and not view.hides(keys[c].note_id, keys[c].path)}
         passing = {c for c in visible if sims.floor.get(c, -1.0) >= self.floor}
-        scores = self._leg_scores(rankings, terms, candidates, sims, view)
+        scores = self._leg_scores(rankings, terms, candidates, sims, view, found.literal)
+        weights = self._literal_weights(found.literal) if "bm25" in scores else self.weights
 
         def fused_among(kept: set[int]) -> dict[int, float]:
-            return fuse(
-                {name: [c for c in ranked if c in kept] for name, ranked in rankings.items()}, scores, self.weights
-            )
+            return fuse({name: [c for c in ranked if c in kept] for name, ranked in rankings.items()}, scores, weights)
 
         fused = fused_among(passing)
         below: set[int] = set()
@@ -467,7 +597,12 @@ class SearchService:
             only_filters = plan is not None and plan.allowed is not None and not plan.leaves
             # tag:, path:, file: or exclusions alone: every note they allow matches, as in Obsidian
             below = (visible - passing) if only_filters else found.coverage.lexical_among(visible - passing)
-            if below:
+            if found.literal is not None:
+                below |= {c for c in visible - passing if c in found.literal.counts}
+            if below and found.literal is not None:  # words as typed: one ranking, whatever the cosines
+                fused = fused_among(passing | below)
+                below -= set(found.literal.counts)
+            elif below:
                 wider = fused_among(passing | below)
                 fused.update({c: wider[c] for c in below if c in wider})
         if preference is not None:
@@ -485,14 +620,21 @@ class SearchService:
         candidates: list[int],
         sims: Similarities,
         view: CallerView,
+        literal: Literals | None = None,
     ) -> dict[str, dict[int, float]]:
         """The legs' raw scores of the candidates, for a fusion of scores (:mod:`cairn.search.fusion`): the dense
-        ranking score, and the BM25 of the keyword leg's terms (positive); none for RRF."""
+        ranking score, and the BM25 of the keyword leg's terms (positive) plus that of the query's words as typed
+        (``literal``); none for RRF."""
         if self.weights.method == "rrf":
             return {}
         scores = {"dense": sims.dense}
         if "bm25" in rankings:
-            scores["bm25"] = bm25_scores(view.keyword, terms.keyword, candidates)
+            scores["bm25"] = bm25_scores(view.keyword, self._scored_terms(terms, literal), candidates)
+            if literal is not None:  # each literal counts as one more term of the query
+                bm25 = scores["bm25"]
+                for c, value in literal.bm25.items():
+                    if c in bm25:
+                        bm25[c] += value
         return scores
 
     def _hits(
@@ -516,7 +658,9 @@ class SearchService:
         mask = view.symbol_masker()
         redact = view.redact if view.redactor else None
         matched = matched_shares(view.keyword.term_matches, words, chosen, found, keys)
-        return [
+        literals = [lit for _, lit in terms.literals]
+        lead = terms.question  # the first-hit rule of the labels is calibrated on questions
+        hits = [
             make_hit(
                 rows[c],
                 fused.scores[c],
@@ -528,6 +672,12 @@ class SearchService:
                 mask,
             )
             for c in chosen
+        ]
+        return [
+            dataclasses.replace(
+                h, exact=passage_share(f"{h.title}\n{h.symbol}\n{h.text}", literals), first=lead and i == 0
+            )
+            for i, h in enumerate(hits)
         ]
 
     def _touched_passing(self, touched: frozenset[int], view: CallerView, dense: DenseContext) -> frozenset[str]:

@@ -153,6 +153,22 @@ class VisibleKeyword:
         )
         self._held: dict[tuple[str, bool], Matches] = {}
 
+    def corpus(self) -> Corpus:
+        """The statistics of the rows the caller sees: its row and token counts, and each row's size as it is shown
+        (a redacted row's redacted length; -1 for a withheld row)."""
+        base, removed, redacted = self._corpus, self._removed, self._redacted
+
+        def sizes(ids: np.ndarray) -> np.ndarray:
+            out = base.sizes(ids)
+            if len(removed) and len(ids):
+                out = np.where(np.isin(ids, removed), -1, out)
+            for i, c in enumerate(ids.tolist()):
+                if c in self._live_redacted:
+                    out[i] = redacted[c].length
+            return out
+
+        return Corpus(self.n_rows, self.n_tokens, sizes)
+
     def term_matches(self, term: str) -> Matches:
         """(chunk ids ascending, bm25 < 0) of the visible rows holding ``term`` (a phrase when it has several
         tokens), with the visible statistics."""

@@ -49,6 +49,11 @@ class ChunkTables(StoreBase):
         """The :class:`ChunkKey` of each chunk of ``chunk_ids`` that exists, by id."""
         return {r[0]: ChunkKey._make(r) for r in self._by_ids(CHUNK_KEY_COLUMNS, chunk_ids)}
 
+    def chunk_texts(self, chunk_ids: Sequence[int]) -> dict[int, tuple[str, str, str]]:
+        """(note title, heading path, text) of each chunk of ``chunk_ids`` that exists, by id: the columns of its
+        full-text row."""
+        return {r[0]: (r[1], r[2], r[3]) for r in self._by_ids("c.id, n.title, c.symbol, c.text", chunk_ids)}
+
     def chunk_kinds(self, chunk_ids: Sequence[int]) -> dict[int, str]:
         """The kind (prose, code, table, pdf) of each chunk of ``chunk_ids`` that exists, by id."""
         return {r[0]: r[1] for r in self._by_ids("c.id, c.kind", chunk_ids)}

@@ -4,13 +4,14 @@
  * query's words); the raw `score` only orders results and is never shown.
  */
 
-export type Relevance = "strong" | "good" | "keyword" | "weak";
+export type Relevance = "strong" | "good" | "keyword" | "similar" | "weak";
 
 /** What each label reads as in the sidebar (the CLI uses the same words). */
 export const RELEVANCE_TEXT: Record<Relevance, string> = {
   strong: "strong match",
   good: "good match",
   keyword: "exact words",
+  similar: "similar words",
   weak: "weak match",
 };
 
@@ -19,6 +20,7 @@ export const RELEVANCE_HINT: Record<Relevance, string> = {
   strong: "About what you asked",
   good: "Close in meaning to what you asked",
   keyword: "Holds every word you typed, though not close in meaning",
+  similar: "Holds your words, some only in another form (another ending, a longer word, a near spelling)",
   weak: "Only loosely related",
 };
 

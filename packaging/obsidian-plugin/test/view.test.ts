@@ -7,6 +7,7 @@ import { CairnClient, FetchLike } from "../src/api";
 import { NOT_RUNNING } from "../src/errors";
 import { DEFAULT_SETTINGS } from "../src/settings";
 import { CairnHost, CairnView, SEARCH_DEBOUNCE_MS } from "../src/view";
+import { relevanceHint, relevanceText } from "../src/relevance";
 
 const URL_ = "http://127.0.0.1:27183";
 const enc = new TextEncoder();
@@ -407,6 +408,12 @@ describe("still indexing", () => {
 });
 
 describe("relevance in words", () => {
+  it("a passage holding the words only in another form reads 'similar words'", () => {
+    expect(relevanceText("similar")).toBe("similar words");
+    expect(relevanceHint("similar")).toMatch(/another form/);
+    expect(relevanceText("keyword")).toBe("exact words");
+  });
+
   it("search results and similar notes say strong / good / exact words / weak, never the raw score", async () => {
     const hit = (filePath: string, relevance: string, score: number) => ({ filePath, symbol: "", score, relevance, snippet: "banneton", lines: [1, 2] });
     mounted = await mount({
