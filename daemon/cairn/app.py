@@ -34,7 +34,7 @@ from cairn.library import NoteViews
 from cairn.llm import answer_model, say_model
 from cairn.llm_probe import LLMProbe
 from cairn.mcp_server.listener import LazyListener, McpHttp, listen
-from cairn.memory import rss_bytes
+from cairn.memory import fix_mmap_threshold, rss_bytes
 from cairn.pdf_index import PdfIndexer
 from cairn.policy import Withhold
 from cairn.policy_live import PolicyHolder, daemon_policy, policy_holder
@@ -530,6 +530,7 @@ def serve(
     thread; SIGINT/SIGTERM and the tray's Quit stop the daemon cleanly.
     ``on_tray(tray)`` (embedding, tests) is called on the main thread before the icon shows.
     Returns the exit code; daemon start-up errors (``CairnError``) are raised as without a tray."""
+    fix_mmap_threshold()  # before the first index's large buffers: they go back to the system once freed
     if tray:
         from cairn import tray as tray_mod  # the tray adapter, wired here in the composition root
 

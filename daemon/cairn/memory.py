@@ -65,6 +65,26 @@ def trim_heap() -> None:
 _TRIM: list[Any] = []
 
 
+#: glibc's ``mallopt`` parameter for the mmap threshold, and the value set: its default (128 KiB), fixed.
+_M_MMAP_THRESHOLD = -3
+MMAP_THRESHOLD_BYTES = 128 * 1024
+
+
+def fix_mmap_threshold() -> bool:
+    """Keep glibc's mmap threshold at 128 KiB for the process's life (``mallopt``; nothing elsewhere). Left to
+    itself, glibc raises the threshold to the size of each large block freed (up to 32 MiB), after which numpy arrays
+    and onnxruntime buffers of a few MiB come from the heap, whose free space fragments and stays resident; with it
+    fixed they are mapped and unmapped, so the memory goes back to the system when they are freed. True when set."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes  # noqa: PLC0415
+
+        return bool(ctypes.CDLL("libc.so.6").mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+    except (OSError, AttributeError):
+        return False
+
+
 def _malloc_trim() -> Any:
     """glibc's ``malloc_trim`` (looked up once), or None where there is none."""
     if not _TRIM:

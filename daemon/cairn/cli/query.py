@@ -94,8 +94,10 @@ def cmd_index(args: argparse.Namespace, config: Config) -> int:
     index: the message names it (pid, URL from service.json) and says to use ``POST /index/reindex`` / the tray.
     Ctrl-C stops the run early (exit 130); what it wrote is kept and the next run carries on from there."""
     from cairn.app import Cairn
+    from cairn.memory import fix_mmap_threshold
 
     config.require_vault()
+    fix_mmap_threshold()
     lock = _writer_lock(config).acquire()
     try:
         cairn = Cairn(config)
