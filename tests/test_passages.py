@@ -129,3 +129,18 @@ def test_a_unit_read_otherwise_is_scored_as_the_sentence_the_index_embedded_for_
     link = "In addition to the Sync history, Obsidian also maintains a version history."
     assert indexed.counterpart(link) == "In addition to the , Obsidian also maintains a version history."
     assert indexed.counterpart("Nothing like any of them.") == "Nothing like any of them."
+
+
+def test_short_list_items_are_quoted_with_the_sentence_that_introduces_them():
+    text = (
+        "We offer full refunds within 7 days for the following services:\n\n"
+        "- [[Introduction to Obsidian Publish|Obsidian Publish]]\n- [[Introduction to Obsidian Sync|Obsidian Sync]]\n"
+    )
+    assert texts(text, attach_code=True) == [
+        ("sentence", "We offer full refunds within 7 days for the following services: Obsidian Publish, Obsidian Sync.")
+    ]
+    assert texts(text) == [("sentence", "We offer full refunds within 7 days for the following services:")]
+
+
+def test_a_sentence_saying_in_such_cases_refers_back():
+    assert refers_back("Unfortunately, we do not offer refunds in such cases.")

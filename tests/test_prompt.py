@@ -134,3 +134,13 @@ def test_list_items_are_quoted_on_lines_of_their_own():
         "The folder is left out. [1] Another source. [2]"
     )
     assert cited_numbers(extractive_body(picked)) == [1, 2]
+
+
+def test_a_sentence_introducing_a_list_comes_with_its_items_or_not_at_all():
+    listed = [
+        Sentence(1, 0, "Some purchases are not refundable:", 0.9, paragraph=0),
+        Sentence(1, 1, "Catalyst licenses are not refundable.", 0.1, kind="item", paragraph=1),
+        Sentence(1, 2, "Credit is not refundable either.", 0.1, kind="item", paragraph=2),
+    ]
+    assert [p.position for p in pick_sentences(listed)] == [0, 1, 2]
+    assert pick_sentences(listed[:1]) == []

@@ -55,10 +55,14 @@ _BACK_REFERENCE = re.compile(
 )
 
 
+#: Phrases inside a sentence that point at what came before it ("we do not offer refunds in such cases").
+_BACK_PHRASE = re.compile(r"\b(?:in|for|with) (?:such|these|those|this|that) (?:cases?|situations?)\b|\bthat period\b")
+
+
 def refers_back(sentence: str) -> bool:
-    """Whether ``sentence`` opens with a word that refers to what came before it (This, These, It, They, Such,
-    However, Yes, No…): quoted alone it does not make sense."""
-    return bool(_BACK_REFERENCE.match(sentence))
+    """Whether ``sentence`` refers to what came before it — opens with This, These, It, They, Such, However, Yes,
+    No…, or says "in such cases", "that period": quoted alone it does not make sense."""
+    return bool(_BACK_REFERENCE.match(sentence) or _BACK_PHRASE.search(sentence))
 
 
 def _link_text(m: re.Match[str]) -> str:
@@ -141,6 +145,7 @@ def passage_units(
     for raw in text.splitlines():
         scan.line(raw)
     scan.flush()
+    scan._close_list()
     units = scan.out
     if units and text[:1].islower() and units[0].text[:1].islower() and units[0].kind == "sentence":
         units[0] = Unit(units[0].text, "fragment", units[0].paragraph, units[0].entry)
@@ -165,6 +170,8 @@ class _Scan:
     paragraph: int = 0
     entry: int = 0
     question: bool = False  # the lines being read began with a FAQ question
+    intro: int | None = None  # index in ``out`` of a sentence ending in ":" that short list items are appended to
+    listed: list[str] = field(default_factory=list)  # those items
 
     def line(self, raw: str) -> None:
         if _CODE_FENCE.match(raw):
@@ -175,6 +182,7 @@ class _Scan:
             self.flush()
         elif _HEADING.match(raw):
             self.flush()
+            self._close_list()
             if _HEADING_QUESTION.match(raw):  # a question heading opens a FAQ entry
                 self.entry += 1
                 self.out.append(Unit(self._cut(clean_markdown_line(raw)), "heading", self.paragraph, self.entry))
@@ -211,6 +219,7 @@ class _Scan:
 
     def _row(self, raw: str) -> None:
         self.flush()
+        self._close_list()
         cells = [clean_markdown_line(c) for c in raw.strip().strip("|").split("|")]
         row = " — ".join(c for c in cells if c)
         if len(row.split()) >= self.min_words:
@@ -223,6 +232,7 @@ class _Scan:
         self._title(clean_markdown_line(raw))
 
     def _title(self, title: str) -> None:
+        self._close_list()
         if title and len(title.split()) >= self.min_words:
             self.out.append(Unit(self._cut(title), "title", self.paragraph, self.entry))
         self.paragraph += 1
@@ -230,6 +240,7 @@ class _Scan:
     def _fence(self, raw: str) -> None:
         """A fence line opens a code block, or closes one (attaching a short snippet to a preceding ``:``)."""
         if not self.in_code:
+            self._close_list()
             quote = _QUOTE.match(raw)
             self.fence_quote = quote.group(0) if quote else ""
             self.flush()
@@ -249,14 +260,30 @@ class _Scan:
         return s if len(s) <= self.max_chars else s[: self.max_chars - 1].rsplit(" ", 1)[0] + "…"
 
     def _emit(self) -> None:
-        """The sentences (at least ``min_words`` words) of the lines read, as units of the current paragraph."""
+        """The sentences (at least ``min_words`` words) of the lines read, as units of the current paragraph. With
+        ``attach_code``, list items too short to be units ("Obsidian Sync") are appended to the sentence ending in
+        ":" that introduces them: "… for the following services: Obsidian Publish, Obsidian Sync."."""
         joined = _TRAILING_TAGS.sub("", " ".join(self.lines))
+        self.lines.clear()
+        if self.kind == "item" and self.attach_code and self.intro is not None and len(joined.split()) < self.min_words:
+            self.listed.append(joined.rstrip(".;,"))
+            return
+        self._close_list()
         kind: UnitKind = "question" if self.question else self.kind
         for s in [joined] if self.question else _SENTENCE_END.split(joined):
             s = s.strip()
             if len(s.split()) >= self.min_words:
                 self.out.append(Unit(self._cut(s), kind, self.paragraph, self.entry))
-        self.lines.clear()
+        last = self.out[-1] if self.out else None
+        self.intro = len(self.out) - 1 if last and last.kind == "sentence" and last.text.endswith(":") else None
+
+    def _close_list(self) -> None:
+        """Append the short list items read to the sentence that introduced them."""
+        if self.intro is not None and self.listed:
+            u = self.out[self.intro]
+            self.out[self.intro] = Unit(self._cut(f"{u.text} {', '.join(self.listed)}."), u.kind, u.paragraph, u.entry)
+        self.intro = None
+        self.listed = []
 
     def flush(self) -> None:
         """End the paragraph or list item being read."""

@@ -213,15 +213,16 @@ def _with_antecedents(
 ) -> list[Sentence] | None:
     """``s`` with what it needs to make sense, in reading order: a sentence that refers back ("These callouts start
     out collapsed.") comes with the sentences before it in its paragraph — back to the paragraph's start when that
-    is at most ``max_back`` sentences away, else back to the nearest one that does not refer back itself. None when
-    that is not possible (it opens its paragraph, or the chain is longer)."""
+    is at most ``max_back`` sentences away (a FAQ question counting as the start, unless it is right before ``s``),
+    else back to the nearest one that does not refer back itself. None when that is not possible (it opens its
+    paragraph, or the chain is longer)."""
     if not s.refers_back:
         return [s]
     before: list[Sentence] = []
     while len(before) <= max_back:
         prev = by_position.get((s.n, s.position - len(before) - 1))
-        if prev is None or prev.paragraph != s.paragraph:
-            break
+        if prev is None or prev.paragraph != s.paragraph or (before and prev.kind in _OPENERS):
+            break  # a FAQ question comes only with the answer right after it ("No, …")
         before.append(prev)
     if not before:
         return None
@@ -286,7 +287,30 @@ def pick_sentences(
             if nxt.text.lower() not in seen:
                 seen.add(nxt.text.lower())
                 chosen[(nxt.n, nxt.position)] = nxt
+    _complete_intros(chosen, by_position, max_window, max_total)
     return [chosen[k] for k in sorted(chosen)]
+
+
+def _complete_intros(
+    chosen: dict[tuple[int, int], Sentence],
+    by_position: dict[tuple[int, int], Sentence],
+    max_window: int,
+    max_total: int,
+) -> None:
+    """A chosen sentence that ends in ``:`` ("Some purchases are not refundable:") comes with the list items that
+    follow it (up to ``max_window`` - 1, within ``max_total``), whatever their scores, or is left out: quoted
+    without what it introduces it says nothing."""
+    for key in sorted(chosen):
+        s = chosen.get(key)
+        if s is None or not s.text.endswith(":") or (s.n, s.position + 1) in chosen:
+            continue
+        for step in range(1, max_window):
+            item = by_position.get((s.n, s.position + step))
+            if item is None or item.kind != "item" or len(chosen) >= max_total:
+                break
+            chosen[(item.n, item.position)] = item
+        if (s.n, s.position + 1) not in chosen:
+            del chosen[key]
 
 
 def source_line(
