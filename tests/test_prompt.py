@@ -92,3 +92,55 @@ def test_a_sentence_introducing_short_code_gets_the_code_when_quoting():
     text = "To embed a note:\n\n```md\n![[Internal links]]\n```\n\nYou can also embed headings.\n"
     assert candidate_sentences(text, min_words=3, attach_code=True)[0] == "To embed a note: `![[Internal links]]`"
     assert candidate_sentences(text, min_words=3)[0] == "To embed a note:"
+
+
+def test_a_sentence_referring_back_is_quoted_with_its_paragraph_or_not_at_all():
+    tip = [
+        Sentence(1, 0, "Tip - practical advice for the workflow.", 0.3, paragraph=0),
+        Sentence(1, 1, "Use for shortcuts and workarounds.", 0.3, paragraph=0),
+        Sentence(1, 2, "These callouts start out collapsed.", 0.9, paragraph=0, refers_back=True),
+    ]
+    picked = pick_sentences(tip, max_window=1)
+    assert [p.position for p in picked] == [0, 1, 2]
+    assert extractive_body(picked).startswith("Tip - practical advice")
+    alone = [
+        Sentence(1, 0, "Callouts come in several types.", 0.3, paragraph=0),
+        Sentence(1, 1, "These callouts start out collapsed.", 0.9, paragraph=1, refers_back=True),
+    ]
+    assert [p.text for p in pick_sentences(alone, max_window=1)] == ["Callouts come in several types."]
+    # quoted right after the sentence before it, as the passage reads
+    assert [p.position for p in pick_sentences(alone)] == [0, 1]
+
+
+def test_a_faq_question_is_quoted_only_before_the_answer_that_needs_it():
+    faq = [
+        Sentence(1, 0, "Will I lose my remote vault data?", 0.95, kind="question", paragraph=0),
+        Sentence(1, 1, "No, your data is retained for 30 days.", 0.8, paragraph=0, refers_back=True),
+    ]
+    assert [p.kind for p in pick_sentences(faq)] == ["question", "sentence"]
+    assert pick_sentences(faq[:1]) == []
+
+
+def test_list_items_are_quoted_on_lines_of_their_own():
+    picked = [
+        Sentence(1, 0, "To exclude a folder:", 0.9, paragraph=0),
+        Sentence(1, 1, "Open Settings → Sync.", 0.9, kind="item", paragraph=1),
+        Sentence(1, 2, "Select Manage.", 0.9, kind="item", paragraph=2),
+        Sentence(1, 3, "The folder is left out.", 0.9, paragraph=3),
+        Sentence(2, 0, "Another source.", 0.5, paragraph=0),
+    ]
+    assert extractive_body(picked) == (
+        "To exclude a folder:\n- Open Settings → Sync.\n- Select Manage.\n\n"
+        "The folder is left out. [1] Another source. [2]"
+    )
+    assert cited_numbers(extractive_body(picked)) == [1, 2]
+
+
+def test_a_sentence_introducing_a_list_comes_with_its_items_or_not_at_all():
+    listed = [
+        Sentence(1, 0, "Some purchases are not refundable:", 0.9, paragraph=0),
+        Sentence(1, 1, "Catalyst licenses are not refundable.", 0.1, kind="item", paragraph=1),
+        Sentence(1, 2, "Credit is not refundable either.", 0.1, kind="item", paragraph=2),
+    ]
+    assert [p.position for p in pick_sentences(listed)] == [0, 1, 2]
+    assert pick_sentences(listed[:1]) == []

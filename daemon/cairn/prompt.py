@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from cairn.config import CONTEXT_TOKEN_BUDGET
 from cairn.conversation import Turn
+from cairn.passages import UnitKind
 
 SYSTEM_PROMPT = (
     "You answer questions using only the numbered context passages from the user's own notes.\n"
@@ -109,11 +110,14 @@ def clean_markdown_line(line: str) -> str:
 def candidate_sentences(
     text: str, *, min_words: int = 4, max_chars: int = 400, attach_code: bool = False, max_code_chars: int = 160
 ) -> list[str]:
-    """Sentences of a chunk worth quoting: prose only (code fences, table rules and headings
-    skipped), markdown cleaned, split at sentence ends; list items and table rows are sentences of
-    their own. With ``attach_code``, a sentence ending in ``:`` right before a short code block
-    ("To embed a note:" + `![[Internal links]]`) gets the code appended in backticks, since the
-    code is the answer."""
+    """The sentences of a chunk the embedding recipe embeds (:func:`cairn.embedding.embedding_texts`): prose only
+    (code fences, table rules and headings skipped), markdown cleaned, split at sentence ends; list items and table
+    rows are sentences of their own. With ``attach_code``, a sentence ending in ``:`` right before a short code block
+    ("To embed a note:" + `![[Internal links]]`) gets the code appended in backticks.
+
+    Kept as the index's vectors were made: a change here changes every index's sentence vectors (and the retrieval
+    figures), so it goes with a new ``RECIPE_VERSION``. The extractive answer quotes :mod:`cairn.passages`' units,
+    which read links, callouts, lists and FAQs as Obsidian shows them."""
     scan = _SentenceScan(min_words, max_chars, attach_code, max_code_chars)
     for raw in text.splitlines():
         scan.line(raw)
@@ -186,12 +190,48 @@ class _SentenceScan:
 
 @dataclass(frozen=True, slots=True)
 class Sentence:
-    """A candidate sentence: from source ``n`` (1-based), at ``position`` within it, with a relevance ``score``."""
+    """A candidate sentence: from source ``n`` (1-based), at ``position`` within it, with a relevance ``score``.
+    ``kind``, ``paragraph`` and ``refers_back`` come from its unit (:class:`cairn.passages.Unit`): a ``question``
+    is quoted only before the answer that needs it, an ``item`` on a line of its own, and a sentence that refers back
+    only with the sentences before it in its paragraph."""
 
     n: int
     position: int
     text: str
     score: float
+    kind: UnitKind = "sentence"
+    paragraph: int = -1
+    refers_back: bool = False
+
+
+#: Units that open a FAQ entry: quoted only before the answer that needs them, never as an answer.
+_OPENERS = ("question", "heading")
+
+
+def _with_antecedents(
+    s: Sentence, by_position: dict[tuple[int, int], Sentence], max_back: int
+) -> list[Sentence] | None:
+    """``s`` with what it needs to make sense, in reading order: a sentence that refers back ("These callouts start
+    out collapsed.") comes with the sentences before it in its paragraph — back to the paragraph's start when that
+    is at most ``max_back`` sentences away (a FAQ question counting as the start, unless it is right before ``s``),
+    else back to the nearest one that does not refer back itself. None when that is not possible (it opens its
+    paragraph, or the chain is longer)."""
+    if not s.refers_back:
+        return [s]
+    before: list[Sentence] = []
+    while len(before) <= max_back:
+        prev = by_position.get((s.n, s.position - len(before) - 1))
+        if prev is None or prev.paragraph != s.paragraph or (before and prev.kind in _OPENERS):
+            break  # a FAQ question comes only with the answer right after it ("No, …")
+        before.append(prev)
+    if not before:
+        return None
+    if len(before) <= max_back:  # the paragraph starts within reach: quote it from its start
+        return [*reversed(before), s]
+    for i, prev in enumerate(before[:max_back]):
+        if not prev.refers_back:
+            return [*reversed(before[: i + 1]), s]
+    return None
 
 
 def pick_sentences(
@@ -203,18 +243,23 @@ def pick_sentences(
     extend_ratio: float = 0.6,
     max_window: int = 3,
     max_total: int = 6,
+    max_back: int = 2,
 ) -> list[Sentence]:
-    """The best sentences: highest score first, at most ``per_source`` seeds per source, none
-    scoring below ``relative_floor`` × the best. Each seed is then extended with the sentences that
-    follow it in its source (up to ``max_window`` in a row) while they score at least
-    ``extend_ratio`` × the seed — a topic sentence ("Quick fridge pickles for cucumbers.") is
-    usually followed by the detail that answers ("Brine: 500 ml water, …"). At most ``max_total``
+    """The best sentences: highest score first, at most ``per_source`` seeds per source, none scoring below
+    ``relative_floor`` × the best candidate's (a FAQ question's included). A question is never a seed; a sentence
+    that refers back comes with the sentences it needs (:func:`_with_antecedents`), or not at all. Each seed is then
+    extended with the sentences that follow it in its source (up to ``max_window`` in a row, never into a question)
+    while they score at least ``extend_ratio`` × the seed — a topic sentence ("Quick fridge pickles for
+    cucumbers.") is usually followed by the detail that answers ("Brine: 500 ml water, …"). At most ``max_total``
     sentences; returned in reading order (source number, then position)."""
-    if not sentences:
-        return []
-    ranked = sorted(sentences, key=lambda s: (-s.score, s.n, s.position))
-    best = ranked[0].score
     by_position = {(s.n, s.position): s for s in sentences}
+    ranked = sorted(
+        (s for s in sentences if s.kind not in _OPENERS and _with_antecedents(s, by_position, max_back)),
+        key=lambda s: (-s.score, s.n, s.position),
+    )
+    if not ranked:
+        return []
+    best = max(s.score for s in sentences)  # a question that matches best sets the bar for the answers quoted
     chosen: dict[tuple[int, int], Sentence] = {}
     seeds = 0
     per: dict[int, int] = {}
@@ -227,18 +272,45 @@ def pick_sentences(
         key = s.text.lower()
         if key in seen or per.get(s.n, 0) >= per_source or (s.n, s.position) in chosen:
             continue
-        seen.add(key)
+        group = [g for g in _with_antecedents(s, by_position, max_back) or [] if (g.n, g.position) not in chosen]
+        if len(chosen) + len(group) > max_total:
+            continue
         per[s.n] = per.get(s.n, 0) + 1
         seeds += 1
-        chosen[(s.n, s.position)] = s
+        for g in group:
+            seen.add(g.text.lower())
+            chosen[(g.n, g.position)] = g
         for step in range(1, max_window):
             nxt = by_position.get((s.n, s.position + step))
-            if nxt is None or nxt.score < s.score * extend_ratio or len(chosen) >= max_total:
+            if nxt is None or nxt.kind in _OPENERS or nxt.score < s.score * extend_ratio or len(chosen) >= max_total:
                 break
             if nxt.text.lower() not in seen:
                 seen.add(nxt.text.lower())
                 chosen[(nxt.n, nxt.position)] = nxt
+    _complete_intros(chosen, by_position, max_window, max_total)
     return [chosen[k] for k in sorted(chosen)]
+
+
+def _complete_intros(
+    chosen: dict[tuple[int, int], Sentence],
+    by_position: dict[tuple[int, int], Sentence],
+    max_window: int,
+    max_total: int,
+) -> None:
+    """A chosen sentence that ends in ``:`` ("Some purchases are not refundable:") comes with the list items that
+    follow it (up to ``max_window`` - 1, within ``max_total``), whatever their scores, or is left out: quoted
+    without what it introduces it says nothing."""
+    for key in sorted(chosen):
+        s = chosen.get(key)
+        if s is None or not s.text.endswith(":") or (s.n, s.position + 1) in chosen:
+            continue
+        for step in range(1, max_window):
+            item = by_position.get((s.n, s.position + step))
+            if item is None or item.kind != "item" or len(chosen) >= max_total:
+                break
+            chosen[(item.n, item.position)] = item
+        if (s.n, s.position + 1) not in chosen:
+            del chosen[key]
 
 
 def source_line(
@@ -252,15 +324,26 @@ def source_line(
 
 def extractive_body(picked: Sequence[Sentence]) -> str:
     """The extractive answer's text: the picked sentences in reading order, each run of sentences from one
-    source followed by its ``[n]`` (a fixed line that the passages look relevant when none is picked). The sources
-    themselves are not in the text: they travel apart (the ``sources`` event, :func:`sources_list`)."""
-    parts: list[str] = []
+    source followed by its ``[n]`` (a fixed line that the passages look relevant when none is picked). A list item
+    (or table row) is quoted on a line of its own, after ``- ``; prose resumes in a new paragraph after a list.
+    The sources themselves are not in the text: they travel apart (the ``sources`` event, :func:`sources_list`)."""
+    out = ""
     for i, s in enumerate(picked):
-        parts.append(s.text.rstrip())
+        before = picked[i - 1] if i else None
+        item = s.kind == "item"
+        if before is None:
+            out = "- " if item else ""
+        elif item and (before.kind != "item" or before.paragraph != s.paragraph or before.n != s.n):
+            out += "\n- "
+        elif before.kind == "item" and not item:
+            out += "\n\n"  # a new paragraph: Markdown would read a line right after a list item as part of it
+        else:
+            out += " "
+        out += s.text.rstrip()
         following = picked[i + 1] if i + 1 < len(picked) else None
         if following is None or following.n != s.n or following.position != s.position + 1:
-            parts[-1] += f" [{s.n}]"
-    return " ".join(parts) or "These passages from your notes look relevant:"
+            out += f" [{s.n}]"
+    return out or "These passages from your notes look relevant:"
 
 
 def sources_list(cited_lines: Sequence[str], also_lines: Sequence[str] = ()) -> str:

@@ -4,11 +4,14 @@ nothing; ``grounded: false``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from cairn.answers.events import Source
 from cairn.embedding import VectorCache, content_hash, title_hash
 from cairn.notes import strip_block_ids
+from cairn.passages import Unit, passage_units
 from cairn.prompt import Sentence, candidate_sentences, extractive_body, pick_sentences, token_overlap
 from cairn.search import EpochLRU, Query
 
@@ -20,10 +23,11 @@ class ExtractiveAnswers:
     """Extractive answers (module docstring), kept in memory (LRU, :attr:`MAX_ITEMS`) by question and sources:
     the text depends on nothing else. Thread-safe.
 
-    The sentences and titles of indexed chunks were embedded by the indexer with these very texts
-    (:func:`cairn.embedding.embedding_texts` uses the same :func:`~cairn.prompt.candidate_sentences`): their
-    vectors are read from the store's embedding cache, so an answer over indexed notes embeds nothing but the
-    question. Only a sentence changed since (a redacted link, a chunk not embedded yet) is embedded."""
+    Candidates are the sources' units (:func:`cairn.passages.passage_units`), each scored with the vector of the
+    sentence the indexer embedded for it (:class:`IndexedSentences`: most units are that very text; the others —
+    a link's display text kept, a callout title apart, a FAQ question whole — differ by a few words), as are the
+    titles: their vectors are read from the store's embedding cache, so an answer over indexed notes embeds nothing
+    but the question. Only a sentence changed since (a redacted link, a chunk not embedded yet) is embedded."""
 
     #: Weight of the source note's title cosine added to each sentence's own cosine: the title carries the
     #: subject a sentence often leaves out ("Garlic" for "Plant cloves in October, 5 cm deep"). Tuned on the dev
@@ -60,45 +64,116 @@ class ExtractiveAnswers:
 
     def _compose(self, query: Query, sources: Sequence[Source]) -> tuple[str, frozenset[int]]:
         candidates = self._candidates(sources)
-        picked = pick_sentences(self._scored(query, candidates)) if candidates else []
+        picked = pick_sentences(one_entry_each(self._scored(query, candidates))) if candidates else []
         cited = frozenset(s.n for s in picked) or frozenset(s.n for s in sources)
         return extractive_body(picked), cited
 
     @staticmethod
-    def _candidates(sources: Sequence[Source]) -> list[tuple[int, int, str, str, str, str]]:
-        """(n, position, sentence as quoted — block-id markers left out —, sentence in its context, the text the
-        indexer embedded, title)."""
-        out: list[tuple[int, int, str, str, str, str]] = []
+    def _candidates(sources: Sequence[Source]) -> list[_Candidate]:
+        """Every quotable unit of the sources but a chunk's cut-off start and callout titles."""
+        out: list[_Candidate] = []
         for s in sources:
             context = " › ".join(p for p in (s.hit.title, s.hit.symbol) if p)
-            quoted = candidate_sentences(s.hit.text, attach_code=True)[:40]
-            # The same sentences without a code block appended to "…:" — the texts the indexer embedded.
-            plain = candidate_sentences(s.hit.text)[:40]
+            quoted = passage_units(s.hit.text, attach_code=True)[:40]
+            # The same units without a code block appended to "…:", as the indexer embeds such a sentence.
+            plain = passage_units(s.hit.text)[:40]
             if len(plain) != len(quoted):
                 plain = quoted
-            for pos, (raw, embedded) in enumerate(zip(quoted, plain)):
-                sent = strip_block_ids(raw)  # quoted without its ``^blockid``; scored on what the indexer embedded
-                out.append((s.n, pos, sent, f"{context}: {sent}", embedded, s.hit.title))
+            indexed = IndexedSentences(candidate_sentences(s.hit.text, min_words=3))
+            for pos, (unit, embedded) in enumerate(zip(quoted, plain)):
+                if unit.kind in ("fragment", "title"):
+                    continue
+                sent = strip_block_ids(unit.text)  # quoted without its ``^blockid``; scored on what was embedded
+                scored_as = indexed.counterpart(embedded.text)
+                out.append(_Candidate(s.n, pos, sent, f"{context}: {sent}", scored_as, s.hit.title, unit))
         return out
 
-    def _scored(self, query: Query, candidates: list[tuple[int, int, str, str, str, str]]) -> list[Sentence]:
+    def _scored(self, query: Query, candidates: list[_Candidate]) -> list[tuple[Sentence, int, float]]:
+        """(sentence, its FAQ entry, how well it matches the question alone: cosine + keyword bonus)."""
         qvec = self.vectors.embed([query.text])[0]
-        sentences = list(dict.fromkeys(c[4] for c in candidates))
-        titles = list(dict.fromkeys(c[5] for c in candidates))
+        sentences = list(dict.fromkeys(c.embedded for c in candidates))
+        titles = list(dict.fromkeys(c.title for c in candidates))
         vecs = self.vectors.stored_or_embedded(
             [*sentences, *titles], [*map(content_hash, sentences), *map(title_hash, titles)]
         )
         sim = dict(zip([*sentences, *((_TITLE, t) for t in titles)], (vecs @ qvec).tolist()))
         terms = query.terms
-        return [
-            Sentence(
-                n=n,
-                position=pos,
-                text=text,
-                score=sim[embedded]
-                + self.TITLE_PRIOR * sim[(_TITLE, title)]
-                + 0.15 * token_overlap(terms, in_context)
-                - 0.01 * (n - 1),
-            )
-            for n, pos, text, in_context, embedded, title in candidates
-        ]
+        out = []
+        for c in candidates:
+            own = sim[c.embedded] + 0.15 * token_overlap(terms, c.in_context)
+            score = own + self.TITLE_PRIOR * sim[(_TITLE, c.title)] - 0.01 * (c.n - 1)
+            u = c.unit
+            sentence = Sentence(c.n, c.position, c.text, score, u.kind, u.paragraph, u.refers_back)
+            out.append((sentence, u.entry, own))
+        return out
+
+
+class IndexedSentences:
+    """The sentences the indexer embedded for one chunk (:func:`cairn.prompt.candidate_sentences`, as
+    :func:`cairn.embedding.embedding_texts` reads it), to score a unit with a vector the store already holds."""
+
+    #: Share of words two texts must have in common (Jaccard) for one to be scored as the other.
+    SAME_WORDS = 0.6
+
+    def __init__(self, sentences: Sequence[str]) -> None:
+        self.sentences = list(sentences)
+        self._set = set(self.sentences)
+        self._words = [set(re.findall(r"\w+", t.lower())) for t in self.sentences]
+
+    def counterpart(self, text: str) -> str:
+        """The indexed sentence ``text`` stands for: itself when indexed as it is; else the one holding it (a unit
+        the indexer read with a callout title or a trailing tag attached), or held in it (a FAQ question of two
+        sentences), or sharing :data:`SAME_WORDS` of its words (a link whose display text the indexer lost); else
+        ``text`` (embedded when scored)."""
+        if text in self._set:
+            return text
+        for s in self.sentences:
+            if text in s or (s in text and 2 * len(s) >= len(text)):
+                return s
+        words = set(re.findall(r"\w+", text.lower()))
+        best, best_share = text, self.SAME_WORDS
+        for s, other in zip(self.sentences, self._words):
+            share = len(words & other) / max(1, len(words | other))
+            if share >= best_share:
+                best, best_share = s, share
+        return best
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A unit of source ``n`` at ``position``: ``text`` as quoted (block-id markers left out), ``in_context`` (with
+    the note title and heading path, for the keyword bonus), ``embedded`` (the text the indexer embedded)."""
+
+    n: int
+    position: int
+    text: str
+    in_context: str
+    embedded: str
+    title: str
+    unit: Unit
+
+
+#: How far below the best-matching FAQ question of an answer another passage's question may match and still give
+#: its entry's sentences (cosine + keyword bonus).
+ENTRY_MARGIN = 0.1
+
+
+def one_entry_each(scored: Sequence[tuple[Sentence, int, float]]) -> list[Sentence]:
+    """The sentences an answer may quote: from a passage holding FAQ questions, only those of the entry whose
+    question best matches the question (its questions included), and only when that question matches within
+    :data:`ENTRY_MARGIN` of the best question of all the passages; what precedes a passage's first question is left
+    out then (the end of an entry whose question is in another passage, or the FAQ's heading). Passages without a
+    question give all their sentences."""
+    entries: dict[tuple[int, int], float] = {}
+    for s, entry, own in scored:
+        if s.kind in ("question", "heading"):
+            entries[(s.n, entry)] = max(own, entries.get((s.n, entry), -1.0))
+    if not entries:
+        return [s for s, _, _ in scored]
+    best_of: dict[int, tuple[float, int]] = {}
+    for (n, entry), match in entries.items():
+        if n not in best_of or match > best_of[n][0]:
+            best_of[n] = (match, entry)
+    top = max(match for match, _ in best_of.values())
+    keep = {n: entry for n, (match, entry) in best_of.items() if match >= top - ENTRY_MARGIN}
+    return [s for s, entry, _ in scored if s.n not in best_of or keep.get(s.n) == entry]
