@@ -96,6 +96,7 @@ def test_names_are_the_runs_of_capitalised_words_inside_the_question():
     assert capitalised_runs("Is there a plugin that imports my Google Fit step counts?") == ["Google Fit"]
     assert capitalised_runs("I'm moving to Notion - how do I export from Obsidian?") == ["Notion", "Obsidian"]
     assert capitalised_runs("How do I plant garlic?") == []
+    assert capitalised_runs("How do I make tomato sauce? How long does it keep?") == []  # sentences' first words
 
 
 # -- evidence on a real index -----------------------------------------------------------------------------------------

@@ -196,17 +196,22 @@ _NOT_NAMES = frozenset({"I", "I'm", "I've", "I'd", "I'll"})
 
 
 def capitalised_runs(text: str) -> list[str]:
-    """The runs of consecutive words of ``text`` that start with a capital letter (names: "Google Fit"), its first
-    word and "I" left out; a word's trailing dot or apostrophe is dropped."""
+    """The runs of consecutive words of ``text`` that start with a capital letter (names: "Google Fit"), a
+    sentence's first word and "I" left out; a word's trailing dot or apostrophe is dropped."""
     runs: list[str] = []
     run: list[str] = []
-    for i, m in enumerate(_WORD.finditer(text)):
-        word = m.group().rstrip(".'")
-        if i > 0 and word[:1].isupper() and word not in _NOT_NAMES:
+    end = 0
+    starts = True  # the next word opens a sentence
+    for m in _WORD.finditer(text):
+        raw = m.group()
+        starts = starts or any(c in ".?!" for c in text[end : m.start()])
+        word = raw.rstrip(".'")
+        if not starts and word[:1].isupper() and word not in _NOT_NAMES:
             run.append(word)
         elif run:
             runs.append(" ".join(run))
             run = []
+        starts, end = raw.endswith("."), m.end()
     if run:
         runs.append(" ".join(run))
     return runs
