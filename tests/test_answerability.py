@@ -10,9 +10,10 @@ from __future__ import annotations
 import pytest
 
 from cairn.answers import AnswerService
-from cairn.answers.answerability import Answerability, Evidence
+from cairn.answers.answerability import Answerability, Evidence, capitalised_runs
 from cairn.app import build_services
-from cairn.config import NOT_FOUND_ANSWER
+from cairn.config import NOT_FOUND_ANSWER, WEAK_ANSWER_LEAD
+from cairn.contract import agent_answer_json
 from cairn.llm import OpenAIChatModel
 from cairn.policy import Withhold
 from conftest import indexed_cairn
@@ -75,6 +76,29 @@ def test_each_unknown_term_needs_more_evidence():
     assert Answerability.score(Evidence(0.6, 1, 1.0, 0.6)) < Answerability.score(Evidence(0.6, 0, 1.0, 0.6))
 
 
+def test_between_an_answer_and_a_refusal_lies_a_band_of_weak_evidence():
+    assert Answerability.verdict(ANSWERED) == "answer"
+    assert Answerability.verdict(Evidence(coverage=0.0, unknown=0, uncovered=1.0, top=0.4)) == "refuse"
+    verdicts = [Answerability.verdict(Evidence(c / 20, 0, 0.5, 0.6)) for c in range(21)]
+    assert "weak" in verdicts
+    # more coverage never moves a question from answer back to weak, or from weak back to refuse
+    order = {"refuse": 0, "weak": 1, "answer": 2}
+    assert [order[v] for v in verdicts] == sorted(order[v] for v in verdicts)
+
+
+def test_a_name_the_vault_never_holds_weighs_against_an_answer():
+    plain = Evidence(0.8, 0, 0.5, 0.6)
+    named = Evidence(0.8, 0, 0.5, 0.6, names_absent=1)
+    assert Answerability.score(named) < Answerability.score(plain)
+
+
+def test_names_are_the_runs_of_capitalised_words_inside_the_question():
+    assert capitalised_runs("Is there a plugin that imports my Google Fit step counts?") == ["Google Fit"]
+    assert capitalised_runs("I'm moving to Notion - how do I export from Obsidian?") == ["Notion", "Obsidian"]
+    assert capitalised_runs("How do I plant garlic?") == []
+    assert capitalised_runs("How do I make tomato sauce? How long does it keep?") == []  # sentences' first words
+
+
 # -- evidence on a real index -----------------------------------------------------------------------------------------
 
 
@@ -92,6 +116,20 @@ def test_a_name_the_vault_never_mentions_is_an_unknown_term_and_lowers_coverage(
     assert hits and hits[0].file_path == "Orchard/Apricots.md"
     assert ev.unknown == 1 and 0.0 < ev.coverage < 1.0
     assert ev.uncovered == pytest.approx(1.0)  # counted as a term of the largest idf
+
+
+def test_a_common_word_the_vault_does_not_use_weighs_less_than_the_rarest_term(orchard):
+    # "bicycle" is in no chunk: it lowers coverage, but as a common word, not as the rarest term of the vault
+    _, found = evidence_of(orchard, "When should I prune the apricot trees?")
+    _, ev = evidence_of(orchard, "Can I prune the apricot trees from my bicycle?")
+    assert 0.5 < ev.coverage < found.coverage
+
+
+def test_a_name_the_vault_never_holds_is_counted_even_when_its_words_are_common(orchard):
+    _, ev = evidence_of(orchard, "Should I prune the apricot trees with Summer Branch shears?")
+    assert ev.names_absent == 1  # "summer" and "branches" are in the notes, "Summer Branch" is not
+    _, named = evidence_of(orchard, "When do I prune the trees of Apricots?")
+    assert named.names_absent == 0  # the note's title holds it
 
 
 def test_a_common_word_the_vault_does_not_use_is_not_unknown(orchard):
@@ -146,6 +184,15 @@ def test_a_question_the_help_vault_does_not_answer_gets_the_not_found_answer(hel
     assert answer.not_found and answer.text == NOT_FOUND_ANSWER and answer.sources == []
 
 
+def test_a_question_in_other_words_than_the_note_uses_is_answered_from_it(help_cairn):
+    # "cipher" is in no note: the question must not be refused for using the user's word for encryption
+    answer = run(build_services(help_cairn).answers.answer("Which cipher does Sync use to encrypt my vault?"))
+    assert not answer.not_found and not answer.weak and answer.text != NOT_FOUND_ANSWER
+    paths = {s.hit.file_path for s in answer.sources}
+    assert "Obsidian Sync/Security and privacy.md" in paths
+    assert any(s.cited and s.hit.file_path.startswith("Obsidian Sync/") for s in answer.sources)
+
+
 @pytest.mark.parametrize("question", HELP_IN_CORPUS)
 def test_a_question_the_help_vault_answers_gets_an_answer_from_its_notes(help_cairn, question):
     answer = run(build_services(help_cairn).answers.answer(question))
@@ -183,3 +230,35 @@ def test_a_question_the_notes_answer_still_reaches_the_model(sample_cairn):
     assert len(stub.requests) == 1
     assert events[-1][1]["notFound"] is False and events[-1][1]["grounded"] is True
     assert any(s["filePath"] == "Garden/Garlic.md" for s in events[-2][1])
+
+
+#: The Pests note says how to keep slugs off, nothing about lettuce: evidence on the topic, but weak.
+WEAK = "How do I stop slugs eating my lettuce?"
+
+
+def test_weak_evidence_shows_the_closest_passages_cited_and_never_calls_the_model(sample_cairn):
+    async def scenario():
+        async with stub_server("normal") as stub, daemon(sample_cairn, OpenAIChatModel(llm_config(stub.url))) as c:
+            events = await c.ask(WEAK)
+        return stub, events
+
+    stub, events = run(scenario())
+    assert_stream_order(events)
+    assert stub.requests == []
+    text = text_of(events)
+    assert text.startswith(WEAK_ANSWER_LEAD) and text != NOT_FOUND_ANSWER
+    sources = events[-2][1]
+    assert sources and any(s["filePath"] == "Garden/Pests and problems.md" for s in sources)
+    cited = {s["n"] for s in sources if s["cited"]}
+    assert cited and all(f"[{n}]" in text for n in cited)
+    done = events[-1][1]
+    assert done["weak"] is True and done["notFound"] is False and done["grounded"] is False
+
+
+def test_weak_evidence_is_said_in_the_answer_an_agent_or_the_cli_gets(sample_cairn):
+    answer = run(build_services(sample_cairn).answers.answer(WEAK))
+    assert answer.weak and not answer.not_found and answer.text.startswith(WEAK_ANSWER_LEAD)
+    out = agent_answer_json(answer)
+    assert out["weak"] is True and out["notFound"] is False and out["sources"]
+    found = agent_answer_json(run(build_services(sample_cairn).answers.answer(IN_CORPUS)))
+    assert "weak" not in found

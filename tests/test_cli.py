@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from cairn.config import WEAK_ANSWER_LEAD
 from helpers import cairn_env, cairn_executable
 
 pytestmark = pytest.mark.slow  # a `cairn` subprocess per call (1-4 s each)
@@ -494,6 +495,17 @@ def test_ask_json_answer_is_the_answer_alone_and_the_plain_output_adds_the_list(
 def test_ask_the_sample_vault_off_topic_is_not_found(sample_home):
     out = run_json(sample_home, "ask", "What is the capital of France?", "--vault", str(SAMPLE_VAULT), "--json")
     assert (out["notFound"], out["answer"], out["sources"]) == (True, NOT_FOUND, [])
+
+
+def test_ask_with_weak_evidence_says_so_and_cites_the_closest_passages(sample_home):
+    """Passages on the topic that do not clearly answer (the Pests note knows slugs, not lettuce): the answer says so,
+    then cites the closest passages; ``--json`` says ``weak``."""
+    question = "How do I stop slugs eating my lettuce?"
+    text = run_cairn(sample_home, "ask", question, "--vault", str(SAMPLE_VAULT)).stdout
+    assert text.startswith(WEAK_ANSWER_LEAD) and "\n\nSources:\n[" in text, text
+    assert "Garden/Pests and problems.md" in text and "The evidence was weak" in text, text
+    out = sample_ask(sample_home, question)
+    assert (out["weak"], out["notFound"], out["grounded"]) == (True, False, False) and out["sources"]
 
 
 def test_the_sample_vault_is_never_written(sample_home):

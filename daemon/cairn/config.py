@@ -38,6 +38,8 @@ COSINE_FLOOR = 0.35
 CONTEXT_TOKEN_BUDGET = 6000
 RRF_K = 60
 NOT_FOUND_ANSWER = "I couldn't find this in your indexed notes."
+#: The first words of an answer whose evidence is weak (then the closest passages, cited).
+WEAK_ANSWER_LEAD = "I couldn't find a clear answer in your indexed notes. The closest passages say:"
 #: Folders never indexed, whatever the configured globs say.
 ALWAYS_IGNORED = (".obsidian", ".trash", ".git")
 

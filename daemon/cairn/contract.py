@@ -391,6 +391,8 @@ class AnswerView(Protocol):
     def coverage(self) -> IndexCoverage | None: ...
     @property
     def fallback(self) -> str | None: ...
+    @property
+    def weak(self) -> bool: ...
 
 
 #: Ranking internals that MCP results and the CLI's ``ask --json`` leave out.
@@ -477,8 +479,9 @@ def source_json(source: SourceView) -> dict[str, Any]:
 
 
 def answer_json(answer: AnswerView) -> dict[str, Any]:
-    """``{answer, grounded, notFound, sources: [source_json...], elapsedMs, coverage, fallback}`` (``fallback``: why
-    the model's answer was replaced by the extractive one, only when it was)."""
+    """``{answer, grounded, notFound, sources: [source_json...], elapsedMs, coverage, fallback, weak}``
+    (``fallback``: why the model's answer was replaced by the extractive one, only when it was; ``weak``: true only
+    when the evidence was weak and the answer gives the closest passages)."""
     out: dict[str, Any] = {
         "answer": answer.text,
         "grounded": answer.grounded,
@@ -488,6 +491,8 @@ def answer_json(answer: AnswerView) -> dict[str, Any]:
     }
     if answer.fallback is not None:
         out["fallback"] = answer.fallback
+    if answer.weak:
+        out["weak"] = True
     return _with_coverage(out, answer.coverage)
 
 

@@ -17,31 +17,48 @@ Its :class:`Evidence`, all read from the hits and the keyword index the retrieva
   technical term); one the notes lack too is what the question is about and the notes are not;
 - **top**: the best hit's cosine (chunk or sentence): how close the nearest passage is at all.
 
-The rule is a logistic model on these four numbers: answerable when ``INTERCEPT + W_COVERAGE·coverage + W_TOP·top +
-W_UNKNOWN·unknown + W_UNCOVERED·uncovered >= 0``. Coverage and a close top hit speak for an answer, unknown terms
-against. ``uncovered`` weighs *for* an answer once coverage is given: at equal coverage, more uncovered rarity means
+- **names absent**: the runs of capitalised words inside the question (not its first word, nor "I") that no chunk
+  of the vault holds as a phrase. A user writes a product or service by its name ("Google Fit", "Monzo"); one the
+  vault never names is what the question is about and the notes are not, even when each word of it is common
+  ("google" and "fit" are both in the hub, "Google Fit" is not).
+
+A term absent from the vault of one WordPiece (a common word: "cipher", "sluggish") weighs in ``coverage`` as
+:attr:`Answerability.ABSENT_COMMON` of the largest idf, as it counts in ``uncovered``: a question in the user's own
+words uses words the notes do not, and weighing each as the rarest term possible refused such paraphrases.
+
+The rule is a logistic model on these numbers, with three outcomes (:meth:`Answerability.verdict`): ``answer``
+when ``INTERCEPT + W_COVERAGE·coverage + W_TOP·top + W_UNKNOWN·unknown + W_UNCOVERED·uncovered +
+W_NAMES·names_absent >= 0``; ``weak`` when the score is below 0 but not below ``-WEAK_MARGIN`` (the ask path then
+says it found no clear answer and shows the closest passages, without a model); ``refuse`` below (the fixed
+not-found answer). Coverage and a close top hit speak for an answer, unknown terms and absent names against.
+``uncovered`` weighs *for* an answer once coverage is given: at equal coverage, more uncovered rarity means
 more found as well: a question in the user's own words is long and wordy and has much of both, a near miss (a
 question on one kind of tax finds a note on another kind, which holds "tax" but not the rarer word naming the
-kind) is short and specific, and its few terms are either found or not. The weights are fitted by k-fold
-cross-validation on questions with known answers and off-corpus questions of both eval vaults
-(``tests/bench/calibrate_answerability.py``), the intercept at the operating point that keeps answerable questions
-wrongly refused rare. Signals tried and left out (they did not help held out): the best dense score against the
-question's scores over every chunk (z-score, gap to the 100th), the margin between the first and the tenth,
-agreement of the BM25 and dense legs' top notes.
+kind) is short and specific, and its few terms are either found or not. The weights are fitted by grouped k-fold
+cross-validation (questions on one note never on both sides) on questions with known answers, paraphrases written
+apart from them and off-corpus questions of both eval vaults (``tests/bench/calibrate_answerability_grouped.py``);
+the refusal point keeps answerable questions refused rare, the answer point keeps most off-corpus questions below
+it. Signals tried and left out (they did not help held out): the best dense score against the question's scores
+over every chunk (z-score, gap to the 100th), the margin between the first and the tenth, agreement of the BM25 and
+dense legs' top notes, the mean cosine of the top three, the best single chunk's or note's coverage, the count of
+absent common words, the keyword leg's best matched share, the number of notes among the hits, and an embedding
+similarity of each uncovered term to the hits.
 
 Withholding: a chunk the caller may not see does not count, neither as evidence nor for a term's document
 frequency, so the decision says nothing about withheld notes.
 
 Cost: one keyword lookup per question term (:meth:`~cairn.search.keyword.KeywordIndex.term_matches`: the in-memory
-BM25's postings, or FTS5's matches the keyword leg of the retrieval has just read and kept) and one WordPiece count
-per term absent from the vault.
+BM25's postings, or FTS5's matches the keyword leg of the retrieval has just read and kept), one WordPiece count
+per term absent from the vault, and one phrase lookup per capitalised run.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -52,13 +69,18 @@ from cairn.search import CallerView, Hit, Query
 class Evidence:
     """What :class:`Answerability` decides on (module docstring). ``coverage`` in [0, 1] (1 when the question has no
     term with positive idf); ``unknown``: the number of unknown terms; ``uncovered`` >= 0: the rarity summed over the
-    terms no hit holds; ``top``: the best hit's cosine (0 without hits); ``terms``: the question's terms."""
+    terms no hit holds; ``top``: the best hit's cosine (0 without hits); ``terms``: the question's terms;
+    ``names_absent``: the capitalised runs of the question no chunk of the vault holds as a phrase."""
 
     coverage: float
     unknown: int
     uncovered: float = 0.0
     top: float = 1.0
     terms: tuple[str, ...] = ()
+    names_absent: int = 0
+
+
+Verdict = Literal["answer", "weak", "refuse"]
 
 
 class Answerability:
@@ -69,13 +91,16 @@ class Answerability:
 
     #: The logistic model's weights, per unit of each :class:`Evidence` field, and its intercept (the operating point
     #: folded in): the score is >= 0 exactly when the question is answerable (module docstring).
-    INTERCEPT = -11.31
-    W_COVERAGE = 6.82
-    W_TOP = 10.58
-    W_UNKNOWN = -3.00
-    W_UNCOVERED = 2.20
-    #: What a term in no chunk counts in ``uncovered`` when it is a single WordPiece (a common word); an unknown term
-    #: counts 1, as a term of the largest idf.
+    INTERCEPT = -8.635
+    W_COVERAGE = 5.087
+    W_TOP = 7.044
+    W_UNKNOWN = -1.432
+    W_UNCOVERED = 1.290
+    W_NAMES = -3.432
+    #: How far below the answer point a score still gets the closest passages (``weak``) instead of not-found.
+    WEAK_MARGIN = 1.121
+    #: What a term in no chunk counts in ``uncovered``, and the share of the largest idf it weighs in ``coverage``,
+    #: when it is a single WordPiece (a common word); an unknown term counts 1, as a term of the largest idf.
     ABSENT_COMMON = 0.25
     #: WordPieces from which a term absent from the vault counts as unknown.
     UNKNOWN_PIECES = 2
@@ -94,8 +119,9 @@ class Answerability:
             query = Query.parse(query)
         top = max((h.cosine for h in hits), default=0.0)
         terms = [t for t in query.terms if t not in self.FRAMING]
+        names = self._names_absent(query.text, view)
         if not terms:
-            return Evidence(1.0, 0, 0.0, top, ())
+            return Evidence(1.0, 0, 0.0, top, (), names)
         n_rows = view.rows()
         idf_max = math.log((n_rows + 0.5) / 0.5) if n_rows else 0.0
         hit_ids = np.asarray([h.chunk_id for h in hits], dtype=np.int64)
@@ -116,10 +142,16 @@ class Answerability:
             elif self.count_tokens(term) >= self.UNKNOWN_PIECES:
                 unknown += 1
                 uncovered += 1.0
-            else:
+            else:  # a common word the notes do not use: weighs as ABSENT_COMMON of the rarest term, not as it
+                weight_all += (self.ABSENT_COMMON - 1.0) * idf
                 uncovered += self.ABSENT_COMMON
         coverage = weight_found / weight_all if weight_all > 0 else 1.0
-        return Evidence(coverage, unknown, uncovered, top, tuple(terms))
+        return Evidence(coverage, unknown, uncovered, top, tuple(terms), names)
+
+    @staticmethod
+    def _names_absent(text: str, view: CallerView) -> int:
+        """How many of :func:`capitalised_runs` of ``text`` no chunk the caller sees holds as a phrase."""
+        return sum(1 for run in capitalised_runs(text) if not len(view.keyword.phrase_matches(run)[0]))
 
     @classmethod
     def score(cls, evidence: Evidence) -> float:
@@ -130,12 +162,23 @@ class Answerability:
             + cls.W_TOP * evidence.top
             + cls.W_UNKNOWN * evidence.unknown
             + cls.W_UNCOVERED * evidence.uncovered
+            + cls.W_NAMES * evidence.names_absent
         )
 
     @classmethod
     def answers(cls, evidence: Evidence) -> bool:
         """True when ``evidence`` is enough to answer (the rule of the module docstring)."""
         return cls.score(evidence) >= 0.0
+
+    @classmethod
+    def verdict(cls, evidence: Evidence) -> Verdict:
+        """``answer``, ``weak`` (the closest passages, said to be no clear answer) or ``refuse`` (not found)."""
+        score = cls.score(evidence)
+        return "answer" if score >= 0.0 else "weak" if score >= -cls.WEAK_MARGIN else "refuse"
+
+    def judge(self, query: Query | str, hits: Sequence[Hit], view: CallerView) -> Verdict:
+        """:meth:`verdict` of :meth:`evidence`; ``refuse`` without hits."""
+        return self.verdict(self.evidence(query, hits, view)) if hits else "refuse"
 
     def answerable(self, query: Query | str, hits: Sequence[Hit], view: CallerView) -> bool:
         """:meth:`answers` of :meth:`evidence`; False without hits."""
@@ -146,6 +189,32 @@ class Answerability:
         """(k,) int64: the ids of the chunks holding ``term`` as an FTS5 phrase, as the caller's keyword index matches
         it (the keyword leg's matches)."""
         return np.asarray(view.keyword.term_matches(term)[0], dtype=np.int64)
+
+
+_WORD = re.compile(r"[A-Za-z][\w'.+-]*")
+_NOT_NAMES = frozenset({"I", "I'm", "I've", "I'd", "I'll"})
+
+
+def capitalised_runs(text: str) -> list[str]:
+    """The runs of consecutive words of ``text`` that start with a capital letter (names: "Google Fit"), a
+    sentence's first word and "I" left out; a word's trailing dot or apostrophe is dropped."""
+    runs: list[str] = []
+    run: list[str] = []
+    end = 0
+    starts = True  # the next word opens a sentence
+    for m in _WORD.finditer(text):
+        raw = m.group()
+        starts = starts or any(c in ".?!" for c in text[end : m.start()])
+        word = raw.rstrip(".'")
+        if not starts and word[:1].isupper() and word not in _NOT_NAMES:
+            run.append(word)
+        elif run:
+            runs.append(" ".join(run))
+            run = []
+        starts, end = raw.endswith("."), m.end()
+    if run:
+        runs.append(" ".join(run))
+    return runs
 
 
 def _singular(term: str) -> str | None:

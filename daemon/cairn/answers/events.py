@@ -97,9 +97,10 @@ class Sources(_Event):
 
 @dataclass(frozen=True, slots=True)
 class Done(_Event):
-    """``done`` ``{grounded, notFound, elapsedMs, removedCitations, coverage, fallback}``: the last event of every
-    answer (``coverage``: :func:`cairn.contract.coverage_json`, when counted; ``fallback``: why the model's answer
-    was replaced, only when it was)."""
+    """``done`` ``{grounded, notFound, elapsedMs, removedCitations, coverage, fallback, weak}``: the last event of
+    every answer (``coverage``: :func:`cairn.contract.coverage_json`, when counted; ``fallback``: why the model's
+    answer was replaced, only when it was; ``weak``: true only when the evidence was weak and the answer is the
+    closest passages)."""
 
     name: ClassVar[str] = "done"
     grounded: bool
@@ -108,6 +109,7 @@ class Done(_Event):
     removed_citations: int = 0
     coverage: IndexCoverage | None = None
     fallback: str | None = None
+    weak: bool = False
 
     @property
     def data(self) -> dict[str, Any]:
@@ -121,6 +123,8 @@ class Done(_Event):
             out["coverage"] = coverage_json(self.coverage)
         if self.fallback is not None:
             out["fallback"] = self.fallback
+        if self.weak:
+            out["weak"] = True
         return out
 
 
@@ -210,6 +214,8 @@ class Answer:
     coverage: IndexCoverage | None = None
     #: why the model's answer was replaced by the extractive one (``text``), when it was
     fallback: str | None = None
+    #: the evidence was weak: ``text`` says so and gives the closest passages (no model was asked)
+    weak: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return answer_json(self)

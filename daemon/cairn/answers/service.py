@@ -13,6 +13,9 @@ Events (:mod:`cairn.answers.events`):
 - the model's complete answer is unusable (no sentence, only citations, or words not in the passages it cites;
   :mod:`cairn.answers.degenerate`): ``replace`` ``{text, reason}`` with the extractive answer, its ``sources``, and
   ``done`` ``{grounded: false, fallback: reason}``;
+- the evidence is weak (:meth:`~cairn.answers.answerability.Answerability.verdict` ``weak``): the fixed
+  :data:`WEAK_ANSWER_LEAD`, then the extractive answer from the closest passages (numbered citations), ``sources``,
+  ``done`` ``{grounded: false, weak: true}``; the model is never called;
 - nothing passes the floor, or what passes does not answer the question (:mod:`cairn.answers.answerability`):
   the fixed not-found text, ``sources`` ``[]``, ``done``
   ``{notFound: true}``; the model is never called.
@@ -45,7 +48,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
-from cairn.answers.answerability import Answerability
+from cairn.answers.answerability import Answerability, Verdict
 from cairn.answers.citations import CitationFilter
 from cairn.answers.degenerate import unusable_reason
 from cairn.answers.events import (
@@ -62,7 +65,7 @@ from cairn.answers.events import (
     split_pieces,
 )
 from cairn.answers.extractive import ExtractiveAnswers
-from cairn.config import CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER
+from cairn.config import CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER, WEAK_ANSWER_LEAD
 from cairn.contract import LIMITS, IndexCoverage
 from cairn.conversation import Turn, retrieval_text
 from cairn.embedder import Embedder
@@ -200,13 +203,31 @@ class AnswerService:
         """The numbered sources of an answer: retrieved chunks that fit the context budget
         (``CONTEXT_TOKEN_BUDGET`` tokens; lowest-scored dropped first), numbered 1..n in rank order. [] → not found:
         nothing passed the cosine floor, or what did does not answer the question (:mod:`cairn.answers.answerability`).
+        The closest passages of a question whose evidence is weak are sources too (:meth:`judged_context` tells).
         ``view`` (else made from ``withhold``): the caller's view of the index; withheld notes never become sources,
         and ``tally`` receives those the retrieval touched (for the audit log)."""
+        return self.judged_context(
+            question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally, view=view
+        )[0]
+
+    def judged_context(
+        self,
+        question: str | Query,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+        view: CallerView | None = None,
+    ) -> tuple[list[Source], Verdict]:
+        """(:meth:`context`, the answerability verdict: ``answer``, ``weak`` or ``refuse``; [] with ``refuse``)."""
         view = view if view is not None else self.search.view(withhold)
         query = self._query(question, top_k)
         hits = self._retrieved(query, view, top_k, tags, folders, tally)
-        if not self.answerability.answerable(query, hits, view):
-            return []
+        verdict = self.answerability.judge(query, hits, view)
+        if verdict == "refuse":
+            return [], verdict
         # Upper bounds first: a block's tokens are its header's plus its text's (WordPiece never joins across the
         # newline), and the text has at most the chunk's indexed token_count. When the bounds fit, every block
         # does, and nothing is counted; otherwise each block is counted exactly.
@@ -218,7 +239,7 @@ class AnswerService:
         else:
             tokens = [self._count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)]
         kept = select_within_budget([h.score for h in hits], tokens, CONTEXT_TOKEN_BUDGET)
-        return [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)]
+        return [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)], verdict
 
     def retrieve(
         self,
@@ -357,12 +378,10 @@ class AnswerService:
         chosen = chosen if chosen is not None else []
         query = Query.parse(question)
         scope: dict[str, Any] = {"top_k": top_k, "tags": tags, "folders": folders, "tally": tally, "view": view}
-        sources = await asyncio.to_thread(self._followup_context, query, history, scope)
-        if not sources:
-            for piece in split_pieces(NOT_FOUND_ANSWER):
-                yield Token(piece)
-            yield Sources()
-            yield Done(False, not_found=True, elapsed_ms=_elapsed_ms(started))
+        sources, verdict = await asyncio.to_thread(self._followup_context, query, history, scope)
+        if not sources or verdict != "answer":
+            async for event in self._unanswered(query, sources, chosen, started):
+                yield event
             return
         in_prompt, blocks = await asyncio.to_thread(self._prompt, sources)
         if in_prompt:
@@ -394,13 +413,41 @@ class AnswerService:
         yield Sources(tuple(s.to_json() for s in sources))
         yield Done(False, elapsed_ms=_elapsed_ms(started))
 
-    def _followup_context(self, query: Query, history: Sequence[Turn], scope: dict[str, Any]) -> list[Source]:
-        """:meth:`context` of a question asked after ``history``: retrieved with the last question folded in when it
-        refers back (:func:`~cairn.conversation.retrieval_text`), or alone when that finds no answer (the subject
-        changed after all). The extractive answer still picks its sentences for ``query``, this turn's question."""
+    def _followup_context(
+        self, query: Query, history: Sequence[Turn], scope: dict[str, Any]
+    ) -> tuple[list[Source], Verdict]:
+        """:meth:`judged_context` of a question asked after ``history``: retrieved with the last question folded in
+        when it refers back (:func:`~cairn.conversation.retrieval_text`), or alone when that finds no answer (the
+        subject changed after all; a weak folded one gives way to an answer alone). The extractive answer still
+        picks its sentences for ``query``, this turn's question."""
         folded = retrieval_text(query.text, history, LIMITS.text_chars)
-        sources = self.context(Query.parse(folded), **scope) if folded != query.text else []
-        return sources or self.context(query, **scope)
+        found: tuple[list[Source], Verdict] = ([], "refuse")
+        if folded != query.text:
+            found = self.judged_context(Query.parse(folded), **scope)
+            if found[1] == "answer":
+                return found
+        alone = self.judged_context(query, **scope)
+        return alone if alone[1] == "answer" or not found[0] else found
+
+    async def _unanswered(
+        self, query: Query, sources: list[Source], chosen: list[Source], started: float
+    ) -> AsyncGenerator[Event, None]:
+        """Without a model call: no sources → the not-found text, ``sources`` ``[]``, ``done`` ``{notFound: true}``;
+        weak evidence (the closest passages as sources) → :data:`WEAK_ANSWER_LEAD`, the extractive answer from
+        them, its ``sources``, ``done`` ``{grounded: false, weak: true}``."""
+        if not sources:
+            for piece in split_pieces(NOT_FOUND_ANSWER):
+                yield Token(piece)
+            yield Sources()
+            yield Done(False, not_found=True, elapsed_ms=_elapsed_ms(started))
+            return
+        text, cited = await asyncio.to_thread(self.extractive.answer_cited, query, sources)
+        sources = cited_sources(sources, cited)
+        chosen[:] = sources
+        for piece in split_pieces(f"{WEAK_ANSWER_LEAD}\n\n{text}"):
+            yield Token(piece)
+        yield Sources(tuple(s.to_json() for s in sources))
+        yield Done(False, elapsed_ms=_elapsed_ms(started), weak=True)
 
     @staticmethod
     def _unusable(run: _ModelRun, question: str, in_prompt: Sequence[Source]) -> str | None:
@@ -476,6 +523,7 @@ class AnswerService:
             text="".join(parts),
             grounded=final.grounded,
             not_found=final.not_found,
+            weak=final.weak,
             sources=list(chosen),
             elapsed_ms=final.elapsed_ms,
             withheld=tally.count,

@@ -244,6 +244,8 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
         print(f"Warning: {answer.error}", file=sys.stderr)
     elif answer.fallback is not None:
         print(f"\n(Built from your notes' own sentences. {answer.fallback})")
+    elif answer.weak:
+        print("\n(The evidence was weak: these are the closest passages; no language model was asked.)")
     elif not answer.not_found and not answer.grounded:
         print(
             "\n(Built from your notes' own sentences: "
