@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -37,9 +36,10 @@ from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.search.fusion import add_second_best, bm25_scores, fuse
 from cairn.search.hits import Hit, SearchResult, check_query, scope_folders, scope_tags
 from cairn.search.indexed import IndexedCounts
-from cairn.search.keyword import Corpus, KeywordIndex, fts5_bm25
-from cairn.search.lexical import Coverage, Matcher, NoteMap, NoteMaps, Plan, coverage
-from cairn.search.literal import LiteralFinder, Literals, names_hold, passage_share, punctuated
+from cairn.search.keyword import KeywordIndex
+from cairn.search.lexical import Coverage, Matcher, NoteMaps, Plan, coverage
+from cairn.search.literal import Literals, names_hold, passage_share, punctuated
+from cairn.search.literal_rank import checked_literals, find_literals, literal_weights, scored_terms
 from cairn.search.names import NameMatch, Names
 from cairn.search.pipeline import (
     Candidates,
@@ -54,10 +54,9 @@ from cairn.search.pipeline import (
 )
 from cairn.search.query import Query
 from cairn.search.stored import stored_cosines
-from cairn.search.syntax import Phrase, Word
 from cairn.search.vectors import Vectors
 from cairn.search.view import CallerView, Scope, Views
-from cairn.search.visible import VisibleKeyword, VisibleViews
+from cairn.search.visible import VisibleViews
 from cairn.store import ChunkKey, Store
 from cairn.store.reads import note_names_of
 
@@ -77,46 +76,6 @@ def _limit_blas_threads(threads: int) -> None:
 
         threadpool_limits(limits=threads, user_api="blas")
         _blas_limited.add(threads)
-
-
-_PLAIN_WORD = re.compile(r"\w+")
-
-#: Weight of a chunk's own BM25 of a literal beside its note's (:func:`literal_bm25`): it orders the passages of one
-#: note and barely moves a note against another.
-PASSAGE_LITERAL_WEIGHT = 0.1
-
-
-def literal_bm25(found: Mapping[int, int], corpus: Corpus, notes: NoteMap, n_notes: int) -> dict[int, float]:
-    """The score (> 0) of one literal for each chunk of ``found`` ({chunk id: occurrences}): FTS5's BM25 formula
-    with the chunk's note as the document (the note's occurrences over its length in tokens, the notes holding it
-    among the ``n_notes`` notes), plus :data:`PASSAGE_LITERAL_WEIGHT` × that with the chunk as the document
-    (``corpus``: the rows the caller sees). Obsidian matches a note, not a passage: the note holding a literal most
-    densely (the note about it) ranks first."""
-    ids = np.fromiter(found, dtype=np.int64, count=len(found))
-    tf = np.fromiter(found.values(), dtype=np.float64, count=len(found))
-    n_rows = max(corpus.n_rows, len(ids))
-    size = np.maximum(corpus.sizes(ids), 1).astype(np.float64)
-    passage = -fts5_bm25(tf, size, len(ids), n_rows, corpus.n_tokens / n_rows)
-    owner = notes.notes(ids)
-    note_tf: dict[int, float] = {}
-    for note, n in zip(owner.tolist(), tf.tolist()):
-        if note >= 0:
-            note_tf[note] = note_tf.get(note, 0.0) + n
-    held = list(note_tf)
-    score: dict[int, float] = {}
-    if held:
-        n_notes = max(n_notes, len(held))
-        chunks = notes.chunks_of(held)  # only the holders' chunks: sizes may be read from FTS5 row by row
-        sizes = np.bincount(notes.note_of[chunks], weights=corpus.sizes(chunks).clip(min=0), minlength=notes.slots)
-        lengths = np.maximum(sizes[held], 1.0)
-        values = -fts5_bm25(
-            np.asarray([note_tf[n] for n in held]), lengths, len(held), n_notes, corpus.n_tokens / n_notes
-        )
-        score = dict(zip(held, values.tolist()))
-    return {
-        c: score.get(n, 0.0) + PASSAGE_LITERAL_WEIGHT * p
-        for c, p, n in zip(ids.tolist(), passage.tolist(), owner.tolist())
-    }
 
 
 class SearchService:
@@ -328,28 +287,6 @@ class SearchService:
             withheld |= self._touched_passing(found.touched, view, dense)
         return Ranked(tuple(hits), preference, withheld)
 
-    def _literal_weights(self, literal: Literals | None) -> FusionWeights:
-        """The fusion weights of a search: the service's, but the keyword leg's alone (with the note aggregation)
-        when every word of the query is a code (punctuation in it: ``.obsidian``, ``[!info]``, ``C++``) that the
-        index holds as typed. Obsidian's search matches such text, not its meaning, and the embedding model reads
-        ``[!info]`` as the word "info": its cosines then only break ties."""
-        if literal is None or not literal.counts or punctuated(literal.literals) != literal.literals:
-            return self.weights
-        held = {i for counts in literal.counts.values() for i, n in enumerate(counts) if n}
-        if len(held) < len(literal.literals):
-            return self.weights
-        return dataclasses.replace(self.weights, method="convex", alpha=0.0)
-
-    @staticmethod
-    def _scored_terms(terms: Terms, literal: Literals | None) -> tuple[str, ...]:
-        """The terms whose BM25 scores the keyword leg: its terms, but without the prefix and typo expansions when
-        the index holds every word of the query as typed (a longer word a query word begins does not rank one of
-        the notes holding that word above another)."""
-        if literal is None or not literal.counts:
-            return terms.keyword
-        held = {i for counts in literal.counts.values() for i, n in enumerate(counts) if n}
-        return terms.query.keyword_base if len(held) == len(literal.literals) else terms.keyword
-
     def _literal_notes(self, literal: Literals | None) -> dict[int, int]:
         """Note id → how many of the query's words as typed the note holds (none without literal evidence)."""
         notes = self.note_maps.get()
@@ -390,9 +327,9 @@ class SearchService:
             if terms.plan is not None:
                 found = self._coverage(terms, keyword, within, view)
                 keyword = keyword + found.extra
-                words = self._checked_literals(terms) if terms.plan.tiered else ()
+                words = checked_literals(self.store, terms) if terms.plan.tiered else ()
                 if words:
-                    literal = self._literals(words, within, view)
+                    literal = find_literals(self.store, self.keyword, self.note_maps.get(), words, within, view)
                     held = set(keyword)
                     keyword = keyword + [c for c in literal.best_first() if c not in held][: self.CANDIDATES]
         newer = self._embedded_since(dense, within, view)
@@ -402,48 +339,6 @@ class SearchService:
             top, more, redacted = self._dense_leg(dense, within, view)
             pool, touched = top + newer, touched | more
         return Candidates(keyword, pool, found, frozenset(touched), redacted, literal)
-
-    def _checked_literals(self, terms: Terms) -> tuple[tuple[Word | Phrase, str], ...]:
-        """The query's words and phrases whose literal says more than their index token: not a word that the index
-        reads back unchanged (``garden``: a chunk holding the token holds the word), whose holders are its
-        token's and cost a read of every one of them to confirm."""
-        return tuple(
-            (w, lit)
-            for w, lit in terms.literals
-            if not (_PLAIN_WORD.fullmatch(lit) and self.store.fts_tokens(lit) == [lit])
-        )
-
-    def _literals(
-        self, words: Sequence[tuple[Word | Phrase, str]], within: list[int] | None, view: CallerView
-    ) -> Literals:
-        """The chunks holding the query's words as typed (:mod:`cairn.search.literal`), in the caller's view: among
-        the chunks in ``within`` (None: all), withheld ones never, redacted ones by the text the caller is shown;
-        each literal scored by :func:`literal_bm25`."""
-        inside = None if within is None else np.asarray(within, dtype=np.int64)
-
-        def candidates(text: str) -> tuple[np.ndarray, np.ndarray]:
-            if not self.store.fts_tokens(text):
-                return np.zeros(0, dtype=np.int64), np.zeros(0)
-            ids, values = view.keyword.phrase_matches(text)
-            if inside is None:
-                return ids, values
-            keep = np.isin(ids, inside)
-            return ids[keep], values[keep]
-
-        def texts(ids: Sequence[int]) -> dict[int, str]:
-            rows = self.store.chunk_texts(ids)
-            if view.redactor:
-                return {c: "\n".join(view.redact(part) for part in row) for c, row in rows.items()}
-            return {c: "\n".join(row) for c, row in rows.items()}
-
-        keyword = view.keyword
-        corpus = keyword.corpus() if isinstance(keyword, VisibleKeyword) else self.keyword.corpus()
-        notes = self.note_maps.get()
-        hidden = view.withheld.notes if view.withheld else {}
-        n_notes = len(notes.paths) - sum(1 for n in hidden if n in notes.paths)
-        return LiteralFinder(candidates, texts, lambda found: literal_bm25(found, corpus, notes, n_notes)).find(
-            words, view.hidden
-        )
 
     def _keys(self, candidates: list[int], *, mapped: bool) -> dict[int, ChunkKey]:
         """The :class:`~cairn.store.ChunkKey` of each candidate that exists. ``mapped`` (a search, whose plan read the
@@ -585,7 +480,7 @@ class SearchService:
         visible = {c for c in candidates if c in keys and not view.hides(keys[c].note_id, keys[c].path)}
         passing = {c for c in visible if sims.floor.get(c, -1.0) >= self.floor}
         scores = self._leg_scores(rankings, terms, candidates, sims, view, found.literal)
-        weights = self._literal_weights(found.literal) if "bm25" in scores else self.weights
+        weights = literal_weights(self.weights, found.literal) if "bm25" in scores else self.weights
 
         def fused_among(kept: set[int]) -> dict[int, float]:
             return fuse({name: [c for c in ranked if c in kept] for name, ranked in rankings.items()}, scores, weights)
@@ -629,7 +524,7 @@ class SearchService:
             return {}
         scores = {"dense": sims.dense}
         if "bm25" in rankings:
-            scores["bm25"] = bm25_scores(view.keyword, self._scored_terms(terms, literal), candidates)
+            scores["bm25"] = bm25_scores(view.keyword, scored_terms(terms, literal), candidates)
             if literal is not None:  # each literal counts as one more term of the query
                 bm25 = scores["bm25"]
                 for c, value in literal.bm25.items():
