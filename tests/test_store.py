@@ -405,3 +405,23 @@ def test_the_daemons_close_marks_its_index_closed_cleanly(tmp_path, embedder):
     assert not config.db_path.with_name(config.db_path.name + CLEAN_SUFFIX).exists()
     Cairn(config, embedder=embedder, verify=True).close()
     assert config.db_path.with_name(config.db_path.name + CLEAN_SUFFIX).exists()
+
+
+def test_the_notes_generation_moves_with_the_notes_rows_and_not_with_vectors(tmp_path):
+    """What depends on the notes' names and chunks alone (the note map, the names index) is rebuilt after a note is
+    written, skipped or deleted, and not after each commit of vectors (many a second while a large vault embeds)."""
+    store = Store(tmp_path / "index.sqlite3")
+    start = store.notes_generation()
+    store.write_note(_note(), _chunks("alpha", "beta"), [], [])
+    written = store.notes_generation()
+    assert written > start
+    pending = store.pending_chunks(10)
+    vec = np.ones(384, np.float32) / np.sqrt(384)
+    store.set_vectors([(p.chunk_id, p.content_hash, vec, [(u.unit_id, vec) for u in p.sentences]) for p in pending])
+    store.touch_note("a.md", 123, 4)
+    assert store.notes_generation() == written
+    store.write_skipped("b.md", kind="md", title="b", mtime_ns=1, size=1, content_hash="x", reason="too big")
+    skipped = store.notes_generation()
+    assert skipped > written
+    assert store.delete_note("a.md") and store.notes_generation() > skipped
+    store.close()

@@ -22,7 +22,6 @@ import numpy as np
 
 from cairn.errors import BadRequestError
 from cairn.notes import normalise_tag
-from cairn.search.cache import StoreEpoch
 from cairn.search.names import NameMatch, NameTerm, name_terms
 from cairn.search.query import Query
 from cairn.search.syntax import And, Field, Node, Not, Or, Phrase, Word
@@ -92,23 +91,22 @@ class NoteMap:
 
 
 class NoteMaps:
-    """The :class:`NoteMap` of the store's current epoch, read again after a commit (one query of two columns)."""
+    """The :class:`NoteMap` of the store's notes now, read again after a commit that changed a note's chunks (one
+    query of two columns; not after a commit of vectors: :meth:`Store.notes_generation`)."""
 
-    def __init__(self, store: Store, epoch: StoreEpoch) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
-        self.epoch = epoch
         self._held: tuple[int, NoteMap] | None = None
         self._lock = threading.Lock()
 
     def get(self) -> NoteMap:
-        epoch = self.epoch.value
+        generation = self.store.notes_generation()
         held = self._held
-        if held is not None and held[0] == epoch:
+        if held is not None and held[0] == generation:
             return held[1]
-        note_map = NoteMap.read(self.store)
+        note_map = NoteMap.read(self.store)  # a commit after the generation was read: read again at the next call
         with self._lock:
-            if self.epoch.value == epoch:
-                self._held = (epoch, note_map)
+            self._held = (generation, note_map)
         return note_map
 
 

@@ -18,7 +18,6 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from cairn.search.cache import StoreEpoch
 from cairn.store import Store
 
 
@@ -70,14 +69,14 @@ def name_terms(
 
 
 class Names:
-    """The notes a query names (module docstring). Holds, per store epoch, an inverted index name token → notes
-    (names are tokenized once per text: a commit costs one read of the titles)."""
+    """The notes a query names (module docstring). Holds an inverted index name token → notes, read again after a
+    commit that changed a note's row (:meth:`Store.notes_generation`; names are tokenized once per text: such a
+    commit costs one read of the titles, a commit of vectors nothing)."""
 
     MAX_NAMES = 200_000
 
-    def __init__(self, store: Store, epoch: StoreEpoch) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
-        self.epoch = epoch
         self._tokens: dict[str, frozenset[str]] = {}
         self._held: tuple[int, dict[str, set[int]], list[str], dict[int, list[frozenset[str]]]] | None = None
         self._lock = threading.Lock()
@@ -92,9 +91,9 @@ class Names:
 
     def _index(self) -> tuple[dict[str, set[int]], list[str], dict[int, list[frozenset[str]]]]:
         """(token → note ids whose names hold it, the tokens sorted, note id → its names' tokens) now."""
-        epoch = self.epoch.value
+        generation = self.store.notes_generation()
         held = self._held
-        if held is not None and held[0] == epoch:
+        if held is not None and held[0] == generation:
             return held[1], held[2], held[3]
         by_token: dict[str, set[int]] = {}
         names: dict[int, list[frozenset[str]]] = {}
@@ -103,10 +102,10 @@ class Names:
             for tokens in names[note_id]:
                 for t in tokens:
                     by_token.setdefault(t, set()).add(note_id)
-        with self._lock:
-            if self.epoch.value == epoch:
-                self._held = (epoch, by_token, sorted(by_token), names)
-        return by_token, sorted(by_token), names
+        ordered = sorted(by_token)
+        with self._lock:  # read at or after ``generation``: a later commit is read again at the next call
+            self._held = (generation, by_token, ordered, names)
+        return by_token, ordered, names
 
     def named(
         self,

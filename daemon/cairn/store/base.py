@@ -344,6 +344,22 @@ class StoreBase:
             "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
 
+    @staticmethod
+    def _bump_notes_generation(c: apsw.Connection) -> None:
+        # meta 'notes_generation': bumped in every transaction that adds, rewrites or removes a note's row (its
+        # name, aliases, chunks), so readers holding what depends on those alone (the note map, the names index)
+        # rebuild it then, and not after a commit of vectors.
+        c.execute(
+            "INSERT INTO meta(key, value) VALUES('notes_generation', '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    def notes_generation(self) -> int:
+        """A counter bumped by every committed change to the notes' rows and chunks (any connection, any process);
+        not by vectors, links or a note's new mtime."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key='notes_generation'").fetchone()
+        return int(row[0]) if row else 0
+
     def wal_checkpoint(self) -> None:
         """Truncate the WAL so it stays bounded during long indexing."""
         with self._write_lock:

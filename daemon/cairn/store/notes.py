@@ -57,6 +57,7 @@ class NoteTables(StoreBase):
 
     def _put_note_row(self, c: apsw.Connection, note: NoteRecord) -> int:
         """Insert ``note``'s row, or update it (its old contents deleted) when its path is known; its id."""
+        self._bump_notes_generation(c)
         row = c.execute("SELECT id FROM notes WHERE path=?", (note.path,)).fetchone()
         values = (
             note.kind,
@@ -120,6 +121,7 @@ class NoteTables(StoreBase):
         Any rows from an earlier good version are removed in the same transaction."""
         now = time.time()
         with self._write_lock, self.conn as c:
+            self._bump_notes_generation(c)
             row = c.execute("SELECT id FROM notes WHERE path=?", (path,)).fetchone()
             if row:
                 self._delete_note_contents(c, row[0])
@@ -146,6 +148,7 @@ class NoteTables(StoreBase):
         with self._write_lock, self.conn as c:
             row = c.execute("SELECT id FROM notes WHERE path=?", (path,)).fetchone()
             if row:
+                self._bump_notes_generation(c)
                 self._delete_note_contents(c, row[0])
                 c.execute("DELETE FROM notes WHERE id=?", (row[0],))
         return bool(row)
