@@ -21,6 +21,9 @@ from cairn.search.visible import VisibleKeyword
 from cairn.store import Store
 
 _PLAIN_WORD = re.compile(r"\w+")
+#: Words and phrases of one query checked as typed, the first ones (a short search has at most three words; a query
+#: in Obsidian's syntax may have many).
+MAX_CHECKED_WORDS = 4
 
 #: Weight of a chunk's own BM25 of a literal beside its note's (:func:`literal_bm25`): it orders the passages of one
 #: note and barely moves a note against another.
@@ -86,10 +89,11 @@ def scored_terms(terms: Terms, literal: Literals | None) -> tuple[str, ...]:
 def checked_literals(store: Store, terms: Terms) -> tuple[tuple[Word | Phrase, str], ...]:
     """The query's words and phrases whose literal says more than their index token: not a word that the index
     reads back unchanged (``garden``: a chunk holding the token holds the word), whose holders are its
-    token's and cost a read of every one of them to confirm."""
+    token's and cost a read of every one of them to confirm. At most :data:`MAX_CHECKED_WORDS`, the first ones: each
+    costs up to :data:`~cairn.search.literal.MAX_CHECKED` texts read (a pasted log line in quotes holds dozens)."""
     return tuple(
         (w, lit) for w, lit in terms.literals if not (_PLAIN_WORD.fullmatch(lit) and store.fts_tokens(lit) == [lit])
-    )
+    )[:MAX_CHECKED_WORDS]
 
 
 def find_literals(
@@ -114,11 +118,19 @@ def find_literals(
         keep = np.isin(ids, inside)
         return ids[keep], values[keep]
 
+    mask = view.symbol_masker()
+    redact = view.redact if view.redactor else None
+
     def texts(ids: Sequence[int]) -> dict[int, str]:
-        rows = store.chunk_texts(ids)
-        if view.redactor:
-            return {c: "\n".join(view.redact(part) for part in row) for c, row in rows.items()}
-        return {c: "\n".join(row) for c, row in rows.items()}
+        """Each chunk's title, heading path and text as the caller is shown them (:func:`~cairn.search.pipeline.
+        make_hit`): text redacted, heading path masked (a withheld note's name in it never counts)."""
+        out: dict[int, str] = {}
+        for c, row in store.chunk_rows(ids).items():
+            text, symbol = (redact(row.text), redact(row.symbol)) if redact else (row.text, row.symbol)
+            if mask is not None and row.kind != "pdf":
+                symbol = mask(row.path, row.symbol)
+            out[c] = f"{row.title}\n{symbol}\n{text}"
+        return out
 
     keyword = view.keyword
     corpus = keyword.corpus() if isinstance(keyword, VisibleKeyword) else keyword_index.corpus()

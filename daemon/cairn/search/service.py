@@ -289,10 +289,9 @@ class SearchService:
 
     def _literal_notes(self, literal: Literals | None) -> dict[int, int]:
         """Note id → how many of the query's words as typed the note holds (none without literal evidence)."""
-        notes = self.note_maps.get()
         if literal is None:
             return {}
-        return literal.by_note(notes.notes)
+        return literal.by_note(self.note_maps.get().notes)
 
     def _plan(self, query: Query, view: CallerView) -> Plan:
         """The search :class:`~cairn.search.lexical.Plan` of ``query`` (Obsidian's syntax) in the caller's view."""
@@ -381,16 +380,18 @@ class SearchService:
             max_extra=self.CANDIDATES,
             full=plan.full,
             tiered=plan.tiered,
-            names=lambda notes: self._named_literally(self.names.named(notes, plan.name_terms, names), terms),
+            names=lambda notes: self._named_literally(self.names.named(notes, plan.name_terms, names), terms, view),
         )
 
-    def _named_literally(self, named: dict[int, NameMatch], terms: Terms) -> dict[int, NameMatch]:
-        """``named`` without the notes none of whose names (title, aliases) holds the query's punctuated words as
-        typed: ``.obsidian`` names no note called "How Obsidian stores data"."""
+    def _named_literally(self, named: dict[int, NameMatch], terms: Terms, view: CallerView) -> dict[int, NameMatch]:
+        """``named`` without the notes none of whose names (title, aliases; as the caller sees them: redacted) holds
+        the query's punctuated words as typed: ``.obsidian`` names no note called "How Obsidian stores data"."""
         wanted = punctuated(lit for _, lit in terms.literals)
         if not wanted or not named:
             return named
         texts = note_names_of(self.store, named)
+        if view.redactor:
+            texts = {n: [view.redact(t) for t in names] for n, names in texts.items()}
         return {n: m for n, m in named.items() if names_hold(texts.get(n, []), wanted)}
 
     def _embedded_since(self, dense: DenseContext, within: list[int] | None, view: CallerView) -> list[int]:
