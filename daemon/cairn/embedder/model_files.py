@@ -111,6 +111,8 @@ class TokenCounter:
         if cls_id is None or sep_id is None:
             raise ModelError(f"Embedding tokenizer {path} has no [CLS]/[SEP] tokens. {fix_hint(self.model_dir)}")
         self._tok = tok
+        # Ids without character offsets where the library has it (tokenizers >= 0.20), else the full encoding.
+        self._encode_batch = getattr(tok, "encode_batch_fast", tok.encode_batch)
         self.cls_id: int = cls_id
         self.sep_id: int = sep_id
 
@@ -120,7 +122,7 @@ class TokenCounter:
 
     def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
         """:meth:`count_tokens` for many texts at once (tokenised in parallel, without character offsets)."""
-        return [len(e.ids) for e in self._tok.encode_batch_fast(list(texts), add_special_tokens=False)]
+        return [len(e.ids) for e in self._encode_batch(list(texts), add_special_tokens=False)]
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character ``(start, end)`` offsets in ``text`` of each content token, in order.
@@ -138,8 +140,7 @@ class TokenCounter:
         """
         keep = self.max_tokens - 2
         return [
-            [self.cls_id, *e.ids[:keep], self.sep_id]
-            for e in self._tok.encode_batch_fast(list(texts), add_special_tokens=False)
+            [self.cls_id, *e.ids[:keep], self.sep_id] for e in self._encode_batch(list(texts), add_special_tokens=False)
         ]
 
 

@@ -368,22 +368,31 @@ class StoreBase:
             except apsw.BusyError:  # readers active; try again next time
                 pass
 
-    def integrity_problems(self, *, full: bool = False) -> list[str]:
+    def integrity_problems(self, *, full: bool = False, pages: bool = True) -> list[str]:
         """What is wrong with the database, [] when nothing: ``PRAGMA quick_check`` (``integrity_check`` when
-        ``full``), the FTS5 integrity check, and the store's own invariants (one FTS row per chunk; a chunk is
-        marked embedded exactly when its vector exists). Never raises for a damaged file: the error is a problem."""
+        ``full``) and the FTS5 integrity check (both only when ``pages``: they read every page), and the store's own
+        invariants (one FTS row per chunk; a chunk is marked embedded exactly when its vector exists). Never raises
+        for a damaged file: the error is a problem."""
         problems: list[str] = []
         c = self.conn
-        pragma = "integrity_check" if full else "quick_check"
-        try:
-            rows = [r[0] for r in c.execute(f"PRAGMA {pragma}")]
-            if rows != ["ok"]:
-                lines = [ln for r in rows for ln in str(r).splitlines() if ln.strip()]
-                problems.append(
-                    f"{pragma}: " + "; ".join(lines[:3]) + (f" (+{len(lines) - 3} more)" if len(lines) > 3 else "")
-                )
-        except apsw.Error as exc:
-            return [f"{pragma} failed: {exc}"]
+        if pages:
+            pragma = "integrity_check" if full else "quick_check"
+            try:
+                problems = self._page_problems(c, pragma)
+            except apsw.Error as exc:
+                return [f"{pragma} failed: {exc}"]
+        return problems + self._invariant_problems(c)
+
+    def _page_problems(self, c: apsw.Connection, pragma: str) -> list[str]:
+        """``pragma`` (quick_check / integrity_check) and the FTS5 integrity check. Raises :class:`apsw.Error` when
+        the pragma cannot run."""
+        problems: list[str] = []
+        rows = [r[0] for r in c.execute(f"PRAGMA {pragma}")]
+        if rows != ["ok"]:
+            lines = [ln for r in rows for ln in str(r).splitlines() if ln.strip()]
+            problems.append(
+                f"{pragma}: " + "; ".join(lines[:3]) + (f" (+{len(lines) - 3} more)" if len(lines) > 3 else "")
+            )
         try:
             with self._write_lock, c:  # a no-op write transaction: the check is an INSERT command
                 c.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 1)")
@@ -391,6 +400,12 @@ class StoreBase:
             pass
         except apsw.Error as exc:
             problems.append(f"FTS5 integrity-check: {exc}")
+        return problems
+
+    @staticmethod
+    def _invariant_problems(c: apsw.Connection) -> list[str]:
+        """The store's own invariants: one FTS row per chunk; a chunk marked embedded exactly when its vector exists."""
+        problems: list[str] = []
         try:
             chunks = scalar(c, "SELECT count(*) FROM chunks")
             fts = scalar(c, "SELECT count(*) FROM chunks_fts")

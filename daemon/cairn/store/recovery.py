@@ -278,7 +278,10 @@ def _closed_cleanly(db_path: Path) -> bool:
     except (OSError, ValueError):
         return False
     finally:
-        marker.unlink(missing_ok=True)
+        try:
+            marker.unlink(missing_ok=True)
+        except OSError as exc:  # held by another program (Windows): the file is checked at the next start too
+            log.warning("cannot delete %s: %s", marker, exc)
     try:
         st = os.stat(db_path)
         if not isinstance(recorded, dict) or (recorded.get("size"), recorded.get("ino")) != (st.st_size, st.st_ino):
@@ -290,8 +293,8 @@ def _closed_cleanly(db_path: Path) -> bool:
 
 def open_verified(db_path: Path | str, *, vault: Path | str | None = None):
     """Open the index at ``db_path`` (for ``vault``: see :class:`~cairn.store.Store`) after checking it
-    (quick_check, FTS5 integrity, invariants), unless it is byte for byte what a clean close left
-    (:func:`mark_closed_cleanly`). A file that cannot be opened or fails a check is quarantined and a fresh, empty
+    (quick_check, FTS5 integrity, invariants; the invariants alone when it is byte for byte what a clean close left:
+    :func:`mark_closed_cleanly`). A file that cannot be opened or fails a check is quarantined and a fresh, empty
     index is made; so is an index built for another vault (moved to ``.other-vault-<time>``).
     Returns ``(store, recovered)`` with ``recovered`` None or as :func:`quarantine` returns.
     A database from a newer Cairn is refused (:class:`~cairn.errors.SchemaTooNewError`), never moved."""
@@ -310,7 +313,7 @@ def open_verified(db_path: Path | str, *, vault: Path | str | None = None):
         recovered = quarantine(db_path, f"cannot open: {getattr(exc, 'message', None) or exc}")
         return Store(db_path, vault=vault), recovered
     try:
-        problems = [] if unchanged else store.integrity_problems()
+        problems = store.integrity_problems(pages=not unchanged)
     except apsw.Error as exc:
         problems = [f"check failed: {exc}"]
     if not problems:
