@@ -192,7 +192,9 @@ class Answerability:
 
 
 _WORD = re.compile(r"[A-Za-z][\w'.+-]*")
-_NOT_NAMES = frozenset({"I", "I'm", "I've", "I'd", "I'll"})
+#: Capitalised words that name no thing of their own: "I", and the kinds of file Cairn indexes ("the PDF" is an
+#: attachment of the vault, whose text never says "PDF").
+_NOT_NAMES = frozenset({"I", "I'm", "I've", "I'd", "I'll", "PDF", "PDFs"})
 
 
 def capitalised_runs(text: str) -> list[str]:

@@ -124,12 +124,15 @@ def find_literals(
     def texts(ids: Sequence[int]) -> dict[int, str]:
         """Each chunk's title, heading path and text as the caller is shown them (:func:`~cairn.search.pipeline.
         make_hit`): text redacted, heading path masked (a withheld note's name in it never counts)."""
+        rows = store.chunk_texts(ids)
+        owners = dict(zip(rows, notes.notes(np.fromiter(rows, dtype=np.int64, count=len(rows))).tolist()))
         out: dict[int, str] = {}
-        for c, row in store.chunk_rows(ids).items():
-            text, symbol = (redact(row.text), redact(row.symbol)) if redact else (row.text, row.symbol)
-            if mask is not None and row.kind != "pdf":
-                symbol = mask(row.path, row.symbol)
-            out[c] = f"{row.title}\n{symbol}\n{text}"
+        for c, (title, raw_symbol, raw_text) in rows.items():
+            text, symbol = (redact(raw_text), redact(raw_symbol)) if redact else (raw_text, raw_symbol)
+            if mask is not None:  # a chunk missing from the note map (added since): no heading path at all
+                path = notes.paths.get(owners[c])
+                symbol = mask(path, raw_symbol) if path is not None else ""
+            out[c] = f"{title}\n{symbol}\n{text}"
         return out
 
     keyword = view.keyword
