@@ -128,7 +128,16 @@ class TextRun:
 
     def write_changed(self, files: list[VaultFile], full: bool) -> None:
         """Read ``files`` (those that may have changed) and write those whose bytes changed, a batch at a time
-        (until ``stop()``); up to :data:`PARSE_AHEAD` batches are parsed while one is written."""
+        (until ``stop()``); up to :data:`PARSE_AHEAD` batches are parsed while one is written. A whole-vault run's
+        batches are :meth:`Store.bulk_batches <cairn.store.Store.bulk_batches>`: searches meanwhile may rank with
+        a note map a moment old."""
+        if self.superseded is None:
+            self._write_changed(files, full)
+            return
+        with self.indexer.store.bulk_batches():
+            self._write_changed(files, full)
+
+    def _write_changed(self, files: list[VaultFile], full: bool) -> None:
         ahead: deque[_Batch] = deque()
         for batch in self._read_batches(files, full):
             self._start_parse(batch)

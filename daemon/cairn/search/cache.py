@@ -101,3 +101,35 @@ class EpochLRU(Generic[K, V]):
         with self._lock:
             self._entries.clear()
             self._total = 0
+
+
+class NotesSnapshot(Generic[V]):
+    """A value read from the notes' rows (``read()``: the note map, the names index, FTS5's vocabulary), read again
+    when they changed (:meth:`Store.notes_generations`): at once after a change while no whole-vault run writes;
+    while one writes batch after batch (a first index), at most every ``max(MIN_LAG_S, LAG_FACTOR × the last read's
+    seconds)``, so a search then does not pay a whole read per batch committed. What the value lacks meanwhile is
+    still found (FTS5 and the vectors are read live); it only ranks without the note-level evidence for a moment.
+    Thread-safe; two threads may both read, the later one kept."""
+
+    MIN_LAG_S = 5.0
+    LAG_FACTOR = 10.0
+
+    def __init__(self, store: Store, read: Callable[[], V]) -> None:
+        self.store = store
+        self.read = read
+        self._held: tuple[tuple[int, int], float, float, V] | None = None  # generations, read at, lag (s), value
+        self._lock = threading.Lock()
+
+    def get(self) -> V:
+        generations = self.store.notes_generations()
+        held = self._held
+        if held is not None:
+            (notes, settled), at, lag, value = held
+            if (notes, settled) == generations or (settled == generations[1] and time.monotonic() - at < lag):
+                return value
+        started = time.monotonic()
+        value = self.read()  # at or after ``generations``: a commit meanwhile is read at a later call
+        lag = max(self.MIN_LAG_S, self.LAG_FACTOR * (time.monotonic() - started))
+        with self._lock:
+            self._held = (generations, started, lag, value)
+        return value

@@ -36,7 +36,7 @@ from cairn.memory import trim_heap
 from cairn.ranking import fts_phrase
 from cairn.search import bm25_file
 from cairn.search.bm25_file import KeptBm25
-from cairn.search.cache import EpochLRU, StoreEpoch
+from cairn.search.cache import EpochLRU, NotesSnapshot, StoreEpoch
 from cairn.search.postings import Postings, PostingsBuilder
 from cairn.search.vocabulary import Vocabularies, Vocabulary
 from cairn.store import Store
@@ -378,7 +378,7 @@ class KeywordIndex:
         self._terms_held: EpochLRU[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = EpochLRU(
             self.TERM_CACHE_MAX_ROWS, size=lambda v: len(v[0])
         )
-        self._fts_vocabulary: tuple[int, Vocabulary] | None = None
+        self._fts_vocabulary = NotesSnapshot(store, lambda: Vocabulary(*store.fts_vocabulary()))
         self._auto = False
         self._building: threading.Thread | None = None
         self._started_at = -math.inf
@@ -462,17 +462,13 @@ class KeywordIndex:
 
     def vocabularies(self) -> list[Vocabulary]:
         """The vocabularies of the index as it is now (tokens and row counts, for prefix and typo expansion): the
-        in-memory BM25's when it is built, else FTS5's own (read with ``fts5vocab``, kept for the epoch)."""
+        in-memory BM25's when it is built, else FTS5's own (read with ``fts5vocab``, kept while the notes are
+        unchanged)."""
         self._follow()
         held = self.terms.vocabularies()
         if held is not None:
             return held
-        epoch = self.epoch.value
-        cached = self._fts_vocabulary
-        if cached is None or cached[0] != epoch:
-            cached = (epoch, Vocabulary(*self.store.fts_vocabulary()))
-            self._fts_vocabulary = cached
-        return [cached[1]]
+        return [self._fts_vocabulary.get()]
 
     def phrase_matches(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(chunk ids, bm25) of every chunk holding ``text`` as an exact phrase (its tokens in order), quoted by us

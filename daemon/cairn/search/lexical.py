@@ -13,7 +13,6 @@ others.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,6 +21,7 @@ import numpy as np
 
 from cairn.errors import BadRequestError
 from cairn.notes import normalise_tag
+from cairn.search.cache import NotesSnapshot
 from cairn.search.names import NameMatch, NameTerm, name_terms
 from cairn.search.query import Query
 from cairn.search.syntax import And, Field, Node, Not, Or, Phrase, Word
@@ -92,22 +92,15 @@ class NoteMap:
 
 class NoteMaps:
     """The :class:`NoteMap` of the store's notes now, read again after a commit that changed a note's chunks (one
-    query of two columns; not after a commit of vectors: :meth:`Store.notes_generation`)."""
+    query of two columns; not after a commit of vectors), a moment late during a whole-vault run
+    (:class:`~cairn.search.cache.NotesSnapshot`)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._held: tuple[int, NoteMap] | None = None
-        self._lock = threading.Lock()
+        self._snapshot = NotesSnapshot(store, lambda: NoteMap.read(store))
 
     def get(self) -> NoteMap:
-        generation = self.store.notes_generation()
-        held = self._held
-        if held is not None and held[0] == generation:
-            return held[1]
-        note_map = NoteMap.read(self.store)  # a commit after the generation was read: read again at the next call
-        with self._lock:
-            self._held = (generation, note_map)
-        return note_map
+        return self._snapshot.get()
 
 
 @dataclass(frozen=True)

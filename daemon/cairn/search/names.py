@@ -14,10 +14,10 @@ A named note ranks by how many of the query's tokens its closest name holds exac
 from __future__ import annotations
 
 import bisect
-import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from cairn.search.cache import NotesSnapshot
 from cairn.store import Store
 
 
@@ -70,16 +70,16 @@ def name_terms(
 
 class Names:
     """The notes a query names (module docstring). Holds an inverted index name token → notes, read again after a
-    commit that changed a note's row (:meth:`Store.notes_generation`; names are tokenized once per text: such a
-    commit costs one read of the titles, a commit of vectors nothing)."""
+    commit that changed a note's row (:class:`~cairn.search.cache.NotesSnapshot`: a moment late during a whole-vault
+    run; names are tokenized once per text: such a commit costs one read of the titles, a commit of vectors
+    nothing)."""
 
     MAX_NAMES = 200_000
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._tokens: dict[str, frozenset[str]] = {}
-        self._held: tuple[int, dict[str, set[int]], list[str], dict[int, list[frozenset[str]]]] | None = None
-        self._lock = threading.Lock()
+        self._snapshot = NotesSnapshot(store, self._read)
 
     def tokens(self, name: str) -> frozenset[str]:
         held = self._tokens.get(name)
@@ -91,10 +91,9 @@ class Names:
 
     def _index(self) -> tuple[dict[str, set[int]], list[str], dict[int, list[frozenset[str]]]]:
         """(token → note ids whose names hold it, the tokens sorted, note id → its names' tokens) now."""
-        generation = self.store.notes_generation()
-        held = self._held
-        if held is not None and held[0] == generation:
-            return held[1], held[2], held[3]
+        return self._snapshot.get()
+
+    def _read(self) -> tuple[dict[str, set[int]], list[str], dict[int, list[frozenset[str]]]]:
         by_token: dict[str, set[int]] = {}
         names: dict[int, list[frozenset[str]]] = {}
         for note_id, texts in self.store.note_names().items():
@@ -102,10 +101,7 @@ class Names:
             for tokens in names[note_id]:
                 for t in tokens:
                     by_token.setdefault(t, set()).add(note_id)
-        ordered = sorted(by_token)
-        with self._lock:  # read at or after ``generation``: a later commit is read again at the next call
-            self._held = (generation, by_token, ordered, names)
-        return by_token, ordered, names
+        return by_token, sorted(by_token), names
 
     def named(
         self,

@@ -119,6 +119,7 @@ class StoreBase:
         self.path = Path(path)
         self.readonly = readonly
         self._local = threading.local()
+        self._bulk_runs = 0  # whole-vault runs writing now (bulk_batches), any thread
         self._write_lock = threading.RLock()
         self._all: list[apsw.Connection] = []
         self._all_lock = threading.Lock()
@@ -344,21 +345,53 @@ class StoreBase:
             "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
 
-    @staticmethod
-    def _bump_notes_generation(c: apsw.Connection) -> None:
+    def _bump_notes_generation(self, c: apsw.Connection) -> None:
         # meta 'notes_generation': bumped in every transaction that adds, rewrites or removes a note's row (its
         # name, aliases, chunks), so readers holding what depends on those alone (the note map, the names index)
-        # rebuild it then, and not after a commit of vectors.
+        # rebuild it then, and not after a commit of vectors. 'settled_generation' too unless a whole-vault run
+        # writes now (bulk_batches): see notes_generations.
+        self._bump(c, "notes_generation")
+        if not self._bulk_runs:
+            self._bump(c, "settled_generation")
+
+    @staticmethod
+    def _bump(c: apsw.Connection, key: str) -> None:
         c.execute(
-            "INSERT INTO meta(key, value) VALUES('notes_generation', '1') "
-            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+            "INSERT INTO meta(key, value) VALUES(?, '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+            (key,),
         )
+
+    @contextmanager
+    def bulk_batches(self) -> Iterator[None]:
+        """A whole-vault run writes inside the block: changes to the notes (its batches, and a save meanwhile) bump
+        ``notes_generation`` alone (:meth:`notes_generations`); at the end ``settled_generation`` is bumped once, so
+        no reader lags behind a finished run."""
+        with self._write_lock:
+            self._bulk_runs += 1
+        try:
+            yield
+        finally:
+            with self._write_lock:
+                self._bulk_runs -= 1
+                if not self._bulk_runs and not self.readonly:
+                    with self.conn as c:
+                        self._bump(c, "settled_generation")
 
     def notes_generation(self) -> int:
         """A counter bumped by every committed change to the notes' rows and chunks (any connection, any process);
         not by vectors, links or a note's new mtime."""
-        row = self.conn.execute("SELECT value FROM meta WHERE key='notes_generation'").fetchone()
-        return int(row[0]) if row else 0
+        return self.notes_generations()[0]
+
+    def notes_generations(self) -> tuple[int, int]:
+        """(``notes_generation``, ``settled_generation``) in one read. The second is bumped by the same changes as the
+        first, except while a whole-vault run writes (:meth:`bulk_batches`: a first index's batches, and saves made
+        meanwhile), and once when such a run ends. A reader may serve what it read a moment ago while only the first
+        moved (:class:`~cairn.search.cache.NotesSnapshot`): the notes are still coming in by the batch."""
+        rows = dict(
+            self.conn.execute("SELECT key, value FROM meta WHERE key IN ('notes_generation', 'settled_generation')")
+        )
+        return int(rows.get("notes_generation", 0)), int(rows.get("settled_generation", 0))
 
     def wal_checkpoint(self) -> None:
         """Truncate the WAL so it stays bounded during long indexing."""
