@@ -67,15 +67,42 @@ def test_an_index_of_schema_version_1_is_migrated_and_keeps_its_cached_vectors(t
     conn.execute("DROP TABLE chunk_deletions")
     conn.execute("ALTER TABLE notes DROP COLUMN error_code")
     conn.execute("DROP INDEX chunks_unrefined")
+    conn.execute("DROP INDEX chunks_pending_notes")
+    conn.execute("DROP INDEX chunks_unrefined_notes")
     conn.execute("PRAGMA user_version=1")
     conn.close()
     store = Store(path)
-    assert store.schema_version == SCHEMA_VERSION == 5
+    assert store.schema_version == SCHEMA_VERSION == 6
     assert list(store.cached_vectors(["h1"], "m")) == ["h1"]
     plan = store.conn.execute(
         "EXPLAIN QUERY PLAN SELECT content_hash FROM embedding_cache WHERE created_at < 1"
     ).fetchall()
     assert any("embedding_cache_by_age" in str(row) for row in plan)
+
+
+def test_notes_waiting_for_vectors_are_counted_alike_before_and_after_the_schema_6_indexes(tmp_path):
+    from cairn.store.reads import coverage_counts
+
+    path = tmp_path / "i.db"
+    store = Store(path)
+    store.write_note(_note("a.md", "a", "h1"), _chunks("One.", "Two."), [], [])
+    store.write_note(_note("b.md", "b", "h2"), _chunks("Three."), [], [])
+    store.write_note(_note("c.md", "c", "h3"), _chunks("Four."), [], [])
+    vec = np.ones(EMBED_DIM, dtype=np.float32) / np.sqrt(EMBED_DIM)
+    by_note = {store.chunk_keys([p.chunk_id])[p.chunk_id].path: p for p in store.pending_chunks(10)}
+    b, c = by_note["b.md"], by_note["c.md"]
+    store.set_vectors([(b.chunk_id, b.content_hash, vec, [(b.sentences[0].unit_id, vec)])])  # b complete
+    store.set_vectors([(c.chunk_id, c.content_hash, vec, [])], tier=1)  # c at tier 1
+    now = coverage_counts(store), coverage_counts(store, [store.note_ids(["a.md"])[0]])
+    store.close()
+    assert now == ((3, 1, 1), (2, 0, 1))
+    conn = apsw.Connection(str(path))  # an index of schema 5, opened read-only (the old statement)
+    conn.execute("DROP INDEX chunks_pending_notes; DROP INDEX chunks_unrefined_notes; PRAGMA user_version=5")
+    conn.close()
+    reader = Store(path, readonly=True)
+    assert reader.schema_version == 5
+    assert (coverage_counts(reader), coverage_counts(reader, [reader.note_ids(["a.md"])[0]])) == now
+    reader.close()
 
 
 def test_vectors_written_before_tiers_existed_count_as_complete_after_the_migration(tmp_path):
@@ -88,7 +115,7 @@ def test_vectors_written_before_tiers_existed_count_as_complete_after_the_migrat
     store.close()
     conn = apsw.Connection(str(path))  # what Cairn wrote at schema version 4: embedded 1 meant complete
     conn.execute("UPDATE chunks SET embedded = 1")
-    conn.execute("DROP INDEX chunks_unrefined")
+    conn.execute("DROP INDEX chunks_unrefined; DROP INDEX chunks_pending_notes; DROP INDEX chunks_unrefined_notes")
     conn.execute("PRAGMA user_version=4")
     conn.close()
     store = Store(path)

@@ -401,6 +401,7 @@ def test_an_index_of_schema_version_3_keeps_withholding_the_note_read_only_and_o
     cairn.close()
     conn = apsw.Connection(str(config.db_path))  # what Cairn wrote before schema version 4
     conn.execute("ALTER TABLE notes DROP COLUMN error_code; DROP INDEX chunks_unrefined; PRAGMA user_version=3")
+    conn.execute("DROP INDEX chunks_pending_notes; DROP INDEX chunks_unrefined_notes")
     conn.close()
     reader = Cairn(config, embedder=embedder, readonly=True)  # an MCP server of this version beside an older daemon
     try:

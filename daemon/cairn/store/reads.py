@@ -179,14 +179,18 @@ def tag_counts(store: Store, exclude_ids: Iterable[int] = ()) -> list[TagCount]:
 def coverage_counts(store: Store, hidden: Iterable[int] = ()) -> tuple[int, int, int]:
     """``(notes, pending, refining)``: the indexed notes (status ``ok``), those of them with a chunk not yet embedded,
     and those with every chunk embedded but one still at vector tier 1, leaving out the notes ``hidden`` (ids). One
-    statement, so the counts come from one snapshot; the chunks are read through the partial indexes
-    ``chunks_pending`` and ``chunks_unrefined`` (nothing to read once every chunk is complete)."""
+    statement, so the counts come from one snapshot; the note ids are read from the partial indexes
+    ``chunks_pending_notes`` and ``chunks_unrefined_notes`` alone (schema 6; nothing to read once every chunk is
+    complete), or through ``chunks_pending`` and ``chunks_unrefined`` on an older index opened read-only."""
     left_out = json.dumps(sorted(set(hidden)))
+    pending, unrefined = ("INDEXED BY chunks_pending_notes ", "INDEXED BY chunks_unrefined_notes ")
+    if store.schema_version < 6:
+        pending = unrefined = ""
     row = store.conn.execute(
         "SELECT (SELECT count(*) FROM notes WHERE status='ok' AND id NOT IN (SELECT value FROM json_each(?1))), "
-        "(SELECT count(DISTINCT c.note_id) FROM chunks c WHERE c.embedded=0 "
+        f"(SELECT count(DISTINCT c.note_id) FROM chunks c {pending}WHERE c.embedded=0 "
         "AND c.note_id NOT IN (SELECT value FROM json_each(?1))), "
-        "(SELECT count(DISTINCT c.note_id) FROM chunks c WHERE c.embedded < 2 "
+        f"(SELECT count(DISTINCT c.note_id) FROM chunks c {unrefined}WHERE c.embedded < 2 "
         "AND c.note_id NOT IN (SELECT value FROM json_each(?1)))",
         (left_out,),
     ).fetchone()

@@ -152,6 +152,12 @@ MIGRATIONS: tuple[str, ...] = (
     UPDATE chunks SET embedded = 2 WHERE embedded = 1;
     CREATE INDEX chunks_unrefined ON chunks(embedded) WHERE embedded < 2;
     """,
+    # 6: the notes still waiting for vectors counted from an index alone (:func:`cairn.store.reads.coverage_counts`,
+    # on every search while a vault embeds): the note ids of the chunks without a vector, and of those not complete.
+    """
+    CREATE INDEX chunks_pending_notes ON chunks(note_id) WHERE embedded = 0;
+    CREATE INDEX chunks_unrefined_notes ON chunks(note_id, embedded) WHERE embedded < 2;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
