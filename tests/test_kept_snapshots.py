@@ -226,3 +226,27 @@ def test_full_reloads_keep_their_vectors_at_most_every_keep_every_s(indexed, mon
     vectors.reload(wait=True)
     assert path.stat().st_ino != first  # kept again: a new file renamed over the old one
     assert vector_file.read(store) is not None
+
+
+def test_vectors_refreshed_during_a_long_embedding_are_kept_for_the_next_start(fresh_cairn, embedder, monkeypatch):
+    """A first index's reloads mostly read only the changed chunks; those are kept too, so a restart after an hour of
+    embedding refreshes from a recent file instead of reading every vector again."""
+    from cairn.search.vectors import Vectors
+
+    store = fresh_cairn.store
+    fresh_cairn.indexer.sync_text()
+    fresh_cairn.indexer.embed_batch(8, tier=1)
+    service = SearchService(store, embedder)
+    service.vectors.current()  # a full load, kept: 8 chunks
+    monkeypatch.setattr(Vectors, "INCREMENTAL_MAX", 10.0)  # every reload below refreshes, however much changed
+    monkeypatch.setattr(Vectors, "KEEP_EVERY_S", 0.0)
+    while fresh_cairn.indexer.embed_batch(16, tier=1)[2]:
+        service.vectors.reload(wait=True)
+    service.vectors.reload(wait=True)
+    assert service.vectors.current().generation == store.vectors_generation()
+    monkeypatch.setattr(Vectors, "INCREMENTAL_MAX", 0.25)  # the next start refreshes only from a file this close
+    with monkeypatch.context() as m:
+        _no_full_load(m)
+        restarted = _results(SearchService(store, embedder))
+    vector_file.path_of(store).unlink()
+    assert restarted == _results(SearchService(store, embedder))

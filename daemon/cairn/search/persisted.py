@@ -46,12 +46,22 @@ _WRITE_BYTES = 8 << 20
 @dataclass(frozen=True)
 class Blocks:
     """An array written block by block (not held in memory at once): ``dtype``, ``shape``, and ``blocks`` yielding
-    C-ordered arrays of that dtype whose bytes, one after the other, are the array's. Its CRC is not recorded: the
-    reader does not read it in full (see ``unchecked``)."""
+    C-ordered arrays of that dtype whose bytes, one after the other, are the array's. ``crc``: their CRC-32 when the
+    caller computed it (:func:`crc_of_blocks`), else none is recorded and the reader must not check it (see
+    ``unchecked``)."""
 
     dtype: str
     shape: tuple[int, ...]
     blocks: Iterable[np.ndarray]
+    crc: int | None = None
+
+
+def crc_of_blocks(blocks: Iterable[np.ndarray]) -> int:
+    """The CRC-32 that :func:`read` checks of an array written as ``blocks`` (little-endian, C order)."""
+    crc = 0
+    for block in blocks:
+        crc = zlib.crc32(_bytes_of(_little(block)), crc)
+    return crc & 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -101,7 +111,7 @@ def write(
     specs: list[list[Any]] = []
     for name, value in arrays.items():
         dtype = np.dtype(value.dtype).newbyteorder("<").str
-        crc = None if isinstance(value, Blocks) else _crc(_little(value))
+        crc = value.crc if isinstance(value, Blocks) else _crc(_little(value))
         specs.append([name, dtype, [int(x) for x in value.shape], 0, crc])
     # Room for the offsets' digits, filled in below (each at most 20 characters more than the "0" written here).
     offset = _aligned(_PREFIX.size + len(_header(kind, key, specs)) + 20 * len(specs))

@@ -63,7 +63,7 @@ def save(
     key: tuple[int, str | None, tuple[int, int]],
     index: dict[str, np.ndarray],
     runs: tuple[np.ndarray, np.ndarray],
-    quantized: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    quantized: tuple[np.ndarray | persisted.Blocks, np.ndarray, np.ndarray, np.ndarray],
     rows: tuple[np.ndarray | RowSource, np.ndarray | RowSource],
 ) -> tuple[BinaryIO, int, int] | None:
     """Write a snapshot's arrays beside ``store``'s file: ``key`` (generation, recipe, file identity), ``index``

@@ -14,6 +14,7 @@ import math
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -21,7 +22,7 @@ from typing import BinaryIO
 import numpy as np
 
 from cairn.memory import trim_heap
-from cairn.search import vector_file
+from cairn.search import persisted, vector_file
 from cairn.search.cache import EpochLRU
 from cairn.search.dense import DenseIndex, DenseQuery, quantize_rows
 from cairn.search.float_rows import RowSource, file_sources, row_sources
@@ -183,6 +184,33 @@ class VectorSnapshot:
             file_id=file_id,
             tiers=tiers,
         )
+
+    def keep(self, store: Store) -> bool:
+        """Write this snapshot beside the index as :meth:`load` does (a refreshed one too), so that the next start
+        refreshes from it instead of loading every vector. False when nothing was written: the float32-only path
+        (no int8 copies), a read-only store, or the file could not be written (logged)."""
+        quantized = self.dense.quantized
+        if quantized is None:
+            return False
+        values, scale, resid, norm = quantized
+
+        def blocks() -> Iterator[np.ndarray]:  # the values are a view of the kernel's matrix: copied a block at a time
+            return (np.ascontiguousarray(values[s : s + 4096]) for s in range(0, len(values), 4096))
+
+        int8 = persisted.Blocks("|i1", values.shape, blocks(), persisted.crc_of_blocks(blocks()))
+        kept = vector_file.save(
+            store,
+            (self.generation, self.recipe, self.file_id),
+            {"chunk_ids": self.chunk_ids, "sentence_order": self.sentence_order, "group_starts": self.group_starts,
+             "group_rows": self.group_rows, "sentence_keys": self.sentence_keys, "tiers": self.tiers},
+            (self.dense.sentence_start, self.dense.sentence_end),
+            (int8, scale, resid, norm),
+            (self.chunks, self.sentences),
+        )  # fmt: skip
+        if kept is None:
+            return False
+        kept[0].close()
+        return True
 
     @classmethod
     def from_file(cls, store: Store) -> VectorSnapshot | None:
@@ -411,8 +439,9 @@ class Vectors:
 
     REFRESH_S = 3.0
     FULL_REFRESH_S = 30.0
-    #: A full load keeps its vectors beside the index (:meth:`VectorSnapshot.load`) at most this often: during a
-    #: bulk change (a first index) full loads follow one another, and the next start refreshes from the last kept.
+    #: A reload keeps its vectors beside the index (:meth:`VectorSnapshot.load`, :meth:`VectorSnapshot.keep`) at most
+    #: this often: during a bulk change (a first index) reloads follow one another, and the next start refreshes
+    #: from the last kept.
     KEEP_EVERY_S = 120.0
     MAX_NEWER = 256
     INCREMENTAL_MAX = 0.25
@@ -452,6 +481,7 @@ class Vectors:
             if kept is not None:
                 snap = VectorSnapshot.refresh(kept, self.store, max_changed=self.INCREMENTAL_MAX)
                 if snap is not None:
+                    self._kept_at = time.monotonic()
                     return snap
         except Exception:  # a damaged file that passed its checks, or a read failed: a full load is always right
             log.warning("the vectors kept beside the index cannot be used; loading them all", exc_info=True)
@@ -531,6 +561,8 @@ class Vectors:
                 self._full_loaded_at = started
                 if keep:
                     self._kept_at = started
+            elif started - self._kept_at >= self.KEEP_EVERY_S and snap.keep(self.store):
+                self._kept_at = started  # refreshed: kept too, or the next start would load in full after a long run
         except Exception:  # the store closed meanwhile, or a read failed: the snapshot held goes on serving
             log.warning("reloading the in-memory vectors failed; the next change tries again", exc_info=True)
             return
