@@ -193,6 +193,25 @@ def test_a_question_in_other_words_than_the_note_uses_is_answered_from_it(help_c
     assert any(s.cited and s.hit.file_path.startswith("Obsidian Sync/") for s in answer.sources)
 
 
+@pytest.mark.parametrize(
+    "question", ["Which cipher does Sync use to encrypt my vault?", "What encryption does Sync use?"]
+)
+def test_the_passage_naming_the_cipher_reaches_the_model_with_the_sync_encryption_section(help_cairn, question):
+    # the subsection under "What encryption do you use?" names AES-256 but neither "cipher" nor "Sync": it ranks far
+    # below the sources, and comes with a chunk of its section
+    async def scenario():
+        async with stub_server("normal") as stub, daemon(help_cairn, OpenAIChatModel(llm_config(stub.url))) as c:
+            events = await c.ask(question)
+        return stub, events
+
+    stub, events = run(scenario())
+    sources = events[-2][1]
+    assert 0 < len(sources) <= 8
+    cipher = [s for s in sources if s["filePath"] == "Obsidian Sync/Security and privacy.md"]
+    assert any(s["symbol"] == "Encryption › What encryption do you use?" for s in cipher)
+    assert "AES-256" in stub.requests[0]["messages"][-1]["content"]
+
+
 @pytest.mark.parametrize("question", HELP_IN_CORPUS)
 def test_a_question_the_help_vault_answers_gets_an_answer_from_its_notes(help_cairn, question):
     answer = run(build_services(help_cairn).answers.answer(question))

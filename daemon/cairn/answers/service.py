@@ -1,5 +1,6 @@
-"""The one ask path, for HTTP, MCP and the CLI: retrieve → context within the budget → prompt → the model's tokens
-(citations checked) → ``sources`` → ``done``; or the extractive answer when there is no model or it fails.
+"""The one ask path, for HTTP, MCP and the CLI: retrieve → subsections brought by their section
+(:mod:`cairn.answers.sections`) → context within the budget → prompt → the model's tokens (citations checked) →
+``sources`` → ``done``; or the extractive answer when there is no model or it fails.
 
 Events (:mod:`cairn.answers.events`):
 
@@ -65,6 +66,7 @@ from cairn.answers.events import (
     split_pieces,
 )
 from cairn.answers.extractive import ExtractiveAnswers
+from cairn.answers.sections import with_subsections
 from cairn.config import CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER, WEAK_ANSWER_LEAD
 from cairn.contract import LIMITS, IndexCoverage
 from cairn.conversation import Turn, retrieval_text
@@ -200,8 +202,10 @@ class AnswerService:
         tally: WithheldTally | None = None,
         view: CallerView | None = None,
     ) -> list[Source]:
-        """The numbered sources of an answer: retrieved chunks that fit the context budget
-        (``CONTEXT_TOKEN_BUDGET`` tokens; lowest-scored dropped first), numbered 1..n in rank order. [] → not found:
+        """The numbered sources of an answer: retrieved chunks (a weak one may give its place to the subsection of
+        a source's section whose heading names the question: :mod:`cairn.answers.sections`) that fit the context budget
+        (``CONTEXT_TOKEN_BUDGET`` tokens; lowest-scored dropped first), numbered 1..n in rank order (a subsection right
+        after its source). [] → not found:
         nothing passed the cosine floor, or what did does not answer the question (:mod:`cairn.answers.answerability`).
         The closest passages of a question whose evidence is weak are sources too (:meth:`judged_context` tells).
         ``view`` (else made from ``withhold``): the caller's view of the index; withheld notes never become sources,
@@ -228,6 +232,7 @@ class AnswerService:
         verdict = self.answerability.judge(query, hits, view)
         if verdict == "refuse":
             return [], verdict
+        hits = self._with_subsections(query, view, hits, top_k, tags, folders)
         # Upper bounds first: a block's tokens are its header's plus its text's (WordPiece never joins across the
         # newline), and the text has at most the chunk's indexed token_count. When the bounds fit, every block
         # does, and nothing is counted; otherwise each block is counted exactly.
@@ -280,6 +285,27 @@ class AnswerService:
         if tally is not None:
             tally.add(ranked.withheld)
         return list(ranked.hits)
+
+    def _with_subsections(
+        self, query: Query, view: CallerView, hits: list[Hit], top_k: int, tags: Sequence[str], folders: Sequence[str]
+    ) -> list[Hit]:
+        """``hits`` with the subsections their sections bring (:func:`~cairn.answers.sections.with_subsections`),
+        found among the same ranking's hits beyond them: the ranking of the widest ``top_k`` the contract allows,
+        every chunk of a note allowed (the same candidates, floor and view). Ranked only when a hit has a heading
+        path."""
+        if not any(h.symbol and h.kind != "pdf" for h in hits):
+            return hits
+        wide = max(top_k, LIMITS.top_k_max)
+        ranked = self.search.ranked(query, view, top_k=wide, tags=tags, folders=folders, per_note=wide, purpose="ask")
+        taken = {h.chunk_id for h in hits}
+        more = [h for h in ranked.hits if h.chunk_id not in taken]
+        closeness = functools.partial(self._closeness, query)
+        return with_subsections(hits, more, closeness, top_k=top_k, per_note=self.search.PER_NOTE_ASK)
+
+    def _closeness(self, query: Query, texts: Sequence[str]) -> list[float]:
+        """Each text's cosine similarity to the question (vectors from the embedding cache when it holds them)."""
+        vectors = self.search.vector_cache.embed([query.text, *texts])
+        return (vectors[1:] @ vectors[0]).tolist()
 
     def extractive_answer(self, question: str, sources: Sequence[Source]) -> str:
         """The extractive answer's text (:class:`~cairn.answers.extractive.ExtractiveAnswers`)."""
