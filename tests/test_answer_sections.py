@@ -144,3 +144,12 @@ def test_a_withheld_notes_sections_and_subsections_never_reach_a_withheld_caller
     caller = run(answers.answer(question, top_k=2, withhold=Withhold(("personal",))))
     assert all(s.hit.file_path != "Private/Safe.md" for s in caller.sources)
     assert "4711" not in caller.text and "cellar" not in caller.text
+
+
+def test_the_answer_from_the_passages_quotes_the_faq_answer_under_the_heading_that_asks_the_question(sync_vault):
+    # "We use AES-256 …" says neither "encryption" nor "Sync": its heading asks the question
+    answer = run(build_services(sync_vault).answers.answer(QUESTION, top_k=3))
+    assert not answer.not_found and not answer.weak
+    cited = {s.hit.symbol for s in answer.sources if s.cited}
+    assert "Encryption › What encryption do you use?" in cited
+    assert "AES-256" in answer.text

@@ -17,6 +17,8 @@ from cairn.search import EpochLRU, Query
 
 #: Marks a title's key in the similarity table (a title may read like a sentence).
 _TITLE = "\x1ftitle"
+#: The units that open a FAQ entry: a question, a heading that asks one.
+_OPENERS = ("question", "heading")
 
 
 class ExtractiveAnswers:
@@ -47,8 +49,10 @@ class ExtractiveAnswers:
         """(the answer's text, the numbers ``n`` of the sources it cites). Pick the sentences that best answer
         ``question``: each candidate sentence's cosine similarity to the question plus TITLE_PRIOR × its note
         title's, plus a keyword-overlap bonus (sentence read with its title and heading) and a small prior for
-        better-ranked sources. When no sentence is picked the text says the passages look relevant, and all
-        count as cited."""
+        better-ranked sources. A FAQ answer (a sentence in the entry a question or a question heading opens)
+        matches at least as well as its question does, cosine and bonus: "What encryption do you use?" carries the
+        subject that "We use AES-256 in Galois/Counter Mode." leaves out. When no sentence is picked the text says
+        the passages look relevant, and all count as cited."""
         query = question if isinstance(question, Query) else Query.parse(question)
         key = (
             query.text,
@@ -98,9 +102,15 @@ class ExtractiveAnswers:
         )
         sim = dict(zip([*sentences, *((_TITLE, t) for t in titles)], (vecs @ qvec).tolist()))
         terms = query.terms
+        owns = [sim[c.embedded] + 0.15 * token_overlap(terms, c.in_context) for c in candidates]
+        asked: dict[tuple[int, int], float] = {}  # (source, FAQ entry) → how well its question matches
+        for c, own in zip(candidates, owns):
+            if c.unit.kind in _OPENERS:
+                asked[(c.n, c.unit.entry)] = max(own, asked.get((c.n, c.unit.entry), -1.0))
         out = []
-        for c in candidates:
-            own = sim[c.embedded] + 0.15 * token_overlap(terms, c.in_context)
+        for c, own in zip(candidates, owns):
+            if c.unit.kind not in _OPENERS:  # a FAQ answer matches as well as its question does
+                own = max(own, asked.get((c.n, c.unit.entry), own))
             score = own + self.TITLE_PRIOR * sim[(_TITLE, c.title)] - 0.01 * (c.n - 1)
             u = c.unit
             sentence = Sentence(c.n, c.position, c.text, score, u.kind, u.paragraph, u.refers_back)
