@@ -365,8 +365,9 @@ class StoreBase:
     @contextmanager
     def bulk_batches(self) -> Iterator[None]:
         """A whole-vault run writes inside the block: changes to the notes (its batches, and a save meanwhile) bump
-        ``notes_generation`` alone (:meth:`notes_generations`); at the end ``settled_generation`` is bumped once, so
-        no reader lags behind a finished run."""
+        ``notes_generation`` alone (:meth:`notes_generations`); at the end ``settled_generation`` is bumped once when
+        the notes changed, so no reader lags behind a finished run."""
+        started = self.notes_generation() if not self.readonly else 0
         with self._write_lock:
             self._bulk_runs += 1
         try:
@@ -374,9 +375,20 @@ class StoreBase:
         finally:
             with self._write_lock:
                 self._bulk_runs -= 1
-                if not self._bulk_runs and not self.readonly:
-                    with self.conn as c:
-                        self._bump(c, "settled_generation")
+                last = not self._bulk_runs
+            if last and not self.readonly:
+                self._settle(started)
+
+    def _settle(self, since: int) -> None:
+        """Bump ``settled_generation`` when ``notes_generation`` moved past ``since``. A write that fails here (disk
+        full, the file gone) is the run's own error to report: readers catch up by the clock meanwhile."""
+        try:
+            with self._write_lock, self.conn as c:
+                row = c.execute("SELECT value FROM meta WHERE key='notes_generation'").fetchone()
+                if row is not None and int(row[0]) != since:
+                    self._bump(c, "settled_generation")
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            log.debug("the end of a whole-vault run was not marked: %s", exc)
 
     def notes_generation(self) -> int:
         """A counter bumped by every committed change to the notes' rows and chunks (any connection, any process);
