@@ -5,27 +5,12 @@ from __future__ import annotations
 
 from cairn.search.cache import NotesSnapshot
 from cairn.search.lexical import NoteMap
-from cairn.store import ChunkRecord, NoteRecord, Store
+from cairn.store import Store
+from test_store import _chunks, _note
 
 
 def _write(store: Store, path: str) -> None:
-    note = NoteRecord(
-        path=path, kind="markdown", title=path, aliases=[], frontmatter={}, mtime_ns=1, size=1, content_hash=path
-    )
-    text = f"text of {path}"
-    chunk = ChunkRecord(
-        ordinal=0,
-        symbol="",
-        text=text,
-        line_start=1,
-        line_end=1,
-        page=None,
-        token_count=3,
-        kind="prose",
-        content_hash=path,
-        units=((text, path),),
-    )
-    store.write_note(note, [chunk], [], [])
+    store.write_note(_note(path, path, path), _chunks(f"text of {path}"), [], [])
 
 
 def _paths(snapshot: NotesSnapshot[NoteMap]) -> set[str]:

@@ -63,7 +63,7 @@ def save(
     key: tuple[int, str | None, tuple[int, int]],
     index: dict[str, np.ndarray],
     runs: tuple[np.ndarray, np.ndarray],
-    quantized: tuple[np.ndarray | persisted.Blocks, np.ndarray, np.ndarray, np.ndarray],
+    quantized: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     rows: tuple[np.ndarray | RowSource, np.ndarray | RowSource],
 ) -> tuple[BinaryIO, int, int] | None:
     """Write a snapshot's arrays beside ``store``'s file: ``key`` (generation, recipe, file identity), ``index``
@@ -75,9 +75,11 @@ def save(
     generation, recipe, file_id = key
     n, d = len(rows[0]), len(rows[1])
     values, scale, resid, norm = quantized
+    # A view of the int8 kernel's matrix (a refreshed snapshot's) is copied a block at a time, never whole.
+    int8 = values if values.flags.c_contiguous else _streamed(values)
     arrays: dict[str, np.ndarray | persisted.Blocks] = {f"index.{k}": v for k, v in index.items()}
     arrays.update(
-        sentence_start=runs[0], sentence_end=runs[1], values=values, scale=scale, resid=resid, norm=norm,
+        sentence_start=runs[0], sentence_end=runs[1], values=int8, scale=scale, resid=resid, norm=norm,
         rows=persisted.Blocks("<f4", (n + d, values.shape[1]), _row_blocks(rows)),
     )  # fmt: skip
     meta = {"generation": generation, "recipe": recipe, "file_id": list(file_id), "n": n, "d": d}
@@ -86,6 +88,15 @@ def save(
     except (OSError, ValueError) as exc:
         log.warning("cannot keep the vectors in %s (the next start reads them from the index): %s", path_of(store), exc)
         return None
+
+
+def _streamed(values: np.ndarray) -> persisted.Blocks:
+    """``values`` as blocks of :data:`_BLOCK` contiguous rows, with their CRC (read once more to compute it)."""
+
+    def blocks() -> Iterator[np.ndarray]:
+        return (np.ascontiguousarray(values[s : s + _BLOCK]) for s in range(0, len(values), _BLOCK))
+
+    return persisted.Blocks(values.dtype.str, values.shape, blocks(), persisted.crc_of_blocks(blocks()))
 
 
 def _row_blocks(rows: tuple[np.ndarray | RowSource, ...]) -> Iterator[np.ndarray]:

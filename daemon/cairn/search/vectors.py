@@ -14,7 +14,6 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -22,7 +21,7 @@ from typing import BinaryIO
 import numpy as np
 
 from cairn.memory import trim_heap
-from cairn.search import persisted, vector_file
+from cairn.search import vector_file
 from cairn.search.cache import EpochLRU
 from cairn.search.dense import DenseIndex, DenseQuery, quantize_rows
 from cairn.search.float_rows import RowSource, file_sources, row_sources
@@ -192,19 +191,13 @@ class VectorSnapshot:
         quantized = self.dense.quantized
         if quantized is None:
             return False
-        values, scale, resid, norm = quantized
-
-        def blocks() -> Iterator[np.ndarray]:  # the values are a view of the kernel's matrix: copied a block at a time
-            return (np.ascontiguousarray(values[s : s + 4096]) for s in range(0, len(values), 4096))
-
-        int8 = persisted.Blocks("|i1", values.shape, blocks(), persisted.crc_of_blocks(blocks()))
         kept = vector_file.save(
             store,
             (self.generation, self.recipe, self.file_id),
             {"chunk_ids": self.chunk_ids, "sentence_order": self.sentence_order, "group_starts": self.group_starts,
              "group_rows": self.group_rows, "sentence_keys": self.sentence_keys, "tiers": self.tiers},
             (self.dense.sentence_start, self.dense.sentence_end),
-            (int8, scale, resid, norm),
+            quantized,
             (self.chunks, self.sentences),
         )  # fmt: skip
         if kept is None:
