@@ -412,6 +412,13 @@ def test_unclosed_comment_hides_the_rest_of_the_note():
     assert note.body == "#a\n" + " " * len("%% start") + "\n" + " " * len("#b [[c]]") + "\n"
 
 
+def test_a_table_cell_is_its_own_inline_text_for_code_spans():
+    # As Obsidian renders a table, a lone backtick in one row does not open a code span closed in a later row
+    # (which would hide the tag between them); a code span inside one cell still hides its tag.
+    text = "| step | note |\n| --- | --- |\n| a ` b | #real |\n| c | `#code` |\n| d ` e | f |\n"
+    assert parse_note(text, "t.md").tags == ("real",)
+
+
 def test_percent_signs_inside_code_are_not_comments():
     note = parse_note("`%%` #kept `%%`\n```\n%%\n```\n#also\n", "n.md")
     assert note.tags == ("also", "kept")

@@ -15,15 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import islice
 
-
-@lru_cache(maxsize=1)
-def _block_parser():  # -> MarkdownIt (import kept local: no work at import time)
-    from markdown_it import MarkdownIt
-
-    md = MarkdownIt("commonmark").enable("table")
-    # Only block structure is needed; inline parsing is most of the cost.
-    md.disable(["inline", "text_join"])
-    return md
+from cairn.notes.markup import block_tokens
 
 
 @lru_cache(maxsize=1)
@@ -163,7 +155,7 @@ class Blocks:
         self.body_line = body_line
         self.line_starts = [0]
         self.line_starts.extend(m.end() for m in re.finditer("\n", body))
-        self.tokens = _block_parser().parse(body)
+        self.tokens = block_tokens(body)
         self.close_of = self._match_closers()
         self.special = self._special_intervals()
         self.special_ends = [b for _, b, _ in self.special]
@@ -234,6 +226,12 @@ class Blocks:
             if share[kind] * 2 > total:
                 return kind
         return "prose"
+
+    def _map(self, index: int) -> list[int]:
+        """The line map of block token ``index``, one that has one (:meth:`_children` gives only those)."""
+        line_map = self.tokens[index].map
+        assert line_map is not None
+        return line_map
 
     def _children(self, index: int) -> list[int]:
         """Indices of the direct child block tokens (with a line map) of opening token ``index``."""
@@ -333,7 +331,7 @@ class Blocks:
             if len(kids) == 1:
                 return self._node(start, end, kids[0], glue)
             if kids:
-                bounds = [start, *(self._line_char(self.tokens[j].map[0]) for j in kids[1:]), end]
+                bounds = [start, *(self._line_char(self._map(j)[0]) for j in kids[1:]), end]
                 children = []
                 for k, j in enumerate(kids):
                     s = bounds[k] if k == 0 else self._lstrip(bounds[k], bounds[k + 1])

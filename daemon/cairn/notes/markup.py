@@ -1,7 +1,8 @@
 """Where a note's code and Obsidian comments are, so they yield no tags or links (layer 0, pure).
 
-Block structure comes from markdown-it-py (CommonMark); code spans are found with CommonMark's backtick-string
-rule inside each inline block, because markdown-it-py's inline tokens carry no column positions.
+Block structure comes from markdown-it-py (CommonMark with GFM tables, as Obsidian renders them); code spans are
+found with CommonMark's backtick-string rule inside each inline block, because markdown-it-py's inline tokens carry
+no column positions.
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
-from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
-_MD = MarkdownIt("commonmark").disable(["inline", "text_join"])
 _BACKTICKS_RE = re.compile(r"`+")
 _MAYBE_INDENTED_RE = re.compile(r"^(?: {0,3}\t| {4})", re.MULTILINE)
 
@@ -22,6 +23,34 @@ def line_starts(text: str) -> list[int]:
     for m in re.finditer("\n", text):
         starts.append(m.end())
     return starts
+
+
+@lru_cache(maxsize=1)
+def _block_parser():  # -> MarkdownIt (import kept local: no work at import time)
+    from markdown_it import MarkdownIt
+
+    # Only block structure is needed; inline parsing is most of the cost.
+    return MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
+
+
+#: The last body parsed by :func:`block_tokens` and its tokens, one tuple so that a thread reads both at once.
+_last: tuple[str, list[Token]] | None = None
+
+
+def block_tokens(text: str) -> list[Token]:
+    """markdown-it-py's block tokens of ``text`` (CommonMark and tables; inline content not parsed). Read only.
+
+    A note's body is parsed once for its code ranges (:func:`strip_comments`) and once more for its chunks
+    (:class:`cairn.chunking.blocks.Blocks`) unless the same string object comes back: the last call's tokens are
+    kept for it (the identity check costs nothing; an equal but distinct string is parsed again).
+    """
+    global _last
+    last = _last
+    if last is not None and last[0] is text:
+        return last[1]
+    tokens = _block_parser().parse(text)
+    _last = (text, tokens)
+    return tokens
 
 
 def _code_ranges(text: str) -> list[tuple[int, int]]:
@@ -35,12 +64,14 @@ def _code_ranges(text: str) -> list[tuple[int, int]]:
         return starts[line] if line < n_lines else len(text)
 
     ranges: list[tuple[int, int]] = []
-    for tok in _MD.parse(text):
+    scanned = None  # a table row's cells share the row's line map: each row is scanned once
+    for tok in block_tokens(text):
         if tok.map is None:
             continue
         if tok.type in ("fence", "code_block"):
             ranges.append((offset(tok.map[0]), offset(tok.map[1])))
-        elif tok.type == "inline":
+        elif tok.type == "inline" and tok.map != scanned:
+            scanned = tok.map
             a, b = offset(tok.map[0]), offset(tok.map[1])
             ranges.extend(_code_spans(text, a, b))
     ranges.sort()
