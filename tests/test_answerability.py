@@ -7,6 +7,8 @@ examples/vault with the local OpenAI-compatible stub of test_answer_llm.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from cairn.answers import AnswerService
@@ -210,6 +212,22 @@ def test_the_passage_naming_the_cipher_reaches_the_model_with_the_sync_encryptio
     cipher = [s for s in sources if s["filePath"] == "Obsidian Sync/Security and privacy.md"]
     assert any(s["symbol"] == "Encryption › What encryption do you use?" for s in cipher)
     assert "AES-256" in stub.requests[0]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize(
+    "question", ["Which cipher does Sync use to encrypt my vault?", "What encryption does Sync use?"]
+)
+def test_the_answer_without_a_model_quotes_the_sentence_naming_the_cipher(help_cairn, question):
+    # the answer a person expects names the cipher: the sentence under "What encryption do you use?", cited to the
+    # Security and privacy note, though notes on upgrading Sync's encryption match the question's words better
+    answer = run(build_services(help_cairn).answers.answer(question))
+    assert not answer.not_found and not answer.weak and not answer.grounded
+    cited = {s.n: s for s in answer.sources if s.cited}
+    runs = re.findall(r"(.+?)\s*\[(\d+)\]", answer.text, flags=re.S)
+    naming = [int(n) for text, n in runs if "AES-256" in text]
+    assert naming, answer.text
+    assert all(cited[n].hit.file_path == "Obsidian Sync/Security and privacy.md" for n in naming)
+    assert any(cited[n].hit.symbol.endswith("What encryption do you use?") for n in naming)
 
 
 @pytest.mark.parametrize("question", HELP_IN_CORPUS)

@@ -4,6 +4,7 @@ nothing; ``grounded: false``."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,10 @@ class ExtractiveAnswers:
     #: subject a sentence often leaves out ("Garlic" for "Plant cloves in October, 5 cm deep"). Tuned on the dev
     #: set's in-corpus questions.
     TITLE_PRIOR = 0.3
+    #: A FAQ question (a question line or a heading that asks one) at least this close to the question (cosine)
+    #: asks what it asks, in other words: "What encryption do you use?" for "Which cipher does Sync use?". Set
+    #: between the help vault's FAQ questions on another matter and those asking the same thing (docs/extractive.md).
+    ASKED_COSINE = 0.55
     MAX_ITEMS = 256
 
     def __init__(self, vectors: VectorCache) -> None:
@@ -51,8 +56,9 @@ class ExtractiveAnswers:
         title's, plus a keyword-overlap bonus (sentence read with its title and heading) and a small prior for
         better-ranked sources. A FAQ answer (a sentence in the entry a question or a question heading opens)
         matches at least as well as its question does, cosine and bonus: "What encryption do you use?" carries the
-        subject that "We use AES-256 in Galois/Counter Mode." leaves out. When no sentence is picked the text says
-        the passages look relevant, and all count as cited."""
+        subject that "We use AES-256 in Galois/Counter Mode." leaves out; and the answer of the FAQ entry whose
+        question asks what the question asks, in other words, is quoted (:func:`_asked_answer_first`). When no
+        sentence is picked the text says the passages look relevant, and all count as cited."""
         query = question if isinstance(question, Query) else Query.parse(question)
         key = (
             query.text,
@@ -115,7 +121,37 @@ class ExtractiveAnswers:
             u = c.unit
             sentence = Sentence(c.n, c.position, c.text, score, u.kind, u.paragraph, u.refers_back)
             out.append((sentence, u.entry, own))
-        return out
+        return _asked_answer_first(out, [sim[c.embedded] for c in candidates], self.ASKED_COSINE)
+
+
+def _asked_answer_first(
+    scored: list[tuple[Sentence, int, float]],
+    cosines: Sequence[float],
+    asked_cosine: float,
+) -> list[tuple[Sentence, int, float]]:
+    """``scored`` (rows as :meth:`ExtractiveAnswers._scored` makes them; ``cosines``: each row's own cosine to the
+    question) with the answer of the FAQ entry that asks the question raised to the best score. That entry is the
+    one whose question matches best (cosine and keyword bonus, as :func:`one_entry_each` picks), when that
+    question's cosine is at least ``asked_cosine``. Only its best sentence is raised (the first on a tie): it is
+    then quoted, with what follows it as any quoted sentence, whatever its note's title — the author wrote it for
+    that question, though its words may name neither the question's subject nor its terms ("Specifically, we use
+    AES-256 …" under "What encryption do you use?"). The rest of the entry competes as before, so a FAQ question
+    that only looks like the question adds a sentence and pushes out little."""
+    openers = [(own, cosines[i], s.n, entry) for i, (s, entry, own) in enumerate(scored) if s.kind in _OPENERS]
+    if not openers:
+        return scored
+    _, cosine, n, entry = max(openers)
+    answer = [i for i, (s, e, _) in enumerate(scored) if s.n == n and e == entry and s.kind not in _OPENERS]
+    if cosine < asked_cosine or not answer:
+        return scored
+    first = max(answer, key=lambda i: (scored[i][0].score, -scored[i][0].position))
+    top = max(s.score for s, _, _ in scored)
+    sentence, at_entry, own = scored[first]
+    if sentence.score >= top:
+        return scored
+    out = list(scored)
+    out[first] = (dataclasses.replace(sentence, score=top + 1e-6), at_entry, own)
+    return out
 
 
 class IndexedSentences:
