@@ -68,6 +68,8 @@ SOURDOUGH_QUESTION = "How do I feed my sourdough starter?"
 #: Only meaningful after GARLIC_QUESTION: alone it is not found in the sample vault.
 FOLLOW_UP_QUESTION = "And how do I store them after lifting?"
 OFF_CORPUS_QUESTION = "What is the capital of France?"
+#: The Pests note says how to keep slugs off, nothing about lettuce: weak evidence, answered with the closest passages.
+WEAK_QUESTION = "How do I stop slugs eating my lettuce?"
 #: Answered on page 3 of the PDF added to the vault copy; the stub model refuses it (HTTP 500), so the daemon
 #: answers from passages and the citation is the daemon's own.
 PDF_QUESTION = "What does the PDF say about building a cairn that lasts the winter?"
@@ -429,6 +431,19 @@ def test_an_off_corpus_question_shows_the_not_found_state(sidebar, stub_model):
     assert sidebar.locator(".cairn-source").count() == 0
     assert len(stub_model.questions) == asked, "the model must not be called when nothing passes the floor"
     shoot(sidebar, "plugin-notfound.png")
+
+
+def test_a_weak_evidence_answer_says_there_is_no_clear_answer_and_never_calls_the_model(sidebar, stub_model):
+    asked = len(stub_model.questions)
+    ask(sidebar, WEAK_QUESTION)
+    banner = sidebar.locator(".cairn-banner-weak")
+    banner.wait_for(state="visible", timeout=WAIT_MS)
+    assert "No clear answer in your notes" in banner.inner_text()
+    assert "none is configured" not in banner.inner_text()
+    assert "I couldn't find a clear answer in your indexed notes." in sidebar.locator(".cairn-answer").inner_text()
+    assert sidebar.locator(".cairn-answer.cairn-notfound").count() == 0
+    assert "Garden/Pests and problems.md" in sidebar.locator(".cairn-sources").inner_text()
+    assert len(stub_model.questions) == asked, "the model must not be called when the evidence is weak"
 
 
 def test_a_follow_up_is_asked_with_the_conversation_and_new_conversation_clears_it(sidebar, stub_model):

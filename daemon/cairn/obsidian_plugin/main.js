@@ -752,6 +752,7 @@ var AskPane = class {
     for (const box of [el.answer, el.sources, el.note]) clear(box);
     show(el.error, false);
     show(el.banner, false);
+    el.banner.classList.remove("cairn-banner-weak");
     el.answer.classList.remove("cairn-notfound");
     el.answer.classList.add("is-streaming");
     this.askButton.disabled = true;
@@ -820,6 +821,12 @@ var AskPane = class {
         text: this.ctx.tags().length ? "Nothing in the scope passed the relevance floor. Try other words, or widen the tag scope." : "Nothing in your notes passed the relevance floor. Try other words."
       }, el.answer);
       clear(el.sources);
+    } else if (done.weak) {
+      clear(el.banner);
+      el.banner.classList.add("cairn-banner-weak");
+      h("strong", { text: "No clear answer in your notes. " }, el.banner);
+      h("span", { text: "These are the closest passages, quoted as they are; no language model was asked. Check them before relying on them." }, el.banner);
+      show(el.banner, true);
     } else if (!done.grounded) {
       clear(el.banner);
       h("strong", { text: "Built from your notes' own sentences. " }, el.banner);

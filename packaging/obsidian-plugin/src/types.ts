@@ -71,6 +71,8 @@ export interface AskDone {
   coverage?: Coverage;
   /** Why the model's answer was replaced by one built from the passages (only when it was). */
   fallback?: string;
+  /** True when the evidence was weak: the answer gives the closest passages and no model was asked. */
+  weak?: boolean;
 }
 
 /** `{code, message}` of an `error` event, or of an HTTP error body `{"error": {...}}`. */

@@ -151,6 +151,29 @@ describe("Ask", () => {
     expect($(mounted.root, ".cairn-answer").textContent).toBe("Plant cloves 5 cm deep. [1]");
   });
 
+  it("says a weak-evidence answer is no clear answer, in its own banner, not that no model is configured", async () => {
+    const lead = "I couldn't find a clear answer in your indexed notes. The closest passages say:";
+    mounted = await mount({
+      "/ask": () =>
+        stream(
+          sse([
+            ["token", { text: `${lead}\n\n- Slugs hide under boards. [1]` }],
+            ["sources", [{ n: 1, cited: true, filePath: "Garden/Pests.md", symbol: "Pests", score: 0.02, relevance: "weak", lines: [3, 6] }]],
+            ["done", { grounded: false, notFound: false, weak: true, elapsedMs: 30 }],
+          ]),
+        ),
+    });
+    await ask(mounted, "How do I stop slugs eating my lettuce?");
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-banner-weak").hidden).toBe(false));
+    const banner = $(mounted.root, ".cairn-banner-weak").textContent ?? "";
+    expect(banner).toContain("No clear answer in your notes.");
+    expect(banner).toContain("closest passages");
+    expect(banner).not.toContain("none is configured");
+    expect($(mounted.root, ".cairn-answer").textContent).toContain("Slugs hide under boards. [1]");
+    expect($(mounted.root, ".cairn-sources").textContent).toContain("Garden/Pests.md");
+    expect($(mounted.root, ".cairn-notfound")).toBeNull();
+  });
+
   it("replaces an unusable model answer with the one built from the passages, and says why", async () => {
     const why = "The language model's answer was set aside: it has no sentence, only citations.";
     mounted = await mount({
