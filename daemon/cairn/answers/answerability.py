@@ -41,8 +41,11 @@ the refusal point keeps answerable questions refused rare, the answer point keep
 it. Signals tried and left out (they did not help held out): the best dense score against the question's scores
 over every chunk (z-score, gap to the 100th), the margin between the first and the tenth, agreement of the BM25 and
 dense legs' top notes, the mean cosine of the top three, the best single chunk's or note's coverage, the count of
-absent common words, the keyword leg's best matched share, the number of notes among the hits, and an embedding
-similarity of each uncovered term to the hits.
+absent common words, the keyword leg's best matched share, the number of notes among the hits, an embedding
+similarity of each uncovered term to the hits; the best cosine relative to the same vault's answers to everyday
+questions no vault answers (difference, z-score, percentile), the best single-sentence cosine, the share of the
+question held by one sentence or a window of sentences of a hit, terms the first hit lacks while holding a near
+neighbour of them ("import" for "export"), and consecutive question terms the hits hold apart but never together.
 
 Withholding: a chunk the caller may not see does not count, neither as evidence nor for a term's document
 frequency, so the decision says nothing about withheld notes.
