@@ -373,7 +373,8 @@ class TextRun:
                 self.indexer.reresolve_links_with(links.resolver())
                 if not report.stopped:
                     store.set_meta(LINK_FILES_META, fingerprint(links.files))
-            store.wal_checkpoint()
+            if whole_vault:  # a save's few pages go with SQLite's own checkpoints: truncating waits for every reader
+                store.wal_checkpoint()
         return None if report.stopped else links.link_cache(complete=whole_vault)
 
     def close(self) -> None:
