@@ -3,6 +3,8 @@ never behind a change made outside one, and up to date once the run ends."""
 
 from __future__ import annotations
 
+import threading
+
 from cairn.search.cache import NotesSnapshot
 from cairn.search.lexical import NoteMap
 from cairn.store import Store
@@ -43,4 +45,34 @@ def test_the_note_map_is_read_again_during_a_run_once_its_lag_is_over(tmp_path):
     with store.bulk_batches():
         _write(store, "b.md")
         assert _paths(snapshot) == {"a.md", "b.md"}
+    store.close()
+
+
+def test_a_slow_read_after_a_save_is_made_on_its_own_thread_while_searches_use_the_last_one(tmp_path):
+    # In a vault of tens of thousands of notes a read takes a second or more: a search right after a save must not
+    # wait for it (Obsidian saves every few seconds as one types).
+    store = Store(tmp_path / "i.db")
+    release = threading.Event()
+    reads: list[str] = []
+
+    def read() -> NoteMap:
+        if reads:  # every read after the first stands for a slow one: it goes on once the test says so
+            assert release.wait(10)
+        reads.append(threading.current_thread().name)
+        return NoteMap.read(store)
+
+    snapshot = NotesSnapshot(store, read)
+    snapshot.SLOW_READ_S = 0.0  # every read counts as slow
+    snapshot.LAG_FACTOR = 0.0  # and is due again at once
+    _write(store, "a.md")
+    assert _paths(snapshot) == {"a.md"}
+    _write(store, "b.md")  # a save
+    assert _paths(snapshot) == {"a.md"}  # answered at once with the last read, while the new one waits
+    assert _paths(snapshot) == {"a.md"}  # one read under way at a time: this search starts none
+    release.set()
+    for thread in threading.enumerate():
+        if thread.name == "cairn-notes-read":
+            thread.join(10)
+    assert _paths(snapshot) == {"a.md", "b.md"}
+    assert reads == ["MainThread", "cairn-notes-read"]
     store.close()

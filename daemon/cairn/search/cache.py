@@ -7,6 +7,7 @@ epoch it was computed in, so a commit by any connection or process drops every c
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -16,6 +17,8 @@ from typing import Generic, TypeVar
 
 from cairn.memory import deep_nbytes
 from cairn.store import Store
+
+log = logging.getLogger(__name__)
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -105,31 +108,67 @@ class EpochLRU(Generic[K, V]):
 
 class NotesSnapshot(Generic[V]):
     """A value read from the notes' rows (``read()``: the note map, the names index, FTS5's vocabulary), read again
-    when they changed (:meth:`Store.notes_generations`): at once after a change while no whole-vault run writes;
-    while one writes batch after batch (a first index), at most every ``max(MIN_LAG_S, LAG_FACTOR × the last read's
-    seconds)``, so a search then does not pay a whole read per batch committed. What the value lacks meanwhile is
-    still found (FTS5 and the vectors are read live); it only ranks without the note-level evidence for a moment.
-    Thread-safe; two threads may both read, the later one kept."""
+    when they changed (:meth:`Store.notes_generations`).
+
+    - While a whole-vault run writes batch after batch (a first index), at most every ``max(MIN_LAG_S, LAG_FACTOR ×
+      the last read's seconds)``, so a search then does not pay a whole read per batch committed.
+    - After any other change (a save), at once when the last read took less than ``SLOW_READ_S``. A slower read (a
+      vault of tens of thousands of notes) is made on a thread of its own, at most every ``LAG_FACTOR ×`` its
+      seconds, and searches meanwhile use the value held: a save every few seconds (Obsidian saves as you type)
+      does not put a whole read in front of the next search.
+
+    What the value lacks meanwhile is still found (FTS5 and the vectors are read live, and so is what is withheld);
+    it only ranks without the note-level evidence for a moment. Thread-safe; two threads may both read, the later
+    one kept."""
 
     MIN_LAG_S = 5.0
     LAG_FACTOR = 10.0
+    SLOW_READ_S = 0.1
 
     def __init__(self, store: Store, read: Callable[[], V]) -> None:
         self.store = store
         self.read = read
-        self._held: tuple[tuple[int, int], float, float, V] | None = None  # generations, read at, lag (s), value
+        self._held: tuple[tuple[int, int], float, float, V] | None = None  # generations, read at, read s, value
         self._lock = threading.Lock()
+        self._reading = False  # a read on its own thread is under way
 
     def get(self) -> V:
         generations = self.store.notes_generations()
         held = self._held
         if held is not None:
-            (notes, settled), at, lag, value = held
-            if (notes, settled) == generations or (settled == generations[1] and time.monotonic() - at < lag):
+            (notes, settled), at, took, value = held
+            age = time.monotonic() - at
+            if (notes, settled) == generations:
                 return value
+            if settled == generations[1] and age < max(self.MIN_LAG_S, self.LAG_FACTOR * took):
+                return value
+            if took >= self.SLOW_READ_S:
+                if age >= self.LAG_FACTOR * took:
+                    self._read_later()
+                return value
+        return self._read_now(generations)
+
+    def _read_now(self, generations: tuple[int, int]) -> V:
         started = time.monotonic()
         value = self.read()  # at or after ``generations``: a commit meanwhile is read at a later call
-        lag = max(self.MIN_LAG_S, self.LAG_FACTOR * (time.monotonic() - started))
         with self._lock:
-            self._held = (generations, started, lag, value)
+            self._held = (generations, started, time.monotonic() - started, value)
         return value
+
+    def _read_later(self) -> None:
+        with self._lock:
+            if self._reading:
+                return
+            self._reading = True
+
+        def run() -> None:
+            try:
+                self._read_now(self.store.notes_generations())
+            except Exception:  # the value held stays; the next search tries again
+                log.warning("reading the notes' search data again failed; the last read is kept", exc_info=True)
+            finally:
+                self.store.close_thread_connection()
+                with self._lock:
+                    self._reading = False
+
+        threading.Thread(target=run, name="cairn-notes-read", daemon=True).start()
