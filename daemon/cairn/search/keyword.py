@@ -16,8 +16,8 @@ grow), and FTS5's counts. When our counts do not add up to FTS5's (an index file
 follow) or too many rows changed, the index is dropped and :meth:`Bm25Index.scores` returns None until a rebuild.
 
 :class:`KeywordIndex` is what the search service uses: the in-memory BM25 when it holds a term, else FTS5's
-values of the term (kept per epoch), the same numbers either way; and the schedule that builds the in-memory
-index on a background thread and rebuilds it once a bulk change is over.
+values of the term (kept while the notes are unchanged), the same numbers either way; and the schedule that builds
+the in-memory index on a background thread and rebuilds it once a bulk change is over.
 """
 
 from __future__ import annotations
@@ -354,8 +354,9 @@ class Bm25Index:
 class KeywordIndex:
     """The keyword leg of a search: :meth:`ranking` gives the chunks with the best BM25 for a query's terms, from the
     in-memory :class:`Bm25Index` (:attr:`terms`) when it holds a term, else from FTS5 (each term's matches and values
-    kept per epoch, at most :attr:`TERM_CACHE_MAX_ROWS` (chunk, value) pairs in all, 16 bytes each). A query is
-    ranked by summing its terms' values, exactly as FTS5's bm25() of the OR query (same order, same doubles).
+    kept while the notes are unchanged, at most :attr:`TERM_CACHE_MAX_ROWS` (chunk, value) pairs in all, 16 bytes
+    each). A query is ranked by summing its terms' values, exactly as FTS5's bm25() of the OR query (same order,
+    same doubles).
 
     After :meth:`start` (long-lived processes: the daemon, the MCP server) the in-memory index is built on a
     background thread, and built again whenever it was dropped (a bulk re-index) or holds many rows outside its
@@ -434,30 +435,36 @@ class KeywordIndex:
             self.store.close_thread_connection()  # this thread ends
             trim_heap()  # the tokens read and the build's temporaries back to the system
 
+    def _text_generation(self) -> int:
+        """What the full-text rows' values are kept for: the store's ``notes_generation``, which every write of a
+        note's rows moves and a commit of vectors does not (the epoch moves with both: while vectors are written a
+        batch every few seconds, the values of a question's common terms would be read again each time)."""
+        return self.store.notes_generations()[0]
+
     def _phrase_scores(self, phrase: str) -> tuple[np.ndarray, np.ndarray]:
-        """(chunk ids, bm25) of every chunk matching the FTS5 ``phrase``: kept while the store is unchanged."""
-        epoch = self.epoch.value
-        cached = self._phrases.get(phrase, epoch)
+        """(chunk ids, bm25) of every chunk matching the FTS5 ``phrase``: kept while the notes are unchanged."""
+        generation = self._text_generation()
+        cached = self._phrases.get(phrase, generation)
         if cached is not None:
             return cached
         ids, scores = self.store.fts_phrase_scores(phrase)
-        if self.epoch.value == epoch:
-            self._phrases.put(phrase, (ids, scores), epoch)
+        if self._text_generation() == generation:
+            self._phrases.put(phrase, (ids, scores), generation)
         return ids, scores
 
     def _term_scores(self, term: str) -> tuple[np.ndarray, np.ndarray]:
         """(chunk ids, bm25) of every chunk matching ``term`` as an FTS5 phrase: from memory when the in-memory
-        BM25 holds it (same values), else from FTS5; kept while the store is unchanged (a question reads its terms'
+        BM25 holds it (same values), else from FTS5; kept while the notes are unchanged (a question reads its terms'
         values for the keyword leg, for fusion and for the hits' term matches)."""
-        epoch = self.epoch.value
+        generation = self._text_generation()
         key = (term, self.terms.ready)  # the in-memory values are never served from FTS5's, nor back
-        held = self._terms_held.get(key, epoch)
+        held = self._terms_held.get(key, generation)
         if held is not None:
             return held
         found = self.terms.scores(term)
         out = found if found is not None else self._phrase_scores(fts_phrase(term))
-        if self.epoch.value == epoch:
-            self._terms_held.put(key, out, epoch)
+        if self._text_generation() == generation:
+            self._terms_held.put(key, out, generation)
         return out
 
     def vocabularies(self) -> list[Vocabulary]:
