@@ -135,6 +135,13 @@ def _add_index_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         )
         if name == "search":
             p.add_argument("--folder", action="append", default=[], help="only notes under this folder")
+        else:
+            p.add_argument(
+                "--chat",
+                action="store_true",
+                help="then ask follow-up questions, one per line (an empty line or Ctrl-D ends); each is asked "
+                "with the conversation so far",
+            )
         p.add_argument(
             "--top-k",
             type=_top_k_arg,

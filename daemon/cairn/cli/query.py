@@ -12,7 +12,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cairn import contract
 from cairn.cli.common import _open_for_query, _print_json, _writer_lock
@@ -20,6 +20,9 @@ from cairn.config import Config
 from cairn.progress import ProgressLines, phase_words
 from cairn.relevance import RELEVANCE_TEXT
 from cairn.services import Services
+
+if TYPE_CHECKING:
+    from cairn.answers import Answer
 
 
 def _progress_bar() -> tuple[Callable[[str, int, int], None], Callable[[], None]]:
@@ -216,26 +219,66 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
 
 
 def cmd_ask(args: argparse.Namespace, config: Config) -> int:
-    from cairn.answers import sources_text
+    """``cairn ask``: one answer; with ``--chat``, then follow-ups read from stdin, each asked with the turns before
+    it (the ``history`` of ``POST /ask``, within the same limits: the last turns, answers cut to the limit)."""
     from cairn.app import build_services
     from cairn.llm import answer_model
 
+    if args.chat and args.json:
+        print("Error: --chat prints answers for a person; use --json without it.", file=sys.stderr)
+        return 2
     wanted = contract.AskRequest.parse(
         {"question": args.text, "top_k": args.top_k, "tags": args.tag}, default_top_k=config.top_k
     )
     cairn = _open_for_query(config, _progress_bar)
+    history: list[dict[str, str]] = []
     try:
         # The one ask path: the configured model (what a remote one must not see withheld from it), or none.
         services = build_services(cairn, model=answer_model(config))
-        answer = asyncio.run(services.answers.answer(wanted.question, top_k=wanted.top_k, tags=wanted.tags))
-        if answer.not_found and _index_is_empty(services):
-            print(f"Warning: {contract.empty_index_text(config.vault)}", file=sys.stderr)
+        while True:
+            answer = asyncio.run(
+                services.answers.answer(wanted.question, top_k=wanted.top_k, tags=wanted.tags, history=wanted.history)
+            )
+            if answer.not_found and _index_is_empty(services):
+                print(f"Warning: {contract.empty_index_text(config.vault)}", file=sys.stderr)
+            if not history:
+                _say_coverage(answer.coverage)
+            if args.json:
+                _print_json(contract.agent_answer_json(answer))
+                return 0
+            _print_answer(answer, config)
+            if not args.chat:
+                return 0
+            history = [
+                *history,
+                {"question": wanted.question, "answer": answer.text[: contract.LIMITS.history_answer_chars]},
+            ]
+            history = history[-contract.LIMITS.history_turns :]
+            question = _follow_up()
+            if not question:
+                return 0
+            wanted = contract.AskRequest.parse(
+                {"question": question, "top_k": args.top_k, "tags": args.tag, "history": history},
+                default_top_k=config.top_k,
+            )
     finally:
         cairn.close()
-    _say_coverage(answer.coverage)
-    if args.json:
-        _print_json(contract.agent_answer_json(answer))
-        return 0
+
+
+def _follow_up() -> str:
+    """The next question from stdin (a prompt on stderr when it is a terminal); "" at an empty line or its end."""
+    if sys.stdin.isatty():
+        print("\nFollow-up (an empty line ends): ", end="", file=sys.stderr, flush=True)
+    line = sys.stdin.readline().strip()
+    print(f"\n> {line}\n" if line and not sys.stdin.isatty() else "")  # a piped question is shown with its answer
+    return line
+
+
+def _print_answer(answer: Answer, config: Config) -> None:
+    """An answer as ``cairn ask`` prints it: the text, its sources, and a line saying how it was made when no model
+    wrote it."""
+    from cairn.answers import sources_text
+
     print(answer.text)
     if answer.sources:  # the answer's text never lists them: printed from its sources
         print("\n" + sources_text(answer.sources))
@@ -251,7 +294,7 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
             "\n(Built from your notes' own sentences: "
             + ("the language model did not answer.)" if config.llm.configured else "no language model is configured.)")
         )
-    return 0
+    sys.stdout.flush()
 
 
 def _running_daemons(config: Config) -> list[dict[str, Any]]:
