@@ -76,3 +76,18 @@ def test_a_slow_read_after_a_save_is_made_on_its_own_thread_while_searches_use_t
     assert _paths(snapshot) == {"a.md", "b.md"}
     assert reads == ["MainThread", "cairn-notes-read"]
     store.close()
+
+
+def test_a_note_saved_while_the_note_map_lags_is_found_by_its_new_words(fresh_cairn, vault_copy, monkeypatch):
+    # A large vault's search data lags a save by up to ten reads' time: the saved note must be found meanwhile.
+    def search_paths(cairn, query: str) -> list[str]:
+        return [h.file_path for h in cairn.query.search(query, top_k=5).hits]
+
+    fresh_cairn.indexing.index()
+    assert search_paths(fresh_cairn, "zqlagmarker") == []  # the note map, names and vocabulary are read now
+    monkeypatch.setattr(NotesSnapshot, "SLOW_READ_S", 0.0)  # every read counts as slow…
+    monkeypatch.setattr(NotesSnapshot, "LAG_FACTOR", 1e9)  # …and is never due again in this test
+    (vault_copy / "Saved now.md").write_text("# Saved now\n\nThe zqlagmarker went into this note.\n", encoding="utf-8")
+    fresh_cairn.indexing.index_paths({"Saved now.md"})
+    assert search_paths(fresh_cairn, "zqlagmarker")[:1] == ["Saved now.md"]
+    assert "Saved now.md" not in set(fresh_cairn.query.note_maps.get().paths.values())  # the map did lag
