@@ -28,6 +28,29 @@ def test_an_answer_without_a_word_has_no_sentence(text):
     assert ("only citations" in reason) == ("[" in text)
 
 
+def test_an_answer_that_only_lists_its_sources_names_has_no_sentence():
+    # What SmolLM2-135M wrote for "What do I feed the sourdough starter?" over the sample vault.
+    listed = "1. [2] Kitchen/Sourdough\n2. [3] Kitchen/Meal plan\n4. [5] Kitchen/Kitchen\n6. [7] Kitchen/Meal plan"
+    names = ["Kitchen/Sourdough.md", "Sourdough", "Kitchen/Meal plan.md", "Meal plan", "Home.md", "Home › Kitchen"]
+    assert unusable_reason(listed, "What do I feed the sourdough starter?", PASSAGES, names) == (
+        "it has no sentence, only citations and the names of notes"
+    )
+    # and for "When is the garlic harvested?"
+    garlic = [
+        "Garden/Garlic.md",
+        "Garlic",
+        "Garlic › Harvest",
+        "Garden/Planting calendar.md",
+        "Home.md",
+        "Home › Garden",
+    ]
+    said_nothing = "The answer is: [1]. Harvest\n[2] Garden\n[3] Planting calendar\n[4] Home"
+    assert unusable_reason(said_nothing, "When is the garlic harvested?", PASSAGES, garlic) is not None
+    # a sentence that names a note is still a sentence
+    said = "Feed it 50 g of flour as in Kitchen/Sourdough [2]."
+    assert unusable_reason(said, "What do I feed the sourdough starter?", {2: "Feed it 50 g of flour."}, names) is None
+
+
 def test_an_answer_whose_words_are_not_in_the_passages_it_cites_is_unusable():
     reason = unusable_reason("Bake the rye bread at 250 degrees for an hour [1].", QUESTION, PASSAGES)
     assert reason == "most of its words (5 of 5) are not in the passages it cites"

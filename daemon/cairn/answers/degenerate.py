@@ -4,7 +4,9 @@ sentences whose words come from nowhere in the passages it cites. Such an answer
 
 :func:`unusable_reason` judges a complete answer's text against the passages the model was given:
 
-- **no sentence**: not one word outside the citations, list numbers and punctuation;
+- **no sentence**: not one word outside the citations, list numbers, punctuation and, besides function words and
+  words about the context, the names of the passages' notes (``1. [2] Kitchen/Sourdough 2. [3] Kitchen/Meal plan``,
+  ``The answer is: [1]. Harvest [2] Garden``: the sources listed, nothing said);
 - **unsupported**: of the answer's *claim words* (words of 3+ letters that are neither function words nor words of
   the question), at least :data:`MIN_CLAIM_WORDS` are there and fewer than :data:`MIN_SUPPORT` of them occur in the
   passages the answer cites (in any passage given, when it cites none). Words are compared by a 5-letter prefix
@@ -17,7 +19,7 @@ the prompt asks of the model.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from cairn.prompt import CITATION, cited_numbers
 from cairn.ranking import STOPWORDS
@@ -49,12 +51,17 @@ def _claim_words(text: str, question: str) -> list[str]:
     ]
 
 
-def unusable_reason(text: str, question: str, passages: Mapping[int, str]) -> str | None:
+def unusable_reason(text: str, question: str, passages: Mapping[int, str], names: Iterable[str] = ()) -> str | None:
     """Why the model's complete answer ``text`` cannot be shown, or ``None`` when it can. ``passages``: ``{n: the
-    passage's text}`` for each ``[n]`` the model was given (its title and heading path may be part of the text).
-    The reason is a phrase for people ("it has no sentence, only citations")."""
-    if not _words(text):
+    passage's text}`` for each ``[n]`` the model was given (its title and heading path may be part of the text);
+    ``names``: what names those passages in the prompt (vault-relative paths, titles, heading paths), whose words
+    with function words make no sentence. The reason is a phrase for people ("it has no sentence, only citations")."""
+    named = {w.lower() for name in names for w in _WORD.findall(name)}
+    words = _words(text)
+    if not words:
         return "it has no sentence, only citations" if CITATION.search(text) else "it has no sentence"
+    if all(w in named or w in STOPWORDS or w in _ABOUT_CONTEXT for w in words):
+        return "it has no sentence, only citations and the names of notes"
     claims = _claim_words(text, question)
     if len(claims) < MIN_CLAIM_WORDS:
         return None

@@ -482,7 +482,8 @@ class AnswerService:
         if not run.sent or run.failure is not None:
             return None
         passages = {s.n: f"{s.hit.title}\n{s.hit.symbol}\n{s.hit.text}" for s in in_prompt}
-        return unusable_reason(run.text, question, passages)
+        names = [name for s in in_prompt for name in (s.hit.file_path, s.hit.title, s.hit.symbol)]
+        return unusable_reason(run.text, question, passages, names)
 
     async def _fallback(
         self, query: Query, sources: list[Source], chosen: list[Source], started: float, run: _ModelRun, reason: str
