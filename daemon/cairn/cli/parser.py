@@ -133,22 +133,23 @@ def _add_index_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--tag", action="append", default=[], help="only notes with this tag (any of; nested tags match)"
         )
-        if name == "search":
-            p.add_argument("--folder", action="append", default=[], help="only notes under this folder")
-        else:
-            p.add_argument(
-                "--chat",
-                action="store_true",
-                help="then ask follow-up questions, one per line (an empty line or Ctrl-D ends); each is asked "
-                "with the conversation so far",
-            )
         p.add_argument(
             "--top-k",
             type=_top_k_arg,
             default=None,
             help=f"number of results, {LIMITS.top_k_min}..{LIMITS.top_k_max} (default {LIMITS.top_k_default})",
         )
-        p.add_argument("--json", action="store_true", help="print JSON")
+        output = p.add_mutually_exclusive_group()  # --chat prints answers for a person, --json for a program
+        output.add_argument("--json", action="store_true", help="print JSON")
+        if name == "search":
+            p.add_argument("--folder", action="append", default=[], help="only notes under this folder")
+        else:
+            output.add_argument(
+                "--chat",
+                action="store_true",
+                help="then ask follow-up questions, one per line (an empty line or Ctrl-D ends); each is asked "
+                "with the conversation so far",
+            )
 
     p = sub.add_parser(
         "status",

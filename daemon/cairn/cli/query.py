@@ -224,9 +224,6 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     from cairn.app import build_services
     from cairn.llm import answer_model
 
-    if args.chat and args.json:
-        print("Error: --chat prints answers for a person; use --json without it.", file=sys.stderr)
-        return 2
     wanted = contract.AskRequest.parse(
         {"question": args.text, "top_k": args.top_k, "tags": args.tag}, default_top_k=config.top_k
     )
