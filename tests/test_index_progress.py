@@ -194,7 +194,7 @@ def test_cairn_serve_logs_the_progress_of_its_first_index(tmp_path):
     home.mkdir()
     vault = write_vault(tmp_path / "vault")
     with serving(home, vault) as (proc, url):
-        wait_indexed(url, token_for(home), proc, notes=len(NOTES))
+        wait_indexed(url, token_for(home, vault), proc, notes=len(NOTES))
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     log = (home / "serve.stderr").read_text()

@@ -88,7 +88,12 @@ def tray_daemon(tmp_path_factory, xvfb, host):
         assert hello["backend"] == "pystray._xorg"
         d.url = d.until("service.json", lambda: (read_service(home, proc.pid) or {}).get("url"), START_DEADLINE_S)
         d.token = subprocess.run(
-            [cairn_executable(), "token"], env=env, capture_output=True, text=True, timeout=60, check=True
+            [cairn_executable(), "token", "--vault", str(vault)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         ).stdout.strip()
         yield d
     finally:

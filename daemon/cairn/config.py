@@ -233,6 +233,15 @@ class LLMConfig:
         return bool(self.base_url) and not is_loopback_url(self.base_url or "")
 
 
+def vault_id_of(vault: Path) -> str:
+    """A vault's id: 16 hex digits of SHA-256 over its resolved path (NFC, as UTF-8 bytes). Stable while the
+    vault stays where it is, not secret, and the same for every Cairn process and for the plugin, which
+    computes it from the vault it runs in: a daemon says it in ``/health`` (``vaultId``), and a client holding
+    another vault's id refuses it (docs/design.md, "Contract" → Several vaults). It also names the vault's
+    index and token."""
+    return hashlib.sha256(os.fsencode(vault)).hexdigest()[:16]  # the bytes, also for a non-UTF-8 name
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole configuration. Paths are absolute; ``vault`` is resolved (symlinks followed). What each
@@ -375,12 +384,16 @@ class Config:
         return self.vault
 
     @property
+    def vault_id(self) -> str:
+        """This vault's id (:func:`vault_id_of`); raises :class:`ConfigError` when no vault is configured."""
+        return vault_id_of(self.require_vault())
+
+    @property
     def db_path(self) -> Path:
         """One SQLite file per vault, keyed by the vault's resolved path (several vaults can be served)."""
         vault = self.require_vault()
-        key = hashlib.sha256(os.fsencode(vault)).hexdigest()[:16]  # the bytes, also for a non-UTF-8 name
         safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in vault.name)[:40] or "vault"
-        return self.data_dir / "indexes" / f"{safe}-{key}.sqlite3"
+        return self.data_dir / "indexes" / f"{safe}-{vault_id_of(vault)}.sqlite3"
 
     @property
     def index_id(self) -> str:

@@ -534,11 +534,12 @@ class Indexing:
         return there
 
     def health(self) -> dict[str, Any]:
-        """``/health``: {status, version, store: {ok, reason}, embedder, llm}; ``status`` is ``ok`` only when the
-        store can be read and written and the model answers. ``store.reason`` (``None`` when ok) is a code, never
-        a path (``/health`` needs no token): ``disk_full`` (the last run could not write; retried with backoff),
-        ``index_file_changed`` (the index file was deleted or replaced while served), ``unreadable``. Never raises
-        (a failed check is logged and reported)."""
+        """``/health``: {status, version, vaultId, store: {ok, reason}, embedder, llm}; ``vaultId`` says which vault
+        this daemon serves (:func:`cairn.config.vault_id_of`: a client holding another vault's id refuses it).
+        ``status`` is ``ok`` only when the store can be read and written and the model answers. ``store.reason``
+        (``None`` when ok) is a code, never a path (``/health`` needs no token): ``disk_full`` (the last run could
+        not write; retried with backoff), ``index_file_changed`` (the index file was deleted or replaced while
+        served), ``unreadable``. Never raises (a failed check is logged and reported)."""
         store_ok = embedder_ok = True
         reason = self.write_error
         try:
@@ -555,6 +556,7 @@ class Indexing:
         return {
             "status": "ok" if store_ok and embedder_ok else "degraded",
             "version": __version__,
+            "vaultId": self.config.vault_id,
             "store": {"ok": store_ok, "reason": reason},
             "embedder": {"ok": embedder_ok, "model": self.embedder.model_id},
             "llm": {"configured": self.config.llm.configured, "reachable": False, "remote": self.config.llm.remote},

@@ -161,7 +161,7 @@ def _add_index_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def _add_mcp_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     """``token``, ``mcp`` (``token``, ``audit``), ``policy check``, ``policy init``, ``policy apply``."""
-    p = sub.add_parser("token", parents=[common], help="print the API token the Obsidian plugin uses")
+    p = sub.add_parser("token", parents=[common], help="print the vault's API token (each vault has its own)")
     p.add_argument("--rotate", action="store_true", help="make a new token (the old one stops working)")
 
     p = sub.add_parser(
@@ -246,7 +246,9 @@ def _add_admin_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("plugin", parents=[common], help="the Obsidian plugin")
     plugin_sub = p.add_subparsers(dest="plugin_command", required=True, metavar="ACTION")
     q = plugin_sub.add_parser(
-        "install", parents=[common], help="copy the plugin into <vault>/.obsidian/plugins/cairn/ (never touches notes)"
+        "install",
+        parents=[common],
+        help="copy the plugin into <vault>/.obsidian/plugins/cairn/ with the vault's token (never touches notes)",
     )
     q.add_argument(
         "--from",

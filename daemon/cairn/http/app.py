@@ -65,7 +65,9 @@ def make_app(
     source: TokenSource = StaticToken(token) if isinstance(token, str) else token
     current = source.current()
     if not isinstance(current, str) or len(current) < 16:
-        raise ConfigError("The API token is missing or shorter than 16 characters; run `cairn token --rotate`.")
+        raise ConfigError(
+            "The API token is missing or shorter than 16 characters; run `cairn token --vault PATH --rotate`."
+        )
     app = web.Application(
         middlewares=[
             errors_middleware,

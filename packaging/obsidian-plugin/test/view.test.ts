@@ -360,14 +360,14 @@ describe("errors everywhere", () => {
     expect(box.querySelector("button.cairn-retry")).toBeTruthy();
   });
 
-  it("a rejected token says to paste the output of cairn token", async () => {
+  it("a rejected token says to give this vault its token with cairn plugin install", async () => {
     mounted = await mount({ "/search": () => json({ error: { code: "unauthorized", message: "Missing or wrong API token" } }, 401) });
     $(mounted.root, ".cairn-tab[data-tab='search']").click();
     const input = $(mounted.root, ".cairn-search-input") as HTMLInputElement;
     input.value = "tomatoes";
     input.dispatchEvent(new Event("input"));
     await vi.waitFor(() => expect($(mounted!.root, ".cairn-search-results .cairn-error-unauthorized")).toBeTruthy(), { timeout: 3000 });
-    expect($(mounted.root, ".cairn-search-results").textContent).toContain("paste the output of `cairn token`");
+    expect($(mounted.root, ".cairn-search-results").textContent).toContain("run `cairn plugin install --vault");
     expect(mounted.root.textContent).not.toContain("t0ken-0123456789abcdef");
   });
 });
