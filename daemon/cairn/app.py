@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cairn.answers import AnswerService, ChatModel
-from cairn.config import Config
+from cairn.config import Config, require_loopback_host
 from cairn.discovery import moves_off, remove_service_file, write_service_file
 from cairn.embedder import Embedder
 from cairn.errors import CairnError
@@ -305,6 +305,7 @@ async def run_mcp_http(
     from cairn.mcp_server import McpHttpServer
     from cairn.secrets import McpTokens
 
+    require_loopback_host(config.host, "MCP over HTTP")  # before anything opens (the loader refuses it too)
     policy = policy_holder(config, strict=True)
     _require_index(config)
     stop = stop or asyncio.Event()
@@ -362,6 +363,8 @@ async def run_daemon(
     from cairn.http import make_app, serve  # adapters are wired here, in the composition root
     from cairn.secrets import TokenWatch
 
+    # Every listener is loopback only: checked before any socket opens, the MCP endpoint's first of all.
+    require_loopback_host(config.host, "Cairn's HTTP API and MCP endpoint")
     stop = stop or asyncio.Event()
     _stop_on_signals(stop)
     token = await asyncio.to_thread(TokenWatch, config)  # first: keyring = "required" refuses before any work

@@ -63,6 +63,42 @@ def is_loopback_url(url: str) -> bool:
         return False
 
 
+def is_loopback_host(host: str) -> bool:
+    """True for ``localhost`` and loopback address literals (``127.0.0.0/8``, ``::1``; brackets allowed)."""
+    if host.strip().lower() in ("localhost", "localhost."):
+        return True
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+#: Why only a loopback host is taken (docs/design.md, "Interfaces" → HTTP): the one wording for the setting and
+#: for every listener that checks it before it binds.
+LOOPBACK_ONLY = (
+    "expected a loopback address (127.0.0.1, ::1 or localhost): Cairn's servers answer this machine only, so "
+    "nothing elsewhere on the network can reach your notes"
+)
+
+
+def require_loopback_host(host: str, what: str) -> None:
+    """Raise :class:`ConfigError` naming ``what`` (e.g. ``"the MCP endpoint"``) when ``host`` is not loopback;
+    every listener calls it before it opens a socket."""
+    if not is_loopback_host(host):
+        raise ConfigError(
+            f"Cannot serve {what} on {host!r}: {LOOPBACK_ONLY}. Set host = '127.0.0.1' in config.toml, or remove it."
+        )
+
+
+def _loopback_host(value: Any) -> str:
+    """The ``host`` setting: a loopback address or ``localhost``, brackets removed; ValueError otherwise."""
+    if not isinstance(value, str) or not is_loopback_host(value):
+        raise ValueError(LOOPBACK_ONLY)
+    return value.strip().strip("[]").lower()
+
+
 class Kind(NamedTuple):
     """How one setting's value is read. ``label``: its type as the docs show it. ``parse``: a TOML value, or
     the text of an environment variable or flag, to the value; raises ValueError or TypeError saying what was
@@ -166,6 +202,7 @@ def _llm_base_url(value: Any) -> str | None:
 
 TEXT = Kind("text", str)
 BOOLEAN = Kind("true or false", _boolean)
+LOOPBACK_HOST = Kind("loopback address", _loopback_host)
 SECONDS = _number("seconds, > 0", lambda s: s > 0, "must be a positive number of seconds")
 PORT = _whole(0, 65535, "port must be 0..65535")
 AT_LEAST_1 = _whole(1, None, "must be at least 1")
@@ -264,7 +301,10 @@ class Config:
         doc="Where `cairn serve` writes `cairn.log`.",
     )
     host: str = _key(
-        "127.0.0.1", kind=TEXT, doc="Address both servers listen on; a loopback one only (`127.0.0.1`, `::1`)."
+        "127.0.0.1",
+        kind=LOOPBACK_HOST,
+        doc="Address both servers listen on: a loopback one only (`127.0.0.1`, `::1`, `localhost`); any other, "
+        "such as `0.0.0.0`, is an error and nothing starts.",
     )
     port: int = _key(
         DEFAULT_PORT, kind=PORT, env="CAIRN_PORT", doc="The HTTP API's port (also `--port`); 0 picks a free one."
