@@ -95,7 +95,7 @@ class Cairn:
             # CLI and tests may open an index copied along with its vault.
             self.store = Store(config.db_path, readonly=readonly, vault=config.vault if readonly else None)
         if not readonly:
-            record_vault_policy(config)  # which policy governs this index: what `cairn mcp` checks
+            record_vault_policy(config, store=self.store)  # which policy governs this index: what `cairn mcp` checks
         self.indexer = Indexer(config, self.store, self.embedder)
         self.pdfs = PdfIndexer(self.indexer)
         self.query = SearchService(self.store, self.embedder)
