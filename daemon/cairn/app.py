@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cairn.answers import AnswerService, ChatModel
-from cairn.config import Config, require_loopback_host
+from cairn.config import Config
 from cairn.discovery import moves_off, remove_service_file, write_service_file
 from cairn.embedder import Embedder
 from cairn.errors import CairnError
@@ -33,6 +33,7 @@ from cairn.indexing import Indexing
 from cairn.library import NoteViews
 from cairn.llm import answer_model, say_model
 from cairn.llm_probe import LLMProbe
+from cairn.loopback import require_loopback_host
 from cairn.mcp_server.listener import LazyListener, McpHttp, listen
 from cairn.memory import fix_mmap_threshold, rss_bytes
 from cairn.pdf_index import PdfIndexer

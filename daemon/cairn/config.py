@@ -28,6 +28,7 @@ import platformdirs
 
 from cairn.contract import LIMITS
 from cairn.errors import ConfigError
+from cairn.loopback import LOOPBACK_ONLY, is_loopback_host, is_loopback_url
 
 APP_NAME = "cairn"
 DEFAULT_PORT = 27183
@@ -44,56 +45,7 @@ WEAK_ANSWER_LEAD = "I couldn't find a clear answer in your indexed notes. The cl
 ALWAYS_IGNORED = (".obsidian", ".trash", ".git")
 
 
-def is_loopback_url(url: str) -> bool:
-    """True when ``url``'s host is a loopback address literal or ``localhost`` (anything else counts as remote).
-    ``*.localhost`` names count as remote: RFC 6761 asks resolvers to map them to loopback, but many do not
-    (this machine's does not), and a DNS answer could then send withheld notes off the machine."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    try:
-        host = (urlsplit(url).hostname or "").lower()
-    except ValueError:
-        return False
-    if host in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def is_loopback_host(host: str) -> bool:
-    """True for ``localhost`` and loopback address literals (``127.0.0.0/8``, ``::1``; brackets allowed)."""
-    if host.strip().lower() in ("localhost", "localhost."):
-        return True
-    import ipaddress
-
-    try:
-        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-#: Why only a loopback host is taken (docs/design.md, "Interfaces" → HTTP): the one wording for the setting and
-#: for every listener that checks it before it binds.
-LOOPBACK_ONLY = (
-    "expected a loopback address (127.0.0.1, ::1 or localhost): Cairn's servers answer this machine only, so "
-    "nothing elsewhere on the network can reach your notes"
-)
-
-
-def require_loopback_host(host: str, what: str) -> None:
-    """Raise :class:`ConfigError` naming ``what`` (e.g. ``"the MCP endpoint"``) when ``host`` is not loopback;
-    every listener calls it before it opens a socket."""
-    if not is_loopback_host(host):
-        raise ConfigError(
-            f"Cannot serve {what} on {host!r}: {LOOPBACK_ONLY}. Set host = '127.0.0.1' in config.toml, or remove it."
-        )
-
-
 def _loopback_host(value: Any) -> str:
-    """The ``host`` setting: a loopback address or ``localhost``, brackets removed; ValueError otherwise."""
     if not isinstance(value, str) or not is_loopback_host(value):
         raise ValueError(LOOPBACK_ONLY)
     return value.strip().strip("[]").lower()

@@ -15,7 +15,6 @@ from typing import Any
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from cairn.config import require_loopback_host
 from cairn.connections import (
     ACCEPT_BACKLOG,
     ConnectionGuard,
@@ -39,6 +38,7 @@ from cairn.http.security import (
 )
 from cairn.http.state import HEARTBEAT, SERVICES, STATE, TOKEN, State, StaticToken, TokenSource
 from cairn.logsafe import printable
+from cairn.loopback import require_loopback_host
 from cairn.services import Services
 
 log = logging.getLogger("cairn.http")

@@ -16,9 +16,9 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cairn.config import require_loopback_host
 from cairn.connections import ACCEPT_BACKLOG
 from cairn.errors import CairnError
+from cairn.loopback import require_loopback_host
 
 log = logging.getLogger("cairn.mcp_server")
 
