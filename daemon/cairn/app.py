@@ -33,6 +33,7 @@ from cairn.indexing import Indexing
 from cairn.library import NoteViews
 from cairn.llm import answer_model, say_model
 from cairn.llm_probe import LLMProbe
+from cairn.loopback import require_loopback_host
 from cairn.mcp_server.listener import LazyListener, McpHttp, listen
 from cairn.memory import fix_mmap_threshold, rss_bytes
 from cairn.pdf_index import PdfIndexer
@@ -95,7 +96,7 @@ class Cairn:
             # CLI and tests may open an index copied along with its vault.
             self.store = Store(config.db_path, readonly=readonly, vault=config.vault if readonly else None)
         if not readonly:
-            record_vault_policy(config)  # which policy governs this index: what `cairn mcp` checks
+            record_vault_policy(config, store=self.store)  # which policy governs this index: what `cairn mcp` checks
         self.indexer = Indexer(config, self.store, self.embedder)
         self.pdfs = PdfIndexer(self.indexer)
         self.query = SearchService(self.store, self.embedder)
@@ -305,6 +306,7 @@ async def run_mcp_http(
     from cairn.mcp_server import McpHttpServer
     from cairn.secrets import McpTokens
 
+    require_loopback_host(config.host, "MCP over HTTP")  # before anything opens (the loader refuses it too)
     policy = policy_holder(config, strict=True)
     _require_index(config)
     stop = stop or asyncio.Event()
@@ -362,6 +364,8 @@ async def run_daemon(
     from cairn.http import make_app, serve  # adapters are wired here, in the composition root
     from cairn.secrets import TokenWatch
 
+    # Every listener is loopback only: checked before any socket opens, the MCP endpoint's first of all.
+    require_loopback_host(config.host, "Cairn's HTTP API and MCP endpoint")
     stop = stop or asyncio.Event()
     _stop_on_signals(stop)
     token = await asyncio.to_thread(TokenWatch, config)  # first: keyring = "required" refuses before any work

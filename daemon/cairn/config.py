@@ -28,6 +28,7 @@ import platformdirs
 
 from cairn.contract import LIMITS
 from cairn.errors import ConfigError
+from cairn.loopback import LOOPBACK_ONLY, is_loopback_host, is_loopback_url
 
 APP_NAME = "cairn"
 DEFAULT_PORT = 27183
@@ -44,23 +45,10 @@ WEAK_ANSWER_LEAD = "I couldn't find a clear answer in your indexed notes. The cl
 ALWAYS_IGNORED = (".obsidian", ".trash", ".git")
 
 
-def is_loopback_url(url: str) -> bool:
-    """True when ``url``'s host is a loopback address literal or ``localhost`` (anything else counts as remote).
-    ``*.localhost`` names count as remote: RFC 6761 asks resolvers to map them to loopback, but many do not
-    (this machine's does not), and a DNS answer could then send withheld notes off the machine."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    try:
-        host = (urlsplit(url).hostname or "").lower()
-    except ValueError:
-        return False
-    if host in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def _loopback_host(value: Any) -> str:
+    if not isinstance(value, str) or not is_loopback_host(value):
+        raise ValueError(LOOPBACK_ONLY)
+    return value.strip().strip("[]").lower()
 
 
 class Kind(NamedTuple):
@@ -166,6 +154,7 @@ def _llm_base_url(value: Any) -> str | None:
 
 TEXT = Kind("text", str)
 BOOLEAN = Kind("true or false", _boolean)
+LOOPBACK_HOST = Kind("loopback address", _loopback_host)
 SECONDS = _number("seconds, > 0", lambda s: s > 0, "must be a positive number of seconds")
 PORT = _whole(0, 65535, "port must be 0..65535")
 AT_LEAST_1 = _whole(1, None, "must be at least 1")
@@ -273,7 +262,10 @@ class Config:
         doc="Where `cairn serve` writes `cairn.log`.",
     )
     host: str = _key(
-        "127.0.0.1", kind=TEXT, doc="Address both servers listen on; a loopback one only (`127.0.0.1`, `::1`)."
+        "127.0.0.1",
+        kind=LOOPBACK_HOST,
+        doc="Address both servers listen on: a loopback one only (`127.0.0.1`, `::1`, `localhost`); any other, "
+        "such as `0.0.0.0`, is an error and nothing starts.",
     )
     port: int = _key(
         DEFAULT_PORT, kind=PORT, env="CAIRN_PORT", doc="The HTTP API's port (also `--port`); 0 picks a free one."

@@ -126,12 +126,14 @@ def _policy_hints(config: Config, client: str) -> None:
 
 def cmd_policy(args: argparse.Namespace, config: Config) -> int:
     """``cairn policy check [FILE]``: ``ok: FILE`` (exit 0), or ``Error: FILE:LINE: reason`` on stderr (exit 1).
-    Without FILE it checks the policy `cairn mcp` uses: ``mcp_policy`` when configured, else the owner's copy in
-    the config folder (created from the shipped default on the true first use only); a change waiting for the
-    owner's confirmation is said on stderr. ``cairn policy init``: writes the shipped default there when no file
-    is there (exit 1 when one is). ``cairn policy apply``: :func:`_policy_apply`."""
+    Without FILE it checks the policy `cairn mcp` uses: with ``--vault``, the one that governs the vault (its
+    record damaged or missing: exit 1 naming it); else ``mcp_policy`` when configured, else the owner's copy in
+    the config folder (created from the shipped default on the true first use only). A change waiting for the
+    owner's confirmation is named on stderr; a damaged or vanished record of the confirmed policy is an error.
+    ``cairn policy init``: writes the shipped default there when no file is there (exit 1 when one is).
+    ``cairn policy apply``: :func:`_policy_apply`."""
     from cairn.errors import ConfigError
-    from cairn.policy_file import awaiting_confirmation, create_policy, load_policy, mcp_policy_path, owner_policy_path
+    from cairn.policy_file import awaiting_confirmation, create_policy, load_policy, owner_policy_path
 
     if args.policy_command == "apply":
         return _policy_apply(config)
@@ -144,17 +146,29 @@ def cmd_policy(args: argparse.Namespace, config: Config) -> int:
             "local); edit it to add your withheld folders and clients."
         )
         return 0
-    path = Path(args.file) if args.file else mcp_policy_path(config)
+    path = Path(args.file) if args.file else _policy_in_use(config)
     load_policy(path)  # PolicyError → `Error: FILE:LINE: reason`, exit 1 (main)
+    waiting = awaiting_confirmation(path)  # a damaged or vanished confirmed record: PolicyError naming it, exit 1
     print(f"ok: {path}")
-    waiting = awaiting_confirmation(path)
     if waiting:
+        link = f" (a link to {path.resolve()})" if path.is_symlink() else ""
         print(
-            f"Not in force yet: it withholds less than the policy in force ({', '.join(waiting)}); meanwhile the "
-            "stricter of the two is. Run `cairn policy apply` to confirm it.",
+            f"Not in force yet: {path}{link} withholds less than the policy you last confirmed ({', '.join(waiting)}); "
+            "meanwhile the stricter of the two is in force. Run `cairn policy apply` to confirm it.",
             file=sys.stderr,
         )
     return 0
+
+
+def _policy_in_use(config: Config) -> Path:
+    """The policy ``cairn mcp`` would use: with a vault whose index exists, the one that governs it (PolicyError
+    when its record is damaged or names another policy); else the configured one."""
+    from cairn.policy_file import mcp_policy_path
+    from cairn.policy_vault import governing_policy
+
+    if config.vault is not None and config.vault.is_dir() and config.db_path.exists():
+        return governing_policy(config)
+    return mcp_policy_path(config)
 
 
 def _policy_apply(config: Config) -> int:

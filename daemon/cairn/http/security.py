@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import json
 import re
 import time
@@ -78,16 +77,6 @@ class BadTokenThrottle:
     def failed(self) -> None:
         self._refill()
         self._level = max(0.0, self._level - 1.0)
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP addresses (``[::1]`` with or without brackets)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @web.middleware
