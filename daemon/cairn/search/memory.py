@@ -9,7 +9,7 @@ from cairn.memory import breakdown, process_memory
 
 if TYPE_CHECKING:
     from cairn.embedder import Embedder
-    from cairn.pdf_index import PdfIndexer
+    from cairn.index import PdfIndexer
     from cairn.search.service import SearchService
 
 

@@ -455,7 +455,7 @@ def duplicate_reason(vf: VaultFile) -> str:
 
 def hinted_paths(paths: Iterable[str], rules: IgnoreRules) -> Iterator[str]:
     """The hinted paths worth a look, vault-relative and NFC: empty, absolute, ``..`` and ignored or hidden ones
-    are dropped (a file event is only a hint; see :meth:`cairn.indexer.Indexer.index_paths`)."""
+    are dropped (a file event is only a hint; see :meth:`cairn.index.notes.NoteIndexer.index_paths`)."""
     for raw in paths:
         rel = normalise_rel_path(str(raw))
         if rel and not rel.startswith("/") and ".." not in rel.split("/") and not rules.excludes(rel):
