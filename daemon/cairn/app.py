@@ -41,12 +41,12 @@ from cairn.library import NoteViews
 from cairn.llm import answer_model, say_model
 from cairn.llm_probe import LLMProbe
 from cairn.mcp_server.listener import LazyListener, McpHttp, listen
-from cairn.memory import fix_mmap_threshold, rss_bytes
+from cairn.memory import daemon_memory, fix_mmap_threshold, rss_bytes
 from cairn.policy import Withhold
 from cairn.policy_live import PolicyHolder, daemon_policy, policy_holder
 from cairn.policy_vault import record_vault_policy
 from cairn.private_files import private_dir, private_file, tighten_install
-from cairn.search import SearchService, daemon_memory
+from cairn.search import SearchService, search_parts
 from cairn.services import HealthCheck, Services
 from cairn.store import Store
 from cairn.store.recovery import InstanceLock, instance_lock_path, mark_closed_cleanly, open_verified
@@ -125,8 +125,13 @@ class Cairn:
         )
 
     def _memory(self) -> dict[str, Any]:
-        """The daemon's memory breakdown (:func:`cairn.search.daemon_memory`)."""
-        return daemon_memory(self.query, self.embedder, self.pdfs, self.mcp_http_bytes.value)
+        """The daemon's memory breakdown (:func:`cairn.memory.daemon_memory`)."""
+        return daemon_memory(
+            search_parts(self.query),
+            onnx=self.embedder.session_bytes,
+            mcp_http=self.mcp_http_bytes.value,
+            pdf_worker_pid=self.pdfs.worker_pid,
+        )
 
     def close(self) -> None:
         """Stop indexing work, then close the store; the daemon's is marked closed cleanly (its next start skips the

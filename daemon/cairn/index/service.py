@@ -18,9 +18,8 @@ from cairn.index.notes import NoteIndexer
 from cairn.index.pdfs import PdfIndexer
 from cairn.index.report import IndexReport, KeptPlaces, Progress, index_health, stats_json
 from cairn.index.vectors import ChunkVectors
-from cairn.library import checked_rel_path
 from cairn.store import Store
-from cairn.vault import resolve_in_vault
+from cairn.vault import checked_rel_path, resolve_in_vault
 
 
 class IndexService:
