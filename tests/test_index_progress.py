@@ -198,8 +198,8 @@ def test_cairn_serve_logs_the_progress_of_its_first_index(tmp_path):
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     log = (home / "serve.stderr").read_text()
-    assert re.search(rf"cairn\.indexing: reading notes: {len(NOTES)} / {len(NOTES)}, done in \d+ s", log), log
-    assert re.search(r"cairn\.indexing: embedding passages: ([\d,]+) / \1, done in", log), log
+    assert re.search(rf"cairn\.index\.lanes: reading notes: {len(NOTES)} / {len(NOTES)}, done in \d+ s", log), log
+    assert re.search(r"cairn\.index\.lanes: embedding passages: ([\d,]+) / \1, done in", log), log
 
 
 def cache_rows(db: Path) -> int:

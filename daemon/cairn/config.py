@@ -41,8 +41,6 @@ RRF_K = 60
 NOT_FOUND_ANSWER = "I couldn't find this in your indexed notes."
 #: The first words of an answer whose evidence is weak (then the closest passages, cited).
 WEAK_ANSWER_LEAD = "I couldn't find a clear answer in your indexed notes. The closest passages say:"
-#: Folders never indexed, whatever the configured globs say.
-ALWAYS_IGNORED = (".obsidian", ".trash", ".git")
 
 
 def _loopback_host(value: Any) -> str:
@@ -567,6 +565,12 @@ def load_config(
 ) -> Config:
     """The configuration of :func:`load_settings` (defaults < TOML file < ``CAIRN_*`` env < ``overrides``)."""
     return load_settings(overrides, config_file=config_file, env=env).config
+
+
+def setting_default(name: str) -> Any:
+    """The default of the setting ``name`` (``llm.<key>`` included), as declared on its field (:func:`_key`): for
+    the places that hold a setting's value outside :class:`Config` (a server's limits) and need it by default too."""
+    return _BY_NAME[name].default
 
 
 def setting_value(config: Config, name: str) -> Any:

@@ -2,7 +2,7 @@
 """Speed and parity of the embedding model's variants, side by side in one process. Figures, not tests.
 
 The texts are what the indexer embeds for VAULT (default obsidian-help): every note parsed and chunked as the
-indexer does (:func:`cairn.indexer.prepare_note`), then per chunk its sentence texts, its whole-chunk text (title,
+indexer does (:func:`cairn.index.prepare_note`), then per chunk its sentence texts, its whole-chunk text (title,
 heading path and sentences, up to 256 tokens) and the note's title, deduplicated; ``--texts`` of them drawn at random
 (seeded). Each variant is an :class:`~cairn.embedder.Embedder` with the daemon's threads (``--threads``, default
 every core). The sample is cut into ``--rounds`` parts; round r embeds part r with every variant in turn, the order
@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO / "daemon"))
 
 from cairn.embedder import Embedder, load_tokenizer  # noqa: E402
 from cairn.embedding import embedding_texts, whole_chunk_text  # noqa: E402
-from cairn.indexer import prepare_note  # noqa: E402
+from cairn.index import prepare_note  # noqa: E402
 
 DEFAULT_VARIANTS = ("fp32", "int8", "int8-matmul", "int8-matmul-pt", "int8-static", "fp32-fused", "int8-fused")
 

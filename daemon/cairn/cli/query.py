@@ -347,7 +347,7 @@ def _daemon_memory(config: Config, url: str) -> dict | None:
 
 
 def cmd_status(args: argparse.Namespace, config: Config) -> int:
-    from cairn.indexing import index_stats_json
+    from cairn.index import index_stats_json
     from cairn.store import IndexStats, Store
 
     if config.vault is None:  # no vault named: every vault's daemon that runs

@@ -13,7 +13,7 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +96,19 @@ class ToolOutcome:
     decision: str = "allowed"
 
 
+#: One tool: (the parsed request, what the caller may not see, the tally of what was withheld) → its outcome.
+ToolHandler = Callable[[Any, Withhold, WithheldTally], Awaitable[ToolOutcome]]
+
+
+def _in_thread(tool: Callable[[Any, Withhold, WithheldTally], ToolOutcome]) -> ToolHandler:
+    """A blocking tool (SQLite, the model) as a :data:`ToolHandler` that runs it in a worker thread."""
+
+    async def run(request: Any, withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
+        return await asyncio.to_thread(tool, request, withhold, tally)
+
+    return run
+
+
 def _error(code: str, message: str, decision: str = "error") -> ToolOutcome:
     return ToolOutcome(
         {"error": {"code": code, "message": message}}, f"Error ({code}): {message}", is_error=True, decision=decision
@@ -142,6 +155,16 @@ class McpService:
         self.audit = audit
         self.transport = transport
         self._hinted: set[str] = set()  # policy hints already logged by this server (once each)
+        #: name → the tool: a coroutine function of (request, withhold, tally); the blocking ones run in a worker
+        #: thread. One entry per name of :data:`TOOL_SPECS`.
+        self._tools: dict[str, ToolHandler] = {
+            "search_notes": _in_thread(self._search_notes),
+            "get_note": _in_thread(self._get_note),
+            "get_related_notes": _in_thread(self._get_related_notes),
+            "list_notes": _in_thread(self._list_notes),
+            "ask": self._ask,
+        }
+        assert self._tools.keys() == TOOL_SPECS.keys(), "every tool has one handler"
 
     # ------------------------------------------------------------------ tools/list
     def served(self, client: str | None, requested: Iterable[str]) -> list[str]:
@@ -246,10 +269,7 @@ class McpService:
         withhold = policy.withhold_for(client)
         tally = WithheldTally()
         try:
-            if name == "ask":
-                outcome = await self._ask(request, withhold, tally)
-            else:
-                outcome = await asyncio.to_thread(getattr(self, "_" + name), request, withhold, tally)
+            outcome = await self._tools[name](request, withhold, tally)
         except CairnError as exc:
             outcome = _error_for(exc, policy, client, name)
         except Exception:

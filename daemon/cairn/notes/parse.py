@@ -11,7 +11,7 @@ from cairn.notes.markup import blank, strip_comments
 from cairn.notes.tags import frontmatter_tags_and_aliases, inline_tags
 
 #: Bumped whenever parsing changes what a note's tags, aliases, links, front-matter or body are: an index made
-#: by another version re-reads every note at its next full run (``Indexer.index``; vectors of unchanged text
+#: by another version re-reads every note at its next full run (``NoteIndexer.index``; vectors of unchanged text
 #: come from the cache). 2: a repeated front-matter key keeps the union of tags/aliases and is reported. 3: a
 #: tab-indented front-matter line is reported as invalid YAML, not read as some number of spaces. 4: code spans are
 #: found in each table row (GFM tables), not across a table's lines.

@@ -13,7 +13,7 @@ Modules: ``service`` (the entry points and the ranking pipeline), ``pipeline`` (
 
 from cairn.search.cache import EpochLRU
 from cairn.search.hits import Hit, SearchResult, check_query
-from cairn.search.memory import daemon_memory
+from cairn.search.memory import search_parts
 from cairn.search.pipeline import Ranked
 from cairn.search.query import Query
 from cairn.search.related import similar_notes
@@ -32,6 +32,6 @@ __all__ = [
     "Views",
     "WithheldSet",
     "check_query",
-    "daemon_memory",
+    "search_parts",
     "similar_notes",
 ]

@@ -303,12 +303,15 @@ class StoreBase:
         return version
 
     def _migrate(self, conn: apsw.Connection) -> None:
+        """Apply the migrations after the database's version (:mod:`cairn.store.schema`), each in one transaction
+        with its new ``user_version``."""
         version = self._check_version(conn)
         for number in range(version + 1, SCHEMA_VERSION + 1):
+            migrate = MIGRATIONS[number - 1]
             with self._write_lock, conn:
-                conn.execute(MIGRATIONS[number - 1])
+                migrate(conn)
                 conn.execute(f"PRAGMA user_version={number}")
-            log.info("index schema migrated to version %d (%s)", number, self.path)
+            log.info("index schema migrated to version %d, %s (%s)", number, migrate.__name__, self.path)
 
     @property
     def schema_version(self) -> int:
