@@ -1,12 +1,14 @@
 """What each make target installs, read from the commands ``make -n`` would run and from pyproject's extras.
 
 The fast inner loop needs no model server: ``make lint`` and ``make check`` install no llama.cpp (it is compiled from
-source, ~30 minutes on 2 cores the first time), ``make test`` and ``make run-llm`` do; ``make run-llm`` hands
-``LLM_PORT`` to the model server, and a port already taken is refused with one line before anything starts.
+source, ~30 minutes on 2 cores the first time), ``make test`` and ``make run-llm`` do; without it the real-model
+tests skip with one line, or fail under ``CAIRN_REQUIRE_MODEL_SERVER`` (CI). ``make run-llm`` hands ``LLM_PORT`` to
+the model server, and a port already taken is refused with one line before anything starts.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import socket
@@ -109,3 +111,28 @@ def test_run_llm_refuses_a_port_in_use_with_one_line_and_starts_nothing():
     ]
     bad = run_llm("--llm-port", "70000")
     assert bad.returncode == 2 and "'70000' is not a port (0 to 65535; 0: a free one)" in bad.stderr, bad.stderr
+
+
+def test_without_the_model_server_the_real_model_tests_skip_with_one_line_or_fail_in_ci(tmp_path):
+    """The model server made absent for one pytest run (``sys.modules["llama_cpp"] = None``: ``find_spec`` then
+    finds nothing), as in a venv ``make check`` built."""
+    (tmp_path / "no_model_server.py").write_text('import sys\nsys.modules["llama_cpp"] = None\n', encoding="utf-8")
+
+    def pytest_run(**env: str) -> subprocess.CompletedProcess:
+        base = {k: v for k, v in os.environ.items() if k != "CAIRN_REQUIRE_MODEL_SERVER"}
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no_model_server", "-p", "no:cacheprovider",
+             "tests/test_llm_e2e.py"],
+            cwd=REPO, env={**base, "PYTHONPATH": str(tmp_path), **env}, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+
+    skipped = pytest_run()
+    assert skipped.returncode == 5, skipped.stdout + skipped.stderr  # the module skipped whole: no test collected
+    lines = [ln for ln in skipped.stdout.splitlines() if ln.startswith("SKIPPED")]
+    assert len(lines) == 1 and "the real-model test needs llama-cpp-python[server]" in lines[0], skipped.stdout
+    assert "make test-venv installs them" in lines[0]
+
+    required = pytest_run(CAIRN_REQUIRE_MODEL_SERVER="1")
+    assert required.returncode == 1, required.stdout + required.stderr
+    assert "CAIRN_REQUIRE_MODEL_SERVER is set and the real-model test needs llama-cpp-python[server]" in required.stdout
+    assert "skipped" not in required.stdout.splitlines()[-1], required.stdout.splitlines()[-1]
