@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# Before any helper is imported: asserts in tests/support/ report their values as a test's do.
+pytest.register_assert_rewrite("support")
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_VAULT = REPO / "examples" / "vault"
 SHARED = Path(os.environ.get("CAIRN_SHARED", REPO.parent / "shared"))
@@ -98,8 +101,8 @@ def _isolated_folders(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def cairn_wheel(tmp_path_factory) -> Path:
-    """The wheel ``make wheel`` builds, built once per session (tests/built_wheel.py) → its path."""
-    from built_wheel import build_wheel
+    """The wheel ``make wheel`` builds, built once per session (tests/support/built_wheel.py) → its path."""
+    from support.built_wheel import build_wheel
 
     return build_wheel(tmp_path_factory.mktemp("wheel"))
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from cairn.config import WEAK_ANSWER_LEAD
-from helpers import cairn_env, cairn_executable
+from support.cli import cairn_env, cairn_executable
 
 pytestmark = pytest.mark.slow  # a `cairn` subprocess per call (1-4 s each)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cairn_env, cairn_executable
+from support.cli import cairn_env, cairn_executable
 from test_cli import NOT_FOUND, SAMPLE_VAULT, TIMEOUT_S, run_cairn, run_json
 
 pytestmark = pytest.mark.slow  # a `cairn` subprocess per call

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from helpers import cairn_env, cairn_executable
+from support.cli import cairn_env, cairn_executable
 from test_cli import TIMEOUT_S
 
 pytestmark = pytest.mark.slow  # a `cairn` subprocess per call

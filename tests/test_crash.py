@@ -30,10 +30,11 @@ from urllib.parse import urlsplit
 import pytest
 from tests.conftest import HELP_VAULT, make_config
 
-import pdfgen
 from cairn.app import Cairn
 from cairn.store import Store
-from helpers import cairn_env, cairn_executable, read_service, wait_until
+from support import pdfgen
+from support.cli import cairn_env, cairn_executable, read_service
+from support.waits import wait_until
 
 pytestmark = pytest.mark.e2e  # `cairn serve` subprocesses killed and restarted
 

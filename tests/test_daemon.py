@@ -20,7 +20,8 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
-from helpers import cairn_env, cairn_executable, read_service, wait_until
+from support.cli import cairn_env, cairn_executable, read_service
+from support.waits import wait_until
 
 pytestmark = pytest.mark.e2e  # `cairn serve` as a subprocess, spoken to over HTTP
 

@@ -13,7 +13,7 @@ from tests.conftest import make_config
 
 from cairn.app import Cairn
 from cairn.store import Store
-from helpers import wait_until
+from support.waits import wait_until
 
 #: Seconds indexing may take to resume once space is back (a bound on a hang: the first retry is due in a few).
 RESUME_DEADLINE_S = 120

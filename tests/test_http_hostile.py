@@ -19,7 +19,7 @@ import pytest
 from cairn.http import make_app, serve
 from cairn.http.app import MAX_REQUEST_LINE
 from conftest import services_of
-from helpers import run
+from support.waits import run
 from test_http_api import TOKEN, StandInIndexing
 
 #: Longest wait for the server's answer or for it to close a connection.

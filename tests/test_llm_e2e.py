@@ -29,7 +29,7 @@ import pytest
 from aiohttp import web
 
 from conftest import REQUIRE_MODEL_SERVER
-from helpers import run, wait_until
+from support.waits import run, wait_until
 from test_daemon import Daemon, running_daemon
 from test_http_api import read_events
 

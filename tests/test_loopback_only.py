@@ -18,7 +18,8 @@ import pytest
 
 from cairn.config import Config, load_config
 from cairn.errors import ConfigError
-from helpers import cairn_env, cairn_executable, wait_until
+from support.cli import cairn_env, cairn_executable
+from support.waits import wait_until
 
 pytestmark = pytest.mark.slow  # `cairn` subprocesses
 

@@ -14,7 +14,8 @@ from cairn.embedder import DEFAULT_MODEL_DIR
 from cairn.memory import PARTS, process_memory
 from cairn.search.memory import search_parts
 from conftest import make_config
-from helpers import cairn_executable, wait_until
+from support.cli import cairn_executable
+from support.waits import wait_until
 from test_daemon import INDEX_DEADLINE_S, NOTES, running_daemon, write_vault
 
 MB = float(1 << 20)
@@ -71,7 +72,7 @@ def test_cairn_status_json_shows_the_running_daemons_memory_by_part(tmp_path):
 
 def test_cairn_status_json_without_a_daemon_shows_no_memory(tmp_path):
     vault = write_vault(tmp_path / "vault", NOTES)
-    from helpers import cairn_env
+    from support.cli import cairn_env
 
     out = _status(cairn_env(tmp_path / "home"), vault)
     assert out["daemon"]["running"] is False and out["memory"] is None

@@ -1,4 +1,4 @@
-"""PDF attachments end to end: real PDFs written by tests/pdfgen.py, the real PDF library in its worker
+"""PDF attachments end to end: real PDFs written by tests/support/pdfgen.py, the real PDF library in its worker
 process, the real model, a real SQLite index; the `cairn` console script for the CLI acceptance items.
 
 What a vault owner sees: a text PDF's pages become searchable and citable by page; encrypted, image-only,
@@ -16,13 +16,13 @@ import time
 from pathlib import Path
 
 import pytest
-from tests import pdfgen
 from tests.conftest import SAMPLE_VAULT, make_config
 from tests.test_cli import run_cairn
 
 from cairn.answers import AnswerService, sources_text
 from cairn.app import Cairn, build_services
 from cairn.index import VaultWatcher
+from support import pdfgen
 
 pytestmark = pytest.mark.slow  # PDFs written, read by the worker process and embedded
 
@@ -352,7 +352,7 @@ def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vau
     answers from the good one, a PDF dropped in later is indexed too, and SIGTERM stops it cleanly."""
     import signal
 
-    from helpers import wait_until
+    from support.waits import wait_until
     from test_daemon import INDEX_DEADLINE_S, running_daemon, stop
 
     home = tmp_path / "home"

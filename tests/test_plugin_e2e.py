@@ -34,8 +34,8 @@ from pathlib import Path
 
 import pytest
 
-import pdfgen
-from helpers import wait_until
+from support import pdfgen
+from support.waits import wait_until
 from test_daemon import INDEX_DEADLINE_S, running_daemon
 from test_pdf_index import GUIDE_PAGES
 from test_plugin_build import built_plugin
@@ -242,7 +242,7 @@ def vault_files(vault: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def plugin_vault(tmp_path_factory) -> Path:
-    """A copy of examples/vault with a 4-page PDF attachment (tests/pdfgen.py) whose page 3 answers PDF_QUESTION."""
+    """A copy of examples/vault with a 4-page PDF attachment whose page 3 answers PDF_QUESTION."""
     vault = tmp_path_factory.mktemp("plugin-vault") / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
     (vault / "Attachments").mkdir()

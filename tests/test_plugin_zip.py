@@ -22,7 +22,7 @@ import pytest
 
 from cairn import __version__
 from conftest import REPO, SAMPLE_VAULT
-from helpers import wait_until
+from support.waits import wait_until
 
 PLUGIN_FILES = ("main.js", "manifest.json", "styles.css")
 SHIPPED = REPO / "daemon" / "cairn" / "obsidian_plugin"

@@ -19,7 +19,7 @@ import pytest
 
 from cairn.store import Store
 from conftest import SAMPLE_VAULT
-from helpers import cairn_executable
+from support.cli import cairn_executable
 
 pytestmark = pytest.mark.slow  # `cairn` subprocesses
 

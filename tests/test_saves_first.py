@@ -13,7 +13,7 @@ import apsw
 import pytest
 
 from conftest import HELP_VAULT
-from helpers import wait_until
+from support.waits import wait_until
 from test_daemon import running_daemon
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_data("vaults/obsidian-help")]

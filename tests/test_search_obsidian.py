@@ -19,7 +19,7 @@ import pytest
 from cairn.search.syntax import And, Field, Not, Or, Phrase, Word, parse
 from cairn.search.vocabulary import Vocabulary, edit_distance
 from conftest import SAMPLE_VAULT, make_config
-from helpers import cairn_env, cairn_executable
+from support.cli import cairn_env, cairn_executable
 
 SOURDOUGH = "Kitchen/Sourdough.md"
 TIMEOUT_S = 180

@@ -25,11 +25,11 @@ from types import SimpleNamespace
 
 import pytest
 
-import tray_harness
 from cairn.tray.backend import LINUX_ORDER, TrayUnavailable, candidates, choose_backend
 from cairn.tray.backend import describe as describe_backend
-from helpers import read_service
-from tray_harness import (
+from support import tray as tray_harness
+from support.cli import read_service
+from support.tray import (
     DRIVER,
     MENU,
     START_DEADLINE_S,

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-import tray_harness
-from built_wheel import pip
-from helpers import wait_until
+from support import tray as tray_harness
+from support.built_wheel import pip
+from support.tray import START_DEADLINE_S, Popups, hover_for_tooltip, tray_lines, write_vault
+from support.waits import wait_until
 from test_tray_backends import auto_env, session_bus  # noqa: F401  (session_bus: a fixture)
-from tray_harness import START_DEADLINE_S, Popups, hover_for_tooltip, tray_lines, write_vault
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # a venv built from the wheel, the tray on a real X display
 

@@ -25,7 +25,7 @@ import pytest
 
 from cairn import autostart
 from cairn.config import Config
-from helpers import cairn_env
+from support.cli import cairn_env
 from test_cli import TIMEOUT_S, run_cairn, run_json
 
 pytestmark = [

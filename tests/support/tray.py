@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from cairn.tray import STATES, icon_path
-from helpers import wait_until
+from support.waits import wait_until
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 START_DEADLINE_S = 90
 STEP_DEADLINE_S = 60
 QUIT_DEADLINE_S = 5.0

@@ -1,8 +1,6 @@
 """Builders shared by the governance tests: a small vault with one note tagged ``personal``, the owner's home
 (config and data folders) with a policy and the vault's index, and one ``get_note`` call through a real
 ``cairn mcp`` subprocess driven by the MCP SDK's stdio client, as an agent launches it.
-
-Import as ``from policy_harness import ...`` (pytest puts ``tests/`` on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from helpers import cairn_env, cairn_executable
+from support.cli import cairn_env, cairn_executable
 
 #: The withheld note's own words: a leak would show them.
 DIARY_CANARY = "DIARY-CANARY-51c2"
