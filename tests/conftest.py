@@ -7,7 +7,6 @@ token backend (CAIRN_KEYRING=file).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -17,23 +16,13 @@ import pytest
 # Before any helper is imported: asserts in tests/support/ report their values as a test's do.
 pytest.register_assert_rewrite("support")
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE_VAULT = REPO / "examples" / "vault"
-SHARED = Path(os.environ.get("CAIRN_SHARED", REPO.parent / "shared"))
-VAULTS = SHARED / "vaults"
-HELP_VAULT = VAULTS / "obsidian-help"
-HUB_VAULT = VAULTS / "obsidian-hub"
-
+from support.cairns import indexed_cairn, make_config  # noqa: E402
+from support.vaults import CANARY_VAULT, HELP_VAULT, REQUIRE_SHARED, SAMPLE_VAULT, SHARED  # noqa: E402
 
 #: Fixtures whose set-up alone takes longer than ``make check`` can afford: a test using one is marked slow.
 SLOW_FIXTURES = {"help_cairn"}  # indexes the whole obsidian-help vault with the real model
 #: Fixtures that read the shared test data: a test using one is marked ``shared_data`` with these paths.
 SHARED_FIXTURES = {"help_cairn": ("vaults/obsidian-help",)}
-#: Set by CI (``.ci/run``), where ``../shared`` is always there: missing shared data fails instead of skipping.
-REQUIRE_SHARED = os.environ.get("CAIRN_REQUIRE_SHARED", "") not in ("", "0")
-#: Set by CI (``.ci/run``), whose ``make test`` installs the model server (``[llm]``): a test that needs it fails
-#: instead of skipping when it is missing (``make check`` does not install it, and those tests skip there).
-REQUIRE_MODEL_SERVER = os.environ.get("CAIRN_REQUIRE_MODEL_SERVER", "") not in ("", "0")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -115,12 +104,6 @@ def embedder():
     return Embedder()
 
 
-def make_config(vault: Path, data_dir: Path):
-    from cairn.config import load_config
-
-    return load_config({"vault": str(vault), "data_dir": str(data_dir), "config_dir": str(data_dir / "config")}, env={})
-
-
 @pytest.fixture
 def vault_copy(tmp_path):
     """A writable copy of the sample vault (tests change files here, never in the repo)."""
@@ -137,27 +120,6 @@ def fresh_cairn(vault_copy, tmp_path, embedder):
     cairn = Cairn(make_config(vault_copy, tmp_path / "data"), embedder=embedder)
     yield cairn
     cairn.close()
-
-
-def indexed_cairn(vault, data_dir, embedder):
-    """Yield a Cairn over ``vault`` with its index in ``data_dir``, fully indexed; closed afterwards."""
-    from cairn.app import Cairn
-
-    cairn = Cairn(make_config(vault, data_dir), embedder=embedder)
-    cairn.indexing.index()
-    yield cairn
-    cairn.close()
-
-
-def services_of(cairn, *, answers=None, indexing=None, events=None):
-    """The :class:`~cairn.services.Services` the daemon wires over a real :class:`cairn.app.Cairn`
-    (:func:`cairn.app.build_services`: answers from the passages, no model), with ``answers``, ``indexing`` or
-    ``events`` put in their place when given."""
-    from cairn.app import build_services
-
-    services = build_services(cairn)
-    given = {"answers": answers, "indexing": indexing, "events": events}
-    return dataclasses.replace(services, **{k: v for k, v in given.items() if v is not None})
 
 
 @pytest.fixture(scope="session")
@@ -182,27 +144,6 @@ def help_cairn(tmp_path_factory, embedder):
     cairn.indexing.last_report = cairn.indexing.index()
     yield cairn
     cairn.close()
-
-
-# ------------------------------------------------------------------------------ the canary vault ---------
-CANARY_VAULT = REPO / "tests" / "fixtures" / "canary_vault"
-#: The canary string: it appears ONLY in the withheld notes of the canary vault.
-CANARY = "CANARY-7f3a9"
-#: Notes withheld by the default policy's tags (personal, in every form Obsidian allows).
-CANARY_TAGGED = (
-    "Health/Blood pressure.md",
-    "Health/Sleep.md",
-    "Journal/2024-03-01.md",
-    "Journal/Therapy.md",
-    "Notes/Allergies.md",
-    "Notes/Dream log.md",
-    "Notes/Passwords hint.md",
-)
-#: Front-matter that cannot be read (its `tags: personal` is lost): withheld whenever a tag is (fail closed).
-CANARY_UNREADABLE = ("Notes/Mood tracker.md",)
-#: Withheld only when the policy also says ``folders: [Private]``.
-CANARY_FOLDER = ("Private/Salary.md",)
-CANARY_WITHHELD = CANARY_TAGGED + CANARY_UNREADABLE + CANARY_FOLDER
 
 
 @pytest.fixture(scope="session")

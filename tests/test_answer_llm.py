@@ -31,7 +31,7 @@ from cairn.http import make_app, serve
 from cairn.llm import OpenAIChatModel
 from cairn.prompt import SYSTEM_PROMPT, select_within_budget
 from cairn.relevance import RELEVANCE_LABELS
-from conftest import services_of
+from support.cairns import services_of
 from test_http_api import AUTH, TOKEN, assert_stream_order, read_events, run
 
 QUESTION = "How deep do I plant garlic cloves?"
@@ -547,7 +547,7 @@ WITHHELD_NAMES = ("HIV", "diagnosis", "Chemo", "Smith", "psychiatrist", "Viral",
 
 @pytest.fixture(scope="module")
 def titles_cairn(tmp_path_factory, embedder):
-    from conftest import indexed_cairn
+    from support.cairns import indexed_cairn
 
     vault = tmp_path_factory.mktemp("titles-vault")
     for rel, text in TITLE_NOTES.items():

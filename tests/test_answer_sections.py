@@ -9,7 +9,7 @@ from cairn.answers.sections import MOST, with_subsections
 from cairn.app import build_services
 from cairn.policy import Withhold
 from cairn.search import Hit
-from conftest import indexed_cairn
+from support.cairns import indexed_cairn
 from test_http_api import run
 
 SECURITY = "Sync/Security.md"

@@ -18,7 +18,7 @@ from cairn.config import NOT_FOUND_ANSWER, WEAK_ANSWER_LEAD
 from cairn.contract import agent_answer_json
 from cairn.llm import OpenAIChatModel
 from cairn.policy import Withhold
-from conftest import indexed_cairn
+from support.cairns import indexed_cairn
 from test_answer_llm import daemon, llm_config, stub_server, text_of
 from test_http_api import assert_stream_order, run
 

@@ -18,7 +18,7 @@ from mcp import Client
 from cairn.answers import AnswerService
 from cairn.mcp_server import McpService, build_server
 from cairn.policy import parse_policy
-from conftest import services_of
+from support.cairns import services_of
 from test_answer_llm import daemon, text_of
 from test_edge_contract import POLICY
 from test_http_api import run

@@ -12,7 +12,7 @@ import pytest
 from cairn.ranking import fts_phrase
 from cairn.search.keyword import Bm25Index
 from cairn.search.query import query_terms
-from conftest import SHARED
+from support.vaults import SHARED
 
 pytestmark = pytest.mark.slow  # the help vault and fresh indexes rebuilt per test
 

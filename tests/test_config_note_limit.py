@@ -12,7 +12,7 @@ import pytest
 from cairn.app import Cairn
 from cairn.config import load_config
 from cairn.errors import ConfigError
-from conftest import make_config
+from support.cairns import make_config
 from test_cli import run_cairn
 
 BIG_WORD = "zqbigword"

@@ -24,7 +24,7 @@ from mcp.client.stdio import stdio_client
 
 from cairn.app import Cairn
 from cairn.http import make_app, serve
-from conftest import make_config, services_of
+from support.cairns import make_config, services_of
 from test_http_api import TOKEN, read_events
 from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_home, run
 

@@ -28,12 +28,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from tests.conftest import HELP_VAULT, make_config
 
 from cairn.app import Cairn
 from cairn.store import Store
 from support import pdfgen
+from support.cairns import make_config
 from support.cli import cairn_env, cairn_executable, read_service
+from support.vaults import HELP_VAULT
 from support.waits import wait_until
 
 pytestmark = pytest.mark.e2e  # `cairn serve` subprocesses killed and restarted

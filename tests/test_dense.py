@@ -12,7 +12,7 @@ from cairn.embedder import DIM, Int8Dot
 from cairn.errors import ModelError
 from cairn.search import SearchService
 from cairn.search.dense import DenseIndex, quantize_query, quantize_rows
-from conftest import SHARED
+from support.vaults import SHARED
 
 
 def _dev_questions(vault: str) -> list[str]:

@@ -16,7 +16,7 @@ from cairn.embedding import (
     whole_chunk_hash,
     whole_chunk_text,
 )
-from conftest import make_config
+from support.cairns import make_config
 
 #: Notes whose one passage answers a question only when read as a whole: no single sentence says it, while other
 #: notes each have one sentence on one of the question's words.

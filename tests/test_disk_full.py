@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import apsw
 import pytest
-from tests.conftest import make_config
 
 from cairn.app import Cairn
 from cairn.store import Store
+from support.cairns import make_config
 from support.waits import wait_until
 
 #: Seconds indexing may take to resume once space is back (a bound on a hang: the first retry is due in a few).

@@ -15,7 +15,7 @@ import pytest
 
 from cairn.http import make_app, serve
 from cairn.index import VaultWatcher
-from conftest import services_of
+from support.cairns import services_of
 from test_http_api import AUTH, TOKEN, run
 
 DEADLINE_S = 45.0

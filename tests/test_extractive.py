@@ -17,7 +17,8 @@ import pytest
 from cairn.answers import AnswerService
 from cairn.passages import passage_units
 from cairn.prompt import CITATION, cited_numbers
-from conftest import HELP_VAULT, indexed_cairn
+from support.cairns import indexed_cairn
+from support.vaults import HELP_VAULT
 
 pytestmark = pytest.mark.shared_data("vaults/obsidian-help")
 

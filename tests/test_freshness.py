@@ -4,10 +4,10 @@ and a real SQLite file. The figures (keyword/dense freshness p95 under load) are
 from __future__ import annotations
 
 import pytest
-from tests.conftest import make_config
 
 import cairn.index.lanes as lanes_module
 from cairn.app import Cairn
+from support.cairns import make_config
 
 
 @pytest.mark.slow  # a vector phase long enough to change a note during it

@@ -18,7 +18,7 @@ import pytest
 from cairn.answers import AnswerService
 from cairn.errors import BadRequestError
 from cairn.http import make_app, serve
-from conftest import services_of
+from support.cairns import services_of
 from support.cli import cairn_env, cairn_executable
 from test_cli import TIMEOUT_S
 from test_http_api import AUTH, TOKEN, StandInIndexing, assert_error, read_events, run

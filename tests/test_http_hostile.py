@@ -18,7 +18,7 @@ import pytest
 
 from cairn.http import make_app, serve
 from cairn.http.app import MAX_REQUEST_LINE
-from conftest import services_of
+from support.cairns import services_of
 from support.waits import run
 from test_http_api import TOKEN, StandInIndexing
 

@@ -23,7 +23,7 @@ from cairn.events import EventBus
 from cairn.http import BadTokenThrottle, make_app, serve
 from cairn.library import backlink_json, link_json
 from cairn.relevance import RELEVANCE_LABELS
-from conftest import services_of
+from support.cairns import services_of
 from test_http_api import (
     AUTH,
     OBSIDIAN,

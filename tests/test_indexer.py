@@ -8,12 +8,12 @@ import shutil
 import unicodedata
 
 import pytest
-from tests.conftest import make_config
 
 from cairn.app import Cairn
 from cairn.errors import NotFoundError
 from cairn.policy import Withhold
 from cairn.store import Backlink
+from support.cairns import make_config
 
 NOTES = {
     "Sourdough.md": "---\ntags: [baking, food/bread]\naliases: [Levain bread]\n---\n# Sourdough\n\n"

@@ -28,7 +28,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from conftest import REQUIRE_MODEL_SERVER
+from support.vaults import REQUIRE_MODEL_SERVER
 from support.waits import run, wait_until
 from test_daemon import Daemon, running_daemon
 from test_http_api import read_events

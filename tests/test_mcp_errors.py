@@ -15,7 +15,8 @@ import pytest
 from mcp import Client
 
 from cairn.policy_live import PolicyHolder
-from conftest import CANARY_VAULT, make_config
+from support.cairns import make_config
+from support.vaults import CANARY_VAULT
 from test_mcp_stdio import POLICY
 
 pytestmark = pytest.mark.e2e
@@ -25,7 +26,7 @@ def test_a_replaced_index_file_gives_a_non_local_client_its_code_not_the_owners_
     from cairn.app import Cairn
     from cairn.mcp_server import McpService, build_server
     from cairn.store import Store
-    from conftest import services_of
+    from support.cairns import services_of
 
     vault = tmp_path / "vault"
     shutil.copytree(CANARY_VAULT, vault)

@@ -23,7 +23,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import CANARY, CANARY_VAULT, CANARY_WITHHELD
+from support.vaults import CANARY, CANARY_VAULT, CANARY_WITHHELD
 from test_daemon import running_daemon, wait_for
 from test_mcp_stdio import (
     ALL_TOOLS,

@@ -18,7 +18,7 @@ from mcp import Client
 
 from cairn.mcp_server import McpHttpServer, McpService
 from cairn.policy_live import PolicyHolder
-from conftest import services_of
+from support.cairns import services_of
 from support.waits import run, wait_until_async
 from test_mcp_http import http_session
 from test_mcp_stdio import POLICY

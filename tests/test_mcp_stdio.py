@@ -22,7 +22,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from conftest import CANARY, CANARY_VAULT, CANARY_WITHHELD, make_config
+from support.cairns import make_config
+from support.vaults import CANARY, CANARY_VAULT, CANARY_WITHHELD
 
 pytestmark = pytest.mark.e2e  # a `cairn mcp` subprocess per test, spoken to over stdio
 
@@ -558,7 +559,7 @@ def test_audit_lines_follow_the_policy_switch_and_policy_edits_apply_without_a_r
     policy_file.write_text(POLICY.replace("audit: {enabled: true}", "audit: {enabled: false}"), encoding="utf-8")
     holder = PolicyHolder(policy_file, strict=True, check_interval_s=0)
     audit_file = tmp_path / "audit.jsonl"
-    from conftest import services_of
+    from support.cairns import services_of
 
     service = McpService(
         services_of(canary_cairn),

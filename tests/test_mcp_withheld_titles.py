@@ -21,7 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from conftest import make_config
+from support.cairns import make_config
 from test_mcp_stdio import CALL_TIMEOUT_S, blob, cairn_env, cairn_executable, make_home, run
 
 pytestmark = pytest.mark.slow  # a `cairn mcp` subprocess per test

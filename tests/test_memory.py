@@ -13,7 +13,7 @@ import pytest
 from cairn.embedder import DEFAULT_MODEL_DIR
 from cairn.memory import PARTS, process_memory
 from cairn.search.memory import search_parts
-from conftest import make_config
+from support.cairns import make_config
 from support.cli import cairn_executable
 from support.waits import wait_until
 from test_daemon import INDEX_DEADLINE_S, NOTES, running_daemon, write_vault

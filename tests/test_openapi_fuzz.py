@@ -33,7 +33,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from conftest import REPO, SAMPLE_VAULT, make_config
+from support.cairns import make_config
+from support.vaults import REPO, SAMPLE_VAULT
 
 # Installed by make test ([test]), not by make check, which leaves this slow module out anyway.
 schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed (make test-venv installs it)")

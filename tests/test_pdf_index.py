@@ -16,13 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import SAMPLE_VAULT, make_config
 from tests.test_cli import run_cairn
 
 from cairn.answers import AnswerService, sources_text
 from cairn.app import Cairn, build_services
 from cairn.index import VaultWatcher
 from support import pdfgen
+from support.cairns import make_config
+from support.vaults import SAMPLE_VAULT
 
 pytestmark = pytest.mark.slow  # PDFs written, read by the worker process and embedded
 

@@ -18,7 +18,7 @@ import pytest
 
 from cairn.app import Cairn
 from cairn.http import make_app, serve
-from conftest import make_config, services_of
+from support.cairns import make_config, services_of
 from test_coverage import half_embedded
 from test_http_api import TOKEN
 from test_plugin_e2e import WAIT_MS, browser, harness, plugin_vault, shoot  # noqa: F401  (fixtures)

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from cairn import __version__
-from conftest import REPO, SAMPLE_VAULT
+from support.vaults import REPO, SAMPLE_VAULT
 from support.waits import wait_until
 
 PLUGIN_FILES = ("main.js", "manifest.json", "styles.css")

@@ -31,7 +31,7 @@ class Server:
 
     def __init__(self, canary_cairn: Any, holder: PolicyHolder) -> None:
         from cairn.mcp_server import McpService, build_server
-        from conftest import services_of
+        from support.cairns import services_of
 
         service = McpService(
             services_of(canary_cairn),

@@ -21,7 +21,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from conftest import CANARY_VAULT
+from support.vaults import CANARY_VAULT
 from test_mcp_stdio import cairn_executable
 
 pytestmark = [

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from cairn.policy import default_policy_text
-from conftest import CANARY_VAULT, make_config
+from support.cairns import make_config
+from support.vaults import CANARY_VAULT
 from test_mcp_stdio import cairn_env, cairn_executable, make_home
 
 pytestmark = pytest.mark.e2e  # `cairn` subprocesses over a real index

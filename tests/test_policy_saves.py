@@ -77,7 +77,7 @@ async def save_in_two_writes(path: os.PathLike[str], calls: Calls) -> None:
 
 def test_no_call_is_served_under_a_half_saved_policy(canary_cairn, tmp_path):
     from cairn.mcp_server import McpService, build_server
-    from conftest import services_of
+    from support.cairns import services_of
 
     path = tmp_path / "mcp-serve.yaml"
     path.write_text(FULL, encoding="utf-8")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CANARY_VAULT
+from support.vaults import CANARY_VAULT
 from test_mcp_stdio import POLICY, cairn_env, cairn_executable
 
 

@@ -275,7 +275,7 @@ def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fres
     # The daemon's query service holds results in memory; a note indexed meanwhile by another process
     # (`cairn index` beside `cairn serve`: another SQLite connection) must show up at once.
     from cairn.app import Cairn
-    from conftest import make_config
+    from support.cairns import make_config
 
     fresh_cairn.indexing.index()
     question = "Which tool sharpens the quenched hoe blade?"
@@ -431,7 +431,7 @@ def test_the_context_budget_is_the_exact_count_whenever_it_matters(help_cairn):
     bounds do not fit: so every bound must be ≥ the exact count, and a block's tokens its header's plus its text's."""
     import json
 
-    from conftest import SHARED
+    from support.vaults import SHARED
 
     query = help_cairn.query
     count = help_cairn.embedder.count_tokens

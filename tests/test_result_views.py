@@ -17,7 +17,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from cairn.app import Cairn
-from conftest import make_config
+from support.cairns import make_config
 from test_http_api import AUTH
 from test_http_routes import api
 from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_home, run

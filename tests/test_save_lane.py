@@ -10,7 +10,7 @@ import pytest
 import cairn.index.text_run as text_run
 from cairn.app import Cairn
 from cairn.index.text_run import TextRun
-from conftest import make_config
+from support.cairns import make_config
 
 EMPTY = {"added": [], "changed": [], "deleted": []}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from conftest import HELP_VAULT
+from support.vaults import HELP_VAULT
 from support.waits import wait_until
 from test_daemon import running_daemon
 

@@ -17,7 +17,8 @@ import pytest
 from cairn import contract
 from cairn.search.literal import literal_count, literal_form, passage_share, query_literals
 from cairn.search.syntax import parse
-from conftest import HELP_VAULT, SAMPLE_VAULT, make_config, services_of
+from support.cairns import make_config, services_of
+from support.vaults import HELP_VAULT, SAMPLE_VAULT
 
 NOTES = {
     "Languages/Cpp.md": "# Cpp\n\nI write C++ every day: templates, RAII and the C++ standard library.\n",

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.conftest import make_config
 
 from cairn.policy import Withhold
+from support.cairns import make_config
 
 W = Withhold(("personal",))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import make_config
+from support.cairns import make_config
 
 
 def _write(root, name: str, text: str) -> None:

@@ -18,8 +18,9 @@ import pytest
 
 from cairn.search.syntax import And, Field, Not, Or, Phrase, Word, parse
 from cairn.search.vocabulary import Vocabulary, edit_distance
-from conftest import SAMPLE_VAULT, make_config
+from support.cairns import make_config
 from support.cli import cairn_env, cairn_executable
+from support.vaults import SAMPLE_VAULT
 
 SOURDOUGH = "Kitchen/Sourdough.md"
 TIMEOUT_S = 180

@@ -27,7 +27,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from cairn.policy import LinkRedactor
-from conftest import make_config
+from support.cairns import make_config
 from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_home, run
 
 TOOLS = ["--tool", "search_notes", "--tool", "get_related_notes", "--tool", "ask"]

@@ -423,10 +423,9 @@ def test_an_index_closed_cleanly_opens_without_the_checks_unless_a_byte_changed_
 
 
 def test_the_daemons_close_marks_its_index_closed_cleanly(tmp_path, embedder):
-    from tests.conftest import make_config
-
     from cairn.app import Cairn
     from cairn.store.recovery import CLEAN_SUFFIX
+    from support.cairns import make_config
 
     vault = tmp_path / "vault"
     vault.mkdir()

@@ -10,9 +10,9 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from tests.conftest import make_config
 
 from cairn.app import Cairn
+from support.cairns import make_config
 from test_http_api import AUTH, read_events, run
 from test_http_routes import api
 

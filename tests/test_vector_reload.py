@@ -12,7 +12,8 @@ import pytest
 from cairn.search import SearchService
 from cairn.search.vectors import Vectors, VectorSnapshot
 from cairn.store import Store
-from conftest import HELP_VAULT, make_config
+from support.cairns import make_config
+from support.vaults import HELP_VAULT
 
 pytestmark = pytest.mark.slow  # copies of the help vault indexed and re-indexed
 

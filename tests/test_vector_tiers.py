@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from cairn.app import Cairn
-from conftest import make_config
+from support.cairns import make_config
 
 #: Notes and how many days ago each was last modified.
 NOTES = {

@@ -19,12 +19,13 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from tests.conftest import HELP_VAULT, make_config
 
 from cairn.app import Cairn
 from cairn.index import VaultWatcher
 from cairn.vault import list_all_files
 from support import pdfgen
+from support.cairns import make_config
+from support.vaults import HELP_VAULT
 from test_http_api import AUTH
 from test_http_routes import api
 

@@ -20,7 +20,8 @@ from cairn.app import build_services
 from cairn.errors import NotFoundError
 from cairn.policy import WITHHELD_LINK, Policy, WithheldTally, Withhold, default_policy_text, parse_policy
 from cairn.store import SCHEMA_VERSION
-from conftest import CANARY, CANARY_TAGGED, CANARY_VAULT, CANARY_WITHHELD, make_config
+from support.cairns import make_config
+from support.vaults import CANARY, CANARY_TAGGED, CANARY_VAULT, CANARY_WITHHELD
 
 #: A query that matches each withheld note (its distinctive topic).
 MATCHING = {
@@ -331,7 +332,8 @@ def test_a_note_tagged_personal_on_disk_but_not_reindexed_yet_is_already_withhel
     import shutil
 
     from cairn.app import Cairn
-    from conftest import CANARY_VAULT, make_config
+    from support.cairns import make_config
+    from support.vaults import CANARY_VAULT
 
     vault = tmp_path / "vault"
     shutil.copytree(CANARY_VAULT, vault)
