@@ -13,8 +13,8 @@ import pytest
 from cairn.answers.degenerate import unusable_reason
 from cairn.app import build_services
 from cairn.llm import OpenAIChatModel
-from test_answer_llm import QUESTION, daemon, llm_config, stub_server, text_of
-from test_http_api import run
+from support.llm_stub import QUESTION, daemon, llm_config, stub_server, text_of
+from support.waits import run
 
 GARLIC = "Garlic\nGarlic › Planting\nPlant garlic cloves 5 cm deep in October, pointy end up, 15 cm apart."
 BOILER = "Boiler\n\nThe boiler pressure sits at 1.3 bar when cold."

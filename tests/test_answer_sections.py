@@ -10,7 +10,7 @@ from cairn.app import build_services
 from cairn.policy import Withhold
 from cairn.search import Hit
 from support.cairns import indexed_cairn
-from test_http_api import run
+from support.waits import run
 
 SECURITY = "Sync/Security.md"
 

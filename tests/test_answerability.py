@@ -19,8 +19,9 @@ from cairn.contract import agent_answer_json
 from cairn.llm import OpenAIChatModel
 from cairn.policy import Withhold
 from support.cairns import indexed_cairn
-from test_answer_llm import daemon, llm_config, stub_server, text_of
-from test_http_api import assert_stream_order, run
+from support.http_client import assert_stream_order
+from support.llm_stub import daemon, llm_config, stub_server, text_of
+from support.waits import run
 
 NEAR_MISS = "What's a simple recipe for guacamole?"  # the Kitchen notes are recipes; none is about guacamole
 IN_CORPUS = "How deep do I plant garlic cloves?"

@@ -19,9 +19,9 @@ from cairn.answers import AnswerService
 from cairn.mcp_server import McpService, build_server
 from cairn.policy import parse_policy
 from support.cairns import services_of
-from test_answer_llm import daemon, text_of
-from test_edge_contract import POLICY
-from test_http_api import run
+from support.llm_stub import daemon, text_of
+from support.policies import POLICY
+from support.waits import run
 
 #: The extractive answer cites some of the passages it is given and not others (both lists are shown).
 QUESTION = "How do I feed my sourdough starter?"

@@ -13,7 +13,7 @@ from cairn.app import Cairn
 from cairn.config import load_config
 from cairn.errors import ConfigError
 from support.cairns import make_config
-from test_cli import run_cairn
+from support.cli import run_cairn
 
 BIG_WORD = "zqbigword"
 

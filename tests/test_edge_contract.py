@@ -22,20 +22,15 @@ from cairn.errors import BadRequestError
 from cairn.mcp_server import McpService, build_server
 from cairn.policy import parse_policy
 from cairn.search.hits import check_query
-from test_http_api import AUTH, RecordingQuery, run, running, stand_in_services
+from support.http_client import AUTH, running
+from support.policies import POLICY
+from support.stand_ins import RecordingQuery, stand_in_services
+from support.waits import run
 
 TOO_MANY = [f"t{i}" for i in range(LIMITS.scope_items + 1)]
 LONG_TEXT = "q" * (LIMITS.text_chars + 1)
 LONG_TAG = "t" * (LIMITS.scope_chars + 1)
 SHOWN_LONG_TAG = repr(LONG_TAG[:40] + "…")  # a value is shown cut at 40 characters, still quoted
-POLICY = """\
-version: 1
-withhold: {tags: [personal]}
-default_tools: [get_note, list_notes]
-clients:
-  agent: {local: true, tools: all}
-audit: {enabled: false}
-"""
 
 
 @dataclass(frozen=True)

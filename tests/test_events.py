@@ -16,7 +16,8 @@ import pytest
 from cairn.http import make_app, serve
 from cairn.index import VaultWatcher
 from support.cairns import services_of
-from test_http_api import AUTH, TOKEN, run
+from support.http_client import AUTH, TOKEN
+from support.waits import run
 
 DEADLINE_S = 45.0
 

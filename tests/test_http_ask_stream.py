@@ -22,8 +22,10 @@ from aiohttp import web
 from cairn.answers.events import Done, Sources, Token, split_pieces
 from cairn.http import PUMP_BACKLOG
 from cairn.llm import OpenAIChatModel
-from test_answer_llm import QUESTION, Stub, daemon, llm_config, stub_server, text_of
-from test_http_api import AUTH, EmptyQuery, assert_stream_order, read_events, run, running
+from support.http_client import AUTH, assert_stream_order, read_events, running
+from support.llm_stub import QUESTION, Stub, daemon, llm_config, stub_server, text_of
+from support.stand_ins import EmptyQuery
+from support.waits import run
 
 WAIT_S = 10  # the longest any single step may take before the test fails (never a sleep)
 

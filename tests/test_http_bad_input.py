@@ -19,9 +19,10 @@ from cairn.answers import AnswerService
 from cairn.errors import BadRequestError
 from cairn.http import make_app, serve
 from support.cairns import services_of
-from support.cli import cairn_env, cairn_executable
-from test_cli import TIMEOUT_S
-from test_http_api import AUTH, TOKEN, StandInIndexing, assert_error, read_events, run
+from support.cli import TIMEOUT_S, cairn_env, cairn_executable
+from support.http_client import AUTH, TOKEN, assert_error, read_events
+from support.stand_ins import StandInIndexing
+from support.waits import run
 
 JSON = {**AUTH, "Content-Type": "application/json"}
 

@@ -17,7 +17,9 @@ import aiohttp
 
 from cairn.http import default_workers, make_app, serve
 from cairn.search import SearchResult
-from test_http_api import AUTH, TOKEN, EmptyQuery, run, stand_in_services
+from support.http_client import AUTH, TOKEN
+from support.stand_ins import EmptyQuery, stand_in_services
+from support.waits import run
 
 WAIT_S = 20
 

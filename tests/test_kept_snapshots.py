@@ -19,7 +19,7 @@ from cairn.search.keyword import Bm25Index
 from cairn.search.query import query_terms
 from cairn.store import Store
 from support.cairns import make_config
-from test_bm25 import assert_same_as_fts5
+from support.keyword_checks import assert_same_as_fts5
 
 QUESTIONS = ["daily notes template", "how do I link two notes", "tags and folders", "weekly review checklist"]
 

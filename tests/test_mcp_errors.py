@@ -16,8 +16,8 @@ from mcp import Client
 
 from cairn.policy_live import PolicyHolder
 from support.cairns import make_config
+from support.mcp_client import POLICY
 from support.vaults import CANARY_VAULT
-from test_mcp_stdio import POLICY
 
 pytestmark = pytest.mark.e2e
 

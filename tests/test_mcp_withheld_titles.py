@@ -22,7 +22,9 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from support.cairns import make_config
-from test_mcp_stdio import CALL_TIMEOUT_S, blob, cairn_env, cairn_executable, make_home, run
+from support.cli import cairn_env, cairn_executable
+from support.mcp_client import CALL_TIMEOUT_S, blob, make_home
+from support.waits import run
 
 pytestmark = pytest.mark.slow  # a `cairn mcp` subprocess per test
 

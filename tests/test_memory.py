@@ -15,8 +15,9 @@ from cairn.memory import PARTS, process_memory
 from cairn.search.memory import search_parts
 from support.cairns import make_config
 from support.cli import cairn_executable
+from support.daemons import INDEX_DEADLINE_S, NOTES, running_daemon
+from support.vaults import write_vault
 from support.waits import wait_until
-from test_daemon import INDEX_DEADLINE_S, NOTES, running_daemon, write_vault
 
 MB = float(1 << 20)
 

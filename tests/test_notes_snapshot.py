@@ -8,7 +8,7 @@ import threading
 from cairn.search.cache import NotesSnapshot
 from cairn.search.lexical import NoteMap
 from cairn.store import Store
-from test_store import _chunks, _note
+from support.store_rows import _chunks, _note
 
 
 def _write(store: Store, path: str) -> None:

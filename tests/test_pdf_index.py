@@ -16,39 +16,20 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.test_cli import run_cairn
 
 from cairn.answers import AnswerService, sources_text
 from cairn.app import Cairn, build_services
 from cairn.index import VaultWatcher
 from support import pdfgen
 from support.cairns import make_config
+from support.cli import run_cairn
+from support.pdfgen import GUIDE_PAGES
 from support.vaults import SAMPLE_VAULT
 
 pytestmark = pytest.mark.slow  # PDFs written, read by the worker process and embedded
 
 DEADLINE_S = 60.0
 
-#: Page 3 of the field guide answers the test question; the other pages are about something else.
-GUIDE_PAGES = [
-    (
-        "Introduction",
-        "This field guide describes the upland walking routes of the northern moor.\n\n"
-        "It was written by the volunteer rangers over three summers.",
-    ),
-    (
-        "Equipment",
-        "Carry a map, a compass and waterproof clothing on every walk.\n\n"
-        "Boots with a stiff sole make the scree slopes much safer.",
-    ),
-    (
-        "Building a cairn",
-        "To build a cairn that lasts the winter, set the three widest flat stones as the base "
-        "and lean every stone above slightly inward toward the centre.\n\n"
-        "Never take stones from walls or from an existing cairn.",
-    ),
-    ("Weather", "Fog can fall in minutes; turn back when you cannot see the next marker post."),
-]
 GUIDE_QUESTION = "How do I build a cairn that lasts the winter?"
 
 
@@ -353,8 +334,8 @@ def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vau
     answers from the good one, a PDF dropped in later is indexed too, and SIGTERM stops it cleanly."""
     import signal
 
+    from support.daemons import INDEX_DEADLINE_S, running_daemon, stop
     from support.waits import wait_until
-    from test_daemon import INDEX_DEADLINE_S, running_daemon, stop
 
     home = tmp_path / "home"
     home.mkdir()
@@ -404,7 +385,7 @@ def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vau
 
 def test_a_pdf_embedded_in_a_personal_note_never_enters_a_remote_models_prompt(pdf_vault, tmp_path, embedder):
     from cairn.llm import OpenAIChatModel
-    from test_answer_llm import llm_config, stub_server
+    from support.llm_stub import llm_config, stub_server
 
     add_personal_pdf(pdf_vault)
     cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)

@@ -19,9 +19,9 @@ import pytest
 from cairn.app import Cairn
 from cairn.http import make_app, serve
 from support.cairns import make_config, services_of
-from test_coverage import half_embedded
-from test_http_api import TOKEN
-from test_plugin_e2e import WAIT_MS, browser, harness, plugin_vault, shoot  # noqa: F401  (fixtures)
+from support.half_embedded import half_embedded
+from support.http_client import TOKEN
+from support.plugin_page import WAIT_MS, shoot
 
 pytestmark = pytest.mark.e2e  # the built plugin in a real browser against the real HTTP app
 

@@ -93,7 +93,7 @@ def unpacked_vault(tmp_path) -> Path:
 @pytest.mark.slow
 def test_the_unpacked_zip_loads_in_the_harness_and_talks_to_the_daemon(tmp_path, unpacked_vault):
     e2e = pytest.importorskip("test_plugin_e2e", reason="the `playwright` Python package is not installed")
-    from test_daemon import INDEX_DEADLINE_S, running_daemon
+    from support.daemons import INDEX_DEADLINE_S, running_daemon
 
     if not Path(e2e.CHROMIUM).exists():
         pytest.skip(f"no Chromium at {e2e.CHROMIUM} (Debian: apt-get install -y chromium; or set CAIRN_CHROMIUM)")

@@ -18,7 +18,7 @@ from mcp import Client
 
 from cairn.policy_file import apply_policy, awaiting_confirmation
 from cairn.policy_live import PolicyHolder
-from test_policy_saves import FIRST_WRITE, FULL, WITHHELD_BY_FOLDER
+from support.policies import FIRST_WRITE, FULL, WITHHELD_BY_FOLDER
 
 SETTLE_S = 0.2
 CALLS = 5
@@ -84,7 +84,7 @@ def test_a_slow_save_never_serves_the_folder_during_or_after_the_gap(canary_cair
 
 
 def test_a_change_that_withholds_less_waits_for_cairn_policy_apply(canary_cairn, tmp_path):
-    from test_cli import run_cairn
+    from support.cli import run_cairn
 
     home = tmp_path / "home"
     path = home / "config" / "mcp-serve.yaml"

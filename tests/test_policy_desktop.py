@@ -21,8 +21,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from support.cli import cairn_executable
 from support.vaults import CANARY_VAULT
-from test_mcp_stdio import cairn_executable
 
 pytestmark = [
     pytest.mark.e2e,

@@ -12,8 +12,9 @@ import pytest
 
 from cairn.policy import default_policy_text
 from support.cairns import make_config
+from support.cli import cairn_env, cairn_executable
+from support.mcp_client import make_home
 from support.vaults import CANARY_VAULT
-from test_mcp_stdio import cairn_env, cairn_executable, make_home
 
 pytestmark = pytest.mark.e2e  # `cairn` subprocesses over a real index
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import cairn_env, cairn_executable
+from support.mcp_client import POLICY
 from support.vaults import CANARY_VAULT
-from test_mcp_stdio import POLICY, cairn_env, cairn_executable
 
 
 def config_for(base: Path):

@@ -18,9 +18,10 @@ from mcp.client.stdio import stdio_client
 
 from cairn.app import Cairn
 from support.cairns import make_config
-from test_http_api import AUTH
-from test_http_routes import api
-from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_home, run
+from support.cli import cairn_env, cairn_executable
+from support.http_client import AUTH, api
+from support.mcp_client import CALL_TIMEOUT_S, make_home
+from support.waits import run
 
 NOTES = {
     # no heading at all: every chunk's heading path is empty

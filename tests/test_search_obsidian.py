@@ -350,7 +350,7 @@ def test_cairn_search_excludes_and_filters(cli_home):
 
 
 def test_http_search_takes_the_syntax_in_q(sample_cairn):
-    from test_http_api import AUTH, running
+    from support.http_client import AUTH, running
 
     async def scenario():
         found = {}
@@ -368,7 +368,7 @@ def test_http_search_takes_the_syntax_in_q(sample_cairn):
 
 
 def test_http_search_reads_an_operator_before_a_group(sample_cairn):
-    from test_http_api import AUTH, running
+    from support.http_client import AUTH, running
 
     async def scenario():
         found = {}
@@ -387,7 +387,7 @@ def test_http_search_reads_an_operator_before_a_group(sample_cairn):
 
 def test_http_search_takes_a_non_ascii_query_up_to_the_length_limit(sample_cairn):
     from cairn.contract import LIMITS  # noqa: PLC0415
-    from test_http_api import AUTH, running
+    from support.http_client import AUTH, running
 
     async def scenario():
         statuses = {}
@@ -408,7 +408,7 @@ def test_mcp_search_notes_uses_the_same_search(tmp_path, embedder):
     from mcp.client.stdio import stdio_client
 
     from cairn.app import Cairn
-    from test_mcp_stdio import POLICY, make_home
+    from support.mcp_client import POLICY, make_home
 
     home = make_home(tmp_path / "home", POLICY)
     vault = tmp_path / "vault"

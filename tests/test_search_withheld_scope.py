@@ -25,7 +25,9 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from support.cairns import make_config
-from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_home, run
+from support.cli import cairn_env, cairn_executable
+from support.mcp_client import CALL_TIMEOUT_S, make_home
+from support.waits import run
 
 POLICY = """\
 version: 1

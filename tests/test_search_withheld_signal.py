@@ -28,7 +28,9 @@ from mcp.client.stdio import stdio_client
 
 from cairn.policy import LinkRedactor
 from support.cairns import make_config
-from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_home, run
+from support.cli import cairn_env, cairn_executable
+from support.mcp_client import CALL_TIMEOUT_S, make_home
+from support.waits import run
 
 TOOLS = ["--tool", "search_notes", "--tool", "get_related_notes", "--tool", "ask"]
 NON_LOCAL, LOCAL = "claude-desktop", "my-local-agent"

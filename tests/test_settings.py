@@ -19,7 +19,7 @@ import pytest
 from cairn.config import SETTINGS, Config, LLMConfig, load_config, load_settings, setting_value, settings_markdown
 from cairn.errors import ConfigError
 from cairn.vault import IgnoreRules, scan_vault
-from test_cli import run_cairn
+from support.cli import run_cairn
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text(encoding="utf-8")

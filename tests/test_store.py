@@ -7,39 +7,9 @@ import numpy as np
 import pytest
 
 from cairn.errors import SchemaTooNewError, StoreError
-from cairn.store import EMBED_DIM, SCHEMA_VERSION, ChunkRecord, LinkRecord, NoteRecord, Store
+from cairn.store import EMBED_DIM, SCHEMA_VERSION, ChunkRecord, LinkRecord, Store
 from cairn.store.reads import fts_row_sizes
-
-
-def _note(path="a.md", title="a", hash_="h1"):
-    return NoteRecord(
-        path=path,
-        kind="markdown",
-        title=title,
-        aliases=["alias a"],
-        frontmatter={"k": 1},
-        mtime_ns=1,
-        size=10,
-        content_hash=hash_,
-    )
-
-
-def _chunks(*texts):
-    return [
-        ChunkRecord(
-            ordinal=i,
-            symbol="H",
-            text=t,
-            line_start=1,
-            line_end=2,
-            page=None,
-            token_count=3,
-            kind="prose",
-            content_hash=f"c{i}-{t}",
-            units=((t, f"u{i}-{t}"),),
-        )
-        for i, t in enumerate(texts)
-    ]
+from support.store_rows import _chunks, _note
 
 
 def _counts(store):

@@ -16,8 +16,6 @@ skip saying so.
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -35,7 +33,7 @@ from support.tray import (
     START_DEADLINE_S,
     Popups,
     TrayDaemon,
-    daemon_env,
+    auto_env,
     hover_for_tooltip,
     tray_lines,
     write_vault,
@@ -66,25 +64,6 @@ def system_gi(tmp_path_factory) -> Path:
     if probe.returncode != 0:
         pytest.skip(f"the system's PyGObject with GTK 3 does not load in {sys.executable}: {probe.stderr[-300:]}")
     return shim
-
-
-@pytest.fixture(scope="module")
-def session_bus():
-    """A private D-Bus session bus address (a desktop session has one)."""
-    exe = shutil.which("dbus-daemon")
-    if exe is None:
-        pytest.skip("dbus-daemon is not installed (.ci/run installs dbus when root)")
-    out = subprocess.run(
-        [exe, "--session", "--fork", "--print-address=1", "--print-pid=1"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout.split()
-    try:
-        yield out[0]
-    finally:
-        os.kill(int(out[1]), signal.SIGTERM)
 
 
 def with_gi(env: dict[str, str], shim: Path) -> str:
@@ -128,13 +107,6 @@ def stop_driver(d: TrayDaemon) -> None:
     if d.proc.poll() is None:
         d.proc.kill()
         d.proc.wait(timeout=30)
-
-
-def auto_env(home: Path, display: str) -> dict[str, str]:
-    """:func:`tray_harness.daemon_env` with the backend left to Cairn (no ``PYSTRAY_BACKEND``)."""
-    env = daemon_env(home, display)
-    env.pop("PYSTRAY_BACKEND")
-    return env
 
 
 def backend_line(stderr: str) -> str:

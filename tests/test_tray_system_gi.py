@@ -19,9 +19,8 @@ import pytest
 
 from support import tray as tray_harness
 from support.built_wheel import pip
-from support.tray import START_DEADLINE_S, Popups, hover_for_tooltip, tray_lines, write_vault
+from support.tray import START_DEADLINE_S, Popups, auto_env, hover_for_tooltip, tray_lines, write_vault
 from support.waits import wait_until
-from test_tray_backends import auto_env, session_bus  # noqa: F401  (session_bus: a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # a venv built from the wheel, the tray on a real X display
 

@@ -13,8 +13,8 @@ import pytest
 
 from cairn.app import Cairn
 from support.cairns import make_config
-from test_http_api import AUTH, read_events, run
-from test_http_routes import api
+from support.http_client import AUTH, api, read_events
+from support.waits import run
 
 NOTES = {
     "Tabbed.md": "---\ntags:\n- one\n\t- two\n---\nA note whose front-matter has one tab-indented list item.\n",

@@ -24,9 +24,8 @@ from pathlib import Path
 import pytest
 
 from cairn.config import Config
-from support.cli import cairn_env, cairn_executable
+from support.cli import TIMEOUT_S, cairn_env, cairn_executable, run_cairn, run_json
 from support.waits import wait_until
-from test_cli import TIMEOUT_S, run_cairn, run_json
 
 pytestmark = pytest.mark.slow  # two daemons, each loading the model
 

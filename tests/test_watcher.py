@@ -25,9 +25,8 @@ from cairn.index import VaultWatcher
 from cairn.vault import list_all_files
 from support import pdfgen
 from support.cairns import make_config
+from support.http_client import AUTH, api
 from support.vaults import HELP_VAULT
-from test_http_api import AUTH
-from test_http_routes import api
 
 pytestmark = pytest.mark.shared_data("vaults/obsidian-help")  # every test runs on a slice of it
 

@@ -15,6 +15,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -429,3 +430,29 @@ def zombie_children(pid: int) -> list[str]:
 def tray_lines(stderr: str) -> list[str]:
     """Log lines about the tray (by its logger or wording; paths in other lines may contain "tray")."""
     return [ln for ln in stderr.splitlines() if "cairn.tray" in ln or "tray icon" in ln]
+
+
+@pytest.fixture(scope="module")
+def session_bus():
+    """A private D-Bus session bus address (a desktop session has one)."""
+    exe = shutil.which("dbus-daemon")
+    if exe is None:
+        pytest.skip("dbus-daemon is not installed (.ci/run installs dbus when root)")
+    out = subprocess.run(
+        [exe, "--session", "--fork", "--print-address=1", "--print-pid=1"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.split()
+    try:
+        yield out[0]
+    finally:
+        os.kill(int(out[1]), signal.SIGTERM)
+
+
+def auto_env(home: Path, display: str) -> dict[str, str]:
+    """:func:`tray_harness.daemon_env` with the backend left to Cairn (no ``PYSTRAY_BACKEND``)."""
+    env = daemon_env(home, display)
+    env.pop("PYSTRAY_BACKEND")
+    return env

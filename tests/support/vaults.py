@@ -39,3 +39,20 @@ CANARY_UNREADABLE = ("Notes/Mood tracker.md",)
 #: Withheld only when the policy also says ``folders: [Private]``.
 CANARY_FOLDER = ("Private/Salary.md",)
 CANARY_WITHHELD = CANARY_TAGGED + CANARY_UNREADABLE + CANARY_FOLDER
+
+
+def write_vault(root: Path, notes: dict[str, str]) -> Path:
+    for rel, text in notes.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    return root
+
+
+def small_vault(root: Path) -> Path:
+    vault = root / "vault"
+    (vault / "Garden").mkdir(parents=True)
+    (vault / "Garden" / "Garlic.md").write_text(
+        "# Garlic\n\nPlant garlic cloves 5 cm deep in October, pointy end up.\n", encoding="utf-8"
+    )
+    (vault / "Boiler.md").write_text("# Boiler\n\nThe boiler pressure sits at 1.3 bar when cold.\n", encoding="utf-8")
+    return vault
