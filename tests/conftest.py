@@ -104,6 +104,15 @@ def embedder():
     return Embedder()
 
 
+@pytest.fixture(scope="session")
+def hash_embedder():
+    """The stand-in for the model, for tests that only move data (tests/support/embedders.py): a module takes it as
+    its ``embedder`` with ``embedder = embedders.stand_in``."""
+    from support.embedders import HashEmbedder
+
+    return HashEmbedder()
+
+
 @pytest.fixture
 def vault_copy(tmp_path):
     """A writable copy of the sample vault (tests change files here, never in the repo)."""

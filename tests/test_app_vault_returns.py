@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from support import embedders
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
+
 
 def test_index_error_clears_by_itself_once_the_vault_folder_is_back(fresh_cairn):
     cairn = fresh_cairn

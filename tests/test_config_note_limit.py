@@ -12,8 +12,11 @@ import pytest
 from cairn.app import Cairn
 from cairn.config import load_config
 from cairn.errors import ConfigError
+from support import embedders
 from support.cairns import make_config
 from support.cli import run_cairn
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 BIG_WORD = "zqbigword"
 

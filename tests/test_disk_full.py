@@ -12,8 +12,11 @@ import pytest
 
 from cairn.app import Cairn
 from cairn.store import Store
+from support import embedders
 from support.cairns import make_config
 from support.waits import wait_until
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 #: Seconds indexing may take to resume once space is back (a bound on a hang: the first retry is due in a few).
 RESUME_DEADLINE_S = 120

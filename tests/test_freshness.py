@@ -7,7 +7,10 @@ import pytest
 
 import cairn.index.lanes as lanes_module
 from cairn.app import Cairn
+from support import embedders
 from support.cairns import make_config
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 
 @pytest.mark.slow  # a vector phase long enough to change a note during it

@@ -6,10 +6,13 @@ from __future__ import annotations
 import os
 import shutil
 
-from support import index_vault
+from support import embedders, index_vault
 from support.index_vault import indexed_paths
 
 vault, cairn = index_vault.vault, index_vault.cairn  # the fixtures
+
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 
 def _count_walks(monkeypatch) -> list[int]:

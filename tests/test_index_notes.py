@@ -8,11 +8,14 @@ import shutil
 
 from cairn.app import Cairn
 from cairn.store import Backlink
-from support import index_vault
+from support import embedders, index_vault
 from support.cairns import make_config
 from support.index_vault import indexed_paths, rows
 
 vault, cairn = index_vault.vault, index_vault.cairn  # the fixtures
+
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 
 def test_first_index_then_nothing_to_do(cairn):

@@ -12,11 +12,13 @@ import pytest
 
 from cairn.errors import NotFoundError
 from cairn.policy import Withhold
-from support import index_vault
+from support import embedders, index_vault
 from support.index_vault import NOTES, indexed_paths
 
 vault, cairn = index_vault.vault, index_vault.cairn  # the fixtures
 
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 # -- what is read: symlinks, folders named like notes, names equal in Unicode NFC (the scan's and the hints' rules)
 

@@ -18,8 +18,11 @@ from cairn.search import SearchService, bm25_file, vector_file
 from cairn.search.keyword import Bm25Index
 from cairn.search.query import query_terms
 from cairn.store import Store
+from support import embedders
 from support.cairns import make_config
 from support.keyword_checks import assert_same_as_fts5
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 QUESTIONS = ["daily notes template", "how do I link two notes", "tags and folders", "weekly review checklist"]
 

@@ -8,7 +8,10 @@ import threading
 from cairn.search.cache import NotesSnapshot
 from cairn.search.lexical import NoteMap
 from cairn.store import Store
+from support import embedders
 from support.store_rows import _chunks, _note
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 
 def _write(store: Store, path: str) -> None:

@@ -10,7 +10,10 @@ import pytest
 import cairn.index.text_run as text_run
 from cairn.app import Cairn
 from cairn.index.text_run import TextRun
+from support import embedders
 from support.cairns import make_config
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 EMPTY = {"added": [], "changed": [], "deleted": []}
 

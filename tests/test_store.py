@@ -9,7 +9,10 @@ import pytest
 from cairn.errors import SchemaTooNewError, StoreError
 from cairn.store import EMBED_DIM, SCHEMA_VERSION, ChunkRecord, LinkRecord, Store
 from cairn.store.reads import fts_row_sizes
+from support import embedders
 from support.store_rows import _chunks, _note
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 
 def _counts(store):

@@ -7,7 +7,10 @@ from __future__ import annotations
 import os
 
 from cairn.app import Cairn
+from support import embedders
 from support.cairns import make_config
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 #: Notes and how many days ago each was last modified.
 NOTES = {

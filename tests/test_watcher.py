@@ -14,10 +14,12 @@ import time
 
 import pytest
 
-from support import watched_vault
+from support import embedders, watched_vault
 from support.watched_vault import DEADLINE_S, bump_mtime, converge, hit_paths, make_watcher, paths, run
 
 template, cairn = watched_vault.template, watched_vault.cairn  # the fixtures
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 pytestmark = pytest.mark.shared_data("vaults/obsidian-help")  # every test runs on a slice of it
 

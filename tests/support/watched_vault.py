@@ -25,8 +25,9 @@ DEADLINE_S = 30.0
 
 
 @pytest.fixture(scope="session")
-def template(tmp_path_factory, embedder):
-    """A slice of the help vault, indexed once: (vault, database file)."""
+def template(tmp_path_factory, hash_embedder):
+    """A slice of the help vault, indexed once with the stand-in model (the watcher's tests only move data): (vault,
+    database file)."""
     base = tmp_path_factory.mktemp("watch-template")
     vault = base / "vault"
     for folder, pattern in FOLDERS.items():
@@ -36,7 +37,7 @@ def template(tmp_path_factory, embedder):
             shutil.copy2(src, dest / src.name)
     (vault / ".obsidian").mkdir()
     (vault / ".obsidian" / "app.json").write_text("{}", encoding="utf-8")
-    cairn = Cairn(make_config(vault, base / "data"), embedder=embedder)
+    cairn = Cairn(make_config(vault, base / "data"), embedder=hash_embedder)
     cairn.indexing.index()
     db = cairn.config.db_path
     cairn.store.wal_checkpoint()
@@ -45,7 +46,7 @@ def template(tmp_path_factory, embedder):
 
 
 @pytest.fixture
-def cairn(template, tmp_path, embedder):
+def cairn(template, tmp_path, hash_embedder):
     """A Cairn over a fresh copy of the template vault and its index (mtimes kept, so nothing to redo)."""
     vault_t, db_t = template
     vault = tmp_path / "vault"
@@ -53,7 +54,7 @@ def cairn(template, tmp_path, embedder):
     config = make_config(vault, tmp_path / "data").replace(ignore=("Templates/", "*.excalidraw.md"))
     config.db_path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(db_t, config.db_path)
-    c = Cairn(config, embedder=embedder)
+    c = Cairn(config, embedder=hash_embedder)
     assert c.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
     yield c
     c.close()
