@@ -16,7 +16,7 @@ import pytest
 # Before any helper is imported: asserts in tests/support/ report their values as a test's do.
 pytest.register_assert_rewrite("support")
 
-from support.cairns import indexed_cairn, make_config  # noqa: E402
+from support.cairns import indexed_cairn, open_cairn  # noqa: E402
 from support.vaults import CANARY_VAULT, HELP_VAULT, REQUIRE_SHARED, SAMPLE_VAULT, SHARED  # noqa: E402
 
 #: Fixtures whose set-up alone takes longer than ``make check`` can afford: a test using one is marked slow.
@@ -124,9 +124,8 @@ def vault_copy(tmp_path):
 @pytest.fixture
 def fresh_cairn(vault_copy, tmp_path, embedder):
     """A Cairn (store + indexer + query) over a writable copy of the sample vault, not yet indexed."""
-    from cairn.app import Cairn
 
-    cairn = Cairn(make_config(vault_copy, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault_copy, tmp_path / "data", embedder)
     yield cairn
     cairn.close()
 
@@ -147,9 +146,8 @@ def indexed_sample(sample_cairn):
 def help_cairn(tmp_path_factory, embedder):
     """A Cairn over the real Obsidian help vault (../shared/vaults/obsidian-help), fully indexed; a test using
     it is marked ``shared_data`` (skipped without the vault)."""
-    from cairn.app import Cairn
 
-    cairn = Cairn(make_config(HELP_VAULT, tmp_path_factory.mktemp("help-data")), embedder=embedder)
+    cairn = open_cairn(HELP_VAULT, tmp_path_factory.mktemp("help-data"), embedder)
     cairn.indexing.last_report = cairn.indexing.index()
     yield cairn
     cairn.close()

@@ -24,7 +24,7 @@ from mcp.client.stdio import stdio_client
 
 from cairn.app import Cairn
 from cairn.http import make_app, serve
-from support.cairns import make_config, services_of
+from support.cairns import open_cairn, services_of
 from support.cli import cairn_env, cairn_executable
 from support.half_embedded import half_embedded
 from support.http_client import TOKEN, read_events
@@ -42,7 +42,7 @@ DONE = {"notes": 5, "embedded": 5, "pending": 0, "refining": 0}
 def indexed(tmp_path: Path, embedder: Any) -> Iterator[tuple[Path, Path, Cairn]]:
     """(home, vault, a Cairn over the half-embedded index) — the Cairn embeds only when a test says so."""
     home, vault = half_embedded(tmp_path, embedder)
-    cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
+    cairn = open_cairn(vault, home / "data", embedder, config_dir=home / "config")
     yield home, vault, cairn
     cairn.close()
 

@@ -26,10 +26,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from cairn.app import Cairn
 from cairn.store import Store
 from support import pdfgen
-from support.cairns import make_config
+from support.cairns import make_config, open_cairn
 from support.cli import cairn_env, cairn_executable
 from support.spawned import (
     INDEX_DEADLINE_S,
@@ -73,7 +72,7 @@ def check_database(db: Path) -> list[str]:
 
 
 def reconcile_diff(home: Path, vault: Path, embedder) -> dict:
-    cairn = Cairn(make_config(vault.resolve(), home / "data"), embedder=embedder)
+    cairn = open_cairn(vault.resolve(), home / "data", embedder)
     try:
         return cairn.indexer.reconcile_diff()
     finally:
@@ -82,7 +81,7 @@ def reconcile_diff(home: Path, vault: Path, embedder) -> dict:
 
 def index_finished(home: Path, vault: Path, embedder) -> bool:
     """Text in line with the disk and no chunk waiting for its vectors."""
-    cairn = Cairn(make_config(vault.resolve(), home / "data"), embedder=embedder)
+    cairn = open_cairn(vault.resolve(), home / "data", embedder)
     try:
         return cairn.indexer.reconcile_diff() == EMPTY and cairn.store.count_pending() == 0
     finally:
@@ -249,8 +248,8 @@ def test_kill_9_of_the_daemon_leaves_no_pdf_reader_process(tmp_path):
 def test_a_damaged_database_is_moved_aside_rebuilt_and_reported(small_vault, tmp_path, embedder):
     home = tmp_path / "home"
     home.mkdir()
-    config = make_config(small_vault.resolve(), home / "data")
-    cairn = Cairn(config, embedder=embedder)
+    cairn = open_cairn(small_vault.resolve(), home / "data", embedder)
+    config = cairn.config
     cairn.indexing.index()
     notes = cairn.indexing.stats()["notes"]
     cairn.close()
@@ -343,7 +342,7 @@ def test_an_index_file_replaced_by_another_vaults_is_never_served(tmp_path, embe
     home.mkdir()
     vault = tiny_vault(tmp_path / "vault", "quillwort")
     other_vault = tiny_vault(tmp_path / "other vault", "bladderwrack")
-    other = Cairn(make_config(other_vault.resolve(), tmp_path / "other data"), embedder=embedder, verify=True)
+    other = open_cairn(other_vault.resolve(), tmp_path / "other data", embedder, verify=True)
     other.indexing.index()
     other.store.check_vault(other_vault.resolve())  # recorded, as a daemon over that vault records it
     other_db = other.store.path

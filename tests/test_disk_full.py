@@ -10,10 +10,9 @@ from __future__ import annotations
 import apsw
 import pytest
 
-from cairn.app import Cairn
 from cairn.store import Store
 from support import embedders
-from support.cairns import make_config
+from support.cairns import open_cairn
 from support.waits import wait_until
 
 embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
@@ -62,7 +61,7 @@ def test_a_full_disk_degrades_health_and_indexing_resumes_when_space_returns(tmp
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "First.md").write_text("# First\n\nThe ferry leaves at noon.\n", encoding="utf-8")
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         assert cairn.indexing.health()["status"] == "ok"

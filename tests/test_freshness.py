@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 
 import cairn.index.lanes as lanes_module
-from cairn.app import Cairn
 from support import embedders
-from support.cairns import make_config
+from support.cairns import open_cairn
 
 embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
@@ -20,7 +19,7 @@ def test_a_change_waiting_during_a_long_vector_phase_is_applied_before_the_rest_
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "Home.md").write_text("# Home\n\nStart here.\n", encoding="utf-8")
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         hints = cairn.indexing.hints  # no watcher follows them: the test hands hints over itself

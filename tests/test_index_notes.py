@@ -6,10 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 
-from cairn.app import Cairn
 from cairn.store import Backlink
 from support import embedders, index_vault
-from support.cairns import make_config
+from support.cairns import open_cairn
 from support.index_vault import indexed_paths, rows
 
 vault, cairn = index_vault.vault, index_vault.cairn  # the fixtures
@@ -255,7 +254,7 @@ def test_notes_written_in_small_batches_resolve_alias_links_to_notes_of_later_ba
     results = {}
     for batch_notes in (3, 1000):
         monkeypatch.setattr(text_run, "BATCH_NOTES", batch_notes)
-        c = Cairn(make_config(root, tmp_path / f"data-{batch_notes}"), embedder=embedder)
+        c = open_cairn(root, tmp_path / f"data-{batch_notes}", embedder)
         try:
             report = c.indexer.sync_text()
             assert report.added == 8 and not report.skipped
@@ -278,7 +277,7 @@ def test_a_note_that_cannot_be_parsed_is_skipped_with_its_reason_and_the_rest_of
         (root / f"Note {i:03d}.md").write_text(f"Compost heap {i}: turn it weekly, pile{i} stays warm.\n")
     broken = "!" * 200 + ".md"  # a title of 200 tokens leaves no room for this text in a 256-token chunk
     (root / broken).write_text("This text is never indexed: its title is too long. " * 12, encoding="utf-8")
-    c = Cairn(make_config(root, tmp_path / "data"), embedder=embedder)
+    c = open_cairn(root, tmp_path / "data", embedder)
     try:
         report = c.indexer.sync_text()
         assert report.added == 150 and [p for p, _ in report.skipped] == [broken]

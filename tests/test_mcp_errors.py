@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 
 from cairn.policy_live import PolicyHolder
-from support.cairns import make_config
+from support.cairns import open_cairn
 from support.mcp_client import POLICY
 from support.vaults import CANARY_VAULT
 
@@ -23,7 +23,6 @@ pytestmark = pytest.mark.e2e
 
 
 def test_a_replaced_index_file_gives_a_non_local_client_its_code_not_the_owners_paths(tmp_path, embedder, caplog):
-    from cairn.app import Cairn
     from cairn.mcp_server import McpService, build_server
     from cairn.store import Store
     from support.cairns import services_of
@@ -32,8 +31,8 @@ def test_a_replaced_index_file_gives_a_non_local_client_its_code_not_the_owners_
     shutil.copytree(CANARY_VAULT, vault)
     policy = tmp_path / "mcp-serve.yaml"
     policy.write_text(POLICY, encoding="utf-8")
-    config = make_config(vault, tmp_path / "data").replace(config_dir=tmp_path / "config", mcp_policy=policy)
-    cairn = Cairn(config, embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder, config_dir=tmp_path / "config", mcp_policy=policy)
+    config = cairn.config
     try:
         cairn.indexing.index()
         Store(tmp_path / "other.sqlite3").close()

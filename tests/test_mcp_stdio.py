@@ -20,7 +20,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from support.cairns import make_config
+from support.cairns import build_index
 from support.cli import cairn_env, cairn_executable
 from support.mcp_client import (
     ALL_TOOLS,
@@ -44,15 +44,9 @@ pytestmark = pytest.mark.e2e  # a `cairn mcp` subprocess per test, spoken to ove
 @pytest.fixture(scope="module")
 def home(tmp_path_factory, embedder) -> Path:
     """A config folder with POLICY and a data folder holding the canary vault's index (built once)."""
-    from cairn.app import Cairn
 
     home = make_home(tmp_path_factory.mktemp("mcp-stdio"))
-    config = make_config(CANARY_VAULT, home / "data").replace(config_dir=home / "config")
-    cairn = Cairn(config, embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(CANARY_VAULT, home / "data", embedder, config_dir=home / "config")
     return home
 
 

@@ -13,7 +13,7 @@ import pytest
 from cairn.embedder import DEFAULT_MODEL_DIR
 from cairn.memory import PARTS, process_memory
 from cairn.search.memory import search_parts
-from support.cairns import make_config
+from support.cairns import open_cairn
 from support.cli import cairn_executable
 from support.daemons import INDEX_DEADLINE_S, NOTES, running_daemon
 from support.vaults import write_vault
@@ -80,9 +80,8 @@ def test_cairn_status_json_without_a_daemon_shows_no_memory(tmp_path):
 
 
 def test_the_vectors_part_counts_the_snapshot_searches_load(tmp_path, embedder):
-    from cairn.app import Cairn
 
-    cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(write_vault(tmp_path / "vault", NOTES), tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         before = search_parts(cairn.query)
@@ -109,11 +108,10 @@ def test_float32_vectors_read_from_a_file_give_the_results_of_vectors_held_in_me
 ):
     """The float32 rows live in a temporary file that nothing sees in the index folder; where no file can be
     written there, they are held in memory (said in the log) and every result is the same, to the last bit."""
-    from cairn.app import Cairn
     from cairn.search import SearchService
     from cairn.search.float_rows import RowFile
 
-    cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(write_vault(tmp_path / "vault", NOTES), tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         folder = cairn.store.path.parent
@@ -188,10 +186,9 @@ def test_the_text_vector_cache_is_bounded_in_bytes_whatever_the_texts_lengths(tm
 
 
 def test_the_dense_scores_kept_per_question_are_bounded_in_bytes(tmp_path, embedder, monkeypatch):
-    from cairn.app import Cairn
     from cairn.search.vectors import Vectors
 
-    cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(write_vault(tmp_path / "vault", NOTES), tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         snap = cairn.query.vectors.current()

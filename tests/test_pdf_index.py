@@ -21,7 +21,7 @@ from cairn.answers import AnswerService, sources_text
 from cairn.app import Cairn, build_services
 from cairn.index import VaultWatcher
 from support import pdfgen
-from support.cairns import make_config
+from support.cairns import open_cairn
 from support.cli import run_cairn
 from support.pdfgen import GUIDE_PAGES
 from support.vaults import SAMPLE_VAULT
@@ -53,7 +53,7 @@ def pdf_vault(tmp_path):
 
 @pytest.fixture
 def pdf_cairn(pdf_vault, tmp_path, embedder):
-    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(pdf_vault, tmp_path / "data", embedder)
     yield cairn
     cairn.close()
 
@@ -130,7 +130,7 @@ def test_asking_for_the_pdf_prefers_pdf_pages_over_a_note_saying_the_same(pdf_va
         "and lean every stone above slightly inward toward the centre.\n",
         encoding="utf-8",
     )
-    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(pdf_vault, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         plain = cairn.query.search("how to build a cairn that lasts the winter").hits
@@ -169,7 +169,7 @@ def test_a_deleted_pdf_leaves_no_rows_and_turning_pdfs_off_removes_them(pdf_cair
     assert report.deleted == 1 and pdf_cairn.store.note_by_path("Attachments/Mixed.pdf") is None
     assert pdf_cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
     pdf_cairn.close()
-    off = Cairn(make_config(pdf_vault, tmp_path / "data").replace(pdf=False), embedder=embedder)
+    off = open_cairn(pdf_vault, tmp_path / "data", embedder, pdf=False)
     try:
         off.indexing.index()
         kinds = {k for (k,) in off.store.conn.execute("SELECT kind FROM notes")}
@@ -196,7 +196,7 @@ def test_the_note_view_of_a_pdf_is_its_text_page_by_page(pdf_cairn):
 
 
 def test_a_pdf_in_an_ignored_folder_is_not_read(pdf_vault, tmp_path, embedder):
-    cairn = Cairn(make_config(pdf_vault, tmp_path / "data").replace(ignore=("Attachments/",)), embedder=embedder)
+    cairn = open_cairn(pdf_vault, tmp_path / "data", embedder, ignore=("Attachments/",))
     try:
         report = cairn.indexing.index()
         assert report.skipped == [] and cairn.store.note_by_path("Attachments/Field guide.pdf") is None
@@ -227,7 +227,7 @@ def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf
     """The daemon's wiring (the PDF queue on a low-priority thread, the file watcher): PDFs yield to the notes."""
     vault = tmp_path / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     cairn.indexing.index()
 
     async def scenario():
@@ -311,7 +311,7 @@ def test_a_pdf_embedded_in_a_personal_note_is_withheld_with_it(pdf_vault, tmp_pa
     from cairn.policy import Withhold
 
     add_personal_pdf(pdf_vault)
-    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(pdf_vault, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         question = CHOLESTEROL_QUESTION
@@ -388,7 +388,7 @@ def test_a_pdf_embedded_in_a_personal_note_never_enters_a_remote_models_prompt(p
     from support.llm_stub import llm_config, stub_server
 
     add_personal_pdf(pdf_vault)
-    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(pdf_vault, tmp_path / "data", embedder)
 
     async def ask(remote: bool, question: str):
         async with stub_server("normal") as stub:
@@ -419,7 +419,7 @@ def test_a_pdf_added_after_the_personal_note_that_embeds_it_is_withheld(pdf_vaul
     pdf = pdf_vault / "Health" / "Lab results.pdf"
     kept = tmp_path / "lab.pdf"
     shutil.move(pdf, kept)
-    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(pdf_vault, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         shutil.move(kept, pdf_vault / "Scans.pdf.tmp")
@@ -450,7 +450,7 @@ def test_a_pdf_deleted_while_it_is_being_indexed_leaves_the_index_at_once(tmp_pa
     minutes for a long PDF — serving text the owner had deleted)."""
     vault = tmp_path / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     cairn.indexing.index()
     cached = lambda: cairn.store.conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0]  # noqa: E731
     before = cached()
@@ -495,7 +495,7 @@ def test_a_pdf_deleted_while_it_is_being_indexed_leaves_the_index_at_once(tmp_pa
 
 def test_raising_a_limit_reads_the_limited_pdfs_again_at_the_next_scan(pdf_vault, tmp_path, embedder):
     data = tmp_path / "data"
-    small = Cairn(make_config(pdf_vault, data).replace(pdf_max_pages=2), embedder=embedder)
+    small = open_cairn(pdf_vault, data, embedder, pdf_max_pages=2)
     try:
         small.indexing.index()
         assert "page limit 2" in errors_by_path(small)["Attachments/Field guide.pdf"]["reason"]
@@ -503,7 +503,7 @@ def test_raising_a_limit_reads_the_limited_pdfs_again_at_the_next_scan(pdf_vault
         assert small.indexing.index().updated == 0, "nothing changed: nothing read again"
     finally:
         small.close()
-    raised = Cairn(make_config(pdf_vault, data), embedder=embedder)  # the next start, with the default limits
+    raised = open_cairn(pdf_vault, data, embedder)  # the next start, with the default limits
     try:
         report = raised.indexing.index()
         assert "Attachments/Field guide.pdf" not in errors_by_path(raised)

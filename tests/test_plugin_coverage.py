@@ -18,7 +18,7 @@ import pytest
 
 from cairn.app import Cairn
 from cairn.http import make_app, serve
-from support.cairns import make_config, services_of
+from support.cairns import open_cairn, services_of
 from support.half_embedded import half_embedded
 from support.http_client import TOKEN
 from support.plugin_page import WAIT_MS, shoot
@@ -32,10 +32,9 @@ STOP_S = 60
 def live(tmp_path: Path, embedder: Any, harness: str) -> Iterator[tuple[Cairn, str]]:  # noqa: F811
     """(a Cairn over the half-embedded index, the URL of the HTTP app serving it, the harness origin allowed)."""
     home, vault = half_embedded(tmp_path, embedder)
-    config = make_config(vault, home / "data").replace(
-        config_dir=home / "config", cors_origins=("app://obsidian.md", harness)
+    cairn = open_cairn(
+        vault, home / "data", embedder, config_dir=home / "config", cors_origins=("app://obsidian.md", harness)
     )
-    cairn = Cairn(config, embedder=embedder)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="http-app", daemon=True)
     thread.start()

@@ -17,7 +17,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from cairn.app import Cairn
-from support.cairns import make_config
+from support.cairns import build_index, open_cairn
 from support.cli import cairn_env, cairn_executable
 from support.http_client import AUTH, api
 from support.mcp_client import CALL_TIMEOUT_S, make_home
@@ -48,18 +48,14 @@ def home(tmp_path_factory, embedder) -> tuple[Path, Path]:
     for rel, text in NOTES.items():
         (vault / rel).write_text(text, encoding="utf-8")
     home = make_home(base / "home")
-    cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(vault, home / "data", embedder, config_dir=home / "config")
     return home, vault
 
 
 @pytest.fixture
 def cairn(home, embedder):
     home_dir, vault = home
-    opened = Cairn(make_config(vault, home_dir / "data").replace(config_dir=home_dir / "config"), embedder=embedder)
+    opened = open_cairn(vault, home_dir / "data", embedder, config_dir=home_dir / "config")
     yield opened
     opened.close()
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 import pytest
 
 import cairn.index.text_run as text_run
-from cairn.app import Cairn
 from cairn.index.text_run import TextRun
 from support import embedders
-from support.cairns import make_config
+from support.cairns import open_cairn
 
 embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
@@ -26,7 +25,7 @@ def cairn_and_vault(tmp_path, embedder, monkeypatch):
     for i in range(6):
         (vault / f"Note {i}.md").write_text(f"# Note {i}\n\nPlain text number {i} about stones.\n", encoding="utf-8")
     (vault / "Links.md").write_text("# Links\n\nSee [[Created later]] for more.\n", encoding="utf-8")
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     yield cairn, vault
     cairn.close()
 

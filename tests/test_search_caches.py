@@ -12,6 +12,7 @@ import pytest
 from cairn.answers import AnswerService, Source
 from cairn.search import SearchService
 from support.answers import ask
+from support.cairns import build_index
 
 
 def test_a_repeated_question_embeds_nothing_again_and_gets_the_same_answer(sample_cairn):
@@ -101,8 +102,6 @@ def test_a_repeated_search_is_answered_from_memory_while_the_index_is_unchanged(
 def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fresh_cairn, tmp_path, embedder):
     # The daemon's query service holds results in memory; a note indexed meanwhile by another process
     # (`cairn index` beside `cairn serve`: another SQLite connection) must show up at once.
-    from cairn.app import Cairn
-    from support.cairns import make_config
 
     fresh_cairn.indexing.index()
     question = "Which tool sharpens the quenched hoe blade?"
@@ -111,11 +110,7 @@ def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fres
     (fresh_cairn.config.vault / "Garden" / "Hoe.md").write_text(
         "# Hoe\n\nSharpen the quenched hoe blade with a mill file, pushing away from the edge.\n", encoding="utf-8"
     )
-    other = Cairn(make_config(fresh_cairn.config.vault, tmp_path / "data"), embedder=embedder)
-    try:
-        other.indexing.index()
-    finally:
-        other.close()
+    build_index(fresh_cairn.config.vault, tmp_path / "data", embedder)
     after = fresh_cairn.query.search(question)
     assert after.hits and after.hits[0].file_path == "Garden/Hoe.md"
 

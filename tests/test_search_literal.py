@@ -17,7 +17,7 @@ import pytest
 from cairn import contract
 from cairn.search.literal import literal_count, literal_form, passage_share, query_literals
 from cairn.search.syntax import parse
-from support.cairns import make_config, services_of
+from support.cairns import open_cairn, services_of
 from support.vaults import HELP_VAULT, SAMPLE_VAULT
 
 NOTES = {
@@ -50,10 +50,9 @@ def _write(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_cairn(tmp_path_factory, embedder):
-    from cairn.app import Cairn
 
     vault = _write(tmp_path_factory.mktemp("literal-vault"))
-    cairn = Cairn(make_config(vault, tmp_path_factory.mktemp("literal-data")), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path_factory.mktemp("literal-data"), embedder)
     cairn.indexing.index()
     yield cairn
     cairn.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cairn.policy import Withhold
-from support.cairns import make_config
+from support.cairns import open_cairn
 
 W = Withhold(("personal",))
 
@@ -33,12 +33,11 @@ def _vault(root: Path, secret: str) -> Path:
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory, embedder):
-    from cairn.app import Cairn
 
     out = {}
     for secret in ("Kestrel-7", "Kestrel-8"):
         vault = _vault(tmp_path_factory.mktemp("v" + secret), secret)
-        c = Cairn(make_config(vault, tmp_path_factory.mktemp("d" + secret)), embedder=embedder)
+        c = open_cairn(vault, tmp_path_factory.mktemp("d" + secret), embedder)
         c.indexing.index()
         out[secret] = c
     yield out

@@ -18,7 +18,7 @@ import pytest
 
 from cairn.search.syntax import And, Field, Not, Or, Phrase, Word, parse
 from cairn.search.vocabulary import Vocabulary, edit_distance
-from support.cairns import make_config
+from support.cairns import build_index, open_cairn
 from support.cli import cairn_env, cairn_executable
 from support.vaults import SAMPLE_VAULT
 
@@ -250,7 +250,6 @@ def test_a_misspelt_word_that_matches_nothing_finds_the_nearest_word(sample_cair
 @pytest.fixture(scope="module")
 def sample_without_withheld(sample_cairn, tmp_path_factory, embedder):
     """A Cairn over a copy of the sample vault without the notes tagged ``personal``, fully indexed."""
-    from cairn.app import Cairn  # noqa: PLC0415
     from cairn.policy import Withhold  # noqa: PLC0415
 
     withhold = Withhold(("personal",))
@@ -261,7 +260,7 @@ def sample_without_withheld(sample_cairn, tmp_path_factory, embedder):
     assert withheld
     for path in withheld:
         path.unlink()
-    without = Cairn(make_config(vault, base / "data"), embedder=embedder)
+    without = open_cairn(vault, base / "data", embedder)
     try:
         without.indexing.index()
         yield without
@@ -407,17 +406,12 @@ def test_mcp_search_notes_uses_the_same_search(tmp_path, embedder):
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from cairn.app import Cairn
     from support.mcp_client import POLICY, make_home
 
     home = make_home(tmp_path / "home", POLICY)
     vault = tmp_path / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
-    cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(vault, home / "data", embedder, config_dir=home / "config")
     params = StdioServerParameters(
         command=cairn_executable(),
         args=["mcp", "--vault", str(vault), "--client", "claude-desktop", "--tool", "search_notes"],

@@ -24,7 +24,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from support.cairns import make_config
+from support.cairns import build_index, open_cairn
 from support.cli import cairn_env, cairn_executable
 from support.mcp_client import CALL_TIMEOUT_S, make_home
 from support.waits import run
@@ -69,13 +69,8 @@ def write_vault(root: Path, notes: dict[str, str]) -> Path:
 
 
 def index(vault: Path, home: Path, embedder) -> None:
-    from cairn.app import Cairn
 
-    cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(vault, home / "data", embedder, config_dir=home / "config")
 
 
 @pytest.mark.slow  # a `cairn mcp` subprocess and 1,600 timed calls
@@ -171,12 +166,11 @@ def two_vaults(tmp_path_factory, embedder) -> dict[str, tuple[Path, Path]]:
 
 @pytest.mark.parametrize("in_memory", [False, True], ids=["fts5", "in-memory"])
 def test_prefix_and_typo_expansions_come_from_what_the_caller_may_see(two_vaults, embedder, in_memory):
-    from cairn.app import Cairn
     from cairn.policy import Withhold
 
     def results(name: str) -> dict[str, list[tuple[str, str, float]]]:
         home, vault = two_vaults[name]
-        cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
+        cairn = open_cairn(vault, home / "data", embedder, config_dir=home / "config")
         try:
             if in_memory:
                 assert cairn.query.keyword.terms.build()

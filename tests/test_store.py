@@ -10,6 +10,7 @@ from cairn.errors import SchemaTooNewError, StoreError
 from cairn.store import EMBED_DIM, SCHEMA_VERSION, ChunkRecord, LinkRecord, Store
 from cairn.store.reads import fts_row_sizes
 from support import embedders
+from support.cairns import open_cairn
 from support.store_rows import _chunks, _note
 
 embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
@@ -396,7 +397,6 @@ def test_an_index_closed_cleanly_opens_without_the_checks_unless_a_byte_changed_
 
 
 def test_the_daemons_close_marks_its_index_closed_cleanly(tmp_path, embedder):
-    from cairn.app import Cairn
     from cairn.store.recovery import CLEAN_SUFFIX
     from support.cairns import make_config
 
@@ -404,9 +404,9 @@ def test_the_daemons_close_marks_its_index_closed_cleanly(tmp_path, embedder):
     vault.mkdir()
     (vault / "a.md").write_text("Alpha.\n", encoding="utf-8")
     config = make_config(vault, tmp_path / "data")
-    Cairn(config, embedder=embedder).close()  # the CLI: no mark (its next open is not checked anyway)
+    open_cairn(vault, tmp_path / "data", embedder).close()  # the CLI: no mark (its next open is not checked anyway)
     assert not config.db_path.with_name(config.db_path.name + CLEAN_SUFFIX).exists()
-    Cairn(config, embedder=embedder, verify=True).close()
+    open_cairn(vault, tmp_path / "data", embedder, verify=True).close()
     assert config.db_path.with_name(config.db_path.name + CLEAN_SUFFIX).exists()
 
 

@@ -12,7 +12,7 @@ import pytest
 from cairn.search import SearchService
 from cairn.search.vectors import Vectors, VectorSnapshot
 from cairn.store import Store
-from support.cairns import make_config
+from support.cairns import make_config, open_cairn
 from support.vaults import HELP_VAULT
 
 pytestmark = pytest.mark.slow  # copies of the help vault indexed and re-indexed
@@ -29,7 +29,6 @@ QUESTIONS = [
 @pytest.fixture
 def help_copy(tmp_path, help_cairn, embedder):
     """A Cairn over a writable copy of the help vault, with a copy of help_cairn's index (nothing re-embedded)."""
-    from cairn.app import Cairn
 
     vault = tmp_path / "help"
     shutil.copytree(HELP_VAULT, vault)
@@ -37,7 +36,7 @@ def help_copy(tmp_path, help_cairn, embedder):
     help_cairn.store.wal_checkpoint()
     config.db_path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(help_cairn.store.path, config.db_path)
-    cairn = Cairn(config, embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     cairn.indexing.index()
     yield cairn
     cairn.close()

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import os
 
-from cairn.app import Cairn
 from support import embedders
-from support.cairns import make_config
+from support.cairns import open_cairn
 
 embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
@@ -43,7 +42,7 @@ def _sentence_vectors(cairn) -> int:
 
 def test_every_note_gets_its_first_vector_newest_first_before_any_sentence_vector(tmp_path, embedder):
     _write_vault(tmp_path / "vault")
-    cairn = Cairn(make_config(tmp_path / "vault", tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(tmp_path / "vault", tmp_path / "data", embedder)
     try:
         cairn.indexer.sync_text()
         before = cairn.query.search("ferry island", top_k=4).coverage
@@ -83,7 +82,7 @@ def test_every_note_gets_its_first_vector_newest_first_before_any_sentence_vecto
 
 def test_a_note_found_by_meaning_at_tier_one_is_found_the_same_once_complete(tmp_path, embedder):
     _write_vault(tmp_path / "vault")
-    cairn = Cairn(make_config(tmp_path / "vault", tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(tmp_path / "vault", tmp_path / "data", embedder)
     try:
         cairn.indexer.sync_text()
         while cairn.vectors.embed_batch(8, tier=1)[2]:

@@ -20,7 +20,7 @@ from cairn.app import build_services
 from cairn.errors import NotFoundError
 from cairn.policy import WITHHELD_LINK, Policy, WithheldTally, Withhold, default_policy_text, parse_policy
 from cairn.store import SCHEMA_VERSION
-from support.cairns import make_config
+from support.cairns import build_index, make_config, open_cairn
 from support.vaults import CANARY, CANARY_TAGGED, CANARY_VAULT, CANARY_WITHHELD
 
 #: A query that matches each withheld note (its distinctive topic).
@@ -256,12 +256,11 @@ def test_backlinks_and_similar_notes_leave_out_withheld_notes_yet_keep_allowed_o
 def test_similar_notes_still_fill_the_limit_with_allowed_notes(canary_copy, tmp_path, embedder, withhold):
     """Withheld notes nearer than allowed ones do not use up the limit: an allowed note holding the end of a withheld
     dream note (without its tag) is similar to the lighthouse trip, a little less than the original."""
-    from cairn.app import Cairn
 
     (canary_copy / "Travel" / "Dream notes.md").write_text(
         "# Dream notes\n\nThe dream ends at the lighthouse stairs.\n"
     )
-    cairn = Cairn(make_config(canary_copy, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(canary_copy, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         owner = cairn.library.related("Travel/Lighthouse trip.md", limit=50)["similar"]
@@ -331,13 +330,11 @@ def test_a_note_whose_front_matter_cannot_be_read_is_withheld_only_when_tags_are
 def test_a_note_tagged_personal_on_disk_but_not_reindexed_yet_is_already_withheld(tmp_path, embedder, withhold):
     import shutil
 
-    from cairn.app import Cairn
-    from support.cairns import make_config
     from support.vaults import CANARY_VAULT
 
     vault = tmp_path / "vault"
     shutil.copytree(CANARY_VAULT, vault)
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         bread = vault / "Recipes" / "Bread.md"
@@ -371,13 +368,12 @@ def canary_copy(tmp_path):
 def test_a_note_with_unreadable_front_matter_stays_withheld_when_the_message_is_reworded(
     canary_copy, tmp_path, embedder, withhold, monkeypatch
 ):
-    from cairn.app import Cairn
     from cairn.notes import frontmatter
 
     monkeypatch.setattr(
         frontmatter, "_yaml_error_reason", lambda exc, first_line: "the properties block does not parse"
     )
-    cairn = Cairn(make_config(canary_copy, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(canary_copy, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         error = cairn.store.conn.execute("SELECT error FROM notes WHERE path = ?", (MOOD,)).fetchone()[0]
@@ -394,25 +390,23 @@ def test_an_index_of_schema_version_3_keeps_withholding_the_note_read_only_and_o
 ):
     import apsw
 
-    from cairn.app import Cairn
     from cairn.notes import FRONTMATTER_INVALID
 
+    build_index(canary_copy, tmp_path / "data", embedder)
     config = make_config(canary_copy, tmp_path / "data")
-    cairn = Cairn(config, embedder=embedder)
-    cairn.indexing.index()
-    cairn.close()
     conn = apsw.Connection(str(config.db_path))  # what Cairn wrote before schema version 4
     conn.execute("ALTER TABLE notes DROP COLUMN error_code; DROP INDEX chunks_unrefined; PRAGMA user_version=3")
     conn.execute("DROP INDEX chunks_pending_notes; DROP INDEX chunks_unrefined_notes")
     conn.close()
-    reader = Cairn(config, embedder=embedder, readonly=True)  # an MCP server of this version beside an older daemon
+    # an MCP server of this version beside an older daemon
+    reader = open_cairn(canary_copy, tmp_path / "data", embedder, readonly=True)
     try:
         assert reader.store.schema_version == 3
         assert MOOD in _found(reader)
         assert MOOD not in _found(reader, withhold)
     finally:
         reader.close()
-    cairn = Cairn(config, embedder=embedder)
+    cairn = open_cairn(canary_copy, tmp_path / "data", embedder)
     try:
         assert cairn.store.schema_version == SCHEMA_VERSION
         code = cairn.store.conn.execute("SELECT error_code FROM notes WHERE path = ?", (MOOD,)).fetchone()[0]

@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cairn.app import Cairn
-from support.cairns import make_config
+from support.cairns import open_cairn
 from support.mcp_client import make_home
 
 
@@ -18,7 +17,7 @@ def half_embedded(base: Path, embedder: Any) -> tuple[Path, Path]:
     for rel, text in FIRST.items():
         (vault / rel).write_text(text, encoding="utf-8")
     home = make_home(base / "home")
-    cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
+    cairn = open_cairn(vault, home / "data", embedder, config_dir=home / "config")
     try:
         cairn.indexing.index()
         for rel, text in LATER.items():

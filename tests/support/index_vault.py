@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from cairn.app import Cairn
-from support.cairns import make_config
+from support.cairns import open_cairn
 
 NOTES = {
     "Sourdough.md": "---\ntags: [baking, food/bread]\naliases: [Levain bread]\n---\n# Sourdough\n\n"
@@ -40,7 +40,7 @@ def vault(tmp_path):
 
 @pytest.fixture
 def cairn(vault, tmp_path, embedder):
-    c = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    c = open_cairn(vault, tmp_path / "data", embedder)
     yield c
     c.close()
 

@@ -15,6 +15,7 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from support.cairns import build_index
 from support.cli import cairn_env, cairn_executable
 
 #: The withheld note's own words: a leak would show them.
@@ -49,21 +50,12 @@ def make_vault(base: Path) -> Path:
 def owners_home(base: Path, embedder: Any, policy: str | None = STRICT) -> tuple[Path, Path]:
     """``(home, vault)``: ``home/config/mcp-serve.yaml`` holding ``policy`` (None: leave what is there) and the vault
     indexed into ``home/data`` in this process, as the owner's `cairn index` does (it records the policy)."""
-    from cairn.app import Cairn
-    from cairn.config import load_config
 
     home, vault = base / "home", make_vault(base)
     (home / "config").mkdir(parents=True, exist_ok=True)
     if policy is not None:
         (home / "config" / "mcp-serve.yaml").write_text(policy, encoding="utf-8")
-    config = load_config(
-        {"vault": str(vault), "config_dir": str(home / "config"), "data_dir": str(home / "data")}, env={}
-    )
-    cairn = Cairn(config, embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(vault, home / "data", embedder, config_dir=home / "config")
     return home, vault
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from cairn.app import Cairn
 from cairn.index import VaultWatcher
-from support.cairns import make_config
+from support.cairns import make_config, open_cairn
 from support.vaults import HELP_VAULT
 
 #: The slice copied: every note of one folder, three of another.
@@ -37,7 +37,7 @@ def template(tmp_path_factory, hash_embedder):
             shutil.copy2(src, dest / src.name)
     (vault / ".obsidian").mkdir()
     (vault / ".obsidian" / "app.json").write_text("{}", encoding="utf-8")
-    cairn = Cairn(make_config(vault, base / "data"), embedder=hash_embedder)
+    cairn = open_cairn(vault, base / "data", hash_embedder)
     cairn.indexing.index()
     db = cairn.config.db_path
     cairn.store.wal_checkpoint()
@@ -54,7 +54,7 @@ def cairn(template, tmp_path, hash_embedder):
     config = make_config(vault, tmp_path / "data").replace(ignore=("Templates/", "*.excalidraw.md"))
     config.db_path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(db_t, config.db_path)
-    c = Cairn(config, embedder=hash_embedder)
+    c = open_cairn(vault, tmp_path / "data", hash_embedder, ignore=config.ignore)
     assert c.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
     yield c
     c.close()
