@@ -29,6 +29,7 @@ from cairn.relevance import RELEVANCE_LABELS
 from support.cairns import services_of
 from support.http_client import AUTH, TOKEN, assert_stream_order, read_events
 from support.llm_stub import QUESTION, Client, Stub, daemon, llm_config, stub_server, text_of
+from support.requests import ask_request
 from support.waits import run
 
 PERSONAL_QUESTION = "What gifts with tomato sauce or sourdough could I give?"  # Personal/Gift ideas.md + others
@@ -38,7 +39,8 @@ ONLY_PERSONAL_QUESTION = "What am I allergic to, and what did the blood test sho
 def expected_sources(sample_cairn, question=QUESTION, cited=()):
     """The ``sources`` event of a model's answer: the context's chunks, those numbered in ``cited`` marked cited."""
     return [
-        {**s.to_json(), "cited": s.n in cited} for s in AnswerService(sample_cairn.query).context(question, top_k=8)
+        {**s.to_json(), "cited": s.n in cited}
+        for s in AnswerService(sample_cairn.query).context(ask_request(question, top_k=8))
     ]
 
 
@@ -104,7 +106,7 @@ def test_a_citation_split_across_tokens_is_kept_or_removed_whole(sample_cairn):
 
 @pytest.mark.parametrize("mode", ["error500", "stall", "empty", "refused"])
 def test_a_model_that_fails_before_any_token_gives_the_extractive_answer(sample_cairn, mode):
-    extractive = run(build_services(sample_cairn).answers.answer(QUESTION, top_k=8))
+    extractive = run(build_services(sample_cairn).answers.answer(ask_request(QUESTION, top_k=8)))
 
     async def scenario():
         async with stub_server("stall" if mode == "stall" else mode) as stub:

@@ -21,6 +21,7 @@ from cairn.policy import parse_policy
 from support.cairns import services_of
 from support.llm_stub import daemon, text_of
 from support.policies import POLICY
+from support.requests import ask_request
 from support.waits import run
 
 #: The extractive answer cites some of the passages it is given and not others (both lists are shown).
@@ -47,7 +48,7 @@ def test_the_ask_stream_tokens_carry_the_answer_and_the_sources_event_its_source
     assert [n for n, _ in events][-2:] == ["sources", "done"]
     sources = events[-2][1]
     assert_answer_alone(text_of(events), sources)
-    whole = run(AnswerService(sample_cairn.query).answer(QUESTION))  # the CLI's and MCP's collected answer
+    whole = run(AnswerService(sample_cairn.query).answer(ask_request(QUESTION)))  # the CLI's and MCP's collected answer
     assert whole.text == text_of(events)
     assert [s.to_json() for s in whole.sources] == sources
 

@@ -15,6 +15,7 @@ from cairn.errors import ConfigError
 from support import embedders
 from support.cairns import open_cairn
 from support.cli import run_cairn
+from support.requests import search_request
 
 embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
@@ -63,7 +64,7 @@ def test_raising_max_note_bytes_reads_the_skipped_note_at_the_next_scan(tmp_path
     try:
         small.indexing.index()
         assert "raise max_note_bytes" in _skipped(small)["big.md"]
-        assert not small.query.search(BIG_WORD).hits
+        assert not small.query.search(search_request(BIG_WORD)).hits
         again = small.indexing.index()
         assert (again.added, again.updated) == (0, 0), "same limit, same bytes: nothing read again"
     finally:
@@ -73,7 +74,7 @@ def test_raising_max_note_bytes_reads_the_skipped_note_at_the_next_scan(tmp_path
         report = raised.indexing.index()
         assert report.added + report.updated == 1 and not report.skipped
         assert "big.md" not in _skipped(raised)
-        assert raised.query.search(BIG_WORD).hits[0].file_path == "big.md"
+        assert raised.query.search(search_request(BIG_WORD)).hits[0].file_path == "big.md"
         assert raised.indexing.stats()["notes"] == 2
         after = raised.indexing.index()
         assert (after.added, after.updated, after.unchanged) == (0, 0, 2), "read once, not on every scan"

@@ -21,7 +21,6 @@ from cairn.contract import LIMITS
 from cairn.errors import BadRequestError
 from cairn.mcp_server import McpService, build_server
 from cairn.policy import parse_policy
-from cairn.search.hits import check_query
 from support.http_client import AUTH, running
 from support.policies import POLICY
 from support.stand_ins import RecordingQuery, stand_in_services
@@ -275,17 +274,6 @@ def test_an_mcp_call_with_bad_arguments_gets_the_contracts_message_and_reaches_n
         )
     ]
     assert query.calls == []
-
-
-def test_the_search_services_own_check_words_a_bad_request_as_the_edges_do():
-    for row in ROWS:
-        if row.tool == "search" and row.tags is None:  # scopes are the service's own normalisation
-            with pytest.raises(BadRequestError) as raised:
-                check_query(row.text, LIMITS.top_k_default if row.top_k is None else row.top_k)
-            assert raised.value.message == row.message
-    with pytest.raises(BadRequestError) as raised:
-        check_query("garlic", None)  # type: ignore[arg-type]  # no default inside the daemon
-    assert raised.value.message == _top_k_message("null")
 
 
 def test_the_published_openapi_document_states_the_contracts_limits():

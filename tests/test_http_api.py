@@ -29,6 +29,7 @@ from cairn.errors import BadRequestError, StoreError
 from cairn.http import MAX_BODY_BYTES
 from cairn.relevance import RELEVANCE_LABELS
 from support.http_client import AUTH, TOKEN, assert_error, assert_stream_order, read_events, running
+from support.requests import ask_request, search_request
 from support.stand_ins import EmptyQuery, GatedQuery, RaisingQuery, RecordingQuery
 from support.waits import run
 
@@ -292,7 +293,9 @@ SAMPLE_QUESTION, SAMPLE_MUST_BE_FOUND = _sample_question()
 
 def test_ask_streams_tokens_then_sources_then_done_from_the_real_service(request):
     config, query_service, stats_fn, health_fn = _sample(request)
-    expected = asyncio.run(AnswerService(query_service).answer(SAMPLE_QUESTION, top_k=8, tags=(), folders=()))
+    expected = asyncio.run(
+        AnswerService(query_service).answer(ask_request(SAMPLE_QUESTION, top_k=8, tags=(), folders=()))
+    )
 
     async def scenario():
         async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:
@@ -337,7 +340,7 @@ def test_ask_scoped_to_an_unknown_tag_streams_not_found_from_the_real_service(re
 
 def test_search_returns_the_real_services_results(request):
     config, query_service, stats_fn, health_fn = _sample(request)
-    expected = query_service.search(SAMPLE_QUESTION, top_k=5, tags=(), folders=()).to_json()
+    expected = query_service.search(search_request(SAMPLE_QUESTION, top_k=5, tags=(), folders=())).to_json()
 
     async def scenario():
         async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:

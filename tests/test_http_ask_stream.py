@@ -164,7 +164,7 @@ def test_a_server_shutdown_mid_answer_ends_the_stream_with_shutting_down_and_can
 class LongAnswers:
     """An answer service (the stand-in style of tests/test_http_api.py) whose answer is :data:`LONG_ANSWER`."""
 
-    async def stream(self, question, *, top_k, tags, folders, history=()):
+    async def stream(self, request, caller=None):
         for piece in split_pieces(LONG_ANSWER):
             yield Token(piece)
         yield Sources()

@@ -10,6 +10,7 @@ from cairn.store import Backlink
 from support import embedders, index_vault
 from support.cairns import open_cairn
 from support.index_vault import indexed_paths, rows
+from support.requests import search_request
 
 vault, cairn = index_vault.vault, index_vault.cairn  # the fixtures
 
@@ -75,8 +76,9 @@ def test_deleting_a_note_removes_every_row_and_its_backlinks(cairn, vault):
     assert after["links"] == before["links"] - 1 and after["note_tags"] == before["note_tags"] - 2
     assert after["chunks"] == after["chunk_vectors"] < before["chunks"]
     assert cairn.store.backlinks("Flour.md") == []
-    assert not cairn.query.search("proof the dough overnight in the fridge").hits or all(
-        h.file_path != "Sourdough.md" for h in cairn.query.search("proof the dough overnight in the fridge").hits
+    assert not cairn.query.search(search_request("proof the dough overnight in the fridge")).hits or all(
+        h.file_path != "Sourdough.md"
+        for h in cairn.query.search(search_request("proof the dough overnight in the fridge")).hits
     )
 
 
@@ -102,7 +104,10 @@ def test_broken_files_are_skipped_with_reasons_and_fixed_files_come_back(cairn, 
     assert errors["Binary.md"]["skipped"] and "binary" in errors["Binary.md"]["reason"].lower()
     assert errors["Latin1.md"]["skipped"] and "utf-8" in errors["Latin1.md"]["reason"].lower()
     assert not errors["Bad yaml.md"]["skipped"] and "YAML" in errors["Bad yaml.md"]["reason"]
-    assert any(h.file_path == "Bad yaml.md" for h in cairn.query.search("badly formed note body searchable").hits)
+    assert any(
+        h.file_path == "Bad yaml.md"
+        for h in cairn.query.search(search_request("badly formed note body searchable")).hits
+    )
     (vault / "Latin1.md").write_text("Café crème, now in UTF-8.", encoding="utf-8")
     cairn.indexing.index()
     assert "Latin1.md" not in {e["filePath"] for e in cairn.indexing.stats()["errors"]}
@@ -112,18 +117,18 @@ def test_broken_files_are_skipped_with_reasons_and_fixed_files_come_back(cairn, 
 def test_keyword_search_works_before_vectors_are_filled(cairn):
     cairn.indexer.sync_text()
     assert cairn.indexing.stats()["vectors"] == 0
-    hits = cairn.query.search("rye flour ferments").hits
+    hits = cairn.query.search(search_request("rye flour ferments")).hits
     assert hits and hits[0].file_path == "Flour.md"
     assert hits[0].cosine >= 0.35  # the floor is applied from vectors computed on the fly
 
 
 def test_a_search_during_a_full_reindex_takes_candidate_vectors_from_the_embedding_cache(cairn):
     cairn.indexing.index()
-    expected = [(h.file_path, h.symbol) for h in cairn.query.search("rye flour ferments").hits]
+    expected = [(h.file_path, h.symbol) for h in cairn.query.search(search_request("rye flour ferments")).hits]
     cairn.indexer.sync_text(full=True)  # every chunk rewritten: no vectors until the embed phase runs
     assert cairn.indexing.stats()["vectors"] == 0
     before = cairn.embedder.embeddings_computed
-    hits = cairn.query.search("rye flour ferments").hits  # cached result dropped: the store changed
+    hits = cairn.query.search(search_request("rye flour ferments")).hits  # cached result dropped: the store changed
     assert cairn.embedder.embeddings_computed - before == 0  # the question's vector is cached; the rest too
     assert [(h.file_path, h.symbol) for h in hits] == expected
 
@@ -136,7 +141,7 @@ def test_a_keyword_ready_search_embeds_a_bounded_number_of_tokens(cairn, monkeyp
     embedded: list[str] = []
     real_embed = cairn.embedder.embed
     monkeypatch.setattr(cairn.embedder, "embed", lambda texts, **kw: embedded.extend(texts) or real_embed(texts, **kw))
-    hits = cairn.query.search(question).hits
+    hits = cairn.query.search(search_request(question)).hits
     candidates = [t for t in embedded if t != question]
     tokens = sum(map(len, cairn.embedder.tokenizer.encode_for_model(candidates)))  # as the model reads them
     assert candidates and tokens <= budget  # some texts embedded now, within the budget (the other notes' are not)
@@ -155,7 +160,7 @@ def test_a_keyword_ready_search_gives_several_candidates_their_first_vector_with
     monkeypatch.setattr(
         cairn.embedder, "embed", lambda texts, **kw: calls.append(list(texts)) or real_embed(texts, **kw)
     )
-    hits = cairn.query.search("flour").hits
+    hits = cairn.query.search(search_request("flour")).hits
     candidate_calls = [texts for texts in calls if texts != ["flour"]]
     assert len(candidate_calls) == 1, calls  # the candidates' texts in one model call, not one call per candidate
     embedded = candidate_calls[0]
@@ -185,14 +190,18 @@ def test_a_stopped_run_leaves_whole_notes_and_the_next_run_finishes(cairn):
 
 def test_search_right_after_an_edit_sees_the_new_text_and_never_the_old(cairn, vault):
     cairn.indexing.index()
-    assert cairn.query.search("rye flour ferments").hits  # vectors now held in memory by the query service
+    assert cairn.query.search(
+        search_request("rye flour ferments")
+    ).hits  # vectors now held in memory by the query service
     p = vault / "Flour.md"
     p.write_text("Buckwheat groats make a nutty porridge. #baking\n", encoding="utf-8")
     os.utime(p, ns=(p.stat().st_atime_ns, p.stat().st_mtime_ns + 10_000_000))
     cairn.indexing.index()
-    hits = cairn.query.search("buckwheat porridge", mode="dense").hits
+    hits = cairn.query.search(search_request("buckwheat porridge"), mode="dense").hits
     assert hits and hits[0].file_path == "Flour.md" and "Buckwheat" in hits[0].text
-    assert all("Rye flour" not in h.text for h in cairn.query.search("rye flour ferments", top_k=20).hits)
+    assert all(
+        "Rye flour" not in h.text for h in cairn.query.search(search_request("rye flour ferments", top_k=20)).hits
+    )
 
 
 def test_hinted_paths_update_links_elsewhere_when_a_note_appears_or_its_aliases_change(cairn, vault):
@@ -287,7 +296,7 @@ def test_a_note_that_cannot_be_parsed_is_skipped_with_its_reason_and_the_rest_of
         assert errors[broken]["skipped"] and errors[broken]["reason"] == reason
         assert c.indexing.stats()["notes"] == 150
         for i in (0, 77, 149):
-            assert c.query.search(f"pile{i}").hits[0].file_path == f"Note {i:03d}.md"
+            assert c.query.search(search_request(f"pile{i}")).hits[0].file_path == f"Note {i:03d}.md"
     finally:
         c.close()
 

@@ -14,6 +14,7 @@ from cairn.errors import NotFoundError
 from cairn.policy import Withhold
 from support import embedders, index_vault
 from support.index_vault import NOTES, indexed_paths
+from support.requests import caller_of, search_request
 
 vault, cairn = index_vault.vault, index_vault.cairn  # the fixtures
 
@@ -26,9 +27,11 @@ NFC_NAME = unicodedata.normalize("NFC", "Résumé.md")
 NFD_NAME = unicodedata.normalize("NFD", "Résumé.md")
 
 
-def search_paths(cairn, query, **kw) -> set[str]:
-    """The notes a keyword search finds (BM25: only notes holding a word of ``query``)."""
-    return {h.file_path for h in cairn.query.search(query, top_k=20, mode="bm25", **kw).hits}
+def search_paths(cairn, query, withhold=None) -> set[str]:
+    """The notes a keyword search finds (BM25: only notes holding a word of ``query``) for a caller withheld
+    ``withhold`` (None: the owner)."""
+    request = search_request(query, top_k=20)
+    return {h.file_path for h in cairn.query.search(request, caller_of(cairn, withhold), mode="bm25").hits}
 
 
 @pytest.mark.parametrize("how", ["index", "hints"])
@@ -48,7 +51,7 @@ def test_a_symlink_to_a_withheld_folder_or_note_never_serves_its_notes_under_ano
     withhold = Withhold(("personal",), ("Private",))
     assert search_paths(cairn, "zqprivword salary negotiation") == {"Private/salary.md"}  # the owner
     assert not search_paths(cairn, "zqprivword salary negotiation", withhold=withhold)
-    assert cairn.library.list_notes(withhold=withhold)["total"] == 5
+    assert cairn.library.list_notes(caller=caller_of(cairn, withhold))["total"] == 5
     assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
 
 
@@ -110,7 +113,11 @@ def test_two_files_named_alike_in_nfc_index_one_report_the_other_and_stay_stable
         again = cairn.indexing.index()
         assert (again.added, again.updated, again.deleted, again.unchanged) == (0, 0, 0, 7)
         assert search_paths(cairn, "zqnfcword zqnfdword") == {NFC_NAME}
-        assert cairn.query.search("zqnfcword zqnfdword", mode="bm25").hits[0].snippet.startswith("zqnfcword")
+        assert (
+            cairn.query.search(search_request("zqnfcword zqnfdword"), mode="bm25")
+            .hits[0]
+            .snippet.startswith("zqnfcword")
+        )
     assert cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
     assert cairn.indexer.index_paths({NFC_NAME}).updated == 0  # a hint (NFC, as the watcher gives) agrees
     # The indexed one goes: the other one is indexed under the NFC path and its skip record goes.
@@ -151,5 +158,5 @@ def test_a_note_replaced_by_a_symlink_to_a_withheld_note_is_not_served_before_it
     (vault / "Flour.md").unlink()  # e.g. while indexing is paused: the index still lists Flour.md
     os.symlink("Private/salary.md", vault / "Flour.md")
     with pytest.raises(NotFoundError) as info:
-        cairn.library.note("Flour.md", withhold=Withhold(("personal",), ("Private",)))
+        cairn.library.note("Flour.md", caller=caller_of(cairn, Withhold(("personal",), ("Private",))))
     assert "symlink" in info.value.message and "salary" not in info.value.message

@@ -20,6 +20,7 @@ from cairn.store import Store
 from support import embedders
 from support.cairns import open_cairn
 from support.keyword_checks import assert_same_as_fts5
+from support.requests import search_request
 
 embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
@@ -27,7 +28,10 @@ QUESTIONS = ["daily notes template", "how do I link two notes", "tags and folder
 
 
 def _results(service: SearchService) -> list[list[tuple]]:
-    return [[(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(q, top_k=8).hits] for q in QUESTIONS]
+    return [
+        [(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(search_request(q, top_k=8)).hits]
+        for q in QUESTIONS
+    ]
 
 
 def _no_full_load(monkeypatch) -> None:

@@ -16,6 +16,7 @@ from cairn.search.memory import search_parts
 from support.cairns import open_cairn
 from support.cli import cairn_executable
 from support.daemons import INDEX_DEADLINE_S, NOTES, running_daemon
+from support.requests import search_request
 from support.vaults import write_vault
 from support.waits import wait_until
 
@@ -86,7 +87,7 @@ def test_the_vectors_part_counts_the_snapshot_searches_load(tmp_path, embedder):
         cairn.indexing.index()
         before = search_parts(cairn.query)
         assert before["vectors"] == 0 and before["int8"] == 0  # nothing loaded before the first dense search
-        cairn.query.search("boiler pressure", top_k=3)
+        cairn.query.search(search_request("boiler pressure", top_k=3))
         after = search_parts(cairn.query)
         stats = cairn.store.stats()
         # Every chunk vector is held as an int8 copy (384 bytes) at least; its float32 row (384 × 4 bytes) is not
@@ -100,7 +101,7 @@ def test_the_vectors_part_counts_the_snapshot_searches_load(tmp_path, embedder):
 
 
 def _hits(service, question: str) -> list[tuple]:
-    return [(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(question, top_k=5).hits]
+    return [(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(search_request(question, top_k=5)).hits]
 
 
 def test_float32_vectors_read_from_a_file_give_the_results_of_vectors_held_in_memory(

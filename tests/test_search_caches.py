@@ -13,6 +13,7 @@ from cairn.answers import AnswerService, Source
 from cairn.search import SearchService
 from support.answers import ask
 from support.cairns import build_index
+from support.requests import ask_request, search_request
 
 
 def test_a_repeated_question_embeds_nothing_again_and_gets_the_same_answer(sample_cairn):
@@ -61,7 +62,7 @@ def test_a_sentence_the_index_never_embedded_is_embedded_for_the_answer(sample_c
     query = SearchService(sample_cairn.query.store, sample_cairn.query.embedder)
     embedder = query.embedder
     answers = AnswerService(query)
-    sources = answers.context("At what depth do garlic cloves go into the soil?")
+    sources = answers.context(ask_request("At what depth do garlic cloves go into the soil?"))
     hit = sources[0].hit
     extra = "Mulch the garlic bed with straw after the first hard frost."
     edited = Source(n=1, hit=dataclasses.replace(hit, text=hit.text + "\n\n" + extra))
@@ -88,13 +89,15 @@ def test_a_repeated_search_is_answered_from_memory_while_the_index_is_unchanged(
     query = SearchService(sample_cairn.query.store, sample_cairn.query.embedder)
     ranked = _counting_reads(query, monkeypatch, "chunk_rows")  # read once per ranking
     terms = _counting_reads(query, monkeypatch, "fts_phrase_scores")
-    first = query.search("garlic planting depth")
-    again = query.search("garlic planting depth")
+    first = query.search(search_request("garlic planting depth"))
+    again = query.search(search_request("garlic planting depth"))
     assert len(ranked) == 1 and len(terms) == 3
     assert [h.to_json() for h in again.hits] == [h.to_json() for h in first.hits]
-    query.search("garlic planting depth", top_k=1)  # other parameters: ranked again, from the cached terms
+    query.search(
+        search_request("garlic planting depth", top_k=1)
+    )  # other parameters: ranked again, from the cached terms
     assert len(ranked) == 2 and len(terms) == 3
-    query.search("garlic depth in clay")
+    query.search(search_request("garlic depth in clay"))
     assert len(terms) == 4  # only the new term "clay" is looked up
 
 
@@ -105,13 +108,13 @@ def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fres
 
     fresh_cairn.indexing.index()
     question = "Which tool sharpens the quenched hoe blade?"
-    before = fresh_cairn.query.search(question)
+    before = fresh_cairn.query.search(search_request(question))
     assert all(h.file_path != "Garden/Hoe.md" for h in before.hits)
     (fresh_cairn.config.vault / "Garden" / "Hoe.md").write_text(
         "# Hoe\n\nSharpen the quenched hoe blade with a mill file, pushing away from the edge.\n", encoding="utf-8"
     )
     build_index(fresh_cairn.config.vault, tmp_path / "data", embedder)
-    after = fresh_cairn.query.search(question)
+    after = fresh_cairn.query.search(search_request(question))
     assert after.hits and after.hits[0].file_path == "Garden/Hoe.md"
 
 
@@ -119,12 +122,12 @@ def test_a_note_written_by_another_connection_is_found_by_a_repeated_search(fres
 def test_a_note_indexed_on_the_same_connection_is_found_by_a_repeated_search(fresh_cairn):
     fresh_cairn.indexing.index()
     question = "Which tool sharpens the quenched hoe blade?"
-    fresh_cairn.query.search(question)
+    fresh_cairn.query.search(search_request(question))
     (fresh_cairn.config.vault / "Garden" / "Hoe.md").write_text(
         "# Hoe\n\nSharpen the quenched hoe blade with a mill file, pushing away from the edge.\n", encoding="utf-8"
     )
     fresh_cairn.indexing.index()  # same thread, so the same connection as the searches
-    assert fresh_cairn.query.search(question).hits[0].file_path == "Garden/Hoe.md"
+    assert fresh_cairn.query.search(search_request(question)).hits[0].file_path == "Garden/Hoe.md"
 
 
 def test_a_query_service_scores_on_one_blas_thread(sample_cairn):
@@ -150,7 +153,7 @@ def test_a_question_searched_then_asked_is_scored_against_every_vector_once(samp
     monkeypatch.setattr(DenseIndex, "query", spy)
     query = SearchService(sample_cairn.query.store, sample_cairn.query.embedder)
     question = "How long do I proof the sourdough in the fridge?"
-    hits = query.search(question).hits
+    hits = query.search(search_request(question)).hits
     answer = ask(query, question)
     assert len(calls) == 1
     assert answer.sources[0].hit.file_path == hits[0].file_path == "Kitchen/Sourdough.md"

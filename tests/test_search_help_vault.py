@@ -17,6 +17,7 @@ from cairn.config import NOT_FOUND_ANSWER
 from cairn.ranking import FusionWeights, QueryClassifier
 from cairn.search import SearchService
 from support.answers import ask
+from support.requests import ask_request, search_request
 
 
 def test_help_vault_indexes_every_note(help_cairn):
@@ -37,7 +38,7 @@ def test_help_vault_off_corpus_question_is_not_found(help_cairn):
 
 
 def test_help_vault_embed_question_finds_embed_files(help_cairn):
-    hits = help_cairn.query.search("how do I embed a note in another note").hits
+    hits = help_cairn.query.search(search_request("how do I embed a note in another note")).hits
     assert hits[0].file_path == "Linking notes and files/Embed files.md"
 
 
@@ -48,7 +49,7 @@ def test_help_vault_reindex_embeds_nothing(help_cairn):
 
 def test_searching_for_a_sentence_of_a_long_section_finds_it(help_cairn):
     # One sentence in the middle of a long chunk: the chunk's mean vector is far from it, the sentence is not.
-    hits = help_cairn.query.search("Right-click a property to rename it globally").hits
+    hits = help_cairn.query.search(search_request("Right-click a property to rename it globally")).hits
     assert any(h.file_path == "Plugins/Properties view.md" for h in hits[:3])
 
 
@@ -129,7 +130,7 @@ def test_the_context_budget_is_the_exact_count_whenever_it_matters(help_cairn):
             checked += 1
     assert checked > 100
     # Bounds that do not fit: exact counts decide, lowest-scored dropped first, as before.
-    sources = AnswerService(query).context(questions[0])
+    sources = AnswerService(query).context(ask_request(questions[0]))
     hits = [s.hit for s in sources]
     exact = [count(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)]
     assert sum(exact) <= 6000

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from support.cairns import open_cairn
+from support.requests import search_request
 
 
 def _write(root, name: str, text: str) -> None:
@@ -40,7 +41,7 @@ def named_cairn(tmp_path_factory, embedder):
 
 
 def first(cairn, text: str) -> str:
-    return cairn.query.search(text, top_k=3).hits[0].file_path
+    return cairn.query.search(search_request(text, top_k=3)).hits[0].file_path
 
 
 def test_a_small_word_of_the_query_in_a_title_makes_that_title_the_closer_name(named_cairn):

@@ -12,6 +12,7 @@ from cairn.config import NOT_FOUND_ANSWER
 from cairn.errors import BadRequestError
 from cairn.prompt import cited_numbers
 from support.answers import ask
+from support.requests import search_request
 
 SAMPLE_QUESTIONS = [
     ("How long do I proof the sourdough in the fridge?", "Kitchen/Sourdough.md"),
@@ -81,27 +82,37 @@ def test_tag_scope_any_of_with_nested_tags(sample_cairn):
         if state.status == "ok" and any(t == "personal" or t.startswith("personal/") for t in store.note_tags(p))
     }
     assert "Personal/Health notes.md" in personal_notes  # tagged personal/health: nested matches the scope
-    hits = sample_cairn.query.search("notes about health and allergies", tags=["personal"], top_k=8).hits
+    hits = sample_cairn.query.search(
+        search_request("notes about health and allergies", top_k=8, tags=["personal"])
+    ).hits
     assert hits and {h.file_path for h in hits} <= personal_notes
     assert all(
         h.file_path not in personal_notes
-        for h in sample_cairn.query.search("notes about health and allergies", tags=["garden"], top_k=8).hits
+        for h in sample_cairn.query.search(
+            search_request("notes about health and allergies", top_k=8, tags=["garden"])
+        ).hits
     )
 
 
 def test_folder_scope(sample_cairn):
-    hits = sample_cairn.query.search("tomatoes", folders=["Kitchen"], top_k=8).hits
+    hits = sample_cairn.query.search(search_request("tomatoes", top_k=8, folders=["Kitchen"])).hits
     assert hits and all(h.file_path.startswith("Kitchen/") for h in hits)
 
 
 def test_folder_scope_ignores_letter_case_like_obsidians_path_search(sample_cairn):
-    exact = [h.file_path for h in sample_cairn.query.search("tomatoes", folders=["Kitchen"], top_k=8).hits]
-    assert [h.file_path for h in sample_cairn.query.search("tomatoes", folders=["kitchen/"], top_k=8).hits] == exact
-    assert not sample_cairn.query.search("tomatoes", folders=["Kitch"], top_k=8).hits  # whole folder names only
+    exact = [
+        h.file_path for h in sample_cairn.query.search(search_request("tomatoes", top_k=8, folders=["Kitchen"])).hits
+    ]
+    assert [
+        h.file_path for h in sample_cairn.query.search(search_request("tomatoes", top_k=8, folders=["kitchen/"])).hits
+    ] == exact
+    assert not sample_cairn.query.search(
+        search_request("tomatoes", top_k=8, folders=["Kitch"])
+    ).hits  # whole folder names only
 
 
 def test_results_are_deduplicated_per_note_and_respect_top_k(sample_cairn):
-    hits = sample_cairn.query.search("sourdough starter feeding and baking", top_k=3).hits
+    hits = sample_cairn.query.search(search_request("sourdough starter feeding and baking", top_k=3)).hits
     assert len(hits) <= 3
     per_note = {}
     for h in hits:
@@ -111,7 +122,7 @@ def test_results_are_deduplicated_per_note_and_respect_top_k(sample_cairn):
 
 @pytest.mark.parametrize("query", ['sourdough" OR "x', "NEAR(sourdough starter)", "title:garlic", "garlic*", "(", '"'])
 def test_fts5_syntax_in_user_text_is_harmless(sample_cairn, query):
-    sample_cairn.query.search(query)  # no error, whatever it finds
+    sample_cairn.query.search(search_request(query))  # no error, whatever it finds
 
 
 @pytest.mark.parametrize("bad", ["", "   ", "x" * 2001])
@@ -122,13 +133,13 @@ def test_bad_questions_are_clear_errors(sample_cairn, bad):
 
 def test_bad_top_k_and_tags_are_clear_errors(sample_cairn):
     with pytest.raises(BadRequestError, match="top_k"):
-        sample_cairn.query.search("garlic", top_k=0)
+        sample_cairn.query.search(search_request("garlic", top_k=0))
     with pytest.raises(BadRequestError, match="tag"):
-        sample_cairn.query.search("garlic", tags=["#"])
+        sample_cairn.query.search(search_request("garlic", tags=["#"]))
 
 
 def test_hits_carry_lines_snippet_and_indexed_at(sample_cairn):
-    hit = sample_cairn.query.search("garlic planting depth").hits[0]
+    hit = sample_cairn.query.search(search_request("garlic planting depth")).hits[0]
     data = hit.to_json()
     assert set(data) >= {"filePath", "symbol", "score", "snippet", "tags", "lines", "indexedAt"}
     start, end = data["lines"]
@@ -156,7 +167,7 @@ def test_an_excluded_words_expansions_are_not_searched_for(sample_cairn):
     from cairn.search.lexical import Matcher
 
     for text in ("garden -tomat", "garden -tomatxo", "bread -(sourdoug)"):
-        plan = Matcher(sample_cairn.query.view(), sample_cairn.query.note_maps.get()).plan(Query.parse(text))
+        plan = Matcher(sample_cairn.query.views.of(None), sample_cairn.query.note_maps.get()).plan(Query.parse(text))
         assert plan.keyword_terms == (text.split()[0],), (text, plan.keyword_terms)
-    hits = sample_cairn.query.search("garden -tomat", top_k=8).hits
+    hits = sample_cairn.query.search(search_request("garden -tomat", top_k=8)).hits
     assert hits and not any("tomato" in h.text.lower() for h in hits)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from support.requests import search_request
+
 
 def snap_now(search):
     """The in-memory vectors in force."""
@@ -21,7 +23,7 @@ def test_a_bulk_change_reloads_the_vectors_in_the_background_and_then_serves_eve
     cairn = fresh_cairn
     cairn.indexing.index()
     query = cairn.query
-    query.search("anything at all")  # the first load
+    query.search(search_request("anything at all"))  # the first load
     query.vectors.MAX_NEWER, query.vectors.REFRESH_S = 1, 3600.0
     topics = {
         "Volcano.md": "Basaltic lava flows from the shield volcano erupted for weeks.",
@@ -32,11 +34,11 @@ def test_a_bulk_change_reloads_the_vectors_in_the_background_and_then_serves_eve
         (vault_copy / name).write_text(f"# {name[:-3]}\n\n{text}\n", encoding="utf-8")
     cairn.indexing.index()
     held = query.vectors.current()
-    query.search("icebergs breaking off a glacier into the fjord", mode="dense")
+    query.search(search_request("icebergs breaking off a glacier into the fjord"), mode="dense")
     assert query.vectors.wait(timeout=60)  # a reload was started, not done in this request
     assert query.vectors.current() is not held and not query.vectors.embedded_since(snap_now(query))
     for name, text in topics.items():
-        hits = query.search(text, mode="dense").hits
+        hits = query.search(search_request(text), mode="dense").hits
         assert hits and hits[0].file_path == name, (name, [h.file_path for h in hits])
 
 
@@ -47,7 +49,7 @@ def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked
     cairn = fresh_cairn
     cairn.indexing.index()
     query = cairn.query
-    query.search("anything at all")  # the first load
+    query.search(search_request("anything at all"))  # the first load
     monkeypatch.setattr(query.vectors, "reload", lambda **_: None)  # the reload has not landed yet
     query.vectors.MAX_NEWER, query.vectors.REFRESH_S = 2, 3600.0
     for i in range(4):
@@ -60,7 +62,7 @@ def test_while_the_vectors_wait_for_a_reload_the_note_saved_last_is_still_ranked
     )
     cairn.indexing.index()
     assert len(query.vectors.embedded_since(snap_now(query))) > query.vectors.MAX_NEWER
-    hits = query.search("icebergs breaking off a glacier into the fjord", mode="dense").hits
+    hits = query.search(search_request("icebergs breaking off a glacier into the fjord"), mode="dense").hits
     assert hits and hits[0].file_path == "Latest.md", [h.file_path for h in hits]
 
 
@@ -74,7 +76,7 @@ def test_replaced_in_memory_vectors_are_freed_once_questions_are_asked_on_the_ne
     cairn = fresh_cairn
     cairn.indexing.index()
     query = cairn.query
-    query.search("How do I proof sourdough?")
+    query.search(search_request("How do I proof sourdough?"))
     held = []
     for i in range(3):
         held.append(weakref.ref(query.vectors.current().dense))
@@ -83,7 +85,7 @@ def test_replaced_in_memory_vectors_are_freed_once_questions_are_asked_on_the_ne
         )
         cairn.indexing.index()
         query.vectors.reload()  # the reload (a background thread in the daemon)
-        query.search(f"lighthouse keepers, question {i}")
+        query.search(search_request(f"lighthouse keepers, question {i}"))
     gc.collect()
     assert [r() is None for r in held] == [True, True, True]
     assert query.vectors.current().dense is not None and len(query.vectors.scores) == 1
@@ -96,14 +98,14 @@ def test_saved_notes_join_the_in_memory_vectors_by_cheap_reloads_and_a_full_load
     cairn = fresh_cairn
     cairn.indexing.index()
     query = cairn.query
-    query.search("anything at all")  # the first (full) load
+    query.search(search_request("anything at all"))  # the first (full) load
     query.vectors.REFRESH_S = 0.0
     (vault_copy / "Lighthouse.md").write_text(
         "# Lighthouse\n\nThe keeper trimmed the lamp's wick at dusk.\n", encoding="utf-8"
     )
     cairn.indexing.index()
     first = query.vectors.current()
-    query.search("who trims the lamp in a lighthouse", mode="dense")
+    query.search(search_request("who trims the lamp in a lighthouse"), mode="dense")
     query.vectors.wait(timeout=60)
     assert query.vectors.current() is not first and not query.vectors.embedded_since(
         snap_now(query)
@@ -114,12 +116,12 @@ def test_saved_notes_join_the_in_memory_vectors_by_cheap_reloads_and_a_full_load
     )
     cairn.indexing.index()
     held = query.vectors.current()
-    hits = query.search("where do fishing boats moor", mode="dense").hits
+    hits = query.search(search_request("where do fishing boats moor"), mode="dense").hits
     assert hits and hits[0].file_path == "Harbour.md"  # scored from the store meanwhile
     query.vectors.wait(timeout=60)  # the load decides to wait
     assert query.vectors.current() is held  # the full load waits
     query.vectors.FULL_REFRESH_S = 0.0
-    query.search("boats in a harbour at night", mode="dense")
+    query.search(search_request("boats in a harbour at night"), mode="dense")
     query.vectors.wait(timeout=60)
     assert query.vectors.current() is not held and not query.vectors.embedded_since(snap_now(query))
 
@@ -131,7 +133,7 @@ def test_vector_reloads_and_keyword_index_builds_leave_no_connection_open(fresh_
     cairn = fresh_cairn
     cairn.indexing.index()
     query, store = cairn.query, cairn.store
-    query.search("anything at all")
+    query.search(search_request("anything at all"))
     query.start_keyword_index().join(timeout=60)
     query.vectors.REFRESH_S = 0.0
     before = len(store._all)
@@ -141,7 +143,7 @@ def test_vector_reloads_and_keyword_index_builds_leave_no_connection_open(fresh_
         )
         cairn.indexing.index()
         held = query.vectors.current()
-        query.search(f"windmills grinding grain {i}")
+        query.search(search_request(f"windmills grinding grain {i}"))
         query.vectors.wait(timeout=60)
         assert query.vectors.current() is not held
     query.keyword.reset()  # dropped: built again from scratch
@@ -157,7 +159,7 @@ def test_a_bulk_change_is_loaded_at_once_even_while_full_loads_wait(fresh_cairn,
     cairn = fresh_cairn
     cairn.indexing.index()
     query = cairn.query
-    query.search("anything at all")
+    query.search(search_request("anything at all"))
     query.vectors.REFRESH_S, query.vectors.FULL_REFRESH_S = 0.0, 3600.0
     query.vectors.INCREMENTAL_MAX, query.vectors.MAX_NEWER = 0.0, 1
     for i in range(3):
@@ -166,7 +168,7 @@ def test_a_bulk_change_is_loaded_at_once_even_while_full_loads_wait(fresh_cairn,
         )
     cairn.indexing.index()
     held = query.vectors.current()
-    query.search("how is molten glass shaped")
+    query.search(search_request("how is molten glass shaped"))
     for _ in range(3):  # the waiting reload, then the bulk one (or one load that saw both)
         query.vectors.wait(timeout=60)
     assert query.vectors.current() is not held and not query.vectors.embedded_since(snap_now(query))

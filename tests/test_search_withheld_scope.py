@@ -27,6 +27,7 @@ from mcp.client.stdio import stdio_client
 from support.cairns import build_index, open_cairn
 from support.cli import cairn_env, cairn_executable
 from support.mcp_client import CALL_TIMEOUT_S, make_home
+from support.requests import caller_of, search_request
 from support.waits import run
 
 POLICY = """\
@@ -176,7 +177,9 @@ def test_prefix_and_typo_expansions_come_from_what_the_caller_may_see(two_vaults
                 assert cairn.query.keyword.terms.build()
             found = {}
             for q in EXPANDED:
-                result = cairn.query.search(q, top_k=8, withhold=Withhold(("personal",), ("Secret Folder",)))
+                result = cairn.query.search(
+                    search_request(q, top_k=8), caller_of(cairn, Withhold(("personal",), ("Secret Folder",)))
+                )
                 found[q] = [(h["filePath"], h["relevance"], h["score"]) for h in result.to_json()["results"]]
             return found
         finally:

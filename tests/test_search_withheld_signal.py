@@ -30,6 +30,7 @@ from cairn.policy import LinkRedactor
 from support.cairns import build_index, open_cairn
 from support.cli import cairn_env, cairn_executable
 from support.mcp_client import CALL_TIMEOUT_S, make_home
+from support.requests import caller_of
 from support.waits import run
 
 TOOLS = ["--tool", "search_notes", "--tool", "get_related_notes", "--tool", "ask"]
@@ -254,7 +255,7 @@ def test_each_terms_bm25_for_a_non_local_caller_is_fts5s_over_the_vault_it_is_sh
 
     a, b = opened(shown), opened(seen)
     try:
-        view = a.query.view(Withhold(("personal",), ("Private",)))
+        view = caller_of(a, Withhold(("personal",), ("Private",)))
         assert view.visible is not None
         lookup = view.keyword
 

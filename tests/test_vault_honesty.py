@@ -13,6 +13,7 @@ import pytest
 
 from support.cairns import open_cairn
 from support.http_client import AUTH, api, read_events
+from support.requests import search_request
 from support.waits import run
 
 NOTES = {
@@ -137,7 +138,7 @@ def test_conflict_copies_are_indexed_when_the_config_says_so(tmp_path, embedder)
     cairn = open_cairn(vault, tmp_path / "data", embedder, sync_conflicts="index")
     try:
         cairn.indexing.index()
-        hits = {h.file_path for h in cairn.query.search("zqtripword", top_k=5).hits}
+        hits = {h.file_path for h in cairn.query.search(search_request("zqtripword", top_k=5)).hits}
     finally:
         cairn.close()
     assert hits == {"Plans/Trip.md", CONFLICT}

@@ -8,6 +8,7 @@ import os
 
 from support import embedders
 from support.cairns import open_cairn
+from support.requests import search_request
 
 embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
@@ -45,7 +46,7 @@ def test_every_note_gets_its_first_vector_newest_first_before_any_sentence_vecto
     cairn = open_cairn(tmp_path / "vault", tmp_path / "data", embedder)
     try:
         cairn.indexer.sync_text()
-        before = cairn.query.search("ferry island", top_k=4).coverage
+        before = cairn.query.search(search_request("ferry island", top_k=4)).coverage
         assert (before.notes, before.pending, before.refining) == (4, 4, 0)
 
         first_vectors: list[str] = []  # notes in the order they got their first vector
@@ -57,7 +58,9 @@ def test_every_note_gets_its_first_vector_newest_first_before_any_sentence_vecto
                 if held == {1} and path not in first_vectors:
                     first_vectors.append(path)
             if phase == "refine" and not seen_at_refine:
-                result = cairn.query.search("when does the boat leave for the isle", top_k=1, mode="dense")
+                result = cairn.query.search(
+                    search_request("when does the boat leave for the isle", top_k=1), mode="dense"
+                )
                 hits = [h.file_path for h in result.hits]
                 seen_at_refine.append((tiers, _sentence_vectors(cairn), result.coverage, hits))
 
@@ -70,7 +73,7 @@ def test_every_note_gets_its_first_vector_newest_first_before_any_sentence_vecto
         assert (coverage.pending, coverage.refining, coverage.embedded) == (0, 4, 4)
         assert hits == ["Recent.md"]  # found by meaning at tier 1
 
-        after = cairn.query.search("ferry island").coverage
+        after = cairn.query.search(search_request("ferry island")).coverage
         assert (after.pending, after.refining, after.embedded) == (0, 0, 4)
         assert all(held == {2} for held in _tiers_by_note(cairn).values())
         assert _sentence_vectors(cairn) > 0
@@ -88,9 +91,9 @@ def test_a_note_found_by_meaning_at_tier_one_is_found_the_same_once_complete(tmp
         while cairn.vectors.embed_batch(8, tier=1)[2]:
             pass
         question = "when does the boat leave for the isle"  # no word of the note: found by meaning only
-        at_tier_one = [h.file_path for h in cairn.query.search(question, top_k=1, mode="dense").hits]
+        at_tier_one = [h.file_path for h in cairn.query.search(search_request(question, top_k=1), mode="dense").hits]
         cairn.vectors.embed_pending()
-        complete = [h.file_path for h in cairn.query.search(question, top_k=1, mode="dense").hits]
+        complete = [h.file_path for h in cairn.query.search(search_request(question, top_k=1), mode="dense").hits]
         assert at_tier_one == complete == ["Recent.md"]
     finally:
         cairn.close()

@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 
 from cairn.answers import AnswerService
+from support.requests import ask_request
 
 
 def ask(search, question, **kw):
     """The one ask path without a model: the extractive answer (as the CLI and MCP get it)."""
-    return asyncio.run(AnswerService(search).answer(question, **kw))
+    return asyncio.run(AnswerService(search).answer(ask_request(question, **kw)))

@@ -11,28 +11,32 @@ from typing import Any
 from cairn.answers import AnswerService
 from cairn.config import Config
 from cairn.errors import NotFoundError
-from cairn.search import Ranked, SearchResult
+from cairn.policy import LinkRedactor, Withhold
+from cairn.search import CallerView, Ranked, SearchResult, WithheldSet
 from cairn.services import Services
 
 
+class NoViews:
+    """Callers' views of an index that holds nothing: whatever the rule, nothing is withheld (real
+    :class:`~cairn.search.CallerView` objects, their tallies real)."""
+
+    def of(self, withhold=None) -> CallerView:
+        return CallerView(WithheldSet(Withhold(), {}, {}, LinkRedactor(())), source=None)
+
+
 class EmptyQuery:
-    """Finds nothing: search → no hits; retrieve → no hits, so the answer service answers the fixed not-found
+    """Finds nothing: search → no hits; ranked → no hits, so the answer service answers the fixed not-found
     text (as the real service does). ``vector_cache``/``embedder``: what an AnswerService holds on to."""
 
     PER_NOTE_ASK = 3
     vector_cache = None
     embedder = None
+    views = NoViews()
 
-    def search(self, q, *, top_k, tags, folders) -> SearchResult:
+    def search(self, request, caller=None) -> SearchResult:
         return SearchResult(hits=[], elapsed_ms=0.1)
 
-    def retrieve(self, question, *, top_k, tags, folders, **kw):
-        return [], None
-
-    def view(self, withhold=None):
-        return None
-
-    def ranked(self, query, view, *, top_k, tags, folders, **kw):
+    def ranked(self, query, view, request, **kw):
         return Ranked(())
 
     def coverage(self, view):
@@ -45,13 +49,10 @@ class RaisingQuery(EmptyQuery):
     def __init__(self, error: Exception) -> None:
         self.error = error
 
-    def search(self, q, *, top_k, tags, folders):
+    def search(self, request, caller=None):
         raise self.error
 
-    def retrieve(self, question, *, top_k, tags, folders, **kw):
-        raise self.error
-
-    def ranked(self, query, view, *, top_k, tags, folders, **kw):
+    def ranked(self, query, view, request, **kw):
         raise self.error
 
 
@@ -61,27 +62,27 @@ class RecordingQuery(EmptyQuery):
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, dict[str, Any], str]] = []
 
-    def search(self, q, *, top_k, tags, folders):
+    def search(self, request, caller=None):
         self.calls.append(
             (
                 "search",
-                q,
-                {"top_k": top_k, "tags": tuple(tags), "folders": tuple(folders)},
+                request.query,
+                {"top_k": request.top_k, "tags": request.tags, "folders": request.folders},
                 threading.current_thread().name,
             )
         )
-        return super().search(q, top_k=top_k, tags=tags, folders=folders)
+        return super().search(request, caller)
 
-    def ranked(self, query, view, *, top_k, tags, folders, **kw):
+    def ranked(self, query, view, request, **kw):
         self.calls.append(
             (
                 "ask",
                 query.text,
-                {"top_k": top_k, "tags": tuple(tags), "folders": tuple(folders)},
+                {"top_k": request.top_k, "tags": request.tags, "folders": request.folders},
                 threading.current_thread().name,
             )
         )
-        return super().ranked(query, view, top_k=top_k, tags=tags, folders=folders, **kw)
+        return super().ranked(query, view, request, **kw)
 
 
 class GatedQuery:
@@ -94,16 +95,16 @@ class GatedQuery:
         self.release = threading.Event()
         self.PER_NOTE_ASK = inner.PER_NOTE_ASK
         self.vector_cache, self.embedder, self.store = inner.vector_cache, inner.embedder, inner.store
-        self.view, self.coverage = inner.view, inner.coverage
+        self.views, self.coverage = inner.views, inner.coverage
 
-    def search(self, q, **kw):
-        return self.inner.search(q, **kw)
+    def search(self, request, caller=None):
+        return self.inner.search(request, caller)
 
-    def ranked(self, query, view, **kw):
+    def ranked(self, query, view, request, **kw):
         self.entered.set()
         if not self.release.wait(timeout=30):
             raise RuntimeError("test gate never released")
-        return self.inner.ranked(query, view, **kw)
+        return self.inner.ranked(query, view, request, **kw)
 
 
 HEALTH = {"status": "ok", "store": "ok", "embedder": "ok", "llm": {"configured": False, "reachable": False}}
@@ -124,16 +125,16 @@ STATS = {
 class NoLibrary:
     """A library without notes: every read is ``not_found``."""
 
-    def note(self, raw, withhold=None, tally=None):
+    def note(self, raw, caller=None):
         raise NotFoundError(f"No note {raw!r} in the index.")
 
-    def related(self, raw, limit=10, withhold=None, tally=None):
+    def related(self, raw, limit=10, caller=None):
         raise NotFoundError(f"No note {raw!r} in the index.")
 
-    def tags(self):
+    def tags(self, caller=None):
         return {"tags": []}
 
-    def list_notes(self, tag=None, folder=None, limit=50, withhold=None, tally=None):
+    def list_notes(self, tag=None, folder=None, limit=50, caller=None):
         return {"notes": [], "total": 0}
 
 
@@ -170,8 +171,8 @@ def stand_in_services(
     indexing=None,
     events=None,
 ) -> Services:
-    """Services over a stand-in query service (``search``/``retrieve``), answers from the real answer service over
-    it; what is not given is a stand-in too."""
+    """Services over a stand-in query service (``search``/``ranked``, its callers' ``views``), answers from the real
+    answer service over it; what is not given is a stand-in too."""
     return Services(
         config=config or Config(),
         search=query,
@@ -180,4 +181,5 @@ def stand_in_services(
         indexing=indexing or StandInIndexing(stats),
         events=events or NoEvents(),
         health=health,
+        caller=query.views.of,
     )

@@ -14,7 +14,9 @@ import pytest
 
 from cairn.app import Cairn
 from cairn.index import VaultWatcher
+from cairn.policy import Withhold
 from support.cairns import make_config, open_cairn
+from support.requests import caller_of, search_request
 from support.vaults import HELP_VAULT
 
 #: The slice copied: every note of one folder, three of another.
@@ -105,8 +107,10 @@ def paths(cairn: Cairn) -> set[str]:
     return {p for p, state in cairn.store.note_states().items() if state.status == "ok"}
 
 
-def hit_paths(cairn: Cairn, query: str, **kw) -> list[str]:
-    return [h.file_path for h in cairn.query.search(query, top_k=10, **kw).hits]
+def hit_paths(cairn: Cairn, query: str, *, mode: str = "hybrid", withhold: Withhold | None = None) -> list[str]:
+    """The notes a search finds for a caller withheld ``withhold`` (None: the owner), best first."""
+    request = search_request(query, top_k=10)
+    return [h.file_path for h in cairn.query.search(request, caller_of(cairn, withhold), mode=mode).hits]
 
 
 def bump_mtime(p: Path) -> None:
