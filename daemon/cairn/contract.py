@@ -139,9 +139,9 @@ def parse_count(value: Any, name: str, low: int, high: int, default: int | None,
 
 def parse_top_k(value: Any, default: int | None = LIMITS.top_k_default, *, text: bool = False) -> int:
     """``top_k`` (the number of results): ``LIMITS.top_k_min..top_k_max``; ``None`` → ``default`` (refused when
-    ``default`` is None: the services' own check, which has no default). The message names it "The number of
-    results (top_k)", the field's term: the edges call it ``topK`` (HTTP), ``top_k`` / ``limit`` (MCP) and
-    ``--top-k`` (CLI), and one bad value gets one message at all of them."""
+    ``default`` is None). The message names it "The number of results (top_k)", the field's term: the edges call it
+    ``topK`` (HTTP), ``top_k`` / ``limit`` (MCP) and ``--top-k`` (CLI), and one bad value gets one message at all of
+    them."""
     name = "The number of results (top_k)"
     return parse_count(value, name, LIMITS.top_k_min, LIMITS.top_k_max, default, text=text)
 
