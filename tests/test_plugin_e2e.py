@@ -29,9 +29,12 @@ from pathlib import Path
 
 import pytest
 
+from support import plugin_page
 from support.daemons import INDEX_DEADLINE_S, running_daemon
 from support.plugin_page import PDF_PATH, WAIT_MS, shoot, vault_files
 from support.waits import wait_until
+
+browser, harness, plugin_vault = plugin_page.browser, plugin_page.harness, plugin_page.plugin_vault  # the fixtures
 
 pytestmark = pytest.mark.e2e  # the built plugin in a real browser against a real daemon
 

@@ -44,6 +44,7 @@ pytestmark = pytest.mark.e2e
 SYSTEM_GI = Path("/usr/lib/python3/dist-packages/gi")
 xvfb = tray_harness.xvfb  # the fixtures: a private Xvfb display and its minimal tray manager
 host = tray_harness.host
+session_bus = tray_harness.session_bus  # a D-Bus session bus of its own
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # a venv built from the wheel,
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 xvfb = tray_harness.xvfb
 host = tray_harness.host
+session_bus = tray_harness.session_bus
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def system_venv(tmp_path_factory, cairn_wheel) -> Path:
 
 
 @pytest.fixture
-def serving(system_venv, tmp_path, xvfb, session_bus) -> Iterator[tuple[subprocess.Popen, Path]]:  # noqa: F811
+def serving(system_venv, tmp_path, xvfb, session_bus) -> Iterator[tuple[subprocess.Popen, Path]]:
     """``cairn serve`` from the venv on a small vault, with the display and the session bus; (process, its log)."""
     env = auto_env(tmp_path, xvfb)  # every user folder in tmp_path, the backend left to Cairn
     env["DBUS_SESSION_BUS_ADDRESS"] = session_bus
