@@ -1383,6 +1383,8 @@ var CairnPlugin = class extends import_obsidian3.Plugin {
     this.settings = { ...DEFAULT_SETTINGS };
     /** Daemon URLs that proved they serve this vault → when (Date.now()). */
     this.verified = /* @__PURE__ */ new Map();
+    /** Raised by each settings change: a check that began before one vouches for nothing after it. */
+    this.checks = 0;
   }
   async onload() {
     this.settings = normaliseSettings(await this.loadData());
@@ -1402,6 +1404,7 @@ var CairnPlugin = class extends import_obsidian3.Plugin {
   async onExternalSettingsChange() {
     this.settings = normaliseSettings(await this.loadData());
     this.verified.clear();
+    this.checks++;
     this.refreshViews();
   }
   /** Open (or reveal) the sidebar in the right split. */
@@ -1428,7 +1431,9 @@ var CairnPlugin = class extends import_obsidian3.Plugin {
     const at = this.verified.get(url);
     if (!again && at !== void 0 && Date.now() - at < VERIFIED_MS) return;
     this.verified.delete(url);
+    const began = this.checks;
     const found = await verifyDaemon(url, this.vaultPath(), healthJson);
+    if (began !== this.checks) return this.checkDaemon(url, true);
     if (found.kind === "elsewhere") throw new CairnError("elsewhere", found.message);
     if (found.kind === "offline") throw new CairnError("offline", "Nothing answered.");
     this.verified.set(url, Date.now());
