@@ -223,7 +223,7 @@ def _add_mcp_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _add_admin_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """``autostart``, ``paths``, ``config``, ``plugin install``, ``secret set``."""
+    """``autostart``, ``doctor``, ``paths``, ``config``, ``plugin install``, ``secret set``."""
     p = sub.add_parser(
         "autostart",
         parents=[common],
@@ -236,6 +236,14 @@ def _add_admin_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         help="enable (for the vault given), disable or status",
     )
     p.add_argument("--json", action="store_true", help="print the status as JSON")
+
+    p = sub.add_parser(
+        "doctor",
+        parents=[common],
+        help="check the daemon, plugin, tray, keyring, autostart, MCP policy and agents' configs; one line each with "
+        "its fix (exit 1 when a check fails)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
 
     p = sub.add_parser("paths", parents=[common], help="print the config, data, log and cache folders")
     p.add_argument("--json", action="store_true", help="print JSON")
