@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -115,8 +116,8 @@ def check_mcp_clients(config: Config, policy: Any) -> list[Check]:
             if not _names_cairn(name, entry, ports):
                 continue
             where = f"{client} {name!r} ({path})"
-            found = _check_http(config, entry, daemons) if "url" in entry else _check_stdio(config, client, entry)
-            found += _client_hints(policy, found)
+            seen = _check_http(config, entry, daemons) if "url" in entry else _check_stdio(config, client, entry)
+            found = seen.found + seen.hints(policy)
             problems = [(status, text, fix) for status, text, fix in found if status != "ok"]
             if problems:
                 checks += [Check("mcp", status, f"{where}: {text}", fix) for status, text, fix in problems]
@@ -131,24 +132,27 @@ def check_mcp_clients(config: Config, policy: Any) -> list[Check]:
 Finding = tuple[str, str, str | None]  # (status, text, fix)
 
 
-def _client_hints(policy: Any, found: list[Finding]) -> list[Finding]:
-    """What the policy says of the client an entry runs as (:meth:`cairn.policy.Policy.hints`), from the finding
-    ``("client", NAME, TOOLS)`` a check leaves; removed from ``found``."""
-    for item in list(found):
-        if item[0] == "client":
-            found.remove(item)
-            if policy is None:
-                return []
-            client, tools = item[1], (item[2] or "").split()
-            return [("warn", hint, None) for hint in policy.hints(client, tools)]
-    return []
+@dataclass
+class Seen:
+    """What one server entry was found to be: ``found`` its findings, ``client`` the policy's client it runs as
+    (None: not said) and the ``tools`` it asks for."""
+
+    found: list[Finding] = field(default_factory=list)
+    client: str | None = None
+    tools: tuple[str, ...] = ()
+
+    def hints(self, policy: Any) -> list[Finding]:
+        """What ``policy`` says of the client (:meth:`cairn.policy.Policy.hints`: not declared, a tool not given)."""
+        if policy is None or self.client is None:
+            return []
+        return [("warn", hint, None) for hint in policy.hints(self.client, self.tools)]
 
 
-def _check_stdio(config: Config, client: str, entry: dict) -> list[Finding]:
+def _check_stdio(config: Config, client: str, entry: dict) -> Seen:
     """An entry that launches ``cairn mcp`` (see the module docstring)."""
     command, args = entry.get("command"), [str(a) for a in entry.get("args") or []]
     if not isinstance(command, str) or not command:
-        return [("fail", "has no command", 'give "command": the absolute path `command -v cairn` prints')]
+        return Seen([("fail", "has no command", 'give "command": the absolute path `command -v cairn` prints')])
     found: list[Finding] = []
     program = Path(command)
     on_path = shutil.which(command)
@@ -162,14 +166,14 @@ def _check_stdio(config: Config, client: str, entry: dict) -> list[Finding]:
         found.append(
             ("fail", f"runs {Path(command).name} {' '.join(args)}, not `cairn mcp`", 'put "mcp" first in args')
         )
-        return found
+        return Seen(found)
     env = {k: str(v) for k, v in (entry.get("env") or {}).items()} if isinstance(entry.get("env"), dict) else {}
     vault = _option(args, "--vault") or env.get("CAIRN_VAULT")
     if not vault:
-        return [*found, ("fail", "names no vault", 'add "--vault", "/path/to/vault" to its args')]
+        return Seen([*found, ("fail", "names no vault", 'add "--vault", "/path/to/vault" to its args')])
     theirs = _their_config(vault, args, env)
     if isinstance(theirs, str):
-        return [*found, ("fail", theirs, None)]
+        return Seen([*found, ("fail", theirs, None)])
     elsewhere = _folders(config, theirs, env)  # then whether that data folder holds an index is beside the point
     found += elsewhere
     if not elsewhere and not theirs.db_path.exists():
@@ -183,8 +187,8 @@ def _check_stdio(config: Config, client: str, entry: dict) -> list[Finding]:
     if who is None:
         found.append(("warn", "gives no --client: only the default tools, and not local", 'add "--client", "NAME"'))
     else:
-        found += [("ok", f"as the client {who}", None), ("client", who, " ".join(tools))]
-    return found
+        found.append(("ok", f"as the client {who}", None))
+    return Seen(found, who, tuple(tools))
 
 
 def _their_config(vault: str, args: list[str], env: dict[str, str]) -> Config | str:
@@ -216,44 +220,31 @@ def _folders(config: Config, theirs: Config, env: dict[str, str]) -> list[Findin
     return [("fail", text, f'"env": {json.dumps({**env, **wanted})}')]
 
 
-def _check_http(config: Config, entry: dict, daemons: list[dict]) -> list[Finding]:
+def _check_http(config: Config, entry: dict, daemons: list[dict]) -> Seen:
     """An entry that reaches the daemon's MCP endpoint over HTTP with a client's token."""
     from cairn.secrets import mcp_client_names, read_mcp_token
 
     url = str(entry.get("url"))
-    host = (urlsplit(url).hostname or "").lower()
-    if host not in LOOPBACK:
-        return [
-            (
-                "fail",
-                f"names {url}; Cairn serves MCP on this machine's loopback only",
-                "the mcpUrl `cairn status` prints",
-            )
-        ]
+    if (urlsplit(url).hostname or "").lower() not in LOOPBACK:
+        where = "the mcpUrl `cairn status` prints"
+        return Seen([("fail", f"names {url}; Cairn serves MCP on this machine's loopback only", where)])
     serving = [d for d in daemons if _port(d.get("mcpUrl") or "") == _port(url)]
-    found: list[Finding] = []
     if serving:
-        found.append(("ok", f"the daemon for {serving[0]['vault']} serves {url}", None))
+        found: list[Finding] = [("ok", f"the daemon for {serving[0]['vault']} serves {url}", None)]
     else:
         now = ", ".join(d["mcpUrl"] for d in daemons if d.get("mcpUrl")) or "none, no daemon runs"
-        found.append(
-            (
-                "fail",
-                f"no Cairn daemon serves MCP at {url} now (MCP URLs: {now})",
-                "the mcpUrl `cairn status` prints, with `cairn serve` running",
-            )
-        )
+        fix = "the mcpUrl `cairn status` prints, with `cairn serve` running"
+        found = [("fail", f"no Cairn daemon serves MCP at {url} now (MCP URLs: {now})", fix)]
     headers = entry["headers"] if isinstance(entry.get("headers"), dict) else {}
     auth = next((str(v) for k, v in headers.items() if k.lower() == "authorization"), "")
     scheme, _, token = auth.strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
-        return [
-            *found,
-            ("fail", "sends no bearer token", '"headers": {"Authorization": "Bearer <cairn mcp token NAME>"}'),
-        ]
+        fix = '"headers": {"Authorization": "Bearer <cairn mcp token NAME>"}'
+        return Seen([*found, ("fail", "sends no bearer token", fix)])
     for name in mcp_client_names(config):
         known = read_mcp_token(config, name)
         if known and hmac.compare_digest(known.encode(), token.strip().encode()):
-            tools = [t for part in urlsplit(url).query.split("&") if part.startswith("tool=") for t in [part[5:]]]
-            return [*found, ("ok", f"as the client {name}", None), ("client", name, " ".join(tools))]
-    return [*found, ("fail", "its token is none of the MCP clients' (rotated?)", "cairn mcp token NAME, and put it in")]
+            tools = tuple(part[5:] for part in urlsplit(url).query.split("&") if part.startswith("tool="))
+            return Seen([*found, ("ok", f"as the client {name}", None)], name, tools)
+    fix = "`cairn mcp token NAME`, and put it in"
+    return Seen([*found, ("fail", "its token is none of the MCP clients' (rotated?)", fix)])
