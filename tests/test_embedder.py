@@ -18,9 +18,10 @@ from cairn.embedder import DEFAULT_MODEL_DIR, Embedder, load_tokenizer, model_fi
 from cairn.errors import ConfigError, ModelError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
-#: Parity bar for the default variant: cosine to sentence-transformers per sentence.
+#: Parity bar for the fp32 export: cosine to sentence-transformers per sentence. The shipped default (int8) is chosen
+#: by retrieval (docs/eval.md, "Which model ships") and held to INT8_PARITY_MIN.
 PARITY_MIN = 0.99
-#: What the int8 variant is held to (measured min ~0.98 on this fixture; see manifest).
+#: What the int8 variant is held to (measured min ~0.977 on this fixture; see manifest).
 INT8_PARITY_MIN = 0.96
 
 
@@ -57,11 +58,12 @@ def test_fixture_has_at_least_20_varied_sentences(reference):
     assert "how_made" in reference and "command" in reference["how_made"]
 
 
-def test_default_variant_matches_sentence_transformers_on_every_fixture_sentence(embedder, reference):
-    cos = _cosines(embedder, reference)
+def test_fp32_export_matches_sentence_transformers_on_every_fixture_sentence(reference):
+    fp32 = Embedder(variant="fp32", threads=2)  # the export every variant is quantised from
+    cos = _cosines(fp32, reference)
     worst = int(np.argmin(cos))
     assert cos.min() >= PARITY_MIN, (
-        f"{embedder.model_id}: cosine {cos[worst]:.4f} < {PARITY_MIN} for {reference['sentences'][worst]!r}"
+        f"{fp32.model_id}: cosine {cos[worst]:.4f} < {PARITY_MIN} for {reference['sentences'][worst]!r}"
     )
 
 
