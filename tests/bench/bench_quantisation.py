@@ -9,9 +9,9 @@ every core). The sample is cut into ``--rounds`` parts; round r embeds part r wi
 rotating each round, so a drift of the shared machine's speed falls on all of them alike.
 
 Reported per variant: passages/s (texts embedded a second: median of the rounds' wall clock) and CPU-time
-passages/s (per CPU-second × threads); tokens/s (median of the rounds' wall clock; tokens include [CLS]/[SEP] after truncation), the
-ratio to fp32 (median of the per-round ratios), CPU-time tokens/s (tokens per CPU-second × threads), and the cosine
-of each text's vector with fp32's over the whole sample: min, 1st percentile, mean.
+passages/s (per CPU-second × threads); tokens/s (median of the rounds' wall clock; tokens include [CLS]/[SEP]
+after truncation), the ratio to fp32 (median of the per-round ratios), CPU-time tokens/s (tokens per CPU-second ×
+threads), and the cosine of each text's vector with fp32's over the whole sample: min, 1st percentile, mean.
 
 Usage: bench_quantisation.py [VAULT] [--variant V ...] [--texts N] [--rounds R] [--threads T] [--json FILE]
 """
