@@ -165,6 +165,18 @@ def test_load_tokenizer_counts_like_the_embedder_without_a_session(embedder):
     assert tok.count_tokens_many(["hello world", ""]) == [2, 0]
 
 
+def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it(embedder):
+    # Dynamic int8 scales a run's activations by the whole batch: the shipped model runs each text alone, so a
+    # note's vector (and its score) never shifts with what else was embedded, withheld notes included.
+    text = "Stake the tomatoes early and give the basil full sun."
+    others = [
+        f"unrelated passage {i} about boiler pressure, touring bikes and hive frames" * (1 + i % 3) for i in range(9)
+    ]
+    alone = embedder.embed([text])[0]
+    among = embedder.embed([*others, text])[-1]
+    assert np.array_equal(alone, among)
+
+
 def test_counts_summed_over_words_equal_the_tokenizers_own_count():
     tok = load_tokenizer()
     texts = [
