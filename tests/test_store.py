@@ -100,6 +100,18 @@ def _cache_bytes(path) -> int:
         conn.close()
 
 
+def _pages(path) -> tuple[int, int]:
+    """(pages, free pages) of the database file ``path``."""
+    conn = apsw.Connection(str(path))
+    try:
+        return (
+            int(conn.execute("PRAGMA page_count").fetchone()[0]),
+            int(conn.execute("PRAGMA freelist_count").fetchone()[0]),
+        )
+    finally:
+        conn.close()
+
+
 def test_the_schema_7_embedding_cache_keeps_every_vector_in_less_than_half_the_file(tmp_path):
     path = tmp_path / "i.db"
     store = Store(path)
@@ -113,18 +125,18 @@ def test_the_schema_7_embedding_cache_keeps_every_vector_in_less_than_half_the_f
     conn.execute("VACUUM")
     conn.close()
     before = _cache_bytes(path)
+    pages_before = _pages(path)
     store = Store(path)
     assert store.schema_version == 7
     cached = store.cached_vectors(list(vectors), "all-MiniLM-L6-v2/int8@6f9a278fc294")
     assert cached.keys() == vectors.keys()
     assert all(np.array_equal(cached[h], v) for h, v in vectors.items())
     store.close()
-    conn = apsw.Connection(str(path))
-    conn.execute("VACUUM")  # the pages the old layout freed are reused by later writes; VACUUM shows the layout alone
-    conn.close()
     after = _cache_bytes(path)
     assert after < before / 2, (before, after)
     assert after < 2200 * len(vectors)  # 1,536 bytes of vector, its hash and model id: about two rows a page
+    pages, free = _pages(path)
+    assert free == 0 and pages < pages_before[0] * 0.6  # the migration's open compacted the file
 
 
 def test_pruning_drops_another_models_rows_at_once_and_this_models_unused_rows_after_the_grace(tmp_path):

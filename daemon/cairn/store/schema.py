@@ -179,3 +179,6 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+#: Migrations after which the file is vacuumed once: 7 rewrites the embedding cache (more than half of an index made
+#: before it), and the pages it frees would otherwise stay in the file.
+VACUUM_AFTER = frozenset({7})
