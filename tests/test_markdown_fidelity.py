@@ -15,7 +15,7 @@ import pytest
 import cairn.chunking.blocks as blocks_module
 from cairn.chunking import clean_heading
 from cairn.embedder import load_tokenizer
-from cairn.index_run import prepare_note
+from cairn.index import prepare_note
 from cairn.notes.markdown import parse_blocks
 from cairn.notes.markup import blank, strip_comments
 from conftest import SHARED
