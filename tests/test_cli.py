@@ -357,7 +357,8 @@ def test_a_corrupt_index_exits_1_with_an_error_saying_what_to_do(tmp_path, vault
     [
         (),
         ("frobnicate",),
-        ("search",),
+        ("ask",),
+        ("search", "two", "queries"),  # no QUERY is the recent notes; two are a usage error
         ("ask", "--json"),
         ("search", "x", "--top-k", "many"),
         ("search", "x", "--top-k", "0"),

@@ -444,6 +444,50 @@ def test_search_shows_results_as_you_type_with_the_match_and_opens_the_chunk(sid
     assert sidebar.evaluate("window.__opened")[-1]["path"] == expected
 
 
+def test_the_search_tab_opens_on_the_recently_modified_notes_and_follows_a_saved_note(sidebar, daemon):
+    """With the box empty the Search tab lists the daemon's recent notes (``GET /search`` without ``q``), newest
+    first; the oldest note, saved with a new line, goes to the top once the daemon has indexed it (the line is taken
+    out again afterwards, and that save indexed, so the other tests see the vault as it was)."""
+
+    def recent(top_k: int) -> list[dict]:
+        status, body = daemon.get_json("/search", token=daemon.token, params={"topK": top_k})
+        assert status == 200 and body["recent"] is True, body
+        return body["results"]
+
+    def shown() -> list[str]:
+        return sidebar.locator(".cairn-recent-title").all_inner_texts()
+
+    def holding(word: str) -> list[str]:
+        status, body = daemon.get_json("/search", token=daemon.token, params={"q": word})
+        return [r["filePath"] for r in body["results"] if word in r["snippet"]] if status == 200 else []
+
+    sidebar.click(".cairn-tab[data-tab='search']")
+    sidebar.locator(".cairn-recent").first.wait_for(timeout=WAIT_MS)
+    assert shown() == [r["title"] for r in recent(8)]
+    oldest = recent(50)[-1]
+    assert oldest["title"] not in shown()
+    note = daemon.vault / oldest["filePath"]
+    text = note.read_text(encoding="utf-8")
+    note.write_text(text + "\nSaved again: zqrecentsave.\n", encoding="utf-8")  # as Obsidian saves an edit
+    try:
+        sidebar.wait_for_function(
+            "title => document.querySelector('.cairn-recent-title')?.textContent === title",
+            arg=oldest["title"],
+            timeout=WAIT_MS,
+        )
+        folder = oldest["filePath"].rpartition("/")[0]
+        meta = sidebar.locator(".cairn-recent-meta").first.inner_text()
+        assert meta == (f"{folder}/ · just now" if folder else "just now"), meta
+        assert shown() == [r["title"] for r in recent(8)]
+        assert sidebar.locator(".cairn-result").count() == 0  # recent notes are not search results
+        shoot(sidebar, "plugin-recent.png")
+        sidebar.locator(".cairn-recent-title").first.click()
+        assert sidebar.evaluate("window.__opened")[-1]["path"] == oldest["filePath"]
+    finally:
+        note.write_text(text, encoding="utf-8")
+        wait_until("the note's first text indexed again", lambda: not holding("zqrecentsave"), INDEX_DEADLINE_S)
+
+
 def test_the_tag_scope_restricts_search_to_notes_with_that_tag(sidebar, daemon):
     query = "tomatoes"
     status, scoped = daemon.get_json("/search", token=daemon.token, params={"q": query, "tag": "kitchen", "topK": 8})

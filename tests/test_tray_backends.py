@@ -36,40 +36,16 @@ from support.tray import (
     auto_env,
     hover_for_tooltip,
     tray_lines,
+    with_gi,
     write_vault,
 )
 
 pytestmark = pytest.mark.e2e
 
-SYSTEM_GI = Path("/usr/lib/python3/dist-packages/gi")
 xvfb = tray_harness.xvfb  # the fixtures: a private Xvfb display and its minimal tray manager
 host = tray_harness.host
 session_bus = tray_harness.session_bus  # a D-Bus session bus of its own
-
-
-@pytest.fixture(scope="module")
-def system_gi(tmp_path_factory) -> Path:
-    """A folder holding only the distribution's ``gi`` (for ``PYTHONPATH``); skipped when it or GTK 3 is missing
-    or does not load in this Python."""
-    if not SYSTEM_GI.is_dir():
-        pytest.skip("python3-gi is not installed (.ci/run installs python3-gi and gir1.2-gtk-3.0 when root)")
-    shim = tmp_path_factory.mktemp("system-gi")
-    (shim / "gi").symlink_to(SYSTEM_GI)
-    probe = subprocess.run(
-        [sys.executable, "-c", "import gi; gi.require_version('Gtk', '3.0'); from gi.repository import Gtk"],
-        env={**os.environ, "PYTHONPATH": str(shim)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if probe.returncode != 0:
-        pytest.skip(f"the system's PyGObject with GTK 3 does not load in {sys.executable}: {probe.stderr[-300:]}")
-    return shim
-
-
-def with_gi(env: dict[str, str], shim: Path) -> str:
-    """``PYTHONPATH`` with the system's ``gi`` after what is there (the code under test comes first)."""
-    return os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), str(shim)) if p)
+system_gi = tray_harness.system_gi  # the distribution's PyGObject, on its own PYTHONPATH entry
 
 
 def has_appindicator(env: dict[str, str]) -> bool:

@@ -337,6 +337,13 @@ def keyring_mode(config: Config) -> str:
     return env if env in KEYRING_MODES else config.keyring
 
 
+def keyring_state(config: Config) -> tuple[str, str | None]:
+    """``(mode, backend)``: :func:`keyring_mode` and the OS keyring backend that would keep the tokens (its class, e.g.
+    ``SecretService Keyring``), None when no usable one is found. What ``cairn doctor`` reports; reads nothing."""
+    found = _keyring_backend()
+    return keyring_mode(config), None if found is None else str(getattr(found.get_keyring(), "name", "a backend"))
+
+
 def _required_message(why: str, what: str = "the API token") -> str:
     return (
         f'keyring = "required" is set, so Cairn keeps {what} only in the OS keyring, and {why}; it '

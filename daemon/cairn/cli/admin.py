@@ -8,9 +8,13 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cairn.cli.common import _cairn_command, _print_json
 from cairn.config import Config
+
+if TYPE_CHECKING:
+    from cairn.policy import Policy
 
 
 def cmd_token(args: argparse.Namespace, config: Config) -> int:
@@ -133,7 +137,7 @@ def cmd_policy(args: argparse.Namespace, config: Config) -> int:
     ``cairn policy init``: writes the shipped default there when no file is there (exit 1 when one is).
     ``cairn policy apply``: :func:`_policy_apply`."""
     from cairn.errors import ConfigError
-    from cairn.policy_file import awaiting_confirmation, create_policy, load_policy, owner_policy_path
+    from cairn.policy_file import create_policy, owner_policy_path
 
     if args.policy_command == "apply":
         return _policy_apply(config)
@@ -146,18 +150,32 @@ def cmd_policy(args: argparse.Namespace, config: Config) -> int:
             "local); edit it to add your withheld folders and clients."
         )
         return 0
-    path = Path(args.file) if args.file else _policy_in_use(config)
-    load_policy(path)  # PolicyError → `Error: FILE:LINE: reason`, exit 1 (main)
-    waiting = awaiting_confirmation(path)  # a damaged or vanished confirmed record: PolicyError naming it, exit 1
+    path, _, waiting = check_policy(config, Path(args.file) if args.file else None)
     print(f"ok: {path}")
     if waiting:
-        link = f" (a link to {path.resolve()})" if path.is_symlink() else ""
-        print(
-            f"Not in force yet: {path}{link} withholds less than the policy you last confirmed ({', '.join(waiting)}); "
-            "meanwhile the stricter of the two is in force. Run `cairn policy apply` to confirm it.",
-            file=sys.stderr,
-        )
+        print(f"{waiting_text(path, waiting)} Run `cairn policy apply` to confirm it.", file=sys.stderr)
     return 0
+
+
+def check_policy(config: Config, path: Path | None = None) -> tuple[Path, Policy, list[str]]:
+    """``cairn policy check``: the policy at ``path`` (default: the one ``cairn mcp`` uses, :func:`_policy_in_use`),
+    loaded, and what it withholds less than the policy last confirmed (waiting for ``cairn policy apply``). Raises
+    :class:`~cairn.policy.PolicyError` (``FILE:LINE: reason``) for an invalid policy, or naming the governance record
+    that is damaged or gone."""
+    from cairn.policy_file import awaiting_confirmation, load_policy
+
+    path = path or _policy_in_use(config)
+    policy = load_policy(path)
+    return path, policy, awaiting_confirmation(path)
+
+
+def waiting_text(path: Path, waiting: list[str]) -> str:
+    """What a policy change waiting for ``cairn policy apply`` means, in one sentence."""
+    link = f" (a link to {path.resolve()})" if path.is_symlink() else ""
+    return (
+        f"Not in force yet: {path}{link} withholds less than the policy you last confirmed ({', '.join(waiting)}); "
+        "meanwhile the stricter of the two is in force."
+    )
 
 
 def _policy_in_use(config: Config) -> Path:

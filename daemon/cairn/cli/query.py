@@ -204,6 +204,8 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
         if empty:
             print(f"Warning: {contract.empty_index_text(config.vault)}", file=sys.stderr)
         return 0
+    if result.recent:
+        return _print_recent(result, contract.empty_index_text(config.vault) if empty else contract.NO_RECENT_TEXT)
     if not result.hits:
         print(contract.empty_index_text(config.vault) if empty else contract.NO_RESULTS_TEXT)
     for i, h in enumerate(result.hits, 1):
@@ -215,6 +217,23 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
             + f"  ({where}{', ' if where else ''}{label})"
         )
         print(f"   {h.snippet}")
+    return 0
+
+
+def _print_recent(result: Any, nothing: str) -> int:
+    """``cairn search ""``: the most recently modified notes, newest first, each with when it was modified (local
+    time) and its first passage; ``nothing`` when there is none."""
+    import datetime as _dt
+
+    if not result.hits:
+        print(nothing)
+        return 0
+    print(f"The {len(result.hits)} most recently modified notes:")
+    for i, h in enumerate(result.hits, 1):
+        when = _dt.datetime.fromtimestamp(h.modified_at).strftime("%Y-%m-%d %H:%M")
+        print(f"{i}. {h.file_path}  (modified {when})")
+        if h.snippet:
+            print(f"   {h.snippet}")
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -57,7 +58,8 @@ _DESCRIPTIONS = {
     "search_notes": "Search the notes (keyword + semantic, hybrid ranking). Returns excerpts with their filePath, "
     "heading (symbol) and score: every note containing the query's words first, then passages similar enough to "
     'the query. Obsidian search syntax: "exact phrase", -word (exclude), tag:#x, path:folder, file:name, OR, '
-    "(groups).",
+    "(groups). With no query (or an empty one): the most recently modified notes, newest first, each with its "
+    "first passage and modifiedAt.",
     "get_note": "Read one note: its text, title, tags, aliases, front-matter, outgoing links and backlinks.",
     "get_related_notes": "Notes related to one note: the notes it links to, the notes linking to it, and "
     "semantically similar notes.",
@@ -83,6 +85,19 @@ def _with_coverage_notice(text: str, coverage: contract.IndexCoverage | None) ->
 def _frame(text: str) -> str:
     """Note text inside a ``<note-content>`` frame cannot close the frame."""
     return text.replace("</note", "<\\/note")
+
+
+def _recent_text(results: list[dict[str, Any]]) -> str:
+    """The text version of a recent-notes listing (``search_notes`` with no query): each note, when its file was
+    modified (UTC) and its first passage, framed as note content."""
+    if not results:
+        return contract.NO_RECENT_TEXT
+    lines = [f"The {len(results)} most recently modified note(s), newest first. {DATA_NOTICE}"]
+    for i, r in enumerate(results, 1):
+        when = datetime.datetime.fromtimestamp(r["modifiedAt"], datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        lines.append(f"[{i}] {r['filePath']} (modified {when})")
+        lines.append(f"<note-content filePath={json.dumps(r['filePath'])}>\n{_frame(r['snippet'])}\n</note-content>")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -286,7 +301,9 @@ class McpService:
         result = self.search.search(request, caller)
         data = contract.agent_search_json(result)
         results = data["results"]
-        if results:
+        if result.recent:
+            text = _recent_text(results)
+        elif results:
             lines = [f"{len(results)} excerpt(s) from the notes for the query. {DATA_NOTICE}"]
             for i, r in enumerate(results, 1):
                 lines.append(

@@ -231,9 +231,9 @@ var CairnClient = class {
     this.probe = opts.probe;
     this.check = opts.check;
   }
-  /** `GET /search?q=&topK=&tag=...` → ranked chunks. */
+  /** `GET /search?q=&topK=&tag=...` → ranked chunks; `q` empty → the most recently modified notes (`recent: true`). */
   search(q, opts = {}) {
-    const params = new URLSearchParams({ q });
+    const params = new URLSearchParams(q.trim() ? { q } : {});
     if (opts.topK) params.set("topK", String(opts.topK));
     for (const tag of opts.tags ?? []) params.append("tag", tag);
     return this.getJson(`/search?${params}`, opts.signal);
@@ -991,6 +991,59 @@ var AskPane = class {
   }
 };
 
+// src/recent.ts
+var MINUTE = 60;
+var HOUR = 60 * MINUTE;
+var DAY = 24 * HOUR;
+function modifiedAgo(modifiedAt, nowMs) {
+  const seconds = nowMs / 1e3 - modifiedAt;
+  if (seconds < MINUTE) return "just now";
+  if (seconds < HOUR) return `${Math.floor(seconds / MINUTE)} min ago`;
+  if (seconds < DAY) return `${Math.floor(seconds / HOUR)} h ago`;
+  if (seconds < 2 * DAY) return "yesterday";
+  if (seconds < 7 * DAY) return `${Math.floor(seconds / DAY)} days ago`;
+  const d = new Date(modifiedAt * 1e3);
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+}
+function noteLabel(note) {
+  if (note.title) return note.title;
+  const name = note.filePath.slice(note.filePath.lastIndexOf("/") + 1);
+  return name.replace(/\.md$/i, "");
+}
+function openingLines(note) {
+  const text = note.snippet ?? "";
+  const heading = /^#{1,6}\s+/.exec(text);
+  if (!heading) return text;
+  const rest = text.slice(heading[0].length);
+  const title = noteLabel(note);
+  return rest.startsWith(title) ? rest.slice(title.length).trimStart() : text;
+}
+function recentMeta(note, nowMs) {
+  const folder = note.filePath.includes("/") ? note.filePath.slice(0, note.filePath.lastIndexOf("/") + 1) : "";
+  const ago2 = typeof note.modifiedAt === "number" ? modifiedAgo(note.modifiedAt, nowMs) : "";
+  return [folder, ago2].filter(Boolean).join(" \xB7 ");
+}
+function renderRecent(el, notes, open, scoped, nowMs = Date.now()) {
+  h("div", { cls: "cairn-section-title cairn-recent-heading", text: "Recently modified" }, el);
+  if (!notes.length) {
+    h("div", { cls: "cairn-empty", text: scoped ? "No note carries the tags in the scope." : "No notes are indexed yet." }, el);
+    return;
+  }
+  const list = h("div", { cls: "cairn-recent-list" }, el);
+  for (const note of notes) {
+    const item = h("div", { cls: "cairn-recent" }, list);
+    const title = h("a", { cls: "cairn-recent-title", href: "#", text: noteLabel(note), title: note.filePath }, item);
+    title.addEventListener("click", (ev) => {
+      ev.preventDefault();
+      open({ path: note.filePath });
+    });
+    h("div", { cls: "cairn-recent-meta", text: recentMeta(note, nowMs) }, item);
+    const opening = openingLines(note);
+    if (opening) h("div", { cls: "cairn-recent-snippet", text: opening }, item);
+  }
+}
+
 // src/view.ts
 var VIEW_TYPE = "cairn-sidebar";
 var SEARCH_DEBOUNCE_MS = 250;
@@ -1076,7 +1129,10 @@ var CairnView = class extends import_obsidian2.ItemView {
     for (const [t, pane] of this.panes) show(pane, t === tab);
     if (this.scopeEl) show(this.scopeEl, tab !== "related");
     if (tab === "related") this.refreshRelated();
-    if (tab === "search") this.searchInput?.focus();
+    if (tab === "search") {
+      this.searchInput?.focus();
+      if (this.showsRecent()) void this.runSearch();
+    }
   }
   renderScope() {
     const el = this.scopeEl;
@@ -1101,7 +1157,7 @@ var CairnView = class extends import_obsidian2.ItemView {
   setScope(tags) {
     this.tagScope = tags;
     this.renderScope();
-    if (this.searchInput?.value.trim()) this.runSearch();
+    if (this.searchInput?.value.trim() || this.tab === "search") this.runSearch();
   }
   async loadTags() {
     try {
@@ -1163,25 +1219,32 @@ var CairnView = class extends import_obsidian2.ItemView {
     });
     this.searchResultsEl = h("div", { cls: "cairn-search-results" }, pane);
   }
+  /** The box holds nothing to search for yet: the tab lists the most recently modified notes. */
+  showsRecent() {
+    return (this.searchInput?.value.trim().length ?? 0) < MIN_QUERY_CHARS;
+  }
   async runSearch() {
-    const q = this.searchInput.value.trim();
+    const recent = this.showsRecent();
+    const q = recent ? "" : this.searchInput.value.trim();
     this.searchController?.abort();
-    if (q.length < MIN_QUERY_CHARS) {
-      clear(this.searchResultsEl);
-      return;
-    }
     const controller = new AbortController();
     this.searchController = controller;
     this.searchResultsEl.classList.add("is-loading");
     try {
       const res = await this.host.client().search(q, { topK: this.host.settings.topK, tags: this.tagScope, signal: controller.signal });
       if (controller !== this.searchController) return;
-      this.renderResults(q, res.results ?? [], res.coverage);
+      if (recent) {
+        clear(this.searchResultsEl);
+        renderRecent(this.searchResultsEl, res.results ?? [], (t) => void this.host.openTarget(t), this.tagScope.length > 0);
+      } else {
+        this.renderResults(q, res.results ?? [], res.coverage);
+      }
     } catch (err) {
       if (controller !== this.searchController) return;
       const e = toCairnError(err);
       if (e.kind === "aborted") return;
       clear(this.searchResultsEl);
+      if (recent && e.status === 400) return;
       this.showError(h("div", {}, this.searchResultsEl), e, () => void this.runSearch());
     } finally {
       if (controller === this.searchController) this.searchResultsEl.classList.remove("is-loading");
@@ -1347,6 +1410,7 @@ var CairnView = class extends import_obsidian2.ItemView {
           onIndexed: () => {
             void this.refreshStats();
             void this.loadTags();
+            if (this.tab === "search" && this.showsRecent()) void this.runSearch();
           },
           onIndexError: (data) => {
             const { message, code } = data ?? {};
@@ -1383,6 +1447,8 @@ var CairnPlugin = class extends import_obsidian3.Plugin {
     this.settings = { ...DEFAULT_SETTINGS };
     /** Daemon URLs that proved they serve this vault → when (Date.now()). */
     this.verified = /* @__PURE__ */ new Map();
+    /** Raised by each settings change: a check that began before one vouches for nothing after it. */
+    this.checks = 0;
   }
   async onload() {
     this.settings = normaliseSettings(await this.loadData());
@@ -1402,6 +1468,7 @@ var CairnPlugin = class extends import_obsidian3.Plugin {
   async onExternalSettingsChange() {
     this.settings = normaliseSettings(await this.loadData());
     this.verified.clear();
+    this.checks++;
     this.refreshViews();
   }
   /** Open (or reveal) the sidebar in the right split. */
@@ -1428,7 +1495,9 @@ var CairnPlugin = class extends import_obsidian3.Plugin {
     const at = this.verified.get(url);
     if (!again && at !== void 0 && Date.now() - at < VERIFIED_MS) return;
     this.verified.delete(url);
+    const began = this.checks;
     const found = await verifyDaemon(url, this.vaultPath(), healthJson);
+    if (began !== this.checks) return this.checkDaemon(url, true);
     if (found.kind === "elsewhere") throw new CairnError("elsewhere", found.message);
     if (found.kind === "offline") throw new CairnError("offline", "Nothing answered.");
     this.verified.set(url, Date.now());

@@ -8,7 +8,8 @@ Modules: ``service`` (the entry points and the ranking pipeline), ``pipeline`` (
 (the words as typed, punctuation included), ``syntax``,
 ``names``, ``vectors`` and ``dense`` (the in-memory vectors, exact dense scores with an int8 first pass), ``stored``,
 ``fusion``, ``hits`` (results, snippets), ``cache`` (the store's epoch and the LRU cache), ``indexed``
-(coverage counts), ``related`` (notes similar to one note), ``memory`` (the search side's share of the daemon's).
+(coverage counts), ``related`` (notes similar to one note), ``memory`` (the search side's share of the daemon's),
+``recent`` (the notes a search without words lists).
 """
 
 from cairn.search.cache import EpochLRU

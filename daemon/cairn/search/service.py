@@ -54,6 +54,7 @@ from cairn.search.pipeline import (
     order,
 )
 from cairn.search.query import Query
+from cairn.search.recent import recent
 from cairn.search.stored import stored_cosines
 from cairn.search.vectors import Vectors
 from cairn.search.view import CallerView, Scope, Views
@@ -151,12 +152,16 @@ class SearchService:
 
     def search(self, request: SearchRequest, caller: CallerView | None = None, *, mode: str = "hybrid") -> SearchResult:
         """Ranked chunks for ``request`` (checked by the edge contract: trusted here) as ``caller`` sees the index
-        (None: the owner); the withheld notes the request touched go to ``caller.tally`` (:attr:`Ranked.withheld
-        <cairn.search.pipeline.Ranked.withheld>`) and their count to ``SearchResult.withheld``; ``.coverage``:
-        :mod:`cairn.search.indexed`. ``mode``: see :meth:`ranked`."""
+        (None: the owner); for an empty query, the most recently modified notes (``.recent``,
+        :mod:`cairn.search.recent`). The withheld notes the request touched go to ``caller.tally``
+        (:attr:`Ranked.withheld <cairn.search.pipeline.Ranked.withheld>`) and their count to
+        ``SearchResult.withheld``; ``.coverage``: :mod:`cairn.search.indexed`. ``mode``: see :meth:`ranked`."""
         started = time.perf_counter()
         view = caller if caller is not None else self.views.of(None)
-        ranked = self.ranked(Query.parse(request.query), view, request, mode=mode)
+        if request.recent:  # no words: the recent notes
+            ranked = recent(view, request)
+        else:
+            ranked = self.ranked(Query.parse(request.query), view, request, mode=mode)
         view.tally.add(ranked.withheld)
         elapsed_ms, coverage = (time.perf_counter() - started) * 1000, self.coverage(view)
         return SearchResult(
@@ -165,6 +170,7 @@ class SearchService:
             preference=ranked.preference,
             withheld=len(ranked.withheld),
             coverage=coverage,
+            recent=request.recent,
         )
 
     def retrieve(

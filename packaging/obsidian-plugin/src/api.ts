@@ -91,9 +91,9 @@ export class CairnClient {
     this.check = opts.check;
   }
 
-  /** `GET /search?q=&topK=&tag=...` → ranked chunks. */
+  /** `GET /search?q=&topK=&tag=...` → ranked chunks; `q` empty → the most recently modified notes (`recent: true`). */
   search(q: string, opts: { topK?: number; tags?: string[]; signal?: AbortSignal } = {}): Promise<SearchResponse> {
-    const params = new URLSearchParams({ q });
+    const params = new URLSearchParams(q.trim() ? { q } : {});
     if (opts.topK) params.set("topK", String(opts.topK));
     for (const tag of opts.tags ?? []) params.append("tag", tag);
     return this.getJson<SearchResponse>(`/search?${params}`, opts.signal);

@@ -21,6 +21,8 @@ export default class CairnPlugin extends Plugin implements CairnHost {
   settings: CairnSettings = { ...DEFAULT_SETTINGS };
   /** Daemon URLs that proved they serve this vault → when (Date.now()). */
   private verified = new Map<string, number>();
+  /** Raised by each settings change: a check that began before one vouches for nothing after it. */
+  private checks = 0;
 
   async onload(): Promise<void> {
     this.settings = normaliseSettings(await this.loadData());
@@ -43,6 +45,7 @@ export default class CairnPlugin extends Plugin implements CairnHost {
   async onExternalSettingsChange(): Promise<void> {
     this.settings = normaliseSettings(await this.loadData());
     this.verified.clear();
+    this.checks++;
     this.refreshViews();
   }
 
@@ -72,7 +75,10 @@ export default class CairnPlugin extends Plugin implements CairnHost {
     const at = this.verified.get(url);
     if (!again && at !== undefined && Date.now() - at < VERIFIED_MS) return;
     this.verified.delete(url);
+    const began = this.checks;
     const found = await verifyDaemon(url, this.vaultPath(), healthJson);
+    // The settings (this vault's folder, the URL) changed while /health was asked: check again, as they are now.
+    if (began !== this.checks) return this.checkDaemon(url, true);
     if (found.kind === "elsewhere") throw new CairnError("elsewhere", found.message);
     if (found.kind === "offline") throw new CairnError("offline", "Nothing answered.");
     this.verified.set(url, Date.now());
