@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from support import tray as tray_harness
+from support.cairns import make_config
 from support.cli import cairn_env, cairn_executable
 from support.daemons import Daemon, running_daemon
 from support.tray import with_gi
@@ -127,8 +128,6 @@ def test_with_no_daemon_the_daemon_fails_with_the_command_that_starts_it(indexed
 
 def test_a_record_left_by_a_killed_daemon_is_named_as_stale(indexed):
     home, vault = indexed
-    from conftest import make_config
-
     config = make_config(vault, home / "data")
     record = config.service_file
     record.write_text(
