@@ -4,7 +4,7 @@ private Xvfb display.
 Runs the real ``cairn serve`` on the sample vault with the backend Cairn chooses (``--backend`` forces
 one): with PyGObject and GTK 3 the GTK backend (a D-Bus session is started here with ``dbus-daemon
 --session``, as a desktop has), else the ``xorg`` one (the icon and tooltip, no menu). ``--cairn`` runs another
-installed ``cairn``, e.g. one in a venv made with ``--system-site-packages`` (the README's way to the menu). Docks
+installed ``cairn``, e.g. one in a venv made with ``--system-site-packages`` (docs/tray.md's way to the menu). Docks
 its icon in the minimal tray manager of ``tests/support/tray.py``, right-clicks it or rests the pointer on it
 (XTEST) and grabs the screen with Pillow. Prints what it did as JSON, with the log line naming the backend.
 

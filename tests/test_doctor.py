@@ -1,7 +1,7 @@
 """``cairn doctor``: each check's pass and fail line, with its fix, on real files: a real vault indexed with the real
 model, ``cairn plugin install``, a running ``cairn serve`` and none (and one killed, its record left behind), a
 policy edit waiting for ``cairn policy apply``, login entries written by ``cairn autostart enable``, MCP clients'
-config files where the README says to put Cairn, and the tray backend on a real X server (Xvfb).
+config files where docs/mcp.md says to put Cairn, and the tray backend on a real X server (Xvfb).
 
 Every run is the real ``cairn doctor`` in a subprocess whose every folder (Cairn's, HOME, XDG_CONFIG_HOME) is inside
 the test's home, never the user's.

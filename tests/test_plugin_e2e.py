@@ -12,7 +12,7 @@ allow for an LLM) so the stream can be held part-way and its incremental renderi
 
 The harness page's origin (``http://127.0.0.1:<port>``) is added to the daemon's ``cors_origins`` in
 this test's config.toml only; in Obsidian the plugin runs at ``app://obsidian.md``, the default.
-Screenshots: docs/plugin-*.png (README, "Obsidian plugin") with CAIRN_UPDATE_SCREENSHOTS=1, else a temp
+Screenshots: docs/plugin-*.png (docs/plugin.md) with CAIRN_UPDATE_SCREENSHOTS=1, else a temp
 folder (a test run leaves the checkout unchanged). Nothing sleeps: every wait is
 Playwright's wait-for-condition with a timeout, or a threading.Event.
 """

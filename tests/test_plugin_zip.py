@@ -81,7 +81,7 @@ def test_a_plugin_manifest_out_of_step_with_cairns_version_stops_the_zip(tmp_pat
 
 @pytest.fixture
 def unpacked_vault(tmp_path) -> Path:
-    """A copy of examples/vault with the zip unpacked into .obsidian/plugins/cairn/, as the README says."""
+    """A copy of examples/vault with the zip unpacked into .obsidian/plugins/cairn/, as docs/plugin.md says."""
     vault = tmp_path / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
     with zipfile.ZipFile(make_plugin_zip(tmp_path / "dist")) as zf:

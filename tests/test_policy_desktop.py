@@ -4,7 +4,7 @@ A desktop app (Claude Desktop, the MCP SDK's ``stdio_client``) starts ``cairn mc
 here only HOME and PATH, plus the client config's ``env``. The owner keeps Cairn's config folder, data folder,
 or both somewhere else than the defaults under HOME, and withholds the folders ``Private`` and ``Journal``.
 Launched without the ``env`` entries, ``cairn mcp`` must never serve a withheld note: it exits, naming the entry
-to add, and creates no policy of its own. Launched with them (as the README's client config shows), it serves
+to add, and creates no policy of its own. Launched with them (as docs/mcp.md's client config shows), it serves
 under the owner's policy. The real ``cairn`` console script, driven by the SDK's own stdio client.
 """
 

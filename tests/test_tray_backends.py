@@ -1,10 +1,10 @@
 """Which tray backend ``cairn serve`` uses, on a real X server (Xvfb), and the order it tries them in.
 
 With the distribution's PyGObject (``python3-gi``, GTK 3) but no AppIndicator typelib — a stock Debian 12
-desktop after the README's advice — the daemon must fall back to pystray's GTK backend and show the icon
+desktop after docs/tray.md's advice — the daemon must fall back to pystray's GTK backend and show the icon
 with its menu (a right click on the docked icon opens it); without PyGObject to the plain X11 backend, and
 say in its log that there is no menu and how to get one. The distribution's ``gi`` is made importable
-in the daemon's venv the way the README says (the venv reaching the system's ``python3-gi``); a private
+in the daemon's venv the way docs/tray.md says (the venv reaching the system's ``python3-gi``); a private
 ``dbus-daemon`` gives it the session bus a desktop has. The order itself (AppIndicator → GTK → xorg,
 ``PYSTRAY_BACKEND`` forcing one) is checked without a display with a stand-in loader.
 

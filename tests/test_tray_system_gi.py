@@ -1,5 +1,5 @@
-"""The README's path to a tray with its menu on Linux, followed as a user would. A pipx or uv install has no
-PyGObject, so the tray falls back to the X11 icon without a menu; the README's way out is a venv made by the
+"""The path docs/tray.md gives to a tray with its menu on Linux, followed as a user would. A pipx or uv install has no
+PyGObject, so the tray falls back to the X11 icon without a menu; its way out is a venv made by the
 distribution's Python with ``--system-site-packages`` (so it reaches ``python3-gi`` and GTK 3), with Cairn installed
 into it, here from the wheel ``make wheel`` builds.
 
@@ -33,7 +33,7 @@ session_bus = tray_harness.session_bus
 @pytest.fixture(scope="module")
 def system_venv(tmp_path_factory, cairn_wheel) -> Path:
     """``/usr/bin/python3 -m venv --system-site-packages`` with the wheel installed (by this interpreter's pip: the
-    README's ``venv/bin/pip install`` without needing the distribution's ``python3-venv``)."""
+    docs/tray.md's ``venv/bin/pip install`` without needing the distribution's ``python3-venv``)."""
     probe = "import gi; gi.require_version('Gtk', '3.0'); from gi.repository import Gtk"
     if not SYSTEM_PYTHON.exists():
         pytest.skip(f"{SYSTEM_PYTHON} (the distribution's Python) is not installed")
