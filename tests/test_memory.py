@@ -187,6 +187,7 @@ def test_the_text_vector_cache_is_bounded_in_bytes_whatever_the_texts_lengths(tm
 
 def test_the_dense_scores_kept_per_question_are_bounded_in_bytes(tmp_path, embedder, monkeypatch):
     from cairn.app import Cairn
+    from cairn.search.cache import ENTRY_BYTES
     from cairn.search.vectors import Vectors
 
     cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
@@ -194,7 +195,8 @@ def test_the_dense_scores_kept_per_question_are_bounded_in_bytes(tmp_path, embed
         cairn.indexing.index()
         snap = cairn.query.vectors.current()
         per_question = snap.dense.query(embedder.embed_query("boiler pressure")).nbytes  # the same for any question
-        monkeypatch.setattr(Vectors, "SCORES_CACHE_BYTES", 3 * per_question, raising=False)
+        # Room for three entries: each question's scores, its key (a short question) and the entry's slot.
+        monkeypatch.setattr(Vectors, "SCORES_CACHE_BYTES", 3 * (per_question + ENTRY_BYTES + 100), raising=False)
         bounded = Vectors(cairn.store)
         snap = bounded.current()
         questions = ["hive", "queen cells", "honey", "tyre pressure", "boiler", "summer", "bikes"]
@@ -202,5 +204,46 @@ def test_the_dense_scores_kept_per_question_are_bounded_in_bytes(tmp_path, embed
             bounded.query_scores(snap, question, embedder.embed_query(question))
         assert len(bounded.scores) == 3  # the three newest, whatever the entry count allowed before
         assert bounded.query_scores(snap, "bikes", embedder.embed_query("bikes")) is not None
+    finally:
+        cairn.close()
+
+
+@pytest.mark.slow  # indexes the sample vault and runs 600 searches with the real model
+def test_the_search_caches_stay_within_their_bounds_after_many_unique_searches(tmp_path, embedder, monkeypatch):
+    """A client that keeps asking what it never asked before (search-as-you-type, an agent) does not grow the
+    daemon's memory: after 600 unique searches the dense scores, the keyword values and the ranked results kept
+    each hold at most their bound, counted by what their entries hold now, and the dense scores' accounted size is
+    what they hold (sized once: nothing grows after it is cached)."""
+    import gc
+    import random
+    import re
+
+    from cairn.app import Cairn
+    from cairn.search.dense import DenseQuery
+    from cairn.search.keyword import KeywordIndex
+    from cairn.search.service import SearchService
+    from cairn.search.vectors import Vectors
+    from conftest import SAMPLE_VAULT
+
+    dense_bound, term_bound, result_bound = 256 << 10, 128 << 10, 128 << 10
+    monkeypatch.setattr(Vectors, "SCORES_CACHE_BYTES", dense_bound)
+    monkeypatch.setattr(KeywordIndex, "TERM_CACHE_BYTES", term_bound, raising=False)
+    monkeypatch.setattr(SearchService, "RESULT_CACHE_BYTES", result_bound, raising=False)
+    words = sorted({w.lower() for p in SAMPLE_VAULT.rglob("*.md") for w in re.findall(r"[A-Za-z]{5,}", p.read_text())})
+    rng = random.Random(5)
+    cairn = Cairn(make_config(SAMPLE_VAULT, tmp_path / "data"), embedder=embedder)
+    try:
+        cairn.indexing.index()
+        query = cairn.query
+        for _ in range(600):  # a vault word (dense and keyword hits to rank) and a word never seen before
+            nonce = "".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(8))
+            assert query.search(f"{rng.choice(words)} {nonce}").hits is not None
+        gc.collect()
+        alive = [o for o in gc.get_objects() if isinstance(o, DenseQuery)]
+        assert len(alive) > 1 and sum(q.nbytes for q in alive) <= dense_bound
+        assert query.vectors.scores.held_bytes == query.vectors.scores.nbytes() <= dense_bound
+        # Both keyword caches (values per term, per phrase) together; terms matching nothing count too.
+        assert 0 < query.keyword.memory()["caches"] <= 2 * term_bound
+        assert 0 < query.results.nbytes() <= result_bound
     finally:
         cairn.close()
