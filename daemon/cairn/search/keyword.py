@@ -365,7 +365,7 @@ class KeywordIndex:
 
     #: Bytes of FTS5 values kept per term, and again per phrase (each entry: its (chunk, value) pairs, 16 bytes each,
     #: its key and arrays, so that terms matching nothing count too), and the entries of each at most.
-    TERM_CACHE_BYTES = 16 << 20
+    TERM_CACHE_BYTES = 8 << 20
     TERM_CACHE_ITEMS = 16_384
     REBUILD_S = 30.0
     QUIET_S = 5.0
