@@ -121,7 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             url = _wait_service(data_dir, proc, 300)
             token = subprocess.run(
-                [sys.executable, "-m", "cairn", "token"], env=env, capture_output=True, text=True, check=True
+                [sys.executable, "-m", "cairn", "token", "--vault", str(vault)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
             ).stdout.strip()
             stats = _wait_indexed(url, token, 7200)
             idle = _rss_mb(proc.pid)
