@@ -175,6 +175,12 @@ class VectorCache:
         with self._lock:
             return self._bytes
 
+    def usage(self) -> dict[str, int | None]:
+        """``{entries, maxEntries, bytes, maxBytes}``, as :meth:`cairn.search.cache.EpochLRU.usage`."""
+        with self._lock:
+            held = {"entries": len(self._vectors), "bytes": self._bytes}
+        return {**held, "maxEntries": self.max_items, "maxBytes": self.max_bytes}
+
     def _entry_bytes(self, text: str) -> int:
         """The text, the vector (its array object included) and the entry's slot and node in the ordered dict."""
         return sys.getsizeof(text) + 112 + self.embedder.dim * 4 + 100

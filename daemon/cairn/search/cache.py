@@ -138,6 +138,13 @@ class EpochLRU(Generic[K, V]):
         measure = self._nbytes or deep_nbytes
         return sum(deep_nbytes(k) + measure(v) + ENTRY_BYTES for k, v in entries)
 
+    def usage(self) -> dict[str, int | None]:
+        """``{entries, maxEntries, bytes, maxBytes}``: what is held against the bounds. ``bytes`` is the sum
+        accounted when the entries were put (:attr:`held_bytes`); without ``max_bytes`` (a bound by count alone) it
+        is measured now (:meth:`nbytes`) and ``maxBytes`` is None."""
+        held = self.held_bytes if self.max_bytes is not None else self.nbytes()
+        return {"entries": len(self), "maxEntries": self.max_items, "bytes": held, "maxBytes": self.max_bytes}
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()

@@ -392,6 +392,10 @@ class KeywordIndex:
         per term and phrase."""
         return {"bm25": self.terms.nbytes(), "caches": self._phrases.nbytes() + self._terms_held.nbytes()}
 
+    def cache_usage(self) -> dict[str, dict[str, int | None]]:
+        """``{termValues, phraseValues}``: each cache's :meth:`~cairn.search.cache.EpochLRU.usage`."""
+        return {"termValues": self._terms_held.usage(), "phraseValues": self._phrases.usage()}
+
     def start(self) -> threading.Thread | None:
         """Build the in-memory BM25 on a background thread, and keep rebuilding it when needed (class docstring).
         Queries use FTS5 until it is ready, with the same results. Returns the thread started, or None when one

@@ -348,6 +348,10 @@ class VisibleViews:
         """Bytes held: the views kept and the redacted rows' vectors (approximate: :mod:`cairn.memory`)."""
         return self._views.nbytes() + self._vectors.nbytes()
 
+    def cache_usage(self) -> dict[str, dict[str, int | None]]:
+        """``{withheldViews, withheldVectors}``: each cache's :meth:`~cairn.search.cache.EpochLRU.usage`."""
+        return {"withheldViews": self._views.usage(), "withheldVectors": self._vectors.usage()}
+
     def _warm(self, view: Visible) -> None:
         """Embed ``view``'s redacted rows that have no vectors yet on a background thread (none when one runs)."""
         missing = [red for red in view.redacted.values() if self._held(red.vector_key) is None]
