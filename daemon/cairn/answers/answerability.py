@@ -47,6 +47,14 @@ questions no vault answers (difference, z-score, percentile), the best single-se
 question held by one sentence or a window of sentences of a hit, terms the first hit lacks while holding a near
 neighbour of them ("import" for "export"), and consecutive question terms the hits hold apart but never together.
 
+Measured with the rule and kept in :class:`Evidence` (:meth:`Evidence.signals`, for ``make eval`` and
+``tests/bench/calibrate_verdict.py``), not weighed: the best BM25 sum over the vault (FTS5's OR of the terms) and its
+gap to the second, in units of the largest idf (``bm25_top``, ``bm25_gap``), and what the extractive answer says of
+itself, the cosine of the unit that answers best and the share of the terms it holds (``answer_cosine``,
+``answer_held``: does any sentence answer?). Each separates answerable from off-corpus questions alone about as well
+as ``top`` (answer_cosine is the best hit's sentence cosine in most questions); added to the rule they moved no
+held-out figure (docs/eval.md, "Answered, weak, not found").
+
 Withholding: a chunk the caller may not see does not count, neither as evidence nor for a term's document
 frequency, so the decision says nothing about withheld notes.
 
@@ -73,7 +81,9 @@ class Evidence:
     """What :class:`Answerability` decides on (module docstring). ``coverage`` in [0, 1] (1 when the question has no
     term with positive idf); ``unknown``: the number of unknown terms; ``uncovered`` >= 0: the rarity summed over the
     terms no hit holds; ``top``: the best hit's cosine (0 without hits); ``terms``: the question's terms;
-    ``names_absent``: the capitalised runs of the question no chunk of the vault holds as a phrase."""
+    ``names_absent``: the capitalised runs of the question no chunk of the vault holds as a phrase. Measured, not
+    weighed (module docstring): ``bm25_top`` and ``bm25_gap`` (>= 0, in units of the largest idf), ``answer_cosine``
+    and ``answer_held`` (the extractive answer's best unit; 0 without hits, 1 when not read)."""
 
     coverage: float
     unknown: int
@@ -81,6 +91,24 @@ class Evidence:
     top: float = 1.0
     terms: tuple[str, ...] = ()
     names_absent: int = 0
+    bm25_top: float = 0.0
+    bm25_gap: float = 0.0
+    answer_cosine: float = 1.0
+    answer_held: float = 1.0
+
+    def signals(self) -> dict[str, float]:
+        """The numbers the rule weighs, by name (:attr:`Answerability.WEIGHTS`)."""
+        return {
+            "coverage": self.coverage,
+            "top": self.top,
+            "unknown": float(self.unknown),
+            "uncovered": self.uncovered,
+            "names_absent": float(self.names_absent),
+            "bm25_top": self.bm25_top,
+            "bm25_gap": self.bm25_gap,
+            "answer_cosine": self.answer_cosine,
+            "answer_held": self.answer_held,
+        }
 
 
 Verdict = Literal["answer", "weak", "refuse"]
@@ -94,14 +122,14 @@ class Answerability:
 
     #: The logistic model's weights, per unit of each :class:`Evidence` field, and its intercept (the operating point
     #: folded in): the score is >= 0 exactly when the question is answerable (module docstring).
-    INTERCEPT = -8.635
-    W_COVERAGE = 5.087
-    W_TOP = 7.044
-    W_UNKNOWN = -1.432
-    W_UNCOVERED = 1.290
-    W_NAMES = -3.432
+    INTERCEPT = -8.863
+    W_COVERAGE = 4.700
+    W_TOP = 7.495
+    W_UNKNOWN = -1.415
+    W_UNCOVERED = 1.394
+    W_NAMES = -3.254
     #: How far below the answer point a score still gets the closest passages (``weak``) instead of not-found.
-    WEAK_MARGIN = 1.121
+    WEAK_MARGIN = 2.111
     #: What a term in no chunk counts in ``uncovered``, and the share of the largest idf it weighs in ``coverage``,
     #: when it is a single WordPiece (a common word); an unknown term counts 1, as a term of the largest idf.
     ABSENT_COMMON = 0.25
@@ -130,11 +158,13 @@ class Answerability:
         hit_ids = np.asarray([h.chunk_id for h in hits], dtype=np.int64)
         weight_all = weight_found = uncovered = 0.0
         unknown = 0
+        matched: list[tuple[np.ndarray, np.ndarray]] = []
         for term in terms:
-            ids = self._chunks_of(view, term)
+            ids, values = self._matches(view, term)
             if not len(ids) and (singular := _singular(term)):
                 # Porter stems some plurals apart from their singular ("gases" → gase, "gas" → ga): try the singular
-                ids = self._chunks_of(view, singular)
+                ids, values = self._matches(view, singular)
+            matched.append((ids, values))
             df = len(ids)
             idf = max(math.log((n_rows - df + 0.5) / (df + 0.5)), 0.0) if n_rows else 0.0
             weight_all += idf
@@ -149,7 +179,11 @@ class Answerability:
                 weight_all += (self.ABSENT_COMMON - 1.0) * idf
                 uncovered += self.ABSENT_COMMON
         coverage = weight_found / weight_all if weight_all > 0 else 1.0
-        return Evidence(coverage, unknown, uncovered, top, tuple(terms), names)
+        best = _two_best(matched)
+        scale = idf_max or 1.0
+        return Evidence(
+            coverage, unknown, uncovered, top, tuple(terms), names, best[0] / scale, (best[0] - best[1]) / scale
+        )
 
     @staticmethod
     def _names_absent(text: str, view: CallerView) -> int:
@@ -188,10 +222,11 @@ class Answerability:
         return bool(hits) and self.answers(self.evidence(query, hits, view))
 
     @staticmethod
-    def _chunks_of(view: CallerView, term: str) -> np.ndarray:
-        """(k,) int64: the ids of the chunks holding ``term`` as an FTS5 phrase, as the caller's keyword index matches
-        it (the keyword leg's matches)."""
-        return np.asarray(view.keyword.term_matches(term)[0], dtype=np.int64)
+    def _matches(view: CallerView, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """((k,) int64, (k,) float64): the ids of the chunks holding ``term`` as an FTS5 phrase, as the caller's
+        keyword index matches it (the keyword leg's matches), and each one's BM25 for it (< 0, lower is better)."""
+        ids, values = view.keyword.term_matches(term)
+        return np.asarray(ids, dtype=np.int64), np.asarray(values, dtype=np.float64)
 
 
 _WORD = re.compile(r"[A-Za-z][\w'.+-]*")
@@ -220,6 +255,18 @@ def capitalised_runs(text: str) -> list[str]:
     if run:
         runs.append(" ".join(run))
     return runs
+
+
+def _two_best(matched: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
+    """The two best BM25 sums (> 0, as FTS5's OR query of the terms ranks chunks) over the chunks of ``matched`` (per
+    term: chunk ids and their BM25, < 0); 0 for each missing."""
+    ids = np.concatenate([i for i, _ in matched]) if matched else np.zeros(0, dtype=np.int64)
+    if not len(ids):
+        return 0.0, 0.0
+    values = np.concatenate([v for _, v in matched])
+    sums = np.bincount(ids, weights=-values)
+    top = np.partition(sums, len(sums) - 2)[-2:] if len(sums) >= 2 else np.asarray([0.0, sums[0]])
+    return float(top.max()), float(top.min())
 
 
 def _singular(term: str) -> str | None:

@@ -49,7 +49,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
-from cairn.answers.answerability import Answerability, Verdict
+from cairn.answers.answerability import Answerability, Evidence, Verdict
 from cairn.answers.citations import CitationFilter
 from cairn.answers.degenerate import unusable_reason
 from cairn.answers.events import (
@@ -66,7 +66,7 @@ from cairn.answers.events import (
     split_pieces,
 )
 from cairn.answers.extractive import ExtractiveAnswers
-from cairn.answers.sections import with_subsections
+from cairn.answers.sections import with_continuations, with_subsections
 from cairn.config import CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER, WEAK_ANSWER_LEAD
 from cairn.contract import LIMITS, IndexCoverage
 from cairn.conversation import Turn, retrieval_text
@@ -226,12 +226,33 @@ class AnswerService:
         view: CallerView | None = None,
     ) -> tuple[list[Source], Verdict]:
         """(:meth:`context`, the answerability verdict: ``answer``, ``weak`` or ``refuse``; [] with ``refuse``)."""
+        sources, evidence = self.evidenced_context(
+            question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally, view=view
+        )
+        verdict = self.answerability.verdict(evidence) if sources else "refuse"
+        return (sources, verdict) if verdict != "refuse" else ([], verdict)
+
+    def evidenced_context(
+        self,
+        question: str | Query,
+        *,
+        top_k: int = DEFAULT_TOP_K,
+        tags: Sequence[str] = (),
+        folders: Sequence[str] = (),
+        withhold: Withhold | None = None,
+        tally: WithheldTally | None = None,
+        view: CallerView | None = None,
+    ) -> tuple[list[Source], Evidence]:
+        """(the sources an answer would be drawn from, whatever the verdict, and the
+        :class:`~cairn.answers.answerability.Evidence` the verdict is judged on): the retrieval's evidence with what
+        the extractive answer of those sources says of itself (does any unit answer?). ([] and no evidence without
+        hits.)"""
         view = view if view is not None else self.search.view(withhold)
         query = self._query(question, top_k)
         hits = self._retrieved(query, view, top_k, tags, folders, tally)
-        verdict = self.answerability.judge(query, hits, view)
-        if verdict == "refuse":
-            return [], verdict
+        if not hits:
+            return [], Evidence(0.0, 0, top=0.0, answer_cosine=0.0, answer_held=0.0)
+        evidence = self.answerability.evidence(query, hits, view)
         hits = self._with_subsections(query, view, hits, top_k, tags, folders)
         # Upper bounds first: a block's tokens are its header's plus its text's (WordPiece never joins across the
         # newline), and the text has at most the chunk's indexed token_count. When the bounds fit, every block
@@ -244,7 +265,9 @@ class AnswerService:
         else:
             tokens = [self._count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)]
         kept = select_within_budget([h.score for h in hits], tokens, CONTEXT_TOKEN_BUDGET)
-        return [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)], verdict
+        sources = [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)]
+        reading = self.extractive.read(query, sources)
+        return sources, dataclasses.replace(evidence, answer_cosine=reading.cosine, answer_held=reading.held)
 
     def retrieve(
         self,
@@ -300,7 +323,8 @@ class AnswerService:
         taken = {h.chunk_id for h in hits}
         more = [h for h in ranked.hits if h.chunk_id not in taken]
         closeness = functools.partial(self._closeness, query)
-        return with_subsections(hits, more, closeness, top_k=top_k, per_note=self.search.PER_NOTE_ASK)
+        hits = with_subsections(hits, more, closeness, top_k=top_k, per_note=self.search.PER_NOTE_ASK)
+        return with_continuations(hits, more, top_k=top_k)
 
     def _closeness(self, query: Query, texts: Sequence[str]) -> list[float]:
         """Each text's cosine similarity to the question (vectors from the embedding cache when it holds them)."""
