@@ -306,7 +306,7 @@ class _Scan:
             self.block, self.blocks, self.marker = self.blocks, self.blocks + 1, "|"
         cells = [clean_markdown_line(c) for c in raw.strip().strip("|").split("|")]
         row = " — ".join(c for c in cells if c)
-        if len(row.split()) >= (1 if self.all_items else self.min_words):
+        if re.search(r"\w", row) and len(row.split()) >= (1 if self.all_items else self.min_words):
             self.out.append(self._unit(row, "item", "|"))
         self.paragraph += 1
 

@@ -6,8 +6,8 @@ The unit that answers best opens the answer's first **block**, quoted in the sha
 - a step of a numbered list (a procedure), or the sentence ending in ``:`` that introduces a list: the whole list,
   in order, numbered as the note numbers it, after the place it comes from ("Obsidian Sync › Version history ›
   Restore a deleted file:", so the steps are said to be that feature's) and its introducing sentence;
-- an item of a bulleted list or a table row: the whole list when the question asks for one ("which…", "what kinds…",
-  a how-to question), else the item (with the sentence introducing it when the item is short or refers back);
+- an item of a bulleted list or a table row: the whole list when the question asks for one ("which…", "what
+  kinds…"), else the item (with the sentence introducing it when the item is short or refers back);
 - prose: the sentence, with the one opening its paragraph when that answers nearly as well ("An alias is an
   alternative name for a note."), the sentences before it when it refers back ("They are…"), and the ones after it
   while they still answer; the answer of a FAQ entry is quoted as its author wrote it; for a question asking for a
@@ -294,11 +294,11 @@ def _shaped(seed: Piece, shape: Shape, at: dict[tuple[int, int], Piece], where: 
 def _item_block(
     seed: Piece, items: list[Piece], shape: Shape, at: dict[tuple[int, int], Piece], where: Callable[[Piece], str]
 ) -> Block:
-    """The block of a list item: the whole list for a procedure, or when the question asks for a list or how to do
-    something (a table too, but for a yes/no question); else the item, after the sentence introducing its list when
-    the item is short or refers back (not for a yes/no question: its deciding item comes first)."""
+    """The block of a list item: the whole list for a procedure, or when the question asks for a list (a table too,
+    but for a yes/no question); else the item, after the sentence introducing its list when the item is short or
+    refers back (not for a yes/no question: its deciding item comes first)."""
     ordered = any(p.unit.ordered for p in items)
-    if ordered or shape in ("list", "how_to") or seed.unit.marker == "|" and shape != "yes_no":
+    if ordered or shape == "list" or seed.unit.marker == "|" and shape != "yes_no":
         return _list_block(seed, items, _intro(items[0], at), where)
     own = _item(seed, at)
     intro = _intro(items[0], at)
