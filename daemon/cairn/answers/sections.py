@@ -15,6 +15,10 @@ closest first. Each takes the place of its note's lowest-ranked source when its 
 sources, else of the lowest-ranked source of all when there are ``top_k`` (never a source that brought one, nor one
 that joined): the number of sources stays within ``top_k`` and that of a note within ``per_note``.
 
+A section cut into several chunks reads on (:func:`with_continuations`): the chunk that continues one of the best
+sources (same note and heading path, starting where it ends) joins right after it, so a long procedure or a list
+of types, one callout each, is whole in the sources.
+
 What it never changes: the candidates are the ask's ranked hits in the caller's view (cosine floor passed, withheld
 notes absent, text redacted as the caller is shown it); the answerability verdict is judged before; the context
 budget is applied after.

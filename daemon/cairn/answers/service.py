@@ -227,7 +227,7 @@ class AnswerService:
     ) -> tuple[list[Source], Verdict]:
         """(:meth:`context`, the answerability verdict: ``answer``, ``weak`` or ``refuse``; [] with ``refuse``)."""
         sources, evidence = self.evidenced_context(
-            question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally, view=view
+            question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally, view=view, read=False
         )
         verdict = self.answerability.verdict(evidence) if sources else "refuse"
         return (sources, verdict) if verdict != "refuse" else ([], verdict)
@@ -242,11 +242,12 @@ class AnswerService:
         withhold: Withhold | None = None,
         tally: WithheldTally | None = None,
         view: CallerView | None = None,
+        read: bool = True,
     ) -> tuple[list[Source], Evidence]:
         """(the sources an answer would be drawn from, whatever the verdict, and the
-        :class:`~cairn.answers.answerability.Evidence` the verdict is judged on): the retrieval's evidence with what
-        the extractive answer of those sources says of itself (does any unit answer?). ([] and no evidence without
-        hits.)"""
+        :class:`~cairn.answers.answerability.Evidence` the verdict is judged on), with ``read`` what the extractive
+        answer of those sources says of itself (does any unit answer? measured, not weighed by the rule). ([] and
+        no evidence without hits.)"""
         view = view if view is not None else self.search.view(withhold)
         query = self._query(question, top_k)
         hits = self._retrieved(query, view, top_k, tags, folders, tally)
@@ -266,6 +267,8 @@ class AnswerService:
             tokens = [self._count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)]
         kept = select_within_budget([h.score for h in hits], tokens, CONTEXT_TOKEN_BUDGET)
         sources = [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)]
+        if not read:
+            return sources, evidence
         reading = self.extractive.read(query, sources)
         return sources, dataclasses.replace(evidence, answer_cosine=reading.cosine, answer_held=reading.held)
 
