@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from cairn.answers.compose import NOTHING_QUOTED, Piece, compose, question_shape
@@ -131,6 +133,15 @@ def test_one_passage_answers_when_no_other_comes_close_and_nothing_is_quoted_twi
     composed = compose([*first, *twin, *stray], "other", where)
     assert composed.text == "Snapshots are kept for seven days by default. [1]"
     assert cited_numbers(composed.text) == [1] and composed.cited == frozenset({1})
+
+
+def test_a_unit_holding_none_of_the_questions_words_does_not_join_however_close_its_score():
+    best = pieces(1, "Tomato sauce keeps for five days in the fridge.\n", {"Tomato": 0.8})
+    stray = [replace(p, held=0.0) for p in pieces(2, "Roast at 200 degrees for forty minutes.\n", {"Roast": 0.78})]
+    composed = compose([*best, *stray], "other", where)
+    assert composed.text == "Tomato sauce keeps for five days in the fridge. [1]"
+    holding = [replace(p, held=0.2) for p in stray]
+    assert "Roast at 200" in compose([*best, *holding], "other", where).text
 
 
 def test_a_faq_question_is_never_the_answer():

@@ -14,7 +14,8 @@ The unit that answers best opens the answer's first **block**, quoted in the sha
   list, the titles of the blocks that follow it in its section ("Note", "Abstract", … a callout per type).
 
 Other blocks join when a unit of another passage (or another part of the same note, :data:`PER_NOTE` blocks a note
-at most) answers nearly as well (:data:`SECOND_MARGIN`); those holding most of the question's words first
+at most) answers nearly as well (:data:`SECOND_MARGIN`) and holds some of the question's words (a unit holding none,
+"Roast at 200 °C for 40 minutes" for "How long does it keep?", is a stray); those holding most of them first
 (:data:`SECOND_HELD`), at most :data:`MAX_BLOCKS` in all and within :data:`MAX_CHARS` (the first block is always
 quoted whole, a procedure too). Two blocks of one paragraph are one, in reading order; nothing is quoted twice; a
 FAQ question is never quoted as an answer. A yes/no question gets the block that decides it first (one that says no
@@ -144,7 +145,7 @@ def compose(pieces: Sequence[Piece], shape: Shape, where: Callable[[Piece], str]
     if not seeds:
         return Composed(NOTHING_QUOTED, frozenset(), None)
     best = seeds[0]
-    others = [p for p in seeds[1:] if p.score >= best.score - SECOND_MARGIN]
+    others = [p for p in seeds[1:] if p.score >= best.score - SECOND_MARGIN and p.held > 0.0]
     decider = _decider(best, others) if shape == "yes_no" else None
     first = [decider, best] if decider is not None else [best]
     blocks = [_block(first[0], shape, at, where)]
