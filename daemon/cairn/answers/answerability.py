@@ -15,45 +15,45 @@ Its :class:`Evidence`, all read from the hits and the keyword index the retrieva
 - **unknown terms**: the question's terms that occur in no chunk of the vault *and* that the embedding model splits
   into two or more WordPieces. A word the model's vocabulary lacks is mostly a name (a product, a service, a
   technical term); one the notes lack too is what the question is about and the notes are not;
-- **top**: the best hit's cosine (chunk or sentence): how close the nearest passage is at all.
-
+- **top**: the best hit's cosine (chunk or sentence): how close the nearest passage is at all;
 - **names absent**: the runs of capitalised words inside the question (not its first word, nor "I") that no chunk
   of the vault holds as a phrase. A user writes a product or service by its name ("Google Fit", "Monzo"); one the
   vault never names is what the question is about and the notes are not, even when each word of it is common
-  ("google" and "fit" are both in the hub, "Google Fit" is not).
+  ("google" and "fit" are both in the hub, "Google Fit" is not);
+- **bm25_top**: the best BM25 sum over the vault (FTS5's OR of the question's terms: one chunk holding the
+  question's rarer words together), in units of the largest idf. It keeps a question whose words are in the vault
+  but apart ("Zotero" in a list of credits, nothing on citations near it) below the answer point where the five
+  numbers above let it through.
 
 A term absent from the vault of one WordPiece (a common word: "cipher", "sluggish") weighs in ``coverage`` as
 :attr:`Answerability.ABSENT_COMMON` of the largest idf, as it counts in ``uncovered``: a question in the user's own
 words uses words the notes do not, and weighing each as the rarest term possible refused such paraphrases.
 
-The rule is a logistic model on these numbers, with three outcomes (:meth:`Answerability.verdict`): ``answer``
-when ``INTERCEPT + W_COVERAGE·coverage + W_TOP·top + W_UNKNOWN·unknown + W_UNCOVERED·uncovered +
-W_NAMES·names_absent >= 0``; ``weak`` when the score is below 0 but not below ``-WEAK_MARGIN`` (the ask path then
-says it found no clear answer and shows the closest passages, without a model); ``refuse`` below (the fixed
-not-found answer). Coverage and a close top hit speak for an answer, unknown terms and absent names against.
-``uncovered`` weighs *for* an answer once coverage is given: at equal coverage, more uncovered rarity means
-more found as well: a question in the user's own words is long and wordy and has much of both, a near miss (a
-question on one kind of tax finds a note on another kind, which holds "tax" but not the rarer word naming the
-kind) is short and specific, and its few terms are either found or not. The weights are fitted by grouped k-fold
-cross-validation (questions on one note never on both sides) on questions with known answers, paraphrases written
-apart from them and off-corpus questions of both eval vaults (``tests/bench/calibrate_answerability_grouped.py``);
-the refusal point keeps answerable questions refused rare, the answer point keeps most off-corpus questions below
-it. Signals tried and left out (they did not help held out): the best dense score against the question's scores
-over every chunk (z-score, gap to the 100th), the margin between the first and the tenth, agreement of the BM25 and
-dense legs' top notes, the mean cosine of the top three, the best single chunk's or note's coverage, the count of
-absent common words, the keyword leg's best matched share, the number of notes among the hits, an embedding
-similarity of each uncovered term to the hits; the best cosine relative to the same vault's answers to everyday
-questions no vault answers (difference, z-score, percentile), the best single-sentence cosine, the share of the
-question held by one sentence or a window of sentences of a hit, terms the first hit lacks while holding a near
-neighbour of them ("import" for "export"), and consecutive question terms the hits hold apart but never together.
+The rule is a logistic model on these numbers, with three outcomes (:meth:`Answerability.verdict`): ``answer`` when
+``INTERCEPT + W_COVERAGE·coverage + W_TOP·top + W_UNKNOWN·unknown + W_UNCOVERED·uncovered + W_NAMES·names_absent +
+W_BM25_TOP·bm25_top >= 0``; ``weak`` when the score is below 0 but not below ``-WEAK_MARGIN`` (the ask path then says it
+found no clear answer and shows the closest passages, without a model); ``refuse`` below (the fixed not-found answer).
+Coverage and a close top hit speak for an answer, unknown terms and absent names against. ``uncovered`` weighs *for* an
+answer once coverage is given: at equal coverage, more uncovered rarity means more found as well: a question in the
+user's own words is long and wordy and has much of both, a near miss (a question on one kind of tax finds a note on
+another kind, which holds "tax" but not the rarer word naming the kind) is short and specific, and its few terms are
+either found or not. The weights are fitted by grouped k-fold cross-validation (questions on one note never on both
+sides) on questions with known answers, paraphrases written apart from them and off-corpus questions of both eval vaults
+(``tests/bench/calibrate_verdict.py``); the refusal point keeps answerable questions refused rare (1.5 % of the training
+ones), the answer point is where 8 % of them fall below it. Signals tried and left out (they did not help held out): the
+best dense score against the question's scores over every chunk (z-score, gap to the 100th), the margin between the
+first and the tenth, agreement of the BM25 and dense legs' top notes, the mean cosine of the top three, the best single
+chunk's or note's coverage, the count of absent common words, the keyword leg's best matched share, the number of notes
+among the hits, an embedding similarity of each uncovered term to the hits; the best cosine relative to the same vault's
+answers to everyday questions no vault answers (difference, z-score, percentile), the best single-sentence cosine, the
+share of the question held by one sentence or a window of sentences of a hit, terms the first hit lacks while holding a
+near neighbour of them ("import" for "export"), and consecutive question terms the hits hold apart but never together.
 
 Measured with the rule and kept in :class:`Evidence` (:meth:`Evidence.signals`, for ``make eval`` and
-``tests/bench/calibrate_verdict.py``), not weighed: the best BM25 sum over the vault (FTS5's OR of the terms) and its
-gap to the second, in units of the largest idf (``bm25_top``, ``bm25_gap``), and what the extractive answer says of
-itself, the cosine of the unit that answers best and the share of the terms it holds (``answer_cosine``,
-``answer_held``: does any sentence answer?). Each separates answerable from off-corpus questions alone about as well
-as ``top`` (answer_cosine is the best hit's sentence cosine in most questions); added to the rule they moved no
-held-out figure (docs/eval.md, "Answered, weak, not found").
+``tests/bench/calibrate_verdict.py``), not weighed: the gap from the best BM25 sum to the second (``bm25_gap``), and
+what the extractive answer says of itself, the cosine of the unit that answers best and the share of the terms it
+holds (``answer_cosine``, ``answer_held``: does any sentence answer?). answer_cosine is the best hit's sentence cosine
+in most questions; neither moved a held-out figure (docs/eval.md, "Answered, weak, not found").
 
 Withholding: a chunk the caller may not see does not count, neither as evidence nor for a term's document
 frequency, so the decision says nothing about withheld notes.
@@ -81,9 +81,9 @@ class Evidence:
     """What :class:`Answerability` decides on (module docstring). ``coverage`` in [0, 1] (1 when the question has no
     term with positive idf); ``unknown``: the number of unknown terms; ``uncovered`` >= 0: the rarity summed over the
     terms no hit holds; ``top``: the best hit's cosine (0 without hits); ``terms``: the question's terms;
-    ``names_absent``: the capitalised runs of the question no chunk of the vault holds as a phrase. Measured, not
-    weighed (module docstring): ``bm25_top`` and ``bm25_gap`` (>= 0, in units of the largest idf), ``answer_cosine``
-    and ``answer_held`` (the extractive answer's best unit; 0 without hits, 1 when not read)."""
+    ``names_absent``: the capitalised runs of the question no chunk of the vault holds as a phrase; ``bm25_top`` (>= 0,
+    in units of the largest idf). Measured, not weighed (module docstring): ``bm25_gap`` (>= 0, same units),
+    ``answer_cosine`` and ``answer_held`` (the extractive answer's best unit; 0 without hits, 1 when not read)."""
 
     coverage: float
     unknown: int
@@ -122,14 +122,15 @@ class Answerability:
 
     #: The logistic model's weights, per unit of each :class:`Evidence` field, and its intercept (the operating point
     #: folded in): the score is >= 0 exactly when the question is answerable (module docstring).
-    INTERCEPT = -8.863
-    W_COVERAGE = 4.700
-    W_TOP = 7.495
-    W_UNKNOWN = -1.415
-    W_UNCOVERED = 1.394
-    W_NAMES = -3.254
+    INTERCEPT = -8.171
+    W_COVERAGE = 3.406
+    W_TOP = 6.886
+    W_UNKNOWN = -1.375
+    W_UNCOVERED = 1.139
+    W_NAMES = -3.179
+    W_BM25_TOP = 0.713
     #: How far below the answer point a score still gets the closest passages (``weak``) instead of not-found.
-    WEAK_MARGIN = 2.111
+    WEAK_MARGIN = 1.573
     #: What a term in no chunk counts in ``uncovered``, and the share of the largest idf it weighs in ``coverage``,
     #: when it is a single WordPiece (a common word); an unknown term counts 1, as a term of the largest idf.
     ABSENT_COMMON = 0.25
@@ -200,6 +201,7 @@ class Answerability:
             + cls.W_UNKNOWN * evidence.unknown
             + cls.W_UNCOVERED * evidence.uncovered
             + cls.W_NAMES * evidence.names_absent
+            + cls.W_BM25_TOP * evidence.bm25_top
         )
 
     @classmethod
