@@ -44,6 +44,9 @@ PROCEDURE = """## Restore a deleted file
         ("Does Sync keep version history?", "yes_no"),
         ("Which callout types are there?", "list"),
         ("callout types", "list"),
+        ("Which plugins render Mermaid diagrams?", "list"),
+        ("Which plugin has commands for a zettelkasten with Luhmann-style IDs?", "other"),  # one thing asked
+        ("In the Dune theme, which font is used for the initial?", "other"),
         ("What is a canvas?", "term"),
         ("Where are snapshots kept", "other"),
     ],

@@ -67,17 +67,19 @@ _HOW_TO = re.compile(
     re.IGNORECASE,
 )
 _LIST = re.compile(
-    r"\b(?:which|what (?:are the|kinds?|types?|sorts?|options|ways|formats|services|plugins|themes|commands|"
-    r"variables|settings))\b|\blist (?:of|all|the)\b|\btypes\b|\bkinds\b|\boptions\b",
+    r"\bwhich\s+(?!(?:is|was|has|does)\b)\w*[^s\W]s\b|\bwhich (?:ones|of)\b"
+    r"|\bwhat (?:are the|kinds?|types?|sorts?|options|ways|formats|services|plugins|themes|commands|"
+    r"variables|settings)\b|\blist (?:of|all|the)\b|\btypes\b|\bkinds\b|\boptions\b",
     re.IGNORECASE,
 )
 _TERM = re.compile(r"^\s*(?:what(?:'s| is| are| does)|define|meaning of|who is|who are)\b", re.IGNORECASE)
 
 
 def question_shape(text: str) -> Shape:
-    """What kind of answer ``text`` asks for: ``how_to`` (a procedure), ``list`` ("which", "what kinds", "types"),
-    ``yes_no`` (a question opening with an auxiliary: "Can I…", "Does…"), ``term`` ("what is…", "what does … mean")
-    or ``other``. A how-to question that is also yes/no ("Can I… and how?") is a how-to one."""
+    """What kind of answer ``text`` asks for: ``how_to`` (a procedure), ``list`` ("which plugins", "what kinds",
+    "types"; "which plugin …" asks for one thing), ``yes_no`` (a question opening with an auxiliary: "Can I…",
+    "Does…"), ``term`` ("what is…", "what does … mean") or ``other``. A how-to question that is also yes/no ("Can I…
+    and how?") is a how-to one."""
     t = text.strip()
     if _HOW_TO.search(t):
         return "how_to"
