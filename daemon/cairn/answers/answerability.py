@@ -122,15 +122,15 @@ class Answerability:
 
     #: The logistic model's weights, per unit of each :class:`Evidence` field, and its intercept (the operating point
     #: folded in): the score is >= 0 exactly when the question is answerable (module docstring).
-    INTERCEPT = -8.171
-    W_COVERAGE = 3.406
-    W_TOP = 6.886
-    W_UNKNOWN = -1.375
-    W_UNCOVERED = 1.139
-    W_NAMES = -3.179
+    INTERCEPT = -7.971
+    W_COVERAGE = 3.456
+    W_TOP = 6.592
+    W_UNKNOWN = -1.327
+    W_UNCOVERED = 1.117
+    W_NAMES = -3.206
     W_BM25_TOP = 0.713
     #: How far below the answer point a score still gets the closest passages (``weak``) instead of not-found.
-    WEAK_MARGIN = 1.573
+    WEAK_MARGIN = 1.502
     #: What a term in no chunk counts in ``uncovered``, and the share of the largest idf it weighs in ``coverage``,
     #: when it is a single WordPiece (a common word); an unknown term counts 1, as a term of the largest idf.
     ABSENT_COMMON = 0.25
