@@ -285,8 +285,8 @@ def test_a_question_the_notes_answer_still_reaches_the_model(sample_cairn):
     assert any(s["filePath"] == "Garden/Garlic.md" for s in events[-2][1])
 
 
-#: The Pests note says how to keep slugs off, nothing about lettuce: evidence on the topic, but weak.
-WEAK = "How do I stop slugs eating my lettuce?"
+#: The Pests note names the hedgehog under the shed, nothing about feeding it: evidence on the topic, but weak.
+WEAK = "What should I feed the hedgehog?"
 
 
 def test_weak_evidence_shows_the_closest_passages_cited_and_never_calls_the_model(sample_cairn):
@@ -315,3 +315,10 @@ def test_weak_evidence_is_said_in_the_answer_an_agent_or_the_cli_gets(sample_cai
     assert out["weak"] is True and out["notFound"] is False and out["sources"]
     found = agent_answer_json(run(build_services(sample_cairn).answers.answer(IN_CORPUS)))
     assert "weak" not in found
+
+
+def test_a_question_one_clause_of_a_note_answers_is_answered_not_hedged(sample_cairn):
+    """The Pests note says beer traps "work for lettuce": the answer says it, without the weak lead."""
+    answer = run(build_services(sample_cairn).answers.answer("How do I stop slugs eating my lettuce?"))
+    assert not answer.weak and not answer.not_found, answer.text
+    assert "beer traps" in answer.text and "lettuce" in answer.text, answer.text
