@@ -154,3 +154,24 @@ def test_the_answer_from_the_passages_quotes_the_faq_answer_under_the_heading_th
     cited = {s.hit.symbol for s in answer.sources if s.cited}
     assert "Encryption › What encryption do you use?" in cited
     assert "AES-256" in answer.text
+
+
+def chunk(cid: int, path: str, symbol: str, lines: tuple[int, int]) -> Hit:
+    return Hit(cid, path, path, symbol, 1.0, 0.6, "", "", lines=lines)
+
+
+def test_a_section_cut_into_chunks_reads_on_into_the_chunks_that_continue_it():
+    from cairn.answers.sections import with_continuations
+
+    types = chunk(8, "Callouts.md", "Supported types", (132, 164))
+    more = chunk(9, "Callouts.md", "Supported types", (166, 212))
+    last = chunk(10, "Callouts.md", "Supported types", (214, 256))
+    opening = chunk(1, "Callouts.md", "", (10, 24))
+    after_opening = chunk(2, "Callouts.md", "", (24, 30))
+    elsewhere = chunk(20, "Filters.md", "callout", (1, 9))
+    weak = chunk(30, "Other.md", "Types", (1, 5))
+    out = with_continuations([opening, types, elsewhere, weak], [after_opening, last, more], top_k=5)
+    # the section reads on in order (a note's opening is not continued); the lowest-ranked source gives way
+    assert ids(out) == [1, 8, 9, 10, 20]
+    unrelated = chunk(11, "Callouts.md", "Supported types", (300, 320))  # the same section, not right after
+    assert ids(with_continuations([types], [unrelated], top_k=5)) == [8]

@@ -479,9 +479,9 @@ def test_ask_the_sample_vault_off_topic_is_not_found(sample_home):
 
 
 def test_ask_with_weak_evidence_says_so_and_cites_the_closest_passages(sample_home):
-    """Passages on the topic that do not clearly answer (the Pests note knows slugs, not lettuce): the answer says so,
-    then cites the closest passages; ``--json`` says ``weak``."""
-    question = "How do I stop slugs eating my lettuce?"
+    """Passages on the topic that do not clearly answer (the Pests note names the hedgehog, not its food): the answer
+    says so, then cites the closest passages; ``--json`` says ``weak``."""
+    question = "What should I feed the hedgehog?"
     text = run_cairn(sample_home, "ask", question, "--vault", str(SAMPLE_VAULT)).stdout
     assert text.startswith(WEAK_ANSWER_LEAD) and "\n\nSources:\n[" in text, text
     assert "Garden/Pests and problems.md" in text and "The evidence was weak" in text, text

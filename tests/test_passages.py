@@ -144,3 +144,34 @@ def test_short_list_items_are_quoted_with_the_sentence_that_introduces_them():
 
 def test_a_sentence_saying_in_such_cases_refers_back():
     assert refers_back("Unfortunately, we do not offer refunds in such cases.")
+
+
+def test_list_items_carry_their_list_marker_nesting_and_the_title_over_them():
+    text = (
+        "#### Restore a deleted file\n\n**Desktop/Tablet** ![[icon.svg#icon]]\n"
+        "1. Open **[[Settings]]**.\n2. Select the snapshot.\n    1. Select **Copy**.\n3. Done, it is back.\n\n"
+        "Another paragraph ends the list here.\n"
+    )
+    units = passage_units(text, all_items=True)
+    items = [(u.marker, u.depth, u.text) for u in units if u.kind == "item"]
+    assert items == [
+        ("1.", 0, "Open Settings."),
+        ("2.", 0, "Select the snapshot."),
+        ("1.", 1, "Select Copy."),
+        ("3.", 0, "Done, it is back."),
+    ]
+    assert {u.block for u in units if u.kind == "item"} == {0}
+    assert all(u.heading == "Restore a deleted file" and u.label == "Desktop/Tablet" for u in units if u.kind == "item")
+    assert units[-1].kind == "sentence" and units[-1].block == -1 and units[-1].label == ""
+    # without all_items, a step of two words is no unit
+    assert [u.text for u in passage_units(text) if u.kind == "item"] == ["Done, it is back."]
+
+
+def test_a_callout_without_a_title_shows_its_type():
+    units = passage_units(
+        "> [!abstract]-\n> ```md\n> > [!abstract]\n> ```\n\n> [!tip] Talk to a human\n> Hi.\n", all_items=True
+    )
+    assert [(u.kind, u.text) for u in units if u.kind == "title"] == [
+        ("title", "Abstract"),
+        ("title", "Talk to a human"),
+    ]

@@ -50,8 +50,8 @@ SOURDOUGH_QUESTION = "How do I feed my sourdough starter?"
 #: Only meaningful after GARLIC_QUESTION: alone it is not found in the sample vault.
 FOLLOW_UP_QUESTION = "And how do I store them after lifting?"
 OFF_CORPUS_QUESTION = "What is the capital of France?"
-#: The Pests note says how to keep slugs off, nothing about lettuce: weak evidence, answered with the closest passages.
-WEAK_QUESTION = "How do I stop slugs eating my lettuce?"
+#: The Pests note names the hedgehog, nothing about feeding it: weak evidence, answered with the closest passages.
+WEAK_QUESTION = "What should I feed the hedgehog?"
 #: Answered on page 3 of the PDF added to the vault copy; the stub model refuses it (HTTP 500), so the daemon
 #: answers from passages and the citation is the daemon's own.
 PDF_QUESTION = "What does the PDF say about building a cairn that lasts the winter?"

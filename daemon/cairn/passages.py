@@ -16,7 +16,7 @@ is not prose. Code spans are quoted as written.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 #: What a unit is. ``sentence`` (prose), ``item`` (a list item or table row: quoted on a line of its own),
@@ -32,6 +32,7 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
 _BULLET = re.compile(r"^\s*(?:>\s*)*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?")
 _QUOTE = re.compile(r"^\s*(?:>\s*)+")
 _CALLOUT = re.compile(r"^\s*(?:>\s*)+\[![\w-]+\][-+]?\s*")
+_CALLOUT_TYPE = re.compile(r"\[!([\w-]+)\]")
 _EMPH = re.compile(r"(\*\*|__|==|~~)")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}")
@@ -120,27 +121,52 @@ def _starts_in_code(text: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class Unit:
     """One quotable unit of a chunk. ``paragraph`` and ``entry`` number the paragraph and the FAQ entry it is in
-    (0-based, in reading order; entry 0 is what comes before the chunk's first FAQ question)."""
+    (0-based, in reading order; entry 0 is what comes before the chunk's first FAQ question).
+
+    Where it sits in the note's structure: ``block`` numbers the list or table it belongs to (-1 for none; the items
+    of one list, nested ones included, share it), ``marker`` is the list marker of the item it opens as the note
+    writes it (``"3."``, ``"-"``; ``"|"`` for a table row; ``""`` for prose and for an item's later sentences),
+    ``depth`` its nesting (0 for a top-level item), ``heading`` the last heading read before it in the chunk (``""``
+    before the first: the chunk's heading path says it) and ``label`` the title over it within that heading (a bold
+    line such as "Desktop/Tablet", or a callout's title; ``""`` for none)."""
 
     text: str
     kind: UnitKind
     paragraph: int
     entry: int
+    block: int = -1
+    marker: str = ""
+    depth: int = 0
+    heading: str = ""
+    label: str = ""
 
     @property
     def refers_back(self) -> bool:
         return refers_back(self.text)
 
+    @property
+    def ordered(self) -> bool:
+        """Whether it opens an item of a numbered list (a step of a procedure)."""
+        return self.marker[:1].isdigit()
+
 
 def passage_units(
-    text: str, *, min_words: int = 4, max_chars: int = 400, attach_code: bool = False, max_code_chars: int = 160
+    text: str,
+    *,
+    min_words: int = 4,
+    max_chars: int = 400,
+    attach_code: bool = False,
+    max_code_chars: int = 160,
+    all_items: bool = False,
 ) -> list[Unit]:
     """The units of a chunk worth quoting (code fences, table rules and headings skipped; units under ``min_words``
     words left out, longer than ``max_chars`` cut at a word with ``…``). Prose is split at sentence ends within a
     paragraph; list items, table rows and callout titles are units of their own. With ``attach_code``, a sentence
     ending in ``:`` right before a short code block ("To embed a note:" + `![[Internal links]]`) gets the code
-    appended in backticks, since the code is the answer."""
-    scan = _Scan(min_words, max_chars, attach_code, max_code_chars)
+    appended in backticks, since the code is the answer. With ``all_items``, every list item is a unit whatever its
+    length (a step "Open **Settings**." is part of its procedure); else short items are appended to the sentence
+    ending in ``:`` that introduces them (with ``attach_code``) or left out."""
+    scan = _Scan(min_words, max_chars, attach_code, max_code_chars, all_items)
     scan.in_code = _starts_in_code(text)
     for raw in text.splitlines():
         scan.line(raw)
@@ -148,8 +174,20 @@ def passage_units(
     scan._close_list()
     units = scan.out
     if units and text[:1].islower() and units[0].text[:1].islower() and units[0].kind == "sentence":
-        units[0] = Unit(units[0].text, "fragment", units[0].paragraph, units[0].entry)
+        units[0] = replace(units[0], kind="fragment")
     return units
+
+
+#: Words of a title that names what follows (a bold line, a callout's title); a longer one is said, not a name.
+_LABEL_WORDS = 6
+_EMBED = re.compile(r"!\[\[[^\]]*\]\]|!\[[^\]]*\]\([^)]*\)")
+_INDENT = re.compile(r"^((?:\s*>)*)(\s*)")
+
+
+def _indent(raw: str) -> int:
+    """Columns of white space before a line's content, after its ``>`` markers (a tab counts 4)."""
+    m = _INDENT.match(raw)
+    return len(m.group(2).replace("\t", "    ")) if m else 0
 
 
 @dataclass(slots=True)
@@ -160,6 +198,7 @@ class _Scan:
     max_chars: int
     attach_code: bool
     max_code_chars: int
+    all_items: bool = False
     out: list[Unit] = field(default_factory=list)
     in_code: bool = False
     code: list[str] = field(default_factory=list)  # lines of the code block being read
@@ -172,6 +211,13 @@ class _Scan:
     question: bool = False  # the lines being read began with a FAQ question
     intro: int | None = None  # index in ``out`` of a sentence ending in ":" that short list items are appended to
     listed: list[str] = field(default_factory=list)  # those items
+    heading: str = ""  # the last heading read
+    label: str = ""  # the bold line or callout title read since that heading
+    block: int = -1  # the list or table being read (-1: none)
+    blocks: int = 0  # lists and tables read so far
+    marker: str = ""  # the marker of the item being read
+    depth: int = 0  # its nesting
+    indents: list[int] = field(default_factory=list)  # the indents of the open list levels
 
     def line(self, raw: str) -> None:
         if _CODE_FENCE.match(raw):
@@ -183,9 +229,11 @@ class _Scan:
         elif _HEADING.match(raw):
             self.flush()
             self._close_list()
+            self._end_block()
+            self.heading, self.label = clean_markdown_line(raw), ""
             if _HEADING_QUESTION.match(raw):  # a question heading opens a FAQ entry
                 self.entry += 1
-                self.out.append(Unit(self._cut(clean_markdown_line(raw)), "heading", self.paragraph, self.entry))
+                self.out.append(self._unit(self._cut(self.heading), "heading"))
                 self.paragraph += 1
         elif raw.strip().startswith("|"):
             self._row(raw)
@@ -194,8 +242,31 @@ class _Scan:
         else:
             self._prose(raw)
 
+    def _unit(self, text: str, kind: UnitKind, marker: str = "") -> Unit:
+        block = self.block if kind == "item" else -1
+        depth = self.depth if kind == "item" else 0
+        return Unit(text, kind, self.paragraph, self.entry, block, marker, depth, self.heading, self.label)
+
+    def _end_block(self) -> None:
+        self.block, self.marker, self.depth = -1, "", 0
+        self.indents.clear()
+
+    def _start_item(self, raw: str) -> None:
+        """A list item begins: the marker as written, its nesting from the indents of the open levels."""
+        bare = _QUOTE.sub("", raw)
+        self.marker = bare.split(None, 1)[0] if bare.strip() else "-"
+        indent = _indent(raw)
+        if self.block < 0:
+            self.block, self.blocks = self.blocks, self.blocks + 1
+        while self.indents and indent < self.indents[-1]:
+            self.indents.pop()
+        if not self.indents or indent > self.indents[-1]:
+            self.indents.append(indent)
+        self.depth = len(self.indents) - 1
+
     def _prose(self, raw: str) -> None:
-        if not raw.strip() or _BULLET.match(raw):
+        bullet = bool(_BULLET.match(raw))
+        if not raw.strip() or bullet:
             self.flush()
         cleaned = _ANSWER_LABEL.sub("", clean_markdown_line(raw))
         if not cleaned or _not_prose(cleaned):
@@ -205,36 +276,56 @@ class _Scan:
         bare = _QUOTE.sub("", raw)
         if _FAQ_QUESTION.match(bare):
             self.flush()
+            self._end_block()
             self.entry += 1
             self.question = True
-        elif _BOLD_TITLE.match(bare) and not self.lines:
+        elif _BOLD_TITLE.match(_EMBED.sub("", bare)) and not self.lines:
+            self._end_block()
             self._title(cleaned)
             return
         elif self.question and self.lines:
             self._emit()  # the question is a unit of its own; its answer follows in the same paragraph
             self.question = False
-        if _BULLET.match(raw):
+        if bullet:
             self.kind = "item"
+            self._start_item(raw)
+        elif not self.lines and self.block >= 0:
+            if _indent(raw) >= 2 and self.indents:  # a later paragraph of the item being read
+                self.kind, self.marker = "item", ""
+            else:
+                self._end_block()
+        if not self.lines and self.block < 0 and not _QUOTE.match(raw):
+            self.label = ""  # prose outside a callout: the title over the last list or callout no longer applies
         self.lines.append(cleaned)
 
     def _row(self, raw: str) -> None:
         self.flush()
         self._close_list()
+        if self.block < 0 or self.marker != "|":
+            self._end_block()
+            self.block, self.blocks, self.marker = self.blocks, self.blocks + 1, "|"
         cells = [clean_markdown_line(c) for c in raw.strip().strip("|").split("|")]
         row = " — ".join(c for c in cells if c)
-        if len(row.split()) >= self.min_words:
-            self.out.append(Unit(row, "item", self.paragraph, self.entry))
+        if re.search(r"\w", row) and len(row.split()) >= (1 if self.all_items else self.min_words):
+            self.out.append(self._unit(row, "item", "|"))
         self.paragraph += 1
 
     def _callout_title(self, raw: str) -> None:
-        """A callout's first line: its title is a unit of its own (``title``), never run into its body."""
+        """A callout's first line: its title is a unit of its own (``title``), never run into its body. A callout
+        without a title shows its type identifier as one, in title case (``> [!abstract]-`` → "Abstract")."""
         self.flush()
-        self._title(clean_markdown_line(raw))
+        self._end_block()
+        title = clean_markdown_line(raw)
+        if not title and self.all_items and (kind := _CALLOUT_TYPE.search(raw)):
+            title = kind.group(1)[:1].upper() + kind.group(1)[1:]
+        self._title(title)
 
     def _title(self, title: str) -> None:
         self._close_list()
-        if title and len(title.split()) >= self.min_words:
-            self.out.append(Unit(self._cut(title), "title", self.paragraph, self.entry))
+        if len(title.split()) <= _LABEL_WORDS and not title.endswith("."):
+            self.label = title  # a title over what follows; a callout whose title is a sentence says it instead
+        if title and (self.all_items or len(title.split()) >= self.min_words):
+            self.out.append(self._unit(self._cut(title), "title"))
         self.paragraph += 1
 
     def _fence(self, raw: str) -> None:
@@ -244,6 +335,8 @@ class _Scan:
             quote = _QUOTE.match(raw)
             self.fence_quote = quote.group(0) if quote else ""
             self.flush()
+            if self.block >= 0 and _indent(raw) < 2:
+                self._end_block()  # a code block inside an item is indented; one that is not ends the list
             out = self.out
             self.colon_at = len(out) - 1 if self.attach_code and out and out[-1].text.endswith(":") else None
             self.code = []
@@ -252,7 +345,7 @@ class _Scan:
             at = self.colon_at
             if at is not None and snippet and len(snippet) <= self.max_code_chars and "`" not in snippet:
                 u = self.out[at]
-                self.out[at] = Unit(f"{u.text} `{snippet}`", u.kind, u.paragraph, u.entry)
+                self.out[at] = replace(u, text=f"{u.text} `{snippet}`")
             self.colon_at = None
         self.in_code = not self.in_code
 
@@ -260,20 +353,26 @@ class _Scan:
         return s if len(s) <= self.max_chars else s[: self.max_chars - 1].rsplit(" ", 1)[0] + "…"
 
     def _emit(self) -> None:
-        """The sentences (at least ``min_words`` words) of the lines read, as units of the current paragraph. With
-        ``attach_code``, list items too short to be units ("Obsidian Sync") are appended to the sentence ending in
-        ":" that introduces them: "… for the following services: Obsidian Publish, Obsidian Sync."."""
+        """The sentences (at least ``min_words`` words; any item with ``all_items``) of the lines read, as units of the
+        current paragraph. With ``attach_code`` (and not ``all_items``), list items too short to be units ("Obsidian
+        Sync") are appended to the sentence ending in ":" that introduces them: "… for the following services:
+        Obsidian Publish, Obsidian Sync."."""
         joined = _TRAILING_TAGS.sub("", " ".join(self.lines))
         self.lines.clear()
-        if self.kind == "item" and self.attach_code and self.intro is not None and len(joined.split()) < self.min_words:
+        item = self.kind == "item"
+        short = len(joined.split()) < self.min_words
+        if item and short and not self.all_items and self.attach_code and self.intro is not None:
             self.listed.append(joined.rstrip(".;,"))
             return
         self._close_list()
         kind: UnitKind = "question" if self.question else self.kind
-        for s in [joined] if self.question else _SENTENCE_END.split(joined):
+        marker = self.marker if item else ""
+        least = 1 if item and self.all_items else self.min_words
+        for s in [joined] if self.question or (item and self.all_items and short) else _SENTENCE_END.split(joined):
             s = s.strip()
-            if len(s.split()) >= self.min_words:
-                self.out.append(Unit(self._cut(s), kind, self.paragraph, self.entry))
+            if len(s.split()) >= least:
+                self.out.append(self._unit(self._cut(s), kind, marker))
+                marker = ""
         last = self.out[-1] if self.out else None
         self.intro = len(self.out) - 1 if last and last.kind == "sentence" and last.text.endswith(":") else None
 
@@ -281,7 +380,7 @@ class _Scan:
         """Append the short list items read to the sentence that introduced them."""
         if self.intro is not None and self.listed:
             u = self.out[self.intro]
-            self.out[self.intro] = Unit(self._cut(f"{u.text} {', '.join(self.listed)}."), u.kind, u.paragraph, u.entry)
+            self.out[self.intro] = replace(u, text=self._cut(f"{u.text} {', '.join(self.listed)}."))
         self.intro = None
         self.listed = []
 

@@ -1,10 +1,9 @@
-"""Prompting and answer composition. Pure: no I/O, no model calls.
+"""Prompting, and the pieces of the extractive answer shared with the index. Pure: no I/O, no model calls.
 
 - :func:`select_within_budget`: the context blocks that fit the 6,000-token budget,
   dropping the lowest-scored chunks first (docs/design.md, "Contract").
-- :func:`candidate_sentences` / :func:`extractive_body`: the answer built from the retrieved
-  passages themselves when no model writes one (``grounded: false``): the sentences that best
-  answer the question, each followed by its ``[n]``.
+- :func:`candidate_sentences`: a chunk's sentences as the embedding recipe reads them (the extractive answer scores
+  its units with their vectors: :mod:`cairn.answers.extractive`; it is composed by :mod:`cairn.answers.compose`).
 - :func:`sources_list`: an answer's ``Sources:`` list as text (``[n]`` → ``filePath › symbol (lines)``),
   for the readers that show an answer as one text (the CLI, the MCP ``ask`` text); never part of the answer.
 - :func:`build_messages`: the chat prompt for a model (system rules, the conversation so far, numbered context,
@@ -19,7 +18,6 @@ from dataclasses import dataclass, field
 
 from cairn.config import CONTEXT_TOKEN_BUDGET
 from cairn.conversation import Turn
-from cairn.passages import UnitKind
 
 SYSTEM_PROMPT = (
     "You answer questions using only the numbered context passages from the user's own notes.\n"
@@ -188,131 +186,6 @@ class _SentenceScan:
             self.paragraph.clear()
 
 
-@dataclass(frozen=True, slots=True)
-class Sentence:
-    """A candidate sentence: from source ``n`` (1-based), at ``position`` within it, with a relevance ``score``.
-    ``kind``, ``paragraph`` and ``refers_back`` come from its unit (:class:`cairn.passages.Unit`): a ``question``
-    is quoted only before the answer that needs it, an ``item`` on a line of its own, and a sentence that refers back
-    only with the sentences before it in its paragraph."""
-
-    n: int
-    position: int
-    text: str
-    score: float
-    kind: UnitKind = "sentence"
-    paragraph: int = -1
-    refers_back: bool = False
-
-
-#: Units that open a FAQ entry: quoted only before the answer that needs them, never as an answer.
-_OPENERS = ("question", "heading")
-
-
-def _with_antecedents(
-    s: Sentence, by_position: dict[tuple[int, int], Sentence], max_back: int
-) -> list[Sentence] | None:
-    """``s`` with what it needs to make sense, in reading order: a sentence that refers back ("These callouts start
-    out collapsed.") comes with the sentences before it in its paragraph — back to the paragraph's start when that
-    is at most ``max_back`` sentences away (a FAQ question counting as the start, unless it is right before ``s``),
-    else back to the nearest one that does not refer back itself. None when that is not possible (it opens its
-    paragraph, or the chain is longer)."""
-    if not s.refers_back:
-        return [s]
-    before: list[Sentence] = []
-    while len(before) <= max_back:
-        prev = by_position.get((s.n, s.position - len(before) - 1))
-        if prev is None or prev.paragraph != s.paragraph or (before and prev.kind in _OPENERS):
-            break  # a FAQ question comes only with the answer right after it ("No, …")
-        before.append(prev)
-    if not before:
-        return None
-    if len(before) <= max_back:  # the paragraph starts within reach: quote it from its start
-        return [*reversed(before), s]
-    for i, prev in enumerate(before[:max_back]):
-        if not prev.refers_back:
-            return [*reversed(before[: i + 1]), s]
-    return None
-
-
-def pick_sentences(
-    sentences: Sequence[Sentence],
-    *,
-    max_sentences: int = 4,
-    per_source: int = 2,
-    relative_floor: float = 0.8,
-    extend_ratio: float = 0.6,
-    max_window: int = 3,
-    max_total: int = 6,
-    max_back: int = 2,
-) -> list[Sentence]:
-    """The best sentences: highest score first, at most ``per_source`` seeds per source, none scoring below
-    ``relative_floor`` × the best candidate's (a FAQ question's included). A question is never a seed; a sentence
-    that refers back comes with the sentences it needs (:func:`_with_antecedents`), or not at all. Each seed is then
-    extended with the sentences that follow it in its source (up to ``max_window`` in a row, never into a question)
-    while they score at least ``extend_ratio`` × the seed — a topic sentence ("Quick fridge pickles for
-    cucumbers.") is usually followed by the detail that answers ("Brine: 500 ml water, …"). At most ``max_total``
-    sentences; returned in reading order (source number, then position)."""
-    by_position = {(s.n, s.position): s for s in sentences}
-    ranked = sorted(
-        (s for s in sentences if s.kind not in _OPENERS and _with_antecedents(s, by_position, max_back)),
-        key=lambda s: (-s.score, s.n, s.position),
-    )
-    if not ranked:
-        return []
-    best = max(s.score for s in sentences)  # a question that matches best sets the bar for the answers quoted
-    chosen: dict[tuple[int, int], Sentence] = {}
-    seeds = 0
-    per: dict[int, int] = {}
-    seen: set[str] = set()
-    for s in ranked:
-        if seeds >= max_sentences or len(chosen) >= max_total:
-            break
-        if seeds and s.score < best * relative_floor:
-            break
-        key = s.text.lower()
-        if key in seen or per.get(s.n, 0) >= per_source or (s.n, s.position) in chosen:
-            continue
-        group = [g for g in _with_antecedents(s, by_position, max_back) or [] if (g.n, g.position) not in chosen]
-        if len(chosen) + len(group) > max_total:
-            continue
-        per[s.n] = per.get(s.n, 0) + 1
-        seeds += 1
-        for g in group:
-            seen.add(g.text.lower())
-            chosen[(g.n, g.position)] = g
-        for step in range(1, max_window):
-            nxt = by_position.get((s.n, s.position + step))
-            if nxt is None or nxt.kind in _OPENERS or nxt.score < s.score * extend_ratio or len(chosen) >= max_total:
-                break
-            if nxt.text.lower() not in seen:
-                seen.add(nxt.text.lower())
-                chosen[(nxt.n, nxt.position)] = nxt
-    _complete_intros(chosen, by_position, max_window, max_total)
-    return [chosen[k] for k in sorted(chosen)]
-
-
-def _complete_intros(
-    chosen: dict[tuple[int, int], Sentence],
-    by_position: dict[tuple[int, int], Sentence],
-    max_window: int,
-    max_total: int,
-) -> None:
-    """A chosen sentence that ends in ``:`` ("Some purchases are not refundable:") comes with the list items that
-    follow it (up to ``max_window`` - 1, within ``max_total``), whatever their scores, or is left out: quoted
-    without what it introduces it says nothing."""
-    for key in sorted(chosen):
-        s = chosen.get(key)
-        if s is None or not s.text.endswith(":") or (s.n, s.position + 1) in chosen:
-            continue
-        for step in range(1, max_window):
-            item = by_position.get((s.n, s.position + step))
-            if item is None or item.kind != "item" or len(chosen) >= max_total:
-                break
-            chosen[(item.n, item.position)] = item
-        if (s.n, s.position + 1) not in chosen:
-            del chosen[key]
-
-
 def source_line(
     n: int, file_path: str, symbol: str, lines: tuple[int, int] | None, page: int | None, label: str = ""
 ) -> str:
@@ -320,30 +193,6 @@ def source_line(
     ``strong match``)."""
     where = f" (page {page})" if page is not None else (f" (lines {lines[0]}–{lines[1]})" if lines else "")
     return f"[{n}] {file_path}" + (f" › {symbol}" if symbol else "") + where + (f" — {label}" if label else "")
-
-
-def extractive_body(picked: Sequence[Sentence]) -> str:
-    """The extractive answer's text: the picked sentences in reading order, each run of sentences from one
-    source followed by its ``[n]`` (a fixed line that the passages look relevant when none is picked). A list item
-    (or table row) is quoted on a line of its own, after ``- ``; prose resumes in a new paragraph after a list.
-    The sources themselves are not in the text: they travel apart (the ``sources`` event, :func:`sources_list`)."""
-    out = ""
-    for i, s in enumerate(picked):
-        before = picked[i - 1] if i else None
-        item = s.kind == "item"
-        if before is None:
-            out = "- " if item else ""
-        elif item and (before.kind != "item" or before.paragraph != s.paragraph or before.n != s.n):
-            out += "\n- "
-        elif before.kind == "item" and not item:
-            out += "\n\n"  # a new paragraph: Markdown would read a line right after a list item as part of it
-        else:
-            out += " "
-        out += s.text.rstrip()
-        following = picked[i + 1] if i + 1 < len(picked) else None
-        if following is None or following.n != s.n or following.position != s.position + 1:
-            out += f" [{s.n}]"
-    return out or "These passages from your notes look relevant:"
 
 
 def sources_list(cited_lines: Sequence[str], also_lines: Sequence[str] = ()) -> str:

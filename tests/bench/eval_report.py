@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import answer_folds
+from eval_answers import OUTCOME_HEADER, Outcome, Reading, outcome_rows
 from eval_bound import DENSE_DEPTH, BoundReport
 from eval_known import Check
 from eval_metrics import RESAMPLES, bootstrap
@@ -38,6 +40,10 @@ class VaultResult:
     known: list[Check] = field(default_factory=list)
     misses: dict[str, list[str]] = field(default_factory=dict)
     bound: BoundReport | None = None
+    #: Per question id (``questions`` and ``training``): what the ask path answered (:mod:`eval_answers`).
+    answers: dict[str, Outcome] = field(default_factory=dict)
+    #: Questions asked only to refit the answered / weak / not-found rule in its k-fold.
+    training: list[dict] = field(default_factory=list)
 
     def in_corpus(self, *, kind: str | None = None, source: str | None = None) -> list[dict]:
         return [
@@ -110,6 +116,25 @@ def not_found_table(results: Sequence[VaultResult]) -> str:
     )
 
 
+def answers_table(results: Sequence[VaultResult]) -> str:
+    """What a person reads: the answer carries the evidence; answered / weak / not found; as shipped and k-fold (the
+    rule refitted on the other folds of every vault's questions, :func:`answer_folds.held_out`)."""
+    asked = [r for r in results if r.answers]
+    rows = [q for r in asked for q in (*r.questions, *r.training)]
+    outcomes = {qid: o for r in asked for qid, o in r.answers.items()}
+    featured = [q for q in rows if outcomes[q["id"]].features]
+    readings = [Reading.shipped(outcomes)]
+    if featured:
+        readings.append(
+            Reading(f"k-fold ({answer_folds.FOLDS} × {answer_folds.SEEDS})", answer_folds.held_out(featured, outcomes))
+        )
+    lines = []
+    for r in asked:
+        for reading in readings:
+            lines.append(outcome_rows(r.vault, r.questions, outcomes, reading))
+    return "### What the answer says (the ask path, no language model)\n\n" + _table(OUTCOME_HEADER, lines)
+
+
 def bound_table(results: Sequence[VaultResult]) -> str:
     """Hybrid misses, and how many are outside the dense top 100 / share no content word with the question."""
     rows = []
@@ -156,6 +181,8 @@ def known_table(results: Sequence[VaultResult]) -> str:
 def report(results: Sequence[VaultResult]) -> str:
     """All tables, in the order make eval prints them."""
     parts = [ranking_tables(results), per_file_table(results), not_found_table(results)]
+    if any(r.answers for r in results):
+        parts.append(answers_table(results))
     if any(r.bound is not None for r in results):
         parts.append(bound_table(results))
     if any(r.known for r in results):

@@ -12,9 +12,12 @@ every in-corpus question rank notes (one chunk per note, top 10) with
 and score Hit@5, Recall@5, MRR@10 (:mod:`eval_metrics`), per vault and per kind, each with a 95 % bootstrap
 interval. Every question, in-corpus or off-corpus, is also asked through the real ask path
 (``AnswerService.answer`` without a language model): off-corpus not-found and in-corpus wrongly-not-found
-rates; the hybrid misses tested for being bound by the embedding model (:mod:`eval_bound`). Then the
-known-item checks generated from the vaults (:mod:`eval_known`). Tables: :mod:`eval_report` (Markdown on
-stdout; ``--record FILE`` also writes them with the date and commit); progress on stderr.
+rates, and what a person reads (:mod:`eval_answers`): whether the answer carries the question's ``evidence``,
+answered / weak / not found for answerable and off-corpus questions, as shipped and with the rule refitted by grouped
+k-fold (:mod:`answer_folds`, also on the ``--train-extra`` questions, asked but not scored); the hybrid misses
+tested for being bound by the embedding model (:mod:`eval_bound`). Then the known-item checks generated from the
+vaults (:mod:`eval_known`). Tables: :mod:`eval_report` (Markdown on stdout; ``--record FILE`` also writes them with
+the date and commit); progress on stderr.
 
 Usage: eval_retrieval.py DEV.jsonl [DEV2.jsonl ...] --vaults DIR [--data-dir DIR] [--record docs/eval.md]
 """
@@ -32,9 +35,11 @@ from pathlib import Path
 from typing import TypeVar
 
 REPO = Path(__file__).resolve().parents[2]
+BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO / "daemon"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import answer_folds  # noqa: E402
 from eval_bound import analyse_misses  # noqa: E402
 from eval_cv import load_questions  # noqa: E402
 from eval_known import Vocabulary, check_links, check_rare_terms, check_titles  # noqa: E402
@@ -97,9 +102,12 @@ def ask_all(query: SearchService, questions: Sequence[dict]) -> dict[str, bool]:
     return asyncio.run(_ask_all(AnswerService(query, None), questions))
 
 
-def evaluate_vault(cairn: Cairn, vault: str, questions: list[dict], args: argparse.Namespace) -> VaultResult:
-    """Every figure of one vault (module docstring)."""
-    result = VaultResult(vault, questions)
+def evaluate_vault(
+    cairn: Cairn, vault: str, questions: list[dict], args: argparse.Namespace, training: Sequence[dict] = ()
+) -> VaultResult:
+    """Every figure of one vault (module docstring). ``training``: more questions of the vault the answered / weak /
+    not-found rule is refitted on for its k-fold (asked, not scored)."""
+    result = VaultResult(vault, questions, training=list(training))
     query, store, embedder = cairn.query, cairn.store, cairn.embedder
     rankers: dict[str, Ranker] = {}
     modes = args.mode or list(MODES)
@@ -109,7 +117,9 @@ def evaluate_vault(cairn: Cairn, vault: str, questions: list[dict], args: argpar
         rankers.update({m: (lambda q, m=m: naive.note_ranking(q, m)) for m in NAIVE_MODES if m in modes})
     rankers.update({m: (lambda q, m=m: note_ranking(query, q, m)) for m in SEARCH_MODES if m in modes})
     _timed(f"{vault}: ranking", lambda: rank_all(result, rankers, verbose=args.verbose))
-    result.not_found = _timed(f"{vault}: ask path", lambda: ask_all(query, questions))
+    asked = [*questions, *result.training]
+    result.answers = _timed(f"{vault}: ask path", lambda: answer_folds.collect(AnswerService(query, None), asked))
+    result.not_found = {q["id"]: result.answers[q["id"]].outcome == "not_found" for q in questions}
     vocab = _timed(f"{vault}: vocabulary", lambda: Vocabulary.of(store))
     if "hybrid" in result.ranking:
         missed = [q for q in result.in_corpus() if not result.ranking["hybrid"][q["id"]][0]]
@@ -138,6 +148,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--bm25-weight", type=float, help="fusion weight of the BM25 list (default: the shipped one)")
     ap.add_argument("--variant", help="embedding model variant (default: the manifest's default)")
     ap.add_argument("--no-known", action="store_true", help="skip the known-item checks")
+    ap.add_argument(
+        "--train-extra",
+        type=Path,
+        nargs="*",
+        default=[BENCH / "paraphrases.jsonl", BENCH / "near_misses.jsonl"],
+        help="questions the answered / weak / not-found rule is also refitted on in its k-fold (asked, not scored)",
+    )
     ap.add_argument("--record", type=Path, help="also write the tables to this Markdown file (docs/eval.md)")
     ap.add_argument("--verbose", action="store_true", help="list the misses (stderr)")
     ap.add_argument("--json", type=Path, help="also write the per-question results to this JSON file")
@@ -155,6 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     by_vault: dict[str, list[dict]] = defaultdict(list)
     for q in load_questions(args.devsets):
         by_vault[q["vault"]].append(q)
+    training: dict[str, list[dict]] = defaultdict(list)
+    for q in load_questions(args.train_extra) if args.train_extra else ():
+        training[q["vault"]].append(q)
     embedder = Embedder(variant=args.variant)
     results = []
     for vault, questions in sorted(by_vault.items()):
@@ -172,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.bm25_weight is not None:
             cairn.query.weights = FusionWeights(dense=1.0, bm25=args.bm25_weight)
         try:
-            results.append(evaluate_vault(cairn, vault, questions, args))
+            results.append(evaluate_vault(cairn, vault, questions, args, training[vault]))
             if args.tier1:
                 results.append(_tier_one(cairn, vault, questions, args, embedder))
         finally:

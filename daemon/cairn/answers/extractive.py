@@ -5,21 +5,27 @@ nothing; ``grounded: false``."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cairn.answers.compose import NOTHING_QUOTED, Piece, compose, question_shape
 from cairn.answers.events import Source
 from cairn.embedding import VectorCache, content_hash, title_hash
 from cairn.notes import strip_block_ids
 from cairn.passages import Unit, passage_units
-from cairn.prompt import Sentence, candidate_sentences, extractive_body, pick_sentences, token_overlap
+from cairn.prompt import candidate_sentences
 from cairn.search import EpochLRU, Query
 
 #: Marks a title's key in the similarity table (a title may read like a sentence).
 _TITLE = "\x1ftitle"
 #: The units that open a FAQ entry: a question, a heading that asks one.
 _OPENERS = ("question", "heading")
+#: Units read per source at most.
+_MAX_UNITS = 60
+#: Words a unit needs to be scored (a shorter list item is quoted with its list only).
+_MIN_WORDS = 4
 
 
 class ExtractiveAnswers:
@@ -44,21 +50,27 @@ class ExtractiveAnswers:
 
     def __init__(self, vectors: VectorCache) -> None:
         self.vectors = vectors
-        self._texts: EpochLRU[tuple, tuple[str, frozenset[int]]] = EpochLRU(self.MAX_ITEMS)
+        self._readings: EpochLRU[tuple, Reading] = EpochLRU(self.MAX_ITEMS)
 
     def answer(self, question: Query | str, sources: Sequence[Source]) -> str:
         """The answer's text: :meth:`answer_cited`'s text."""
         return self.answer_cited(question, sources)[0]
 
     def answer_cited(self, question: Query | str, sources: Sequence[Source]) -> tuple[str, frozenset[int]]:
-        """(the answer's text, the numbers ``n`` of the sources it cites). Pick the sentences that best answer
-        ``question``: each candidate sentence's cosine similarity to the question plus TITLE_PRIOR × its note
-        title's, plus a keyword-overlap bonus (sentence read with its title and heading) and a small prior for
-        better-ranked sources. A FAQ answer (a sentence in the entry a question or a question heading opens)
-        matches at least as well as its question does, cosine and bonus: "What encryption do you use?" carries the
-        subject that "We use AES-256 in Galois/Counter Mode." leaves out; and the answer of the FAQ entry whose
-        question asks what the question asks, in other words, is quoted (:func:`_asked_answer_first`). When no
-        sentence is picked the text says the passages look relevant, and all count as cited."""
+        """(the answer's text, the numbers ``n`` of the sources it cites): :meth:`read`'s. Each unit of the sources is
+        scored for the question: its cosine similarity to the question plus TITLE_PRIOR × its note title's, plus a
+        keyword-overlap bonus (the unit read with its title and headings) and a small prior for better-ranked
+        sources. A FAQ answer (a sentence in the entry a question or a question heading opens) matches at least as
+        well as its question does, cosine and bonus: "What encryption do you use?" carries the subject that "We use
+        AES-256 in Galois/Counter Mode." leaves out; and the answer of the FAQ entry whose question asks what the
+        question asks, in other words, is quoted (:func:`_asked_answer_first`). The text is composed in the note's
+        shape from those scores (:func:`cairn.answers.compose.compose`). When nothing can be quoted the text says the
+        passages look relevant, and all count as cited."""
+        reading = self.read(question, sources)
+        return reading.text, reading.cited
+
+    def read(self, question: Query | str, sources: Sequence[Source]) -> Reading:
+        """The :class:`Reading` of ``sources`` for ``question`` (the answer's text and what it says of the answer)."""
         query = question if isinstance(question, Query) else Query.parse(question)
         key = (
             query.text,
@@ -66,69 +78,104 @@ class ExtractiveAnswers:
                 (s.n, s.hit.title, s.hit.file_path, s.hit.symbol, s.hit.text, s.hit.lines, s.hit.page) for s in sources
             ),
         )
-        held = self._texts.get(key)
+        held = self._readings.get(key)
         if held is None:
-            held = self._compose(query, sources)
-            self._texts.put(key, held)
+            held = self._read(query, sources)
+            self._readings.put(key, held)
         return held
 
-    def _compose(self, query: Query, sources: Sequence[Source]) -> tuple[str, frozenset[int]]:
+    def _read(self, query: Query, sources: Sequence[Source]) -> Reading:
         candidates = self._candidates(sources)
-        picked = pick_sentences(one_entry_each(self._scored(query, candidates))) if candidates else []
-        cited = frozenset(s.n for s in picked) or frozenset(s.n for s in sources)
-        return extractive_body(picked), cited
+        if not candidates:
+            return Reading(NOTHING_QUOTED, frozenset(s.n for s in sources))
+        pieces, signals = self._scored(query, candidates)
+        by_n = {s.n: s for s in sources}
+        composed = compose(one_entry_each(pieces), question_shape(query.text), lambda p: where(by_n[p.n], p.unit))
+        cited = composed.cited or frozenset(s.n for s in sources)
+        if composed.best is None:
+            return Reading(composed.text, cited)
+        cosine, held = signals[(composed.best.n, composed.best.position)]
+        return Reading(composed.text, cited, cosine, held)
 
     @staticmethod
     def _candidates(sources: Sequence[Source]) -> list[_Candidate]:
-        """Every quotable unit of the sources but a chunk's cut-off start and callout titles."""
+        """Every unit of the sources but a chunk's cut-off start (list items and titles of any length: those too short
+        to be scored are quoted with their list only)."""
         out: list[_Candidate] = []
         for s in sources:
             context = " › ".join(p for p in (s.hit.title, s.hit.symbol) if p)
-            quoted = passage_units(s.hit.text, attach_code=True)[:40]
+            quoted = passage_units(s.hit.text, attach_code=True, all_items=True)[:_MAX_UNITS]
             # The same units without a code block appended to "…:", as the indexer embeds such a sentence.
-            plain = passage_units(s.hit.text)[:40]
+            plain = passage_units(s.hit.text, all_items=True)[:_MAX_UNITS]
             if len(plain) != len(quoted):
                 plain = quoted
             indexed = IndexedSentences(candidate_sentences(s.hit.text, min_words=3))
             for pos, (unit, embedded) in enumerate(zip(quoted, plain)):
-                if unit.kind in ("fragment", "title"):
+                if unit.kind == "fragment":
                     continue
                 sent = strip_block_ids(unit.text)  # quoted without its ``^blockid``; scored on what was embedded
-                scored_as = indexed.counterpart(embedded.text)
-                out.append(_Candidate(s.n, pos, sent, f"{context}: {sent}", scored_as, s.hit.title, unit))
+                scored = unit.kind != "title" and (len(sent.split()) >= _MIN_WORDS or unit.kind in _OPENERS)
+                scored_as = indexed.counterpart(embedded.text) if scored else ""
+                where_in = " › ".join(x for x in (context, unit.heading, unit.label) if x)
+                section = f"{s.hit.file_path}\x1f{s.hit.symbol}"
+                out.append(
+                    _Candidate(
+                        s.n, pos, sent, f"{where_in}: {sent}", scored_as, s.hit.title, unit, s.hit.file_path, section
+                    )
+                )
         return out
 
-    def _scored(self, query: Query, candidates: list[_Candidate]) -> list[tuple[Sentence, int, float]]:
-        """(sentence, its FAQ entry, how well it matches the question alone: cosine + keyword bonus)."""
+    def _scored(
+        self, query: Query, candidates: list[_Candidate]
+    ) -> tuple[list[tuple[Piece, int, float]], dict[tuple[int, int], tuple[float, float]]]:
+        """(piece, its FAQ entry, how well it matches the question alone: cosine + keyword bonus) per candidate, and
+        per (source, position) of a scored one its (cosine, share of the question's terms held with its title and
+        heading). An item too short to be scored (a step "Open **Settings**.") scores nothing: it is quoted with its
+        list only."""
         qvec = self.vectors.embed([query.text])[0]
-        sentences = list(dict.fromkeys(c.embedded for c in candidates))
+        sentences = list(dict.fromkeys(c.embedded for c in candidates if c.embedded))
         titles = list(dict.fromkeys(c.title for c in candidates))
         vecs = self.vectors.stored_or_embedded(
             [*sentences, *titles], [*map(content_hash, sentences), *map(title_hash, titles)]
         )
         sim = dict(zip([*sentences, *((_TITLE, t) for t in titles)], (vecs @ qvec).tolist()))
-        terms = query.terms
-        owns = [sim[c.embedded] + 0.15 * token_overlap(terms, c.in_context) for c in candidates]
+        held_by = _held_shares(query.terms, [c.in_context if c.embedded else None for c in candidates])
+        signals: dict[tuple[int, int], tuple[float, float]] = {}
+        owns = []
+        for c, held in zip(candidates, held_by):
+            if not c.embedded:
+                owns.append(-1.0)
+                continue
+            signals[(c.n, c.position)] = (sim[c.embedded], held)
+            owns.append(sim[c.embedded] + 0.15 * held)
         asked: dict[tuple[int, int], float] = {}  # (source, FAQ entry) → how well its question matches
         for c, own in zip(candidates, owns):
             if c.unit.kind in _OPENERS:
                 asked[(c.n, c.unit.entry)] = max(own, asked.get((c.n, c.unit.entry), -1.0))
         out = []
         for c, own in zip(candidates, owns):
+            if not c.embedded:
+                out.append(
+                    (Piece(c.n, c.position, c.unit, c.text, -1.0, False, c.path, 0.0, c.section), c.unit.entry, own)
+                )
+                continue
             if c.unit.kind not in _OPENERS:  # a FAQ answer matches as well as its question does
                 own = max(own, asked.get((c.n, c.unit.entry), own))
             score = own + self.TITLE_PRIOR * sim[(_TITLE, c.title)] - 0.01 * (c.n - 1)
-            u = c.unit
-            sentence = Sentence(c.n, c.position, c.text, score, u.kind, u.paragraph, u.refers_back)
-            out.append((sentence, u.entry, own))
-        return _asked_answer_first(out, [sim[c.embedded] for c in candidates], self.ASKED_COSINE)
+            seed = c.unit.kind not in _OPENERS and not _bare_line(c.unit)
+            held = signals[(c.n, c.position)][1]
+            out.append(
+                (Piece(c.n, c.position, c.unit, c.text, score, seed, c.path, held, c.section), c.unit.entry, own)
+            )
+        cosines = [sim[c.embedded] if c.embedded else -1.0 for c in candidates]
+        return _asked_answer_first(out, cosines, self.ASKED_COSINE), signals
 
 
 def _asked_answer_first(
-    scored: list[tuple[Sentence, int, float]],
+    scored: list[tuple[Piece, int, float]],
     cosines: Sequence[float],
     asked_cosine: float,
-) -> list[tuple[Sentence, int, float]]:
+) -> list[tuple[Piece, int, float]]:
     """``scored`` (rows as :meth:`ExtractiveAnswers._scored` makes them; ``cosines``: each row's own cosine to the
     question) with the answer of the FAQ entry that asks the question raised to the best score. That entry is the
     one whose question matches best (cosine and keyword bonus, as :func:`one_entry_each` picks), when that
@@ -137,11 +184,13 @@ def _asked_answer_first(
     that question, though its words may name neither the question's subject nor its terms ("Specifically, we use
     AES-256 …" under "What encryption do you use?"). The rest of the entry competes as before, so a FAQ question
     that only looks like the question adds a sentence and pushes out little."""
-    openers = [(own, cosines[i], s.n, entry) for i, (s, entry, own) in enumerate(scored) if s.kind in _OPENERS]
+    openers = [(own, cosines[i], s.n, entry) for i, (s, entry, own) in enumerate(scored) if s.unit.kind in _OPENERS]
     if not openers:
         return scored
     _, cosine, n, entry = max(openers)
-    answer = [i for i, (s, e, _) in enumerate(scored) if s.n == n and e == entry and s.kind not in _OPENERS]
+    answer = [
+        i for i, (s, e, _) in enumerate(scored) if s.n == n and e == entry and s.unit.kind not in _OPENERS and s.seed
+    ]
     if cosine < asked_cosine or not answer:
         return scored
     first = max(answer, key=lambda i: (scored[i][0].score, -scored[i][0].position))
@@ -185,6 +234,81 @@ class IndexedSentences:
         return best
 
 
+#: Endings taken off a word (after its plural) before question terms and a unit's words are compared: "deleted",
+#: "deletions" and "delete" meet at "delet", "accident" and "accidental" at "accident".
+_SUFFIXES = ("ations", "ation", "ions", "ion", "ings", "ing", "edly", "ed", "al", "ly", "ment", "er")
+
+
+def word_stem(word: str) -> str:
+    """``word`` in lower case without its plural, up to two common English endings and a final ``e`` (a stem keeps at
+    least 4 letters)."""
+    w = word.lower()
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith(("ses", "xes", "zes", "ches", "shes")):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith("ss") and len(w) > 3:
+        w = w[:-1]
+    for _ in range(2):  # "accidentally" → "accidental" → "accident"
+        cut = next((s for s in _SUFFIXES if w.endswith(s) and len(w) - len(s) >= 4), "")
+        w = w[: len(w) - len(cut)]
+    return w[:-1] if w.endswith("e") and len(w) > 4 else w
+
+
+def _held_shares(terms: Sequence[str], texts: Sequence[str | None]) -> list[float]:
+    """Per text (None: not scored, 0): the share of the question's terms it holds, each term weighing by how few of
+    the texts hold it (``log(1 + n / (1 + holders))``): the rare words of the question ("accident") say more of what
+    a sentence answers than the words every passage shares ("note")."""
+    stems = list(dict.fromkeys(word_stem(t) for t in terms))
+    words = [None if t is None else {word_stem(w) for w in re.findall(r"\w+", t)} for t in texts]
+    scored = [w for w in words if w is not None]
+    if not stems or not scored:
+        return [0.0] * len(texts)
+    weight = {t: math.log(1 + len(scored) / (1 + sum(t in w for w in scored))) for t in stems}
+    total = sum(weight.values())
+    return [0.0 if w is None else sum(v for t, v in weight.items() if t in w) / total for w in words]
+
+
+_ENDS = re.compile(r"[.!?:…)\]`\"'”]$")
+
+
+def _bare_line(unit: Unit) -> bool:
+    """A line of prose that is not a sentence (no end mark, a few words: a link alone, "Set up Obsidian Sync"): it
+    names a thing, it says nothing of it, so it never answers on its own."""
+    return unit.kind == "sentence" and not _ENDS.search(unit.text) and len(unit.text.split()) < 8
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """An extractive answer: its ``text``, the numbers of the sources it ``cited``, and what it says of the answer:
+    ``cosine``, the cosine similarity to the question of the unit that answers best, and ``held``, the share of the
+    question's terms that unit holds (read with its note's title and its headings); both 0 when nothing could be
+    quoted."""
+
+    text: str
+    cited: frozenset[int]
+    cosine: float = 0.0
+    held: float = 0.0
+
+
+_NUMBERED = re.compile(r"^\d+(?:\.\d+)*\s*-?\s+")
+
+
+def where(source: Source, unit: Unit) -> str:
+    """Where a unit of ``source`` sits, as a person finds it: the note's folder (its number prefix dropped: "02 -
+    Community" → "Community"), its title, the heading over the unit and the title over its list, joined by " › " ,
+    a part that repeats the one before it left out ("Obsidian Sync › Version history › Restore a deleted file")."""
+    hit = source.hit
+    folder = hit.file_path.rsplit("/", 2)[-2] if "/" in hit.file_path else ""
+    heading = unit.heading or (hit.symbol.rsplit(" › ", 1)[-1] if hit.symbol and hit.kind != "pdf" else "")
+    parts: list[str] = []
+    for part in (_NUMBERED.sub("", folder), hit.title, heading, unit.label):
+        part = part.strip()
+        if part and (not parts or part.lower() != parts[-1].lower()):
+            parts.append(part)
+    return " › ".join(parts)
+
+
 @dataclass(frozen=True, slots=True)
 class _Candidate:
     """A unit of source ``n`` at ``position``: ``text`` as quoted (block-id markers left out), ``in_context`` (with
@@ -197,6 +321,8 @@ class _Candidate:
     embedded: str
     title: str
     unit: Unit
+    path: str = ""
+    section: str = ""
 
 
 #: How far below the best-matching FAQ question of an answer another passage's question may match and still give
@@ -204,7 +330,7 @@ class _Candidate:
 ENTRY_MARGIN = 0.1
 
 
-def one_entry_each(scored: Sequence[tuple[Sentence, int, float]]) -> list[Sentence]:
+def one_entry_each(scored: Sequence[tuple[Piece, int, float]]) -> list[Piece]:
     """The sentences an answer may quote: from a passage holding FAQ questions, only those of the entry whose
     question best matches the question (its questions included), and only when that question matches within
     :data:`ENTRY_MARGIN` of the best question of all the passages; what precedes a passage's first question is left
@@ -212,7 +338,7 @@ def one_entry_each(scored: Sequence[tuple[Sentence, int, float]]) -> list[Senten
     question give all their sentences."""
     entries: dict[tuple[int, int], float] = {}
     for s, entry, own in scored:
-        if s.kind in ("question", "heading"):
+        if s.unit.kind in _OPENERS:
             entries[(s.n, entry)] = max(own, entries.get((s.n, entry), -1.0))
     if not entries:
         return [s for s, _, _ in scored]

@@ -15,6 +15,10 @@ closest first. Each takes the place of its note's lowest-ranked source when its 
 sources, else of the lowest-ranked source of all when there are ``top_k`` (never a source that brought one, nor one
 that joined): the number of sources stays within ``top_k`` and that of a note within ``per_note``.
 
+A section cut into several chunks reads on (:func:`with_continuations`): the chunk that continues one of the best
+sources (same note and heading path, starting where it ends) joins right after it, so a long procedure or a list
+of types, one callout each, is whole in the sources.
+
 What it never changes: the candidates are the ask's ranked hits in the caller's view (cosine floor passed, withheld
 notes absent, text redacted as the caller is shown it); the answerability verdict is judged before; the context
 budget is applied after.
@@ -116,3 +120,55 @@ def _place_for(out: list[Hit], sub: Hit, kept: set[int], top_k: int, per_note: i
     elif len(out) < top_k:
         return True, None
     return (True, free[-1]) if free else (False, None)
+
+
+#: At most this many chunks continuing a source join an answer's sources.
+MOST_CONTINUED = 2
+#: Only the sources ranked this high bring the chunk that continues them.
+CONTINUED_WITHIN = 3
+
+
+def continues(hit: Hit, other: Hit) -> bool:
+    """Whether ``other`` is the chunk that continues ``hit``: the same note and heading path (a section: a note's
+    opening is not continued), starting after ``hit`` starts and at most a blank line or two after it ends (chunks of
+    one section overlap by a few lines)."""
+    if other.file_path != hit.file_path or other.symbol != hit.symbol or hit.kind == "pdf" or not hit.symbol:
+        return False
+    if hit.lines is None or other.lines is None:
+        return False
+    return hit.lines[0] < other.lines[0] <= hit.lines[1] + 3
+
+
+def with_continuations(
+    sources: Sequence[Hit],
+    candidates: Sequence[Hit],
+    *,
+    top_k: int,
+    most: int = MOST_CONTINUED,
+    within: int = CONTINUED_WITHIN,
+) -> list[Hit]:
+    """``sources`` with the chunks that continue the best ones joined right after them: a section cut into several
+    chunks (a long procedure, a list of types each with its example) reads on as a person reads it. For each of the
+    first ``within`` sources, best first, the candidate that :func:`continues` it (and then the one continuing that,
+    while fewer than ``most`` joined) takes the place of the lowest-ranked source when there are ``top_k``: never one
+    that brought a chunk, nor one that joined. A continuation is the same passage read on, so it does not count
+    against the sources allowed per note. ``candidates``: the same ranking's hits beyond the sources."""
+    out = list(sources)
+    kept: set[int] = set()
+    joined = 0
+    for source in list(sources[:within]):
+        at = source
+        while joined < most:
+            nxt = next((c for c in candidates if continues(at, c) and all(h.chunk_id != c.chunk_id for h in out)), None)
+            if nxt is None or all(h.chunk_id != at.chunk_id for h in out):
+                break
+            kept |= {at.chunk_id, nxt.chunk_id}
+            if len(out) >= top_k:
+                free = [h for h in out if h.chunk_id not in kept]
+                if not free:
+                    break
+                out.remove(free[-1])
+            out.insert(out.index(at) + 1, nxt)
+            joined += 1
+            at = nxt
+    return out

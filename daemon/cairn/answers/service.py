@@ -53,7 +53,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
-from cairn.answers.answerability import Answerability, Verdict
+from cairn.answers.answerability import Answerability, Evidence, Verdict
 from cairn.answers.citations import CitationFilter
 from cairn.answers.degenerate import unusable_reason
 from cairn.answers.events import (
@@ -70,7 +70,7 @@ from cairn.answers.events import (
     split_pieces,
 )
 from cairn.answers.extractive import ExtractiveAnswers
-from cairn.answers.sections import with_subsections
+from cairn.answers.sections import with_continuations, with_subsections
 from cairn.config import CONTEXT_TOKEN_BUDGET, NOT_FOUND_ANSWER, WEAK_ANSWER_LEAD
 from cairn.contract import LIMITS, AskRequest, IndexCoverage, SearchRequest
 from cairn.conversation import retrieval_text
@@ -203,18 +203,37 @@ class AnswerService:
         view = caller if caller is not None else self.search.views.of(None)
         return self._retrieved(Query.parse(request.query), request, view)
 
+    def evidenced_context(
+        self, request: SearchRequest, caller: CallerView | None = None, *, read: bool = True
+    ) -> tuple[list[Source], Evidence]:
+        """(the sources an answer to ``request`` would be drawn from, whatever the verdict, and the
+        :class:`~cairn.answers.answerability.Evidence` the verdict is judged on), with ``read`` what the extractive
+        answer of those sources says of itself (does any unit answer? measured, not weighed by the rule). ([] and
+        no evidence without hits.)"""
+        view = caller if caller is not None else self.search.views.of(None)
+        return self._evidenced(Query.parse(request.query), request, view, read=read)
+
     def _judged(self, query: Query, request: SearchRequest, view: CallerView) -> tuple[list[Source], Verdict]:
-        """The numbered sources of an answer: the chunks retrieved for ``query`` in ``request``'s scope (a weak one may
-        give its place to the subsection of a source's section whose heading names the question:
+        """The numbered sources of an answer (:meth:`_evidenced`) and the verdict on them; [] → not found: nothing
+        passed the cosine floor, or what did does not answer the question (:mod:`cairn.answers.answerability`). The
+        closest passages of a question whose evidence is weak are sources too."""
+        sources, evidence = self._evidenced(query, request, view, read=False)
+        verdict = self.answerability.verdict(evidence) if sources else "refuse"
+        return (sources, verdict) if verdict != "refuse" else ([], verdict)
+
+    def _evidenced(
+        self, query: Query, request: SearchRequest, view: CallerView, *, read: bool
+    ) -> tuple[list[Source], Evidence]:
+        """The chunks retrieved for ``query`` in ``request``'s scope (a weak one may give its place to the subsection
+        of a source's section whose heading names the question, and a cut section reads on:
         :mod:`cairn.answers.sections`) that fit the context budget (``CONTEXT_TOKEN_BUDGET`` tokens; lowest-scored
-        dropped first), numbered 1..n in rank order (a subsection right after its source); and the verdict. [] → not
-        found: nothing passed the cosine floor, or what did does not answer the question
-        (:mod:`cairn.answers.answerability`). The closest passages of a question whose evidence is weak are sources
-        too. Withheld notes never become sources; the view's tally receives those the retrieval touched."""
+        dropped first), numbered 1..n in rank order (a subsection right after its source); and the evidence judged
+        on the retrieved hits. Withheld notes never become sources; the view's tally receives those the retrieval
+        touched."""
         hits = self._retrieved(query, request, view)
-        verdict = self.answerability.judge(query, hits, view)
-        if verdict == "refuse":
-            return [], verdict
+        if not hits:
+            return [], Evidence(0.0, 0, top=0.0, answer_cosine=0.0, answer_held=0.0)
+        evidence = self.answerability.evidence(query, hits, view)
         hits = self._with_subsections(query, request, view, hits)
         # Upper bounds first: a block's tokens are its header's plus its text's (WordPiece never joins across the
         # newline), and the text has at most the chunk's indexed token_count. When the bounds fit, every block
@@ -227,7 +246,11 @@ class AnswerService:
         else:
             tokens = [self._count_tokens(f"[{i}] {h.file_path} › {h.symbol}\n{h.text}") for i, h in enumerate(hits, 1)]
         kept = select_within_budget([h.score for h in hits], tokens, CONTEXT_TOKEN_BUDGET)
-        return [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)], verdict
+        sources = [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)]
+        if not read:
+            return sources, evidence
+        reading = self.extractive.read(query, sources)
+        return sources, dataclasses.replace(evidence, answer_cosine=reading.cosine, answer_held=reading.held)
 
     def _retrieved(self, query: Query, request: SearchRequest, view: CallerView) -> list[Hit]:
         ranked = self.search.ranked(query, view, request, per_note=self.search.PER_NOTE_ASK, purpose="ask")
@@ -247,7 +270,8 @@ class AnswerService:
         taken = {h.chunk_id for h in hits}
         more = [h for h in ranked.hits if h.chunk_id not in taken]
         closeness = functools.partial(self._closeness, query)
-        return with_subsections(hits, more, closeness, top_k=request.top_k, per_note=self.search.PER_NOTE_ASK)
+        hits = with_subsections(hits, more, closeness, top_k=request.top_k, per_note=self.search.PER_NOTE_ASK)
+        return with_continuations(hits, more, top_k=request.top_k)
 
     def _closeness(self, query: Query, texts: Sequence[str]) -> list[float]:
         """Each text's cosine similarity to the question (vectors from the embedding cache when it holds them)."""
