@@ -28,6 +28,20 @@ from typing import IO
 MODEL_NAME = "smollm2-135m-instruct"
 #: SmolLM2's context window; llama.cpp's server would otherwise give it 2,048 tokens, less than Cairn's prompt.
 N_CTX = 8192
+#: ``python -m llama_cpp.server`` with the model's extra buffer types off (weights in plain CPU buffers): on a CPU
+#: with AMX, llama.cpp's AMX buffers crash the server (SIGSEGV) at the first batch of more than one token. SmolLM2's
+#: Q4_1 weights have no repacked form, so elsewhere nothing is lost.
+SERVER_MAIN = """
+import runpy
+import llama_cpp.llama_cpp as lib
+_defaults = lib.llama_model_default_params
+def _plain_buffers():
+    params = _defaults()
+    params.use_extra_bufts = False
+    return params
+lib.llama_model_default_params = _plain_buffers
+runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+"""
 
 
 def smollm2_gguf() -> Path | None:
@@ -61,16 +75,17 @@ def free_port() -> int:
 
 
 def start_model_server(
-    port: int, log: IO[bytes] | int | None = None, *, python: str = sys.executable
+    port: int, log: IO[bytes] | int | None = None, *, python: str = sys.executable, threads: int | None = None
 ) -> subprocess.Popen:
-    """``python -m llama_cpp.server`` with SmolLM2 on 127.0.0.1:``port`` (its log, uvicorn's access lines included,
-    to ``log``). Raises RuntimeError when the model is not installed."""
+    """llama.cpp's server (:data:`SERVER_MAIN`) with SmolLM2 on 127.0.0.1:``port`` (its log, uvicorn's access lines
+    included, to ``log``; ``threads``: its CPU threads, default all). Raises RuntimeError when the model is not
+    installed."""
     gguf = smollm2_gguf()
     if gguf is None:
         raise RuntimeError(model_server_missing() or "SmolLM2 not found")
-    args = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL_NAME]
+    args = [sys.executable, "-c", SERVER_MAIN, "--model", str(gguf), "--model_alias", MODEL_NAME]
     args += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(N_CTX)]
-    args += ["--n_threads", str(max(1, os.cpu_count() or 1))]
+    args += ["--n_threads", str(threads or max(1, os.cpu_count() or 1))]
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT if log is not None else None)
 
 
