@@ -13,15 +13,16 @@ by two measures against those passages:
 
 - ``cosine``: the cosine similarity of the sentence (markdown and citations removed) to the passages' closest
   sentence (their sentence vectors as the index holds them, :func:`cairn.embedding.embedding_texts`);
-- ``share``: the share of its content words found around each cited passage's closest sentence: in it, the
-  sentences just before and after it, and the passage's title and heading path (words compared by a 5-letter prefix,
+- ``share``: the share of its content words found in each cited passage's closest sentence (with :data:`SPAN`
+  sentences on each side of it) and the passage's title and heading path (words compared by a 5-letter prefix,
   case-folded; numbers as written). Words scattered over the whole passage do not count: a sentence stitched from
   several of its sentences into a claim none of them makes is not supported.
 
-It is supported when ``cosine + SHARE_WEIGHT × share >= MIN_SCORE``: a short list item ("2 cloves of garlic") has a
-low cosine to a long sentence but all of its words, a paraphrase fewer words but a high cosine. Both constants are
-set by k-fold cross-validation on a labelled set of sentences, SmolLM2's real answers among them
-(tests/bench/grounding_labels.jsonl, tests/bench/calibrate_grounding.py; figures in docs/grounding.md).
+It is supported when ``(cosine + SHARE_WEIGHT × share) / (1 + SHARE_WEIGHT) >= MIN_SCORE``. The constants are set by
+k-fold cross-validation on a labelled set of sentences, SmolLM2's real answers among them
+(tests/bench/grounding_labels.jsonl, tests/bench/calibrate_grounding.py; figures in docs/grounding.md): the share in
+the closest sentence alone decides (about 0.72 of its content words or more), the cosine choosing that sentence and
+breaking near-ties; the cosine as a measure of its own did worse on held-out sentences.
 
 A sentence that cites nothing is never supported: ``grounded`` means every sentence is supported *and* cited. Its
 measures are still taken, against the passage closest to it (they are what a labelled uncited sentence is
@@ -45,10 +46,13 @@ from cairn.passages import clean_markdown_line
 from cairn.prompt import CITATION
 from cairn.ranking import STOPWORDS
 
-#: A sentence's score is its cosine plus SHARE_WEIGHT × its share; it is supported from MIN_SCORE up (module
-#: docstring; both set by cross-validation, docs/grounding.md).
-SHARE_WEIGHT = 0.75
-MIN_SCORE = 1.35
+#: A sentence's score is (cosine + SHARE_WEIGHT × share) / (1 + SHARE_WEIGHT); it is supported from MIN_SCORE up
+#: (module docstring; both set by cross-validation, docs/grounding.md).
+SHARE_WEIGHT = 16.0
+MIN_SCORE = 0.725
+#: The sentences on each side of a passage's closest sentence whose words count for the share (``None``: the whole
+#: passage); set by the same cross-validation.
+SPAN = 0
 #: Most content words of a lead-in (a sentence ending in ``:`` that introduces what follows).
 LEAD_IN_WORDS = 3
 
@@ -193,11 +197,17 @@ class SentenceCheck:
     embedding cache (the index made them), so a check embeds only the answer's sentences. Thread-safe."""
 
     def __init__(
-        self, vectors: VectorCache, *, share_weight: float = SHARE_WEIGHT, min_score: float = MIN_SCORE
+        self,
+        vectors: VectorCache,
+        *,
+        share_weight: float = SHARE_WEIGHT,
+        min_score: float = MIN_SCORE,
+        span: int | None = SPAN,
     ) -> None:
         self.vectors = vectors
         self.share_weight = share_weight
         self.min_score = min_score
+        self.span = span
 
     def check(self, text: str, passages: Mapping[int, Passage]) -> Grounding:
         """Each sentence of ``text`` judged against the passages it cites (``passages``: ``{n: passage}``, those the
@@ -215,14 +225,15 @@ class SentenceCheck:
 
     def supports(self, cosine: float, share: float, cites: Sequence[int], passages: Mapping[int, Passage]) -> bool:
         """A sentence with these measures is supported: it cites a passage given, and its score is high enough."""
-        return any(n in passages for n in cites) and cosine + self.share_weight * share >= self.min_score
+        score = (cosine + self.share_weight * share) / (1 + self.share_weight)
+        return any(n in passages for n in cites) and score >= self.min_score
 
     def measure(
         self, sentences: Sequence[AnswerSentence], passages: Mapping[int, Passage]
     ) -> list[tuple[list[str], float, float]]:
         """(content words, cosine, share) of each sentence, against the passages it cites: the cosine to their
         closest sentence, and the share of its content words found around each cited passage's closest sentence
-        (:func:`_window`). A sentence citing none of them is measured against the passage closest to it."""
+        (:meth:`_window`). A sentence citing none of them is measured against the passage closest to it."""
         words = [stated_words(s.text) for s in sentences]
         claims = [i for i, w in enumerate(words) if w]
         out: list[tuple[list[str], float, float]] = [(w, 0.0, 0.0) for w in words]
@@ -235,9 +246,16 @@ class SentenceCheck:
             closest = {n: _closest(inner[n][1] @ own[row]) for n in cited or passages}
             if not cited:  # measured as if it cited the passage closest to it
                 cited = [max(closest, key=lambda n: closest[n][0])]
-            windows = [_window(passages[n], inner[n][0], closest[n][1]) for n in cited]
+            windows = [self._window(passages[n], inner[n][0], closest[n][1]) for n in cited]
             out[i] = (words[i], max(closest[n][0] for n in cited), word_share(words[i], " ".join(windows)))
         return out
+
+    def _window(self, passage: Passage, sentences: Sequence[str], at: int) -> str:
+        """The text around a passage's sentence ``at``: its title, heading path, the sentence and :attr:`span`
+        sentences on each side of it (the whole passage when ``span`` is ``None``)."""
+        if self.span is None:
+            return f"{passage.title} {passage.symbol} {passage.text}"
+        return " ".join([passage.title, passage.symbol, *sentences[max(0, at - self.span) : at + self.span + 1]])
 
     def _sentence_vectors(self, passage: Passage) -> tuple[list[str], np.ndarray]:
         """The passage's sentences as the index embeds them (its title when it has none), and their vectors."""
@@ -249,11 +267,6 @@ def _closest(cosines: np.ndarray) -> tuple[float, int]:
     """(the highest cosine, its index)."""
     at = int(np.argmax(cosines))
     return float(cosines[at]), at
-
-
-def _window(passage: Passage, sentences: Sequence[str], at: int) -> str:
-    """The text around a passage's sentence ``at``: its title, heading path, the sentence and its two neighbours."""
-    return " ".join([passage.title, passage.symbol, *sentences[max(0, at - 1) : at + 2]])
 
 
 def _plain(sentence: str) -> str:
