@@ -8,7 +8,8 @@ allow for an LLM) so the stream can be held part-way and its incremental renderi
 - a question about tomatoes streams a few words, holds until the test releases it, then finishes;
 - a question about garlic gets HTTP 500, so the daemon answers from passages (``grounded: false``);
 - a question about sourdough streams a few words, then holds until the client goes away (Stop);
-- the follow-up after the garlic question gets a short answer about storing garlic at once.
+- the follow-up after the garlic question gets a short answer about storing garlic at once;
+- a question about pickling gets a sentence the cited note says and one it does not (marked ⚠).
 
 The harness page's origin (``http://127.0.0.1:<port>``) is added to the daemon's ``cors_origins`` in
 this test's config.toml only; in Obsidian the plugin runs at ``app://obsidian.md``, the default.
@@ -68,6 +69,10 @@ SOURDOUGH_QUESTION = "How do I feed my sourdough starter?"
 #: Only meaningful after GARLIC_QUESTION: alone it is not found in the sample vault.
 FOLLOW_UP_QUESTION = "And how do I store them after lifting?"
 OFF_CORPUS_QUESTION = "What is the capital of France?"
+#: Answered with one sentence the Pickled cucumbers note says and one it does not: the second is marked.
+PICKLE_QUESTION = "How do I pickle cucumbers?"
+PICKLE_SUPPORTED = "Bring the brine to the boil and pour it over the cucumbers packed with dill heads [1]."
+PICKLE_MADE_UP = "Leave the jars on a sunny windowsill for a week before eating [1]."
 #: The Pests note says how to keep slugs off, nothing about lettuce: weak evidence, answered with the closest passages.
 WEAK_QUESTION = "How do I stop slugs eating my lettuce?"
 #: Answered on page 3 of the PDF added to the vault copy; the stub model refuses it (HTTP 500), so the daemon
@@ -111,7 +116,7 @@ class StubModel:
         " truss",
         " has",
         " set",
-        " [4]",
+        " [CARE]",  # the number of the Tomatoes › Care passage in the prompt (the one that says it)
         ".",
     ]
 
@@ -148,6 +153,7 @@ class StubModel:
         self._runner = None
         self.questions: list[str] = []
         self.messages: list[list[dict]] = []  # each request's chat messages
+        self.care_n = 0  # the tomato answer's second citation: the Tomatoes › Care passage's number in its prompt
 
     def start(self) -> StubModel:
         self.thread.start()
@@ -196,6 +202,11 @@ class StubModel:
             return web.json_response({"error": {"message": "model exploded"}}, status=500)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
+        if question == PICKLE_QUESTION:
+            for piece in (PICKLE_SUPPORTED, " ", PICKLE_MADE_UP):
+                await resp.write(self._chunk(piece))
+            await resp.write(b"data: [DONE]\n\n")
+            return resp
         if question == FOLLOW_UP_QUESTION:
             for piece in self.STORE:
                 await resp.write(self._chunk(piece))
@@ -209,8 +220,10 @@ class StubModel:
                 await asyncio.Event().wait()  # until the client leaves (Stop) and the daemon cancels us
             await self._release.wait()
             self._release.clear()
+            care = re.search(r"^\[(\d+)\] Garden/Tomatoes\.md › Tomatoes › Care$", user, re.M)
+            self.care_n = int(care.group(1)) if care else 0
             for piece in self.REST:
-                await resp.write(self._chunk(piece))
+                await resp.write(self._chunk(piece.replace("CARE", str(self.care_n))))
             await resp.write(b"data: [DONE]\n\n")
         except asyncio.CancelledError:
             self.cancelled.set()
@@ -384,9 +397,11 @@ def test_an_answer_streams_in_with_clickable_citations_and_the_sources_list(side
     assert first.startswith("[1]") and "Garden/Tomatoes.md › " in first, first
     # Each source says how relevant it is in words, never the raw fused score.
     assert RELEVANCE_WORDS.search(first) and "score" not in sidebar.locator(".cairn-sources").inner_text(), first
-    # The sources the answer cites ([1], [4]) come first; the others it was given are listed under "Also retrieved".
+    # The sources the answer cites ([1] and Tomatoes › Care) come first; the others it was given are listed under
+    # "Also retrieved".
     lists = sidebar.locator(".cairn-sources ol")
-    assert [n.split("]")[0] + "]" for n in lists.first.locator(".cairn-source").all_inner_texts()] == ["[1]", "[4]"]
+    cited = [n.split("]")[0] + "]" for n in lists.first.locator(".cairn-source").all_inner_texts()]
+    assert stub_model.care_n > 1 and cited == ["[1]", f"[{stub_model.care_n}]"], cited
     titles = sidebar.locator(".cairn-sources .cairn-section-title").all_inner_texts()
     assert [t.lower() for t in titles] == (["sources", "also retrieved"] if sources.count() > 2 else ["sources"])
     # The model's answer: no "built from passages" banner.
@@ -418,6 +433,23 @@ def test_an_answer_built_from_passages_shows_the_banner(sidebar):
     # The daemon's own "Sources:" footer is not repeated above the linked list.
     assert "Sources:" not in sidebar.locator(".cairn-answer").inner_text()
     shoot(sidebar, "plugin-passages.png")
+
+
+def test_a_model_sentence_its_cited_note_does_not_say_is_marked_and_the_banner_says_so(sidebar, stub_model):
+    ask(sidebar, PICKLE_QUESTION)
+    banner = sidebar.locator(".cairn-banner-unsupported")
+    banner.wait_for(state="visible", timeout=WAIT_MS)
+    assert "Not all of this answer is in your notes" in banner.inner_text()
+    assert "One sentence, marked ⚠, is not backed by a passage it cites" in banner.inner_text()
+    answer = sidebar.locator(".cairn-answer")
+    marks = answer.locator(".cairn-unsupported")
+    assert marks.count() == 1 and marks.first.inner_text() == "⚠"
+    assert "[1]" in (marks.first.get_attribute("title") or "")
+    text = answer.inner_text()
+    # the mark follows the made-up sentence, not the one the note says
+    assert text.index(PICKLE_SUPPORTED) < text.index(PICKLE_MADE_UP) < text.index("⚠"), text
+    assert "Kitchen/Pickled cucumbers.md" in sidebar.locator(".cairn-sources").inner_text()
+    shoot(sidebar, "plugin-unsupported.png")
 
 
 def test_an_off_corpus_question_shows_the_not_found_state(sidebar, stub_model):
