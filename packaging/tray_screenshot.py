@@ -1,12 +1,15 @@
-"""Screenshot of the tray icon with its menu open (``docs/tray.png``), taken on a private Xvfb display.
+"""Screenshot of the tray icon with its menu open (``docs/tray.png``), or with its tooltip (``--hover``), taken on a
+private Xvfb display.
 
 Runs the real ``cairn serve`` on the sample vault with the backend Cairn chooses (``--backend`` forces
 one): with PyGObject and GTK 3 the GTK backend (a D-Bus session is started here with ``dbus-daemon
---session``, as a desktop has), else the ``xorg`` one (the icon and tooltip, no menu). Docks its icon
-in the minimal tray manager of ``tests/tray_harness.py``, right-clicks it (XTEST) and grabs the screen
-with Pillow. Prints what it did as JSON, with the log line naming the backend.
+--session``, as a desktop has), else the ``xorg`` one (the icon and tooltip, no menu). ``--cairn`` runs another
+installed ``cairn``, e.g. one in a venv made with ``--system-site-packages`` (the README's way to the menu). Docks
+its icon in the minimal tray manager of ``tests/tray_harness.py``, right-clicks it or rests the pointer on it
+(XTEST) and grabs the screen with Pillow. Prints what it did as JSON, with the log line naming the backend.
 
-    .venv/bin/python packaging/tray_screenshot.py [--out docs/tray.png] [--backend auto|gtk|xorg]
+    .venv/bin/python packaging/tray_screenshot.py [--out docs/tray.png] [--backend auto|gtk|xorg] [--hover]
+        [--cairn PATH]
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ def parse_args() -> argparse.Namespace:
         default="auto",
         help="pystray backend (PYSTRAY_BACKEND); auto: the one Cairn chooses, named in its log",
     )
+    parser.add_argument("--hover", action="store_true", help="rest the pointer on the icon (its tooltip), no click")
+    default = Path(sys.executable).parent / "cairn"
+    parser.add_argument("--cairn", type=Path, default=default, help=f"the cairn to run (default {default})")
     return parser.parse_args()
 
 
@@ -97,15 +103,19 @@ def start_bus(env: dict[str, str]) -> int | None:
     return int(out[1])
 
 
-def shoot(host, display: str, out: Path) -> tuple[int, int]:
-    """Right-click the newest docked icon (XTEST), grab the screen down to what is drawn, save it to ``out``."""
+def shoot(host, display: str, out: Path, hover: bool = False) -> tuple[int, int]:
+    """Right-click the newest docked icon (XTEST), or rest the pointer on it (``hover``), grab the screen down to
+    what is drawn, save it to ``out``."""
     from PIL import ImageGrab
 
     with host.cond:
         host.cond.wait_for(lambda: host.current, 60)
     time.sleep(3)  # the tray's status poll (2 s) shows the note count
     wid = next(w for w in reversed(host.docked) if w in host.current)  # AppIndicator may replace its window
-    host.click(wid, button=3)
+    if hover:
+        host.hover(wid)
+    else:
+        host.click(wid, button=3)
     time.sleep(1.5)
     shot = ImageGrab.grab(xdisplay=display)
     bbox = shot.convert("L").point(lambda v: 255 if v > 0 else 0).getbbox()  # drop the empty black screen
@@ -128,14 +138,14 @@ def main() -> int:
         host = TrayHost(display)
         env = serve_env(home, display, args.backend)
         bus_pid = start_bus(env)
-        cmd = [str(Path(sys.executable).parent / "cairn"), "serve", "--vault", str(args.vault), "--port", "0"]
+        cmd = [str(args.cairn), "serve", "--vault", str(args.vault), "--port", "0"]
         log = home / "serve.log"
         with open(log, "wb") as err:
             serve = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
-        wait("the index", lambda: "index up to date" in log.read_text(errors="replace"))
+        wait("the index", lambda: "vectors complete" in log.read_text(errors="replace"))
         line = next((ln for ln in log.read_text(errors="replace").splitlines() if "tray icon" in ln), "")
         backend = line.split("pystray's ", 1)[-1].split(" ", 1)[0] if "pystray's " in line else "none"
-        size = shoot(host, display, args.out)
+        size = shoot(host, display, args.out, args.hover)
         started = time.monotonic()
         serve.send_signal(signal.SIGINT)  # Ctrl-C: the GTK backend resets SIGINT; cairn puts its handler back
         code = serve.wait(timeout=15)

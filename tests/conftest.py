@@ -28,6 +28,9 @@ SLOW_FIXTURES = {"help_cairn"}  # indexes the whole obsidian-help vault with the
 SHARED_FIXTURES = {"help_cairn": ("vaults/obsidian-help",)}
 #: Set by CI (``.ci/run``), where ``../shared`` is always there: missing shared data fails instead of skipping.
 REQUIRE_SHARED = os.environ.get("CAIRN_REQUIRE_SHARED", "") not in ("", "0")
+#: Set by CI (``.ci/run``), whose ``make test`` installs the model server (``[llm]``): a test that needs it fails
+#: instead of skipping when it is missing (``make check`` does not install it, and those tests skip there).
+REQUIRE_MODEL_SERVER = os.environ.get("CAIRN_REQUIRE_MODEL_SERVER", "") not in ("", "0")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -91,6 +94,14 @@ def _isolated_folders(tmp_path_factory):
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def cairn_wheel(tmp_path_factory) -> Path:
+    """The wheel ``make wheel`` builds, built once per session (tests/built_wheel.py) → its path."""
+    from built_wheel import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 @pytest.fixture(scope="session")

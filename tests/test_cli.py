@@ -329,15 +329,23 @@ def test_output_into_a_closed_pipe_is_not_an_error(tmp_path):
 
 def test_token_is_stable_and_rotate_changes_it(tmp_path):
     home = tmp_path / "home"
-    first = run_cairn(home, "token")
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    first = run_cairn(home, "token", "--vault", str(vault))
     assert re.fullmatch(r"[A-Za-z0-9_-]{20,}\n", first.stdout), first.stdout
     token = first.stdout.strip()
     assert token not in first.stderr  # never logged
-    assert run_cairn(home, "token").stdout.strip() == token
-    rotated = run_cairn(home, "token", "--rotate").stdout.strip()
+    assert run_cairn(home, "token", "--vault", str(vault)).stdout.strip() == token
+    rotated = run_cairn(home, "token", "--vault", str(vault), "--rotate").stdout.strip()
     assert re.fullmatch(r"[A-Za-z0-9_-]{20,}", rotated)
     assert rotated != token
-    assert run_cairn(home, "token").stdout.strip() == rotated
+    assert run_cairn(home, "token", "--vault", str(vault)).stdout.strip() == rotated
+
+
+def test_token_without_a_vault_says_each_vault_has_its_own(tmp_path):
+    proc = run_cairn(tmp_path / "home", "token", check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "Each vault has its own API token: pass --vault PATH" in proc.stderr and "plugin install" in proc.stderr
 
 
 # -- exit codes and streams -------------------------------------------------------------
@@ -377,7 +385,8 @@ def test_a_corrupt_index_exits_1_with_an_error_saying_what_to_do(tmp_path, vault
     [
         (),
         ("frobnicate",),
-        ("search",),
+        ("ask",),
+        ("search", "two", "queries"),  # no QUERY is the recent notes; two are a usage error
         ("ask", "--json"),
         ("search", "x", "--top-k", "many"),
         ("search", "x", "--top-k", "0"),

@@ -73,17 +73,18 @@ NO_KEYRING = {"CAIRN_KEYRING": "auto", "PYTHON_KEYRING_BACKEND": "keyring.backen
 
 
 def test_the_keyring_warning_is_shown_once_not_on_every_call(tmp_path):
-    first = run_cairn(tmp_path, "token", env=NO_KEYRING)
+    vault = {"CAIRN_VAULT": str(tmp_path)}
+    first = run_cairn(tmp_path, "token", env={**NO_KEYRING, **vault})
     assert "not in the OS keyring" in first.stderr and "Install a keyring backend" in first.stderr
     for _ in range(2):
-        again = run_cairn(tmp_path, "token", env=NO_KEYRING)
+        again = run_cairn(tmp_path, "token", env={**NO_KEYRING, **vault})
         assert again.stdout == first.stdout and again.stderr == ""
 
 
 def test_with_keyring_file_chosen_nothing_asks_to_install_a_keyring(tmp_path):
-    proc = run_cairn(tmp_path, "token", env={"CAIRN_KEYRING": "file"})
+    proc = run_cairn(tmp_path, "token", env={"CAIRN_KEYRING": "file", "CAIRN_VAULT": str(tmp_path)})
     assert proc.stderr == ""
-    proc = run_cairn(tmp_path, "--debug", "token", env={"CAIRN_KEYRING": "file"})
+    proc = run_cairn(tmp_path, "--debug", "token", env={"CAIRN_KEYRING": "file", "CAIRN_VAULT": str(tmp_path)})
     assert 'as keyring = "file" asks' in proc.stderr and "Install" not in proc.stderr
 
 

@@ -92,7 +92,9 @@ def serve_with_few_descriptors(home: Path) -> Iterator[Served]:
         run = lambda *args: subprocess.run(  # noqa: E731
             [cairn_executable(), *args], env=env, capture_output=True, text=True, timeout=60, check=True
         ).stdout.strip()
-        yield Served(proc, home, env, info["port"], urlsplit(info["mcpUrl"]).port or 0, run("token"))
+        yield Served(
+            proc, home, env, info["port"], urlsplit(info["mcpUrl"]).port or 0, run("token", "--vault", str(VAULT))
+        )
     finally:
         if proc.poll() is None:
             proc.kill()

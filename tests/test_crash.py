@@ -129,9 +129,14 @@ def get_json(url: str, path: str, token: str) -> dict:
     return request_json("GET", url, path, token)
 
 
-def token_for(home: Path) -> str:
+def token_for(home: Path, vault: Path) -> str:
     return subprocess.run(
-        [cairn_executable(), "token"], env=cairn_env(home), capture_output=True, text=True, timeout=60, check=True
+        [cairn_executable(), "token", "--vault", str(vault)],
+        env=cairn_env(home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     ).stdout.strip()
 
 
@@ -271,7 +276,7 @@ def test_kill_9_at_random_points_during_indexing_never_leaves_a_damaged_index(sm
             print(f"{cycles} cycles, {time.monotonic() - started:.0f} s, {len(orphans)} orphans", flush=True)
     per_cycle_s = (time.monotonic() - started) / max(1, cycles)
     with serving(home, small_vault) as (proc, url):
-        stats = wait_indexed(url, token_for(home), proc)
+        stats = wait_indexed(url, token_for(home, small_vault), proc)
         assert stats["recovered"] is None
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 0
@@ -357,7 +362,7 @@ def test_a_damaged_database_is_moved_aside_rebuilt_and_reported(small_vault, tmp
         fh.write(os.urandom(8192))
     damaged = db.read_bytes()
     with serving(home, small_vault) as (proc, url):
-        stats = wait_indexed(url, token_for(home), proc, notes=notes)
+        stats = wait_indexed(url, token_for(home, small_vault), proc, notes=notes)
         rec = stats["recovered"]
         assert rec and rec["reason"] and isinstance(rec["at"], (int, float))
         moved = Path(rec["movedTo"])
@@ -420,7 +425,7 @@ def test_an_index_file_deleted_while_serving_is_refused_then_rebuilt_at_restart(
     vault = tiny_vault(tmp_path / "vault", "quillwort")
     db = db_file(home, vault)
     with serving(home, vault) as (proc, url):
-        token = token_for(home)
+        token = token_for(home, vault)
         wait_indexed(url, token, proc, notes=3)
         db.unlink()
         (vault / "Added later.md").write_text("The lighthouse keeper's log.\n", encoding="utf-8")
@@ -446,7 +451,7 @@ def test_an_index_file_replaced_by_another_vaults_is_never_served(tmp_path, embe
     other.close()
     db = db_file(home, vault)
     with serving(home, vault) as (proc, url):
-        token = token_for(home)
+        token = token_for(home, vault)
         wait_indexed(url, token, proc, notes=3)
         shutil.copyfile(other_db, tmp_path / "copy.sqlite3")
         os.replace(tmp_path / "copy.sqlite3", db)  # e.g. a backup of another vault's index restored here
@@ -473,7 +478,7 @@ def test_a_second_instance_is_refused_and_changes_made_while_stopped_are_picked_
     home = tmp_path / "home"
     home.mkdir()
     with serving(home, small_vault) as (proc, url):
-        token = token_for(home)
+        token = token_for(home, small_vault)
         wait_indexed(url, token, proc)
         second = subprocess.run(
             [cairn_executable(), "serve", "--vault", str(small_vault), "--port", "0", "--no-tray"],

@@ -136,7 +136,12 @@ def running_daemon(home: Path, vault: Path, extra_env: dict[str, str] | None = N
             "service.json", lambda: read_service(home, proc.pid), START_DEADLINE_S, proc=proc, log=stderr_file
         )
         token = subprocess.run(
-            [cairn_executable(), "token"], env=env, capture_output=True, text=True, timeout=60, check=True
+            [cairn_executable(), "token", "--vault", str(vault)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         ).stdout.strip()
         yield Daemon(proc, home, env, vault, info["url"], token)
     finally:

@@ -104,7 +104,7 @@ def test_an_index_made_with_the_previous_recipe_re_makes_its_vectors_once(fresh_
             "DELETE FROM embedding_cache WHERE content_hash = ?", [(whole_chunk_hash(t, h),) for t, h in pairs]
         )
     n_chunks = store.stats().chunks
-    with caplog.at_level(logging.INFO, logger="cairn.indexer"):
+    with caplog.at_level(logging.INFO, logger="cairn.index.vectors"):
         upgraded = Cairn(fresh_cairn.config, embedder=embedder)
         try:
             report = upgraded.indexing.index()

@@ -62,7 +62,6 @@ ROWS = [
     Row("ask", "garlic?", _top_k_message(51), top_k=51),
     Row("ask", LONG_TEXT, f"The question is {len(LONG_TEXT)} characters long; the limit is {LIMITS.text_chars}."),
     Row("search", LONG_TEXT, f"The query is {len(LONG_TEXT)} characters long; the limit is {LIMITS.text_chars}."),
-    Row("search", "", "The query is empty; expected some words to search for."),
     Row("ask", "   ", "The question is empty; expected some words to search for."),
     Row("ask", "garlic?", f"{len(TOO_MANY)} tags given; the limit is {LIMITS.scope_items}.", tags=TOO_MANY),
     Row("search", "garlic", f"{len(TOO_MANY)} tags given; the limit is {LIMITS.scope_items}.", tags=TOO_MANY),
@@ -161,6 +160,38 @@ def test_mcp_answers_the_rows_bad_request_with_its_message(row):
     assert result.is_error
     assert result.structured_content == {"error": {"code": "bad_request", "message": row.message}}
     assert calls == []
+
+
+def test_an_empty_or_absent_query_asks_every_edge_for_the_recent_notes():
+    """docs/design.md, "Contract" → Recent notes: no words is not an error but the recent-notes listing; each edge
+    hands the one search service the query ``""`` (an empty question is still refused: the rows above)."""
+
+    class Recording(RecordingQuery):
+        def search(self, q, *, top_k, tags, folders, **caller):  # MCP also passes the caller's withhold and tally
+            return super().search(q, top_k=top_k, tags=tags, folders=folders)
+
+    query = Recording()
+
+    async def http():
+        async with running(query) as client:
+            for params in ([], [("q", "")], [("q", "  ")]):
+                async with client.get("/search", params=params, headers=AUTH) as resp:
+                    assert resp.status == 200, await resp.text()
+
+    run(http())
+    policy = parse_policy(POLICY, "test-policy")
+    service = McpService(stand_in_services(query), policy=lambda: policy, audit=None, transport="stdio")
+    server = build_server(service, lambda ctx: ("agent", ("search_notes",)))
+
+    async def mcp():
+        async with Client(server) as client:
+            for args in ({}, {"query": ""}, {"query": " "}):
+                assert not (await client.call_tool("search_notes", args)).is_error
+
+    run(mcp())
+    assert [(kind, q) for kind, q, _, _ in query.calls] == [("search", "")] * 6
+    assert contract.SearchRequest.parse({"query": None}).recent
+    assert not contract.SearchRequest.parse({"query": "garlic"}).recent
 
 
 # -- CLI ---------------------------------------------------------------------------------------------
@@ -269,7 +300,7 @@ def test_an_mcp_call_with_bad_arguments_gets_the_contracts_message_and_reaches_n
             return [await client.call_tool(name, args) for name, args in calls]
 
     results = run(go())
-    signature = f"query: string, tags?: array, folder?: string, limit?: integer 1..{LIMITS.top_k_max}"
+    signature = f"query?: string, tags?: array, folder?: string, limit?: integer 1..{LIMITS.top_k_max}"
     assert [r.structured_content for r in results] == [
         {"error": {"code": "bad_request", "message": message}}
         for message in (

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from cairn.http import make_app, serve
-from cairn.watcher import VaultWatcher
+from cairn.index import VaultWatcher
 from conftest import services_of
 from test_http_api import AUTH, TOKEN, run
 
@@ -47,9 +47,13 @@ def test_a_deleted_and_a_renamed_note_stream_removed_events_and_an_edited_one_do
 
     async def scenario():
         watcher = VaultWatcher(
-            vault, apply_hints=cairn.indexing.index_paths, reconcile=cairn.indexing.index, ignore=cairn.config.ignore
+            vault,
+            apply_hints=cairn.indexing.save_lane.save,
+            reconcile=cairn.indexing.index,
+            hints=cairn.indexing.hints,
+            executor=cairn.indexing.save_lane.executor,
+            ignore=cairn.config.ignore,
         )
-        cairn.indexing.watcher = watcher
         app = make_app(services_of(cairn), token=TOKEN)
         await watcher.start()
         server = await serve(app, "127.0.0.1", 0)
@@ -75,7 +79,6 @@ def test_a_deleted_and_a_renamed_note_stream_removed_events_and_an_edited_one_do
         finally:
             await server.close()
             await watcher.stop()
-            cairn.indexing.watcher = None
 
     events = run(scenario())
     removed = [d for n, d in events if n == "removed"]

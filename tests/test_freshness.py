@@ -1,4 +1,4 @@
-"""Freshness of the daemon's watcher path (Indexing.index_paths) while a long vector phase runs, on the real model
+"""Freshness of the daemon's save lane (SaveLane.save) while a long vector phase runs, on the real model
 and a real SQLite file. The figures (keyword/dense freshness p95 under load) are in tests/bench/bench_freshness.py."""
 
 from __future__ import annotations
@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 from tests.conftest import make_config
 
-import cairn.indexing as indexing_module
+import cairn.index.lanes as lanes_module
 from cairn.app import Cairn
-from cairn.watcher import VaultWatcher
 
 
 @pytest.mark.slow  # a vector phase long enough to change a note during it
@@ -21,9 +20,8 @@ def test_a_change_waiting_during_a_long_vector_phase_is_applied_before_the_rest_
     cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
     try:
         cairn.indexing.index()
-        watcher = VaultWatcher(vault, apply_hints=cairn.indexing.index_paths, reconcile=cairn.indexing.index, ignore=())
-        cairn.indexing.watcher = watcher  # not started: the test hands hints over itself
-        monkeypatch.setattr(indexing_module, "WATCH_EMBED_BATCH", 4)
+        hints = cairn.indexing.hints  # no watcher follows them: the test hands hints over itself
+        monkeypatch.setattr(lanes_module, "WATCH_EMBED_BATCH", 4)
         paragraphs = [
             f"## Part {i}\n\n"
             + " ".join(f"Field note {i}.{j} records stone number {i * 10 + j} of the cairn." for j in range(8))
@@ -32,24 +30,24 @@ def test_a_change_waiting_during_a_long_vector_phase_is_applied_before_the_rest_
         (vault / "Big.md").write_text("# Big\n\n" + "\n\n".join(paragraphs) + "\n", encoding="utf-8")
 
         slices = []
-        real_embed_batch = cairn.indexer.embed_batch
+        real_embed_batch = cairn.vectors.embed_batch
 
         def embed_batch(*args, **kw):
             out = real_embed_batch(*args, **kw)
             slices.append(out)
             if len(slices) == 1:  # the user saves another note while Big.md's vectors are being computed
                 (vault / "New.md").write_text("# New\n\nThe quillwort grows by the lake.\n", encoding="utf-8")
-                watcher.add_hints(["New.md"])
+                hints.add(["New.md"])
             return out
 
-        monkeypatch.setattr(cairn.indexer, "embed_batch", embed_batch)
-        first = cairn.indexing.index_paths({"Big.md"})
+        monkeypatch.setattr(cairn.vectors, "embed_batch", embed_batch)
+        first = cairn.indexing.save_lane.save({"Big.md"})
         assert first.added == 1 and len(slices) == 1  # it gave way after one slice...
         left = cairn.store.count_pending()
         assert left > 0  # ...with Big.md's other vectors still to do
 
-        watcher.pause()  # drops the hint: this test applies it itself, as the watcher's next batch would
-        second = cairn.indexing.index_paths({"New.md"})
+        hints.pause()  # drops the hint: this test applies it itself, as the watcher's next batch would
+        second = cairn.indexing.save_lane.save({"New.md"})
         assert second.added == 1
         assert [h.file_path for h in cairn.query.search("quillwort lake", top_k=3).hits][:1] == ["New.md"]
         assert cairn.store.count_pending() == 0  # and the remaining vectors followed in that batch

@@ -331,7 +331,9 @@ def test_cairn_token_rotate_invalidates_the_old_token_at_once(tmp_path, monkeypa
     from cairn.secrets import TokenWatch, get_or_create_token, rotate_token
 
     monkeypatch.setenv("CAIRN_KEYRING", "file")
-    config = load_config({"config_dir": str(tmp_path / "config"), "data_dir": str(tmp_path / "data")}, env={})
+    config = load_config(
+        {"vault": str(tmp_path), "config_dir": str(tmp_path / "config"), "data_dir": str(tmp_path / "data")}, env={}
+    )
     old = get_or_create_token(config)
     watch = TokenWatch(config)
 
@@ -361,7 +363,9 @@ def test_an_events_stream_opened_with_the_old_token_gets_nothing_after_a_rotate(
     from cairn.secrets import TokenWatch, get_or_create_token, rotate_token
 
     monkeypatch.setenv("CAIRN_KEYRING", "file")
-    config = load_config({"config_dir": str(tmp_path / "config"), "data_dir": str(tmp_path / "data")}, env={})
+    config = load_config(
+        {"vault": str(tmp_path), "config_dir": str(tmp_path / "config"), "data_dir": str(tmp_path / "data")}, env={}
+    )
     old = get_or_create_token(config)
     bus = EventBus()
 

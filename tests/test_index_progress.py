@@ -194,12 +194,12 @@ def test_cairn_serve_logs_the_progress_of_its_first_index(tmp_path):
     home.mkdir()
     vault = write_vault(tmp_path / "vault")
     with serving(home, vault) as (proc, url):
-        wait_indexed(url, token_for(home), proc, notes=len(NOTES))
+        wait_indexed(url, token_for(home, vault), proc, notes=len(NOTES))
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 0
     log = (home / "serve.stderr").read_text()
-    assert re.search(rf"cairn\.indexing: reading notes: {len(NOTES)} / {len(NOTES)}, done in \d+ s", log), log
-    assert re.search(r"cairn\.indexing: embedding passages: ([\d,]+) / \1, done in", log), log
+    assert re.search(rf"cairn\.index\.lanes: reading notes: {len(NOTES)} / {len(NOTES)}, done in \d+ s", log), log
+    assert re.search(r"cairn\.index\.lanes: embedding passages: ([\d,]+) / \1, done in", log), log
 
 
 def cache_rows(db: Path) -> int:

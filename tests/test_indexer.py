@@ -1,4 +1,5 @@
-"""cairn.indexer on a small real vault in a temp folder, with the real model and a real SQLite file."""
+"""cairn.index (the notes' text, the vectors, the lanes) on a small real vault in a temp folder, with the real model
+and a real SQLite file."""
 
 from __future__ import annotations
 
@@ -258,7 +259,7 @@ def test_hints_for_ignored_missing_or_outside_paths_do_nothing(cairn, vault):
 
 def test_removed_paths_are_reported_for_a_delete_and_a_folder_move_but_not_an_edit(cairn, vault):
     removed: list[str] = []
-    cairn.indexer.on_removed = removed.append
+    cairn.writer.on_removed = removed.append
     cairn.indexing.index()
     assert removed == []
     (vault / "Flour.md").unlink()
@@ -277,7 +278,7 @@ def test_removed_paths_are_reported_for_a_delete_and_a_folder_move_but_not_an_ed
 def test_notes_written_in_small_batches_resolve_alias_links_to_notes_of_later_batches(tmp_path, embedder, monkeypatch):
     """Memory bound of the text phase: notes are parsed and written a batch at a time; a link to an alias
     defined by a note of a later batch still resolves once the run ends, as in one big batch."""
-    import cairn.text_phase as text_phase
+    import cairn.index.text_run as text_run
 
     root = tmp_path / "vault"
     root.mkdir()
@@ -290,7 +291,7 @@ def test_notes_written_in_small_batches_resolve_alias_links_to_notes_of_later_ba
     )
     results = {}
     for batch_notes in (3, 1000):
-        monkeypatch.setattr(text_phase, "BATCH_NOTES", batch_notes)
+        monkeypatch.setattr(text_run, "BATCH_NOTES", batch_notes)
         c = Cairn(make_config(root, tmp_path / f"data-{batch_notes}"), embedder=embedder)
         try:
             report = c.indexer.sync_text()
@@ -536,18 +537,18 @@ def test_an_index_made_by_another_note_parser_re_reads_every_note_once_and_embed
 
 
 def _count_walks(monkeypatch) -> list[int]:
-    import cairn.indexer as indexer_module
-    import cairn.link_targets as link_targets_module
+    import cairn.index.links as links_module
+    import cairn.index.writer as writer_module
 
     walks = [0]
-    real = indexer_module.list_all_files
+    real = writer_module.list_all_files
 
     def counting(*args, **kwargs):
         walks[0] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(indexer_module, "list_all_files", counting)
-    monkeypatch.setattr(link_targets_module, "list_all_files", counting)
+    monkeypatch.setattr(writer_module, "list_all_files", counting)
+    monkeypatch.setattr(links_module, "list_all_files", counting)
     return walks
 
 
@@ -643,7 +644,7 @@ def test_links_follow_an_attachment_that_arrives_later_and_a_note_that_becomes_u
     cairn.indexer.index_paths({"Sourdough.md"})
     assert cairn.store.links_of_note("Flour.md")[1].target_path is None  # the alias went with the note's text
     stored = {p: [link.target_path for link in cairn.store.links_of_note(p)] for p in indexed_paths(cairn)}
-    cairn.indexer.reresolve_links()  # what the whole vault says now
+    cairn.writer.reresolve_links()  # what the whole vault says now
     assert stored == {p: [link.target_path for link in cairn.store.links_of_note(p)] for p in indexed_paths(cairn)}
 
 

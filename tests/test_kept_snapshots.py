@@ -76,10 +76,10 @@ def test_chunks_whose_vectors_were_completed_since_the_kept_file_are_read_again(
     tier 1 is brought up to date, and the answers are those of a full load."""
     store = fresh_cairn.store
     fresh_cairn.indexer.sync_text()
-    while fresh_cairn.indexer.embed_batch(64, tier=1)[2]:
+    while fresh_cairn.vectors.embed_batch(64, tier=1)[2]:
         pass
     SearchService(store, embedder).vectors.current()  # kept at tier 1
-    fresh_cairn.indexer.embed_batch(3, tier=2)  # a few chunks completed: new vectors under the same ids
+    fresh_cairn.vectors.embed_batch(3, tier=2)  # a few chunks completed: new vectors under the same ids
     assert store.tier_counts()[2] >= 1
     with monkeypatch.context() as m:
         _no_full_load(m)
@@ -235,12 +235,12 @@ def test_vectors_refreshed_during_a_long_embedding_are_kept_for_the_next_start(f
 
     store = fresh_cairn.store
     fresh_cairn.indexer.sync_text()
-    fresh_cairn.indexer.embed_batch(8, tier=1)
+    fresh_cairn.vectors.embed_batch(8, tier=1)
     service = SearchService(store, embedder)
     service.vectors.current()  # a full load, kept: 8 chunks
     monkeypatch.setattr(Vectors, "INCREMENTAL_MAX", 10.0)  # every reload below refreshes, however much changed
     monkeypatch.setattr(Vectors, "KEEP_EVERY_S", 0.0)
-    while fresh_cairn.indexer.embed_batch(16, tier=1)[2]:
+    while fresh_cairn.vectors.embed_batch(16, tier=1)[2]:
         service.vectors.reload(wait=True)
     service.vectors.reload(wait=True)
     assert service.vectors.current().generation == store.vectors_generation()

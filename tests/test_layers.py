@@ -29,11 +29,11 @@ TABLE_END = "<!-- layer table: end -->"
 _ROW = re.compile(r"^\| `(?P<unit>[A-Za-z_][A-Za-z0-9_]*)/?` \| (?P<layer>[0-4]) \|")
 
 
-def _table_rows(text: str) -> list[str]:
+def _table_rows(text: str, start: str = TABLE_START, end: str = TABLE_END) -> list[str]:
     """The table lines between the two markers, header and separator left out."""
-    if TABLE_START not in text or TABLE_END not in text:
-        raise ValueError(f"{ARCHITECTURE}: the markers {TABLE_START!r} and {TABLE_END!r} are missing")
-    section = text.split(TABLE_START, 1)[1].split(TABLE_END, 1)[0]
+    if start not in text or end not in text:
+        raise ValueError(f"{ARCHITECTURE}: the markers {start!r} and {end!r} are missing")
+    section = text.split(start, 1)[1].split(end, 1)[0]
     lines = [ln for ln in section.splitlines() if ln.startswith("|")]
     return lines[2:]
 
@@ -144,7 +144,7 @@ IDS = [str(p.relative_to(PACKAGE)) for p in FILES]
 
 def test_the_package_has_the_modules_the_checks_are_about():
     units = {_unit(_dotted(p)) for p in FILES}
-    assert {"errors", "config", "store", "embedder", "indexer", "search", "http", "app", "cli"} <= units
+    assert {"errors", "config", "store", "embedder", "index", "search", "http", "app", "cli"} <= units
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
@@ -213,7 +213,7 @@ def test_nothing_imports_the_composition_root_except_main_and_cli(path):
 
 
 #: Packages whose modules are private to them: outside, only the names their ``__init__`` exports are imported.
-SEALED = {"search"}
+SEALED = {"search", "index"}
 
 
 @pytest.mark.parametrize("path", FILES, ids=IDS)
@@ -301,3 +301,43 @@ def test_the_checker_sees_imports_inside_functions_type_checking_blocks_and_rela
         assert _prints_to_stdout(path) == ["line 9: print() to stdout"]
     finally:
         PACKAGE = saved
+
+
+#: The floors of the modules of ``index/`` (docs/architecture.md, "The flow of a save"): inside the package a
+#: module imports only modules on a lower floor, so nothing there calls back up and no two of them import each other.
+INDEX_START = "<!-- index floors: start -->"
+INDEX_END = "<!-- index floors: end -->"
+INDEX = PACKAGE / "index"
+
+
+def read_index_floors(text: str) -> dict[str, int]:
+    """``{module: floor}`` from the index floors table of docs/architecture.md."""
+    floors: dict[str, int] = {}
+    for line in _table_rows(text, INDEX_START, INDEX_END):
+        m = re.match(r"^\| `(?P<unit>[a-z_]+)` \| (?P<floor>\d+) \|", line)
+        if m is None or m["unit"] in floors:
+            raise ValueError(f"{ARCHITECTURE}: not an index floors row, or a repeated one: {line!r}")
+        floors[m["unit"]] = int(m["floor"])
+    return floors
+
+
+INDEX_FLOORS = read_index_floors(ARCHITECTURE.read_text(encoding="utf-8"))
+INDEX_FILES = sorted(p for p in INDEX.glob("*.py") if p.name != "__init__.py")
+
+
+def test_every_module_of_the_index_package_has_a_floor_and_every_floor_a_module():
+    assert {p.stem for p in INDEX_FILES} == set(INDEX_FLOORS), f"the index floors table of {ARCHITECTURE} is stale"
+
+
+@pytest.mark.parametrize("path", INDEX_FILES, ids=[p.name for p in INDEX_FILES])
+def test_inside_the_index_package_a_module_imports_only_lower_floors(path):
+    me = INDEX_FLOORS[path.stem]
+    bad = [
+        f"line {i.line}: imports {i.module} (floor {INDEX_FLOORS.get(i.module.split('.')[2])}) from floor {me}"
+        if i.module.count(".") >= 2
+        else f"line {i.line}: imports the package's face {i.module}"
+        for i in _imports(path)
+        if i.module.split(".")[:2] == ["cairn", "index"]
+        and (i.module.count(".") < 2 or INDEX_FLOORS.get(i.module.split(".")[2], me) >= me)
+    ]
+    assert not bad, f"{path.relative_to(PACKAGE)}:\n" + "\n".join(bad)

@@ -88,6 +88,6 @@ def test_a_note_saved_while_the_note_map_lags_is_found_by_its_new_words(fresh_ca
     monkeypatch.setattr(NotesSnapshot, "SLOW_READ_S", 0.0)  # every read counts as slow…
     monkeypatch.setattr(NotesSnapshot, "LAG_FACTOR", 1e9)  # …and is never due again in this test
     (vault_copy / "Saved now.md").write_text("# Saved now\n\nThe zqlagmarker went into this note.\n", encoding="utf-8")
-    fresh_cairn.indexing.index_paths({"Saved now.md"})
+    fresh_cairn.indexing.save_lane.save({"Saved now.md"})
     assert search_paths(fresh_cairn, "zqlagmarker")[:1] == ["Saved now.md"]
     assert "Saved now.md" not in set(fresh_cairn.query.note_maps.get().paths.values())  # the map did lag

@@ -22,7 +22,7 @@ from tests.test_cli import run_cairn
 
 from cairn.answers import AnswerService, sources_text
 from cairn.app import Cairn, build_services
-from cairn.watcher import VaultWatcher, lower_thread_priority
+from cairn.index import VaultWatcher
 
 pytestmark = pytest.mark.slow  # PDFs written, read by the worker process and embedded
 
@@ -250,10 +250,15 @@ def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf
 
     async def scenario():
         watcher = VaultWatcher(
-            vault, apply_hints=cairn.indexing.index_paths, reconcile=cairn.indexing.index, ignore=cairn.config.ignore
+            vault,
+            apply_hints=cairn.indexing.save_lane.save,
+            reconcile=cairn.indexing.index,
+            hints=cairn.indexing.hints,
+            executor=cairn.indexing.save_lane.executor,
+            ignore=cairn.config.ignore,
         )
-        cairn.indexing.watcher = watcher
-        queue = cairn.indexing.start_pdf_queue(watcher, thread_init=lower_thread_priority)
+        queue = cairn.indexing.pdf_lane
+        queue.start()
         sub = cairn.events.subscribe()  # what /events streams to the plugin's status line
         await watcher.start()
         try:
@@ -438,7 +443,7 @@ def test_a_pdf_added_after_the_personal_note_that_embeds_it_is_withheld(pdf_vaul
         shutil.move(kept, pdf_vault / "Scans.pdf.tmp")
         (pdf_vault / "Scans").mkdir()
         shutil.move(pdf_vault / "Scans.pdf.tmp", pdf_vault / "Scans" / "Lab results.pdf")
-        cairn.indexing.index_paths({"Scans/Lab results.pdf"})
+        cairn.indexing.save_lane.save({"Scans/Lab results.pdf"})
         withhold = Withhold.of(tags=["personal"])
         assert cairn.query.search(CHOLESTEROL_QUESTION).hits[0].file_path == "Scans/Lab results.pdf"
         assert all(
@@ -448,7 +453,7 @@ def test_a_pdf_added_after_the_personal_note_that_embeds_it_is_withheld(pdf_vaul
         # Moved to another folder: the basename link follows it, and so does the withholding.
         (pdf_vault / "Moved").mkdir()
         shutil.move(pdf_vault / "Scans" / "Lab results.pdf", pdf_vault / "Moved" / "Lab results.pdf")
-        cairn.indexing.index_paths({"Scans/Lab results.pdf", "Moved/Lab results.pdf"})
+        cairn.indexing.save_lane.save({"Scans/Lab results.pdf", "Moved/Lab results.pdf"})
         assert cairn.query.search(CHOLESTEROL_QUESTION).hits[0].file_path == "Moved/Lab results.pdf"
         assert all(
             h.file_path != "Moved/Lab results.pdf"
@@ -471,10 +476,15 @@ def test_a_pdf_deleted_while_it_is_being_indexed_leaves_the_index_at_once(tmp_pa
 
     async def scenario():
         watcher = VaultWatcher(
-            vault, apply_hints=cairn.indexing.index_paths, reconcile=cairn.indexing.index, ignore=cairn.config.ignore
+            vault,
+            apply_hints=cairn.indexing.save_lane.save,
+            reconcile=cairn.indexing.index,
+            hints=cairn.indexing.hints,
+            executor=cairn.indexing.save_lane.executor,
+            ignore=cairn.config.ignore,
         )
-        cairn.indexing.watcher = watcher
-        queue = cairn.indexing.start_pdf_queue(watcher, thread_init=lower_thread_priority)
+        queue = cairn.indexing.pdf_lane
+        queue.start()
         await watcher.start()
         try:
             pdfgen.text_pdf(vault / "Long.pdf", pages)
@@ -543,7 +553,7 @@ def test_pdf_false_and_true_in_the_config_file_are_understood(tmp_path):
 
 
 def test_reflow_joins_wrapped_lines_but_keeps_a_heading_line_apart():
-    from cairn.pdf_index import reflow
+    from cairn.index.prepare import reflow
 
     page = (
         "Findings\n"

@@ -61,7 +61,7 @@ CHROMIUM_ARGS = [
 WAIT_MS = 30_000
 #: How the sidebar shows a hit's relevance (packaging/obsidian-plugin/src/relevance.ts).
 RELEVANCE_WORDS = re.compile(r"(strong match|good match|exact words|similar words|weak match)$")
-NOT_RUNNING = "Cairn isn't running — start it with `cairn serve` or from the tray"
+NOT_RUNNING = "Cairn isn't running for this vault — start it with `cairn serve --vault <this vault's folder>`"
 
 TOMATO_QUESTION = "When do I sow tomatoes, and when do they go into the polytunnel?"
 GARLIC_QUESTION = "How deep do I plant garlic cloves?"
@@ -332,13 +332,16 @@ def browser():
 
 @pytest.fixture
 def sidebar(browser, harness, daemon):
-    """A fresh harness page with the plugin loaded, its settings pointing at the daemon."""
+    """A fresh harness page with the plugin loaded in the daemon's vault (it checks the daemon serves it), its
+    settings pointing at the daemon."""
     context = browser.new_context(viewport={"width": 1280, "height": 820}, device_scale_factor=1)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     settings = {"daemonUrl": daemon.url, "token": daemon.token, "topK": 8, "defaultTags": []}
-    page.add_init_script(f"window.__cairnData = {json.dumps(settings)};")
+    page.add_init_script(
+        f"window.__cairnData = {json.dumps(settings)}; window.__vaultPath = {json.dumps(str(daemon.vault.resolve()))};"
+    )
     page.goto(harness + "/index.html")
     page.wait_for_selector("body[data-ready]", timeout=WAIT_MS)
     assert page.get_attribute("body", "data-ready") == "true", page.get_attribute("body", "data-error")
@@ -563,6 +566,50 @@ def test_search_shows_results_as_you_type_with_the_match_and_opens_the_chunk(sid
     assert sidebar.evaluate("window.__opened")[-1]["path"] == expected
 
 
+def test_the_search_tab_opens_on_the_recently_modified_notes_and_follows_a_saved_note(sidebar, daemon):
+    """With the box empty the Search tab lists the daemon's recent notes (``GET /search`` without ``q``), newest
+    first; the oldest note, saved with a new line, goes to the top once the daemon has indexed it (the line is taken
+    out again afterwards, and that save indexed, so the other tests see the vault as it was)."""
+
+    def recent(top_k: int) -> list[dict]:
+        status, body = daemon.get_json("/search", token=daemon.token, params={"topK": top_k})
+        assert status == 200 and body["recent"] is True, body
+        return body["results"]
+
+    def shown() -> list[str]:
+        return sidebar.locator(".cairn-recent-title").all_inner_texts()
+
+    def holding(word: str) -> list[str]:
+        status, body = daemon.get_json("/search", token=daemon.token, params={"q": word})
+        return [r["filePath"] for r in body["results"] if word in r["snippet"]] if status == 200 else []
+
+    sidebar.click(".cairn-tab[data-tab='search']")
+    sidebar.locator(".cairn-recent").first.wait_for(timeout=WAIT_MS)
+    assert shown() == [r["title"] for r in recent(8)]
+    oldest = recent(50)[-1]
+    assert oldest["title"] not in shown()
+    note = daemon.vault / oldest["filePath"]
+    text = note.read_text(encoding="utf-8")
+    note.write_text(text + "\nSaved again: zqrecentsave.\n", encoding="utf-8")  # as Obsidian saves an edit
+    try:
+        sidebar.wait_for_function(
+            "title => document.querySelector('.cairn-recent-title')?.textContent === title",
+            arg=oldest["title"],
+            timeout=WAIT_MS,
+        )
+        folder = oldest["filePath"].rpartition("/")[0]
+        meta = sidebar.locator(".cairn-recent-meta").first.inner_text()
+        assert meta == (f"{folder}/ · just now" if folder else "just now"), meta
+        assert shown() == [r["title"] for r in recent(8)]
+        assert sidebar.locator(".cairn-result").count() == 0  # recent notes are not search results
+        shoot(sidebar, "plugin-recent.png")
+        sidebar.locator(".cairn-recent-title").first.click()
+        assert sidebar.evaluate("window.__opened")[-1]["path"] == oldest["filePath"]
+    finally:
+        note.write_text(text, encoding="utf-8")
+        wait_until("the note's first text indexed again", lambda: not holding("zqrecentsave"), INDEX_DEADLINE_S)
+
+
 def test_the_tag_scope_restricts_search_to_notes_with_that_tag(sidebar, daemon):
     query = "tomatoes"
     status, scoped = daemon.get_json("/search", token=daemon.token, params={"q": query, "tag": "kitchen", "topK": 8})
@@ -614,7 +661,7 @@ def test_related_shows_links_backlinks_and_similar_notes_for_the_active_note(sid
     related.filter(has_text="Kitchen/Sourdough.md").wait_for(timeout=WAIT_MS)
 
 
-def test_a_wrong_token_says_to_paste_the_output_of_cairn_token(sidebar):
+def test_a_wrong_token_says_to_give_the_vault_its_token_with_cairn_plugin_install(sidebar):
     sidebar.evaluate(
         "async () => { window.__plugin.settings.token = 'not-the-right-token-0000';"
         " await window.__plugin.saveSettings(); }"
@@ -622,8 +669,26 @@ def test_a_wrong_token_says_to_paste_the_output_of_cairn_token(sidebar):
     ask(sidebar, TOMATO_QUESTION)
     error = sidebar.locator(".cairn-pane-ask .cairn-error-unauthorized")
     error.wait_for(timeout=WAIT_MS)
-    assert "rejected the token — paste the output of `cairn token`" in error.inner_text()
+    assert "rejected the token — run `cairn plugin install --vault <this vault's folder>`" in error.inner_text()
     assert "not-the-right-token" not in sidebar.locator(".cairn-view").inner_text()
+
+
+def test_another_vaults_daemon_is_refused_and_the_sidebar_says_cairn_isnt_running_for_this_vault(sidebar, daemon):
+    """The same daemon, seen from a vault in another folder: its /health names another vault, so the sidebar shows
+    none of its notes and says Cairn isn't running for this vault."""
+    sidebar.evaluate(
+        "async () => { window.__vaultPath = '/elsewhere/Another vault';"
+        " await window.__plugin.onExternalSettingsChange(); }"
+    )
+    sidebar.locator(".cairn-tab[data-tab='search']").click()
+    sidebar.fill(".cairn-search-input", "tomatoes")
+    error = sidebar.locator(".cairn-search-results .cairn-error-elsewhere")
+    error.wait_for(timeout=WAIT_MS)
+    shown = error.inner_text()
+    assert NOT_RUNNING in shown and f"The Cairn daemon at {daemon.url} serves another vault" in shown, shown
+    assert sidebar.locator(".cairn-search-results .cairn-result").count() == 0
+    sidebar.locator(".cairn-status").filter(has_text="isn't running for this vault").wait_for(timeout=WAIT_MS)
+    shoot(sidebar, "plugin-other-vault.png")
 
 
 def test_with_the_daemon_stopped_the_sidebar_says_cairn_isnt_running_and_offers_retry(sidebar, daemon):

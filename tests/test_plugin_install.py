@@ -1,5 +1,6 @@
 """``cairn plugin install --vault PATH``: the built Obsidian plugin copied into ``<vault>/.obsidian/plugins/cairn/``
-— the one owner-requested write into a vault — and nothing else in the vault touched.
+with the vault's own API token in its ``data.json`` — the one owner-requested write into a vault — and nothing
+else in the vault touched.
 
 Runs the real CLI entry point on a temp copy of examples/vault (never the repo's own copy).
 """
@@ -8,12 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import pytest
 
 from cairn.cli import main
+from cairn.config import load_config
+from cairn.secrets import read_token
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_VAULT = REPO / "examples" / "vault"
@@ -41,30 +46,50 @@ def vault(tmp_path) -> Path:
     return dest
 
 
-def test_install_copies_the_three_plugin_files_and_touches_nothing_else(vault, capsys):
+def _vault_token(vault: Path) -> str | None:
+    return read_token(load_config({"vault": str(vault)}))
+
+
+def test_install_copies_the_plugin_with_the_vaults_token_and_touches_nothing_else(vault, capsys):
     plugin_dir = vault / ".obsidian" / "plugins" / "cairn"
     before = snapshot(vault)
     assert main(["plugin", "install", "--vault", str(vault)]) == 0
     for name in FILES:
         assert (plugin_dir / name).read_bytes() == (SHIPPED / name).read_bytes(), name
-    assert sorted(p.name for p in plugin_dir.iterdir()) == sorted(FILES)  # no temp files left behind
+    assert sorted(p.name for p in plugin_dir.iterdir()) == sorted([*FILES, "data.json"])  # no temp files left
     assert snapshot(vault, skip=plugin_dir) == before  # every note and config file unchanged, none added
+    token = _vault_token(vault)
+    assert token and json.loads((plugin_dir / "data.json").read_text(encoding="utf-8")) == {"token": token}
+    if os.name == "posix":
+        assert stat.S_IMODE((plugin_dir / "data.json").stat().st_mode) == 0o600  # it holds the token
     out = capsys.readouterr().out
     version = json.loads((SHIPPED / "manifest.json").read_text(encoding="utf-8"))["version"]
-    assert f"Installed the Cairn plugin {version} into {plugin_dir}" in out
-    assert "cairn token" in out
+    assert f"Installed the Cairn plugin {version} into {plugin_dir}, with this vault's API token" in out
+    assert "travels with the vault" in out and token not in out
 
 
-def test_reinstalling_updates_the_files_but_keeps_the_plugins_settings(vault, capsys):
+def test_reinstalling_updates_the_files_and_the_token_but_keeps_the_plugins_other_settings(vault, capsys):
     plugin_dir = vault / ".obsidian" / "plugins" / "cairn"
     plugin_dir.mkdir(parents=True)
     (plugin_dir / "main.js").write_text("// an older build", encoding="utf-8")
-    settings = '{"daemonUrl": "", "token": "kept-token-0123456789", "topK": 5, "defaultTags": ["garden"]}'
-    (plugin_dir / "data.json").write_text(settings, encoding="utf-8")
+    settings = {"daemonUrl": "", "token": "pasted-token-0123456789", "topK": 5, "defaultTags": ["garden"], "x": 1}
+    (plugin_dir / "data.json").write_text(json.dumps(settings), encoding="utf-8")
     assert main(["plugin", "install", "--vault", str(vault)]) == 0
     assert (plugin_dir / "main.js").read_bytes() == (SHIPPED / "main.js").read_bytes()
-    assert (plugin_dir / "data.json").read_text(encoding="utf-8") == settings
-    assert "kept-token" not in capsys.readouterr().out
+    saved = json.loads((plugin_dir / "data.json").read_text(encoding="utf-8"))
+    assert saved == {**settings, "token": _vault_token(vault)}
+    assert "pasted-token" not in capsys.readouterr().out
+
+
+def test_a_plugin_data_file_that_is_not_json_is_left_as_it_is_with_an_error_naming_it(vault, capsys):
+    plugin_dir = vault / ".obsidian" / "plugins" / "cairn"
+    plugin_dir.mkdir(parents=True)
+    (plugin_dir / "data.json").write_text("{not json", encoding="utf-8")
+    assert main(["plugin", "install", "--vault", str(vault)]) == 1
+    err = capsys.readouterr().err
+    assert str(plugin_dir / "data.json") in err and "fix it or delete it" in err
+    assert (plugin_dir / "data.json").read_text(encoding="utf-8") == "{not json"
+    assert sorted(p.name for p in plugin_dir.iterdir()) == ["data.json"]
 
 
 def test_a_folder_that_is_not_an_obsidian_vault_is_refused_and_left_alone(tmp_path, capsys):

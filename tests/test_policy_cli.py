@@ -26,11 +26,12 @@ def test_without_a_file_the_owners_copy_is_created_from_the_default_and_checked(
 
 def test_the_owners_edited_copy_is_checked_not_replaced(tmp_path):
     owner = tmp_path / "config" / "mcp-serve.yaml"
-    owner.parent.mkdir(parents=True)
+    owner.parent.mkdir(parents=True, mode=0o700)  # private, as Cairn keeps it: no "made private" warning first
     owner.write_text(
         default_policy_text().replace("my-local-agent: {local: true", "my-local-agent: {local: yes please"),
         encoding="utf-8",
     )
+    owner.chmod(0o600)
     proc = run_cairn(tmp_path, "policy", "check", check=False)
     line = next(i for i, text in enumerate(owner.read_text().splitlines(), 1) if "yes please" in text)
     assert proc.returncode == 1 and proc.stdout == ""

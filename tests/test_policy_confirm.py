@@ -136,14 +136,26 @@ def test_making_a_client_local_waits_and_apply_names_what_changed(tmp_path):
     assert holder.reload().is_local("claude-desktop")
 
 
-def test_a_broken_record_is_never_a_reason_to_fail_open(tmp_path):
-    """An unreadable record counts as none: the file in force is recorded again as it is."""
+def test_a_broken_record_fails_closed_until_the_owner_confirms(tmp_path):
+    """A record that is not JSON could have held a stricter policy than the file: nothing is served from the file
+    alone, the error names the record and `cairn policy apply`, and confirming repairs it."""
+    import pytest
+
+    from cairn.policy import PolicyError
     from cairn.policy_file import confirmed_record_path
 
     path = tmp_path / "mcp-serve.yaml"
-    path.write_text(FULL, encoding="utf-8")
-    confirmed_record_path(path).write_text("{not json", encoding="utf-8")
-    holder = PolicyHolder(path, strict=True, check_interval_s=0.0, settle_s=SETTLE_S)
-    assert holder.current().withhold.folders == ("Private",)
     path.write_text(OPENED, encoding="utf-8")
-    assert holder.reload().withhold.folders == ("Private",)
+    record = confirmed_record_path(path)
+    record.write_text("{not json", encoding="utf-8")
+    with pytest.raises(PolicyError) as refused:
+        PolicyHolder(path, strict=True, check_interval_s=0.0, settle_s=SETTLE_S)
+    assert refused.value.file == str(record) and "is not valid JSON" in refused.value.reason
+    assert "cairn policy apply" in refused.value.reason
+    daemon = PolicyHolder(path, strict=False, check_interval_s=0.0, settle_s=SETTLE_S)
+    assert daemon.current().fail_closed_reason and str(record) in daemon.current().fail_closed_reason
+    assert record.read_text(encoding="utf-8") == "{not json"  # never silently rewritten from the file
+
+    apply_policy(path)  # the owner looked at the file and confirms it
+    assert daemon.reload().fail_closed_reason is None and daemon.current().withhold.folders == ()
+    assert PolicyHolder(path, strict=True, check_interval_s=0.0, settle_s=SETTLE_S).current().withhold.folders == ()

@@ -71,14 +71,14 @@ def test_a_fresh_install_keeps_every_folder_0700_and_every_file_0600(tmp_path):
     env = user_env(home)
     indexed = cairn(env, "index", "--vault", str(vault))
     assert indexed.returncode == 0, indexed.stderr
-    assert cairn(env, "token").returncode == 0
+    assert cairn(env, "token", "--vault", str(vault)).returncode == 0
     # `cairn mcp` opens the log file, creates the policy and its record, then meets the end of stdin
     served = cairn(env, "mcp", "--vault", str(vault), "--client", "reader")
     assert served.returncode == 0, served.stderr
     where = folders(home)
     made = {role: everything_under(folder) for role, folder in where.items()}
     assert any(p.suffix == ".sqlite3" for p in made["data"]), made["data"]
-    assert (where["log"] / "cairn.log").is_file() and (where["config"] / "api-token").is_file()
+    assert (where["log"] / "cairn.log").is_file() and len(list((where["config"] / "api-tokens").iterdir())) == 1
     wrong = {str(p): oct(mode(p)) for paths in made.values() for p in paths if mode(p) & 0o077}
     assert not wrong, wrong
 

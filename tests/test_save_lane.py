@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-import cairn.text_phase as text_phase
+import cairn.index.text_run as text_run
 from cairn.app import Cairn
-from cairn.text_phase import TextRun
+from cairn.index.text_run import TextRun
 from conftest import make_config
 
 EMPTY = {"added": [], "changed": [], "deleted": []}
@@ -17,7 +17,7 @@ EMPTY = {"added": [], "changed": [], "deleted": []}
 
 @pytest.fixture
 def cairn_and_vault(tmp_path, embedder, monkeypatch):
-    monkeypatch.setattr(text_phase, "BATCH_NOTES", 2)
+    monkeypatch.setattr(text_run, "BATCH_NOTES", 2)
     vault = tmp_path / "vault"
     vault.mkdir()
     for i in range(6):
@@ -39,7 +39,7 @@ def test_a_save_while_the_run_holds_the_notes_older_text_is_kept(cairn_and_vault
         if "Note 5.md" in read and not saves and self.superseded is not None:  # the whole-vault run read it
             (vault / "Note 5.md").write_text("# Note 5\n\nRewritten: the zqsavedword is here now.\n", encoding="utf-8")
             (vault / "Created later.md").write_text("# Created later\n\nA new note.\n", encoding="utf-8")
-            saves.append(cairn.indexing.index_paths({"Note 5.md", "Created later.md"}))  # the save lane
+            saves.append(cairn.indexing.save_lane.save({"Note 5.md", "Created later.md"}))
         return parsed
 
     monkeypatch.setattr(TextRun, "_parse", parse)

@@ -22,7 +22,13 @@ posix_only = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX
 
 @pytest.fixture
 def config(tmp_path) -> Config:
-    return Config(config_dir=tmp_path / "config", data_dir=tmp_path / "data", log_dir=tmp_path / "log")
+    return _vault_config(tmp_path, "vault")
+
+
+def _vault_config(tmp_path, name: str) -> Config:
+    vault = tmp_path / name
+    vault.mkdir(exist_ok=True)
+    return Config(vault=vault, config_dir=tmp_path / "config", data_dir=tmp_path / "data", log_dir=tmp_path / "log")
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +90,7 @@ def test_read_token_is_none_before_any_token_exists(config):
 def test_first_token_is_urlsafe_with_32_bytes_of_entropy_in_a_0600_file(config):
     token = cairn_secrets.get_or_create_token(config)
     assert len(token) == 43 and all(c.isalnum() or c in "-_" for c in token)
-    path = config.config_dir / "api-token"
+    path = cairn_secrets.token_file(config)
     assert path.read_text().strip() == token
     assert _mode(path) == 0o600
 
@@ -102,9 +108,59 @@ def test_rotation_replaces_the_token_and_keeps_the_file_private(config):
     assert new != old
     assert cairn_secrets.read_token(config) == new
     assert cairn_secrets.get_or_create_token(config) == new
-    assert _mode(config.config_dir / "api-token") == 0o600
+    assert _mode(cairn_secrets.token_file(config)) == 0o600
     # no temp file left; the rotation marker (no secret) tells a running daemon to re-read the token
-    assert sorted(p.name for p in config.config_dir.iterdir()) == ["api-token", "api-token.generation"]
+    assert [p.name for p in config.config_dir.iterdir()] == ["api-tokens"]
+    assert _mode(config.config_dir / "api-tokens") == 0o700
+    names = sorted(p.name for p in (config.config_dir / "api-tokens").iterdir())
+    assert names == [config.index_id, f"{config.index_id}.generation"]
+
+
+# -- one token per vault --------------------------------------------------------------------------------------------
+
+
+def test_each_vault_has_its_own_token_and_rotating_one_leaves_the_others(tmp_path):
+    a, b = _vault_config(tmp_path, "A"), _vault_config(tmp_path, "B")
+    token_a, token_b = cairn_secrets.get_or_create_token(a), cairn_secrets.get_or_create_token(b)
+    assert token_a != token_b
+    rotated = cairn_secrets.rotate_token(a)
+    assert cairn_secrets.read_token(a) == rotated != token_a
+    assert cairn_secrets.read_token(b) == token_b
+
+
+def test_a_token_is_asked_for_with_its_vault(tmp_path):
+    with pytest.raises(ConfigError, match="--vault"):
+        cairn_secrets.get_or_create_token(Config(config_dir=tmp_path / "config", data_dir=tmp_path / "data"))
+
+
+@posix_only
+def test_the_one_token_from_before_goes_to_the_first_vault_that_asks_and_to_no_other(tmp_path, caplog):
+    """An install from before per-vault tokens has ``<config>/api-token``: the plugin that holds it keeps working
+    with the first vault's daemon; every other vault gets a new token, so the old one opens one vault only."""
+    a, b = _vault_config(tmp_path, "A"), _vault_config(tmp_path, "B")
+    a.config_dir.mkdir(parents=True)
+    legacy = a.config_dir / "api-token"
+    legacy.write_text("L" * 43 + "\n")
+    legacy.chmod(0o600)
+    with caplog.at_level(logging.WARNING, logger="cairn.secrets"):
+        assert cairn_secrets.get_or_create_token(a) == "L" * 43
+    assert not legacy.exists() and cairn_secrets.read_token(a) == "L" * 43
+    assert cairn_secrets.get_or_create_token(b) not in ("L" * 43, None)
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert f"now the token of {a.vault} only" in said and "plugin install --vault" in said and "L" * 43 not in said
+
+
+def test_the_one_token_from_before_in_the_keyring_goes_to_the_first_vault_only(tmp_path, use_keyring):
+    a, b = _vault_config(tmp_path, "A"), _vault_config(tmp_path, "B")
+    backend = use_keyring(MemoryKeyring())
+    backend.values[("cairn", "api-token")] = "K" * 43
+    assert cairn_secrets.get_or_create_token(a) == "K" * 43
+    token_b = cairn_secrets.get_or_create_token(b)
+    assert token_b != "K" * 43
+    assert backend.values == {
+        ("cairn", f"api-token:{a.index_id}"): "K" * 43,
+        ("cairn", f"api-token:{b.index_id}"): token_b,
+    }
 
 
 def test_file_fallback_logs_one_warning_and_never_the_token(config, use_keyring, caplog):
@@ -140,7 +196,7 @@ def test_a_file_chosen_by_the_owner_is_said_at_info_without_asking_for_a_keyring
 @posix_only
 def test_group_or_world_readable_token_file_is_repaired_with_a_warning(config, caplog):
     token = cairn_secrets.get_or_create_token(config)
-    path = config.config_dir / "api-token"
+    path = cairn_secrets.token_file(config)
     os.chmod(path, 0o644)
     caplog.set_level(logging.WARNING)
     assert cairn_secrets.read_token(config) == token
@@ -153,15 +209,15 @@ def test_group_or_world_readable_token_file_is_repaired_with_a_warning(config, c
 def test_symlinked_token_file_is_refused(config, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.write_text("x" * 43)
-    config.config_dir.mkdir(parents=True)
-    (config.config_dir / "api-token").symlink_to(elsewhere)
+    cairn_secrets.token_file(config).parent.mkdir(parents=True)
+    cairn_secrets.token_file(config).symlink_to(elsewhere)
     with pytest.raises(ConfigError, match="token file"):
         cairn_secrets.read_token(config)
 
 
 def test_corrupt_token_file_is_replaced_by_a_new_token(config):
-    config.config_dir.mkdir(parents=True)
-    path = config.config_dir / "api-token"
+    path = cairn_secrets.token_file(config)
+    path.parent.mkdir(parents=True)
     path.write_text("not a token!\n")
     os.chmod(path, 0o600)
     assert cairn_secrets.read_token(config) is None
@@ -190,8 +246,8 @@ def test_token_goes_to_the_keyring_when_a_backend_is_available(config, use_keyri
     backend = use_keyring(MemoryKeyring())
     caplog.set_level(logging.WARNING)
     token = cairn_secrets.get_or_create_token(config)
-    assert backend.values == {("cairn", "api-token"): token}
-    assert not (config.config_dir / "api-token").exists()
+    assert backend.values == {("cairn", f"api-token:{config.index_id}"): token}
+    assert not (cairn_secrets.token_file(config)).exists()
     assert cairn_secrets.read_token(config) == token
     assert not caplog.records
 
@@ -201,15 +257,15 @@ def test_rotation_in_the_keyring_removes_a_stale_token_file(config, use_keyring)
     backend = use_keyring(MemoryKeyring())
     new = cairn_secrets.rotate_token(config)
     assert new != old
-    assert backend.values[("cairn", "api-token")] == new
-    assert not (config.config_dir / "api-token").exists()
+    assert backend.values[("cairn", f"api-token:{config.index_id}")] == new
+    assert not (cairn_secrets.token_file(config)).exists()
 
 
 def test_fail_backend_falls_back_to_the_file(config, use_keyring, caplog):
     use_keyring(fail.Keyring())
     caplog.set_level(logging.WARNING)
     token = cairn_secrets.get_or_create_token(config)
-    assert (config.config_dir / "api-token").read_text().strip() == token
+    assert (cairn_secrets.token_file(config)).read_text().strip() == token
     assert len(caplog.records) == 1
 
 
@@ -217,7 +273,7 @@ def test_keyring_errors_fall_back_to_the_file(config, use_keyring, caplog):
     use_keyring(MemoryKeyring(fail_with=KeyringError("locked")))
     caplog.set_level(logging.WARNING)
     token = cairn_secrets.get_or_create_token(config)
-    assert (config.config_dir / "api-token").read_text().strip() == token
+    assert (cairn_secrets.token_file(config)).read_text().strip() == token
     assert cairn_secrets.get_or_create_token(config) == token
     assert len(caplog.records) == 1
     assert token not in caplog.text
@@ -237,7 +293,7 @@ def test_keyring_required_without_a_backend_refuses_and_writes_no_token_file(con
         with pytest.raises(ConfigError) as err:
             call(config)
         assert 'keyring = "required"' in err.value.message and "no usable OS keyring backend" in err.value.message
-    assert not (config.config_dir / "api-token").exists()
+    assert not (cairn_secrets.token_file(config)).exists()
 
 
 def test_keyring_required_with_a_failing_backend_refuses_instead_of_falling_back(config, use_keyring, monkeypatch):
@@ -245,15 +301,15 @@ def test_keyring_required_with_a_failing_backend_refuses_instead_of_falling_back
     monkeypatch.setenv("CAIRN_KEYRING", "required")
     with pytest.raises(ConfigError, match="the keyring failed: KeyringError"):
         cairn_secrets.get_or_create_token(config)
-    assert not (config.config_dir / "api-token").exists()
+    assert not (cairn_secrets.token_file(config)).exists()
 
 
 def test_keyring_required_with_a_backend_keeps_the_token_there(config, use_keyring, monkeypatch):
     backend = use_keyring(MemoryKeyring())
     monkeypatch.setenv("CAIRN_KEYRING", "required")
     token = cairn_secrets.get_or_create_token(config)
-    assert backend.values[("cairn", "api-token")] == token
-    assert not (config.config_dir / "api-token").exists()
+    assert backend.values[("cairn", f"api-token:{config.index_id}")] == token
+    assert not (cairn_secrets.token_file(config)).exists()
 
 
 def test_keyring_required_moves_every_secret_left_in_a_file_into_the_keyring(config, use_keyring, monkeypatch):
@@ -265,7 +321,7 @@ def test_keyring_required_moves_every_secret_left_in_a_file_into_the_keyring(con
     mcp = cairn_secrets.mcp_token(config, "reader")
     cairn_secrets.set_secret(config, "llm-api-key", "sk-test-123")
     files = [
-        config.config_dir / "api-token",
+        cairn_secrets.token_file(config),
         config.config_dir / "mcp-tokens" / "reader",
         config.config_dir / "llm-api-key",
     ]
@@ -275,7 +331,7 @@ def test_keyring_required_moves_every_secret_left_in_a_file_into_the_keyring(con
     assert cairn_secrets.mcp_token(config, "reader") == mcp
     assert cairn_secrets.get_secret(config, "llm-api-key") == "sk-test-123"
     assert backend.values == {
-        ("cairn", "api-token"): api,
+        ("cairn", f"api-token:{config.index_id}"): api,
         ("cairn", "mcp-token:reader"): mcp,
         ("cairn", "llm-api-key"): "sk-test-123",
     }
@@ -305,8 +361,8 @@ def test_without_a_backend_the_default_still_falls_back_to_a_0600_file_with_a_wa
     use_keyring(fail.Keyring())
     with caplog.at_level(logging.WARNING, logger="cairn.secrets"):
         token = cairn_secrets.get_or_create_token(config)
-    assert (config.config_dir / "api-token").read_text().strip() == token
-    assert _mode(config.config_dir / "api-token") == 0o600
+    assert (cairn_secrets.token_file(config)).read_text().strip() == token
+    assert _mode(cairn_secrets.token_file(config)) == 0o600
     assert any("not in the OS keyring" in r.getMessage() for r in caplog.records)
 
 
@@ -338,5 +394,5 @@ def test_the_daemon_refuses_to_start_when_the_keyring_is_required_and_missing(tm
     )
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert 'keyring = "required"' in proc.stderr
-    assert not (tmp_path / "config" / "api-token").exists()
+    assert not (tmp_path / "config" / "api-tokens").exists()
     assert not list(tmp_path.glob("data/service*.json"))

@@ -149,7 +149,7 @@ CAIRN_HEALTH = {"status": "ok", "version": __version__, "store": {"ok": True}, "
 
 def test_a_port_held_by_another_vaults_daemon_is_told_from_one_held_by_another_program(tmp_path):
     a, b = _config(tmp_path, "A"), _config(tmp_path, "B")
-    with _server(CAIRN_HEALTH) as api, _server({"hello": "world"}) as other:
+    with _server({**CAIRN_HEALTH, "vaultId": a.vault_id}) as api, _server({"hello": "world"}) as other:
         write_service_file(a, f"http://127.0.0.1:{api}", api, "http://127.0.0.1:1/mcp")
         assert daemon_holding(b, api) == str(a.vault)  # A's record names the port, and A answers
         assert daemon_holding(b, 1) == str(a.vault)  # A's MCP port, from its record (never probed itself)
@@ -165,6 +165,10 @@ def test_a_port_held_by_another_vaults_daemon_is_told_from_one_held_by_another_p
         # No record (a daemon keeping its files in another data folder): its /health still tells.
         assert daemon_holding(b, api) == "another vault"
         assert running_daemons(tmp_path / "data") == []
+        # B's record naming A's daemon's port (B's daemon gone, A's took the port): not B's daemon.
+        write_service_file(b, f"http://127.0.0.1:{api}", api)
+        assert running_daemons(tmp_path / "data") == [] and daemon_holding(a, api) == "another vault"
+        remove_service_file(b)
     # A stale record (its daemon gone) holds nothing.
     write_service_file(a, f"http://127.0.0.1:{api}", api)
     assert daemon_holding(b, api) is None and running_daemons(tmp_path / "data") == []

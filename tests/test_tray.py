@@ -36,6 +36,7 @@ from cairn.tray import STATES, describe, icon_path
 from helpers import cairn_executable, read_service, wait_until
 from tray_harness import (
     DRIVER,
+    HOST_BACKGROUND,
     MENU,
     NOTES,
     POLL_S,
@@ -88,7 +89,12 @@ def tray_daemon(tmp_path_factory, xvfb, host):
         assert hello["backend"] == "pystray._xorg"
         d.url = d.until("service.json", lambda: (read_service(home, proc.pid) or {}).get("url"), START_DEADLINE_S)
         d.token = subprocess.run(
-            [cairn_executable(), "token"], env=env, capture_output=True, text=True, timeout=60, check=True
+            [cairn_executable(), "token", "--vault", str(vault)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
         ).stdout.strip()
         yield d
     finally:
@@ -119,6 +125,15 @@ def test_the_real_xorg_backend_docks_the_icon_which_shows_idle_and_the_note_coun
     )
     assert title == "Cairn - 3 notes · up to date"
     tray_daemon.until("the idle icon on screen", lambda: closest_state(host.image(wid)) == "idle")
+
+
+def test_the_xorg_icon_is_drawn_over_the_trays_background_without_black_corners(tray_daemon, indexed, host):
+    wid = host.wait("one docked icon", lambda: host.docked and host.docked[0])
+    tray_daemon.until("the idle icon on screen", lambda: closest_state(host.image(wid)) == "idle")
+    image = host.image(wid)
+    corners = [image.getpixel(xy) for xy in ((0, 0), (31, 0), (0, 31), (31, 31))]
+    assert corners == [HOST_BACKGROUND] * 4  # the round icon's transparent corners show the tray, not black
+    assert image.getpixel((16, 28)) != HOST_BACKGROUND  # and the icon itself is drawn
 
 
 def test_the_menu_lists_status_warning_and_every_action_in_order(tray_daemon, indexed):

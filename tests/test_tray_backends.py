@@ -29,7 +29,17 @@ import tray_harness
 from cairn.tray.backend import LINUX_ORDER, TrayUnavailable, candidates, choose_backend
 from cairn.tray.backend import describe as describe_backend
 from helpers import read_service
-from tray_harness import DRIVER, MENU, START_DEADLINE_S, TrayDaemon, daemon_env, tray_lines, write_vault
+from tray_harness import (
+    DRIVER,
+    MENU,
+    START_DEADLINE_S,
+    Popups,
+    TrayDaemon,
+    daemon_env,
+    hover_for_tooltip,
+    tray_lines,
+    write_vault,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -134,27 +144,6 @@ def backend_line(stderr: str) -> str:
     return lines[0]
 
 
-class Popups:
-    """Top-level windows that pop up over the screen (a menu is an override-redirect window)."""
-
-    def __init__(self, display: str) -> None:
-        from Xlib import X
-        from Xlib import display as xdisplay
-
-        self.X, self.d = X, xdisplay.Display(display)
-
-    def shown(self) -> set[int]:
-        out = set()
-        for child in self.d.screen().root.query_tree().children:
-            try:
-                attrs = child.get_attributes()
-            except Exception:  # gone meanwhile
-                continue
-            if attrs.override_redirect and attrs.map_state == self.X.IsViewable:
-                out.add(child.id)
-        return out
-
-
 @pytest.fixture(scope="module")
 def gtk_daemon(tmp_path_factory, xvfb, host, system_gi, session_bus):
     home = tmp_path_factory.mktemp("gtk-home")
@@ -185,11 +174,14 @@ def test_without_appindicator_the_gtk_backend_shows_the_icon_with_its_menu_and_s
     assert "running headless" not in d.stderr
     visible = d.until("the idle menu", lambda: (m := d.menu())[0]["text"].endswith("up to date") and m)
     assert [i["text"] for i in visible if i["visible"] and i["enabled"]] == MENU
+    # pystray sets only the GTK status icon's title; the tooltip a desktop shows is set by Cairn.
+    assert d.until("the tooltip", lambda: d.send("status")["tooltip"]) == "Cairn - 3 notes · up to date"
 
     popups = Popups(xvfb)
+    hover_for_tooltip(host, popups, d.wid, START_DEADLINE_S, proc=d.proc, log=lambda: d.stderr)
     before = popups.shown()
     host.click(d.wid, button=3)  # a real right click on the docked icon
-    d.until("the menu popped up", lambda: popups.shown() - before)
+    d.until("the menu popped up", lambda: {w for w in popups.shown() - before if popups.kind(w) != "TOOLTIP"})
 
 
 def test_quitting_from_the_gtk_tray_exits_0_without_claiming_to_run_headless(gtk_daemon):

@@ -172,10 +172,10 @@ def test_two_vaults_enabled_at_login_both_serve_and_the_plugin_and_cairn_status_
         err_b = (home / "B.stderr").read_text(encoding="utf-8")
         assert f"port {port} is taken by Cairn's daemon for {vaults['A'].resolve()}" in err_b, err_b
 
-        # Both answer over HTTP, each with its own vault's notes.
-        token = run_cairn(home, "token", env=NO_KEYRING).stdout.strip()
-        assert _search(records["A"]["url"], token, "quince jelly") == ["Alpha.md"]
-        assert _search(records["B"]["url"], token, "kayak paddle") == ["Beta.md"]
+        # Both answer over HTTP, each with its own vault's notes, to its own vault's token.
+        token = {n: run_cairn(home, "token", "--vault", str(vaults[n]), env=NO_KEYRING).stdout.strip() for n in "AB"}
+        assert _search(records["A"]["url"], token["A"], "quince jelly") == ["Alpha.md"]
+        assert _search(records["B"]["url"], token["B"], "kayak paddle") == ["Beta.md"]
 
         # The plugin of each vault finds its own daemon; `cairn status` lists both.
         assert _plugin_discovers(home, vaults["A"], vaults["B"], tmp_path / "C") == [

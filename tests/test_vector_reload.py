@@ -189,9 +189,9 @@ def test_a_reload_after_the_vector_recipe_changed_loads_every_vector_again(fresh
     store = fresh_cairn.store
     service = SearchService(store, embedder)
     old = service.vectors.current()
-    from cairn.indexer import Indexer
+    from cairn.index import ChunkVectors
 
-    Indexer(fresh_cairn.config, store, embedder, title_weight=0.2).embed_pending()  # resets, then embeds all again
+    ChunkVectors(store, embedder, title_weight=0.2).embed_pending()  # resets, then embeds all again
     assert store.embedded_chunk_ids()[2].tolist() == sorted(old.chunk_ids.tolist())
     assert VectorSnapshot.refresh(old, store, max_changed=1.0) is None
     service.vectors.reload()

@@ -59,7 +59,7 @@ def test_every_note_gets_its_first_vector_newest_first_before_any_sentence_vecto
                 hits = [h.file_path for h in result.hits]
                 seen_at_refine.append((tiers, _sentence_vectors(cairn), result.coverage, hits))
 
-        cairn.indexer.embed_pending(batch_size=1, progress=progress)
+        cairn.vectors.embed_pending(batch_size=1, progress=progress)
 
         assert first_vectors == ["Newest.md", "Recent.md", "Middle.md", "Old.md"]
         ((tiers, sentences, coverage, hits),) = seen_at_refine
@@ -83,11 +83,11 @@ def test_a_note_found_by_meaning_at_tier_one_is_found_the_same_once_complete(tmp
     cairn = Cairn(make_config(tmp_path / "vault", tmp_path / "data"), embedder=embedder)
     try:
         cairn.indexer.sync_text()
-        while cairn.indexer.embed_batch(8, tier=1)[2]:
+        while cairn.vectors.embed_batch(8, tier=1)[2]:
             pass
         question = "when does the boat leave for the isle"  # no word of the note: found by meaning only
         at_tier_one = [h.file_path for h in cairn.query.search(question, top_k=1, mode="dense").hits]
-        cairn.indexer.embed_pending()
+        cairn.vectors.embed_pending()
         complete = [h.file_path for h in cairn.query.search(question, top_k=1, mode="dense").hits]
         assert at_tier_one == complete == ["Recent.md"]
     finally:

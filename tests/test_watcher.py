@@ -1,4 +1,4 @@
-"""cairn.watcher with the real watchfiles watcher on a temp copy of part of the Obsidian help vault.
+"""cairn.index.watch with the real watchfiles watcher on a temp copy of part of the Obsidian help vault.
 
 Each scenario changes files the way editors, file managers and sync tools do, waits (polling with a
 deadline) until the watcher is idle and the store matches the disk, then checks: the reconcile diff is
@@ -23,8 +23,8 @@ from tests import pdfgen
 from tests.conftest import HELP_VAULT, make_config
 
 from cairn.app import Cairn
+from cairn.index import VaultWatcher
 from cairn.vault import list_all_files
-from cairn.watcher import VaultWatcher
 from test_http_api import AUTH
 from test_http_routes import api
 
@@ -73,7 +73,7 @@ def cairn(template, tmp_path, embedder):
 def make_watcher(cairn: Cairn, **kw) -> VaultWatcher:
     def apply_hints(paths: set[str]) -> None:
         cairn.indexer.index_paths(paths)
-        cairn.indexer.embed_pending()
+        cairn.vectors.embed_pending()
 
     return VaultWatcher(
         cairn.config.vault, apply_hints=apply_hints, reconcile=cairn.indexing.index, ignore=cairn.config.ignore, **kw
@@ -291,12 +291,12 @@ def test_pause_drops_changes_and_resume_reconciles_them(cairn):
     note = "User interface/Sidebar.md"
 
     async def scenario(watcher):
-        watcher.pause()
+        watcher.hints.pause()
         assert watcher.stats()["paused"] is True and watcher.stats()["watching"] is False
         (vault / note).write_text("The sidebar holds the narwhal panel.\n", encoding="utf-8")
         bump_mtime(vault / note)
         assert cairn.indexer.reconcile_diff()["changed"] == [note]
-        watcher.resume()
+        watcher.hints.resume()
         await converge(cairn, watcher)
         assert watcher.reconciles == 1 and watcher.stats()["paused"] is False
 
@@ -344,13 +344,16 @@ NFC_NAME = unicodedata.normalize("NFC", "Résumé.md")
 NFD_NAME = unicodedata.normalize("NFD", "Résumé.md")
 
 
-def app_watcher(cairn: Cairn) -> VaultWatcher:
-    """The daemon's own hint handling (:meth:`Indexing.index_paths`: notes, then the PDFs among the hints)."""
+def app_watcher(cairn: Cairn, **kw) -> VaultWatcher:
+    """The daemon's own hint handling (:meth:`SaveLane.save`: notes, then the PDFs among the hints)."""
     return VaultWatcher(
         cairn.config.vault,
-        apply_hints=cairn.indexing.index_paths,
+        apply_hints=cairn.indexing.save_lane.save,
         reconcile=cairn.indexing.index,
+        hints=cairn.indexing.hints,
+        executor=cairn.indexing.save_lane.executor,
         ignore=cairn.config.ignore,
+        **kw,
     )
 
 
@@ -495,7 +498,6 @@ def test_a_note_edited_while_no_file_can_be_opened_is_kept_then_indexed_once_fil
     rel = "User interface/Hotkeys.md"
     edited = (vault / rel).read_text(encoding="utf-8") + "\nzqemfileword arrived while no file could be opened.\n"
     watcher = app_watcher(cairn)
-    cairn.indexing.watcher = watcher
 
     async def scenario(w: VaultWatcher):
         await after_marker(cairn, w, "Warm.md")  # the indexing thread has its database connection open
@@ -541,7 +543,6 @@ def test_a_note_icloud_evicts_keeps_its_last_version_and_is_listed_as_not_downlo
     vault = cairn.config.vault
     rel, placeholder = "User interface/Ribbon.md", vault / "User interface" / ".Ribbon.md.icloud"
     watcher = app_watcher(cairn)
-    cairn.indexing.watcher = watcher
 
     async def stats() -> dict:
         async with api(cairn) as (_app, server, session):
@@ -576,15 +577,7 @@ def test_forced_polling_is_shown_with_its_cost_and_walks_no_ignored_folder(cairn
     (vault / "Templates").mkdir()
     for i in range(200):
         (vault / "Templates" / f"T{i}.md").write_text(f"Template {i}.\n", encoding="utf-8")
-    watcher = VaultWatcher(
-        vault,
-        apply_hints=cairn.indexing.index_paths,
-        reconcile=cairn.indexing.index,
-        ignore=cairn.config.ignore,
-        force_polling=True,
-        poll_interval_s=0.2,
-    )
-    cairn.indexing.watcher = watcher
+    watcher = app_watcher(cairn, force_polling=True, poll_interval_s=0.2)
 
     async def stats() -> dict:
         async with api(cairn) as (_app, server, session):
@@ -615,5 +608,4 @@ def test_native_file_events_are_shown_as_the_watcher_mode(cairn, monkeypatch):
         assert cairn.indexing.stats()["watcher"]["mode"] == "native"
 
     watcher = app_watcher(cairn)
-    cairn.indexing.watcher = watcher
     asyncio.run(run_with(watcher, scenario))

@@ -17,6 +17,7 @@ import queue
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,10 @@ def on_tray(tray):
                     item(tray.icon)
                     out = {"clicked": cmd["text"]}
             elif cmd["op"] == "status":
+                status_icon = getattr(tray.icon, "_status_icon", None)  # the GTK backend's Gtk.StatusIcon
                 out = {"state": tray.status.state, "text": tray.status.text, "title": tray.icon.title,
-                       "notice": tray.notice}
+                       "notice": tray.notice,
+                       "tooltip": status_icon.get_tooltip_text() if status_icon is not None else None}
             print(json.dumps(out), flush=True)
     threading.Thread(target=drive, daemon=True).start()
 
@@ -201,14 +204,28 @@ class TrayHost:
         except Exception:  # an X error for a window that went away (python-xlib may misname it)
             return ""
 
-    def click(self, wid: int, button: int = 1) -> None:
-        """A real pointer click (XTEST) in the middle of the docked icon ``wid``, at the size it has now (GTK's
-        icon shrinks its window to 16×16 px after docking)."""
+    def hover(self, wid: int) -> None:
+        """Move the pointer (XTEST) to the middle of the docked icon ``wid``, at the size it has now (GTK's icon
+        shrinks its window to 16×16 px after docking), and leave it there."""
         from Xlib.ext import xtest
 
         x, y = self.where[wid]
         size = self.q.create_resource_object("window", wid).get_geometry()
         xtest.fake_input(self.q, self.X.MotionNotify, x=x + size.width // 2, y=y + size.height // 2)
+        self.q.sync()
+
+    def leave(self) -> None:
+        """Move the pointer (XTEST) off the strip of docked icons."""
+        from Xlib.ext import xtest
+
+        xtest.fake_input(self.q, self.X.MotionNotify, x=600, y=150)
+        self.q.sync()
+
+    def click(self, wid: int, button: int = 1) -> None:
+        """A real pointer click (XTEST) in the middle of the docked icon ``wid``."""
+        from Xlib.ext import xtest
+
+        self.hover(wid)
         xtest.fake_input(self.q, self.X.ButtonPress, button)
         xtest.fake_input(self.q, self.X.ButtonRelease, button)
         self.q.sync()
@@ -224,19 +241,71 @@ class TrayHost:
             return Image.new("RGB", (32, 32))
 
 
+class Popups:
+    """Top-level windows that pop up over the screen (a menu or a tooltip is an override-redirect window)."""
+
+    def __init__(self, display: str) -> None:
+        from Xlib import X
+        from Xlib import display as xdisplay
+
+        self.X, self.d = X, xdisplay.Display(display)
+
+    def shown(self) -> set[int]:
+        out = set()
+        for child in self.d.screen().root.query_tree().children:
+            try:
+                attrs = child.get_attributes()
+            except Exception:  # gone meanwhile
+                continue
+            if attrs.override_redirect and attrs.map_state == self.X.IsViewable:
+                out.add(child.id)
+        return out
+
+    def kind(self, wid: int) -> str:
+        """The window's ``_NET_WM_WINDOW_TYPE`` without its prefix (``TOOLTIP``, ``POPUP_MENU``, ...); '' if none."""
+        try:
+            window = self.d.create_resource_object("window", wid)
+            prop = window.get_full_property(self.d.intern_atom("_NET_WM_WINDOW_TYPE"), self.X.AnyPropertyType)
+        except Exception:  # gone meanwhile
+            return ""
+        if not prop or not len(prop.value):
+            return ""
+        return self.d.get_atom_name(prop.value[0]).removeprefix("_NET_WM_WINDOW_TYPE_")
+
+
+def hover_for_tooltip(host: TrayHost, popups: Popups, wid: int, timeout: float, **wait: Any) -> set[int]:
+    """Rest the pointer on the docked icon ``wid`` until a tooltip window shows → its ids (``wait``: ``proc`` and
+    ``log`` for :func:`wait_until`). Every 2 s the pointer leaves and comes back, as a person tries again: GTK starts
+    a tooltip's delay when the pointer enters, and the icon may still be taking its docked size or its first text."""
+    before = popups.shown()
+    moved = [0.0]
+
+    def tooltip() -> set[int]:
+        if time.monotonic() - moved[0] > 2.0:
+            host.leave()
+            host.hover(wid)
+            moved[0] = time.monotonic()
+        return {w for w in popups.shown() - before if popups.kind(w) == "TOOLTIP"}
+
+    return wait_until("a tooltip on the icon", tooltip, timeout, **wait)
+
+
 @pytest.fixture(scope="module")
 def host(xvfb):
     return TrayHost(xvfb)
 
 
+#: The colour of :class:`TrayHost`'s strip, which a docked icon's transparent corners show.
+HOST_BACKGROUND = (255, 255, 255)
+
+
 def _reference(state: str):
-    """What pystray's xorg backend paints for ``state`` in a 32×32 window (RGBA pasted on black)."""
+    """What the xorg backend paints for ``state`` in a 32×32 window docked in :class:`TrayHost`: the icon over
+    the host's background."""
     from PIL import Image
 
-    icon = Image.open(icon_path(state)).convert("RGBA")
-    out = Image.new("RGB", (32, 32))
-    out.paste(icon.resize((32, 32), Image.LANCZOS))
-    return out
+    icon = Image.open(icon_path(state)).convert("RGBA").resize((32, 32), Image.LANCZOS)
+    return Image.alpha_composite(Image.new("RGBA", (32, 32), (*HOST_BACKGROUND, 255)), icon).convert("RGB")
 
 
 def closest_state(image) -> str:

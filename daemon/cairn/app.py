@@ -28,23 +28,29 @@ from cairn.discovery import moves_off, remove_service_file, write_service_file
 from cairn.embedder import Embedder
 from cairn.errors import CairnError
 from cairn.events import EventBus
-from cairn.indexer import Indexer
-from cairn.indexing import Indexing
+from cairn.index import (
+    ChunkVectors,
+    IndexService,
+    IndexWriter,
+    NoteIndexer,
+    PdfIndexer,
+    VaultWatcher,
+    lower_thread_priority,
+)
 from cairn.library import NoteViews
 from cairn.llm import answer_model, say_model
 from cairn.llm_probe import LLMProbe
+from cairn.loopback import require_loopback_host
 from cairn.mcp_server.listener import LazyListener, McpHttp, listen
-from cairn.memory import fix_mmap_threshold, rss_bytes
-from cairn.pdf_index import PdfIndexer
+from cairn.memory import daemon_memory, fix_mmap_threshold, rss_bytes
 from cairn.policy import Withhold
 from cairn.policy_live import PolicyHolder, daemon_policy, policy_holder
 from cairn.policy_vault import record_vault_policy
 from cairn.private_files import private_dir, private_file, tighten_install
-from cairn.search import SearchService, daemon_memory
+from cairn.search import SearchService, search_parts
 from cairn.services import HealthCheck, Services
 from cairn.store import Store
 from cairn.store.recovery import InstanceLock, instance_lock_path, mark_closed_cleanly, open_verified
-from cairn.watcher import VaultWatcher, lower_thread_priority
 
 if TYPE_CHECKING:
     from cairn.mcp_server import McpService
@@ -60,10 +66,11 @@ class MeasuredBytes:
 
 
 class Cairn:
-    """The services for one vault, built and closed together: ``store``, ``embedder``, ``indexer``, ``pdfs`` (PDF
-    attachments), ``query``, ``library`` (:class:`~cairn.library.NoteViews`), ``events`` (index progress for
-    ``GET /events``) and ``indexing`` (:class:`~cairn.indexing.Indexing`: runs, re-index requests, stats, health).
-    Nothing is set on it after it is built; the edges take :func:`build_services` over it. Close with :meth:`close`.
+    """The services for one vault, built and closed together: ``store``, ``embedder``, ``query``, ``library``
+    (:class:`~cairn.library.NoteViews`), ``events`` (index progress for ``GET /events``), the index's parts —
+    ``indexer`` (the notes' text), ``vectors``, ``pdfs`` (PDF attachments), all writing through one ``writer`` — and
+    ``indexing`` (:class:`~cairn.index.IndexService`: the lanes, re-index requests, stats, health). Nothing is set
+    on it after it is built; the edges take :func:`build_services` over it. Close with :meth:`close`.
 
     ``verify`` (the daemon): check the database first; a damaged one, or one built for another vault, is moved
     aside and rebuilt (said in ``indexing.stats()["recovered"]``). ``readonly`` (``cairn mcp``): the index as it is;
@@ -95,25 +102,36 @@ class Cairn:
             # CLI and tests may open an index copied along with its vault.
             self.store = Store(config.db_path, readonly=readonly, vault=config.vault if readonly else None)
         if not readonly:
-            record_vault_policy(config)  # which policy governs this index: what `cairn mcp` checks
-        self.indexer = Indexer(config, self.store, self.embedder)
-        self.pdfs = PdfIndexer(self.indexer)
+            record_vault_policy(config, store=self.store)  # which policy governs this index: what `cairn mcp` checks
         self.query = SearchService(self.store, self.embedder)
         self.library = NoteViews(config, self.store, self.query.views)
         self.events = EventBus()
-        self.indexer.on_removed = self.events.removed
+        self.writer = IndexWriter(self.store, config.require_vault(), config.ignore, on_removed=self.events.removed)
+        self.indexer = NoteIndexer(config, self.writer, self.embedder)
+        self.vectors = ChunkVectors(self.store, self.embedder)
+        self.pdfs = PdfIndexer(config, self.writer, self.vectors, self.embedder)
         #: Resident bytes the MCP HTTP server added when it started (its libraries and objects; measured by
         #: :func:`start_mcp_http` when its first client connects, 0 until then).
         self.mcp_http_bytes = MeasuredBytes()
-        self.indexing = Indexing(
+        self.indexing = IndexService(
             config,
             self.store,
             self.embedder,
             self.indexer,
+            self.vectors,
             self.pdfs,
             self.events,
             recovered=recovered,
-            memory=lambda: daemon_memory(self.query, self.embedder, self.pdfs, self.mcp_http_bytes.value),
+            memory=self._memory,
+        )
+
+    def _memory(self) -> dict[str, Any]:
+        """The daemon's memory breakdown (:func:`cairn.memory.daemon_memory`)."""
+        return daemon_memory(
+            search_parts(self.query),
+            onnx=self.embedder.session_bytes,
+            mcp_http=self.mcp_http_bytes.value,
+            pdf_worker_pid=self.pdfs.worker_pid,
         )
 
     def close(self) -> None:
@@ -305,6 +323,7 @@ async def run_mcp_http(
     from cairn.mcp_server import McpHttpServer
     from cairn.secrets import McpTokens
 
+    require_loopback_host(config.host, "MCP over HTTP")  # before anything opens (the loader refuses it too)
     policy = policy_holder(config, strict=True)
     _require_index(config)
     stop = stop or asyncio.Event()
@@ -362,6 +381,8 @@ async def run_daemon(
     from cairn.http import make_app, serve  # adapters are wired here, in the composition root
     from cairn.secrets import TokenWatch
 
+    # Every listener is loopback only: checked before any socket opens, the MCP endpoint's first of all.
+    require_loopback_host(config.host, "Cairn's HTTP API and MCP endpoint")
     stop = stop or asyncio.Event()
     _stop_on_signals(stop)
     token = await asyncio.to_thread(TokenWatch, config)  # first: keyring = "required" refuses before any work
@@ -387,7 +408,8 @@ async def run_daemon(
         ready(server.url)
     if started:
         started(cairn, policy)
-    # The start-up index is the bulk lane's, on a thread of its own: saves go on the watcher's thread meanwhile.
+    # The start-up index runs on a thread of its own, its vectors then on the bulk lane's: saves go on the save
+    # lane's thread meanwhile.
     bulk = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cairn-index")  # not the loop's: its priority drops
     indexing = asyncio.get_running_loop().run_in_executor(bulk, _index_at_start, cairn)
     bulk.shutdown(wait=False)  # the thread ends with the run
@@ -438,7 +460,7 @@ async def _start_mcp_if_configured(
 def _daemon_health(
     cairn: Cairn, probe: LLMProbe, mcp: McpHttp | None, mcp_off: str | None
 ) -> tuple[HealthCheck, HealthCheck]:
-    """``GET /health``: the index's health, the model endpoint's (:class:`~cairn.indexing.LLMProbe`) and MCP's;
+    """``GET /health``: the index's health, the model endpoint's (:class:`~cairn.llm_probe.LLMProbe`) and MCP's;
     as anyone sees it, and as the owner (the API token) does: with why the MCP policy is unusable."""
 
     async def health(detail: bool = False) -> dict[str, Any]:
@@ -454,25 +476,26 @@ def _daemon_health(
 
 
 async def _start_watching(config: Config, cairn: Cairn) -> VaultWatcher:
-    """Watch the vault (file events become index hints) and start the PDF queue. Started before the start-up
-    index scans, so no change falls between the two."""
+    """Watch the vault (file events become the index's hints, applied on its save lane) and start the PDF lane.
+    Started before the start-up index scans, so no change falls between the two."""
+    index = cairn.indexing
     watcher = VaultWatcher(
         config.require_vault(),
-        apply_hints=cairn.indexing.index_paths,
-        reconcile=cairn.indexing.reconcile,
+        apply_hints=index.save_lane.save,
+        reconcile=index.save_lane.reconcile,
+        hints=index.hints,
+        executor=index.save_lane.executor,
         ignore=config.ignore,
         force_polling={"native": False, "polling": True}.get(config.watch),
     )
-    cairn.indexing.watcher = watcher
-    cairn.indexing.set_bulk_thread_init(lower_thread_priority)
-    cairn.indexing.start_pdf_queue(watcher, thread_init=lower_thread_priority)
+    index.pdf_lane.start()
     await watcher.start()
     return watcher
 
 
 def _index_at_start(cairn: Cairn) -> None:
     """The start-up whole-vault run (blocking): the text of every note (keyword-searchable), then keyword ranking
-    from memory, even after a failed run; the vectors follow on the bulk lane (:meth:`Indexing.request_vectors`)."""
+    from memory, even after a failed run; the vectors follow on the bulk lane."""
     lower_thread_priority()
     stop = cairn.indexing.stop_requested
     try:
@@ -496,7 +519,7 @@ def _index_at_start(cairn: Cairn) -> None:
             len(report.skipped),
             report.elapsed_s,
         )
-        cairn.indexing.request_vectors()
+        cairn.indexing.bulk_lane.request()
     except Exception:
         log.exception("indexing failed; the daemon keeps serving what is indexed")
     finally:
@@ -504,13 +527,12 @@ def _index_at_start(cairn: Cairn) -> None:
 
 
 async def _stop_indexing(cairn: Cairn, watcher: VaultWatcher, indexing: asyncio.Future[None]) -> None:
-    """Stop the watcher and the PDF queue, then wait (up to 30 s) for the start-up run to end between batches."""
+    """Stop the watcher and the PDF lane, then wait (up to 30 s) for the start-up run to end between batches."""
     await watcher.stop()
-    if cairn.indexing.pdf_queue is not None:
-        await asyncio.to_thread(cairn.indexing.pdf_queue.stop)
+    await asyncio.to_thread(cairn.indexing.pdf_lane.stop)
     try:
         await asyncio.wait_for(asyncio.shield(indexing), timeout=30)
-        if not await asyncio.to_thread(cairn.indexing.wait_for_vectors, 30):
+        if not await asyncio.to_thread(cairn.indexing.bulk_lane.wait, 30):
             raise TimeoutError
     except TimeoutError:
         log.warning("indexing did not stop within 30 s")

@@ -28,6 +28,7 @@ import platformdirs
 
 from cairn.contract import LIMITS
 from cairn.errors import ConfigError
+from cairn.loopback import LOOPBACK_ONLY, is_loopback_host, is_loopback_url
 
 APP_NAME = "cairn"
 DEFAULT_PORT = 27183
@@ -40,27 +41,12 @@ RRF_K = 60
 NOT_FOUND_ANSWER = "I couldn't find this in your indexed notes."
 #: The first words of an answer whose evidence is weak (then the closest passages, cited).
 WEAK_ANSWER_LEAD = "I couldn't find a clear answer in your indexed notes. The closest passages say:"
-#: Folders never indexed, whatever the configured globs say.
-ALWAYS_IGNORED = (".obsidian", ".trash", ".git")
 
 
-def is_loopback_url(url: str) -> bool:
-    """True when ``url``'s host is a loopback address literal or ``localhost`` (anything else counts as remote).
-    ``*.localhost`` names count as remote: RFC 6761 asks resolvers to map them to loopback, but many do not
-    (this machine's does not), and a DNS answer could then send withheld notes off the machine."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    try:
-        host = (urlsplit(url).hostname or "").lower()
-    except ValueError:
-        return False
-    if host in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+def _loopback_host(value: Any) -> str:
+    if not isinstance(value, str) or not is_loopback_host(value):
+        raise ValueError(LOOPBACK_ONLY)
+    return value.strip().strip("[]").lower()
 
 
 class Kind(NamedTuple):
@@ -166,6 +152,7 @@ def _llm_base_url(value: Any) -> str | None:
 
 TEXT = Kind("text", str)
 BOOLEAN = Kind("true or false", _boolean)
+LOOPBACK_HOST = Kind("loopback address", _loopback_host)
 SECONDS = _number("seconds, > 0", lambda s: s > 0, "must be a positive number of seconds")
 PORT = _whole(0, 65535, "port must be 0..65535")
 AT_LEAST_1 = _whole(1, None, "must be at least 1")
@@ -233,6 +220,15 @@ class LLMConfig:
         return bool(self.base_url) and not is_loopback_url(self.base_url or "")
 
 
+def vault_id_of(vault: Path) -> str:
+    """A vault's id: 16 hex digits of SHA-256 over its resolved path (NFC, as UTF-8 bytes). Stable while the
+    vault stays where it is, not secret, and the same for every Cairn process and for the plugin, which
+    computes it from the vault it runs in: a daemon says it in ``/health`` (``vaultId``), and a client holding
+    another vault's id refuses it (docs/design.md, "Contract" → Several vaults). It also names the vault's
+    index and token."""
+    return hashlib.sha256(os.fsencode(vault)).hexdigest()[:16]  # the bytes, also for a non-UTF-8 name
+
+
 @dataclass(frozen=True)
 class Config:
     """The whole configuration. Paths are absolute; ``vault`` is resolved (symlinks followed). What each
@@ -264,7 +260,10 @@ class Config:
         doc="Where `cairn serve` writes `cairn.log`.",
     )
     host: str = _key(
-        "127.0.0.1", kind=TEXT, doc="Address both servers listen on; a loopback one only (`127.0.0.1`, `::1`)."
+        "127.0.0.1",
+        kind=LOOPBACK_HOST,
+        doc="Address both servers listen on: a loopback one only (`127.0.0.1`, `::1`, `localhost`); any other, "
+        "such as `0.0.0.0`, is an error and nothing starts.",
     )
     port: int = _key(
         DEFAULT_PORT, kind=PORT, env="CAIRN_PORT", doc="The HTTP API's port (also `--port`); 0 picks a free one."
@@ -375,12 +374,16 @@ class Config:
         return self.vault
 
     @property
+    def vault_id(self) -> str:
+        """This vault's id (:func:`vault_id_of`); raises :class:`ConfigError` when no vault is configured."""
+        return vault_id_of(self.require_vault())
+
+    @property
     def db_path(self) -> Path:
         """One SQLite file per vault, keyed by the vault's resolved path (several vaults can be served)."""
         vault = self.require_vault()
-        key = hashlib.sha256(os.fsencode(vault)).hexdigest()[:16]  # the bytes, also for a non-UTF-8 name
         safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in vault.name)[:40] or "vault"
-        return self.data_dir / "indexes" / f"{safe}-{key}.sqlite3"
+        return self.data_dir / "indexes" / f"{safe}-{vault_id_of(vault)}.sqlite3"
 
     @property
     def index_id(self) -> str:
@@ -562,6 +565,12 @@ def load_config(
 ) -> Config:
     """The configuration of :func:`load_settings` (defaults < TOML file < ``CAIRN_*`` env < ``overrides``)."""
     return load_settings(overrides, config_file=config_file, env=env).config
+
+
+def setting_default(name: str) -> Any:
+    """The default of the setting ``name`` (``llm.<key>`` included), as declared on its field (:func:`_key`): for
+    the places that hold a setting's value outside :class:`Config` (a server's limits) and need it by default too."""
+    return _BY_NAME[name].default
 
 
 def setting_value(config: Config, name: str) -> Any:

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from cairn.config import Config, setting_default
+
 log = logging.getLogger("cairn.connections")
 
 #: A peer address as both servers see it: ``(host, port)``.
@@ -53,18 +55,17 @@ class ListenerLimits:
     send a request body once the headers are in. ``max_connections``: open connections per server, lowered
     to fit the descriptor limit (:func:`connection_cap`)."""
 
-    header_timeout_s: float = 10.0
-    body_timeout_s: float = 30.0
-    max_connections: int = 512
+    header_timeout_s: float = setting_default("http_header_timeout_s")
+    body_timeout_s: float = setting_default("http_body_timeout_s")
+    max_connections: int = setting_default("http_max_connections")
 
     @classmethod
-    def of(cls, config: Any) -> ListenerLimits:
-        """The limits in ``config`` (a :class:`~cairn.config.Config`; defaults for what it lacks)."""
-        base = cls()
+    def of(cls, config: Config) -> ListenerLimits:
+        """The limits ``config`` sets."""
         return cls(
-            header_timeout_s=float(getattr(config, "http_header_timeout_s", base.header_timeout_s)),
-            body_timeout_s=float(getattr(config, "http_body_timeout_s", base.body_timeout_s)),
-            max_connections=int(getattr(config, "http_max_connections", base.max_connections)),
+            header_timeout_s=config.http_header_timeout_s,
+            body_timeout_s=config.http_body_timeout_s,
+            max_connections=config.http_max_connections,
         )
 
 

@@ -60,6 +60,9 @@ LIMITS = Limits()
 
 #: What every edge says when a search finds nothing in an index that holds notes.
 NO_RESULTS_TEXT = "No note holds these words or comes close to them in meaning."
+#: What every edge says when an empty query lists no recent note in an index that holds notes (the scope given holds
+#: none the caller may see).
+NO_RECENT_TEXT = "No indexed note carries these tags or lies in these folders."
 
 
 def empty_index_text(vault: Any) -> str:
@@ -106,6 +109,15 @@ def parse_text(value: Any, what: str) -> str:
     if len(value) > LIMITS.text_chars:
         raise BadRequestError(f"The {what} is {len(value)} characters long; the limit is {LIMITS.text_chars}.")
     return value
+
+
+def parse_query(value: Any) -> str:
+    """A search's query: a string of at most ``LIMITS.text_chars``; empty, only whitespace or absent (``None``) is
+    ``""``, which asks for the most recently modified notes (docs/design.md, "Contract" → Recent notes). Returned as
+    given otherwise (not stripped)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return ""
+    return parse_text(value, "query")
 
 
 def _integer(value: Any, *, text: bool) -> int | None:
@@ -188,7 +200,8 @@ def parse_path(value: Any) -> str:
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """``search``: keys ``query``, ``top_k``, ``tags``, ``folders``."""
+    """``search``: keys ``query``, ``top_k``, ``tags``, ``folders``. An empty or absent query (``recent``) lists the
+    most recently modified notes instead of ranking."""
 
     query: str
     top_k: int
@@ -200,11 +213,16 @@ class SearchRequest:
         cls, data: Mapping[str, Any], *, default_top_k: int = LIMITS.top_k_default, text: bool = False
     ) -> SearchRequest:
         return cls(
-            query=parse_text(data.get("query"), "query"),
+            query=parse_query(data.get("query")),
             top_k=parse_top_k(data.get("top_k"), default_top_k, text=text),
             tags=parse_scope(data.get("tags"), "tag"),
             folders=parse_scope(data.get("folders"), "folder"),
         )
+
+    @property
+    def recent(self) -> bool:
+        """The request lists the most recently modified notes (its query is empty)."""
+        return not self.query
 
 
 @dataclass(frozen=True)
@@ -309,6 +327,8 @@ class HitView(Protocol):
     def exact(self) -> float: ...
     @property
     def first(self) -> bool: ...
+    @property
+    def modified_at(self) -> float: ...
 
 
 def hit_relevance(hit: HitView) -> str:
@@ -363,6 +383,8 @@ class SearchResultView(Protocol):
     def elapsed_ms(self) -> float: ...
     @property
     def coverage(self) -> IndexCoverage | None: ...
+    @property
+    def recent(self) -> bool: ...
 
 
 class SourceView(Protocol):
@@ -453,6 +475,32 @@ def agent_hit_json(hit: HitView) -> dict[str, Any]:
     )
 
 
+def recent_hit_json(hit: HitView) -> dict[str, Any]:
+    """A note of the recent-notes listing (an empty query): ``{filePath, title, symbol, snippet, tags, kind,
+    modifiedAt, indexedAt, lines|page}``, its first passage; ``modifiedAt``: unix seconds when its file was last
+    modified. Nothing was ranked, so there is no ``score``, ``relevance`` or ``cosine``."""
+    return _where(
+        hit,
+        {
+            "filePath": hit.file_path,
+            "title": hit.title,
+            "symbol": hit_symbol(hit),
+            "snippet": hit.snippet,
+            "tags": list(hit.tags),
+            "kind": hit.kind,
+            "modifiedAt": round(hit.modified_at, 3),
+            "indexedAt": hit.indexed_at,
+        },
+    )
+
+
+def agent_recent_hit_json(hit: HitView) -> dict[str, Any]:
+    """An MCP ``search_notes`` recent note: :func:`recent_hit_json` without ``kind``."""
+    out = recent_hit_json(hit)
+    del out["kind"]
+    return out
+
+
 def _with_coverage(out: dict[str, Any], coverage: IndexCoverage | None) -> dict[str, Any]:
     if coverage is not None:
         out["coverage"] = coverage_json(coverage)
@@ -460,13 +508,23 @@ def _with_coverage(out: dict[str, Any], coverage: IndexCoverage | None) -> dict[
 
 
 def search_json(result: SearchResultView) -> dict[str, Any]:
-    """``GET /search`` and ``cairn search --json``: ``{results: [hit_json...], elapsedMs, coverage}``."""
-    out = {"results": [hit_json(h) for h in result.hits], "elapsedMs": round(result.elapsed_ms, 1)}
+    """``GET /search`` and ``cairn search --json``: ``{results: [hit_json...], elapsedMs, coverage}``; for an empty
+    query ``{results: [recent_hit_json...], recent: true, elapsedMs, coverage}``."""
+    if result.recent:
+        out: dict[str, Any] = {"results": [recent_hit_json(h) for h in result.hits], "recent": True}
+    else:
+        out = {"results": [hit_json(h) for h in result.hits]}
+    out["elapsedMs"] = round(result.elapsed_ms, 1)
     return _with_coverage(out, result.coverage)
 
 
 def agent_search_json(result: SearchResultView) -> dict[str, Any]:
-    """The MCP ``search_notes`` result's data: ``{results: [agent_hit_json...], coverage}``."""
+    """The MCP ``search_notes`` result's data: ``{results: [agent_hit_json...], coverage}``; for an empty query
+    ``{results: [agent_recent_hit_json...], recent: true, coverage}``."""
+    if result.recent:
+        return _with_coverage(
+            {"results": [agent_recent_hit_json(h) for h in result.hits], "recent": True}, result.coverage
+        )
     return _with_coverage({"results": [agent_hit_json(h) for h in result.hits]}, result.coverage)
 
 

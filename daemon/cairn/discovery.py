@@ -1,7 +1,12 @@
 """The running daemons' discovery records (layer 1: files in the data folder): where the plugin, ``cairn status``
 and MCP clients find the daemon of a vault, and how a starting daemon tells that the port it wants is held by
 another vault's daemon (then it takes a free port and records that one). Mode 0600, written atomically; never a
-token."""
+token.
+
+A record is believed only while its daemon proves it: its pid is alive and the ``/health`` at its URL names the
+record's vault (``vaultId``, :func:`cairn.config.vault_id_of`). A record left by a daemon killed with ``kill -9``,
+or whose port another program or another vault's daemon holds now, is stale and ignored (docs/design.md,
+"Contract" → Several vaults)."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from cairn import __version__
-from cairn.config import DEFAULT_PORT, Config
+from cairn.config import DEFAULT_PORT, Config, vault_id_of
 from cairn.private_files import private_dir
 
 #: How long a ``/health`` probe of a daemon waits (seconds): a daemon on this machine answers in far less.
@@ -105,10 +110,61 @@ def health(url: str, timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any] | None:
     return body if isinstance(body, dict) and {"version", "store", "embedder"} <= set(body) else None
 
 
+def pid_alive(pid: object) -> bool:
+    """Whether process ``pid`` exists (POSIX: signal 0; another user's process counts); ``False`` for what is not
+    a positive whole number. On other systems ``True`` for any pid: ``/health`` decides alone there."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    if os.name != "posix":  # os.kill(pid, 0) would end the process on Windows
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, as another user's
+        return True
+    return True
+
+
+def answering(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``/health`` of the daemon a record advertises, when it is that daemon: the record's pid is alive and
+    the daemon answering at its URL serves the record's vault (``vaultId``). ``None`` for a stale record: its
+    daemon is gone, or its port is another program's or another vault's daemon's now."""
+    if not pid_alive(record.get("pid")):
+        return None
+    found = health(record["url"])
+    if found is None or found.get("vaultId") != vault_id_of(Path(record["vault"])):
+        return None
+    return found
+
+
+def own_daemon(config: Config) -> tuple[dict[str, Any] | None, str | None]:
+    """This vault's running daemon: ``(record, None)`` when its ``service-<index>.json`` (else a ``service.json``
+    naming this vault) advertises a daemon that proves it serves this vault (:func:`answering`); else ``(None,
+    why)``, ``why`` saying what stale record was ignored, or ``None`` when there is no record."""
+    why = None
+    for path in (config.service_file, config.shared_service_file):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("url"), str):
+            continue
+        if record.get("vault") != str(config.vault):
+            continue
+        if answering(record) is not None:
+            return record, None
+        if why is None and not pid_alive(record.get("pid")):
+            why = f"{path.name} names pid {record.get('pid')}, which is no longer running"
+        elif why is None:
+            why = f"{path.name} names {record['url']}, where this vault's daemon does not answer"
+    return None, why
+
+
 def running_daemons(data_dir: Path) -> list[dict[str, Any]]:
-    """The daemons of every vault that advertise themselves in ``data_dir`` and answer ``/health`` now:
+    """The daemons of every vault that advertise themselves in ``data_dir`` and prove it now (:func:`answering`):
     ``[{vault, url, port, pid, mcpUrl?, index}]`` (the record's fields), sorted by vault."""
-    return [r for r in read_records(data_dir) if health(r["url"]) is not None]
+    return [r for r in read_records(data_dir) if answering(r) is not None]
 
 
 def port_of(url: str) -> int | None:
@@ -127,7 +183,7 @@ def daemon_holding(config: Config, port: int) -> str | None:
     program has it" (an error naming the port)."""
     for record in read_records(config.data_dir):
         ports = {record.get("port"), port_of(record.get("mcpUrl") or "")}
-        if port in ports and health(record["url"]) is not None:
+        if port in ports and answering(record) is not None:
             return record["vault"]
     host = "127.0.0.1" if config.host in ("localhost", "0.0.0.0") else config.host
     url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

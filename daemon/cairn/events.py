@@ -1,9 +1,9 @@
 """Index progress events (layer 2): a small thread-safe broadcaster.
 
-The indexer runs in a worker thread and reports ``progress(phase, done, total)``; the indexing
-service (:class:`cairn.indexing.Indexing`) hands it :meth:`EventBus.progress_callback`, the composition
-root hands it :meth:`EventBus.removed` (``removed`` for each note deleted from the index), and the
-indexing service publishes ``indexed`` / ``error`` when a run ends. ``GET /events``
+The index's runs report ``progress(phase, done, total)`` from worker threads; its lanes
+(:mod:`cairn.index.lanes`) hand them :meth:`EventBus.progress_callback` and publish ``indexed`` / ``error`` when a
+run ends, and the composition root hands the index's writer :meth:`EventBus.removed` (``removed`` for each note
+deleted from the index). ``GET /events``
 subscribes from the event loop and streams what arrives as SSE.
 
 A slow subscriber never blocks the indexer: each subscriber has a bounded queue, and when it is
@@ -80,7 +80,7 @@ class EventBus:
     def removed(self, file_path: str) -> None:
         """Publish ``removed`` ``{filePath}``: a note's rows were deleted because its file is gone (deleted, or
         renamed or moved away; the new path arrives as an added note in the ``indexed`` that ends the run). The
-        indexer calls this right after the delete commits, so a client can drop the path from what it shows."""
+        index's writer calls this right after the delete commits, so a client can drop the path from what it shows."""
         self.publish("removed", {"filePath": file_path})
 
     def progress_callback(self, min_interval_s: float = 0.25) -> Callable[[str, int, int], None]:

@@ -20,38 +20,18 @@ Blocking (SQLite and file reads): call from a worker thread in async code.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from cairn.config import Config
-from cairn.contract import LIMITS, parse_limit, parse_path
-from cairn.errors import BadRequestError, NotFoundError, PathOutsideVaultError
+from cairn.contract import LIMITS, parse_limit
+from cairn.errors import BadRequestError, NotFoundError
 from cairn.notes import normalise_tag, parse_note
 from cairn.policy import WithheldTally, Withhold
 from cairn.search import CallerView, Views, WithheldSet, similar_notes
 from cairn.store import Backlink, LinkRecord, Store, StoredNote
 from cairn.store.reads import list_notes as _list_notes
 from cairn.store.reads import tag_counts as _tag_counts
-from cairn.vault import normalise_rel_path, read_note_text, resolve_in_vault
-
-_DRIVE = re.compile(r"^[A-Za-z]:")
-
-
-def checked_rel_path(raw: Any) -> str:
-    """A vault-relative note path from a client. Refuses what is never a vault-relative POSIX path: not a path by
-    the edge contract (:func:`cairn.contract.parse_path`: non-strings, empty, too long;
-    :class:`~cairn.errors.BadRequestError`), NUL, backslashes, absolute, ``..`` (:class:`PathOutsideVaultError`)."""
-    raw = parse_path(raw)
-    shown = raw[:120]
-    if "\x00" in raw or "\\" in raw:
-        raise PathOutsideVaultError(
-            f"Path {shown!r} holds a NUL or a backslash; expected a vault-relative path with '/'."
-        )
-    if raw.startswith("/") or _DRIVE.match(raw):
-        raise PathOutsideVaultError(f"Path {shown!r} is absolute; expected a path relative to the vault root.")
-    if ".." in raw.split("/"):
-        raise PathOutsideVaultError(f"Path {shown!r} contains '..'; expected a path inside the vault.")
-    return normalise_rel_path(raw)
+from cairn.vault import checked_rel_path, read_note_text, resolve_in_vault
 
 
 def link_json(link: LinkRecord) -> dict[str, Any]:

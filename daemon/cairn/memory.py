@@ -1,6 +1,6 @@
 """The daemon's resident memory by part, approximate: what ``cairn status --json`` and ``/index/stats`` show as
 ``memory`` and the benchmarks print (layer 1: it reads the system's
-figures; :mod:`cairn.search.memory` adds up the search side's parts).
+figures; :mod:`cairn.search.memory` adds up the search side's parts, :func:`daemon_memory` the daemon's).
 
 Each part is the bytes of the arrays and objects it holds (``nbytes`` of numpy arrays, ``sys.getsizeof`` of the
 Python objects around them), or, for the ONNX sessions and the MCP HTTP server, the growth of the resident set
@@ -147,3 +147,13 @@ def breakdown(parts: dict[str, int], workers: dict[str, int | None] | None = Non
 
 def _mb(value: int | None) -> float | None:
     return None if value is None else round(value / MB, 1)
+
+
+def daemon_memory(search: dict[str, int], *, onnx: int, mcp_http: int, pdf_worker_pid: int | None) -> dict[str, Any]:
+    """The daemon's :func:`breakdown`: the search side's parts (``search``: :func:`cairn.search.search_parts`), the
+    embedding model's session (``onnx`` bytes), the MCP HTTP server's share (``mcp_http`` bytes, measured when it
+    started), and the PDF reader's worker process beside it (``pdf_worker_pid``, None when it is not running)."""
+    parts = {**search, "onnx": onnx, "mcpHttp": mcp_http}
+    return breakdown(
+        parts, {"pdfWorker": process_memory(pdf_worker_pid)["rss"] if pdf_worker_pid is not None else None}
+    )

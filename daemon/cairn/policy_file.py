@@ -138,11 +138,28 @@ def ensure_owner_policy(config_dir: Path, data_dir: Path) -> Path:
     created (a deleted policy stays fail-closed; ``cairn policy init`` makes it again)."""
     path = owner_policy_path(config_dir)
     if path.exists():
-        _record_created(path)
+        _first_sight(path)
         return path
     _refuse_to_recreate(path, data_dir)
     create_policy(path, data_dir)
     return path
+
+
+def _first_sight(path: Path) -> None:
+    """Record the existing policy file ``path`` as found. On the first use of Cairn in its folder (neither
+    :data:`CREATED_RECORD_NAME` nor :data:`CONFIRMED_RECORD_NAME` beside it) it is also confirmed as it is, first
+    (:func:`_write_confirmed` records it as found too): from then on a missing confirmed record is a record that
+    vanished, never a first use. A file not valid yet is recorded the first time it is."""
+    if created_record_path(path).exists() or confirmed_record_path(path).exists():
+        _record_created(path)
+        return
+    snapshot = _read_snapshot(path)
+    try:
+        _policy_of(snapshot, str(path))
+    except PolicyError:
+        return
+    if snapshot.raw is not None:
+        _write_confirmed(path, snapshot.raw)
 
 
 def create_policy(path: Path, data_dir: Path | None = None) -> bool:
@@ -256,14 +273,22 @@ def _policy_of(snapshot: _Snapshot, source: str) -> Policy:
 
 # ------------------------------------------------------------------------------------ the confirmed policy
 #: Beside the policy: the text of the policy last in force for each policy path (confirmed by the owner, created
-#: from the default, or a change that withheld at least as much), keyed by the resolved path. A file that
-#: withholds less than this is not used from the file alone (:class:`cairn.policy_live.PolicyHolder`).
+#: from the default, found on the first use, or a change that withheld at least as much), keyed by the path as
+#: Cairn names it. A file that withholds less than this is not used from the file alone
+#: (:class:`cairn.policy_live.PolicyHolder`).
 CONFIRMED_RECORD_NAME = "mcp-policy-confirmed.json"
 
 
 def confirmed_record_path(policy_path: Path) -> Path:
     """``mcp-policy-confirmed.json`` beside ``policy_path``."""
     return Path(policy_path).parent / CONFIRMED_RECORD_NAME
+
+
+def _confirm_key(path: Path) -> str:
+    """The confirmed record's key for ``path``: the path as Cairn names it, made absolute, never resolved. A link
+    re-pointed at another file (``ln -sfn``) is still this policy path, so its new content is compared with the
+    content confirmed for it."""
+    return os.path.abspath(path)
 
 
 def _record_stamp(record: Path) -> tuple[int, int, int] | None:
@@ -274,28 +299,59 @@ def _record_stamp(record: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+def _record_damaged(path: Path, why: str) -> PolicyError:
+    """The error for a confirmed record beside ``path`` that cannot be used (``why``: what is wrong with it)."""
+    return PolicyError(
+        str(confirmed_record_path(path)),
+        None,
+        f"the record of the MCP policy you last confirmed {why}, so Cairn cannot tell whether {path} withholds less "
+        f"than that policy did and serves no note over MCP. Check {path}, then confirm it as it is with "
+        "`cairn policy apply`",
+    )
+
+
 def _read_confirmed(path: Path) -> bytes | None:
-    """The bytes of the policy last in force at ``path`` (None when none is recorded, or the record is unreadable)."""
+    """The text of the policy last confirmed for ``path``: its own entry in the record beside it, else the entry
+    confirmed last (another path in the same folder: what counts is what a policy withholds and who is local, not
+    which file says it). None on the first use in the folder: no record and no sign of one (no
+    :data:`CREATED_RECORD_NAME` beside it). Raises :class:`PolicyError` naming the record when it is missing after
+    that, empty, unreadable, not JSON, or holds an entry without a policy's text."""
+    record = confirmed_record_path(path)
     try:
-        data = json.loads(confirmed_record_path(path).read_text(encoding="utf-8"))
-        text = data[_record_key(path)]["text"]
-    except (OSError, ValueError, KeyError, TypeError):
+        text = record.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if created_record_path(path).exists():
+            raise _record_damaged(
+                path, f"is missing, though Cairn recorded policies in this folder before ({CREATED_RECORD_NAME})"
+            ) from None
         return None
-    return text.encode("utf-8") if isinstance(text, str) else None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _record_damaged(path, f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise _record_damaged(path, "is empty" if not text.strip() else "is not valid JSON") from None
+    entries = data if isinstance(data, dict) else {}
+    valid = {k: v for k, v in entries.items() if isinstance(v, dict) and isinstance(v.get("text"), str)}
+    if not entries or len(valid) != len(entries):
+        raise _record_damaged(path, "holds no confirmed policy where one is expected")
+    entry = valid.get(_confirm_key(path)) or max(valid.values(), key=lambda v: str(v.get("confirmedAt", "")))
+    return str(entry["text"]).encode("utf-8")
 
 
 def _write_confirmed(path: Path, raw: bytes) -> bool:
-    """Record ``raw`` as the policy in force at ``path`` (temp file + rename, mode 0600). Returns False (logged)
-    when it cannot be written: the running process keeps it in memory."""
+    """Record ``raw`` as the policy in force at ``path`` (temp file + rename, mode 0600; a damaged record is
+    replaced), and ``path`` as found (:data:`CREATED_RECORD_NAME`: from now on the record is expected). Returns
+    False (logged) when it cannot be written: the running process keeps it in memory."""
     record = confirmed_record_path(path)
     try:
         data = json.loads(record.read_text(encoding="utf-8"))
         data = data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         data = {}
-    data[_record_key(path)] = {
+    data[_confirm_key(path)] = {
         "text": raw.decode("utf-8-sig"),
-        "confirmedAt": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "confirmedAt": _dt.datetime.now(_dt.UTC).isoformat(timespec="microseconds"),
     }
     tmp = record.with_name(f".{record.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
@@ -308,16 +364,19 @@ def _write_confirmed(path: Path, raw: bytes) -> bool:
         tmp.unlink(missing_ok=True)
         log.warning("cannot record in %s which MCP policy is in force: %s", record, exc)
         return False
+    _record_created(path)
     return True
 
 
 def _confirmed_policy(path: Path, raw: bytes | None) -> Policy | None:
+    """The confirmed policy in ``raw`` (None for None). Raises :class:`PolicyError` naming the record when its text
+    is not a valid policy (the record was damaged: Cairn records only policies it could use)."""
     if raw is None:
         return None
     try:
         return _policy_of(_Snapshot(None, raw), str(path))
-    except PolicyError:
-        return None
+    except PolicyError as exc:
+        raise _record_damaged(path, f"holds a policy Cairn cannot read ({exc.reason})") from None
 
 
 def apply_policy(path: Path) -> tuple[Policy, list[str]]:
@@ -327,15 +386,20 @@ def apply_policy(path: Path) -> tuple[Policy, list[str]]:
     path = Path(path)
     snapshot = _read_snapshot(path)
     policy = _policy_of(snapshot, str(path))
-    before = _confirmed_policy(path, _read_confirmed(path))
+    try:
+        before = _confirmed_policy(path, _read_confirmed(path))
+    except PolicyError:  # a damaged or vanished record: this confirmation replaces it
+        before = None
     if snapshot.raw is None or not _write_confirmed(path, snapshot.raw):
         raise PolicyError(str(path), None, f"cannot record the confirmation in {confirmed_record_path(path)}")
     return policy, loosened(before, policy) if before is not None else []
 
 
 def awaiting_confirmation(path: Path) -> list[str]:
-    """What the policy file at ``path`` withholds less than the policy last in force (``loosened``): not used
-    until the owner runs ``cairn policy apply``. Empty when nothing waits (or the file cannot be used)."""
+    """What the policy file at ``path`` withholds less than the policy last confirmed (``loosened``, compared by
+    content whatever file held it): not used until the owner runs ``cairn policy apply``. Empty when nothing
+    waits (or the file cannot be used). Raises :class:`PolicyError` naming the confirmed record when it is damaged
+    or vanished (:func:`_read_confirmed`): then nothing is served over MCP until the owner confirms."""
     try:
         policy = load_policy(path)
     except PolicyError:

@@ -77,8 +77,11 @@ class PolicyHolder:
     :data:`CONFIRMED_RECORD_NAME`; ``loosened``: a withheld tag or folder dropped, a client made local) is not
     used from the file alone: ``stricter_of`` the two is in force, logged once as a warning, until the owner
     confirms the file (:func:`apply_policy`, ``cairn policy apply``; seen through the record, from any process).
-    A file that withholds at least as much is used and recorded. With no record yet, the first settled file is
-    recorded as it is. ``refused`` (a :class:`PolicyError`): the holder is failed closed for good with that reason
+    The comparison is by content: a link re-pointed at another file, or another file moved into place, is
+    compared like an edit. A file that withholds at least as much is used and recorded. On the first use (no
+    record and no sign of one) the first settled file is recorded as it is; a record that is damaged, or gone
+    after that, fails the holder closed (the reason names the record and ``cairn policy apply``) until the owner
+    confirms. ``refused`` (a :class:`PolicyError`): the holder is failed closed for good with that reason
     (e.g. the vault is governed by another policy); a strict holder raises it.
 
     At start, a recently changed file is watched until it settles (blocking, at most ``10 × settle_s + 1`` s).
@@ -175,7 +178,7 @@ class PolicyHolder:
             self._file_policy, self._error = _policy_of(snapshot, str(self.path)), None
             self._policy = self._governed(snapshot)
         except PolicyError as exc:
-            self._policy, self._error = fail_closed_policy(str(exc)), exc
+            self._policy, self._error, self._awaiting = fail_closed_policy(str(exc)), exc, []
             if not (start and self.strict):
                 log.error(
                     "MCP policy unusable, failing closed (no note goes to an MCP client or a remote model until "
@@ -191,9 +194,11 @@ class PolicyHolder:
 
     def _governed(self, snapshot: _Snapshot) -> Policy:
         """The policy in force for the accepted, valid ``snapshot``: the file's own when it withholds at least as
-        much as the policy last in force (it is recorded as such), else the stricter of the two until the owner
-        confirms the file (``cairn policy apply``), logged once as a warning. With nothing recorded yet (an
-        install from before), the file is recorded as it is."""
+        much as the policy last confirmed (compared by content, whatever file or link target held either; it is
+        recorded as such), else the stricter of the two until the owner confirms the file (``cairn policy
+        apply``), logged once as a warning. On the first use (no record, no sign of one) the file is recorded as
+        it is. Raises :class:`PolicyError` naming the record when it is damaged or vanished (the caller fails
+        closed)."""
         assert self._file_policy is not None and snapshot.raw is not None
         record = confirmed_record_path(self.path)
         self._record_stamp = _record_stamp(record)
@@ -222,9 +227,16 @@ class PolicyHolder:
             return
         if _record_stamp(confirmed_record_path(self.path)) == self._record_stamp:
             return
-        before, was_awaiting = self._policy, bool(self._awaiting)
-        self._policy = self._governed(self._accepted)
-        if was_awaiting and not self._awaiting:
+        before, was_awaiting, was_refused = self._policy, bool(self._awaiting), self._error is not None
+        try:
+            self._policy, self._error = self._governed(self._accepted), None
+        except PolicyError as exc:
+            self._policy, self._error, self._awaiting = fail_closed_policy(str(exc)), exc, []
+            log.error("MCP policy unusable, failing closed: %s", exc)
+            return
+        if was_refused:
+            log.warning("MCP policy %s: the confirmed record is readable again; fail-closed mode ended", self.path)
+        elif was_awaiting and not self._awaiting:
             log.warning("MCP policy %s confirmed by its owner; it is in force now", self.path)
             _warn_if_laxer(self.path, before, self._policy)
 

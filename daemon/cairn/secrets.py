@@ -1,14 +1,16 @@
 """The API token the Obsidian plugin sends as ``Authorization: Bearer <token>``.
 
-One token per install. It lives in the OS keyring (service ``cairn``, username
-``api-token``) when a usable keyring backend exists. Otherwise — no backend
-(``keyring.backends.fail.Keyring``, a chainer with no backends, the null
-backend), any keyring error, or ``keyring = "file"`` (config, or ``CAIRN_KEYRING=file``) — it
-lives in the file ``<config_dir>/api-token``, created with mode ``0600``, and ONE
-warning per process says so. With ``keyring = "required"`` there is no such file:
-every token operation raises :class:`~cairn.errors.ConfigError` instead (the daemon
-refuses to start), naming why the keyring is not usable; a file left from an earlier
-mode (API token, MCP token, secret) is moved into the keyring and deleted when read.
+One token per vault, so a token opens only its own vault's daemon: the plugin keeps it in the vault's
+``.obsidian`` folder, which travels when the vault is synced (docs/design.md, "Contract" → Several vaults). It
+lives in the OS keyring (service ``cairn``, username ``api-token:<index id>``) when a usable keyring backend
+exists. Otherwise — no backend (``keyring.backends.fail.Keyring``, a chainer with no backends, the null backend),
+any keyring error, or ``keyring = "file"`` (config, or ``CAIRN_KEYRING=file``) — it lives in the file
+``<config_dir>/api-tokens/<index id>``, created with mode ``0600``, and ONE warning per process says so. The one
+token of an earlier Cairn (username ``api-token``, file ``<config_dir>/api-token``) becomes the token of the first
+vault that asks for one, and no other's. With ``keyring = "required"`` there is no such file: every token
+operation raises :class:`~cairn.errors.ConfigError` instead (the daemon refuses to start), naming why the keyring
+is not usable; a file left from an earlier mode (API token, MCP token, secret) is moved into the keyring and
+deleted when read.
 
 Token: ``secrets.token_urlsafe(32)`` — 32 bytes of entropy, 43 URL-safe
 characters. The token is never logged, and never put in an error message.
@@ -42,10 +44,12 @@ from cairn.secret_files import write_replace as _write_replace
 
 log = logging.getLogger(__name__)
 
-#: keyring service name and username of the API token.
+#: keyring service name, and the username of the API token (``api-token:<index id>``; alone: the token from
+#: before tokens were per vault).
 KEYRING_SERVICE = "cairn"
 KEYRING_USERNAME = "api-token"
-#: File name of the fallback token file inside ``config.config_dir``.
+#: The folder of the vaults' token files inside ``config.config_dir``; the one file from before, beside it.
+TOKEN_DIR_NAME = "api-tokens"
 TOKEN_FILE_NAME = "api-token"
 #: The last reason the keyring was not used, so that the warning is not repeated on every ``cairn`` call.
 NOTICE_FILE_NAME = "keyring-notice"
@@ -60,47 +64,53 @@ _warned_file_fallback = False
 
 
 def token_file(config: Config) -> Path:
-    """``<config_dir>/api-token``: where the token lives when no keyring backend is usable."""
-    return config.config_dir / TOKEN_FILE_NAME
+    """``<config_dir>/api-tokens/<index id>``: where the vault's token lives when no keyring backend is usable.
+    Raises :class:`ConfigError` when no vault is configured."""
+    return config.config_dir / TOKEN_DIR_NAME / config.index_id
+
+
+def _username(config: Config) -> str:
+    return f"{KEYRING_USERNAME}:{config.index_id}"
 
 
 def read_token(config: Config) -> str | None:
-    """The current API token, or ``None`` when none was created yet.
+    """The vault's API token, or ``None`` when none was created yet.
 
-    Looks in the keyring first (when usable), then in the token file. Raises
-    :class:`ConfigError` when the token file exists but is unsafe and cannot be repaired.
+    Looks in the keyring first (when usable), then in the token file. Raises :class:`ConfigError` when no
+    vault is configured, or the token file exists but is unsafe and cannot be repaired.
     """
     keyring_mod = _usable_keyring(config)
     if keyring_mod is not None:
         try:
-            value = keyring_mod.get_password(KEYRING_SERVICE, KEYRING_USERNAME)
+            value = keyring_mod.get_password(KEYRING_SERVICE, _username(config))
         except Exception as exc:  # any keyring backend failure → file fallback
             _warn_file_fallback(config, f"the keyring failed: {type(exc).__name__}")
         else:
             _keyring_answered(config)
             if value and _TOKEN_RE.match(value):
                 return value
-    value = _file_value(config, keyring_mod, KEYRING_USERNAME, token_file(config), _TOKEN_RE, "the API token")
+    value = _file_value(config, keyring_mod, _username(config), token_file(config), _TOKEN_RE, "the API token")
     if value is not None and keyring_mod is None:
         _warn_file_fallback(config, "no keyring backend is available")
     return value
 
 
 def get_or_create_token(config: Config) -> str:
-    """The API token, creating and storing a new one on first use.
+    """The vault's API token, made on first use: the token from before tokens were per vault when one is left
+    (:func:`_take_legacy_token`), else a new one.
 
-    Stored in the keyring when usable, else in ``<config_dir>/api-token`` (mode 0600).
+    Stored in the keyring when usable, else in ``<config_dir>/api-tokens/<index id>`` (mode 0600).
     Two processes creating it at once agree on one token when the file backend is used
     (the file is created with ``O_CREAT | O_EXCL``).
     """
     existing = read_token(config)
     if existing is not None:
         return existing
-    token = _new_token()
+    token = _take_legacy_token(config) or _new_token()
     if _store_in_keyring(config, token):
         return token
     path = token_file(config)
-    _ensure_config_dir(config)
+    _ensure_token_dir(config)
     try:
         _create_complete(path, token)
     except FileExistsError:
@@ -115,7 +125,7 @@ def get_or_create_token(config: Config) -> str:
 
 
 def rotate_token(config: Config) -> str:
-    """Replace the API token with a new one and return it. A running daemon (:class:`TokenWatch`)
+    """Replace the vault's API token with a new one and return it. A running daemon (:class:`TokenWatch`)
     refuses the old token from its next request on; clients need the new one (``cairn token``)."""
     token = _new_token()
     path = token_file(config)
@@ -129,7 +139,7 @@ def rotate_token(config: Config) -> str:
             log.warning("Could not remove the old token file %s: %s", path, exc.strerror)
         _mark_rotation(config)
         return token
-    _ensure_config_dir(config)
+    _ensure_token_dir(config)
     _write_replace(path, token)
     _mark_rotation(config)
     _warn_file_fallback(config, "no keyring backend is available")
@@ -137,14 +147,58 @@ def rotate_token(config: Config) -> str:
 
 
 def _mark_rotation(config: Config) -> None:
-    """Touch ``<config_dir>/api-token.generation`` (a random nonce, no secret) so that a running daemon's
-    :class:`TokenWatch` notices the rotation on its next request, whichever backend holds the token."""
-    _ensure_config_dir(config)
+    """Touch ``<config_dir>/api-tokens/<index id>.generation`` (a random nonce, no secret) so that a running
+    daemon's :class:`TokenWatch` notices the rotation on its next request, whichever backend holds the token."""
+    _ensure_token_dir(config)
     _write_replace(generation_file(config), secrets.token_hex(8))
 
 
 def generation_file(config: Config) -> Path:
-    return config.config_dir / (TOKEN_FILE_NAME + ".generation")
+    return config.config_dir / TOKEN_DIR_NAME / f"{config.index_id}.generation"
+
+
+def _ensure_token_dir(config: Config) -> None:
+    _ensure_config_dir(config)
+    try:
+        (config.config_dir / TOKEN_DIR_NAME).mkdir(mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"Cannot create {str(config.config_dir / TOKEN_DIR_NAME)!r}: {exc.strerror}.") from None
+
+
+def _take_legacy_token(config: Config) -> str | None:
+    """The one API token of a Cairn from before tokens were per vault, taken (removed from the keyring, or its
+    file renamed away, so that no second vault gets it) for this vault: the plugin that holds it keeps working
+    with the first vault that asks. ``None`` when there is none, or another process took it first."""
+    value = None
+    keyring_mod = _usable_keyring(config)
+    if keyring_mod is not None:
+        try:
+            found = keyring_mod.get_password(KEYRING_SERVICE, KEYRING_USERNAME)
+            if found and _TOKEN_RE.match(found):
+                keyring_mod.delete_password(KEYRING_SERVICE, KEYRING_USERNAME)  # raises when taken meanwhile
+                value = found
+        except Exception:  # no such entry, taken by another process, or a failing backend: make a new token
+            value = None
+    path = config.config_dir / TOKEN_FILE_NAME
+    try:
+        found = read_file(path, _TOKEN_RE)
+        if found is not None and value is None:
+            taken = _tmp_name(path)
+            os.rename(path, taken)  # atomic: of two processes, one gets it
+            taken.unlink(missing_ok=True)
+            value = found
+        elif found is not None:
+            path.unlink(missing_ok=True)  # the keyring's was taken: the file's copy goes too
+    except (OSError, ConfigError) as exc:  # unsafe, or taken meanwhile: not adopted
+        log.debug("the earlier API token file was not taken: %s", exc)
+    if value is not None:
+        (config.config_dir / (TOKEN_FILE_NAME + ".generation")).unlink(missing_ok=True)
+        log.warning(
+            "The API token made before each vault had its own is now the token of %s only; every other vault gets "
+            "a token of its own: run `cairn plugin install --vault PATH` for each to give its plugin its token.",
+            config.vault,
+        )
+    return value
 
 
 class TokenWatch:
@@ -283,6 +337,13 @@ def keyring_mode(config: Config) -> str:
     return env if env in KEYRING_MODES else config.keyring
 
 
+def keyring_state(config: Config) -> tuple[str, str | None]:
+    """``(mode, backend)``: :func:`keyring_mode` and the OS keyring backend that would keep the tokens (its class, e.g.
+    ``SecretService Keyring``), None when no usable one is found. What ``cairn doctor`` reports; reads nothing."""
+    found = _keyring_backend()
+    return keyring_mode(config), None if found is None else str(getattr(found.get_keyring(), "name", "a backend"))
+
+
 def _required_message(why: str, what: str = "the API token") -> str:
     return (
         f'keyring = "required" is set, so Cairn keeps {what} only in the OS keyring, and {why}; it '
@@ -321,7 +382,7 @@ def _store_in_keyring(config: Config, token: str) -> bool:
     if keyring_mod is None:
         return False
     try:
-        keyring_mod.set_password(KEYRING_SERVICE, KEYRING_USERNAME, token)
+        keyring_mod.set_password(KEYRING_SERVICE, _username(config), token)
     except Exception as exc:
         _warn_file_fallback(config, f"the keyring failed: {type(exc).__name__}")
         return False

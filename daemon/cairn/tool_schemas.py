@@ -60,15 +60,13 @@ MCP_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
         {
             "query": {
                 "type": "string",
-                "minLength": 1,
                 "maxLength": LIMITS.text_chars,
-                "description": "what to look for",
+                "description": "what to look for; empty or left out: the most recently modified notes",
             },
             "tags": _TAGS_SCHEMA,
             "folder": _scope_schema("only notes under this folder"),
             "limit": _count_schema(LIMITS.top_k_max, LIMITS.top_k_default, LIMITS.top_k_min),
-        },
-        "query",
+        }
     ),
     "get_note": _object({"path": _PATH_SCHEMA}, "path"),
     "get_related_notes": _object(

@@ -38,7 +38,7 @@ from bench_index import QUESTIONS  # noqa: E402  (the same questions as the inde
 
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
-from cairn.watcher import VaultWatcher  # noqa: E402
+from cairn.index import VaultWatcher  # noqa: E402
 
 ANIMALS = ["heron", "otter", "lynx", "badger", "kestrel", "salamander", "marmot", "ibis", "okapi", "tapir"]
 PLACES = ["lighthouse", "orchard", "observatory", "boathouse", "greenhouse", "quarry", "monastery", "harbour"]
@@ -193,12 +193,13 @@ def watched(cairn: Cairn, vault: Path, debounce_ms: int, *work) -> None:
     async def scenario() -> None:
         watcher = VaultWatcher(
             vault,
-            apply_hints=cairn.indexing.index_paths,
+            apply_hints=cairn.indexing.save_lane.save,
             reconcile=cairn.indexing.index,
+            hints=cairn.indexing.hints,
+            executor=cairn.indexing.save_lane.executor,
             ignore=cairn.config.ignore,
             debounce_ms=debounce_ms,
         )
-        cairn.indexing.watcher = watcher
         await watcher.start()
         try:
             for step in work:
@@ -207,7 +208,6 @@ def watched(cairn: Cairn, vault: Path, debounce_ms: int, *work) -> None:
             await watcher.stop()
 
     asyncio.run(scenario())
-    cairn.indexing.watcher = None
 
 
 def search_latencies(cairn: Cairn) -> tuple[list[float], list[float]]:

@@ -37,7 +37,7 @@ from cairn.chunking import chunk_note  # noqa: E402
 from cairn.config import load_config  # noqa: E402
 from cairn.embedder import Embedder  # noqa: E402
 from cairn.embedding import chunk_embed_text  # noqa: E402
-from cairn.indexer import CHUNK_MAX_TOKENS, Indexer  # noqa: E402
+from cairn.index import CHUNK_MAX_TOKENS, ChunkVectors, IndexWriter, NoteIndexer  # noqa: E402
 from cairn.notes import parse_note  # noqa: E402
 from cairn.search import SearchService  # noqa: E402
 from cairn.store import Store  # noqa: E402
@@ -217,7 +217,8 @@ def main() -> int:
             )
             config = load_config({"vault": str(args.vault), "data_dir": str(Path(tmp) / "data")}, env={})
             store = Store(config.db_path)
-            indexer = Indexer(config, store, default)
+            indexer = NoteIndexer(config, IndexWriter(store, config.require_vault(), config.ignore), default)
+            vectors = ChunkVectors(store, default)
             stats = store.stats()
             rows.append(
                 (
@@ -241,7 +242,7 @@ def main() -> int:
                 )
             t = time.perf_counter()
             again = indexer.sync_text()
-            _, embedded2 = indexer.embed_pending()
+            _, embedded2 = vectors.embed_pending()
             rows.append(
                 (
                     "re-index unchanged: texts embedded / seconds",

@@ -133,7 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             url = _wait_service(args.data_dir, proc, 300)
             token = subprocess.run(
-                [sys.executable, "-m", "cairn", "token"], env=env, capture_output=True, text=True, check=True
+                [sys.executable, "-m", "cairn", "token", "--vault", str(vault)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
             ).stdout.strip()
             _wait_indexed(url, token, 7200)
             time.sleep(args.settle_s)

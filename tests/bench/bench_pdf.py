@@ -50,8 +50,8 @@ from bench_freshness import (  # noqa: E402
 
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
+from cairn.index import VaultWatcher  # noqa: E402
 from cairn.vault.pdf import PdfExtractor  # noqa: E402
-from cairn.watcher import VaultWatcher, lower_thread_priority  # noqa: E402
 
 WORDS_PER_PAGE = 330
 
@@ -228,13 +228,15 @@ def main() -> int:
     async def scenario() -> None:
         watcher = VaultWatcher(
             vault,
-            apply_hints=cairn.indexing.index_paths,
+            apply_hints=cairn.indexing.save_lane.save,
             reconcile=cairn.indexing.index,
+            hints=cairn.indexing.hints,
+            executor=cairn.indexing.save_lane.executor,
             ignore=config.ignore,
             debounce_ms=args.debounce_ms,
         )
-        cairn.indexing.watcher = watcher
-        queue = cairn.indexing.start_pdf_queue(watcher, thread_init=lower_thread_priority)
+        queue = cairn.indexing.pdf_lane
+        queue.start()
         await watcher.start()
         try:
             await asyncio.to_thread(run, queue)
@@ -260,7 +262,6 @@ def main() -> int:
         timing["end_to_end"] = time.perf_counter() - t0
 
     asyncio.run(scenario())
-    cairn.indexing.watcher = None
     chunks = cairn.store.conn.execute("SELECT count(*) FROM chunks WHERE kind='pdf'").fetchone()[0]
     stored = cairn.store.note_by_path("Handbook.pdf")
     note = {"status": stored.status, "error": stored.error} if stored else {}

@@ -60,9 +60,9 @@ from bench_memory import _get, _memory, _table  # noqa: E402
 from bench_search_while_indexing import measure  # noqa: E402
 from synth_vault import DEFAULT_SOURCES, generate  # noqa: E402
 
+from cairn.index.watch import DEFAULT_DEBOUNCE_MS  # noqa: E402
 from cairn.memory import process_memory  # noqa: E402
 from cairn.store import Store  # noqa: E402
-from cairn.watcher import DEFAULT_DEBOUNCE_MS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 VAULTS = REPO.parent / "shared" / "vaults"

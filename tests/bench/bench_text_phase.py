@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: the text phase alone (``Indexer.sync_text``) of a vault into a fresh store, no embedding. A figure,
+"""Benchmark: the text phase alone (``NoteIndexer.sync_text``) of a vault into a fresh store, no embedding. A figure,
 not a test.
 
 Prints keyword-ready seconds (the run's own ``keyword_ready_s``), the notes indexed, and the notes/s of each tenth of
@@ -30,14 +30,14 @@ sys.path.insert(0, str(REPO / "daemon"))
 
 from cairn.config import load_config  # noqa: E402
 from cairn.embedder import Embedder  # noqa: E402
-from cairn.indexer import Indexer  # noqa: E402
+from cairn.index import IndexWriter, NoteIndexer  # noqa: E402
 from cairn.store import Store  # noqa: E402
 
 
 def run(vault: Path, data_dir: Path, profile: Path | None, top: int) -> dict:
     config = load_config({"vault": str(vault), "data_dir": str(data_dir)}, env={})
     store = Store(config.db_path)
-    indexer = Indexer(config, store, Embedder())
+    indexer = NoteIndexer(config, IndexWriter(store, config.require_vault(), config.ignore), Embedder())
     marks: list[tuple[float, int, int]] = []  # (seconds, done, total) of each "index" event
     cpu_marks: list[tuple[float, int, int]] = []  # the same with this process's CPU seconds
 

@@ -1,6 +1,6 @@
 """The index as it stands when the first index has done only its first vector tier, for ``make eval``: a copy of a
 complete index in which every chunk's vector is its whole-chunk vector alone (from the embedding cache: nothing is
-embedded) and no sentence vector exists, as :meth:`cairn.indexer.Indexer.embed_pending` leaves it after its first
+embedded) and no sentence vector exists, as :meth:`cairn.index.ChunkVectors.embed_pending` leaves it after its first
 pass. Used by eval_retrieval.py (``--tier1``)."""
 
 from __future__ import annotations

@@ -125,7 +125,12 @@ def running_daemon(
             info = wait("service.json", service, 180, proc)
             assert isinstance(info, dict)
             token = subprocess.run(
-                [cairn_executable(), "token"], env=env, capture_output=True, text=True, timeout=60, check=True
+                [cairn_executable(), "token", "--vault", str(vault)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
             ).stdout.strip()
             yield Daemon(proc, home, env, int(info["port"]), urlsplit(info["mcpUrl"]).port or 0, token)
         finally:

@@ -24,6 +24,7 @@ from cairn.cli.admin import (
     cmd_token,
 )
 from cairn.cli.common import _cairn_command, _config_inputs
+from cairn.cli.doctor import cmd_doctor
 from cairn.cli.parser import build_parser, parse_args
 from cairn.cli.query import cmd_ask, cmd_index, cmd_search, cmd_status
 from cairn.cli.settings import cmd_config
@@ -53,6 +54,7 @@ COMMANDS = {
     "paths": cmd_paths,
     "config": cmd_config,
     "plugin": cmd_plugin,
+    "doctor": cmd_doctor,
 }
 
 

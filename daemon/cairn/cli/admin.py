@@ -8,20 +8,33 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cairn.cli.common import _cairn_command, _print_json
 from cairn.config import Config
 
+if TYPE_CHECKING:
+    from cairn.policy import Policy
+
 
 def cmd_token(args: argparse.Namespace, config: Config) -> int:
+    """``cairn token [--rotate]``: the vault's API token (each vault has its own: it opens that vault's daemon
+    only). Raises ConfigError when no vault is given."""
+    from cairn.errors import ConfigError
     from cairn.secrets import get_or_create_token, rotate_token
 
+    if config.vault is None:
+        raise ConfigError(
+            "Each vault has its own API token: pass --vault PATH (or set CAIRN_VAULT) to say whose. "
+            f"`{_cairn_command()} plugin install --vault PATH` gives a vault's plugin its token."
+        )
+    config.require_vault()
     token = rotate_token(config) if args.rotate else get_or_create_token(config)
     print(token)
     if args.rotate:
         print(
-            "New token made; a running daemon refuses the old one from now on. Paste the new one into the "
-            "plugin settings.",
+            "New token made; a running daemon refuses the old one from now on. Give the plugin the new one: "
+            f"`{_cairn_command()} plugin install --vault {config.vault}`.",
             file=sys.stderr,
         )
     return 0
@@ -117,12 +130,14 @@ def _policy_hints(config: Config, client: str) -> None:
 
 def cmd_policy(args: argparse.Namespace, config: Config) -> int:
     """``cairn policy check [FILE]``: ``ok: FILE`` (exit 0), or ``Error: FILE:LINE: reason`` on stderr (exit 1).
-    Without FILE it checks the policy `cairn mcp` uses: ``mcp_policy`` when configured, else the owner's copy in
-    the config folder (created from the shipped default on the true first use only); a change waiting for the
-    owner's confirmation is said on stderr. ``cairn policy init``: writes the shipped default there when no file
-    is there (exit 1 when one is). ``cairn policy apply``: :func:`_policy_apply`."""
+    Without FILE it checks the policy `cairn mcp` uses: with ``--vault``, the one that governs the vault (its
+    record damaged or missing: exit 1 naming it); else ``mcp_policy`` when configured, else the owner's copy in
+    the config folder (created from the shipped default on the true first use only). A change waiting for the
+    owner's confirmation is named on stderr; a damaged or vanished record of the confirmed policy is an error.
+    ``cairn policy init``: writes the shipped default there when no file is there (exit 1 when one is).
+    ``cairn policy apply``: :func:`_policy_apply`."""
     from cairn.errors import ConfigError
-    from cairn.policy_file import awaiting_confirmation, create_policy, load_policy, mcp_policy_path, owner_policy_path
+    from cairn.policy_file import create_policy, owner_policy_path
 
     if args.policy_command == "apply":
         return _policy_apply(config)
@@ -135,17 +150,43 @@ def cmd_policy(args: argparse.Namespace, config: Config) -> int:
             "local); edit it to add your withheld folders and clients."
         )
         return 0
-    path = Path(args.file) if args.file else mcp_policy_path(config)
-    load_policy(path)  # PolicyError → `Error: FILE:LINE: reason`, exit 1 (main)
+    path, _, waiting = check_policy(config, Path(args.file) if args.file else None)
     print(f"ok: {path}")
-    waiting = awaiting_confirmation(path)
     if waiting:
-        print(
-            f"Not in force yet: it withholds less than the policy in force ({', '.join(waiting)}); meanwhile the "
-            "stricter of the two is. Run `cairn policy apply` to confirm it.",
-            file=sys.stderr,
-        )
+        print(f"{waiting_text(path, waiting)} Run `cairn policy apply` to confirm it.", file=sys.stderr)
     return 0
+
+
+def check_policy(config: Config, path: Path | None = None) -> tuple[Path, Policy, list[str]]:
+    """``cairn policy check``: the policy at ``path`` (default: the one ``cairn mcp`` uses, :func:`_policy_in_use`),
+    loaded, and what it withholds less than the policy last confirmed (waiting for ``cairn policy apply``). Raises
+    :class:`~cairn.policy.PolicyError` (``FILE:LINE: reason``) for an invalid policy, or naming the governance record
+    that is damaged or gone."""
+    from cairn.policy_file import awaiting_confirmation, load_policy
+
+    path = path or _policy_in_use(config)
+    policy = load_policy(path)
+    return path, policy, awaiting_confirmation(path)
+
+
+def waiting_text(path: Path, waiting: list[str]) -> str:
+    """What a policy change waiting for ``cairn policy apply`` means, in one sentence."""
+    link = f" (a link to {path.resolve()})" if path.is_symlink() else ""
+    return (
+        f"Not in force yet: {path}{link} withholds less than the policy you last confirmed ({', '.join(waiting)}); "
+        "meanwhile the stricter of the two is in force."
+    )
+
+
+def _policy_in_use(config: Config) -> Path:
+    """The policy ``cairn mcp`` would use: with a vault whose index exists, the one that governs it (PolicyError
+    when its record is damaged or names another policy); else the configured one."""
+    from cairn.policy_file import mcp_policy_path
+    from cairn.policy_vault import governing_policy
+
+    if config.vault is not None and config.vault.is_dir() and config.db_path.exists():
+        return governing_policy(config)
+    return mcp_policy_path(config)
 
 
 def _policy_apply(config: Config) -> int:
@@ -255,7 +296,10 @@ def cmd_serve(args: argparse.Namespace, config: Config) -> int:
                 f"{_cairn_command()} mcp token NAME",
                 file=sys.stderr,
             )
-        print(f"Get the API token for the Obsidian plugin with: {_cairn_command()} token", file=sys.stderr)
+        print(
+            f"The Obsidian plugin, with this vault's token: {_cairn_command()} plugin install --vault {config.vault}",
+            file=sys.stderr,
+        )
         print("Stop with Ctrl-C.", file=sys.stderr)
         sys.stderr.flush()
 
@@ -278,15 +322,17 @@ PLUGIN_FILES = ("main.js", "manifest.json", "styles.css")
 
 def cmd_plugin(args: argparse.Namespace, config: Config) -> int:
     """``cairn plugin install --vault PATH [--from DIR]``: copy the built plugin (``main.js``, ``manifest.json``,
-    ``styles.css``; shipped in the package as ``cairn/obsidian_plugin/``) into ``<vault>/.obsidian/plugins/cairn/``.
-    The one write into a vault, asked for by its owner: only those three files, never a note, never the plugin's
-    ``data.json`` (its settings and token). Raises ConfigError for a folder that is not an Obsidian vault (no
-    ``.obsidian``), missing plugin files, or a plugin folder that leads outside the vault (a symlink)."""
+    ``styles.css``; shipped in the package as ``cairn/obsidian_plugin/``) into ``<vault>/.obsidian/plugins/cairn/``
+    and put the vault's API token into the plugin's ``data.json`` (mode 0600, its other settings kept), so the
+    sidebar works without pasting it. The one write into a vault, asked for by its owner: only those four files, never a
+    note. Raises ConfigError for a folder that is not an Obsidian vault (no ``.obsidian``), missing plugin files,
+    a plugin folder that leads outside the vault (a symlink), or a ``data.json`` that is not a JSON object."""
     import os
     from importlib import resources
 
     from cairn.errors import ConfigError
     from cairn.private_files import users_umask
+    from cairn.secrets import get_or_create_token
 
     vault = config.require_vault()
     obsidian = vault / ".obsidian"
@@ -304,22 +350,58 @@ def cmd_plugin(args: argparse.Namespace, config: Config) -> int:
         )
     dest = obsidian / "plugins" / "cairn"
     if any(
-        p.is_symlink() for p in (obsidian / "plugins", dest, *(dest / n for n in PLUGIN_FILES))
+        p.is_symlink() for p in (obsidian / "plugins", dest, *(dest / n for n in (*PLUGIN_FILES, "data.json")))
     ) or not dest.resolve().is_relative_to(vault.resolve()):
         raise ConfigError(
             f"{dest} (or a file in it) is a symbolic link; Cairn does not write through links. "
             "Remove the link, or copy the plugin files there yourself."
         )
+    settings = _plugin_settings(dest / "data.json")
+    settings["token"] = get_or_create_token(config)  # before any write: a refused keyring leaves the vault alone
     with users_umask():  # the vault's files keep the user's usual modes, not Cairn's private ones
         dest.mkdir(parents=True, exist_ok=True)
         for name in PLUGIN_FILES:
             tmp = dest / f".{name}.cairn-tmp"
             tmp.write_bytes(source.joinpath(name).read_bytes())
             os.replace(tmp, dest / name)
+    _write_private(dest / "data.json", json.dumps(settings, indent=2) + "\n")
     version = json.loads((dest / "manifest.json").read_text(encoding="utf-8")).get("version", "?")
-    print(f"Installed the Cairn plugin {version} into {dest}")
+    print(f"Installed the Cairn plugin {version} into {dest}, with this vault's API token in its data.json")
     print(
-        "In Obsidian: Settings → Community plugins → turn on Cairn (reload the list if Obsidian was open), "
-        "then paste the output of `cairn token` into Settings → Cairn."
+        "In Obsidian: Settings → Community plugins → turn on Cairn (reload the list if Obsidian was open). "
+        "The token travels with the vault when it is synced; it opens only this vault's daemon."
     )
     return 0
+
+
+def _plugin_settings(path: Path) -> dict:
+    """The plugin's settings in ``data.json`` (``{}`` when there is none yet), kept as they are but the token.
+    Raises ConfigError naming the file when it is not a JSON object (nothing is overwritten then)."""
+    from cairn.errors import ConfigError
+
+    try:
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"{path} cannot be read as JSON ({exc}); fix it or delete it (it holds the plugin's settings), "
+            "then run `cairn plugin install` again."
+        ) from None
+    if not isinstance(settings, dict):
+        raise ConfigError(f"{path} is not a JSON object; fix it or delete it, then run `cairn plugin install` again.")
+    return settings
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Replace ``path`` atomically with ``text``, mode 0600 (it holds the vault's token)."""
+    import os
+
+    tmp = path.with_name(f".{path.name}.cairn-tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)

@@ -44,7 +44,7 @@ matches as a prefix from 3 letters (bannet); a word of 5+ letters matching nothi
 the nearest words, one edit away, two from 8 letters (banetton). Plain queries of more than
 3 words read as a question. Malformed syntax is read as plain words.
 A query that starts with "-" goes after "--": cairn search -- -tomato --vault V
-(options may still follow it)."""
+(options may still follow it). No QUERY (or ""): the most recently modified notes, newest first."""
 
 
 def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -129,7 +129,10 @@ def _add_index_commands(sub: Any, common: argparse.ArgumentParser) -> None:
             description=SEARCH_SYNTAX if name == "search" else None,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        p.add_argument("text", metavar="QUERY" if name == "search" else "QUESTION")
+        if name == "search":  # no QUERY (or ""): the most recently modified notes
+            p.add_argument("text", metavar="QUERY", nargs="?", default="")
+        else:
+            p.add_argument("text", metavar="QUESTION")
         p.add_argument(
             "--tag", action="append", default=[], help="only notes with this tag (any of; nested tags match)"
         )
@@ -161,7 +164,7 @@ def _add_index_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def _add_mcp_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     """``token``, ``mcp`` (``token``, ``audit``), ``policy check``, ``policy init``, ``policy apply``."""
-    p = sub.add_parser("token", parents=[common], help="print the API token the Obsidian plugin uses")
+    p = sub.add_parser("token", parents=[common], help="print the vault's API token (each vault has its own)")
     p.add_argument("--rotate", action="store_true", help="make a new token (the old one stops working)")
 
     p = sub.add_parser(
@@ -220,7 +223,7 @@ def _add_mcp_commands(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _add_admin_commands(sub: Any, common: argparse.ArgumentParser) -> None:
-    """``autostart``, ``paths``, ``config``, ``plugin install``, ``secret set``."""
+    """``autostart``, ``doctor``, ``paths``, ``config``, ``plugin install``, ``secret set``."""
     p = sub.add_parser(
         "autostart",
         parents=[common],
@@ -234,6 +237,14 @@ def _add_admin_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the status as JSON")
 
+    p = sub.add_parser(
+        "doctor",
+        parents=[common],
+        help="check the daemon, plugin, tray, keyring, autostart, MCP policy and agents' configs; one line each with "
+        "its fix (exit 1 when a check fails)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+
     p = sub.add_parser("paths", parents=[common], help="print the config, data, log and cache folders")
     p.add_argument("--json", action="store_true", help="print JSON")
 
@@ -246,7 +257,9 @@ def _add_admin_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("plugin", parents=[common], help="the Obsidian plugin")
     plugin_sub = p.add_subparsers(dest="plugin_command", required=True, metavar="ACTION")
     q = plugin_sub.add_parser(
-        "install", parents=[common], help="copy the plugin into <vault>/.obsidian/plugins/cairn/ (never touches notes)"
+        "install",
+        parents=[common],
+        help="copy the plugin into <vault>/.obsidian/plugins/cairn/ with the vault's token (never touches notes)",
     )
     q.add_argument(
         "--from",

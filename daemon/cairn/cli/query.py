@@ -204,6 +204,8 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
         if empty:
             print(f"Warning: {contract.empty_index_text(config.vault)}", file=sys.stderr)
         return 0
+    if result.recent:
+        return _print_recent(result, contract.empty_index_text(config.vault) if empty else contract.NO_RECENT_TEXT)
     if not result.hits:
         print(contract.empty_index_text(config.vault) if empty else contract.NO_RESULTS_TEXT)
     for i, h in enumerate(result.hits, 1):
@@ -215,6 +217,23 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
             + f"  ({where}{', ' if where else ''}{label})"
         )
         print(f"   {h.snippet}")
+    return 0
+
+
+def _print_recent(result: Any, nothing: str) -> int:
+    """``cairn search ""``: the most recently modified notes, newest first, each with when it was modified (local
+    time) and its first passage; ``nothing`` when there is none."""
+    import datetime as _dt
+
+    if not result.hits:
+        print(nothing)
+        return 0
+    print(f"The {len(result.hits)} most recently modified notes:")
+    for i, h in enumerate(result.hits, 1):
+        when = _dt.datetime.fromtimestamp(h.modified_at).strftime("%Y-%m-%d %H:%M")
+        print(f"{i}. {h.file_path}  (modified {when})")
+        if h.snippet:
+            print(f"   {h.snippet}")
     return 0
 
 
@@ -335,20 +354,16 @@ def _print_daemons(daemons: list[dict[str, Any]], as_json: bool) -> int:
     return 0
 
 
-def _daemon_probe(config: Config) -> dict | None:
-    """This vault's daemon ``{url, pid, health}`` from its ``service-<index>.json`` (else from a ``service.json``
-    that names this vault, or no vault: a daemon from before per-vault files), when it answers /health."""
-    try:
-        try:
-            info = json.loads(config.service_file.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            info = json.loads(config.shared_service_file.read_text(encoding="utf-8"))
-            if info.get("vault", str(config.vault)) != str(config.vault):
-                return None
-        with urllib.request.urlopen(info["url"] + "/health", timeout=2) as resp:
-            return {"url": info["url"], "pid": info.get("pid"), "health": json.loads(resp.read())}
-    except (OSError, ValueError, KeyError, AttributeError, TypeError, urllib.error.URLError):
-        return None
+def _daemon_probe(config: Config) -> dict:
+    """This vault's daemon ``{url, pid}`` when it runs and proves it serves this vault (its record's pid alive,
+    its ``/health`` naming this vault: :func:`cairn.discovery.own_daemon`), else ``{}``; ``ignored`` says why a
+    stale record was not believed."""
+    from cairn.discovery import own_daemon
+
+    record, why = own_daemon(config)
+    if record is not None:
+        return {"url": record["url"], "pid": record.get("pid")}
+    return {"ignored": why} if why else {}
 
 
 def _daemon_memory(config: Config, url: str) -> dict | None:
@@ -369,7 +384,7 @@ def _daemon_memory(config: Config, url: str) -> dict | None:
 
 
 def cmd_status(args: argparse.Namespace, config: Config) -> int:
-    from cairn.indexing import index_stats_json
+    from cairn.index import index_stats_json
     from cairn.store import IndexStats, Store
 
     if config.vault is None:  # no vault named: every vault's daemon that runs
@@ -383,8 +398,9 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
             store.close()
     else:
         out.update(index_stats_json(IndexStats()))
-    daemon = _daemon_probe(config)
-    out["daemon"] = {"running": daemon is not None, **({"url": daemon["url"], "pid": daemon["pid"]} if daemon else {})}
+    probe = _daemon_probe(config)
+    daemon = probe if "url" in probe else None
+    out["daemon"] = {"running": daemon is not None, **probe}
     out["memory"] = _daemon_memory(config, daemon["url"]) if daemon else None
     out["daemons"] = daemons = _running_daemons(config)
     if args.json:
@@ -406,6 +422,8 @@ def cmd_status(args: argparse.Namespace, config: Config) -> int:
         else "Skipped:  none"
     )
     print(f"Daemon:   running at {daemon['url']}" if daemon else "Daemon:   not running (start it with `cairn serve`)")
+    if probe.get("ignored"):
+        print(f"          (a stale record was ignored: {probe['ignored']})")
     for other in daemons:
         if other["vault"] != out["vault"]:
             print(f"Also:     {other['vault']} served at {other['url']}")

@@ -11,7 +11,8 @@ Routes (docs/design.md, "Interfaces" → HTTP; ``openapi.json`` documents each):
                        (``[]``), ``done``.
 ``GET /search``        ``q``, ``topK``, ``tag`` (repeatable), ``folder`` (repeatable)
                        → ``{results: [...], elapsedMs}``
-``GET /health``        no token → ``{status, store, embedder, llm: {configured, reachable}}``
+``GET /health``        no token → ``{status, version, vaultId, store, embedder,
+                       llm: {configured, reachable}}`` (``vaultId``: whose daemon)
 ``GET /index/stats``   → ``{notes, chunks, vectors, pending, lastIngestedAt, ...}``
 =====================  ==========================================================
 

@@ -34,11 +34,11 @@ from cairn.http.security import (
     body_deadline_middleware,
     connection_middleware,
     host_middleware,
-    is_loopback,
     origin_middleware,
 )
 from cairn.http.state import HEARTBEAT, SERVICES, STATE, TOKEN, State, StaticToken, TokenSource
 from cairn.logsafe import printable
+from cairn.loopback import require_loopback_host
 from cairn.services import Services
 
 log = logging.getLogger("cairn.http")
@@ -65,7 +65,9 @@ def make_app(
     source: TokenSource = StaticToken(token) if isinstance(token, str) else token
     current = source.current()
     if not isinstance(current, str) or len(current) < 16:
-        raise ConfigError("The API token is missing or shorter than 16 characters; run `cairn token --rotate`.")
+        raise ConfigError(
+            "The API token is missing or shorter than 16 characters; run `cairn token --vault PATH --rotate`."
+        )
     app = web.Application(
         middlewares=[
             errors_middleware,
@@ -170,10 +172,7 @@ async def serve(
     Raises :class:`ConfigError` for a non-loopback host (the API is local-only by design)
     and for a port that cannot be bound.
     """
-    if not is_loopback(host):
-        raise ConfigError(
-            f"HTTP host {host!r} is not a loopback address; Cairn serves on 127.0.0.1, ::1 or localhost only."
-        )
+    require_loopback_host(host, "the HTTP API")
     _bound_default_executor(workers or default_workers())
     quiet_accept_errors(asyncio.get_running_loop())
     raise_descriptor_limit()

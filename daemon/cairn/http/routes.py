@@ -286,7 +286,7 @@ async def events(request: web.Request) -> web.StreamResponse:
         while True:
             item = await sub.get()
             if not hmac.compare_digest(tokens.current().encode("utf-8"), opened_with):
-                message = "The API token was rotated; reconnect with the new one (`cairn token`)."
+                message = "The API token was rotated; reconnect with the new one (`cairn token --vault PATH`)."
                 yield "error", {"code": "unauthorized", "message": message}
                 return
             yield item

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import json
 import re
 import time
@@ -78,16 +77,6 @@ class BadTokenThrottle:
     def failed(self) -> None:
         self._refill()
         self._level = max(0.0, self._level - 1.0)
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP addresses (``[::1]`` with or without brackets)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @web.middleware
@@ -180,7 +169,8 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if any(name.lower() in _TOKEN_QUERY_PARAMS for name in request.query):
         raise UnauthorizedError(
             "A token in the URL is never accepted (URLs end up in logs and history); "
-            "send it as the header 'Authorization: Bearer <token>' instead, and rotate it with `cairn token --rotate`."
+            "send it as the header 'Authorization: Bearer <token>' instead, and rotate it with "
+            "`cairn token --vault PATH --rotate`."
         )
     header = request.headers.get("Authorization")
     scheme, _, presented = (header or "").strip().partition(" ")
@@ -191,13 +181,14 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
             wait = throttle.retry_after()
             if wait > 0:
                 raise TooManyRequestsError(
-                    f"Too many wrong API tokens; try again in {wait:.0f} s. Print the right one with `cairn token`.",
+                    f"Too many wrong API tokens; try again in {wait:.0f} s. "
+                    "Print this vault's with `cairn token --vault PATH`.",
                     retry_after=int(wait) + 1,
                 )
             throttle.failed()
         raise UnauthorizedError(
             "Missing or wrong API token: send the header 'Authorization: Bearer <token>'; "
-            "print the token with `cairn token`."
+            "print this vault's token with `cairn token --vault PATH` (each vault has its own)."
         )
     return await handler(request)
 

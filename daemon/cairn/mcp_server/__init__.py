@@ -4,7 +4,7 @@ The only module that imports the official ``mcp`` SDK (v2, the low-level
 :class:`mcp.server.lowlevel.Server`: its ``tools/list`` handler answers per caller, so a client
 sees exactly the tools served to it — :meth:`Policy.served_tools`).
 
-Tools (docs/design.md, "Interfaces" → MCP tools): ``search_notes(query, tags?, folder?, limit=8)``,
+Tools (docs/design.md, "Interfaces" → MCP tools): ``search_notes(query?, tags?, folder?, limit=8)``,
 ``get_note(path)``, ``get_related_notes(path, limit=10)``, ``list_notes(tag?, folder?, limit=50)``,
 ``ask(question, top_k=8, tags?)``. Arguments are parsed with :mod:`cairn.contract` (the same limits
 and messages as HTTP and the CLI); every call goes through the one :class:`~cairn.services.Services`

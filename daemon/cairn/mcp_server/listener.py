@@ -18,13 +18,16 @@ from typing import Any
 
 from cairn.connections import ACCEPT_BACKLOG
 from cairn.errors import CairnError
+from cairn.loopback import require_loopback_host
 
 log = logging.getLogger("cairn.mcp_server")
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A non-blocking socket listening on ``host``:``port`` (0: a free port). Raises CairnError when it cannot be
-    bound (the port in use, an address not on this machine)."""
+    """A non-blocking socket listening on ``host``:``port`` (0: a free port). Raises ConfigError, before any socket
+    is made, for a host that is not loopback; CairnError when it cannot be bound (the port in use, an address not
+    on this machine)."""
+    require_loopback_host(host, "MCP over HTTP")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:

@@ -27,6 +27,8 @@ from typing import Any
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
+from cairn.config import Config, setting_default
+
 log = logging.getLogger("cairn.mcp_server")
 
 _SESSION_HEADER = MCP_SESSION_ID_HEADER.lower().encode("latin-1")
@@ -37,18 +39,17 @@ class SessionLimits:
     """Open MCP sessions per client and in all, and the seconds without a request after which one is closed
     (config keys ``mcp_sessions_per_client``, ``mcp_sessions_max``, ``mcp_session_idle_s``)."""
 
-    per_client: int = 16
-    total: int = 256
-    idle_s: float = 300.0
+    per_client: int = setting_default("mcp_sessions_per_client")
+    total: int = setting_default("mcp_sessions_max")
+    idle_s: float = setting_default("mcp_session_idle_s")
 
     @classmethod
-    def of(cls, config: Any) -> SessionLimits:
-        """The limits in ``config`` (a :class:`~cairn.config.Config`; defaults for what it lacks)."""
-        base = cls()
+    def of(cls, config: Config) -> SessionLimits:
+        """The limits ``config`` sets."""
         return cls(
-            per_client=int(getattr(config, "mcp_sessions_per_client", base.per_client)),
-            total=int(getattr(config, "mcp_sessions_max", base.total)),
-            idle_s=float(getattr(config, "mcp_session_idle_s", base.idle_s)),
+            per_client=config.mcp_sessions_per_client,
+            total=config.mcp_sessions_max,
+            idle_s=config.mcp_session_idle_s,
         )
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +57,8 @@ _DESCRIPTIONS = {
     "search_notes": "Search the notes (keyword + semantic, hybrid ranking). Returns excerpts with their filePath, "
     "heading (symbol) and score: every note containing the query's words first, then passages similar enough to "
     'the query. Obsidian search syntax: "exact phrase", -word (exclude), tag:#x, path:folder, file:name, OR, '
-    "(groups).",
+    "(groups). With no query (or an empty one): the most recently modified notes, newest first, each with its "
+    "first passage and modifiedAt.",
     "get_note": "Read one note: its text, title, tags, aliases, front-matter, outgoing links and backlinks.",
     "get_related_notes": "Notes related to one note: the notes it links to, the notes linking to it, and "
     "semantically similar notes.",
@@ -86,6 +88,19 @@ def _frame(text: str) -> str:
     return text.replace("</note", "<\\/note")
 
 
+def _recent_text(results: list[dict[str, Any]]) -> str:
+    """The text version of a recent-notes listing (``search_notes`` with no query): each note, when its file was
+    modified (UTC) and its first passage, framed as note content."""
+    if not results:
+        return contract.NO_RECENT_TEXT
+    lines = [f"The {len(results)} most recently modified note(s), newest first. {DATA_NOTICE}"]
+    for i, r in enumerate(results, 1):
+        when = datetime.datetime.fromtimestamp(r["modifiedAt"], datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        lines.append(f"[{i}] {r['filePath']} (modified {when})")
+        lines.append(f"<note-content filePath={json.dumps(r['filePath'])}>\n{_frame(r['snippet'])}\n</note-content>")
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class ToolOutcome:
     """One tool call's answer before it becomes a ``CallToolResult``."""
@@ -96,6 +111,19 @@ class ToolOutcome:
     withheld: int = 0
     is_error: bool = False
     decision: str = "allowed"
+
+
+#: One tool: (the parsed request, what the caller may not see, the tally of what was withheld) → its outcome.
+ToolHandler = Callable[[Any, Withhold, WithheldTally], Awaitable[ToolOutcome]]
+
+
+def _in_thread(tool: Callable[[Any, Withhold, WithheldTally], ToolOutcome]) -> ToolHandler:
+    """A blocking tool (SQLite, the model) as a :data:`ToolHandler` that runs it in a worker thread."""
+
+    async def run(request: Any, withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
+        return await asyncio.to_thread(tool, request, withhold, tally)
+
+    return run
 
 
 def _error(code: str, message: str, decision: str = "error") -> ToolOutcome:
@@ -144,6 +172,16 @@ class McpService:
         self.audit = audit
         self.transport = transport
         self._hinted: set[str] = set()  # policy hints already logged by this server (once each)
+        #: name → the tool: a coroutine function of (request, withhold, tally); the blocking ones run in a worker
+        #: thread. One entry per name of :data:`TOOL_SPECS`.
+        self._tools: dict[str, ToolHandler] = {
+            "search_notes": _in_thread(self._search_notes),
+            "get_note": _in_thread(self._get_note),
+            "get_related_notes": _in_thread(self._get_related_notes),
+            "list_notes": _in_thread(self._list_notes),
+            "ask": self._ask,
+        }
+        assert self._tools.keys() == TOOL_SPECS.keys(), "every tool has one handler"
 
     # ------------------------------------------------------------------ tools/list
     def served(self, client: str | None, requested: Iterable[str]) -> list[str]:
@@ -248,10 +286,7 @@ class McpService:
         withhold = policy.withhold_for(client)
         tally = WithheldTally()
         try:
-            if name == "ask":
-                outcome = await self._ask(request, withhold, tally)
-            else:
-                outcome = await asyncio.to_thread(getattr(self, "_" + name), request, withhold, tally)
+            outcome = await self._tools[name](request, withhold, tally)
         except CairnError as exc:
             outcome = _error_for(exc, policy, client, name)
         except Exception:
@@ -273,7 +308,9 @@ class McpService:
         )
         data = contract.agent_search_json(result)
         results = data["results"]
-        if results:
+        if result.recent:
+            text = _recent_text(results)
+        elif results:
             lines = [f"{len(results)} excerpt(s) from the notes for the query. {DATA_NOTICE}"]
             for i, r in enumerate(results, 1):
                 lines.append(

@@ -22,7 +22,10 @@ var __toCommonJS = (mod) => __copyProps(__defProp({}, "__esModule", { value: tru
 var main_exports = {};
 __export(main_exports, {
   default: () => CairnPlugin,
-  discoverServiceUrl: () => discoverServiceUrl
+  discoverServiceUrl: () => discoverServiceUrl,
+  findDaemon: () => findDaemon,
+  vaultIdOf: () => vaultIdOf,
+  verifyDaemon: () => verifyDaemon
 });
 module.exports = __toCommonJS(main_exports);
 var import_obsidian3 = require("obsidian");
@@ -37,14 +40,17 @@ var CairnError = class extends Error {
     this.code = opts.code;
   }
 };
-var NOT_RUNNING = "Cairn isn't running \u2014 start it with `cairn serve` or from the tray.";
-var TOKEN_REJECTED = "Cairn rejected the token \u2014 paste the output of `cairn token` into Settings \u2192 Cairn.";
-var NO_TOKEN = "No Cairn token yet \u2014 run `cairn token` and paste its output into Settings \u2192 Cairn.";
+var NOT_RUNNING = "Cairn isn't running for this vault \u2014 start it with `cairn serve --vault <this vault's folder>` or from the tray.";
+var TOKEN_REJECTED = "Cairn rejected the token \u2014 run `cairn plugin install --vault <this vault's folder>` to give this vault its token.";
+var NO_TOKEN = "No Cairn token yet \u2014 run `cairn plugin install --vault <this vault's folder>` to give this vault its token.";
+var NO_DAEMON_FOUND = "No running Cairn daemon says it serves this vault.";
 function describeError(err, daemonUrl) {
   const e = toCairnError(err);
   switch (e.kind) {
     case "offline":
-      return { kind: e.kind, title: NOT_RUNNING, detail: daemonUrl ? `Nothing answered at ${daemonUrl}.` : void 0, retry: true };
+      return { kind: e.kind, title: NOT_RUNNING, detail: daemonUrl ? `Nothing answered at ${daemonUrl}.` : NO_DAEMON_FOUND, retry: true };
+    case "elsewhere":
+      return { kind: e.kind, title: NOT_RUNNING, detail: e.message, retry: true };
     case "blocked":
       return {
         kind: e.kind,
@@ -223,10 +229,11 @@ var CairnClient = class {
     this.token = opts.token.trim();
     this.fetchImpl = opts.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.probe = opts.probe;
+    this.check = opts.check;
   }
-  /** `GET /search?q=&topK=&tag=...` → ranked chunks. */
+  /** `GET /search?q=&topK=&tag=...` → ranked chunks; `q` empty → the most recently modified notes (`recent: true`). */
   search(q, opts = {}) {
-    const params = new URLSearchParams({ q });
+    const params = new URLSearchParams(q.trim() ? { q } : {});
     if (opts.topK) params.set("topK", String(opts.topK));
     for (const tag of opts.tags ?? []) params.append("tag", tag);
     return this.getJson(`/search?${params}`, opts.signal);
@@ -314,9 +321,14 @@ var CairnClient = class {
       throw new CairnError("network", `The daemon's answer to ${path.split("?")[0]} was not JSON.`);
     }
   }
-  /** One authorised request; non-2xx → the matching CairnError; no answer at all → offline/blocked. */
+  /**
+   * One authorised request to this vault's daemon; no daemon URL, or one that is not this vault's → offline or
+   * elsewhere (nothing sent); non-2xx → the matching CairnError; no answer at all → offline/blocked.
+   */
   async request(path, init) {
     if (!this.token) throw new CairnError("no-token", NO_TOKEN);
+    if (!this.baseUrl) throw new CairnError("offline", NO_DAEMON_FOUND);
+    if (this.check) await this.check(this.baseUrl, false);
     let response;
     try {
       response = await this.fetchImpl(this.baseUrl + path, {
@@ -334,6 +346,7 @@ var CairnClient = class {
         text = await response.text();
       } catch {
       }
+      if (response.status === 401 && this.check) await this.check(this.baseUrl, true);
       throw httpError(response.status, text);
     }
     return response;
@@ -414,17 +427,20 @@ function isServiceFileName(name) {
 function serviceInfoFromJson(text) {
   const url = urlFromServiceJson(text);
   if (!url) return void 0;
-  const vault = JSON.parse(text).vault;
-  return typeof vault === "string" ? { url, vault } : { url };
+  const { vault, pid } = JSON.parse(text);
+  return {
+    url,
+    ...typeof vault === "string" ? { vault } : {},
+    ...typeof pid === "number" && Number.isInteger(pid) && pid > 0 ? { pid } : {}
+  };
 }
 function vaultKey(path) {
   return path.normalize("NFC").replace(/[\\/]+$/, "");
 }
-function pickServiceUrl(records, vault) {
+function pickServiceUrl(records, vault, alive = () => true) {
   if (vault === void 0) return records[0]?.url;
   const key = vaultKey(vault);
-  const own = records.find((r) => r.vault !== void 0 && vaultKey(r.vault) === key);
-  return (own ?? records.find((r) => r.vault === void 0))?.url;
+  return records.find((r) => r.vault !== void 0 && vaultKey(r.vault) === key && alive(r.pid))?.url;
 }
 function isLoopbackHttpUrl(url) {
   let u;
@@ -438,7 +454,88 @@ function isLoopbackHttpUrl(url) {
   return host === "localhost" || host === "[::1]" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host);
 }
 function effectiveUrl(settings, discovered) {
-  return (settings.daemonUrl.trim() || discovered || DEFAULT_URL).replace(/\/+$/, "");
+  return (settings.daemonUrl.trim() || discovered || "").replace(/\/+$/, "");
+}
+
+// src/discovery.ts
+function node() {
+  try {
+    return { fs: require("fs"), os: require("os"), path: require("path") };
+  } catch {
+    return void 0;
+  }
+}
+async function vaultIdOf(vault) {
+  const subtle = globalThis.crypto?.subtle;
+  if (!subtle) return void 0;
+  const digest = new Uint8Array(await subtle.digest("SHA-256", new TextEncoder().encode(vaultKey(vault))));
+  return Array.from(digest.slice(0, 8), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+function pidAlive(pid) {
+  if (pid === void 0) return false;
+  const proc = globalThis.process;
+  if (typeof proc?.kill !== "function") return true;
+  try {
+    proc.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return err.code === "EPERM";
+  }
+}
+function discoverServiceUrl(vault) {
+  const mods = node();
+  const proc = globalThis.process;
+  if (!mods || !proc) return void 0;
+  const { fs, os, path } = mods;
+  try {
+    for (const file of serviceFileCandidates(proc.platform, proc.env, os.homedir())) {
+      const dir = path.dirname(file);
+      let names;
+      try {
+        names = fs.readdirSync(dir).filter(isServiceFileName);
+      } catch {
+        continue;
+      }
+      names.sort((a, b) => a === "service.json" ? -1 : b === "service.json" ? 1 : a.localeCompare(b));
+      const records = [];
+      for (const name of names) {
+        try {
+          const info = serviceInfoFromJson(fs.readFileSync(path.join(dir, name), "utf8"));
+          if (info) records.push(info);
+        } catch {
+        }
+      }
+      const url = pickServiceUrl(records, vault, pidAlive);
+      if (url) return url;
+    }
+  } catch {
+  }
+  return void 0;
+}
+async function verifyDaemon(url, vault, getHealth) {
+  const health = await getHealth(url + "/health");
+  if (health === null || health === void 0) return { kind: "offline" };
+  const want = vault === void 0 ? void 0 : await vaultIdOf(vault);
+  if (want === void 0) return { kind: "ok" };
+  const said = health.vaultId;
+  if (said === want) return { kind: "ok" };
+  return {
+    kind: "elsewhere",
+    message: typeof said === "string" ? `The Cairn daemon at ${url} serves another vault.` : `What answers at ${url} does not say it serves this vault (another program, or an older Cairn).`
+  };
+}
+async function fetchHealth(healthUrl) {
+  try {
+    const res = await globalThis.fetch(healthUrl, { cache: "no-store" });
+    return res.ok ? await res.json() : null;
+  } catch {
+    return null;
+  }
+}
+async function findDaemon(vault, settings, getHealth = fetchHealth) {
+  const url = effectiveUrl(settings, settings.daemonUrl.trim() ? void 0 : discoverServiceUrl(vault));
+  if (!url) return { kind: "offline", url };
+  return { ...await verifyDaemon(url, vault, getHealth), url };
 }
 
 // src/view.ts
@@ -523,18 +620,18 @@ function show(el, visible) {
 function linkCitations(root, known2) {
   const texts = [];
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT, {
-    acceptNode(node) {
-      for (let p = node.parentElement; p && p !== root; p = p.parentElement) {
+    acceptNode(node2) {
+      for (let p = node2.parentElement; p && p !== root; p = p.parentElement) {
         const tag = p.tagName;
         if (tag === "CODE" || tag === "PRE" || tag === "A") return NodeFilter.FILTER_REJECT;
       }
-      return /\[\d{1,3}\]/.test(node.nodeValue ?? "") ? NodeFilter.FILTER_ACCEPT : NodeFilter.FILTER_SKIP;
+      return /\[\d{1,3}\]/.test(node2.nodeValue ?? "") ? NodeFilter.FILTER_ACCEPT : NodeFilter.FILTER_SKIP;
     }
   });
   for (let n = walker.nextNode(); n; n = walker.nextNode()) texts.push(n);
   const links = [];
-  for (const node of texts) {
-    const parts = splitCitations(node.nodeValue ?? "", known2);
+  for (const node2 of texts) {
+    const parts = splitCitations(node2.nodeValue ?? "", known2);
     if (parts.every((p) => typeof p === "string")) continue;
     const frag = document.createDocumentFragment();
     for (const part of parts) {
@@ -546,7 +643,7 @@ function linkCitations(root, known2) {
         frag.appendChild(a);
       }
     }
-    node.parentNode?.replaceChild(frag, node);
+    node2.parentNode?.replaceChild(frag, node2);
   }
   return links;
 }
@@ -954,6 +1051,59 @@ var AskPane = class {
   }
 };
 
+// src/recent.ts
+var MINUTE = 60;
+var HOUR = 60 * MINUTE;
+var DAY = 24 * HOUR;
+function modifiedAgo(modifiedAt, nowMs) {
+  const seconds = nowMs / 1e3 - modifiedAt;
+  if (seconds < MINUTE) return "just now";
+  if (seconds < HOUR) return `${Math.floor(seconds / MINUTE)} min ago`;
+  if (seconds < DAY) return `${Math.floor(seconds / HOUR)} h ago`;
+  if (seconds < 2 * DAY) return "yesterday";
+  if (seconds < 7 * DAY) return `${Math.floor(seconds / DAY)} days ago`;
+  const d = new Date(modifiedAt * 1e3);
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+}
+function noteLabel(note) {
+  if (note.title) return note.title;
+  const name = note.filePath.slice(note.filePath.lastIndexOf("/") + 1);
+  return name.replace(/\.md$/i, "");
+}
+function openingLines(note) {
+  const text = note.snippet ?? "";
+  const heading = /^#{1,6}\s+/.exec(text);
+  if (!heading) return text;
+  const rest = text.slice(heading[0].length);
+  const title = noteLabel(note);
+  return rest.startsWith(title) ? rest.slice(title.length).trimStart() : text;
+}
+function recentMeta(note, nowMs) {
+  const folder = note.filePath.includes("/") ? note.filePath.slice(0, note.filePath.lastIndexOf("/") + 1) : "";
+  const ago2 = typeof note.modifiedAt === "number" ? modifiedAgo(note.modifiedAt, nowMs) : "";
+  return [folder, ago2].filter(Boolean).join(" \xB7 ");
+}
+function renderRecent(el, notes, open, scoped, nowMs = Date.now()) {
+  h("div", { cls: "cairn-section-title cairn-recent-heading", text: "Recently modified" }, el);
+  if (!notes.length) {
+    h("div", { cls: "cairn-empty", text: scoped ? "No note carries the tags in the scope." : "No notes are indexed yet." }, el);
+    return;
+  }
+  const list = h("div", { cls: "cairn-recent-list" }, el);
+  for (const note of notes) {
+    const item = h("div", { cls: "cairn-recent" }, list);
+    const title = h("a", { cls: "cairn-recent-title", href: "#", text: noteLabel(note), title: note.filePath }, item);
+    title.addEventListener("click", (ev) => {
+      ev.preventDefault();
+      open({ path: note.filePath });
+    });
+    h("div", { cls: "cairn-recent-meta", text: recentMeta(note, nowMs) }, item);
+    const opening = openingLines(note);
+    if (opening) h("div", { cls: "cairn-recent-snippet", text: opening }, item);
+  }
+}
+
 // src/view.ts
 var VIEW_TYPE = "cairn-sidebar";
 var SEARCH_DEBOUNCE_MS = 250;
@@ -1039,7 +1189,10 @@ var CairnView = class extends import_obsidian2.ItemView {
     for (const [t, pane] of this.panes) show(pane, t === tab);
     if (this.scopeEl) show(this.scopeEl, tab !== "related");
     if (tab === "related") this.refreshRelated();
-    if (tab === "search") this.searchInput?.focus();
+    if (tab === "search") {
+      this.searchInput?.focus();
+      if (this.showsRecent()) void this.runSearch();
+    }
   }
   renderScope() {
     const el = this.scopeEl;
@@ -1064,7 +1217,7 @@ var CairnView = class extends import_obsidian2.ItemView {
   setScope(tags) {
     this.tagScope = tags;
     this.renderScope();
-    if (this.searchInput?.value.trim()) this.runSearch();
+    if (this.searchInput?.value.trim() || this.tab === "search") this.runSearch();
   }
   async loadTags() {
     try {
@@ -1126,25 +1279,32 @@ var CairnView = class extends import_obsidian2.ItemView {
     });
     this.searchResultsEl = h("div", { cls: "cairn-search-results" }, pane);
   }
+  /** The box holds nothing to search for yet: the tab lists the most recently modified notes. */
+  showsRecent() {
+    return (this.searchInput?.value.trim().length ?? 0) < MIN_QUERY_CHARS;
+  }
   async runSearch() {
-    const q = this.searchInput.value.trim();
+    const recent = this.showsRecent();
+    const q = recent ? "" : this.searchInput.value.trim();
     this.searchController?.abort();
-    if (q.length < MIN_QUERY_CHARS) {
-      clear(this.searchResultsEl);
-      return;
-    }
     const controller = new AbortController();
     this.searchController = controller;
     this.searchResultsEl.classList.add("is-loading");
     try {
       const res = await this.host.client().search(q, { topK: this.host.settings.topK, tags: this.tagScope, signal: controller.signal });
       if (controller !== this.searchController) return;
-      this.renderResults(q, res.results ?? [], res.coverage);
+      if (recent) {
+        clear(this.searchResultsEl);
+        renderRecent(this.searchResultsEl, res.results ?? [], (t) => void this.host.openTarget(t), this.tagScope.length > 0);
+      } else {
+        this.renderResults(q, res.results ?? [], res.coverage);
+      }
     } catch (err) {
       if (controller !== this.searchController) return;
       const e = toCairnError(err);
       if (e.kind === "aborted") return;
       clear(this.searchResultsEl);
+      if (recent && e.status === 400) return;
       this.showError(h("div", {}, this.searchResultsEl), e, () => void this.runSearch());
     } finally {
       if (controller === this.searchController) this.searchResultsEl.classList.remove("is-loading");
@@ -1310,6 +1470,7 @@ var CairnView = class extends import_obsidian2.ItemView {
           onIndexed: () => {
             void this.refreshStats();
             void this.loadTags();
+            if (this.tab === "search" && this.showsRecent()) void this.runSearch();
           },
           onIndexError: (data) => {
             const { message, code } = data ?? {};
@@ -1339,10 +1500,15 @@ var CairnView = class extends import_obsidian2.ItemView {
 };
 
 // src/main.ts
+var VERIFIED_MS = 15e3;
 var CairnPlugin = class extends import_obsidian3.Plugin {
   constructor() {
     super(...arguments);
     this.settings = { ...DEFAULT_SETTINGS };
+    /** Daemon URLs that proved they serve this vault → when (Date.now()). */
+    this.verified = /* @__PURE__ */ new Map();
+    /** Raised by each settings change: a check that began before one vouches for nothing after it. */
+    this.checks = 0;
   }
   async onload() {
     this.settings = normaliseSettings(await this.loadData());
@@ -1358,6 +1524,13 @@ var CairnPlugin = class extends import_obsidian3.Plugin {
   }
   async onunload() {
   }
+  /** data.json changed on disk (`cairn plugin install` gave a new token, or a sync): use it at once. */
+  async onExternalSettingsChange() {
+    this.settings = normaliseSettings(await this.loadData());
+    this.verified.clear();
+    this.checks++;
+    this.refreshViews();
+  }
   /** Open (or reveal) the sidebar in the right split. */
   async activateView() {
     const { workspace } = this.app;
@@ -1370,9 +1543,24 @@ var CairnPlugin = class extends import_obsidian3.Plugin {
     await workspace.revealLeaf(leaf);
     return leaf.view instanceof CairnView ? leaf.view : null;
   }
-  /** The daemon URL: settings, else service.json (read now: a restarted daemon may be on another port), else the default. */
+  /** The daemon URL: settings, else this vault's record (read now: a restarted daemon may be on another port); "" when none. */
   daemonUrl() {
     return effectiveUrl(this.settings, this.settings.daemonUrl ? void 0 : discoverServiceUrl(this.vaultPath()));
+  }
+  /**
+   * Throws unless the daemon at `url` serves this vault (believed for {@link VERIFIED_MS}; `again`: ask now): a
+   * CairnError `elsewhere` for another vault's daemon or another program, `offline` when nothing answers.
+   */
+  async checkDaemon(url, again = false) {
+    const at = this.verified.get(url);
+    if (!again && at !== void 0 && Date.now() - at < VERIFIED_MS) return;
+    this.verified.delete(url);
+    const began = this.checks;
+    const found = await verifyDaemon(url, this.vaultPath(), healthJson);
+    if (began !== this.checks) return this.checkDaemon(url, true);
+    if (found.kind === "elsewhere") throw new CairnError("elsewhere", found.message);
+    if (found.kind === "offline") throw new CairnError("offline", "Nothing answered.");
+    this.verified.set(url, Date.now());
   }
   /** This vault's folder on disk, symlinks resolved as the daemon resolves it (desktop only). */
   vaultPath() {
@@ -1386,7 +1574,12 @@ var CairnPlugin = class extends import_obsidian3.Plugin {
     }
   }
   client() {
-    return new CairnClient({ baseUrl: this.daemonUrl(), token: this.settings.token, probe: probeHealth });
+    return new CairnClient({
+      baseUrl: this.daemonUrl(),
+      token: this.settings.token,
+      probe: probeHealth,
+      check: (url, again) => this.checkDaemon(url, again)
+    });
   }
   async openTarget(target) {
     const file = this.app.vault.getAbstractFileByPath(target.path);
@@ -1399,41 +1592,21 @@ var CairnPlugin = class extends import_obsidian3.Plugin {
   }
   async saveSettings() {
     await this.saveData(this.settings);
+    this.refreshViews();
+  }
+  refreshViews() {
     for (const leaf of this.app.workspace.getLeavesOfType(VIEW_TYPE)) {
       if (leaf.view instanceof CairnView) leaf.view.settingsChanged();
     }
   }
 };
-function discoverServiceUrl(vault) {
+async function healthJson(url) {
   try {
-    const fs = require("fs");
-    const os = require("os");
-    const path = require("path");
-    const proc = globalThis.process;
-    if (!proc) return void 0;
-    for (const file of serviceFileCandidates(proc.platform, proc.env, os.homedir())) {
-      const dir = path.dirname(file);
-      let names;
-      try {
-        names = fs.readdirSync(dir).filter(isServiceFileName);
-      } catch {
-        continue;
-      }
-      names.sort((a, b) => a === "service.json" ? -1 : b === "service.json" ? 1 : a.localeCompare(b));
-      const records = [];
-      for (const name of names) {
-        try {
-          const info = serviceInfoFromJson(fs.readFileSync(path.join(dir, name), "utf8"));
-          if (info) records.push(info);
-        } catch {
-        }
-      }
-      const url = pickServiceUrl(records, vault);
-      if (url) return url;
-    }
+    const res = await (0, import_obsidian3.requestUrl)({ url, method: "GET", throw: false });
+    return res.status === 200 ? res.json : null;
   } catch {
+    return null;
   }
-  return void 0;
 }
 async function probeHealth(url) {
   try {
@@ -1451,9 +1624,10 @@ var CairnSettingTab = class extends import_obsidian3.PluginSettingTab {
   display() {
     const { containerEl } = this;
     containerEl.empty();
+    const vault = this.plugin.vaultPath() ?? "<this vault's folder>";
     const discovered = discoverServiceUrl(this.plugin.vaultPath());
     new import_obsidian3.Setting(containerEl).setName("Daemon URL").setDesc(
-      `Where \`cairn serve\` listens. Leave empty to use the address the running daemon advertises (${discovered ? `now ${discovered}` : "none found"}), else ${DEFAULT_URL}. Only 127.0.0.1, localhost or [::1].`
+      `Where \`cairn serve\` listens for this vault. Leave empty to use the address this vault's running daemon advertises (${discovered ? `now ${discovered}` : "none found: Cairn isn't running for this vault"}). Only 127.0.0.1, localhost or [::1], and only a daemon that proves it serves this vault.`
     ).addText(
       (text) => text.setPlaceholder(discovered ?? DEFAULT_URL).setValue(this.plugin.settings.daemonUrl).onChange(async (value) => {
         const url = value.trim();
@@ -1464,10 +1638,12 @@ var CairnSettingTab = class extends import_obsidian3.PluginSettingTab {
         await this.plugin.saveSettings();
       })
     );
-    new import_obsidian3.Setting(containerEl).setName("Token").setDesc("Run `cairn token` in a terminal and paste what it prints. Kept in this plugin's data, never logged.").addText((text) => {
+    new import_obsidian3.Setting(containerEl).setName("Token").setDesc(
+      `This vault's own token: \`cairn plugin install --vault "${vault}"\` puts it here, or paste what \`cairn token --vault "${vault}"\` prints. Kept in this plugin's data.json in the vault's .obsidian folder (it travels with the vault when synced; it opens only this vault's daemon), never logged.`
+    ).addText((text) => {
       text.inputEl.type = "password";
       text.inputEl.autocomplete = "off";
-      text.setPlaceholder("paste the output of `cairn token`").setValue(this.plugin.settings.token).onChange(async (value) => {
+      text.setPlaceholder("the output of `cairn token --vault \u2026`").setValue(this.plugin.settings.token).onChange(async (value) => {
         this.plugin.settings.token = value.trim();
         await this.plugin.saveSettings();
       });

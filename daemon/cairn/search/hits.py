@@ -44,6 +44,9 @@ class Hit:
     #: The hit ranked first for a question (a query of more words than one types into a search box); not part of
     #: the JSON.
     first: bool = False
+    #: When the note's file was last modified (unix seconds); set for the notes of a recent-notes listing only
+    #: (:mod:`cairn.search.recent`), 0 otherwise.
+    modified_at: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON as in docs/design.md, "Interfaces" (`search` results): :func:`cairn.contract.hit_json`."""
@@ -52,8 +55,8 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class SearchResult:
-    """Ranked hits (at most top_k) and the time taken in ms. ``withheld``: how many withheld notes
-    were removed from the candidates (for the audit log; not part of :meth:`to_json`)."""
+    """Ranked hits (at most top_k), or the recent notes (``recent``), and the time taken in ms. ``withheld``: how
+    many withheld notes were removed from the candidates (for the audit log; not part of :meth:`to_json`)."""
 
     hits: list[Hit]
     elapsed_ms: float
@@ -61,6 +64,9 @@ class SearchResult:
     withheld: int = 0
     #: the notes indexed and those still waiting for vectors, as this caller sees them (None: not counted)
     coverage: IndexCoverage | None = None
+    #: True for the most recently modified notes an empty query lists (:mod:`cairn.search.recent`): one hit per note,
+    #: its first passage, newest first; nothing ranked
+    recent: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return search_json(self)

@@ -53,6 +53,7 @@ from cairn.search.pipeline import (
     order,
 )
 from cairn.search.query import Query
+from cairn.search.recent import is_recent, recent
 from cairn.search.stored import stored_cosines
 from cairn.search.vectors import Vectors
 from cairn.search.view import CallerView, Scope, Views
@@ -163,13 +164,17 @@ class SearchService:
         withhold: Withhold | None = None,
         tally: WithheldTally | None = None,
     ) -> SearchResult:
-        """Ranked chunks for a query. Raises :class:`BadRequestError` for an empty or over-long query, a bad top_k or
-        tag. ``withhold``: the caller's rule (:meth:`view`); ``tally`` receives the withheld notes the request
-        touched (:attr:`Ranked.withheld <cairn.search.pipeline.Ranked.withheld>`), as does ``SearchResult.withheld``
-        (their count); ``.coverage``: :mod:`cairn.search.indexed`."""
+        """Ranked chunks for a query; for an empty one, the most recently modified notes (``.recent``). Raises
+        :class:`BadRequestError` for an over-long query, a bad top_k or tag. ``withhold``: the caller's rule
+        (:meth:`view`); ``tally`` receives the withheld notes the request touched (:attr:`Ranked.withheld
+        <cairn.search.pipeline.Ranked.withheld>`), as does ``SearchResult.withheld`` (their count); ``.coverage``:
+        :mod:`cairn.search.indexed`."""
         started = time.perf_counter()
-        view = self.view(withhold)
-        ranked = self.ranked(query, view, top_k=top_k, tags=tags, folders=folders, mode=mode)
+        view, listing = self.view(withhold), is_recent(query)  # no words: the recent notes (search/recent)
+        if listing:
+            ranked = recent(view, top_k=top_k, tags=tags, folders=folders)
+        else:
+            ranked = self.ranked(query, view, top_k=top_k, tags=tags, folders=folders, mode=mode)
         if tally is not None:
             tally.add(ranked.withheld)
         elapsed_ms, coverage = (time.perf_counter() - started) * 1000, self.coverage(view)
@@ -179,6 +184,7 @@ class SearchService:
             preference=ranked.preference,
             withheld=len(ranked.withheld),
             coverage=coverage,
+            recent=listing,
         )
 
     def retrieve(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -173,6 +173,50 @@ def tag_counts(store: Store, exclude_ids: Iterable[int] = ()) -> list[TagCount]:
             (json.dumps(excluded),),
         )
     ]
+
+
+class RecentNote(NamedTuple):
+    """An indexed note as the recent-notes listing reads it: ``mtime_ns`` its file's modification time
+    (nanoseconds since the epoch), ``first_chunk`` the id of its first chunk (None: a note with no text)."""
+
+    note_id: int
+    path: str
+    title: str
+    kind: str
+    mtime_ns: int
+    indexed_at: float
+    first_chunk: int | None
+
+
+def recent_notes(
+    store: Store, *, tags: Sequence[str] = (), folders: Sequence[str] = (), limit: int = 8
+) -> list[RecentNote]:
+    """The indexed notes most recently modified first (ties by path), at most ``limit``, optionally only those
+    carrying any of the normalised ``tags`` (nested included) and under any of ``folders`` (vault-relative, ASCII
+    letter case ignored: the scope :meth:`~cairn.store.Store.scoped_chunk_ids` applies to a search)."""
+    where: list[str] = ["n.status = 'ok'"]
+    args: list[object] = []
+    if tags:
+        clause, targs = _tag_clause(tags)
+        where.append(f"n.id IN (SELECT t.note_id FROM note_tags t WHERE {clause})")
+        args += targs
+    if folders:
+        where.append("(" + " OR ".join("substr(n.path, 1, ?) = ? COLLATE NOCASE" for _ in folders) + ")")
+        for f in folders:
+            args += [len(f.strip("/")) + 1, f.strip("/") + "/"]
+    rows = list(
+        store.conn.execute(
+            "SELECT n.id, n.path, n.title, n.kind, n.mtime_ns, n.indexed_at FROM notes n "
+            f"WHERE {' AND '.join(where)} ORDER BY n.mtime_ns DESC, n.path LIMIT ?",
+            [*args, int(limit)],
+        )
+    )
+    first = "SELECT id FROM chunks WHERE note_id = ? ORDER BY ordinal LIMIT 1"  # one index lookup per note
+    out = []
+    for note_id, path, title, kind, mtime_ns, indexed_at in rows:
+        chunk = store.conn.execute(first, (note_id,)).fetchone()
+        out.append(RecentNote(note_id, path, title, kind, mtime_ns, indexed_at, chunk[0] if chunk else None))
+    return out
 
 
 # ------------------------------------------------------------------------ coverage

@@ -17,7 +17,7 @@ from cairn.tray.actions import TrayActions, copy_to_clipboard, open_folder
 from cairn.tray.backend import Backend, choose_backend
 from cairn.tray.backend import describe as describe_backend
 from cairn.tray.status import DEFAULT_POLL_S, STATES, TrayStatus, describe, icon_path, tooltip
-from cairn.tray.xorg import XorgBridge, stop_xorg, xorg_clicks
+from cairn.tray.xorg import XorgBridge, draw_over_tray, stop_xorg, xorg_clicks
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +79,8 @@ class Tray:
         self._updater = threading.Thread(target=self._apply_updates, name="cairn-tray-update", daemon=True)
         #: pystray's plain X11 backend: shown and updated through :class:`XorgBridge`.
         self._xorg = self.backend.name == "xorg"
+        if self._xorg:
+            draw_over_tray(self.icon)
 
     def _menu(self, pystray: Any) -> Any:
         """The menu (see the package docstring); labels and states are read each time it is shown."""
@@ -310,6 +312,7 @@ class Tray:
                             if image is not None:
                                 self.icon.icon = image
                             self.icon.title = status.tooltip
+                            self._gtk_tooltip(status.tooltip)
                             self.icon.update_menu()
                         shown_state = status.state
                 except Exception as exc:
@@ -317,6 +320,13 @@ class Tray:
         finally:
             if bridge is not None:
                 bridge.close()
+
+    def _gtk_tooltip(self, text: str) -> None:
+        """Show ``text`` when the pointer rests on the GTK backend's icon. pystray sets only the GTK status icon's
+        title, which desktops do not show (AppIndicator has no tooltip; the ``xorg`` one is the window's name)."""
+        status_icon = getattr(self.icon, "_status_icon", None)
+        if status_icon is not None and type(self.icon).__module__ == "pystray._gtk":
+            self.call_on_main(lambda: status_icon.set_tooltip_text(text))
 
     def _say(self, notice: str | None) -> None:
         """Show ``notice`` (the result of the last action) as a menu line for :data:`NOTICE_S` seconds: it says

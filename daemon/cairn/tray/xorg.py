@@ -1,6 +1,7 @@
 """pystray's plain X11 (``xorg``) backend, driven without waiting on its loop: docking, tooltip and repaint
 (:class:`XorgBridge`), left clicks (:func:`xorg_clicks`) and stopping (:func:`stop_xorg`), each over a second X
-connection. Uses pystray 0.19's private attributes (pinned ``<0.20``)."""
+connection; the icon drawn over the tray's own background (:func:`draw_over_tray`). Uses pystray 0.19's private
+attributes (pinned ``<0.20``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,57 @@ import threading
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+
+def draw_over_tray(icon: Any) -> None:
+    """Have pystray's ``xorg`` ``icon`` drawn over the tray's own background, not black. Call before ``icon.run()``.
+
+    pystray 0.19 pastes the RGBA icon onto a black RGB image the size of its window (``_assert_icon_data``), so the
+    transparent corners of the round icon show black (an X11 window of the root's depth has no alpha). Here the
+    window takes its background from the tray (``ParentRelative``, as GTK 2's tray icons did), and whenever the icon
+    is to be drawn at a new size or from a new image, that background is read back (``ClearArea``, then
+    ``GetImage``: in the loop's thread, on its own connection) and the icon alpha-composited over it.
+    """
+    from PIL import Image
+    from Xlib import X
+
+    icon._window.change_attributes(background_pixmap=X.ParentRelative)
+    icon._display.flush()
+    drawn: dict[str, Any] = {}
+
+    def assert_icon_data(width: int, height: int) -> None:  # pystray's loop calls it before each repaint
+        source = icon._icon
+        key = (id(source), width, height)
+        if icon._icon_data is not None and drawn.get("key") == key:
+            return
+        scaled = source.convert("RGBA").resize((width, height), Image.Resampling.LANCZOS)
+        background = _tray_background(icon, width, height)
+        under = background or Image.new("RGB", (width, height))  # unreadable: black, as pystray draws it
+        data = Image.alpha_composite(under.convert("RGBA"), scaled).convert("RGB")
+        data.tostring = data.tobytes  # type: ignore[attr-defined]  # what python-xlib calls
+        icon._icon_data = data
+        drawn["key"] = key if background is not None else None  # not docked yet: read it again next time
+
+    icon._assert_icon_data = assert_icon_data
+
+
+def _tray_background(icon: Any, width: int, height: int) -> Any | None:
+    """The tray's background under ``icon``'s window as an RGB image, or None when it cannot be read (the window
+    is not shown yet, or gone)."""
+    from PIL import Image
+    from Xlib import X
+
+    try:
+        window = icon._window
+        window.clear_area(0, 0, width, height)  # paint the ParentRelative background over any old icon
+        raw = window.get_image(0, 0, width, height, X.ZPixmap, 0xFFFFFFFF)
+        if raw.depth != 24 or len(raw.data) != width * height * 4:
+            return None
+        order = "BGRX" if window.display.info.image_byte_order == 0 else "RGBX"  # as python-xlib writes it
+        return Image.frombytes("RGB", (width, height), raw.data, "raw", order)
+    except Exception as exc:  # never raised into pystray's loop: the icon would be gone
+        log.debug("tray: the tray's background cannot be read: %s", exc)
+        return None
 
 
 class XorgBridge:
@@ -21,7 +73,7 @@ class XorgBridge:
     loop's own thread touches the loop's connection: this connection sends the dock request to the
     tray manager, sets the window's name (the tooltip) and asks the server for an Expose, which wakes
     the loop; pystray then repaints ``icon._icon`` itself. Uses pystray 0.19's ``_window``, ``_icon``,
-    ``_icon_data``, ``_title``, ``_visible`` and ``_systray_manager`` (pinned ``<0.20``)."""
+    ``_title``, ``_visible`` and ``_systray_manager`` (pinned ``<0.20``)."""
 
     _REQUEST_DOCK = 0
 
@@ -66,37 +118,15 @@ class XorgBridge:
         return True
 
     def show(self, tooltip: str, image: Any | None) -> None:
-        """Set the tooltip; with ``image``, make it the icon and have the loop repaint it."""
+        """Set the tooltip; with ``image``, make it the icon and have the loop repaint it (:func:`draw_over_tray`
+        composes it anew, seeing a new image)."""
         self.dock()
         self.icon._title = tooltip
         self.window.set_wm_name(tooltip)
         if image is not None:
-            self.icon._icon = image  # first: a resize makes pystray rescale from this one
-            scaled = self._scaled(image)
-            if scaled is not None:
-                # One reference swap: the loop paints the old copy or this one. Setting ``_icon_data`` to
-                # None instead (pystray's own way) races with the loop's rebuild of it in _assert_icon_data
-                # ("'NoneType' object has no attribute 'tobytes'"), which ends the loop.
-                self.icon._icon_data = scaled
+            self.icon._icon = image  # one reference swap: the loop draws the old image or this one
             self.window.clear_area(0, 0, 0, 0, exposures=True)  # → Expose → the loop repaints
         self.conn.flush()
-
-    def _scaled(self, image: Any) -> Any | None:
-        """``image`` scaled to the icon window's size, as pystray's ``_assert_icon_data`` builds it
-        (an RGB PIL image with ``tostring``, which python-xlib's ``put_pil_image`` calls); None when the
-        window is gone."""
-        from PIL import Image
-
-        try:
-            dim = self.window.get_geometry()
-        except Exception:
-            return None
-        if not dim or dim.width < 1 or dim.height < 1:
-            return None
-        data = Image.new("RGB", (dim.width, dim.height))
-        data.paste(image.resize((dim.width, dim.height), Image.Resampling.LANCZOS))
-        data.tostring = data.tobytes  # type: ignore[attr-defined]  # what python-xlib calls
-        return data
 
     def close(self) -> None:
         try:

@@ -20,8 +20,9 @@ The vault is read-only to Cairn: nothing here writes, moves or deletes a file.
   reported in ``unreadable`` so that what is indexed there is kept (:func:`kept_unreadable`), never deleted.
 - :func:`read_note_text` decodes a note as UTF-8 or raises
   :class:`~cairn.errors.NoteReadError` with a reason the owner can act on.
-- :func:`resolve_in_vault` turns a client-supplied vault-relative path into an
-  absolute path, raising :class:`~cairn.errors.PathOutsideVaultError` for escapes.
+- :func:`checked_rel_path` refuses a client-supplied path that is never vault-relative; :func:`resolve_in_vault`
+  turns a vault-relative path into an absolute path, raising :class:`~cairn.errors.PathOutsideVaultError` for
+  escapes.
 
 Vault-relative paths are POSIX (``/``), Unicode NFC (macOS stores file names in
 NFD; Obsidian links are typed in NFC), without a leading ``./``.
@@ -39,7 +40,9 @@ import unicodedata
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from cairn.contract import parse_path
 from cairn.errors import NotFoundError, PathOutsideVaultError
 from cairn.vault.ignore import IgnoreRules
 from cairn.vault.reading import file_digest, read_note_text
@@ -57,6 +60,7 @@ __all__ = [
     "list_all_files",
     "read_note_text",
     "resolve_in_vault",
+    "checked_rel_path",
     "normalise_rel_path",
     "IgnoreRules",
     "stat_hint",
@@ -113,6 +117,26 @@ def normalise_rel_path(p: str) -> str:
     leading = "/" if p.startswith("/") else ""
     parts = [seg for seg in p.split("/") if seg not in ("", ".")]
     return leading + "/".join(parts)
+
+
+_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def checked_rel_path(raw: Any) -> str:
+    """A vault-relative note path from a client. Refuses what is never a vault-relative POSIX path: not a path by
+    the edge contract (:func:`cairn.contract.parse_path`: non-strings, empty, too long;
+    :class:`~cairn.errors.BadRequestError`), NUL, backslashes, absolute, ``..`` (:class:`PathOutsideVaultError`)."""
+    raw = parse_path(raw)
+    shown = raw[:120]
+    if "\x00" in raw or "\\" in raw:
+        raise PathOutsideVaultError(
+            f"Path {shown!r} holds a NUL or a backslash; expected a vault-relative path with '/'."
+        )
+    if raw.startswith("/") or _DRIVE.match(raw):
+        raise PathOutsideVaultError(f"Path {shown!r} is absolute; expected a path relative to the vault root.")
+    if ".." in raw.split("/"):
+        raise PathOutsideVaultError(f"Path {shown!r} contains '..'; expected a path inside the vault.")
+    return normalise_rel_path(raw)
 
 
 # ----------------------------------------------------------------------- scanning
@@ -455,7 +479,7 @@ def duplicate_reason(vf: VaultFile) -> str:
 
 def hinted_paths(paths: Iterable[str], rules: IgnoreRules) -> Iterator[str]:
     """The hinted paths worth a look, vault-relative and NFC: empty, absolute, ``..`` and ignored or hidden ones
-    are dropped (a file event is only a hint; see :meth:`cairn.indexer.Indexer.index_paths`)."""
+    are dropped (a file event is only a hint; see :meth:`cairn.index.notes.NoteIndexer.index_paths`)."""
     for raw in paths:
         rel = normalise_rel_path(str(raw))
         if rel and not rel.startswith("/") and ".." not in rel.split("/") and not rules.excludes(rel):

@@ -13,6 +13,8 @@
   const noteLeaf = new O.WorkspaceLeaf(app, document.getElementById("note"));
   window.__opened = [];
 
+  // The vault's folder (window.__vaultPath, set by a test): the plugin checks the daemon serves it.
+  app.vault.adapter = { getBasePath: () => window.__vaultPath || "" };
   app.vault.getAbstractFileByPath = (path) => byPath.get(path) || null;
   app.vault.getMarkdownFiles = () => [...byPath.values()].filter((f) => f.extension === "md");
   workspace.getActiveFile = () => activeFile;

@@ -159,10 +159,20 @@
   }
 
   /** Obsidian's CORS-free request; here a no-cors fetch: an opaque answer means something is listening. */
+  // Obsidian's requestUrl is not subject to CORS; here the body is read when the daemon allows this page's
+  // origin, and otherwise only that something answers is known (a no-cors fetch).
   async function requestUrl(req) {
     const url = typeof req === "string" ? req : req.url;
-    await fetch(url, { mode: "no-cors", cache: "no-store" });
-    return { status: 200, text: "", json: null, headers: {} };
+    try {
+      const res = await fetch(url, { cache: "no-store" });
+      const text = await res.text();
+      let json = null;
+      try { json = JSON.parse(text); } catch (e) { json = null; }
+      return { status: res.status, text, json, headers: {} };
+    } catch (e) {
+      await fetch(url, { mode: "no-cors", cache: "no-store" });
+      return { status: 200, text: "", json: null, headers: {} };
+    }
   }
 
   function debounce(fn, ms) {

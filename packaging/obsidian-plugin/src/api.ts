@@ -8,7 +8,7 @@
  * Failures are thrown as {@link CairnError} (see errors.ts for the kinds).
  */
 
-import { CairnError, httpError, isAbort, NO_TOKEN } from "./errors";
+import { CairnError, httpError, isAbort, NO_DAEMON_FOUND, NO_TOKEN } from "./errors";
 import { readSse } from "./sse";
 import type {
   AnswerSource, ApiErrorBody, AskDone, HistoryTurn, IndexStats, ProgressEvent, RelatedResponse, SearchResponse, TagsResponse,
@@ -28,6 +28,12 @@ export interface ClientOptions {
    * failure counts as "not running".
    */
   probe?: (healthUrl: string) => Promise<boolean>;
+  /**
+   * Asked before a request is sent (and again, `again` true, after a 401): throws a CairnError unless the daemon
+   * at `baseUrl` serves this vault (`elsewhere`: another vault's daemon or another program; `offline`). So the
+   * token goes only to this vault's daemon, and another vault's notes are never shown.
+   */
+  check?: (baseUrl: string, again: boolean) => Promise<void>;
 }
 
 /** What {@link CairnClient.ask} reports as the answer streams in. */
@@ -75,17 +81,19 @@ export class CairnClient {
   private readonly token: string;
   private readonly fetchImpl: FetchLike;
   private readonly probe?: (healthUrl: string) => Promise<boolean>;
+  private readonly check?: (baseUrl: string, again: boolean) => Promise<void>;
 
   constructor(opts: ClientOptions) {
     this.baseUrl = opts.baseUrl.trim().replace(/\/+$/, "");
     this.token = opts.token.trim();
     this.fetchImpl = opts.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.probe = opts.probe;
+    this.check = opts.check;
   }
 
-  /** `GET /search?q=&topK=&tag=...` → ranked chunks. */
+  /** `GET /search?q=&topK=&tag=...` → ranked chunks; `q` empty → the most recently modified notes (`recent: true`). */
   search(q: string, opts: { topK?: number; tags?: string[]; signal?: AbortSignal } = {}): Promise<SearchResponse> {
-    const params = new URLSearchParams({ q });
+    const params = new URLSearchParams(q.trim() ? { q } : {});
     if (opts.topK) params.set("topK", String(opts.topK));
     for (const tag of opts.tags ?? []) params.append("tag", tag);
     return this.getJson<SearchResponse>(`/search?${params}`, opts.signal);
@@ -180,9 +188,14 @@ export class CairnClient {
     }
   }
 
-  /** One authorised request; non-2xx → the matching CairnError; no answer at all → offline/blocked. */
+  /**
+   * One authorised request to this vault's daemon; no daemon URL, or one that is not this vault's → offline or
+   * elsewhere (nothing sent); non-2xx → the matching CairnError; no answer at all → offline/blocked.
+   */
   private async request(path: string, init: RequestInit & { headers: Record<string, string> }): Promise<Response> {
     if (!this.token) throw new CairnError("no-token", NO_TOKEN);
+    if (!this.baseUrl) throw new CairnError("offline", NO_DAEMON_FOUND);
+    if (this.check) await this.check(this.baseUrl, false);
     let response: Response;
     try {
       response = await this.fetchImpl(this.baseUrl + path, {
@@ -201,6 +214,7 @@ export class CairnClient {
       } catch {
         /* the body is lost; the status says enough */
       }
+      if (response.status === 401 && this.check) await this.check(this.baseUrl, true); // moved? another vault's daemon
       throw httpError(response.status, text);
     }
     return response;

@@ -6,8 +6,10 @@
  */
 
 export type ErrorKind =
-  /** Nothing answers at the daemon URL (connection refused / no route): the daemon is not running. */
+  /** Nothing answers at the daemon URL (connection refused / no route), or no daemon names this vault: not running. */
   | "offline"
+  /** What answers is another vault's daemon, or not a Cairn daemon: this vault's daemon is not running. */
+  | "elsewhere"
   /** The daemon answers (its /health does) but the browser refused the response: an Origin/CORS problem. */
   | "blocked"
   /** No token in the settings yet. */
@@ -39,9 +41,11 @@ export class CairnError extends Error {
   }
 }
 
-export const NOT_RUNNING = "Cairn isn't running — start it with `cairn serve` or from the tray.";
-export const TOKEN_REJECTED = "Cairn rejected the token — paste the output of `cairn token` into Settings → Cairn.";
-export const NO_TOKEN = "No Cairn token yet — run `cairn token` and paste its output into Settings → Cairn.";
+export const NOT_RUNNING = "Cairn isn't running for this vault — start it with `cairn serve --vault <this vault's folder>` or from the tray.";
+export const TOKEN_REJECTED = "Cairn rejected the token — run `cairn plugin install --vault <this vault's folder>` to give this vault its token.";
+export const NO_TOKEN = "No Cairn token yet — run `cairn plugin install --vault <this vault's folder>` to give this vault its token.";
+/** The detail under {@link NOT_RUNNING} when no daemon's record names this vault. */
+export const NO_DAEMON_FOUND = "No running Cairn daemon says it serves this vault.";
 
 /** What the view shows for an error: a headline, an optional detail line, and whether a Retry button helps. */
 export interface ErrorDisplay {
@@ -56,7 +60,9 @@ export function describeError(err: unknown, daemonUrl?: string): ErrorDisplay {
   const e = toCairnError(err);
   switch (e.kind) {
     case "offline":
-      return { kind: e.kind, title: NOT_RUNNING, detail: daemonUrl ? `Nothing answered at ${daemonUrl}.` : undefined, retry: true };
+      return { kind: e.kind, title: NOT_RUNNING, detail: daemonUrl ? `Nothing answered at ${daemonUrl}.` : NO_DAEMON_FOUND, retry: true };
+    case "elsewhere":
+      return { kind: e.kind, title: NOT_RUNNING, detail: e.message, retry: true };
     case "blocked":
       return {
         kind: e.kind,

@@ -1,19 +1,28 @@
 /**
- * The Cairn plugin: registers the sidebar view (ribbon icon + commands) and the settings tab, finds
- * the daemon (settings, else its service.json, else http://127.0.0.1:27183) and opens cited notes.
+ * The Cairn plugin: registers the sidebar view (ribbon icon + commands) and the settings tab, finds this
+ * vault's daemon (settings, else the record it writes in its data folder; believed once its /health names this
+ * vault: discovery.ts) and opens cited notes.
  */
 
 import { App, Plugin, PluginSettingTab, requestUrl, Setting, TFile, WorkspaceLeaf } from "obsidian";
 import { CairnClient } from "./api";
 import type { NoteTarget } from "./citations";
-import {
-  CairnSettings, DEFAULT_SETTINGS, DEFAULT_URL, effectiveUrl, isLoopbackHttpUrl, normaliseSettings, parseTags,
-  isServiceFileName, pickServiceUrl, serviceFileCandidates, serviceInfoFromJson, ServiceInfo,
-} from "./settings";
+import { discoverServiceUrl, verifyDaemon } from "./discovery";
+import { CairnError } from "./errors";
+import { CairnSettings, DEFAULT_SETTINGS, DEFAULT_URL, effectiveUrl, isLoopbackHttpUrl, normaliseSettings, parseTags } from "./settings";
 import { CairnHost, CairnView, VIEW_TYPE } from "./view";
+
+export { discoverServiceUrl, findDaemon, verifyDaemon, vaultIdOf } from "./discovery";
+
+/** How long a daemon that proved it serves this vault is believed without asking again (ms). */
+const VERIFIED_MS = 15_000;
 
 export default class CairnPlugin extends Plugin implements CairnHost {
   settings: CairnSettings = { ...DEFAULT_SETTINGS };
+  /** Daemon URLs that proved they serve this vault → when (Date.now()). */
+  private verified = new Map<string, number>();
+  /** Raised by each settings change: a check that began before one vouches for nothing after it. */
+  private checks = 0;
 
   async onload(): Promise<void> {
     this.settings = normaliseSettings(await this.loadData());
@@ -32,6 +41,14 @@ export default class CairnPlugin extends Plugin implements CairnHost {
     /* the view's leaves are closed by Obsidian; nothing else to release */
   }
 
+  /** data.json changed on disk (`cairn plugin install` gave a new token, or a sync): use it at once. */
+  async onExternalSettingsChange(): Promise<void> {
+    this.settings = normaliseSettings(await this.loadData());
+    this.verified.clear();
+    this.checks++;
+    this.refreshViews();
+  }
+
   /** Open (or reveal) the sidebar in the right split. */
   async activateView(): Promise<CairnView | null> {
     const { workspace } = this.app;
@@ -45,9 +62,26 @@ export default class CairnPlugin extends Plugin implements CairnHost {
     return leaf.view instanceof CairnView ? leaf.view : null;
   }
 
-  /** The daemon URL: settings, else service.json (read now: a restarted daemon may be on another port), else the default. */
+  /** The daemon URL: settings, else this vault's record (read now: a restarted daemon may be on another port); "" when none. */
   daemonUrl(): string {
     return effectiveUrl(this.settings, this.settings.daemonUrl ? undefined : discoverServiceUrl(this.vaultPath()));
+  }
+
+  /**
+   * Throws unless the daemon at `url` serves this vault (believed for {@link VERIFIED_MS}; `again`: ask now): a
+   * CairnError `elsewhere` for another vault's daemon or another program, `offline` when nothing answers.
+   */
+  async checkDaemon(url: string, again = false): Promise<void> {
+    const at = this.verified.get(url);
+    if (!again && at !== undefined && Date.now() - at < VERIFIED_MS) return;
+    this.verified.delete(url);
+    const began = this.checks;
+    const found = await verifyDaemon(url, this.vaultPath(), healthJson);
+    // The settings (this vault's folder, the URL) changed while /health was asked: check again, as they are now.
+    if (began !== this.checks) return this.checkDaemon(url, true);
+    if (found.kind === "elsewhere") throw new CairnError("elsewhere", found.message);
+    if (found.kind === "offline") throw new CairnError("offline", "Nothing answered.");
+    this.verified.set(url, Date.now());
   }
 
   /** This vault's folder on disk, symlinks resolved as the daemon resolves it (desktop only). */
@@ -64,7 +98,12 @@ export default class CairnPlugin extends Plugin implements CairnHost {
   }
 
   client(): CairnClient {
-    return new CairnClient({ baseUrl: this.daemonUrl(), token: this.settings.token, probe: probeHealth });
+    return new CairnClient({
+      baseUrl: this.daemonUrl(),
+      token: this.settings.token,
+      probe: probeHealth,
+      check: (url, again) => this.checkDaemon(url, again),
+    });
   }
 
   async openTarget(target: NoteTarget): Promise<void> {
@@ -79,50 +118,24 @@ export default class CairnPlugin extends Plugin implements CairnHost {
 
   async saveSettings(): Promise<void> {
     await this.saveData(this.settings);
+    this.refreshViews();
+  }
+
+  private refreshViews(): void {
     for (const leaf of this.app.workspace.getLeavesOfType(VIEW_TYPE)) {
       if (leaf.view instanceof CairnView) leaf.view.settingsChanged();
     }
   }
 }
 
-/**
- * The URL the daemon of `vault` advertises in its data folder (`service-<index>.json`, or `service.json`), when
- * readable (desktop only: needs Node's fs); see {@link pickServiceUrl}. Undefined when there is no such record,
- * it is unreadable, or its URL is not a loopback http URL.
- */
-export function discoverServiceUrl(vault?: string): string | undefined {
+/** `GET /health` with Obsidian's requestUrl (no CORS) → its JSON, or null when nothing (or nothing JSON) answers. */
+async function healthJson(url: string): Promise<unknown> {
   try {
-    // eslint-disable-next-line @typescript-eslint/no-var-requires
-    const fs = require("fs") as typeof import("fs");
-    const os = require("os") as typeof import("os");
-    const path = require("path") as typeof import("path");
-    const proc = (globalThis as { process?: { platform: string; env: Record<string, string | undefined> } }).process;
-    if (!proc) return undefined;
-    for (const file of serviceFileCandidates(proc.platform, proc.env, os.homedir())) {
-      const dir = path.dirname(file);
-      let names: string[];
-      try {
-        names = fs.readdirSync(dir).filter(isServiceFileName);
-      } catch {
-        continue; /* not there */
-      }
-      names.sort((a, b) => (a === "service.json" ? -1 : b === "service.json" ? 1 : a.localeCompare(b)));
-      const records: ServiceInfo[] = [];
-      for (const name of names) {
-        try {
-          const info = serviceInfoFromJson(fs.readFileSync(path.join(dir, name), "utf8"));
-          if (info) records.push(info);
-        } catch {
-          /* removed meanwhile */
-        }
-      }
-      const url = pickServiceUrl(records, vault);
-      if (url) return url;
-    }
+    const res = await requestUrl({ url, method: "GET", throw: false });
+    return res.status === 200 ? res.json : null;
   } catch {
-    /* not the desktop app */
+    return null;
   }
-  return undefined;
 }
 
 /** Does anything answer `GET /health` (Obsidian's requestUrl: no CORS)? Tells "not running" from "refused". */
@@ -143,12 +156,14 @@ class CairnSettingTab extends PluginSettingTab {
   display(): void {
     const { containerEl } = this;
     containerEl.empty();
+    const vault = this.plugin.vaultPath() ?? "<this vault's folder>";
     const discovered = discoverServiceUrl(this.plugin.vaultPath());
     new Setting(containerEl)
       .setName("Daemon URL")
       .setDesc(
-        `Where \`cairn serve\` listens. Leave empty to use the address the running daemon advertises ` +
-          `(${discovered ? `now ${discovered}` : "none found"}), else ${DEFAULT_URL}. Only 127.0.0.1, localhost or [::1].`,
+        `Where \`cairn serve\` listens for this vault. Leave empty to use the address this vault's running daemon ` +
+          `advertises (${discovered ? `now ${discovered}` : "none found: Cairn isn't running for this vault"}). ` +
+          `Only 127.0.0.1, localhost or [::1], and only a daemon that proves it serves this vault.`,
       )
       .addText((text) =>
         text
@@ -165,12 +180,16 @@ class CairnSettingTab extends PluginSettingTab {
       );
     new Setting(containerEl)
       .setName("Token")
-      .setDesc("Run `cairn token` in a terminal and paste what it prints. Kept in this plugin's data, never logged.")
+      .setDesc(
+        `This vault's own token: \`cairn plugin install --vault "${vault}"\` puts it here, or paste what ` +
+          `\`cairn token --vault "${vault}"\` prints. Kept in this plugin's data.json in the vault's .obsidian folder ` +
+          "(it travels with the vault when synced; it opens only this vault's daemon), never logged.",
+      )
       .addText((text) => {
         text.inputEl.type = "password";
         text.inputEl.autocomplete = "off";
         text
-          .setPlaceholder("paste the output of `cairn token`")
+          .setPlaceholder("the output of `cairn token --vault …`")
           .setValue(this.plugin.settings.token)
           .onChange(async (value) => {
             this.plugin.settings.token = value.trim();

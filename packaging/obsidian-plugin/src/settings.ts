@@ -2,21 +2,23 @@
  * Plugin settings (kept in the plugin's data.json by Obsidian) and how the daemon URL is found.
  *
  * The daemon advertises its URL in its data folder (`{port, pid, version, startedAt, url, vault, index}`,
- * never the token; daemon/cairn/app.py `write_service_file`): in `service-<index>.json`, one per vault (daemons
- * of several vaults can share a data folder), and in `service.json` (the daemon started last). The plugin takes
- * the record naming its own vault. The data folder is `$CAIRN_DATA_DIR`, else platformdirs' `user_data_dir("cairn")`.
+ * never the token; daemon/cairn/discovery.py `write_service_file`): in `service-<index>.json`, one per vault
+ * (daemons of several vaults can share a data folder), and in `service.json` (the daemon started last). The plugin
+ * takes the record naming its own vault, and believes it only once the daemon proves it serves that vault
+ * (discovery.ts). The data folder is `$CAIRN_DATA_DIR`, else platformdirs' `user_data_dir("cairn")`.
  */
 
-/** Cairn's default port (daemon/cairn/config.py `DEFAULT_PORT`). */
+/** Cairn's default port (daemon/cairn/config.py `DEFAULT_PORT`): a hint in the settings, never a fallback (another
+ * vault's daemon may hold it). */
 export const DEFAULT_PORT = 27183;
 export const DEFAULT_URL = `http://127.0.0.1:${DEFAULT_PORT}`;
 /** The daemon's default top_k (docs/design.md, "Contract" → Retrieval). */
 export const DEFAULT_TOP_K = 8;
 
 export interface CairnSettings {
-  /** Empty → the URL in service.json when readable, else {@link DEFAULT_URL}. */
+  /** Empty → the URL this vault's daemon advertises in its data folder; none → Cairn isn't running for this vault. */
   daemonUrl: string;
-  /** The API token (`cairn token`). Kept in the plugin data, never logged. */
+  /** This vault's API token (`cairn plugin install` writes it; `cairn token --vault`). Kept in the plugin data, never logged. */
   token: string;
   /** Results per search / sources per answer, 1..50. */
   topK: number;
@@ -83,10 +85,11 @@ export function urlFromServiceJson(text: string): string | undefined {
   return isLoopbackHttpUrl(url) ? url.replace(/\/+$/, "") : undefined;
 }
 
-/** A daemon's discovery record: its loopback URL and the vault it serves (absent from daemons before 0.1 per-vault files). */
+/** A daemon's discovery record: its loopback URL, the vault it serves and its process id (when the record says). */
 export interface ServiceInfo {
   url: string;
   vault?: string;
+  pid?: number;
 }
 
 /** `service.json` or `service-<index>.json`: the names a daemon's discovery record may have. */
@@ -94,30 +97,35 @@ export function isServiceFileName(name: string): boolean {
   return /^service(-[^\\/]+)?\.json$/.test(name);
 }
 
-/** A discovery record's text → {url, vault}, when its URL is loopback http (as {@link urlFromServiceJson}). */
+/** A discovery record's text → {url, vault?, pid?}, when its URL is loopback http (as {@link urlFromServiceJson}). */
 export function serviceInfoFromJson(text: string): ServiceInfo | undefined {
   const url = urlFromServiceJson(text);
   if (!url) return undefined;
-  const vault = (JSON.parse(text) as { vault?: unknown }).vault;
-  return typeof vault === "string" ? { url, vault } : { url };
+  const { vault, pid } = JSON.parse(text) as { vault?: unknown; pid?: unknown };
+  return {
+    url,
+    ...(typeof vault === "string" ? { vault } : {}),
+    ...(typeof pid === "number" && Number.isInteger(pid) && pid > 0 ? { pid } : {}),
+  };
 }
 
 /** A vault path made comparable: NFC (the daemon writes NFC), no trailing separator. */
-function vaultKey(path: string): string {
+export function vaultKey(path: string): string {
   return path.normalize("NFC").replace(/[\\/]+$/, "");
 }
 
 /**
- * The URL of this vault's daemon among discovery records (`service.json` first): the record naming `vault`;
- * else one naming no vault (a daemon from before per-vault records). Never a record naming another vault, so
- * the plugin of vault A does not talk to vault B's daemon. Without a `vault` to compare (not the desktop app),
- * the first record.
+ * The URL of this vault's daemon among discovery records (`service.json` first): the record naming `vault`
+ * whose daemon may still run (`alive(pid)`: a daemon killed with kill -9 leaves its record behind). Never a
+ * record naming another vault or none, so the plugin of vault A does not talk to vault B's daemon. Without a
+ * `vault` to compare (not the desktop app), the first record.
  */
-export function pickServiceUrl(records: ServiceInfo[], vault?: string): string | undefined {
+export function pickServiceUrl(
+  records: ServiceInfo[], vault?: string, alive: (pid: number | undefined) => boolean = () => true,
+): string | undefined {
   if (vault === undefined) return records[0]?.url;
   const key = vaultKey(vault);
-  const own = records.find((r) => r.vault !== undefined && vaultKey(r.vault) === key);
-  return (own ?? records.find((r) => r.vault === undefined))?.url;
+  return records.find((r) => r.vault !== undefined && vaultKey(r.vault) === key && alive(r.pid))?.url;
 }
 
 /** True for `http://127.0.0.1:N`, `http://localhost:N`, `http://[::1]:N` (the only hosts Cairn serves on). */
@@ -133,7 +141,10 @@ export function isLoopbackHttpUrl(url: string): boolean {
   return host === "localhost" || host === "[::1]" || host === "::1" || /^127(\.\d{1,3}){3}$/.test(host);
 }
 
-/** The URL to use: the one in settings, else the discovered one, else the default. */
+/**
+ * The URL to use: the one in settings, else the discovered one; `""` when there is neither (Cairn isn't running
+ * for this vault). Never {@link DEFAULT_URL} by default: whatever holds that port may serve another vault.
+ */
 export function effectiveUrl(settings: Pick<CairnSettings, "daemonUrl">, discovered?: string): string {
-  return (settings.daemonUrl.trim() || discovered || DEFAULT_URL).replace(/\/+$/, "");
+  return (settings.daemonUrl.trim() || discovered || "").replace(/\/+$/, "");
 }

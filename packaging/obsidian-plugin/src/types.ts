@@ -4,13 +4,20 @@
 
 import type { Relevance } from "./relevance";
 
-/** One ranked chunk of `GET /search`. `lines` are 1-based inclusive line numbers of the chunk in its note. */
+/**
+ * One ranked chunk of `GET /search`, or (a search without words, `recent: true`) one recently modified note with its
+ * first passage. `lines` are 1-based inclusive line numbers of the chunk in its note.
+ */
 export interface SearchHit {
   filePath: string;
   /** Heading path joined with ` › ` (e.g. `Tomatoes › Care`), or `page N` for a PDF. */
   symbol: string;
-  /** The fused ranking score: orders the results, means nothing to a reader. */
-  score: number;
+  /** The fused ranking score: orders the results, means nothing to a reader (absent from recent notes). */
+  score?: number;
+  /** The note's title (recent notes). */
+  title?: string;
+  /** When the note's file was last modified, unix seconds (recent notes). */
+  modifiedAt?: number;
   /** How relevant the hit is, in a word (see relevance.ts); absent from a daemon older than the field. */
   relevance?: Relevance;
   snippet: string;
@@ -35,6 +42,8 @@ export interface Coverage {
 
 export interface SearchResponse {
   results: SearchHit[];
+  /** True when `results` are the most recently modified notes (a search without words). */
+  recent?: boolean;
   elapsedMs?: number;
   /** Absent from a daemon older than the field. */
   coverage?: Coverage;

@@ -15,13 +15,14 @@ import { clear, h, show } from "./dom";
 import { CairnError, describeError, toCairnError } from "./errors";
 import { relevanceText } from "./relevance";
 import type { CairnSettings } from "./settings";
+import { renderRecent } from "./recent";
 import { progressLine, statsLine } from "./status";
 import type { Coverage, RelatedResponse, SearchHit, TagCount } from "./types";
 
 export const VIEW_TYPE = "cairn-sidebar";
 /** Typing pause before a search is sent (ms). */
 export const SEARCH_DEBOUNCE_MS = 250;
-/** Shortest query searched (characters). */
+/** Shortest query searched (characters); below it the Search tab lists the most recently modified notes. */
 export const MIN_QUERY_CHARS = 2;
 /** Reconnect delays for the index event stream (ms), the last one repeated. */
 const EVENTS_BACKOFF_MS = [2000, 5000, 10000, 30000];
@@ -136,7 +137,10 @@ export class CairnView extends ItemView {
     for (const [t, pane] of this.panes) show(pane, t === tab);
     if (this.scopeEl) show(this.scopeEl, tab !== "related");
     if (tab === "related") this.refreshRelated();
-    if (tab === "search") this.searchInput?.focus();
+    if (tab === "search") {
+      this.searchInput?.focus();
+      if (this.showsRecent()) void this.runSearch(); // the recent notes, as they are now
+    }
   }
 
   private renderScope(): void {
@@ -163,7 +167,7 @@ export class CairnView extends ItemView {
   private setScope(tags: string[]): void {
     this.tagScope = tags;
     this.renderScope();
-    if (this.searchInput?.value.trim()) this.runSearch();
+    if (this.searchInput?.value.trim() || this.tab === "search") this.runSearch();
   }
 
   private async loadTags(): Promise<void> {
@@ -234,25 +238,33 @@ export class CairnView extends ItemView {
     this.searchResultsEl = h("div", { cls: "cairn-search-results" }, pane);
   }
 
+  /** The box holds nothing to search for yet: the tab lists the most recently modified notes. */
+  private showsRecent(): boolean {
+    return (this.searchInput?.value.trim().length ?? 0) < MIN_QUERY_CHARS;
+  }
+
   private async runSearch(): Promise<void> {
-    const q = this.searchInput.value.trim();
+    const recent = this.showsRecent();
+    const q = recent ? "" : this.searchInput.value.trim();
     this.searchController?.abort();
-    if (q.length < MIN_QUERY_CHARS) {
-      clear(this.searchResultsEl);
-      return;
-    }
     const controller = new AbortController();
     this.searchController = controller;
     this.searchResultsEl.classList.add("is-loading");
     try {
       const res = await this.host.client().search(q, { topK: this.host.settings.topK, tags: this.tagScope, signal: controller.signal });
       if (controller !== this.searchController) return;
-      this.renderResults(q, res.results ?? [], res.coverage);
+      if (recent) {
+        clear(this.searchResultsEl);
+        renderRecent(this.searchResultsEl, res.results ?? [], (t) => void this.host.openTarget(t), this.tagScope.length > 0);
+      } else {
+        this.renderResults(q, res.results ?? [], res.coverage);
+      }
     } catch (err) {
       if (controller !== this.searchController) return;
       const e = toCairnError(err);
       if (e.kind === "aborted") return;
       clear(this.searchResultsEl);
+      if (recent && e.status === 400) return; // a daemon older than recent notes: an empty box stays empty
       this.showError(h("div", {}, this.searchResultsEl), e, () => void this.runSearch());
     } finally {
       if (controller === this.searchController) this.searchResultsEl.classList.remove("is-loading");
@@ -430,6 +442,7 @@ export class CairnView extends ItemView {
           onIndexed: () => {
             void this.refreshStats();
             void this.loadTags();
+            if (this.tab === "search" && this.showsRecent()) void this.runSearch(); // a note saved: the list follows
           },
           onIndexError: (data) => {
             const { message, code } = (data ?? {}) as { message?: string; code?: string };

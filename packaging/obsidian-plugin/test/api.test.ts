@@ -135,7 +135,7 @@ describe("error states", () => {
     expect(e.kind).toBe("offline");
     const shown = describeError(e, c.baseUrl);
     expect(shown.title).toBe(NOT_RUNNING);
-    expect(shown.title).toContain("Cairn isn't running — start it with `cairn serve` or from the tray");
+    expect(shown.title).toContain("Cairn isn't running for this vault — start it with `cairn serve --vault");
     expect(shown.detail).toContain("http://127.0.0.1:27183");
     expect(shown.retry).toBe(true);
   });
@@ -154,13 +154,13 @@ describe("error states", () => {
     expect(describeError(e).detail).toContain("app://obsidian.md");
   });
 
-  it("401 → 'token rejected — paste the output of `cairn token`', and the token is never in the message", async () => {
+  it("401 → 'token rejected — run `cairn plugin install --vault`', and the token is never in the message", async () => {
     const { client: c } = client(() => jsonError(401, "unauthorized", "Missing or wrong API token"));
     const e = await failure(c.ask("q", {}));
     expect(e.kind).toBe("unauthorized");
     expect(e.message).toBe(TOKEN_REJECTED);
     const shown = describeError(e);
-    expect(shown.title).toMatch(/rejected the token — paste the output of `cairn token`/);
+    expect(shown.title).toMatch(/rejected the token — run `cairn plugin install --vault <this vault's folder>`/);
     expect(JSON.stringify(shown)).not.toContain(TOKEN);
     expect(e.stack ?? "").not.toContain(TOKEN);
   });
@@ -202,8 +202,49 @@ describe("error states", () => {
     const c = new CairnClient({ baseUrl: "http://127.0.0.1:27183", token: " ", fetch: async (url) => (calls.push(url), new Response("{}")) });
     const e = await failure(c.search("x"));
     expect(e.kind).toBe("no-token");
-    expect(describeError(e).title).toContain("`cairn token`");
+    expect(describeError(e).title).toContain("`cairn plugin install --vault");
     expect(calls).toEqual([]);
+  });
+
+  it("with no daemon naming this vault nothing is sent and the sidebar says Cairn isn't running for this vault", async () => {
+    const calls: string[] = [];
+    const c = new CairnClient({ baseUrl: "", token: TOKEN, fetch: async (url) => (calls.push(url), new Response("{}")) });
+    const e = await failure(c.search("x"));
+    expect(e.kind).toBe("offline");
+    const shown = describeError(e, c.baseUrl);
+    expect(shown.title).toBe(NOT_RUNNING);
+    expect(shown.detail).toBe("No running Cairn daemon says it serves this vault.");
+    expect(calls).toEqual([]);
+  });
+
+  it("another vault's daemon at the URL: the token is never sent, and it says Cairn isn't running for this vault", async () => {
+    const checked: [string, boolean][] = [];
+    const { client: c, calls } = client(() => new Response(JSON.stringify({ results: [{ filePath: "B.md" }] })), {
+      check: async (url, again) => {
+        checked.push([url, again]);
+        throw new CairnError("elsewhere", `The Cairn daemon at ${url} serves another vault.`);
+      },
+    });
+    const e = await failure(c.search("x"));
+    expect(e.kind).toBe("elsewhere");
+    expect(calls).toEqual([]);
+    expect(checked).toEqual([["http://127.0.0.1:27183", false]]);
+    const shown = describeError(e, c.baseUrl);
+    expect(shown.title).toBe(NOT_RUNNING);
+    expect(shown.detail).toBe("The Cairn daemon at http://127.0.0.1:27183 serves another vault.");
+  });
+
+  it("a 401 asks again whose daemon it is: one that moved away says not running, not 'token rejected'", async () => {
+    const checked: boolean[] = [];
+    const { client: c } = client(() => jsonError(401, "unauthorized", "Missing or wrong API token"), {
+      check: async (url, again) => {
+        checked.push(again);
+        if (again) throw new CairnError("elsewhere", `The Cairn daemon at ${url} serves another vault.`);
+      },
+    });
+    const e = await failure(c.tags());
+    expect(checked).toEqual([false, true]);
+    expect(e.kind).toBe("elsewhere");
   });
 });
 

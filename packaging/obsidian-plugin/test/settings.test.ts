@@ -24,10 +24,10 @@ describe("settings", () => {
     expect(parseTags("#Garden, kitchen  area/sub,,")).toEqual(["garden", "kitchen", "area/sub"]);
   });
 
-  it("prefers the URL in settings, then the one service.json advertises, then the default", () => {
+  it("prefers the URL in settings, then the one this vault's daemon advertises, and never falls back to the default port", () => {
     expect(effectiveUrl({ daemonUrl: "http://localhost:9000/" }, "http://127.0.0.1:5555")).toBe("http://localhost:9000");
     expect(effectiveUrl({ daemonUrl: "" }, "http://127.0.0.1:5555")).toBe("http://127.0.0.1:5555");
-    expect(effectiveUrl({ daemonUrl: "" })).toBe("http://127.0.0.1:27183");
+    expect(effectiveUrl({ daemonUrl: "" })).toBe(""); // another vault's daemon may hold 27183
   });
 
   it("reads the URL from service.json, refusing anything that is not loopback http", () => {
@@ -42,16 +42,19 @@ describe("settings", () => {
   it("connects to its own vault's daemon when daemons of two vaults share the data folder", () => {
     const a = serviceInfoFromJson('{"url":"http://127.0.0.1:4001","pid":1,"vault":"/v/A","index":"A-1"}')!;
     const b = serviceInfoFromJson('{"url":"http://127.0.0.1:4002","pid":2,"vault":"/v/B","index":"B-2"}')!;
-    expect(a).toEqual({ url: "http://127.0.0.1:4001", vault: "/v/A" });
+    expect(a).toEqual({ url: "http://127.0.0.1:4001", vault: "/v/A", pid: 1 });
     // service.json (listed first) is B's, the daemon started last: vault A still gets A's daemon.
     expect(pickServiceUrl([b, a, b], "/v/A")).toBe("http://127.0.0.1:4001");
     expect(pickServiceUrl([b, b], "/v/A/")).toBeUndefined(); // A's daemon is not running: never B's
     expect(pickServiceUrl([b, a], "/v/Cafe\u0301")).toBeUndefined();
     const nfc = { url: "http://127.0.0.1:4003", vault: "/v/Caf\u00e9" };
     expect(pickServiceUrl([nfc], "/v/Cafe\u0301")).toBe("http://127.0.0.1:4003"); // the daemon writes NFC
-    // A daemon from before per-vault records names no vault: still used; without a vault path, the first record.
-    expect(pickServiceUrl([{ url: "http://127.0.0.1:27183" }], "/v/A")).toBe("http://127.0.0.1:27183");
+    // A record naming no vault cannot say whose it is: never used; without a vault path, the first record.
+    expect(pickServiceUrl([{ url: "http://127.0.0.1:27183" }], "/v/A")).toBeUndefined();
     expect(pickServiceUrl([b, a])).toBe("http://127.0.0.1:4002");
+    // A record whose process is gone (kill -9 leaves it) is stale: not used.
+    expect(pickServiceUrl([b, a], "/v/A", (pid) => pid !== 1)).toBeUndefined();
+    expect(pickServiceUrl([b, a], "/v/B", (pid) => pid !== 1)).toBe("http://127.0.0.1:4002");
     expect(["service.json", "service-A-22319a9d6f201c3f.json", "service-Café-1.json", ".service.12.tmp", "service-x.json.bak"].filter(isServiceFileName))
       .toEqual(["service.json", "service-A-22319a9d6f201c3f.json", "service-Café-1.json"]);
   });

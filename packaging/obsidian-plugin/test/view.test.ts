@@ -389,14 +389,14 @@ describe("errors everywhere", () => {
     expect(box.querySelector("button.cairn-retry")).toBeTruthy();
   });
 
-  it("a rejected token says to paste the output of cairn token", async () => {
+  it("a rejected token says to give this vault its token with cairn plugin install", async () => {
     mounted = await mount({ "/search": () => json({ error: { code: "unauthorized", message: "Missing or wrong API token" } }, 401) });
     $(mounted.root, ".cairn-tab[data-tab='search']").click();
     const input = $(mounted.root, ".cairn-search-input") as HTMLInputElement;
     input.value = "tomatoes";
     input.dispatchEvent(new Event("input"));
     await vi.waitFor(() => expect($(mounted!.root, ".cairn-search-results .cairn-error-unauthorized")).toBeTruthy(), { timeout: 3000 });
-    expect($(mounted.root, ".cairn-search-results").textContent).toContain("paste the output of `cairn token`");
+    expect($(mounted.root, ".cairn-search-results").textContent).toContain("run `cairn plugin install --vault");
     expect(mounted.root.textContent).not.toContain("t0ken-0123456789abcdef");
   });
 });
@@ -409,19 +409,111 @@ describe("Search", () => {
         json({ results: [{ filePath: "Kitchen/Sourdough.md", symbol: "Sourdough", score: 0.02, snippet: `About ${url.searchParams.get("q")}`, lines: [10, 13] }] }),
     });
     $(mounted.root, ".cairn-tab[data-tab='search']").click();
+    const searches = () => mounted!.calls.filter((c) => c.endsWith("/search")).length;
+    const opened = searches(); // the recent notes the empty box shows
     const input = $(mounted.root, ".cairn-search-input") as HTMLInputElement;
     for (const q of ["s", "so", "sou", "sour", "sourd"]) {
       input.value = q;
       input.dispatchEvent(new Event("input"));
       await vi.advanceTimersByTimeAsync(SEARCH_DEBOUNCE_MS / 2);
     }
-    expect(mounted.calls.filter((c) => c.endsWith("/search"))).toHaveLength(0);
+    expect(searches()).toBe(opened);
     await vi.advanceTimersByTimeAsync(SEARCH_DEBOUNCE_MS);
-    expect(mounted.calls.filter((c) => c.endsWith("/search"))).toHaveLength(1);
+    expect(searches()).toBe(opened + 1);
     vi.useRealTimers();
     await vi.waitFor(() => expect($(mounted!.root, ".cairn-result-snippet mark")?.textContent).toBe("sourd"));
     ($(mounted.root, ".cairn-result-title") as HTMLElement).click();
     expect(mounted.host.openTarget).toHaveBeenCalledWith({ path: "Kitchen/Sourdough.md", line: 9 });
+  });
+});
+
+describe("recent notes", () => {
+  const NOW = Date.now() / 1000;
+  const RECENT = [
+    { filePath: "Garden/Compost.md", title: "Compost", symbol: "Compost", snippet: "# Compost Turn the heap every two weeks.", modifiedAt: NOW - 300, lines: [1, 3] },
+    { filePath: "Inbox.md", title: "Inbox", symbol: "Inbox", snippet: "", modifiedAt: NOW - 3 * 86400 },
+  ];
+  /** A daemon that lists RECENT for a search without `q` (only within the tag `kitchen`: the second note) and ranks otherwise. */
+  const routes = (asked: URLSearchParams[]) => ({
+    "/search": (url: URL) => {
+      asked.push(url.searchParams);
+      if (url.searchParams.has("q")) return json({ results: [{ filePath: "Kitchen/Bread.md", symbol: "Bread", score: 0.02, relevance: "good", snippet: "bread", lines: [1, 2] }] });
+      const tagged = url.searchParams.getAll("tag").includes("kitchen");
+      return json({ results: tagged ? [] : RECENT, recent: true, coverage: { notes: 2, embedded: 2, pending: 0 } });
+    },
+  });
+
+  it("with the box empty the Search tab lists the most recently modified notes, newest first; a click opens the note", async () => {
+    const asked: URLSearchParams[] = [];
+    mounted = await mount(routes(asked));
+    $(mounted.root, ".cairn-tab[data-tab='search']").click();
+    await vi.waitFor(() => expect(mounted!.root.querySelectorAll(".cairn-recent")).toHaveLength(2));
+    expect(asked[0].has("q")).toBe(false);
+    expect($(mounted.root, ".cairn-recent-heading").textContent).toBe("Recently modified");
+    const titles = [...mounted.root.querySelectorAll(".cairn-recent-title")].map((e) => e.textContent);
+    expect(titles).toEqual(["Compost", "Inbox"]);
+    const metas = [...mounted.root.querySelectorAll(".cairn-recent-meta")].map((e) => e.textContent);
+    expect(metas).toEqual(["Garden/ · 5 min ago", "3 days ago"]);
+    const snippets = [...mounted.root.querySelectorAll(".cairn-recent-snippet")].map((e) => e.textContent);
+    expect(snippets).toEqual(["Turn the heap every two weeks."]); // the heading repeating the title is left out
+    expect(mounted.root.querySelectorAll(".cairn-result")).toHaveLength(0);
+    ($(mounted.root, ".cairn-recent-title") as HTMLElement).click();
+    expect(mounted.host.openTarget).toHaveBeenCalledWith({ path: "Garden/Compost.md" });
+  });
+
+  it("typing searches; one letter or a cleared box brings the recent notes back; the tag scope applies to them", async () => {
+    const asked: URLSearchParams[] = [];
+    mounted = await mount(routes(asked));
+    $(mounted.root, ".cairn-tab[data-tab='search']").click();
+    await vi.waitFor(() => expect(mounted!.root.querySelectorAll(".cairn-recent")).toHaveLength(2));
+    const input = $(mounted.root, ".cairn-search-input") as HTMLInputElement;
+    input.value = "bread";
+    input.dispatchEvent(new Event("input"));
+    await vi.waitFor(() => expect(mounted!.root.querySelectorAll(".cairn-result")).toHaveLength(1), { timeout: 3000 });
+    expect(mounted.root.querySelectorAll(".cairn-recent")).toHaveLength(0);
+    input.value = "b";
+    input.dispatchEvent(new Event("input"));
+    await vi.waitFor(() => expect(mounted!.root.querySelectorAll(".cairn-recent")).toHaveLength(2), { timeout: 3000 });
+    expect(asked.at(-1)!.has("q")).toBe(false);
+    const select = $(mounted.root, ".cairn-scope-select") as HTMLSelectElement;
+    await vi.waitFor(() => expect(select.querySelector("option[value='kitchen']")).toBeTruthy());
+    select.value = "kitchen";
+    select.dispatchEvent(new Event("change"));
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-search-results .cairn-empty")?.textContent).toBe("No note carries the tags in the scope."));
+    expect(asked.at(-1)!.getAll("tag")).toEqual(["kitchen"]);
+  });
+
+  it("the list follows the index: an indexed event brings it again", async () => {
+    const asked: URLSearchParams[] = [];
+    let send: ((text: string) => void) | null = null;
+    mounted = await mount(routes(asked), {
+      events: () =>
+        new Response(
+          new ReadableStream<Uint8Array>({
+            start(c) {
+              c.enqueue(enc.encode(": connected\n\n"));
+              send = (text) => c.enqueue(enc.encode(text));
+            },
+          }),
+          { status: 200, headers: { "Content-Type": "text/event-stream" } },
+        ),
+    });
+    $(mounted.root, ".cairn-tab[data-tab='search']").click();
+    await vi.waitFor(() => expect(mounted!.root.querySelectorAll(".cairn-recent")).toHaveLength(2));
+    const before = asked.length;
+    await vi.waitFor(() => expect(send).not.toBeNull());
+    send!(sse([["indexed", { added: 0, updated: 1, removed: 0 }]]));
+    await vi.waitFor(() => expect(asked.length).toBe(before + 1));
+    expect(asked.at(-1)!.has("q")).toBe(false);
+  });
+
+  it("says how long ago a note changed in words, then by its date", async () => {
+    const { modifiedAgo } = await import("../src/recent");
+    const now = Date.UTC(2024, 2, 10, 12, 0, 0);
+    const at = (secondsAgo: number) => now / 1000 - secondsAgo;
+    expect([10, 90, 7200, 86400 + 60, 4 * 86400].map((s) => modifiedAgo(at(s), now))).toEqual(["just now", "1 min ago", "2 h ago", "yesterday", "4 days ago"]);
+    expect(modifiedAgo(at(-3600), now)).toBe("just now"); // a file dated ahead of this clock
+    expect(modifiedAgo(at(30 * 86400), now)).toMatch(/^2024-02-(09|10)$/); // the date, in local time
   });
 });
 

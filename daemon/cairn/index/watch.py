@@ -1,26 +1,22 @@
-"""Watching the vault (layer 3 adapter on ``watchfiles``): file events are hints, never the truth.
+"""Watching the vault (on ``watchfiles``): file events become :class:`~cairn.index.hints.Hints`, never the truth.
 
-docs/design.md, "Flows" → Watch. Events are filtered (hidden and ignored places cause no work), collected
-into a set of vault-relative paths, debounced (``debounce_ms`` of quiet, at most ``max_wait_ms``
-after the first hint) and handed as ONE batch to ``apply_hints(paths)``, which re-stats each path and
-decides what changed by (mtime, size, hash). Batches run one at a time on a dedicated indexing
-thread (never on the event loop); hints arriving meanwhile form the next batch.
+docs/design.md, "Flows" → Watch. Events are filtered (hidden and ignored places cause no work) and added to the
+hints as vault-relative paths; what is due there — a batch of paths once quiet ``debounce_ms`` (at most
+``max_wait_ms`` after the first hint), or a reconcile — is handed as ONE call to ``apply_hints(paths)`` (which
+re-stats each path and decides what changed by mtime, size and hash) or ``reconcile()``. Calls run one at a time on
+``executor`` (the save lane's thread; never on the event loop); hints arriving meanwhile form the next batch.
 
 Native file events (inotify, FSEvents, ReadDirectoryChangesW via ``watchfiles``) are used unless polling is
 forced (``force_polling``, ``WATCHFILES_FORCE_POLLING``): then this module polls by itself, every
 ``poll_interval_s``, with the scan's rules — hidden and ignored folders are never entered, so a big ignored
-folder costs nothing — and :meth:`VaultWatcher.stats` reports the mode and what the polling costs.
+folder costs nothing — and :meth:`VaultWatcher.mode_stats` reports the mode and what the polling costs.
 
 A full ``reconcile()`` (disk against store) runs when the watcher fails or restarts, when more
 than ``max_hints`` paths pile up (an overflow: a ``git checkout`` of thousands of files is cheaper
 as one scan), when watching resumes after a pause, and every ``reconcile_interval_s``.
 
-An error reading a place (permission denied, too many open files, a file locked a moment) is never a
-deletion: the indexer keeps what it indexed there and reports the place; :meth:`VaultWatcher.retry_later`
-then hints it again with backoff and, when it still cannot be read, asks for one full reconcile.
-
 The callbacks are plain blocking functions supplied by the composition root (``cairn.app``);
-this module knows nothing of the store or the indexer.
+this module knows nothing of the store or the index.
 """
 
 from __future__ import annotations
@@ -29,14 +25,14 @@ import asyncio
 import errno
 import logging
 import os
-import threading
 import time
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any
 
+from cairn.index.hints import Hints
 from cairn.vault import IgnoreRules
 
 log = logging.getLogger(__name__)
@@ -45,10 +41,6 @@ DEFAULT_DEBOUNCE_MS = 300
 DEFAULT_RECONCILE_INTERVAL_S = 600.0
 #: More pending paths than this → drop them and run one full reconcile instead.
 DEFAULT_MAX_HINTS = 5000
-#: A place that could not be read is looked at again after 1, 2, 4, 8, 16 s (:meth:`VaultWatcher.retry_later`);
-#: then one full reconcile, then only the periodic one.
-DEFAULT_RETRY_BASE_S = 1.0
-DEFAULT_MAX_RETRIES = 5
 #: Seconds between two passes of the polling watcher (no native file events: network shares, some containers).
 DEFAULT_POLL_INTERVAL_S = 2.0
 #: The errors that say a path is not there.
@@ -63,22 +55,13 @@ def polling_wanted(force_polling: bool | None) -> bool:
     return os.environ.get("WATCHFILES_FORCE_POLLING", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
-def lower_thread_priority(niceness: int = 10) -> None:
-    """Run the calling thread at a lower CPU priority (Linux: per-thread nice), so queries stay fast
-    while indexing. Best effort: silently nothing where unsupported."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
-    except (AttributeError, OSError):
-        pass
-
-
 class VaultWatcher:
-    """Watches ``root`` and keeps the index in line through ``apply_hints`` / ``reconcile``.
+    """Watches ``root``: its file events go to ``hints`` (a new :class:`~cairn.index.hints.Hints` when not given),
+    and what is due there goes to ``apply_hints`` / ``reconcile``, one call at a time on ``executor`` (the event
+    loop's default executor when not given).
 
-    Use from a running event loop: ``await start()``, ``await stop()``. :meth:`pause`,
-    :meth:`resume`, :meth:`request_reconcile` and :meth:`stats` may be called from any thread.
-    ``initial`` (optional) runs first on the indexing thread (e.g. the start-up index); hints that
-    arrive meanwhile are kept and applied after it.
+    Use from a running event loop: ``await start()`` (it follows ``hints`` from then on), ``await stop()``.
+    :meth:`stats` and :meth:`idle` may be called from any thread.
     """
 
     def __init__(
@@ -87,23 +70,22 @@ class VaultWatcher:
         *,
         apply_hints: Callable[[set[str]], Any],
         reconcile: Callable[[], Any],
+        hints: Hints | None = None,
+        executor: Executor | None = None,
         ignore: Sequence[str] = (),
         debounce_ms: int = DEFAULT_DEBOUNCE_MS,
         max_wait_ms: int | None = None,
         reconcile_interval_s: float = DEFAULT_RECONCILE_INTERVAL_S,
         max_hints: int = DEFAULT_MAX_HINTS,
-        initial: Callable[[], Any] | None = None,
-        executor: ThreadPoolExecutor | None = None,
         force_polling: bool | None = None,
-        retry_base_s: float = DEFAULT_RETRY_BASE_S,
-        max_retries: int = DEFAULT_MAX_RETRIES,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
     ) -> None:
         self.root = Path(root)
         self._root_str = str(self.root)
+        self.hints = hints if hints is not None else Hints()
         self._apply_hints = apply_hints
         self._reconcile = reconcile
-        self._initial = initial
+        self._executor = executor
         self._rules = IgnoreRules(ignore)
         self.debounce_s = max(0, debounce_ms) / 1000
         self.max_wait_s = (max_wait_ms if max_wait_ms is not None else max(2000, 4 * debounce_ms)) / 1000
@@ -114,20 +96,6 @@ class VaultWatcher:
         self.mode = "polling" if polling_wanted(force_polling) else "native"
         self.poll_interval_s = poll_interval_s
         self._poll_cost: dict[str, Any] = {}
-        self._own_executor = executor is None
-        self._executor = executor or ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="cairn-index", initializer=lower_thread_priority
-        )
-        self._lock = threading.Lock()
-        self._pending: set[str] = set()
-        self._first_hint_at = 0.0
-        self._last_hint_at = 0.0
-        self._reconcile_wanted = False
-        self.retry_base_s = retry_base_s
-        self.max_retries = max_retries
-        self._retries: dict[str, int] = {}  # place → looks so far that found it unreadable
-        self._retry_at: dict[str, float] = {}  # place → when to look again (monotonic s)
-        self._paused = False
         self._watching = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
@@ -166,8 +134,9 @@ class VaultWatcher:
     def _filter(self, _change: Any, path: str) -> bool:
         return self.relative(path) is not None
 
-    # ------------------------------------------------------------------ control (any thread)
-    def _poke(self) -> None:
+    # ------------------------------------------------------------------ what the hints see of it (any thread)
+    def wake(self) -> None:
+        """Look at the hints again now (something was added to them)."""
         loop, wake = self._loop, self._wake
         if loop is None or wake is None:
             return
@@ -176,108 +145,25 @@ class VaultWatcher:
         except RuntimeError:  # loop closed
             pass
 
-    def add_hints(self, paths: Iterable[str]) -> None:
-        """Queue vault-relative paths as hints (what the file events do; also for ``POST /index/reindex``)."""
-        now = time.monotonic()
-        with self._lock:
-            if self._paused:
-                return
-            before = len(self._pending)
-            self._pending.update(paths)
-            if len(self._pending) != before:
-                if not before:
-                    self._first_hint_at = now
-                self._last_hint_at = now
-        self._poke()
-
-    def retry_later(self, paths: Iterable[str], *, settled: Iterable[str] = ()) -> None:
-        """Look again at vault-relative ``paths`` that could not be read (``""``: the vault folder): hinted after
-        ``retry_base_s`` × 2^(n-1) s for the n-th failed look, up to ``max_retries``; the next failure asks for one
-        full reconcile, later ones wait for the periodic reconcile. ``settled``: places read fine again (their
-        count starts over). A file event for a place also starts its count over."""
-        now = time.monotonic()
-        with self._lock:
-            for path in settled:
-                self._retries.pop(path, None)
-                self._retry_at.pop(path, None)
-            for path in paths:
-                n = self._retries.get(path, 0) + 1
-                self._retries[path] = n
-                if n <= self.max_retries:
-                    self._retry_at[path] = now + self.retry_base_s * 2 ** (n - 1)
-                elif n == self.max_retries + 1:
-                    log.info("%r still cannot be read; reconciling the whole vault", path or ".")
-                    self._reconcile_wanted = True
-        self._poke()
-
-    def _due_retries(self, now: float) -> float | None:
-        """Move the retries due by ``now`` into the pending hints (``""`` into a reconcile); returns when the next
-        one is due, or None. Call with :attr:`_lock` held."""
-        due = [p for p, at in self._retry_at.items() if at <= now]
-        for path in due:
-            del self._retry_at[path]
-            if not path:
-                self._reconcile_wanted = True
-                continue
-            if not self._pending:
-                self._first_hint_at = self._last_hint_at = now - self.debounce_s
-            self._pending.add(path)
-        return min(self._retry_at.values(), default=None)
-
-    def request_reconcile(self) -> None:
-        with self._lock:
-            self._reconcile_wanted = True
-        self._poke()
-
-    def pause(self) -> None:
-        """Stop applying changes (hints are dropped); :meth:`resume` reconciles to catch up."""
-        with self._lock:
-            self._paused = True
-            self._pending.clear()
-        log.info("watching paused")
-
-    def resume(self) -> None:
-        with self._lock:
-            was = self._paused
-            self._paused = False
-            if was:
-                self._reconcile_wanted = True
-        if was:
-            log.info("watching resumed; reconciling changes made while paused")
-        self._poke()
-
-    @property
-    def executor(self) -> ThreadPoolExecutor:
-        """The single low-priority indexing thread: other indexing work (the start-up index) can run here too."""
-        return self._executor
-
-    @property
-    def paused(self) -> bool:
-        return self._paused
-
     @property
     def watching(self) -> bool:
-        return self._watching and not self._paused
-
-    def pending_count(self) -> int:
-        with self._lock:
-            return len(self._pending)
+        """File events arrive (or the polling passes run), paused or not."""
+        return self._watching
 
     def idle(self) -> bool:
-        """No hint pending, no reconcile wanted, nothing running."""
-        with self._lock:
-            return not self._pending and not self._reconcile_wanted and not self.busy and not self._retry_at
+        """No hint pending, no reconcile wanted, no place waiting to be looked at again, nothing running."""
+        return self.hints.idle() and not self.busy
 
     def stats(self) -> dict[str, Any]:
+        """The hints' :meth:`~cairn.index.hints.Hints.stats` and this watcher's counters: ``{watching, paused,
+        pendingPaths, retrying, watcher, batches, reconciles, watchError}``."""
         return {
-            "watching": self.watching,
-            "paused": self._paused,
-            "pendingPaths": self.pending_count(),
+            **self.hints.stats(),
+            "watching": self._watching and not self.hints.paused,
+            "watcher": self.mode_stats(),
             "batches": self.batches,
             "reconciles": self.reconciles,
-            "retrying": len(self._retry_at),
             "watchError": self.last_error,
-            "watcher": self.mode_stats(),
         }
 
     def mode_stats(self) -> dict[str, Any]:
@@ -367,15 +253,17 @@ class VaultWatcher:
             snapshot = fresh
             if changed:
                 self.hints_seen += len(changed)
-                self.add_hints(changed)
+                self.hints.add(changed)
         self._watching = False
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
+        """Start watching, and following the hints."""
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._stop = asyncio.Event()
         ready = asyncio.Event()
+        self.hints.follow(self)
         self._tasks = [
             asyncio.create_task(
                 self._poll_loop(ready) if self.mode == "polling" else self._watch_loop(ready), name="cairn-watch"
@@ -392,7 +280,7 @@ class VaultWatcher:
         if self._stop is None:
             return
         self._stop.set()
-        self._poke()
+        self.wake()
         done, pending = await asyncio.wait(self._tasks, timeout=timeout)
         for task in pending:
             task.cancel()
@@ -400,8 +288,7 @@ class VaultWatcher:
             if not task.cancelled() and task.exception():
                 log.warning("watcher task ended with %r", task.exception())
         self._watching = False
-        if self._own_executor:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        self.hints.follow(None)
 
     async def _watch_loop(self, ready: asyncio.Event) -> None:
         from watchfiles import awatch
@@ -437,19 +324,15 @@ class VaultWatcher:
                         break
                     rels = {r for _c, p in changes if (r := self.relative(p)) is not None}
                     self.hints_seen += len(rels)
-                    if self._retries:
-                        with self._lock:
-                            for rel in rels:
-                                self._retries.pop(rel, None)
                     if rels:
-                        self.add_hints(rels)
+                        self.hints.events(rels)
                     nxt = asyncio.ensure_future(it.__anext__())
                 backoff = 0.5
             except Exception as exc:  # a watcher error: reconcile (events were lost), then watch again
                 self._watching = False
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("file watcher failed (%s); reconciling and watching again", self.last_error)
-                self.request_reconcile()
+                self.hints.request_reconcile()
                 ready.set()
                 try:
                     await asyncio.wait_for(self._stop.wait(), timeout=backoff)
@@ -467,48 +350,37 @@ class VaultWatcher:
         except Exception:
             log.exception("indexing changes failed; a full reconcile follows")
             if fn is not self._reconcile:
-                self.request_reconcile()
+                self.hints.request_reconcile()
         finally:
             self.busy = False
 
     async def _work_loop(self) -> None:
         assert self._wake is not None and self._stop is not None
-        if self._initial is not None:
-            await self._run(self._initial)
         next_reconcile = time.monotonic() + self.reconcile_interval_s
         while not self._stop.is_set():
-            self._wake.clear()  # before reading the state: a hint after this point wakes the wait below
+            self._wake.clear()  # before reading the hints: a hint after this point wakes the wait below
             now = time.monotonic()
-            with self._lock:
-                paused = self._paused
-                retry_at = None if paused else self._due_retries(now)
-                pending = bool(self._pending)
-                quiet_at = min(self._last_hint_at + self.debounce_s, self._first_hint_at + self.max_wait_s)
-                reconcile = self._reconcile_wanted or (not paused and now >= next_reconcile)
-            if reconcile and not paused:
-                with self._lock:
-                    self._reconcile_wanted = False
-                    self._pending.clear()  # a reconcile covers every hint
+            due = self.hints.due(
+                now, debounce_s=self.debounce_s, max_wait_s=self.max_wait_s, periodic=now >= next_reconcile
+            )
+            if due.reconcile:
                 self.reconciles += 1
                 await self._run(self._reconcile)
                 next_reconcile = time.monotonic() + self.reconcile_interval_s
                 continue
-            if pending and not paused and now >= quiet_at:
-                with self._lock:
-                    batch, self._pending = self._pending, set()
-                if len(batch) > self.max_hints:
-                    log.info("%d changed paths at once: reconciling the whole vault instead", len(batch))
-                    self.request_reconcile()
+            if due.batch is not None:
+                if len(due.batch) > self.max_hints:
+                    log.info("%d changed paths at once: reconciling the whole vault instead", len(due.batch))
+                    self.hints.request_reconcile()
                     continue
                 self.batches += 1
-                self.last_batch = frozenset(batch)
-                await self._run(self._apply_hints, batch)
+                self.last_batch = frozenset(due.batch)
+                await self._run(self._apply_hints, due.batch)
                 continue
             # Sleep until the batch is due, the periodic reconcile, or a wake-up.
-            due = min(quiet_at if pending and not paused else next_reconcile, retry_at or next_reconcile)
-            timeout = max(0.0, due - now)
-            if paused:
-                timeout = self.reconcile_interval_s
+            quiet_at = due.quiet_at if due.quiet_at is not None else next_reconcile
+            wake_at = min(quiet_at, due.retry_at or next_reconcile)
+            timeout = self.reconcile_interval_s if due.paused else max(0.0, wake_at - now)
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             except TimeoutError:

@@ -1,8 +1,7 @@
-"""One text-phase run of the indexer: the changed notes read, parsed and written a batch at a time.
-
-Layer 2, a part of :mod:`cairn.indexer` (whose ``Indexer`` starts one :class:`TextRun` per run). Only a few batches'
-texts and parsed notes are held at a time; batches big enough are parsed and chunked in worker processes while the
-one before is written, one transaction per batch.
+"""One text run: the changed notes read, parsed and written a batch at a time, through an
+:class:`~cairn.index.writer.IndexWriter` (:class:`~cairn.index.notes.NoteIndexer` starts one :class:`TextRun` per
+run). Only a few batches' texts and parsed notes are held at a time; batches big enough are parsed and chunked in
+worker processes while the one before is written, one transaction per batch.
 """
 
 from __future__ import annotations
@@ -18,10 +17,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cairn.embedder import load_tokenizer
+from cairn.config import Config
+from cairn.embedder import Embedder, load_tokenizer
 from cairn.errors import FileOpenError, NoteReadError
-from cairn.indexer import Indexer, IndexReport, PreparedNote, Progress, prepare_note
-from cairn.link_targets import LINK_FILES_META, LinkCache, LinkTargets, fingerprint
+from cairn.index.links import LINK_FILES_META, LinkCache, LinkTargets, fingerprint
+from cairn.index.prepare import PreparedNote, prepare_note
+from cairn.index.report import IndexReport, Progress
+from cairn.index.writer import IndexWriter
 from cairn.notes import LinkResolver
 from cairn.store import LinkRecord, NoteRecord, NoteState, disk_full
 from cairn.vault import VaultFile, conflict_reason, duplicate_reason, file_digest, read_note_text
@@ -96,23 +98,32 @@ def _never(_path: str) -> bool:
 
 class TextRun:
     """One text-phase run's state across its batches: the parse workers (started with the first full batch,
-    kept for the rest), what links resolve against (:class:`~cairn.link_targets.LinkTargets`, from ``links``,
+    kept for the rest), what links resolve against (:class:`~cairn.index.links.LinkTargets`, from ``links``,
     the last run's, when still valid), and counters.
 
-    Batches flow through a short pipeline: while batch *i* is written (one transaction, :attr:`Indexer.lock` held
-    only then), batch *i + 1* is already read and being parsed by the workers, so both cores stay busy."""
+    Batches flow through a short pipeline: while batch *i* is written (one transaction, :attr:`IndexWriter.lock`
+    held only then), batch *i + 1* is already read and being parsed by the workers, so both cores stay busy.
+
+    ``superseded`` (a whole-vault run): whether a save wrote or removed a path since the run's scan; the run then
+    leaves that note as the save left it."""
 
     def __init__(
         self,
-        indexer: Indexer,
+        writer: IndexWriter,
+        config: Config,
+        embedder: Embedder,
         report: IndexReport,
         known: dict[str, NoteState],
         stop: Callable[[], bool],
         progress: Progress | None,
         todo: int,
+        *,
         links: LinkCache | None = None,
+        superseded: Callable[[str], bool] | None = None,
     ) -> None:
-        self.indexer = indexer
+        self.writer = writer
+        self.config = config
+        self.embedder = embedder
         self.report = report
         self.known = known
         self.stop = stop
@@ -120,10 +131,9 @@ class TextRun:
         self.todo = todo
         self.batches = 0
         self.written = 0
-        self.links = LinkTargets(indexer.root, indexer.config.ignore, indexer.store, links)
+        self.links = LinkTargets(writer.root, config.ignore, writer.store, links)
         self._pool: ProcessPoolExecutor | None = None
-        #: For a whole-vault run: whether a save wrote or removed a path since the scan (then this run leaves it).
-        self.superseded: Callable[[str], bool] | None = None
+        self.superseded = superseded
         self._checkpointed = 0
 
     def write_changed(self, files: list[VaultFile], full: bool) -> None:
@@ -134,7 +144,7 @@ class TextRun:
         if self.superseded is None:
             self._write_changed(files, full)
             return
-        with self.indexer.store.bulk_batches():
+        with self.writer.store.bulk_batches():
             self._write_changed(files, full)
 
     def _write_changed(self, files: list[VaultFile], full: bool) -> None:
@@ -175,21 +185,21 @@ class TextRun:
         skipped) or its bytes are the ones indexed (only its mtime moved: the file goes to ``batch.touched``). A
         file whose name equals an indexed one's in Unicode NFC (``vf.duplicate_of``) is recorded as skipped, naming
         that one; so is a Syncthing conflict copy (``vf.conflict_of``) unless ``sync_conflicts = "index"``."""
-        indexer = self.indexer
-        conflict = vf.conflict_of if indexer.config.sync_conflicts == "skip" else None
+        writer = self.writer
+        conflict = vf.conflict_of if self.config.sync_conflicts == "skip" else None
         if vf.duplicate_of is not None or conflict is not None:
             reason = duplicate_reason(vf) if conflict is None else conflict_reason(vf.path, conflict)
-            indexer.record_skipped(vf, file_digest(vf.abs_path), reason, self.report, state=state)
+            writer.record_skipped(vf, file_digest(vf.abs_path), reason, self.report, state=state)
             log.warning("skipped %s: %s", vf.path, reason)
             return None
         try:
-            text, digest = read_note_text(vf.abs_path, max_bytes=indexer.config.max_note_bytes)
+            text, digest = read_note_text(vf.abs_path, max_bytes=self.config.max_note_bytes)
         except FileOpenError as exc:  # a moment's error, not the note's: its indexed version stays (see deferred)
             self.report.deferred.append((vf.path, exc.message))
             log.warning("cannot read %s now (%s); its last indexed version is kept", vf.path, exc.message)
             return None
         except NoteReadError as exc:
-            indexer.record_skipped(vf, file_digest(vf.abs_path), exc.message, self.report, state=state)
+            writer.record_skipped(vf, file_digest(vf.abs_path), exc.message, self.report, state=state)
             log.warning("skipped %s: %s", vf.path, exc.message)
             return None
         if state and not full and state.content_hash == digest and state.status == "ok":
@@ -208,7 +218,7 @@ class TextRun:
                 max_workers=workers,
                 mp_context=ctx,
                 initializer=_worker_init,
-                initargs=(str(self.indexer.embedder.model_dir), os.getpid()),
+                initargs=(str(self.embedder.model_dir), os.getpid()),
             )
         if self._pool is None or not batch.items:
             return
@@ -237,7 +247,7 @@ class TextRun:
             yield from results
 
     def _prepare_here(self, items: list[tuple[str, str]]) -> Iterator[tuple[str, PreparedNote | None, str | None]]:
-        counter = self.indexer.embedder.tokenizer
+        counter = self.embedder.tokenizer
         for path, text in items:
             try:
                 yield path, prepare_note(text, path, counter.count_tokens, counter.count_tokens_many), None
@@ -246,7 +256,7 @@ class TextRun:
                 yield path, None, f"{type(exc).__name__}: {exc}"
 
     def write_batch(self, batch: _Batch) -> None:
-        """Write one batch in one transaction (:attr:`Indexer.lock` held only for that): each parsed note's rows
+        """Write one batch in one transaction (:attr:`IndexWriter.lock` held only for that): each parsed note's rows
         (a note that cannot be written is rolled back alone and recorded as skipped, with its reason), the notes
         that do not parse (skipped, with theirs), and the new stat of the files whose bytes did not change."""
         self.batches += 1
@@ -260,16 +270,16 @@ class TextRun:
         rows = [
             (vf, digest, prepared, self._records(vf, digest, prepared, resolver)) for vf, digest, prepared in parsed
         ]
-        store = self.indexer.store
+        store = self.writer.store
         # Held per batch written: a save waits at most one batch. What a save wrote since the scan stays as it is.
-        with self.indexer.lock, store.transaction():
+        with self.writer.lock, store.transaction():
             for vf in batch.touched:
                 if not superseded(vf.path):
                     store.touch_note(vf.path, vf.mtime_ns, vf.size)
             for vf, digest, reason in failed:
                 if not superseded(vf.path):
                     log.warning("skipped %s: %s", vf.path, reason)
-                    self.indexer.record_skipped(vf, digest, reason, self.report)
+                    self.writer.record_skipped(vf, digest, reason, self.report)
             for vf, digest, prepared, records in rows:
                 if self.stop():
                     self.report.stopped = True
@@ -301,7 +311,7 @@ class TextRun:
     def _write(self, vf: VaultFile, digest: str, prepared: PreparedNote, records: _NoteRows) -> None:
         """Write one parsed note (its own savepoint in the batch's transaction) and count it in the report; a note
         that cannot be written is recorded as skipped."""
-        report, note, store = self.report, prepared.note, self.indexer.store
+        report, note, store = self.report, prepared.note, self.writer.store
         record, links = records
         try:
             store.write_note(record, prepared.chunks, note.tags, links)
@@ -309,7 +319,7 @@ class TextRun:
             if disk_full(exc) or not store.conn.in_transaction:  # not this note's fault (SQLite rolled back)
                 raise
             log.exception("cannot index %s", vf.path)
-            self.indexer.record_skipped(vf, digest, f"cannot index: {exc}", report, title=note.title)
+            self.writer.record_skipped(vf, digest, f"cannot index: {exc}", report, title=note.title)
             return
         report.chunks_written += len(prepared.chunks)
         if note.frontmatter_error:
@@ -354,10 +364,10 @@ class TextRun:
         return record, links
 
     def finish_links(self, *, whole_vault: bool, files_changed: bool, reresolve: bool = True) -> LinkCache | None:
-        """Re-resolve links elsewhere when this run may have changed their targets (see ``Indexer._sync``; not when
+        """Re-resolve links elsewhere when this run may have changed their targets (see ``NoteIndexer._sync``; not when
         ``reresolve`` is False: a whole-vault run under way does it at its end); returns what links resolve
         against, for the next hinted batch (None when the run stopped)."""
-        store, report, links = self.indexer.store, self.report, self.links
+        store, report, links = self.writer.store, self.report, self.links
         if report.skipped:
             links.forget_aliases(path for path, _reason in report.skipped)
         if whole_vault and not report.stopped:
@@ -370,7 +380,7 @@ class TextRun:
             # (an attachment: a link target too) or folder came, went or moved.
             changed = whole_vault or report.added or report.deleted or links.aliases_changed or files_changed
             if reresolve and changed:
-                self.indexer.reresolve_links_with(links.resolver())
+                self.writer.reresolve_links_with(links.resolver())
                 if not report.stopped:
                     store.set_meta(LINK_FILES_META, fingerprint(links.files))
             if whole_vault:  # a save's few pages go with SQLite's own checkpoints: truncating waits for every reader

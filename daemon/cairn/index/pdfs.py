@@ -1,20 +1,20 @@
-"""PDF attachments: indexed page by page, in a queue that always lets the notes go first. Layer 2.
+"""PDF attachments, indexed page by page (:class:`PdfIndexer`), always after the notes.
 
 A PDF in the vault becomes one ``notes`` row of kind ``pdf`` (title: its ``/Title`` metadata, else the file
 name) with chunks of kind ``pdf``: each page's text (from :class:`cairn.vault.pdf.PdfExtractor`, which runs
-the PDF library in a worker subprocess with a per-file time limit) is cut like a note's section — at most
-254 tokens of the embedding tokenizer, 32 tokens of overlap, never across pages — and every chunk carries its
-1-based ``page`` and the ``symbol`` ``page N`` (``page N › <heading>`` when a heading-like line was found
-on the page). Sources, the extractive answer and the plugin open the PDF at that page (``#page=N``).
+the PDF library in a worker subprocess with a per-file time limit) is cut like a note's section, never across
+pages (:func:`cairn.index.prepare.prepare_pdf`). Sources, the extractive answer and the plugin open the PDF at a
+chunk's page (``#page=N``).
 
 What could not be indexed is recorded per file, as for notes: a PDF that yields nothing (encrypted, no text
 layer, damaged, too big, timed out) is a skipped file with its reason; a partial one (some pages image-only,
 past ``pdf_max_pages``, past the time limit) is indexed with the reason as its warning. Both show in
 ``/index/stats`` and ``cairn index``.
 
-**Priority**: in the daemon, :class:`PdfQueue` works on its own low-priority thread.
+**Priority**: in the daemon, the PDF lane (:class:`cairn.index.lanes.PdfLane`) runs :meth:`PdfIndexer.sync` on its
+own low-priority thread.
 Before each step — extracting a file, writing it, each slice of 16 sentences sent to the model — it
-waits while the notes' indexing has work (``busy()``), and it holds the indexer's lock only for the one
+waits while the notes' indexing has work (``wait_turn``), and it holds the writer's lock only for the one
 short write transaction; the model runs outside every lock. So a note edited while a 300-page PDF is being
 indexed waits for at most one such step (``make bench`` measures it). The notes' own vector
 phase takes only non-PDF chunks. A changed PDF is re-extracted whole; pages whose text did not change
@@ -24,23 +24,19 @@ re-embed nothing (sentence vectors come from the embedding cache by content hash
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cairn.chunking import chunk_note
-from cairn.embedding import chunk_embed_text, content_hash, embedding_texts
+from cairn.config import Config
+from cairn.embedder import Embedder
 from cairn.errors import FileOpenError, NoteReadError
-from cairn.indexer import (
-    CHUNK_MAX_TOKENS,
-    CHUNK_OVERLAP_TOKENS,
-    Indexer,
-    IndexReport,
-    Progress,
-)
+from cairn.index.prepare import prepare_pdf
+from cairn.index.report import IndexReport, Progress
+from cairn.index.vectors import ChunkVectors
+from cairn.index.writer import IndexWriter
 from cairn.store import ChunkRecord, NoteRecord, NoteState
 from cairn.vault import (
     IgnoreRules,
@@ -58,108 +54,31 @@ if TYPE_CHECKING:  # imported when the first PDF is read: a vault without PDFs n
 log = logging.getLogger(__name__)
 
 #: Chunks per vector batch of a PDF (one store transaction); the model gets their sentences
-#: :data:`~cairn.indexer.PAUSE_SLICE` at a time, and the queue yields to the notes before each slice.
+#: :data:`~cairn.index.vectors.PAUSE_SLICE` at a time, and the lane yields to the notes before each slice.
 PDF_EMBED_BATCH = 8
-
-_HYPHEN_BREAK = re.compile(r"(?<=[a-z])-\n(?=[a-z])")
-#: A line of at most this many words, without closing punctuation, under half as long as the longest line of its
-#: block and followed by one starting with a capital, is a title or heading of its own ("Findings" above "The most
-#: common rootstock …"), not the start of a wrapped sentence (wrapped lines run to about the block's width).
-SHORT_LINE_WORDS = 6
-
-
-def reflow(text: str) -> str:
-    """Page text with the lines of each paragraph joined by spaces (paragraphs stay apart at blank lines), so a
-    sentence wrapped over lines is one sentence to the chunker and the embedder; a word hyphenated at a line end
-    is joined; a short unpunctuated line before a capitalised one stays a paragraph of its own. Idempotent."""
-    text = _HYPHEN_BREAK.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
-    paragraphs = []
-    for block in re.split(r"\n[ \t]*\n", text):
-        lines = [ln.strip() for ln in block.split("\n") if ln.strip()]
-        width = max((len(ln) for ln in lines), default=0)
-        out: list[str] = []
-        last = ""  # the previous line as it was on the page
-        for line in lines:
-            alone = (
-                len(last.split()) <= SHORT_LINE_WORDS
-                and len(last) < width / 2
-                and last[-1:] not in (".", ",", ";", ":", "!", "?", ")", '"', "'", "’", "”")
-                and line[:1].isupper()
-            )
-            if out and not alone:
-                out[-1] = f"{out[-1]} {line}"
-            else:
-                out.append(line)
-            last = line
-        paragraphs.extend(out)
-    return "\n\n".join(paragraphs)
-
-
-def page_symbol(number: int, heading: str | None) -> str:
-    """``page N`` or ``page N › <heading>`` (docs/design.md, "Contract" → Sources: ``symbol`` is ``page N`` for a
-    PDF)."""
-    heading = " ".join((heading or "").split())
-    return f"page {number} › {heading}" if heading else f"page {number}"
-
-
-def prepare_pdf(
-    extracted: PdfText,
-    path: str,
-    count_tokens: Callable[[str], int],
-    count_tokens_batch: Callable[[list[str]], Sequence[int]] | None = None,
-) -> tuple[str, list[ChunkRecord]]:
-    """(title, chunk records) of an extracted PDF (pure). Pages without text yield no chunk. Each chunk:
-    kind ``pdf``, ``page`` set, ``symbol`` from :func:`page_symbol`, no line range, at most
-    :data:`~cairn.indexer.CHUNK_MAX_TOKENS` tokens with the title and symbol; units as for a note's prose."""
-    title = " ".join((extracted.title or "").split()) or Path(path).stem
-    chunks: list[ChunkRecord] = []
-    for page in extracted.pages:
-        text = page.text or ""
-        if page.heading:  # the heading line stays a paragraph of its own, not the start of the first sentence
-            text = re.sub(rf"(?m)^([ \t]*{re.escape(page.heading)}[ \t]*)\n(?!\n)", r"\1\n\n", text, count=1)
-        text = reflow(text)
-        if not text:
-            continue
-        symbol = page_symbol(page.number, page.heading)
-        # The chunker sees the page as plain paragraphs; its title slot carries "title › page N › heading" so
-        # the token cap holds with what is embedded beside the text.
-        pieces = chunk_note(
-            text,
-            title=f"{title} › {symbol}",
-            count_tokens=count_tokens,
-            count_tokens_batch=count_tokens_batch,
-            max_tokens=CHUNK_MAX_TOKENS,
-            overlap_tokens=CHUNK_OVERLAP_TOKENS,
-        )
-        for piece in pieces:
-            chunks.append(
-                ChunkRecord(
-                    ordinal=len(chunks),
-                    symbol=symbol,
-                    text=piece.text,
-                    line_start=None,
-                    line_end=None,
-                    page=page.number,
-                    token_count=piece.token_count,
-                    kind="pdf",
-                    content_hash=content_hash(chunk_embed_text(symbol, piece.text)),
-                    units=tuple((u, content_hash(u)) for u in embedding_texts(symbol, piece.text, "prose")),
-                )
-            )
-    return title, chunks
 
 
 class PdfIndexer:
-    """Brings the store's PDFs in line with the vault's, one file at a time (see the module docstring).
-
-    ``indexer`` provides the store, the model, the configuration (``pdf``, ``pdf_max_pages``,
-    ``pdf_max_bytes``, ``pdf_timeout_s``, ``ignore``) and the lock that serialises writes. The extraction
+    """Brings the store's PDFs in line with the vault's, one file at a time (see the module docstring): written
+    through ``writer``, their vectors made by ``vectors``, their chunks counted in ``embedder``'s tokens, under the
+    configuration's ``pdf``, ``pdf_max_pages``, ``pdf_max_bytes``, ``pdf_timeout_s`` and ``ignore``. The extraction
     worker starts with the first PDF and lives until :meth:`close`. Thread-safe for one caller at a time."""
 
-    def __init__(self, indexer: Indexer, *, extractor: PdfExtractor | None = None) -> None:
-        self.indexer = indexer
-        self.config = indexer.config
-        self.store = indexer.store
+    def __init__(
+        self,
+        config: Config,
+        writer: IndexWriter,
+        vectors: ChunkVectors,
+        embedder: Embedder,
+        *,
+        extractor: PdfExtractor | None = None,
+    ) -> None:
+        self.config = config
+        self.root = config.require_vault()
+        self.writer = writer
+        self.store = writer.store
+        self.vectors = vectors
+        self.embedder = embedder
         self._extractor = extractor
         self._extractor_lock = threading.Lock()
         self._closed = False
@@ -206,19 +125,19 @@ class PdfIndexer:
         known = self.states()
         if not self.config.pdf:
             return [], sorted(known)
-        root = self.indexer.root
+        root = self.root
         if paths is None:
             unreadable: dict[str, str] = {}  # places not readable now: their PDFs are not gone (kept_unreadable)
             files = list(scan_vault(root, self.config.ignore, extensions=(".pdf",), unreadable=unreadable))
             on_disk = {f.path for f in files}
             return files, sorted(set(known) - on_disk - kept_unreadable(known, unreadable))
-        # The full scan's rules, file or folder as on disk (see Indexer.index_paths).
+        # The full scan's rules, file or folder as on disk (see NoteIndexer.index_paths).
         return hinted_changes(root, paths, IgnoreRules(self.config.ignore), known, extensions=(".pdf",))
 
     def hints(self, paths: Iterable[str]) -> set[str]:
         """The hinted vault-relative paths that may concern PDFs: all but those that are a note file on disk now
         (a folder named ``Projects.md`` may hold PDFs, and a path gone from disk may have been such a folder)."""
-        root = self.indexer.root
+        root = self.root
         return {p for p in paths if not (str(p).lower().endswith(".md") and (root / str(p)).is_file())}
 
     def sync(
@@ -247,8 +166,8 @@ class PdfIndexer:
         if report.deleted or any(vf.path not in known for vf in files):
             # Before a new PDF is written: links to it written while it did not exist (or was elsewhere) now
             # resolve, so a withheld note's embed withholds it from its first searchable moment.
-            with self.indexer.lock:
-                self.indexer.reresolve_links()
+            with self.writer.lock:
+                self.writer.reresolve_links()
         for i, vf in enumerate(files):
             if stop():
                 report.stopped = True
@@ -278,11 +197,7 @@ class PdfIndexer:
 
     def _delete_gone(self, gone: Iterable[str], report: IndexReport) -> None:
         for path in gone:
-            with self.indexer.lock:
-                if self.store.delete_note(path):
-                    report.deleted += 1
-                    if self.indexer.on_removed is not None:
-                        self.indexer.on_removed(path)
+            self.writer.delete_note(path, report)
 
     def _to_retry(self, known: dict[str, NoteState], limits: str) -> set[str]:
         """The stored PDFs to read again in a whole-vault run: when the limits changed since the last one (config
@@ -313,7 +228,7 @@ class PdfIndexer:
             return
         digest = file_digest(vf.abs_path)
         if state and not full and state.content_hash == digest:
-            with self.indexer.lock:
+            with self.writer.lock:
                 self.store.touch_note(vf.path, vf.mtime_ns, vf.size)
             report.unchanged += 1
             return
@@ -368,10 +283,10 @@ class PdfIndexer:
                 return None
             self._skip(vf, state, digest, report, exc.message, title)
             return None
-        counter = self.indexer.embedder.tokenizer
+        counter = self.embedder.tokenizer
         try:
             title, chunks = prepare_pdf(extracted, vf.path, counter.count_tokens, counter.count_tokens_many)
-        except Exception as exc:  # a chunker bug must not stop the queue: record it
+        except Exception as exc:  # a chunker bug must not stop the PDF lane: record it
             log.exception("cannot chunk %s", vf.path)
             self._skip(vf, state, digest, report, f"cannot index: {type(exc).__name__}: {exc}", title)
             return None
@@ -401,7 +316,7 @@ class PdfIndexer:
             content_hash=digest,
             error=problems,
         )
-        with self.indexer.lock:
+        with self.writer.lock:
             self.store.write_note(record, chunks, (), ())
         report.chunks_written += len(chunks)
         if problems:
@@ -438,15 +353,11 @@ class PdfIndexer:
             turn()
             moved = _moved_on(vf)
             if moved == "gone":
-                with self.indexer.lock:
-                    if self.store.delete_note(vf.path):
-                        report.deleted += 1
-                        if self.indexer.on_removed is not None:
-                            self.indexer.on_removed(vf.path)
+                self.writer.delete_note(vf.path, report)
                 return
             if moved:
                 return
-            written, embedded, taken = self.indexer.embed_batch(
+            written, embedded, taken = self.vectors.embed_batch(
                 PDF_EMBED_BATCH, pdf=True, note_path=vf.path, pause=turn
             )
             report.vectors_written += written
@@ -461,7 +372,7 @@ class PdfIndexer:
     def _skip(
         self, vf: VaultFile, state: NoteState | None, digest: str, report: IndexReport, reason: str, title: str
     ) -> None:
-        self.indexer.record_skipped(vf, digest, reason, report, title=title, state=state)
+        self.writer.record_skipped(vf, digest, reason, report, title=title, state=state)
         log.warning("skipped %s: %s", vf.path, reason)
 
 

@@ -1,6 +1,6 @@
 """What a note's links resolve against during indexing: the vault's file list and the notes' aliases.
 
-Layer 2 (a helper of :mod:`cairn.indexer`). A text-phase run resolves the links of the notes it writes against
+A text run (:mod:`cairn.index.text_run`) resolves the links of the notes it writes against
 every file of the vault (attachments are link targets too) and every note's aliases: the stored ones, then the
 ones this run changed. :class:`LinkTargets` keeps that state for one run; :class:`LinkCache` is what a run leaves
 for the next hinted batch, so a save resolves its links without walking the vault again.
