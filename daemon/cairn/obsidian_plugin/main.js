@@ -718,8 +718,8 @@ function placeMarks(root, marked) {
     if ((n.nodeValue ?? "").includes(MARK)) texts.push(n);
   }
   const badges = [];
-  for (const node of texts) {
-    const parts = (node.nodeValue ?? "").split(MARK);
+  for (const node2 of texts) {
+    const parts = (node2.nodeValue ?? "").split(MARK);
     const frag = document.createDocumentFragment();
     parts.forEach((part, i) => {
       if (i > 0) {
@@ -731,7 +731,7 @@ function placeMarks(root, marked) {
       }
       if (part) frag.appendChild(document.createTextNode(part));
     });
-    node.parentNode?.replaceChild(frag, node);
+    node2.parentNode?.replaceChild(frag, node2);
   }
   return badges;
 }
