@@ -9,6 +9,10 @@ and MCP read). The real model (SmolLM2 through llama.cpp's server) is in tests/t
 
 from __future__ import annotations
 
+import json
+from importlib import resources
+
+import jsonschema
 import pytest
 
 from cairn.answers import AnswerService
@@ -86,6 +90,18 @@ def test_grounded_means_every_sentence_stating_something_is_supported_and_cited(
 # -- the one ask path ---------------------------------------------------------------------------------------------
 
 
+def assert_documented_done(done: dict) -> None:
+    """``done`` as the published daemon/cairn/openapi.json describes it: every key it carries is a documented
+    property, and it validates against the ``done`` event's schema (what a client generated from it reads)."""
+    doc = json.loads(resources.files("cairn").joinpath("openapi.json").read_text("utf-8"))
+    (event,) = [
+        e for e in doc["components"]["schemas"]["AskEvent"]["oneOf"] if e["properties"]["event"]["const"] == "done"
+    ]
+    schema = event["properties"]["data"]["contentSchema"]
+    assert set(done) <= set(schema["properties"]), set(done) - set(schema["properties"])
+    jsonschema.validate(done, {**schema, "components": doc["components"]})
+
+
 def test_over_http_a_sentence_no_cited_passage_supports_is_listed_in_done_and_grounded_is_false(sample_cairn):
     async def scenario():
         async with stub_server("mixed") as stub, daemon(sample_cairn, OpenAIChatModel(llm_config(stub.url))) as c:
@@ -98,6 +114,7 @@ def test_over_http_a_sentence_no_cited_passage_supports_is_listed_in_done_and_gr
     done = events[-1][1]
     assert done["grounded"] is False and "fallback" not in done
     assert done["unsupported"] == [{"text": INVENTED, "cites": [1]}]
+    assert_documented_done(done)
 
 
 def test_an_answer_citing_nothing_is_set_aside_for_the_passages_and_done_says_why(sample_cairn):
@@ -115,6 +132,7 @@ def test_an_answer_citing_nothing_is_set_aside_for_the_passages_and_done_says_wh
     assert events[-3][1] == {"text": extractive.text, "reason": why}
     done = events[-1][1]
     assert done["grounded"] is False and done["fallback"] == why and "unsupported" not in done
+    assert_documented_done(done)
 
 
 def test_at_once_the_json_answer_lists_the_unsupported_sentences(sample_cairn):

@@ -9,7 +9,8 @@ allow for an LLM) so the stream can be held part-way and its incremental renderi
 - a question about garlic gets HTTP 500, so the daemon answers from passages (``grounded: false``);
 - a question about sourdough streams a few words, then holds until the client goes away (Stop);
 - the follow-up after the garlic question gets a short answer about storing garlic at once;
-- a question about pickling gets a sentence the cited note says and one it does not (marked ⚠).
+- a question about pickling gets a sentence the cited note says and one it does not (marked ⚠);
+- a question about tomato sauce gets the recipe's steps in the model's words with no citation (set aside, saying why).
 
 The harness page's origin (``http://127.0.0.1:<port>``) is added to the daemon's ``cors_origins`` in
 this test's config.toml only; in Obsidian the plugin runs at ``app://obsidian.md``, the default.
@@ -73,6 +74,12 @@ OFF_CORPUS_QUESTION = "What is the capital of France?"
 PICKLE_QUESTION = "How do I pickle cucumbers?"
 PICKLE_SUPPORTED = "Bring the brine to the boil and pour it over the cucumbers packed with dill heads [1]."
 PICKLE_MADE_UP = "Leave the jars on a sunny windowsill for a week before eating [1]."
+#: Answered with steps in the Tomato sauce note's words that cite nothing: set aside for the note's own sentences.
+SAUCE_QUESTION = "How do I make tomato sauce?"
+SAUCE_UNCITED = [
+    "1. Halve the ripe tomatoes and roast them at 200 °C with garlic.\n",
+    "2. Pass everything through the food mill and simmer it with basil.\n",
+]
 #: The Pests note says how to keep slugs off, nothing about lettuce: weak evidence, answered with the closest passages.
 WEAK_QUESTION = "How do I stop slugs eating my lettuce?"
 #: Answered on page 3 of the PDF added to the vault copy; the stub model refuses it (HTTP 500), so the daemon
@@ -202,8 +209,9 @@ class StubModel:
             return web.json_response({"error": {"message": "model exploded"}}, status=500)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
-        if question == PICKLE_QUESTION:
-            for piece in (PICKLE_SUPPORTED, " ", PICKLE_MADE_UP):
+        if question in (PICKLE_QUESTION, SAUCE_QUESTION):
+            pieces = (PICKLE_SUPPORTED, " ", PICKLE_MADE_UP) if question == PICKLE_QUESTION else SAUCE_UNCITED
+            for piece in pieces:
                 await resp.write(self._chunk(piece))
             await resp.write(b"data: [DONE]\n\n")
             return resp
@@ -453,6 +461,18 @@ def test_a_model_sentence_its_cited_note_does_not_say_is_marked_and_the_banner_s
     assert text.index(PICKLE_SUPPORTED) < text.index(PICKLE_MADE_UP) < text.index("⚠"), text
     assert "Kitchen/Pickled cucumbers.md" in sidebar.locator(".cairn-sources").inner_text()
     shoot(sidebar, "plugin-unsupported.png")
+
+
+def test_a_model_answer_citing_no_note_is_replaced_by_the_notes_sentences_and_the_banner_says_why(sidebar):
+    ask(sidebar, SAUCE_QUESTION)
+    banner = sidebar.locator(".cairn-banner-ungrounded")
+    banner.wait_for(state="visible", timeout=WAIT_MS)
+    assert "Built from your notes' own sentences" in banner.inner_text()
+    assert "The language model's answer was set aside: none of its sentences cites a passage." in banner.inner_text()
+    answer = sidebar.locator(".cairn-answer").inner_text()
+    assert "Halve the ripe tomatoes and roast them" not in answer and "food mill" in answer, answer  # the note's
+    assert sidebar.locator(".cairn-answer .cairn-cite").count() >= 1 and "⚠" not in answer
+    assert "Kitchen/Tomato sauce.md" in sidebar.locator(".cairn-sources").inner_text()
 
 
 def test_an_off_corpus_question_shows_the_not_found_state(sidebar, stub_model):
