@@ -48,7 +48,6 @@ _missing = run_llm.model_server_missing()
 if _missing and not REQUIRE_MODEL_SERVER:
     pytest.skip(f"the real-model test needs {_missing}", allow_module_level=True)
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # a model server and `cairn serve` as subprocesses
 
 MODEL_READY_S = 180
 INDEX_DEADLINE_S = 180
@@ -76,6 +75,10 @@ INJECTED = {
 #: Greedy decoding (the same answer each run) and short answers.
 CONFIG = "[llm]\ntemperature = 0\nmax_tokens = 160\nfirst_token_timeout_s = 600\ntotal_timeout_s = 850\n"
 CITATION = re.compile(r"\[(\d{1,3})\]")
+#: pytest-timeout's limit per test (its 300 s default is less than one answer may take): the model server and an
+#: index set up, then one answer; a test asking more questions sets its own.
+TEST_TIMEOUT_S = MODEL_READY_S + INDEX_DEADLINE_S + ANSWER_S
+pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(TEST_TIMEOUT_S)]  # a model server, `cairn serve`
 
 
 # -- the recording proxy ------------------------------------------------------------------------------------------
@@ -319,6 +322,7 @@ def test_a_question_the_notes_cannot_answer_never_reaches_the_model(daemon, mode
     assert len(tap.chats) == before
 
 
+@pytest.mark.timeout(TEST_TIMEOUT_S + (len(CHECKED) - 1) * ANSWER_S)
 def test_no_answer_of_the_real_model_is_grounded_with_an_uncited_or_unsupported_sentence(daemon, model):
     """Whatever SmolLM2 writes: an answer marked ``grounded`` has every sentence stating something cite a source and
     lists none as unsupported; a kept answer that is not grounded lists the sentences that are not, exactly as they
