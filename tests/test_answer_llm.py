@@ -301,6 +301,8 @@ def test_a_model_that_fails_mid_stream_gives_error_then_sources_then_done(sample
     assert events[1][1]["code"] == "llm_error" and "out of memory" in events[1][1]["message"]
     assert events[2][1] == expected_sources(sample_cairn)
     assert events[3][1]["grounded"] is False
+    # what it sent is shown, so its sentences are checked: "Plant garlic" cites nothing
+    assert events[3][1]["unsupported"] == [{"text": "Plant garlic", "cites": []}]
 
 
 def test_the_model_is_never_called_when_nothing_passes_the_floor(sample_cairn):

@@ -156,13 +156,15 @@ def failure_tail(
     sources: tuple[dict[str, Any], ...] = (),
     *,
     removed_citations: int = 0,
+    unsupported: tuple[dict[str, Any], ...] = (),
 ) -> list[Event]:
     """The end of a stream that failed: ``error``, ``sources`` (those the model was given when it failed
-    mid-answer, else none), ``done`` (not grounded)."""
+    mid-answer, else none), ``done`` (not grounded; ``unsupported``: the sentences of the model's partial answer that
+    no passage they cite supports)."""
     return [
         Failure(code, message),
         Sources(sources),
-        Done(False, elapsed_ms=elapsed_ms, removed_citations=removed_citations),
+        Done(False, elapsed_ms=elapsed_ms, removed_citations=removed_citations, unsupported=unsupported),
     ]
 
 

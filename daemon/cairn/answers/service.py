@@ -12,7 +12,7 @@ Events (:mod:`cairn.answers.events`):
   sent: the extractive answer (:mod:`cairn.answers.extractive`) as ``token`` events, then
   ``sources`` and ``done`` ``{grounded: false, ...}`` — the same sequence;
 - the model fails *after* tokens were sent: ``error`` ``{code, message}``, ``sources``, ``done``
-  (``grounded: false``);
+  (``grounded: false``; ``unsupported``: the sentences of what it sent that no passage they cite supports);
 - the model's complete answer is unusable (no sentence, only citations, words not in the passages it cites, or no
   sentence supported by a passage it cites; :mod:`cairn.answers.degenerate`): ``replace`` ``{text, reason}`` with
   the extractive answer, its ``sources``, and ``done`` ``{grounded: false, fallback: reason}``;
@@ -481,9 +481,10 @@ class AnswerService:
         yield Done(False, elapsed_ms=_elapsed_ms(started), weak=True)
 
     def _checked(self, run: _ModelRun, in_prompt: Sequence[Source], blocks: Sequence[ContextBlock]) -> Grounding | None:
-        """The sentence check of the model's complete answer against the passages as the model read them (``blocks``:
-        masked for a remote model; :mod:`cairn.answers.grounding`); ``None`` when it sent nothing or failed."""
-        if not run.sent or run.failure is not None:
+        """The sentence check of the model's answer against the passages as the model read them (``blocks``: masked
+        for a remote model; :mod:`cairn.answers.grounding`); of what it sent when it failed mid-answer (its sentences
+        are shown, so they are marked too); ``None`` when it sent nothing."""
+        if not run.sent:
             return None
         passages = {b.n: Passage(s.hit.title, b.symbol, b.text, s.hit.kind) for s, b in zip(in_prompt, blocks)}
         return self.sentence_check.check(run.text, passages)
@@ -516,18 +517,21 @@ class AnswerService:
         run: _ModelRun, in_prompt: Sequence[Source], started: float, checked: Grounding | None = None
     ) -> list[Event]:
         """The events after a model's tokens: ``sources`` and ``done`` (grounded, or the sentences no cited passage
-        supports), after ``error`` when it failed mid-answer."""
+        supports), after ``error`` when it failed mid-answer (``done`` then lists the unsupported sentences of what
+        it sent)."""
         sources = tuple(s.to_json() for s in in_prompt)
         removed = run.filter.removed
+        unsupported = tuple(s.to_json() for s in checked.unsupported) if checked is not None else ()
         if run.failure is None:
             grounded = checked is not None and checked.grounded
-            unsupported = tuple(s.to_json() for s in checked.unsupported) if checked is not None else ()
             done = Done(grounded, elapsed_ms=_elapsed_ms(started), removed_citations=removed, unsupported=unsupported)
             return [Sources(sources), done]
         log.warning("the language model failed mid-answer: %s", _describe(run.failure))
         code = run.failure.code if isinstance(run.failure, CairnError) else "llm_error"
         message = "The language model stopped before the answer was complete: " + _describe(run.failure)
-        return failure_tail(code, message, _elapsed_ms(started), sources, removed_citations=removed)
+        return failure_tail(
+            code, message, _elapsed_ms(started), sources, removed_citations=removed, unsupported=unsupported
+        )
 
     async def answer(
         self,
