@@ -19,8 +19,10 @@ from cairn.answers import AnswerService
 from cairn.answers.grounding import Passage, answer_sentences
 from cairn.app import build_services
 from cairn.llm import OpenAIChatModel
-from test_answer_llm import QUESTION, daemon, llm_config, stub_server, text_of
-from test_http_api import assert_stream_order, run
+from support.http_client import assert_stream_order
+from support.llm_stub import QUESTION, daemon, llm_config, stub_server, text_of
+from support.requests import ask_request
+from support.waits import run
 
 SUPPORTED = "Plant the cloves in October, pointy end up, 15 cm apart, in the bed that had beans [1]."
 INVENTED = "Soak them in vodka overnight first [1]."
@@ -51,7 +53,7 @@ def test_an_answer_is_read_as_its_sentences_each_with_the_citations_it_carries()
 def garlic(sample_cairn):
     """(the sentence check, the passages of QUESTION as the model is given them: Garlic as [1])."""
     answers = AnswerService(sample_cairn.query)
-    sources = answers.context(QUESTION, top_k=8)
+    sources = answers.context(ask_request(QUESTION, top_k=8))
     assert sources[0].hit.file_path == "Garden/Garlic.md" and sources[0].hit.symbol == "Garlic"
     passages = {s.n: Passage(s.hit.title, s.hit.symbol, s.hit.text, s.hit.kind) for s in sources}
     return answers.sentence_check, passages
@@ -119,7 +121,7 @@ def test_over_http_a_sentence_no_cited_passage_supports_is_listed_in_done_and_gr
 
 def test_an_answer_citing_nothing_is_set_aside_for_the_passages_and_done_says_why(sample_cairn):
     """The passage's own words, but no sentence cites it: nothing in it is supported by a passage it cites."""
-    extractive = run(build_services(sample_cairn).answers.answer(QUESTION, top_k=8))
+    extractive = run(build_services(sample_cairn).answers.answer(ask_request(QUESTION, top_k=8)))
 
     async def scenario():
         async with stub_server("uncited") as stub, daemon(sample_cairn, OpenAIChatModel(llm_config(stub.url))) as c:
@@ -139,7 +141,7 @@ def test_at_once_the_json_answer_lists_the_unsupported_sentences(sample_cairn):
     async def scenario():
         async with stub_server("mixed") as stub:
             services = build_services(sample_cairn, model=OpenAIChatModel(llm_config(stub.url)))
-            return await services.answers.answer(QUESTION, top_k=8)
+            return await services.answers.answer(ask_request(QUESTION, top_k=8))
 
     answer = run(scenario())
     assert answer.text == f"{SUPPORTED} {INVENTED}" and answer.grounded is False

@@ -3,290 +3,57 @@ loads packaging/obsidian-plugin/main.js in a small harness page with a stand-in 
 (packaging/obsidian-plugin/harness/), against a live ``cairn serve`` on examples/vault.
 
 The daemon's answers are written by a local OpenAI-compatible STUB model (the one fake the team rules
-allow for an LLM) so the stream can be held part-way and its incremental rendering seen:
-
-- a question about tomatoes streams a few words, holds until the test releases it, then finishes;
-- a question about garlic gets HTTP 500, so the daemon answers from passages (``grounded: false``);
-- a question about sourdough streams a few words, then holds until the client goes away (Stop);
-- the follow-up after the garlic question gets a short answer about storing garlic at once;
-- a question about pickling gets a sentence the cited note says and one it does not (marked ⚠);
-- a question about tomato sauce gets the recipe's steps in the model's words with no citation (set aside, saying why).
+allow for an LLM; tests/support/plugin_model.py says what it answers to which question) so the stream can be held
+part-way and its incremental rendering seen, and a made-up sentence or an uncited answer shown as the user sees it.
 
 The harness page's origin (``http://127.0.0.1:<port>``) is added to the daemon's ``cors_origins`` in
 this test's config.toml only; in Obsidian the plugin runs at ``app://obsidian.md``, the default.
-Screenshots: docs/plugin-*.png (README, "Obsidian plugin") with CAIRN_UPDATE_SCREENSHOTS=1, else a temp
+Screenshots: docs/plugin-*.png (docs/plugin.md) with CAIRN_UPDATE_SCREENSHOTS=1, else a temp
 folder (a test run leaves the checkout unchanged). Nothing sleeps: every wait is
 Playwright's wait-for-condition with a timeout, or a threading.Event.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import http.server
 import json
-import os
 import re
-import shutil
 import signal
-import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import pdfgen
-from helpers import wait_until
-from test_daemon import INDEX_DEADLINE_S, running_daemon
-from test_pdf_index import GUIDE_PAGES
-from test_plugin_build import built_plugin
+from support import plugin_page
+from support.daemons import INDEX_DEADLINE_S, running_daemon
+from support.plugin_model import (
+    FOLLOW_UP_QUESTION,
+    GARLIC_QUESTION,
+    OFF_CORPUS_QUESTION,
+    PDF_QUESTION,
+    PICKLE_MADE_UP,
+    PICKLE_QUESTION,
+    PICKLE_SUPPORTED,
+    SAUCE_QUESTION,
+    SOURDOUGH_QUESTION,
+    TOMATO_QUESTION,
+    WEAK_QUESTION,
+    StubModel,
+)
+from support.plugin_page import PDF_PATH, WAIT_MS, shoot, vault_files
+from support.waits import wait_until
+
+browser, harness, plugin_vault = plugin_page.browser, plugin_page.harness, plugin_page.plugin_vault  # the fixtures
 
 pytestmark = pytest.mark.e2e  # the built plugin in a real browser against a real daemon
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_VAULT = REPO / "examples" / "vault"
-DOCS = REPO / "docs"
-CHROMIUM = os.environ.get("CAIRN_CHROMIUM", "/usr/bin/chromium")
-#: Flags for a root, offline, headless Chromium (no sandbox as root; no calls home on a closed network).
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
-WAIT_MS = 30_000
 #: How the sidebar shows a hit's relevance (packaging/obsidian-plugin/src/relevance.ts).
 RELEVANCE_WORDS = re.compile(r"(strong match|good match|exact words|similar words|weak match)$")
 NOT_RUNNING = "Cairn isn't running for this vault — start it with `cairn serve --vault <this vault's folder>`"
 
-TOMATO_QUESTION = "When do I sow tomatoes, and when do they go into the polytunnel?"
-GARLIC_QUESTION = "How deep do I plant garlic cloves?"
-SOURDOUGH_QUESTION = "How do I feed my sourdough starter?"
-#: Only meaningful after GARLIC_QUESTION: alone it is not found in the sample vault.
-FOLLOW_UP_QUESTION = "And how do I store them after lifting?"
-OFF_CORPUS_QUESTION = "What is the capital of France?"
-#: Answered with one sentence the Pickled cucumbers note says and one it does not: the second is marked.
-PICKLE_QUESTION = "How do I pickle cucumbers?"
-PICKLE_SUPPORTED = "Bring the brine to the boil and pour it over the cucumbers packed with dill heads [1]."
-PICKLE_MADE_UP = "Leave the jars on a sunny windowsill for a week before eating [1]."
-#: Answered with steps in the Tomato sauce note's words that cite nothing: set aside for the note's own sentences.
-SAUCE_QUESTION = "How do I make tomato sauce?"
-SAUCE_UNCITED = [
-    "1. Halve the ripe tomatoes and roast them at 200 °C with garlic.\n",
-    "2. Pass everything through the food mill and simmer it with basil.\n",
-]
-#: The Pests note says how to keep slugs off, nothing about lettuce: weak evidence, answered with the closest passages.
-WEAK_QUESTION = "How do I stop slugs eating my lettuce?"
-#: Answered on page 3 of the PDF added to the vault copy; the stub model refuses it (HTTP 500), so the daemon
-#: answers from passages and the citation is the daemon's own.
-PDF_QUESTION = "What does the PDF say about building a cairn that lasts the winter?"
-PDF_PATH = "Attachments/Field guide.pdf"
-
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="the `playwright` Python package is not installed")
-
-
-# -- the stub model -------------------------------------------------------------------------------
-
-
-class StubModel:
-    """An OpenAI-compatible chat-completions server on 127.0.0.1 (aiohttp, in its own thread)."""
-
-    FIRST = ["Sow", " tomatoes", " indoors", " in", " the", " first", " week", " of", " March", " [1]", "."]
-    REST = [
-        " Plant",
-        " them",
-        " out",
-        " in",
-        " the",
-        " polytunnel",
-        " in",
-        " mid-May",
-        ",",
-        " 45",
-        " cm",
-        " apart",
-        " [1]",
-        ",",
-        " and",
-        " feed",
-        " them",
-        " comfrey",
-        " tea",
-        " once",
-        " the",
-        " first",
-        " truss",
-        " has",
-        " set",
-        " [CARE]",  # the number of the Tomatoes › Care passage in the prompt (the one that says it)
-        ".",
-    ]
-
-    STORE = [
-        "Dry",
-        " them",
-        " for",
-        " two",
-        " to",
-        " three",
-        " weeks",
-        " in",
-        " the",
-        " shed",
-        ",",
-        " then",
-        " store",
-        " them",
-        " somewhere",
-        " cool",
-        " and",
-        " dry",
-        " [2]",
-        ".",
-    ]
-
-    def __init__(self) -> None:
-        self.url = ""
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="stub-llm", daemon=True)
-        self.held = threading.Event()  # the stream is paused part-way (set by the stub)
-        self.cancelled = threading.Event()  # a held stream's client went away (set by the stub)
-        self._release: asyncio.Event | None = None
-        self._runner = None
-        self.questions: list[str] = []
-        self.messages: list[list[dict]] = []  # each request's chat messages
-        self.care_n = 0  # the tomato answer's second citation: the Tomatoes › Care passage's number in its prompt
-
-    def start(self) -> StubModel:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(timeout=30)
-        return self
-
-    def release(self) -> None:
-        """Let a held tomato answer finish."""
-        self.loop.call_soon_threadsafe(self._release.set)
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(timeout=30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=30)
-
-    async def _start(self) -> None:
-        from aiohttp import web
-
-        self._release = asyncio.Event()
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-
-        async def models(request):
-            return web.json_response({"data": [{"id": "stub"}]})
-
-        app.router.add_get("/v1/models", models)
-        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
-
-    @staticmethod
-    def _chunk(text: str) -> bytes:
-        return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}).encode() + b"\n\n"
-
-    async def _chat(self, request):
-        from aiohttp import web
-
-        body = await request.json()
-        user = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
-        question = user.rpartition("Question:")[2].strip()  # cairn.prompt: context passages, then "Question: ..."
-        self.questions.append(question)
-        self.messages.append(body["messages"])
-        if "garlic" in question.lower() or "pdf" in question.lower():
-            return web.json_response({"error": {"message": "model exploded"}}, status=500)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        if question in (PICKLE_QUESTION, SAUCE_QUESTION):
-            pieces = (PICKLE_SUPPORTED, " ", PICKLE_MADE_UP) if question == PICKLE_QUESTION else SAUCE_UNCITED
-            for piece in pieces:
-                await resp.write(self._chunk(piece))
-            await resp.write(b"data: [DONE]\n\n")
-            return resp
-        if question == FOLLOW_UP_QUESTION:
-            for piece in self.STORE:
-                await resp.write(self._chunk(piece))
-            await resp.write(b"data: [DONE]\n\n")
-            return resp
-        try:
-            for piece in self.FIRST:
-                await resp.write(self._chunk(piece))
-            self.held.set()
-            if "sourdough" in question.lower():
-                await asyncio.Event().wait()  # until the client leaves (Stop) and the daemon cancels us
-            await self._release.wait()
-            self._release.clear()
-            care = re.search(r"^\[(\d+)\] Garden/Tomatoes\.md › Tomatoes › Care$", user, re.M)
-            self.care_n = int(care.group(1)) if care else 0
-            for piece in self.REST:
-                await resp.write(self._chunk(piece.replace("CARE", str(self.care_n))))
-            await resp.write(b"data: [DONE]\n\n")
-        except asyncio.CancelledError:
-            self.cancelled.set()
-            raise
-        return resp
-
 
 # -- the harness page ------------------------------------------------------------------------------
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
-        pass
-
-
-def serve_folder(folder: Path) -> http.server.ThreadingHTTPServer:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(folder)))
-    threading.Thread(target=server.serve_forever, name="harness-http", daemon=True).start()
-    return server
-
-
-def vault_files(vault: Path) -> list[str]:
-    return sorted(
-        p.relative_to(vault).as_posix()
-        for p in vault.rglob("*")
-        if p.suffix in (".md", ".pdf") and ".obsidian" not in p.parts
-    )
-
-
-@pytest.fixture(scope="module")
-def plugin_vault(tmp_path_factory) -> Path:
-    """A copy of examples/vault with a 4-page PDF attachment (tests/pdfgen.py) whose page 3 answers PDF_QUESTION."""
-    vault = tmp_path_factory.mktemp("plugin-vault") / "vault"
-    shutil.copytree(SAMPLE_VAULT, vault)
-    (vault / "Attachments").mkdir()
-    pdfgen.text_pdf(vault / PDF_PATH, GUIDE_PAGES, title="Moorland Field Guide")
-    return vault
-
-
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory, plugin_vault) -> Iterator[str]:
-    """The harness page (stand-in API + the freshly built main.js and styles.css) → its URL."""
-    plugin = built_plugin()
-    root = tmp_path_factory.mktemp("harness")
-    for item in (plugin / "harness").iterdir():
-        shutil.copy(item, root / item.name)
-    for name in ("main.js", "styles.css", "manifest.json"):
-        shutil.copy(plugin / name, root / name)
-    (root / "files.json").write_text(json.dumps(vault_files(plugin_vault)), encoding="utf-8")
-    server = serve_folder(root)
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -326,18 +93,6 @@ def daemon(tmp_path_factory, harness, stub_model, plugin_vault):
         yield d
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (Debian: apt-get install -y chromium; or set CAIRN_CHROMIUM)")
-    with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
 @pytest.fixture
 def sidebar(browser, harness, daemon):
     """A fresh harness page with the plugin loaded in the daemon's vault (it checks the daemon serves it), its
@@ -363,16 +118,6 @@ def sidebar(browser, harness, daemon):
 def ask(page, question: str) -> None:
     page.fill(".cairn-question", question)
     page.click(".cairn-ask-button")
-
-
-#: Screenshots go to docs/ only when asked (CAIRN_UPDATE_SCREENSHOTS=1), so a test run leaves the checkout clean.
-SHOTS = DOCS if os.environ.get("CAIRN_UPDATE_SCREENSHOTS") == "1" else None
-
-
-def shoot(page, name: str) -> None:
-    folder = SHOTS or Path(tempfile.gettempdir()) / "cairn-plugin-screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(folder / name))
 
 
 # -- the tests -------------------------------------------------------------------------------------
