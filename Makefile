@@ -120,7 +120,8 @@ eval: test-venv
 ## (save → found by keyword / semantic search, 1,000-file burst, search latency during a full re-index);
 ## the HTTP API of the real daemon under 8 concurrent clients (/search p50/p95, /ask time to sources);
 ## PDFs: extraction pages/s, end-to-end s/page, note freshness while a 300-page PDF is indexing;
-## the CPU of one new question in process (search, and ask without a model).
+## the CPU of one new question in process (search, and ask without a model); the daemon's RSS before and after
+## 30,000 unique searches (every cache bounded: the rise stays within 64 MB).
 ## Each table is also written to docs/benchmarks.md with the date and the commit (tests/bench/record.py).
 RECORD := $(PY) tests/bench/record.py
 bench: test-venv
@@ -128,6 +129,7 @@ bench: test-venv
 	$(RECORD) freshness -- tests/bench/bench_freshness.py "$(BENCH_VAULT)"
 	$(RECORD) http -- tests/bench/bench_http.py "$(BENCH_VAULT)"
 	$(RECORD) question-cpu -- tests/bench/bench_question_cpu.py "$(BENCH_VAULT)" --data-dir .eval-cache
+	$(RECORD) query-soak -- tests/bench/bench_query_soak.py "$(BENCH_VAULT)" --data-dir .eval-cache
 	$(RECORD) pdf -- tests/bench/bench_pdf.py "$(SHARED)/vaults/obsidian-help"
 
 ## bench-scale: the daemon on a synthetic vault of SCALE_NOTES notes (default 40,000: perturbed, relinked copies of

@@ -17,7 +17,7 @@ from support.cairns import open_cairn
 from support.cli import cairn_executable
 from support.daemons import INDEX_DEADLINE_S, NOTES, running_daemon
 from support.requests import search_request
-from support.vaults import write_vault
+from support.vaults import SAMPLE_VAULT, write_vault
 from support.waits import wait_until
 
 MB = float(1 << 20)
@@ -52,7 +52,7 @@ def test_cairn_status_json_shows_the_running_daemons_memory_by_part(tmp_path):
         out = _status(daemon.env, daemon.vault)
         rss_now = process_memory(daemon.proc.pid)["rss"]
         memory = out["memory"]
-        assert set(memory) == {"rssMB", "peakMB", "parts", "workers"}
+        assert set(memory) == {"rssMB", "peakMB", "parts", "workers", "caches"}
         assert list(memory["parts"]) == list(PARTS)
         assert set(memory["workers"]) == {"pdfWorker"}
         assert memory["workers"]["pdfWorker"] is None  # no PDF in the vault: no reader process
@@ -187,6 +187,7 @@ def test_the_text_vector_cache_is_bounded_in_bytes_whatever_the_texts_lengths(tm
 
 
 def test_the_dense_scores_kept_per_question_are_bounded_in_bytes(tmp_path, embedder, monkeypatch):
+    from cairn.search.cache import ENTRY_BYTES
     from cairn.search.vectors import Vectors
 
     cairn = open_cairn(write_vault(tmp_path / "vault", NOTES), tmp_path / "data", embedder)
@@ -194,7 +195,8 @@ def test_the_dense_scores_kept_per_question_are_bounded_in_bytes(tmp_path, embed
         cairn.indexing.index()
         snap = cairn.query.vectors.current()
         per_question = snap.dense.query(embedder.embed_query("boiler pressure")).nbytes  # the same for any question
-        monkeypatch.setattr(Vectors, "SCORES_CACHE_BYTES", 3 * per_question, raising=False)
+        # Room for three entries: each question's scores, its key (a short question) and the entry's slot.
+        monkeypatch.setattr(Vectors, "SCORES_CACHE_BYTES", 3 * (per_question + ENTRY_BYTES + 100), raising=False)
         bounded = Vectors(cairn.store)
         snap = bounded.current()
         questions = ["hive", "queen cells", "honey", "tyre pressure", "boiler", "summer", "bikes"]
@@ -204,3 +206,118 @@ def test_the_dense_scores_kept_per_question_are_bounded_in_bytes(tmp_path, embed
         assert bounded.query_scores(snap, "bikes", embedder.embed_query("bikes")) is not None
     finally:
         cairn.close()
+
+
+@pytest.mark.slow  # indexes the sample vault and runs 600 searches with the real model
+def test_the_search_caches_stay_within_their_bounds_after_many_unique_searches(tmp_path, embedder, monkeypatch):
+    """A client that keeps asking what it never asked before (search-as-you-type, an agent) does not grow the
+    daemon's memory: after 600 unique searches the dense scores, the keyword values and the ranked results kept
+    each hold at most their bound, counted by what their entries hold now, and the dense scores' accounted size is
+    what they hold (sized once: nothing grows after it is cached)."""
+    import gc
+    import random
+    import re
+
+    from cairn.search.dense import DenseQuery
+    from cairn.search.keyword import KeywordIndex
+    from cairn.search.service import SearchService
+    from cairn.search.vectors import Vectors
+
+    dense_bound, term_bound, result_bound = 256 << 10, 128 << 10, 128 << 10
+    monkeypatch.setattr(Vectors, "SCORES_CACHE_BYTES", dense_bound)
+    monkeypatch.setattr(KeywordIndex, "TERM_CACHE_BYTES", term_bound, raising=False)
+    monkeypatch.setattr(SearchService, "RESULT_CACHE_BYTES", result_bound, raising=False)
+    words = sorted({w.lower() for p in SAMPLE_VAULT.rglob("*.md") for w in re.findall(r"[A-Za-z]{5,}", p.read_text())})
+    rng = random.Random(5)
+    cairn = open_cairn(SAMPLE_VAULT, tmp_path / "data", embedder)
+    try:
+        cairn.indexing.index()
+        query = cairn.query
+        for _ in range(600):  # a vault word (dense and keyword hits to rank) and a word never seen before
+            nonce = "".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(8))
+            assert query.search(search_request(f"{rng.choice(words)} {nonce}")).hits is not None
+        gc.collect()
+        alive = [o for o in gc.get_objects() if isinstance(o, DenseQuery)]
+        assert len(alive) > 1 and sum(q.nbytes for q in alive) <= dense_bound
+        assert query.vectors.scores.held_bytes == query.vectors.scores.nbytes() <= dense_bound
+        # Both keyword caches (values per term, per phrase) together; terms matching nothing count too.
+        assert 0 < query.keyword.memory()["caches"] <= 2 * term_bound
+        assert 0 < query.results.nbytes() <= result_bound
+    finally:
+        cairn.close()
+
+
+def _word_vault(folder: Path, notes: int) -> Path:
+    """``notes`` notes of ten sentences drawn from fifteen words (fixed seed): many chunks and sentences to score."""
+    import random
+
+    rng = random.Random(1)
+    words = "garden lease bread monday compost basil tomato physics river stone lamp chair window paper music".split()
+    folder.mkdir(parents=True)
+    for i in range(notes):
+        sentences = (" ".join(rng.choice(words) for _ in range(12)) for _ in range(10))
+        (folder / f"Note {i}.md").write_text(f"# Note {i}\n" + ". ".join(sentences) + ".\n", encoding="utf-8")
+    return folder
+
+
+@pytest.mark.e2e
+@pytest.mark.slow  # 1,200 searches through a real daemon
+def test_a_daemon_asked_only_new_questions_keeps_every_cache_within_its_bound(tmp_path):
+    """Any client can ask what it never asked before (search-as-you-type, an agent probing): after 1,200 unique
+    searches over HTTP, ``/index/stats`` shows every cache within its bounds, and what it accounts is what its
+    entries hold now (each sized once, from what it holds: nothing grows once cached). Before, the dense scores of
+    each question kept growing after they were cached, past the 16 MiB bound, while the count said otherwise."""
+    import random
+    import threading
+
+    home = tmp_path / "home"
+    home.mkdir()
+    rng = random.Random(3)
+    questions = {f"garden {''.join(rng.choice('bcdfghjklmnpqrstvwxz') for _ in range(8))}" for _ in range(1200)}
+    with running_daemon(home, _word_vault(tmp_path / "vault", 200)) as daemon:
+
+        def indexed():
+            status, stats = daemon.get_json("/index/stats", token=daemon.token)
+            done = status == 200 and stats["pending"] == 0 and not stats["indexing"] and stats["vectors"] == 200
+            return stats if done else None
+
+        wait_until("the first index", indexed, INDEX_DEADLINE_S, proc=daemon.proc, log=home / "serve.stderr")
+        todo, failed, lock = iter(sorted(questions)), [], threading.Lock()
+
+        def client() -> None:
+            while (q := next(todo, None)) is not None:
+                status, body = daemon.get_json("/search", token=daemon.token, params={"q": q, "topK": 5})
+                if status != 200 or not body.get("results"):
+                    with lock:
+                        failed.append((q, status))
+
+        threads = [threading.Thread(target=client) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not failed, failed[:3]
+        status, stats = daemon.get_json("/index/stats", token=daemon.token)
+    assert status == 200
+    memory = stats["memory"]
+    caches = memory["caches"]
+    assert set(caches) == {
+        "results",
+        "denseScores",
+        "termValues",
+        "phraseValues",
+        "textVectors",
+        "withheldViews",
+        "withheldVectors",
+    }
+    for name, cache in caches.items():
+        assert cache["entries"] <= cache["maxEntries"], name
+        assert cache["maxBytes"] is None or cache["bytes"] <= cache["maxBytes"], name
+    # Every question left its dense scores, vector and ranked result, up to each cache's bounds.
+    assert caches["denseScores"]["entries"] >= min(1000, caches["denseScores"]["maxEntries"])
+    assert caches["results"]["entries"] == caches["results"]["maxEntries"]
+    assert caches["textVectors"]["entries"] >= len(questions)
+    # Honest: the bytes accounted when the entries were put are the bytes their entries hold now (the caches'
+    # part of the breakdown measures them again; each figure rounded to 0.1 MB there).
+    accounted = sum(cache["bytes"] for cache in caches.values())
+    assert memory["parts"]["caches"] == pytest.approx(accounted / MB, abs=0.1)

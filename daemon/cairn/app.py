@@ -47,7 +47,7 @@ from cairn.policy import Withhold
 from cairn.policy_live import PolicyHolder, daemon_policy, policy_holder
 from cairn.policy_vault import record_vault_policy
 from cairn.private_files import private_dir, private_file, tighten_install
-from cairn.search import SearchService, search_parts
+from cairn.search import SearchService, search_caches, search_parts
 from cairn.services import HealthCheck, Services
 from cairn.store import Store
 from cairn.store.recovery import InstanceLock, instance_lock_path, mark_closed_cleanly, open_verified
@@ -132,6 +132,7 @@ class Cairn:
             onnx=self.embedder.session_bytes,
             mcp_http=self.mcp_http_bytes.value,
             pdf_worker_pid=self.pdfs.worker_pid,
+            caches=search_caches(self.query),
         )
 
     def close(self) -> None:

@@ -175,14 +175,22 @@ class VectorCache:
         with self._lock:
             return self._bytes
 
+    def usage(self) -> dict[str, int | None]:
+        """``{entries, maxEntries, bytes, maxBytes}``, as :meth:`cairn.search.cache.EpochLRU.usage`."""
+        with self._lock:
+            held = {"entries": len(self._vectors), "bytes": self._bytes}
+        return {**held, "maxEntries": self.max_items, "maxBytes": self.max_bytes}
+
     def _entry_bytes(self, text: str) -> int:
-        return sys.getsizeof(text) + 112 + self.embedder.dim * 4
+        """The text, the vector (its array object included) and the entry's slot and node in the ordered dict."""
+        return sys.getsizeof(text) + 112 + self.embedder.dim * 4 + 100
 
     def _set(self, text: str, vector: np.ndarray) -> None:
-        """Hold ``text`` → ``vector`` as the most recently used entry (the lock held)."""
+        """Hold ``text`` → ``vector`` as the most recently used entry (the lock held). A row of a batch is copied,
+        so that the entry does not keep the whole batch in memory after its neighbours are dropped."""
         if text not in self._vectors:
             self._bytes += self._entry_bytes(text)
-        self._vectors[text] = vector
+        self._vectors[text] = vector if vector.base is None else vector.copy()
         self._vectors.move_to_end(text)
 
     def _take(self, texts: Sequence[str]) -> dict[str, np.ndarray]:

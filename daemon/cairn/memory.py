@@ -149,11 +149,20 @@ def _mb(value: int | None) -> float | None:
     return None if value is None else round(value / MB, 1)
 
 
-def daemon_memory(search: dict[str, int], *, onnx: int, mcp_http: int, pdf_worker_pid: int | None) -> dict[str, Any]:
+def daemon_memory(
+    search: dict[str, int],
+    *,
+    onnx: int,
+    mcp_http: int,
+    pdf_worker_pid: int | None,
+    caches: dict[str, dict[str, int | None]] | None = None,
+) -> dict[str, Any]:
     """The daemon's :func:`breakdown`: the search side's parts (``search``: :func:`cairn.search.search_parts`), the
     embedding model's session (``onnx`` bytes), the MCP HTTP server's share (``mcp_http`` bytes, measured when it
-    started), and the PDF reader's worker process beside it (``pdf_worker_pid``, None when it is not running)."""
+    started), and the PDF reader's worker process beside it (``pdf_worker_pid``, None when it is not running); with
+    ``caches`` (:func:`cairn.search.search_caches`: each cache's entries and bytes against its bounds) as is."""
     parts = {**search, "onnx": onnx, "mcpHttp": mcp_http}
-    return breakdown(
-        parts, {"pdfWorker": process_memory(pdf_worker_pid)["rss"] if pdf_worker_pid is not None else None}
-    )
+    out = breakdown(parts, {"pdfWorker": process_memory(pdf_worker_pid)["rss"] if pdf_worker_pid is not None else None})
+    if caches is not None:
+        out["caches"] = caches
+    return out

@@ -14,7 +14,7 @@ Modules: ``service`` (the entry points and the ranking pipeline), ``pipeline`` (
 
 from cairn.search.cache import EpochLRU
 from cairn.search.hits import Hit, SearchResult
-from cairn.search.memory import search_parts
+from cairn.search.memory import search_caches, search_parts
 from cairn.search.pipeline import Ranked
 from cairn.search.query import Query
 from cairn.search.related import similar_notes
@@ -32,6 +32,7 @@ __all__ = [
     "SearchService",
     "Views",
     "WithheldSet",
+    "search_caches",
     "search_parts",
     "similar_notes",
 ]

@@ -29,7 +29,11 @@ class StoreEpoch:
 
     :meth:`now` reads the calling thread's connection's change marker (:meth:`Store.change_marker`) and advances the
     epoch when that connection reports a commit, or when it is a connection not seen before (it cannot tell what
-    happened before it was opened). :attr:`value` is the last epoch known, without reading the store."""
+    happened before it was opened). :attr:`value` is the last epoch known, without reading the store. The markers of
+    at most :attr:`MAX_CONNECTIONS` connections are kept (threads come and go with their connections); one
+    forgotten and seen again only advances the epoch once more."""
+
+    MAX_CONNECTIONS = 256
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -43,33 +47,61 @@ class StoreEpoch:
         conn, version, changes = self.store.change_marker()
         with self._lock:
             if self._seen.get(conn) != (version, changes):
+                if conn not in self._seen and len(self._seen) >= self.MAX_CONNECTIONS:
+                    self._seen.pop(next(iter(self._seen)))  # the one seen first
                 self._seen[conn] = (version, changes)
                 self.value += 1
                 self.changed_at = time.monotonic()
             return self.value
 
 
+#: Bytes of one cache entry beyond its key and value: its slot and node in the ordered dict, the tuple holding it
+#: and its size (CPython 3.11: ~190 measured with tracemalloc).
+ENTRY_BYTES = 200
+
+
 class EpochLRU(Generic[K, V]):
     """A thread-safe LRU of ``key → value``, each entry valid for the epoch it was put with.
 
-    ``max_size`` bounds the sum of ``size(value)`` over the entries (1 each by default: a count); the least
-    recently used entries are dropped beyond it, but never the last one. ``exclusive``: entries of one epoch at a
-    time (putting one of another epoch drops the rest), for values that hold large objects of their epoch."""
+    At most ``max_items`` entries and, given ``max_bytes``, at most that many bytes: an entry's bytes are measured
+    once, when it is put (``nbytes(value)``, default :func:`cairn.memory.deep_nbytes`, plus its key's and
+    :data:`ENTRY_BYTES`), and the same figure is taken off when it leaves, so the sum held (:attr:`held_bytes`)
+    is exact. A value must therefore not grow once put (a :class:`~cairn.search.dense.DenseQuery` does not). The
+    least recently used entries are dropped beyond either bound, but never the last one put. ``exclusive``:
+    entries of one epoch at a time (putting one of another epoch drops the rest), for values that hold large
+    objects of their epoch."""
 
-    def __init__(self, max_size: int, *, size: Callable[[V], int] | None = None, exclusive: bool = False) -> None:
-        self.max_size = max_size
+    def __init__(
+        self,
+        max_items: int,
+        *,
+        max_bytes: int | None = None,
+        nbytes: Callable[[V], int] | None = None,
+        exclusive: bool = False,
+    ) -> None:
+        self.max_items = max_items
+        self.max_bytes = max_bytes
         self.exclusive = exclusive
-        self._size = size
-        self._entries: OrderedDict[K, tuple[Hashable, V]] = OrderedDict()
-        self._total = 0
+        self._nbytes = nbytes
+        self._entries: OrderedDict[K, tuple[Hashable, V, int]] = OrderedDict()  # key → (epoch, value, bytes)
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
 
-    def _measure(self, value: V) -> int:
-        return self._size(value) if self._size is not None else 1
+    @property
+    def held_bytes(self) -> int:
+        """The bytes of the entries held, as measured when each was put (0 without ``max_bytes``)."""
+        with self._lock:
+            return self._bytes
+
+    def _measure(self, key: K, value: V) -> int:
+        if self.max_bytes is None:
+            return 0
+        own = self._nbytes(value) if self._nbytes is not None else deep_nbytes(value)
+        return own + deep_nbytes(key) + ENTRY_BYTES
 
     def get(self, key: K, epoch: Hashable = 0) -> V | None:
         """The value put for ``key`` in ``epoch`` (now the most recently used), else None."""
@@ -81,29 +113,42 @@ class EpochLRU(Generic[K, V]):
             return entry[1]
 
     def put(self, key: K, value: V, epoch: Hashable = 0) -> None:
+        size = self._measure(key, value)  # outside the lock: a deep measure walks the value
         with self._lock:
             if self.exclusive and self._entries and next(reversed(self._entries.values()))[0] != epoch:
                 self._entries.clear()
-                self._total = 0
+                self._bytes = 0
             old = self._entries.pop(key, None)
             if old is not None:
-                self._total -= self._measure(old[1])
-            self._entries[key] = (epoch, value)
-            self._total += self._measure(value)
-            while self._total > self.max_size and len(self._entries) > 1:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self._total -= self._measure(dropped)
+                self._bytes -= old[2]
+            self._entries[key] = (epoch, value, size)
+            self._bytes += size
+            while len(self._entries) > 1 and (
+                len(self._entries) > self.max_items or (self.max_bytes is not None and self._bytes > self.max_bytes)
+            ):
+                _, (_, _, dropped) = self._entries.popitem(last=False)
+                self._bytes -= dropped
 
     def nbytes(self) -> int:
-        """Approximate bytes held by the entries' keys and values (:func:`cairn.memory.deep_nbytes`)."""
+        """Bytes held by the entries, measured now (keys and values by :func:`cairn.memory.deep_nbytes`, values by
+        ``nbytes`` when given, and :data:`ENTRY_BYTES` each), for the memory breakdown; equal to :attr:`held_bytes`
+        while no value grew after it was put."""
         with self._lock:
-            entries = list(self._entries.items())
-        return sum(deep_nbytes(k) + deep_nbytes(v) for k, (_, v) in entries)
+            entries = [(k, v) for k, (_, v, _) in self._entries.items()]
+        measure = self._nbytes or deep_nbytes
+        return sum(deep_nbytes(k) + measure(v) + ENTRY_BYTES for k, v in entries)
+
+    def usage(self) -> dict[str, int | None]:
+        """``{entries, maxEntries, bytes, maxBytes}``: what is held against the bounds. ``bytes`` is the sum
+        accounted when the entries were put (:attr:`held_bytes`); without ``max_bytes`` (a bound by count alone) it
+        is measured now (:meth:`nbytes`) and ``maxBytes`` is None."""
+        held = self.held_bytes if self.max_bytes is not None else self.nbytes()
+        return {"entries": len(self), "maxEntries": self.max_items, "bytes": held, "maxBytes": self.max_bytes}
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self._total = 0
+            self._bytes = 0
 
 
 class NotesSnapshot(Generic[V]):

@@ -29,7 +29,6 @@ results, at the float32 cost (every float32 row in memory).
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -46,6 +45,10 @@ log = logging.getLogger(__name__)
 SLACK = 1e-4
 #: Rows quantised at a time when a snapshot is made (float64 temporaries of 1,024 × 384 × 8 bytes = 3 MB each).
 _BLOCK = 1024
+#: Bytes of a numpy array object beyond its data, and of a :class:`DenseQuery` beyond its arrays (the object, its
+#: attribute dict and scalars; CPython 3.11, measured with tracemalloc).
+_ARRAY_BYTES = 112
+_OBJECT_BYTES = 1024
 
 
 def quantize_rows(*mats: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -295,8 +298,6 @@ class DenseQuery:
 
     def __init__(self, index: DenseIndex, qvec: np.ndarray) -> None:
         self.index, self.qvec = index, qvec
-        self._cos: dict[int, float] = {}
-        self._sentence: dict[int, float] = {}
         #: q̂ · v̂ of every sentence row (d,), for :meth:`_may_be_best` (None on the float32 path or without any).
         self._sentence_approx: np.ndarray | None = None
         n = index.n
@@ -306,8 +307,12 @@ class DenseQuery:
             self.cos_lo = self.cos_hi = cos
             self.sentence_lo = self.sentence_hi = sentence
             self._exact_all: tuple[np.ndarray, np.ndarray] | None = (cos, sentence)
+            self._found = self._exact_all
             return
         self._exact_all = None
+        #: The exact (cosine, best sentence cosine) of each chunk row found so far, NaN until found: (n,) float32
+        #: each, made here so that what a question holds does not grow after it is cached.
+        self._found = (np.full(n, np.nan, dtype=np.float32), np.full(n, np.nan, dtype=np.float32))
         ints, steps, qhat_norm, err_norm = quantize_query(qvec)
         y = index._dot.dot(ints).astype(np.float32)  # (2, n + d): exact integers
         approx = y[0]
@@ -330,10 +335,11 @@ class DenseQuery:
 
     @property
     def nbytes(self) -> int:
-        """Bytes this question's scores hold (its bounds and the exact cosines found; not its index's)."""
-        held = (self.cos_lo, self.cos_hi, self.sentence_lo, self.sentence_hi, self._sentence_approx)
-        arrays = {id(a): a.nbytes for a in held if a is not None}
-        return sum(arrays.values()) + 2 * sys.getsizeof(self._cos) + 64 * (len(self._cos) + len(self._sentence))
+        """Bytes this question's scores hold: its vector, bounds and exact cosines (not its index's). Fixed when it
+        is made: the exact cosines found later fill arrays made then."""
+        held = (self.qvec, self.cos_lo, self.cos_hi, self.sentence_lo, self.sentence_hi, self._sentence_approx)
+        arrays = {id(a): a for a in (*held, *self._found) if a is not None}
+        return sum(a.nbytes + _ARRAY_BYTES for a in arrays.values()) + _OBJECT_BYTES
 
     def exact(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Exact (cosine of the chunk vector, best cosine among its sentences or -1), each (k,) float32, for chunk rows
@@ -341,7 +347,9 @@ class DenseQuery:
         rows = np.asarray(rows, dtype=np.int64)
         if self._exact_all is not None:
             return self._exact_all[0][rows], self._exact_all[1][rows]
-        todo = np.asarray([r for r in dict.fromkeys(rows.tolist()) if r not in self._cos], dtype=np.int64)
+        found_cos, found_sentence = self._found
+        # Both checked: another thread may be filling the same rows (with the same values) meanwhile.
+        todo = np.unique(rows[np.isnan(found_cos[rows]) | np.isnan(found_sentence[rows])])
         if len(todo):
             ix = self.index
             cos = _exact(ix.chunks, todo, self.qvec)
@@ -359,12 +367,9 @@ class DenseQuery:
                 values = _exact(ix.sentences, sentence_rows[keep], self.qvec)
                 kept = np.add.reduceat(keep.astype(np.int64), offsets)  # at least one per chunk
                 best[with_sentences] = np.maximum.reduceat(values, np.cumsum(kept) - kept)
-            for r, c, u in zip(todo.tolist(), cos.tolist(), best.tolist()):
-                self._cos[r], self._sentence[r] = c, u
-        return (
-            np.asarray([self._cos[r] for r in rows.tolist()], dtype=np.float32),
-            np.asarray([self._sentence[r] for r in rows.tolist()], dtype=np.float32),
-        )
+            found_sentence[todo] = best
+            found_cos[todo] = cos
+        return found_cos[rows], found_sentence[rows]
 
     def _may_be_best(
         self, chunk_rows: np.ndarray, sentence_rows: np.ndarray, offsets: np.ndarray, lengths: np.ndarray

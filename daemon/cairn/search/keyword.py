@@ -354,9 +354,8 @@ class Bm25Index:
 class KeywordIndex:
     """The keyword leg of a search: :meth:`ranking` gives the chunks with the best BM25 for a query's terms, from the
     in-memory :class:`Bm25Index` (:attr:`terms`) when it holds a term, else from FTS5 (each term's matches and values
-    kept while the notes are unchanged, at most :attr:`TERM_CACHE_MAX_ROWS` (chunk, value) pairs in all, 16 bytes
-    each). A query is ranked by summing its terms' values, exactly as FTS5's bm25() of the OR query (same order,
-    same doubles).
+    kept while the notes are unchanged, at most :attr:`TERM_CACHE_BYTES` per term and again per phrase). A query is
+    ranked by summing its terms' values, exactly as FTS5's bm25() of the OR query (same order, same doubles).
 
     After :meth:`start` (long-lived processes: the daemon, the MCP server) the in-memory index is built on a
     background thread, and built again whenever it was dropped (a bulk re-index) or holds many rows outside its
@@ -364,7 +363,10 @@ class KeywordIndex:
     :attr:`QUIET_S` (a build holds the GIL for a while, and during a bulk change it would be out of date before it
     is done); FTS5 serves meanwhile."""
 
-    TERM_CACHE_MAX_ROWS = 2_000_000
+    #: Bytes of FTS5 values kept per term, and again per phrase (each entry: its (chunk, value) pairs, 16 bytes each,
+    #: its key and arrays, so that terms matching nothing count too), and the entries of each at most.
+    TERM_CACHE_BYTES = 8 << 20
+    TERM_CACHE_ITEMS = 16_384
     REBUILD_S = 30.0
     QUIET_S = 5.0
 
@@ -374,10 +376,10 @@ class KeywordIndex:
         #: FTS5's BM25 from memory, once built; FTS5 until then.
         self.terms = Bm25Index(store)
         self._phrases: EpochLRU[str, tuple[np.ndarray, np.ndarray]] = EpochLRU(
-            self.TERM_CACHE_MAX_ROWS, size=lambda v: len(v[0])
+            self.TERM_CACHE_ITEMS, max_bytes=self.TERM_CACHE_BYTES
         )
         self._terms_held: EpochLRU[tuple[str, bool], tuple[np.ndarray, np.ndarray]] = EpochLRU(
-            self.TERM_CACHE_MAX_ROWS, size=lambda v: len(v[0])
+            self.TERM_CACHE_ITEMS, max_bytes=self.TERM_CACHE_BYTES
         )
         self._fts_vocabulary = NotesSnapshot(store, lambda: Vocabulary(*store.fts_vocabulary()))
         self._auto = False
@@ -389,6 +391,10 @@ class KeywordIndex:
         """``{bm25, caches}``: bytes of the in-memory BM25 (:meth:`Bm25Index.nbytes`) and of the FTS5 values kept
         per term and phrase."""
         return {"bm25": self.terms.nbytes(), "caches": self._phrases.nbytes() + self._terms_held.nbytes()}
+
+    def cache_usage(self) -> dict[str, dict[str, int | None]]:
+        """``{termValues, phraseValues}``: each cache's :meth:`~cairn.search.cache.EpochLRU.usage`."""
+        return {"termValues": self._terms_held.usage(), "phraseValues": self._phrases.usage()}
 
     def start(self) -> threading.Thread | None:
         """Build the in-memory BM25 on a background thread, and keep rebuilding it when needed (class docstring).

@@ -23,3 +23,17 @@ def search_parts(query: SearchService) -> dict[str, int]:
         + query.visible.nbytes()
     )
     return {"vectors": dense["vectors"], "int8": dense["int8"], "bm25": keyword["bm25"], "caches": caches}
+
+
+def search_caches(query: SearchService) -> dict[str, dict[str, int | None]]:
+    """Each cache of ``query`` against its bounds: ``{name: {entries, maxEntries, bytes, maxBytes}}`` (bytes as
+    accounted when each entry was put; :meth:`cairn.search.cache.EpochLRU.usage`). Names: ``results`` (ranked
+    results), ``denseScores`` (per question), ``termValues`` and ``phraseValues`` (FTS5's), ``textVectors``,
+    ``withheldViews`` and ``withheldVectors`` (their redacted rows')."""
+    return {
+        "results": query.results.usage(),
+        "denseScores": query.vectors.scores.usage(),
+        **query.keyword.cache_usage(),
+        "textVectors": query.vector_cache.usage(),
+        **query.visible.cache_usage(),
+    }

@@ -88,7 +88,9 @@ class SearchService:
     its own connection; onnxruntime sessions are thread-safe). Its collaborators hold the state: :attr:`vectors`
     (the in-memory vectors and their reloads), :attr:`keyword` (BM25), :attr:`vector_cache` (text → vector),
     :attr:`epoch` and :attr:`results` (ranked results by query text and every parameter, while the store is
-    unchanged)."""
+    unchanged). Every cache a question fills has a bound in bytes (dense scores 16 MiB, text vectors 16 MiB,
+    values per term and per phrase 8 MiB each, ranked results 8 MiB), so that questions never asked before, however
+    many, leave the daemon's memory level (``make bench``, query-soak)."""
 
     #: Candidates taken from each ranked list before fusion.
     CANDIDATES = 60
@@ -104,8 +106,9 @@ class SearchService:
     #: BLAS threads for the dense scores, set process-wide when a search service is built: the scores are bound by
     #: memory bandwidth and requests already run on parallel worker threads, so more threads only cost CPU.
     BLAS_THREADS = 1
-    #: Ranked results kept in memory.
+    #: Ranked results kept in memory, and their bytes at most (hits hold their chunks' text).
     RESULT_CACHE_MAX = 256
+    RESULT_CACHE_BYTES = 8 << 20
     #: At most this many model tokens (half a model input) embedded by one query for keyword candidates that have no
     #: vectors yet (their whole-chunk texts: tier-1 vectors); texts the embedding cache holds cost nothing. What is
     #: left out is ranked by its keyword evidence alone until the indexer embeds it.
@@ -138,7 +141,7 @@ class SearchService:
         self.visible = VisibleViews(store, self.epoch, self.vector_cache, title_weight)
         self.views = Views(store, self.epoch, self.keyword, self.visible)
         self.indexed = IndexedCounts(store, self.epoch)
-        self.results: EpochLRU[tuple, Ranked] = EpochLRU(self.RESULT_CACHE_MAX)
+        self.results: EpochLRU[tuple, Ranked] = EpochLRU(self.RESULT_CACHE_MAX, max_bytes=self.RESULT_CACHE_BYTES)
         _limit_blas_threads(self.BLAS_THREADS)
 
     def start_keyword_index(self) -> threading.Thread | None:

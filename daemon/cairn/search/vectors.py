@@ -438,14 +438,17 @@ class Vectors:
     KEEP_EVERY_S = 120.0
     MAX_NEWER = 256
     INCREMENTAL_MAX = 0.25
-    #: Bytes of dense scores kept, all questions together (each holds (n,) float32 × 4 bounds and the exact cosines
-    #: found: :attr:`DenseQuery.nbytes`), so that the cache does not grow with the vault; at least the last question's.
+    #: Bytes of dense scores kept, all questions together (each holds (n,) float32 × 6: its bounds and exact cosines,
+    #: and (d,) float32 for its sentences: :attr:`DenseQuery.nbytes`), so that the cache does not grow with the vault
+    #: nor with the questions asked; at least the last question's.
     SCORES_CACHE_BYTES = 16 << 20
+    #: Questions kept, whatever their size (a bound on the entries even for a vault of a few chunks).
+    SCORES_CACHE_ITEMS = 1024
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self.scores: EpochLRU[str, DenseQuery] = EpochLRU(
-            self.SCORES_CACHE_BYTES, size=lambda q: q.nbytes, exclusive=True
+            self.SCORES_CACHE_ITEMS, max_bytes=self.SCORES_CACHE_BYTES, nbytes=lambda q: q.nbytes, exclusive=True
         )
         self._snapshot: VectorSnapshot | None = None
         self._lock = threading.Lock()

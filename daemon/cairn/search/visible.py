@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -36,7 +35,6 @@ from cairn.embedding import (
     whole_chunk_hash,
     whole_chunk_text,
 )
-from cairn.memory import deep_nbytes
 from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.search.keyword import K1, B, Corpus, KeywordIndex, fts5_bm25, top_chunks
 from cairn.search.vocabulary import VisibleVocabulary
@@ -279,7 +277,9 @@ class VisibleViews:
     vectors yet is left out of the dense leg this time, never scored on its raw text."""
 
     MAX_VIEWS = 32
+    #: Redacted rows whose vectors are kept, and their bytes at most (a row's sentences' vectors: 1.5 KB each).
     MAX_VECTORS = 4096
+    MAX_VECTOR_BYTES = 16 << 20
     EMBED_PER_QUERY = 4
 
     def __init__(
@@ -290,7 +290,9 @@ class VisibleViews:
         self.vector_cache = vector_cache
         self.title_weight = title_weight
         self._views: EpochLRU[tuple, Visible] = EpochLRU(self.MAX_VIEWS)
-        self._vectors: OrderedDict[str, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._vectors: EpochLRU[str, tuple[np.ndarray, np.ndarray]] = EpochLRU(
+            self.MAX_VECTORS, max_bytes=self.MAX_VECTOR_BYTES
+        )
         self._lock = threading.Lock()
         self._warming: threading.Thread | None = None
 
@@ -344,9 +346,11 @@ class VisibleViews:
 
     def nbytes(self) -> int:
         """Bytes held: the views kept and the redacted rows' vectors (approximate: :mod:`cairn.memory`)."""
-        with self._lock:
-            redacted = dict(self._vectors)
-        return self._views.nbytes() + deep_nbytes(redacted, depth=3)
+        return self._views.nbytes() + self._vectors.nbytes()
+
+    def cache_usage(self) -> dict[str, dict[str, int | None]]:
+        """``{withheldViews, withheldVectors}``: each cache's :meth:`~cairn.search.cache.EpochLRU.usage`."""
+        return {"withheldViews": self._views.usage(), "withheldVectors": self._vectors.usage()}
 
     def _warm(self, view: Visible) -> None:
         """Embed ``view``'s redacted rows that have no vectors yet on a background thread (none when one runs)."""
@@ -405,11 +409,7 @@ class VisibleViews:
         return out
 
     def _held(self, key: str) -> tuple[np.ndarray, np.ndarray] | None:
-        with self._lock:
-            found = self._vectors.get(key)
-            if found is not None:
-                self._vectors.move_to_end(key)
-            return found
+        return self._vectors.get(key)
 
     def _embed(self, red: RedactedRow) -> tuple[np.ndarray, np.ndarray]:
         """The chunk vector and sentence vectors of ``red``, made as the indexer makes a chunk's (unchanged
@@ -421,10 +421,7 @@ class VisibleViews:
         vecs = self.vector_cache.stored_or_embedded(
             [*texts, row.title, whole], [*map(content_hash, texts), title_hash(row.title), whole_key]
         )
-        sentences = vecs[: len(texts)]
+        sentences = vecs[: len(texts)].copy()  # not a view: the title's and whole chunk's rows are not kept
         chunk = chunk_vector(sentences, vecs[len(texts)], vecs[len(texts) + 1], self.title_weight)
-        with self._lock:
-            self._vectors[red.vector_key] = (chunk, sentences)
-            while len(self._vectors) > self.MAX_VECTORS:
-                self._vectors.popitem(last=False)
+        self._vectors.put(red.vector_key, (chunk, sentences))
         return chunk, sentences
