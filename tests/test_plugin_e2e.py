@@ -153,15 +153,18 @@ def test_an_answer_streams_in_with_clickable_citations_and_the_sources_list(side
     assert first.startswith("[1]") and "Garden/Tomatoes.md › " in first, first
     # Each source says how relevant it is in words, never the raw fused score.
     assert RELEVANCE_WORDS.search(first) and "score" not in sidebar.locator(".cairn-sources").inner_text(), first
-    # The sources the answer cites ([1] and Tomatoes › Care) come first; the others it was given are listed under
-    # "Also retrieved".
+    # The sources the answer cites ([1] and the Tomatoes note's opening) come first; the others it was given are
+    # listed under "Also retrieved".
     lists = sidebar.locator(".cairn-sources ol")
     cited = [n.split("]")[0] + "]" for n in lists.first.locator(".cairn-source").all_inner_texts()]
-    assert stub_model.care_n > 1 and cited == ["[1]", f"[{stub_model.care_n}]"], cited
+    prompt = stub_model.messages[-1][-1]["content"]
+    assert stub_model.plot_n > 1, re.findall(r"^\[\d+\] .+$", prompt, re.M)  # the opening was in the prompt
+    assert cited == ["[1]", f"[{stub_model.plot_n}]"], cited
     titles = sidebar.locator(".cairn-sources .cairn-section-title").all_inner_texts()
     assert [t.lower() for t in titles] == (["sources", "also retrieved"] if sources.count() > 2 else ["sources"])
-    # The model's answer: no "built from passages" banner.
+    # The model's answer: no "built from passages" banner, and no ⚠ (each sentence says what the passage it cites says).
     assert not sidebar.locator(".cairn-banner-ungrounded").is_visible()
+    assert not sidebar.locator(".cairn-banner-unsupported").is_visible() and "⚠" not in answer.inner_text()
 
     cite = sidebar.locator(".cairn-answer a.cairn-cite[data-n='1']").first
     assert cite.inner_text() == "[1]"

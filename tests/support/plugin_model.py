@@ -58,18 +58,10 @@ class StubModel:
         " apart",
         " [1]",
         ",",
-        " and",
-        " feed",
-        " them",
-        " comfrey",
-        " tea",
-        " once",
-        " the",
-        " first",
-        " truss",
-        " has",
-        " set",
-        " [CARE]",  # the number of the Tomatoes › Care passage in the prompt (the one that says it)
+        " on",
+        " plot",
+        " 14",
+        " [PLOT]",  # the number of the passage in the prompt that says it (the Tomatoes note's opening)
         ".",
     ]
 
@@ -106,7 +98,7 @@ class StubModel:
         self._runner = None
         self.questions: list[str] = []
         self.messages: list[list[dict]] = []  # each request's chat messages
-        self.care_n = 0  # the tomato answer's second citation: the Tomatoes › Care passage's number in its prompt
+        self.plot_n = 0  # the tomato answer's second citation: the number of the Tomatoes note's opening in its prompt
 
     def start(self) -> StubModel:
         self.thread.start()
@@ -174,10 +166,10 @@ class StubModel:
                 await asyncio.Event().wait()  # until the client leaves (Stop) and the daemon cancels us
             await self._release.wait()
             self._release.clear()
-            care = re.search(r"^\[(\d+)\] Garden/Tomatoes\.md › Tomatoes › Care$", user, re.M)
-            self.care_n = int(care.group(1)) if care else 0
+            plot = re.search(r"^\[(\d+)\] Garden/Tomatoes\.md › Tomatoes$", user, re.M)
+            self.plot_n = int(plot.group(1)) if plot else 0
             for piece in self.REST:
-                await resp.write(self._chunk(piece.replace("CARE", str(self.care_n))))
+                await resp.write(self._chunk(piece.replace("PLOT", str(self.plot_n))))
             await resp.write(b"data: [DONE]\n\n")
         except asyncio.CancelledError:
             self.cancelled.set()
