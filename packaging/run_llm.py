@@ -72,16 +72,16 @@ def port_taken(port: int) -> str | None:
 
 
 def start_model_server(
-    port: int, log: IO[bytes] | int | None = None, *, python: str = sys.executable
+    port: int, log: IO[bytes] | int | None = None, *, python: str = sys.executable, threads: int | None = None
 ) -> subprocess.Popen:
     """``python -m llama_cpp.server`` with SmolLM2 on 127.0.0.1:``port`` (its log, uvicorn's access lines included,
-    to ``log``). Raises RuntimeError when the model is not installed."""
+    to ``log``; ``threads``: its CPU threads, default all). Raises RuntimeError when the model is not installed."""
     gguf = smollm2_gguf()
     if gguf is None:
         raise RuntimeError(model_server_missing() or "SmolLM2 not found")
     args = [python, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL_NAME]
     args += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(N_CTX)]
-    args += ["--n_threads", str(max(1, os.cpu_count() or 1))]
+    args += ["--n_threads", str(threads or max(1, os.cpu_count() or 1))]
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT if log is not None else None)
 
 

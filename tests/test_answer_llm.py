@@ -2,7 +2,8 @@
 vault's index, the real LLM client (cairn.llm) talking to a local OpenAI-compatible STUB server
 (aiohttp on 127.0.0.1) that streams ``data: {choices[0].delta.content}`` chunks then ``data: [DONE]``.
 
-Stub modes: normal, invents [9], splits [1 ] across chunks, quotes passage [1], HTTP 500, error mid-stream, stalls
+Stub modes: normal, invents [9], splits [1 ] across chunks, quotes passage [1], a sentence the passage supports and
+one it does not, the passage's words uncited, HTTP 500, error mid-stream, stalls
 past the timeout, empty; plus ``hold`` modes that wait on an event (disconnects, heartbeats, shutdown).
 Nothing sleeps: waits are on events with timeouts.
 """
@@ -76,7 +77,7 @@ def test_an_invented_citation_never_reaches_the_client(sample_cairn):
 
     events = run(scenario())
     assert "[9]" not in json.dumps(events)
-    assert text_of(events) == "Plant garlic in October [1]."
+    assert text_of(events) == "Plant cloves in October, pointy end up [1]."
     assert events[-1][1]["removedCitations"] == 1 and events[-1][1]["grounded"] is True
 
 
@@ -138,6 +139,8 @@ def test_a_model_that_fails_mid_stream_gives_error_then_sources_then_done(sample
     assert events[1][1]["code"] == "llm_error" and "out of memory" in events[1][1]["message"]
     assert events[2][1] == expected_sources(sample_cairn)
     assert events[3][1]["grounded"] is False
+    # what it sent is shown, so its sentences are checked: "Plant garlic" cites nothing
+    assert events[3][1]["unsupported"] == [{"text": "Plant garlic", "cites": []}]
 
 
 def test_the_model_is_never_called_when_nothing_passes_the_floor(sample_cairn):
@@ -321,7 +324,7 @@ def test_a_stream_waiting_for_the_model_sends_comment_heartbeats(sample_cairn):
 
     events = run(scenario())
     assert_stream_order(events)
-    assert text_of(events) == "Plant garlic [1]." and events[-1][1]["grounded"] is True
+    assert text_of(events) == "Plant cloves 5 cm deep [1]." and events[-1][1]["grounded"] is True
 
 
 def test_open_streams_end_cleanly_when_the_server_shuts_down(sample_cairn):

@@ -25,6 +25,7 @@ QUESTION = "How deep do I plant garlic cloves?"
 PIECES = {
     "normal": ["Plant", " garlic", " cloves", " 5 cm", " deep", " [1]", "."],
     "uncited": ["Plant", " garlic", " in", " autumn", "."],
+    "mixed": ["Plant garlic cloves 5 cm deep in October,", " pointy end up [1].", " Soak them in vodka first [1]."],
     "midstream": ["Plant", " garlic [1]"],
     "citations_only": ["1. [1]", " 2. [2]"],
 }
@@ -124,12 +125,38 @@ def test_a_model_answer_ends_with_the_sources_it_cites(tmp_path, indexed):
     assert stub.requests and stub.requests[0]["model"] == "stub"
 
 
-def test_a_model_answer_citing_nothing_still_lists_the_passages_it_was_given(tmp_path, indexed):
+def test_a_model_answer_citing_nothing_is_set_aside_for_the_notes_own_sentences_saying_why(tmp_path, indexed):
     with stub_server("uncited") as stub:
         proc = ask(tmp_path, indexed, stub)
-    section = sources_section(proc.stdout)
-    assert section[1] == "(the answer cites none of the passages below)"
-    assert "Also retrieved:" in section and any(line.startswith("[1] Garden/Garlic.md") for line in section)
+    assert proc.stdout.startswith("Plant garlic cloves 5 cm deep in October, pointy end up. [1]"), proc.stdout
+    assert "autumn" not in proc.stdout
+    assert "The language model's answer was set aside: none of its sentences cites a passage." in proc.stdout
+    assert sources_section(proc.stdout)[1].startswith("[1] Garden/Garlic.md › Garlic")
+
+
+def test_a_sentence_no_cited_passage_supports_is_marked_and_listed_in_the_json(tmp_path, indexed):
+    supported, made_up = "Plant garlic cloves 5 cm deep in October, pointy end up [1].", "Soak them in vodka first [1]."
+    with stub_server("mixed") as stub:
+        proc = ask(tmp_path, indexed, stub)
+        as_json = json.loads(
+            run_cairn(
+                tmp_path,
+                "ask",
+                "--vault",
+                str(indexed),
+                QUESTION,
+                "--json",
+                env={"CAIRN_LLM_BASE_URL": stub.url, "CAIRN_LLM_MODEL": "stub"},
+            ).stdout
+        )
+    assert proc.stdout.startswith(f"{supported} {made_up} ⚠\n"), proc.stdout  # the mark right after the sentence
+    assert (
+        "(⚠ 1 sentence of the language model's answer is not backed by a passage it cites: it may have made it up.)"
+        in proc.stdout
+    )
+    assert "Built from your notes' own sentences" not in proc.stdout
+    assert as_json["answer"] == f"{supported} {made_up}"  # the JSON keeps the model's text as it was
+    assert as_json["grounded"] is False and as_json["unsupported"] == [{"text": made_up, "cites": [1]}]
 
 
 def test_a_model_that_stops_mid_answer_still_lists_its_sources_and_says_it_stopped(tmp_path, indexed):

@@ -140,7 +140,7 @@ def test_a_stream_waiting_between_model_tokens_sends_heartbeats_then_the_rest(sa
     assert tokens == [("token", {"text": "Plant"})]
     events = tokens + rest
     assert_stream_order(events)
-    assert text_of(events) == "Plant garlic [1]." and events[-1][1]["grounded"] is True
+    assert text_of(events) == "Plant cloves 5 cm deep [1]." and events[-1][1]["grounded"] is True
 
 
 def test_a_server_shutdown_mid_answer_ends_the_stream_with_shutting_down_and_cancels_the_model(sample_cairn):

@@ -211,6 +211,19 @@ def test_a_declared_local_client_finds_the_withheld_notes(home):
     assert "Health/Blood pressure.md" in {s["filePath"] for s in answer.structured_content["sources"]}
 
 
+def test_the_ask_tool_tells_an_agent_what_grounded_means_and_its_extracted_answer_is_not(home):
+    async def go():
+        async with stdio_session(home, "--client", "my-local-agent", "--tool", "ask") as client:
+            tools = (await client.list_tools()).tools
+            answer = await client.call_tool("ask", {"question": "What were my blood pressure readings?"})
+            return next(t.description or "" for t in tools if t.name == "ask"), answer
+
+    description, answer = run(go())
+    assert "grounded is true only when a language model wrote the answer and every sentence" in description
+    assert "supported by a passage it cites" in description and "unsupported" in description
+    assert answer.structured_content["grounded"] is False and "unsupported" not in answer.structured_content
+
+
 def test_client_info_naming_a_local_client_does_not_make_the_connection_local(home):
     async def go():
         async with stdio_session(

@@ -3,12 +3,8 @@ loads packaging/obsidian-plugin/main.js in a small harness page with a stand-in 
 (packaging/obsidian-plugin/harness/), against a live ``cairn serve`` on examples/vault.
 
 The daemon's answers are written by a local OpenAI-compatible STUB model (the one fake the team rules
-allow for an LLM) so the stream can be held part-way and its incremental rendering seen:
-
-- a question about tomatoes streams a few words, holds until the test releases it, then finishes;
-- a question about garlic gets HTTP 500, so the daemon answers from passages (``grounded: false``);
-- a question about sourdough streams a few words, then holds until the client goes away (Stop);
-- the follow-up after the garlic question gets a short answer about storing garlic at once.
+allow for an LLM; tests/support/plugin_model.py says what it answers to which question) so the stream can be held
+part-way and its incremental rendering seen, and a made-up sentence or an uncited answer shown as the user sees it.
 
 The harness page's origin (``http://127.0.0.1:<port>``) is added to the daemon's ``cors_origins`` in
 this test's config.toml only; in Obsidian the plugin runs at ``app://obsidian.md``, the default.
@@ -19,11 +15,9 @@ Playwright's wait-for-condition with a timeout, or a threading.Event.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +25,20 @@ import pytest
 
 from support import plugin_page
 from support.daemons import INDEX_DEADLINE_S, running_daemon
+from support.plugin_model import (
+    FOLLOW_UP_QUESTION,
+    GARLIC_QUESTION,
+    OFF_CORPUS_QUESTION,
+    PDF_QUESTION,
+    PICKLE_MADE_UP,
+    PICKLE_QUESTION,
+    PICKLE_SUPPORTED,
+    SAUCE_QUESTION,
+    SOURDOUGH_QUESTION,
+    TOMATO_QUESTION,
+    WEAK_QUESTION,
+    StubModel,
+)
 from support.plugin_page import PDF_PATH, WAIT_MS, shoot, vault_files
 from support.waits import wait_until
 
@@ -43,158 +51,6 @@ SAMPLE_VAULT = REPO / "examples" / "vault"
 #: How the sidebar shows a hit's relevance (packaging/obsidian-plugin/src/relevance.ts).
 RELEVANCE_WORDS = re.compile(r"(strong match|good match|exact words|similar words|weak match)$")
 NOT_RUNNING = "Cairn isn't running for this vault — start it with `cairn serve --vault <this vault's folder>`"
-
-TOMATO_QUESTION = "When do I sow tomatoes, and when do they go into the polytunnel?"
-GARLIC_QUESTION = "How deep do I plant garlic cloves?"
-SOURDOUGH_QUESTION = "How do I feed my sourdough starter?"
-#: Only meaningful after GARLIC_QUESTION: alone it is not found in the sample vault.
-FOLLOW_UP_QUESTION = "And how do I store them after lifting?"
-OFF_CORPUS_QUESTION = "What is the capital of France?"
-#: The Pests note names the hedgehog, nothing about feeding it: weak evidence, answered with the closest passages.
-WEAK_QUESTION = "What should I feed the hedgehog?"
-#: Answered on page 3 of the PDF added to the vault copy; the stub model refuses it (HTTP 500), so the daemon
-#: answers from passages and the citation is the daemon's own.
-PDF_QUESTION = "What does the PDF say about building a cairn that lasts the winter?"
-
-
-# -- the stub model -------------------------------------------------------------------------------
-
-
-class StubModel:
-    """An OpenAI-compatible chat-completions server on 127.0.0.1 (aiohttp, in its own thread)."""
-
-    FIRST = ["Sow", " tomatoes", " indoors", " in", " the", " first", " week", " of", " March", " [1]", "."]
-    REST = [
-        " Plant",
-        " them",
-        " out",
-        " in",
-        " the",
-        " polytunnel",
-        " in",
-        " mid-May",
-        ",",
-        " 45",
-        " cm",
-        " apart",
-        " [1]",
-        ",",
-        " and",
-        " feed",
-        " them",
-        " comfrey",
-        " tea",
-        " once",
-        " the",
-        " first",
-        " truss",
-        " has",
-        " set",
-        " [4]",
-        ".",
-    ]
-
-    STORE = [
-        "Dry",
-        " them",
-        " for",
-        " two",
-        " to",
-        " three",
-        " weeks",
-        " in",
-        " the",
-        " shed",
-        ",",
-        " then",
-        " store",
-        " them",
-        " somewhere",
-        " cool",
-        " and",
-        " dry",
-        " [2]",
-        ".",
-    ]
-
-    def __init__(self) -> None:
-        self.url = ""
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="stub-llm", daemon=True)
-        self.held = threading.Event()  # the stream is paused part-way (set by the stub)
-        self.cancelled = threading.Event()  # a held stream's client went away (set by the stub)
-        self._release: asyncio.Event | None = None
-        self._runner = None
-        self.questions: list[str] = []
-        self.messages: list[list[dict]] = []  # each request's chat messages
-
-    def start(self) -> StubModel:
-        self.thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(timeout=30)
-        return self
-
-    def release(self) -> None:
-        """Let a held tomato answer finish."""
-        self.loop.call_soon_threadsafe(self._release.set)
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self.loop).result(timeout=30)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=30)
-
-    async def _start(self) -> None:
-        from aiohttp import web
-
-        self._release = asyncio.Event()
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-
-        async def models(request):
-            return web.json_response({"data": [{"id": "stub"}]})
-
-        app.router.add_get("/v1/models", models)
-        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/v1"
-
-    @staticmethod
-    def _chunk(text: str) -> bytes:
-        return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}).encode() + b"\n\n"
-
-    async def _chat(self, request):
-        from aiohttp import web
-
-        body = await request.json()
-        user = next((m["content"] for m in reversed(body["messages"]) if m["role"] == "user"), "")
-        question = user.rpartition("Question:")[2].strip()  # cairn.prompt: context passages, then "Question: ..."
-        self.questions.append(question)
-        self.messages.append(body["messages"])
-        if "garlic" in question.lower() or "pdf" in question.lower():
-            return web.json_response({"error": {"message": "model exploded"}}, status=500)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        if question == FOLLOW_UP_QUESTION:
-            for piece in self.STORE:
-                await resp.write(self._chunk(piece))
-            await resp.write(b"data: [DONE]\n\n")
-            return resp
-        try:
-            for piece in self.FIRST:
-                await resp.write(self._chunk(piece))
-            self.held.set()
-            if "sourdough" in question.lower():
-                await asyncio.Event().wait()  # until the client leaves (Stop) and the daemon cancels us
-            await self._release.wait()
-            self._release.clear()
-            for piece in self.REST:
-                await resp.write(self._chunk(piece))
-            await resp.write(b"data: [DONE]\n\n")
-        except asyncio.CancelledError:
-            self.cancelled.set()
-            raise
-        return resp
 
 
 # -- the harness page ------------------------------------------------------------------------------
@@ -297,13 +153,18 @@ def test_an_answer_streams_in_with_clickable_citations_and_the_sources_list(side
     assert first.startswith("[1]") and "Garden/Tomatoes.md › " in first, first
     # Each source says how relevant it is in words, never the raw fused score.
     assert RELEVANCE_WORDS.search(first) and "score" not in sidebar.locator(".cairn-sources").inner_text(), first
-    # The sources the answer cites ([1], [4]) come first; the others it was given are listed under "Also retrieved".
+    # The sources the answer cites ([1] and the Tomatoes note's opening) come first; the others it was given are
+    # listed under "Also retrieved".
     lists = sidebar.locator(".cairn-sources ol")
-    assert [n.split("]")[0] + "]" for n in lists.first.locator(".cairn-source").all_inner_texts()] == ["[1]", "[4]"]
+    cited = [n.split("]")[0] + "]" for n in lists.first.locator(".cairn-source").all_inner_texts()]
+    prompt = stub_model.messages[-1][-1]["content"]
+    assert stub_model.plot_n > 1, re.findall(r"^\[\d+\] .+$", prompt, re.M)  # the opening was in the prompt
+    assert cited == ["[1]", f"[{stub_model.plot_n}]"], cited
     titles = sidebar.locator(".cairn-sources .cairn-section-title").all_inner_texts()
     assert [t.lower() for t in titles] == (["sources", "also retrieved"] if sources.count() > 2 else ["sources"])
-    # The model's answer: no "built from passages" banner.
+    # The model's answer: no "built from passages" banner, and no ⚠ (each sentence says what the passage it cites says).
     assert not sidebar.locator(".cairn-banner-ungrounded").is_visible()
+    assert not sidebar.locator(".cairn-banner-unsupported").is_visible() and "⚠" not in answer.inner_text()
 
     cite = sidebar.locator(".cairn-answer a.cairn-cite[data-n='1']").first
     assert cite.inner_text() == "[1]"
@@ -331,6 +192,35 @@ def test_an_answer_built_from_passages_shows_the_banner(sidebar):
     # The daemon's own "Sources:" footer is not repeated above the linked list.
     assert "Sources:" not in sidebar.locator(".cairn-answer").inner_text()
     shoot(sidebar, "plugin-passages.png")
+
+
+def test_a_model_sentence_its_cited_note_does_not_say_is_marked_and_the_banner_says_so(sidebar, stub_model):
+    ask(sidebar, PICKLE_QUESTION)
+    banner = sidebar.locator(".cairn-banner-unsupported")
+    banner.wait_for(state="visible", timeout=WAIT_MS)
+    assert "Not all of this answer is in your notes" in banner.inner_text()
+    assert "One sentence, marked ⚠, is not backed by a passage it cites" in banner.inner_text()
+    answer = sidebar.locator(".cairn-answer")
+    marks = answer.locator(".cairn-unsupported")
+    assert marks.count() == 1 and marks.first.inner_text() == "⚠"
+    assert "[1]" in (marks.first.get_attribute("title") or "")
+    text = answer.inner_text()
+    # the mark follows the made-up sentence, not the one the note says
+    assert text.index(PICKLE_SUPPORTED) < text.index(PICKLE_MADE_UP) < text.index("⚠"), text
+    assert "Kitchen/Pickled cucumbers.md" in sidebar.locator(".cairn-sources").inner_text()
+    shoot(sidebar, "plugin-unsupported.png")
+
+
+def test_a_model_answer_citing_no_note_is_replaced_by_the_notes_sentences_and_the_banner_says_why(sidebar):
+    ask(sidebar, SAUCE_QUESTION)
+    banner = sidebar.locator(".cairn-banner-ungrounded")
+    banner.wait_for(state="visible", timeout=WAIT_MS)
+    assert "Built from your notes' own sentences" in banner.inner_text()
+    assert "The language model's answer was set aside: none of its sentences cites a passage." in banner.inner_text()
+    answer = sidebar.locator(".cairn-answer").inner_text()
+    assert "Halve the ripe tomatoes and roast them" not in answer and "food mill" in answer, answer  # the note's
+    assert sidebar.locator(".cairn-answer .cairn-cite").count() >= 1 and "⚠" not in answer
+    assert "Kitchen/Tomato sauce.md" in sidebar.locator(".cairn-sources").inner_text()
 
 
 def test_an_off_corpus_question_shows_the_not_found_state(sidebar, stub_model):

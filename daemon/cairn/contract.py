@@ -479,6 +479,8 @@ class AnswerView(Protocol):
     def fallback(self) -> str | None: ...
     @property
     def weak(self) -> bool: ...
+    @property
+    def unsupported(self) -> Sequence[Mapping[str, Any]]: ...
 
 
 #: Ranking internals that MCP results and the CLI's ``ask --json`` leave out.
@@ -601,9 +603,11 @@ def source_json(source: SourceView) -> dict[str, Any]:
 
 
 def answer_json(answer: AnswerView) -> dict[str, Any]:
-    """``{answer, grounded, notFound, sources: [source_json...], elapsedMs, coverage, fallback, weak}``
-    (``fallback``: why the model's answer was replaced by the extractive one, only when it was; ``weak``: true only
-    when the evidence was weak and the answer gives the closest passages)."""
+    """``{answer, grounded, notFound, sources: [source_json...], elapsedMs, coverage, fallback, weak, unsupported}``
+    (``grounded``: a model wrote it and every sentence stating something is supported by a passage it cites;
+    ``fallback``: why the model's answer was replaced by the extractive one, only when it was; ``weak``: true only
+    when the evidence was weak and the answer gives the closest passages; ``unsupported``: ``[{text, cites}]``, the
+    model's sentences no passage they cite supports, in order, only when there are some)."""
     out: dict[str, Any] = {
         "answer": answer.text,
         "grounded": answer.grounded,
@@ -615,6 +619,8 @@ def answer_json(answer: AnswerView) -> dict[str, Any]:
         out["fallback"] = answer.fallback
     if answer.weak:
         out["weak"] = True
+    if answer.unsupported:
+        out["unsupported"] = [{"text": u["text"], "cites": list(u["cites"])} for u in answer.unsupported]
     return _with_coverage(out, answer.coverage)
 
 

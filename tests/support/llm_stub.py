@@ -37,10 +37,19 @@ class Stub:
 
     PIECES = {
         "normal": ["Plant", " garlic", " cloves", " 5 cm", " deep", " [1]", "."],
-        "invent": ["Plant", " garlic", " [9]", " in", " October", " [1]", "."],
+        "invent": ["Plant", " cloves", " [9]", " in", " October,", " pointy", " end", " up", " [1]", "."],
         "split": ["Plant", " garlic", " [", "1", "]", " and", " water [", "9", "]", "."],
         # unusable answers (tests/test_answer_degenerate.py): citations and no words; words from nowhere
         "citations_only": ["1", ".", " [", "2", "]", " 2. [3]", "\n", "4. [5]"],
+        # a model's sentences checked one by one (tests/test_answer_grounding.py): one the passage says, one it
+        # does not; the passage's words with no citation at all
+        "mixed": [
+            "Plant the cloves in October,",
+            " pointy end up, 15 cm apart,",
+            " in the bed that had beans [1].",
+            " Soak them in vodka overnight first [1].",
+        ],
+        "uncited": ["Plant cloves in October,", " pointy end up,", " 5 cm deep and 15 cm apart."],
         "unsupported": [
             "Bake",
             " the",
@@ -59,11 +68,15 @@ class Stub:
 
     @staticmethod
     def quote(prompt: str) -> list[str]:
-        """The first eight words of passage [1]'s text in ``prompt`` (after its ``[1] path › heading`` line), then
-        `` [1].``, as word pieces."""
+        """The first sentence of passage [1]'s text in ``prompt`` (after its ``[1] path › heading`` line: its first
+        line of text, list markers and markdown marks left out, at most twelve words), then `` [1].``, as word
+        pieces."""
         passage = prompt.split("\n[1] ", 1)[1].split("\n", 1)[1].split("\n[2] ", 1)[0]
-        words = re.findall(r"[A-Za-z]{3,}", passage)[:8]
-        return [w + " " for w in words] + ["[1]."]
+        line = next(x for x in passage.splitlines() if x.strip() and not x.lstrip().startswith("#"))
+        line = re.sub(r"^\s*(?:[-*+>]|\d+\.)\s+", "", line)
+        sentence = re.split(r"(?<=[.!?])\s", re.sub(r"[*_`>\[\]]", "", line), maxsplit=1)[0]
+        words = sentence.rstrip(".!?").split()[:12]
+        return [w + " " for w in words[:-1]] + [words[-1], " [1]."]
 
     @staticmethod
     def chunk(text: str) -> bytes:
@@ -79,7 +92,7 @@ class Stub:
             if self.mode in self.PIECES:
                 for piece in self.PIECES[self.mode]:
                     await resp.write(self.chunk(piece))
-            elif self.mode == "quote":  # a model that answers from its context: passage [1]'s first words, cited
+            elif self.mode == "quote":  # a model that answers from its context: passage [1]'s first sentence, cited
                 for piece in self.quote(self.requests[-1]["messages"][-1]["content"]):  # this turn's context
                     await resp.write(self.chunk(piece))
             elif self.mode == "midstream":
@@ -91,10 +104,10 @@ class Stub:
                 await resp.write(self.chunk("Plant"))
                 self.first_sent.set()
                 await self.release.wait()
-                await resp.write(self.chunk(" garlic [1]."))
+                await resp.write(self.chunk(" cloves 5 cm deep [1]."))
             elif self.mode == "hold_before_first":
                 await self.release.wait()
-                await resp.write(self.chunk("Plant garlic [1]."))
+                await resp.write(self.chunk("Plant cloves 5 cm deep [1]."))
             elif self.mode == "empty":
                 await resp.write(b": keep-alive\n\n")
                 await resp.write(self.chunk(""))

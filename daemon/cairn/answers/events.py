@@ -97,10 +97,12 @@ class Sources(_Event):
 
 @dataclass(frozen=True, slots=True)
 class Done(_Event):
-    """``done`` ``{grounded, notFound, elapsedMs, removedCitations, coverage, fallback, weak}``: the last event of
-    every answer (``coverage``: :func:`cairn.contract.coverage_json`, when counted; ``fallback``: why the model's
-    answer was replaced, only when it was; ``weak``: true only when the evidence was weak and the answer is the
-    closest passages)."""
+    """``done`` ``{grounded, notFound, elapsedMs, removedCitations, coverage, fallback, weak, unsupported}``: the last
+    event of every answer (``grounded``: a model wrote it and every sentence stating something is supported by a
+    passage it cites, :mod:`cairn.answers.grounding`; ``coverage``: :func:`cairn.contract.coverage_json`, when
+    counted; ``fallback``: why the model's answer was replaced, only when it was; ``weak``: true only when the
+    evidence was weak and the answer is the closest passages; ``unsupported``: the model's sentences no passage they
+    cite supports, ``[{text, cites}]`` in order, only when there are some)."""
 
     name: ClassVar[str] = "done"
     grounded: bool
@@ -110,6 +112,7 @@ class Done(_Event):
     coverage: IndexCoverage | None = None
     fallback: str | None = None
     weak: bool = False
+    unsupported: tuple[dict[str, Any], ...] = ()
 
     @property
     def data(self) -> dict[str, Any]:
@@ -125,6 +128,8 @@ class Done(_Event):
             out["fallback"] = self.fallback
         if self.weak:
             out["weak"] = True
+        if self.unsupported:
+            out["unsupported"] = [dict(u) for u in self.unsupported]
         return out
 
 
@@ -151,13 +156,15 @@ def failure_tail(
     sources: tuple[dict[str, Any], ...] = (),
     *,
     removed_citations: int = 0,
+    unsupported: tuple[dict[str, Any], ...] = (),
 ) -> list[Event]:
     """The end of a stream that failed: ``error``, ``sources`` (those the model was given when it failed
-    mid-answer, else none), ``done`` (not grounded)."""
+    mid-answer, else none), ``done`` (not grounded; ``unsupported``: the sentences of the model's partial answer that
+    no passage they cite supports)."""
     return [
         Failure(code, message),
         Sources(sources),
-        Done(False, elapsed_ms=elapsed_ms, removed_citations=removed_citations),
+        Done(False, elapsed_ms=elapsed_ms, removed_citations=removed_citations, unsupported=unsupported),
     ]
 
 
@@ -198,8 +205,9 @@ def sources_text(sources: Sequence[Source]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """An answer with its sources. ``grounded`` is true only when a model wrote it from the context;
-    the extractive answer (no model) is ``grounded: false``. ``not_found`` → the fixed not-found text."""
+    """An answer with its sources. ``grounded`` is true only when a model wrote it and every sentence stating
+    something is supported by a passage it cites; the extractive answer (no model) is ``grounded: false``.
+    ``not_found`` → the fixed not-found text."""
 
     text: str
     grounded: bool
@@ -216,6 +224,8 @@ class Answer:
     fallback: str | None = None
     #: the evidence was weak: ``text`` says so and gives the closest passages (no model was asked)
     weak: bool = False
+    #: the model's sentences in ``text`` that no passage they cite supports: ``{text, cites}`` (``done.unsupported``)
+    unsupported: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return answer_json(self)

@@ -5,15 +5,17 @@
 Events (:mod:`cairn.answers.events`):
 
 - found, model answers: ``token`` ``{text}`` …, ``sources`` (exactly the chunks in the prompt),
-  ``done`` ``{grounded: true, notFound: false, elapsedMs, removedCitations}``;
+  ``done`` ``{grounded, notFound: false, elapsedMs, removedCitations, unsupported}``: each sentence checked against
+  the passages it cites (:mod:`cairn.answers.grounding`); ``grounded: true`` when every one stating something is
+  supported, else ``unsupported`` lists those that are not;
 - no model, or the model is refused / errors / times out / says nothing *before* any token was
   sent: the extractive answer (:mod:`cairn.answers.extractive`) as ``token`` events, then
   ``sources`` and ``done`` ``{grounded: false, ...}`` — the same sequence;
 - the model fails *after* tokens were sent: ``error`` ``{code, message}``, ``sources``, ``done``
-  (``grounded: false``);
-- the model's complete answer is unusable (no sentence, only citations, or words not in the passages it cites;
-  :mod:`cairn.answers.degenerate`): ``replace`` ``{text, reason}`` with the extractive answer, its ``sources``, and
-  ``done`` ``{grounded: false, fallback: reason}``;
+  (``grounded: false``; ``unsupported``: the sentences of what it sent that no passage they cite supports);
+- the model's complete answer is unusable (no sentence, only citations, words not in the passages it cites, or no
+  sentence supported by a passage it cites; :mod:`cairn.answers.degenerate`): ``replace`` ``{text, reason}`` with
+  the extractive answer, its ``sources``, and ``done`` ``{grounded: false, fallback: reason}``;
 - the evidence is weak (:meth:`~cairn.answers.answerability.Answerability.verdict` ``weak``): the fixed
   :data:`WEAK_ANSWER_LEAD`, then the extractive answer from the closest passages (numbered citations), ``sources``,
   ``done`` ``{grounded: false, weak: true}``; the model is never called;
@@ -70,6 +72,7 @@ from cairn.answers.events import (
     split_pieces,
 )
 from cairn.answers.extractive import ExtractiveAnswers
+from cairn.answers.grounding import Grounding, Passage, SentenceCheck
 from cairn.answers.sections import with_continuations, with_subsections
 from cairn.config import CONTEXT_TOKEN_BUDGET, NOT_FOUND_ANSWER, WEAK_ANSWER_LEAD
 from cairn.contract import LIMITS, AskRequest, IndexCoverage, SearchRequest
@@ -166,6 +169,7 @@ class AnswerService:
         self.search = search
         self.model = model
         self.extractive = ExtractiveAnswers(search.vector_cache)
+        self.sentence_check = SentenceCheck(search.vector_cache)
         self.answerability = Answerability(self._tokens_of)
         # Context blocks' token counts (same text, same count).
         self._count_tokens = functools.lru_cache(maxsize=4096)(self._tokens_of)
@@ -363,11 +367,12 @@ class AnswerService:
             run = _ModelRun(self.model, [s.n for s in in_prompt])  # type: ignore[arg-type]
             async for token in run.tokens(build_messages(request.question, blocks, request.history)):
                 yield token
-            unusable = self._unusable(run, request.question, in_prompt)
+            checked = await asyncio.to_thread(self._checked, run, in_prompt, blocks)
+            unusable = self._unusable(run, request.question, in_prompt, checked)
             if run.sent and unusable is None:
                 in_prompt = cited_sources(in_prompt, run.filter.kept)
                 chosen[:] = in_prompt
-                for event in self._model_tail(run, in_prompt, started):
+                for event in self._model_tail(run, in_prompt, started, checked):
                     yield event
                 return
             if unusable is not None:
@@ -422,15 +427,24 @@ class AnswerService:
         yield Sources(tuple(s.to_json() for s in sources))
         yield Done(False, elapsed_ms=_elapsed_ms(started), weak=True)
 
+    def _checked(self, run: _ModelRun, in_prompt: Sequence[Source], blocks: Sequence[ContextBlock]) -> Grounding | None:
+        """The sentence check of the model's answer against the passages as the model read them (``blocks``: masked
+        for a remote model; :mod:`cairn.answers.grounding`); of what it sent when it failed mid-answer (its sentences
+        are shown, so they are marked too); ``None`` when it sent nothing."""
+        if not run.sent:
+            return None
+        passages = {b.n: Passage(s.hit.title, b.symbol, b.text, s.hit.kind) for s, b in zip(in_prompt, blocks)}
+        return self.sentence_check.check(run.text, passages)
+
     @staticmethod
-    def _unusable(run: _ModelRun, question: str, in_prompt: Sequence[Source]) -> str | None:
+    def _unusable(run: _ModelRun, question: str, in_prompt: Sequence[Source], checked: Grounding | None) -> str | None:
         """Why the model's complete answer must be replaced (:mod:`cairn.answers.degenerate`), or ``None``: also when
         it sent nothing or failed (those have their own paths)."""
         if not run.sent or run.failure is not None:
             return None
         passages = {s.n: f"{s.hit.title}\n{s.hit.symbol}\n{s.hit.text}" for s in in_prompt}
         names = [name for s in in_prompt for name in (s.hit.file_path, s.hit.title, s.hit.symbol)]
-        return unusable_reason(run.text, question, passages, names)
+        return unusable_reason(run.text, question, passages, names, checked)
 
     async def _fallback(
         self, query: Query, sources: list[Source], chosen: list[Source], started: float, run: _ModelRun, reason: str
@@ -446,16 +460,25 @@ class AnswerService:
         yield Done(False, elapsed_ms=_elapsed_ms(started), removed_citations=run.filter.removed, fallback=why)
 
     @staticmethod
-    def _model_tail(run: _ModelRun, in_prompt: Sequence[Source], started: float) -> list[Event]:
-        """The events after a model's tokens: ``sources`` and ``done``, after ``error`` when it failed mid-answer."""
+    def _model_tail(
+        run: _ModelRun, in_prompt: Sequence[Source], started: float, checked: Grounding | None = None
+    ) -> list[Event]:
+        """The events after a model's tokens: ``sources`` and ``done`` (grounded, or the sentences no cited passage
+        supports), after ``error`` when it failed mid-answer (``done`` then lists the unsupported sentences of what
+        it sent)."""
         sources = tuple(s.to_json() for s in in_prompt)
         removed = run.filter.removed
+        unsupported = tuple(s.to_json() for s in checked.unsupported) if checked is not None else ()
         if run.failure is None:
-            return [Sources(sources), Done(True, elapsed_ms=_elapsed_ms(started), removed_citations=removed)]
+            grounded = checked is not None and checked.grounded
+            done = Done(grounded, elapsed_ms=_elapsed_ms(started), removed_citations=removed, unsupported=unsupported)
+            return [Sources(sources), done]
         log.warning("the language model failed mid-answer: %s", _describe(run.failure))
         code = run.failure.code if isinstance(run.failure, CairnError) else "llm_error"
         message = "The language model stopped before the answer was complete: " + _describe(run.failure)
-        return failure_tail(code, message, _elapsed_ms(started), sources, removed_citations=removed)
+        return failure_tail(
+            code, message, _elapsed_ms(started), sources, removed_citations=removed, unsupported=unsupported
+        )
 
     async def answer(self, request: AskRequest, caller: CallerView | None = None) -> Answer:
         """The whole answer at once (for the CLI and MCP): the events of :meth:`stream`, collected.
@@ -485,6 +508,7 @@ class AnswerService:
             error=error,
             coverage=final.coverage,
             fallback=final.fallback,
+            unsupported=final.unsupported,
         )
 
 

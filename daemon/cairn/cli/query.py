@@ -289,11 +289,11 @@ def _follow_up() -> str:
 
 
 def _print_answer(answer: Answer, config: Config) -> None:
-    """An answer as ``cairn ask`` prints it: the text, its sources, and a line saying how it was made when no model
-    wrote it."""
+    """An answer as ``cairn ask`` prints it: the text (a model's sentences that no passage they cite supports marked
+    ⚠), its sources, and a line saying how it was made when no model wrote it, or what the marks mean."""
     from cairn.answers import sources_text
 
-    print(answer.text)
+    print(_marked(answer.text, [u["text"] for u in answer.unsupported]))
     if answer.sources:  # the answer's text never lists them: printed from its sources
         print("\n" + sources_text(answer.sources))
     if answer.error is not None:
@@ -303,12 +303,30 @@ def _print_answer(answer: Answer, config: Config) -> None:
         print(f"\n(Built from your notes' own sentences. {answer.fallback})")
     elif answer.weak:
         print("\n(The evidence was weak: these are the closest passages; no language model was asked.)")
+    elif answer.unsupported:
+        many = len(answer.unsupported) > 1
+        print(
+            f"\n(⚠ {len(answer.unsupported)} {'sentences' if many else 'sentence'} of the language model's answer "
+            f"{'are' if many else 'is'} not backed by a passage {'they cite' if many else 'it cites'}: "
+            f"it may have made {'them' if many else 'it'} up.)"
+        )
     elif not answer.not_found and not answer.grounded:
         print(
             "\n(Built from your notes' own sentences: "
             + ("the language model did not answer.)" if config.llm.configured else "no language model is configured.)")
         )
     sys.stdout.flush()
+
+
+def _marked(text: str, sentences: list[str], mark: str = " ⚠") -> str:
+    """``text`` with ``mark`` after each of ``sentences``, found in order (one not found is left unmarked)."""
+    out, at = [], 0
+    for sentence in sentences:
+        found = text.find(sentence, at) if sentence else -1
+        if found >= 0:
+            out.append(text[at : found + len(sentence)] + mark)
+            at = found + len(sentence)
+    return "".join(out) + text[at:]
 
 
 def _running_daemons(config: Config) -> list[dict[str, Any]]:

@@ -65,8 +65,10 @@ _DESCRIPTIONS = {
     "semantically similar notes.",
     "list_notes": "List notes (path, title, tags), optionally only those with a tag or under a folder.",
     "ask": "Answer a question from the notes: the sentences of the best passages, each cited [n], with the numbered "
-    "sources (filePath, symbol, score). grounded is false: the answer is extracted, not written by a model. For a "
-    "follow-up, pass the earlier turns as history [{question, answer}] so that it is retrieved with them.",
+    "sources (filePath, symbol, score). grounded is true only when a language model wrote the answer and every "
+    "sentence of it that states something is supported by a passage it cites (its unsupported sentences are listed "
+    "in unsupported); here the answer is extracted from the notes, not written by a model, so grounded is false. "
+    "For a follow-up, pass the earlier turns as history [{question, answer}] so that it is retrieved with them.",
 }
 #: name → (description, JSON schema of the arguments). Names and arguments: docs/design.md, "Interfaces" → MCP tools;
 #: the schemas (built from the edge limits) are :data:`cairn.tool_schemas.MCP_TOOL_SCHEMAS`, advertised to clients;

@@ -690,6 +690,52 @@ function renderCoverage(parent, c) {
   return el;
 }
 
+// src/grounding.ts
+var MARK = "\uE000";
+function withMarks(text, unsupported) {
+  let out = "";
+  let at = 0;
+  const marked = [];
+  for (const s of unsupported) {
+    const found = s.text ? text.indexOf(s.text, at) : -1;
+    if (found < 0) continue;
+    const end = found + s.text.length;
+    out += text.slice(at, end) + MARK;
+    at = end;
+    marked.push(s);
+  }
+  return { text: out + text.slice(at), marked };
+}
+function unsupportedReason(s) {
+  if (!s.cites.length) return "This sentence cites no passage: it may not come from your notes.";
+  const cited = s.cites.map((n) => `[${n}]`).join("");
+  return `The passage it cites (${cited}) does not say this: it may not come from your notes.`;
+}
+function placeMarks(root, marked) {
+  const texts = [];
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if ((n.nodeValue ?? "").includes(MARK)) texts.push(n);
+  }
+  const badges = [];
+  for (const node2 of texts) {
+    const parts = (node2.nodeValue ?? "").split(MARK);
+    const frag = document.createDocumentFragment();
+    parts.forEach((part, i) => {
+      if (i > 0) {
+        const s = marked[badges.length];
+        const why = s ? unsupportedReason(s) : "Not supported by the passages it cites.";
+        const badge = h("span", { cls: "cairn-unsupported", text: "\u26A0", title: why, "aria-label": why });
+        badges.push(badge);
+        frag.appendChild(badge);
+      }
+      if (part) frag.appendChild(document.createTextNode(part));
+    });
+    node2.parentNode?.replaceChild(frag, node2);
+  }
+  return badges;
+}
+
 // src/relevance.ts
 var RELEVANCE_TEXT = {
   strong: "strong match",
@@ -816,6 +862,7 @@ var AskPane = class {
       answerText: "",
       sources: [],
       done: null,
+      marks: [],
       controller: null,
       renderTimer: null,
       renderChild: null,
@@ -845,11 +892,12 @@ var AskPane = class {
     turn.answerText = "";
     turn.sources = [];
     turn.done = null;
+    turn.marks = [];
     const el = turn.el;
     for (const box of [el.answer, el.sources, el.note]) clear(box);
     show(el.error, false);
     show(el.banner, false);
-    el.banner.classList.remove("cairn-banner-weak");
+    el.banner.classList.remove("cairn-banner-weak", "cairn-banner-unsupported");
     el.answer.classList.remove("cairn-notfound");
     el.answer.classList.add("is-streaming");
     this.askButton.disabled = true;
@@ -898,6 +946,7 @@ var AskPane = class {
       window.clearTimeout(turn.renderTimer);
       turn.renderTimer = null;
     }
+    turn.marks = done?.unsupported ?? [];
     await this.renderAnswer(turn);
     if (turn.controller !== null) return;
     if (streamErrors.length) {
@@ -923,6 +972,15 @@ var AskPane = class {
       el.banner.classList.add("cairn-banner-weak");
       h("strong", { text: "No clear answer in your notes. " }, el.banner);
       h("span", { text: "These are the closest passages, quoted as they are; no language model was asked. Check them before relying on them." }, el.banner);
+      show(el.banner, true);
+    } else if (done.unsupported?.length) {
+      clear(el.banner);
+      el.banner.classList.add("cairn-banner-unsupported");
+      const one = done.unsupported.length === 1;
+      h("strong", { text: "Not all of this answer is in your notes. " }, el.banner);
+      h("span", {
+        text: one ? "One sentence, marked \u26A0, is not backed by a passage it cites: the language model may have made it up." : `${done.unsupported.length} sentences, marked \u26A0, are not backed by a passage they cite: the language model may have made them up.`
+      }, el.banner);
       show(el.banner, true);
     } else if (!done.grounded) {
       clear(el.banner);
@@ -951,11 +1009,13 @@ var AskPane = class {
     const child = new import_obsidian.Component();
     child.load();
     const target = document.createElement("div");
-    await import_obsidian.MarkdownRenderer.render(this.ctx.app, turn.answerText, target, "", child);
+    const { text, marked } = withMarks(turn.answerText, turn.marks);
+    await import_obsidian.MarkdownRenderer.render(this.ctx.app, text, target, "", child);
     if (seq !== turn.renderSeq || this.ctx.isClosed() || !this.turns.includes(turn)) {
       child.unload();
       return;
     }
+    placeMarks(target, marked);
     const known2 = turn.sources.length ? new Set(turn.sources.map((s) => s.n)) : void 0;
     for (const a of linkCitations(target, known2)) {
       const source = turn.sources.find((s) => s.n === Number(a.dataset.n));

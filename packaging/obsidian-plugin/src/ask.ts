@@ -11,8 +11,9 @@ import { locationLabel, NoteTarget, sourceLabel, targetOf } from "./citations";
 import { renderCoverage } from "./coverage";
 import { clear, h, linkCitations, show } from "./dom";
 import { CairnError, toCairnError } from "./errors";
+import { placeMarks, withMarks } from "./grounding";
 import { groupSources, relevanceHint, relevanceText } from "./relevance";
-import type { AnswerSource, AskDone, HistoryTurn } from "./types";
+import type { AnswerSource, AskDone, HistoryTurn, UnsupportedSentence } from "./types";
 
 /** At most one Markdown re-render of a streaming answer per this many ms. */
 const RENDER_EVERY_MS = 50;
@@ -39,6 +40,8 @@ interface Turn {
   sources: AnswerSource[];
   /** The `done` event, once the answer is complete; a turn without one is never sent as history. */
   done: AskDone | null;
+  /** The sentences to mark ⚠ once the answer is complete (`done.unsupported`). */
+  marks: UnsupportedSentence[];
   controller: AbortController | null;
   renderTimer: number | null;
   renderChild: Component | null;
@@ -150,7 +153,7 @@ export class AskPane {
     show(error, false);
     show(banner, false);
     const turn: Turn = {
-      question, history, answerText: "", sources: [], done: null, controller: null, renderTimer: null, renderChild: null, renderSeq: 0,
+      question, history, answerText: "", sources: [], done: null, marks: [], controller: null, renderTimer: null, renderChild: null, renderSeq: 0,
       el: { root, error, banner, answer, note, sources },
     };
     answer.addEventListener("click", (ev) => {
@@ -178,11 +181,12 @@ export class AskPane {
     turn.answerText = "";
     turn.sources = [];
     turn.done = null;
+    turn.marks = [];
     const el = turn.el;
     for (const box of [el.answer, el.sources, el.note]) clear(box);
     show(el.error, false);
     show(el.banner, false);
-    el.banner.classList.remove("cairn-banner-weak");
+    el.banner.classList.remove("cairn-banner-weak", "cairn-banner-unsupported");
     el.answer.classList.remove("cairn-notfound");
     el.answer.classList.add("is-streaming");
     this.askButton.disabled = true;
@@ -232,6 +236,7 @@ export class AskPane {
       window.clearTimeout(turn.renderTimer);
       turn.renderTimer = null;
     }
+    turn.marks = done?.unsupported ?? [];
     await this.renderAnswer(turn);
     if (turn.controller !== null) return;
     if (streamErrors.length) {
@@ -258,6 +263,17 @@ export class AskPane {
       el.banner.classList.add("cairn-banner-weak");
       h("strong", { text: "No clear answer in your notes. " }, el.banner);
       h("span", { text: "These are the closest passages, quoted as they are; no language model was asked. Check them before relying on them." }, el.banner);
+      show(el.banner, true);
+    } else if (done.unsupported?.length) {
+      clear(el.banner);
+      el.banner.classList.add("cairn-banner-unsupported");
+      const one = done.unsupported.length === 1;
+      h("strong", { text: "Not all of this answer is in your notes. " }, el.banner);
+      h("span", {
+        text: one
+          ? "One sentence, marked ⚠, is not backed by a passage it cites: the language model may have made it up."
+          : `${done.unsupported.length} sentences, marked ⚠, are not backed by a passage they cite: the language model may have made them up.`,
+      }, el.banner);
       show(el.banner, true);
     } else if (!done.grounded) {
       clear(el.banner);
@@ -288,11 +304,13 @@ export class AskPane {
     const child = new Component();
     child.load();
     const target = document.createElement("div");
-    await MarkdownRenderer.render(this.ctx.app, turn.answerText, target, "", child);
+    const { text, marked } = withMarks(turn.answerText, turn.marks);
+    await MarkdownRenderer.render(this.ctx.app, text, target, "", child);
     if (seq !== turn.renderSeq || this.ctx.isClosed() || !this.turns.includes(turn)) {
       child.unload();
       return;
     }
+    placeMarks(target, marked);
     const known = turn.sources.length ? new Set(turn.sources.map((s) => s.n)) : undefined;
     for (const a of linkCitations(target, known)) {
       const source = turn.sources.find((s) => s.n === Number(a.dataset.n));

@@ -70,7 +70,17 @@ export interface HistoryTurn {
   answer: string;
 }
 
-/** The `done` event of `POST /ask`. `grounded: false` → built from the notes' own sentences (no model). */
+/** A sentence of a model's answer that no passage it cites supports: its text as written, the `[n]` it cites. */
+export interface UnsupportedSentence {
+  text: string;
+  cites: number[];
+}
+
+/**
+ * The `done` event of `POST /ask`. `grounded: true` → a model wrote it and every sentence is supported by a passage
+ * it cites; `grounded: false` → built from the notes' own sentences (no model), or a model's answer with
+ * `unsupported` sentences.
+ */
 export interface AskDone {
   grounded: boolean;
   notFound: boolean;
@@ -82,6 +92,8 @@ export interface AskDone {
   fallback?: string;
   /** True when the evidence was weak: the answer gives the closest passages and no model was asked. */
   weak?: boolean;
+  /** The model's sentences that no passage they cite supports, in order (only when there are some). */
+  unsupported?: UnsupportedSentence[];
 }
 
 /** `{code, message}` of an `error` event, or of an HTTP error body `{"error": {...}}`. */

@@ -193,6 +193,35 @@ describe("Ask", () => {
     expect($(mounted.root, ".cairn-banner-ungrounded").textContent).toContain(why);
   });
 
+  it("marks each sentence of a model's answer that no passage it cites supports, and says so in its own banner", async () => {
+    const made = "Visit evernote.com/export and click **Export all** [2].";
+    const uncited = "Then drag the file onto Obsidian.";
+    const text = `Sow tomatoes indoors in March [1]. ${made}\n\n- ${uncited}`;
+    mounted = await mount({
+      "/ask": () =>
+        stream(
+          sse([
+            ["token", { text }],
+            ["sources", SOURCES.map((s) => ({ ...s, cited: true }))],
+            ["done", { grounded: false, notFound: false, elapsedMs: 30, unsupported: [{ text: made, cites: [2] }, { text: uncited, cites: [] }] }],
+          ]),
+        ),
+    });
+    await ask(mounted, "When do I sow tomatoes?");
+    await vi.waitFor(() => expect($(mounted!.root, ".cairn-banner-unsupported").hidden).toBe(false));
+    const answer = $(mounted.root, ".cairn-answer");
+    const marks = Array.from(answer.querySelectorAll<HTMLElement>(".cairn-unsupported"));
+    expect(marks.map((m) => m.textContent)).toEqual(["⚠", "⚠"]);
+    expect(marks[0].title).toContain("[2]");
+    expect(marks[1].title).toContain("cites no passage");
+    // each mark right after its sentence, the supported sentence unmarked; the text is the model's, with its links
+    expect(answer.textContent).toBe("Sow tomatoes indoors in March [1]. Visit evernote.com/export and click Export all [2].⚠Then drag the file onto Obsidian.⚠");
+    expect(answer.querySelectorAll("a.cairn-cite").length).toBe(2);
+    const banner = $(mounted.root, ".cairn-banner-unsupported").textContent ?? "";
+    expect(banner).toContain("2 sentences, marked ⚠, are not backed by a passage they cite");
+    expect(banner).not.toContain("Built from your notes' own sentences");
+  });
+
   it("lists the cited sources under Sources and the others under Also retrieved, each with its relevance in words", async () => {
     const text = "Feed it 1:1:1 on Sundays. [2]";
     mounted = await mount({
