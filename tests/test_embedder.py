@@ -14,13 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cairn.embedder import DEFAULT_MODEL_DIR, Embedder, load_tokenizer
+from cairn.embedder import DEFAULT_MODEL_DIR, Embedder, load_tokenizer, model_files
 from cairn.errors import ConfigError, ModelError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "minilm_reference.json"
-#: Parity bar for the default variant: cosine to sentence-transformers per sentence.
+#: Parity bar for the fp32 export: cosine to sentence-transformers per sentence. The shipped default (int8) is chosen
+#: by retrieval (docs/eval.md, "Which model ships") and held to INT8_PARITY_MIN.
 PARITY_MIN = 0.99
-#: What the int8 variant is held to (measured min ~0.98 on this fixture; see manifest).
+#: What the int8 variant is held to (measured min ~0.977 on this fixture; see manifest).
 INT8_PARITY_MIN = 0.96
 
 
@@ -57,11 +58,12 @@ def test_fixture_has_at_least_20_varied_sentences(reference):
     assert "how_made" in reference and "command" in reference["how_made"]
 
 
-def test_default_variant_matches_sentence_transformers_on_every_fixture_sentence(embedder, reference):
-    cos = _cosines(embedder, reference)
+def test_fp32_export_matches_sentence_transformers_on_every_fixture_sentence(reference):
+    fp32 = Embedder(variant="fp32", threads=2)  # the export every variant is quantised from
+    cos = _cosines(fp32, reference)
     worst = int(np.argmin(cos))
     assert cos.min() >= PARITY_MIN, (
-        f"{embedder.model_id}: cosine {cos[worst]:.4f} < {PARITY_MIN} for {reference['sentences'][worst]!r}"
+        f"{fp32.model_id}: cosine {cos[worst]:.4f} < {PARITY_MIN} for {reference['sentences'][worst]!r}"
     )
 
 
@@ -161,6 +163,51 @@ def test_load_tokenizer_counts_like_the_embedder_without_a_session(embedder):
         assert tok.count_tokens(text) == embedder.count_tokens(text)
     assert tok.max_tokens == 256
     assert tok.count_tokens_many(["hello world", ""]) == [2, 0]
+
+
+def test_a_texts_vector_does_not_depend_on_the_texts_embedded_with_it(embedder):
+    # Dynamic int8 scales a run's activations by the whole batch: the shipped model runs each text alone, so a
+    # note's vector (and its score) never shifts with what else was embedded, withheld notes included.
+    text = "Stake the tomatoes early and give the basil full sun."
+    others = [
+        f"unrelated passage {i} about boiler pressure, touring bikes and hive frames" * (1 + i % 3) for i in range(9)
+    ]
+    alone = embedder.embed([text])[0]
+    among = embedder.embed([*others, text])[-1]
+    assert np.array_equal(alone, among)
+
+
+def test_counts_summed_over_words_equal_the_tokenizers_own_count():
+    tok = load_tokenizer()
+    texts = [
+        "Backlinks show every note that links here.",
+        "def f(x):\n    return x['key'] * 2  # café, naïve, Ærø",
+        "東京は日本の首都です。 🚀🔥 launch\tTabs\u00a0and no-break spaces",
+        "https://example.com/a_b?c=d&e=f [[Note#Heading|alias]] `code span`",
+        "x" * 150 + " " + "y" * 99,  # a word past WordPiece's 100 characters is one [UNK]
+    ]
+    direct = [len(tok._tok.encode(t, add_special_tokens=False).ids) for t in texts]
+    assert tok.count_tokens_many(texts) == direct
+    assert tok.count_tokens_many(texts) == direct  # the second time from the cache
+    assert [tok.count_tokens(t) for t in texts] == direct
+
+
+def test_a_character_the_tokenizer_drops_may_over_count_never_under_count():
+    tok = load_tokenizer()
+    text = "in\x1fto"  # Python splits at U+001F ("in", "to"); the tokenizer drops it and reads "into"
+    direct = len(tok._tok.encode(text, add_special_tokens=False).ids)
+    assert direct == 1 and tok.count_tokens(text) == 2
+
+
+def test_the_word_count_cache_holds_its_size_bound(monkeypatch):
+    monkeypatch.setattr(model_files, "WORD_CACHE_SIZE", 50)
+    tok = load_tokenizer()
+    words = [f"w{i}x" for i in range(400)]
+    counts = tok.count_tokens_many([" ".join(words[i : i + 7]) for i in range(0, 400, 7)])
+    counts.append(tok.count_tokens(" ".join(words)))  # one call with more new words than the bound
+    assert len(tok._young) <= 50 and len(tok._old) <= 50
+    direct = [len(tok._tok.encode(" ".join(words[i : i + 7]), add_special_tokens=False).ids) for i in range(0, 400, 7)]
+    assert counts == [*direct, sum(direct)]
 
 
 def test_token_spans_let_a_chunker_cut_at_a_token_boundary():

@@ -62,7 +62,7 @@ def test_an_index_of_schema_version_1_is_migrated_and_keeps_its_cached_vectors(t
     store.put_cached_vectors({"h1": np.ones(EMBED_DIM, dtype=np.float32) / np.sqrt(EMBED_DIM)}, "m")
     store.close()
     conn = apsw.Connection(str(path))  # what Cairn 0.1 wrote: no cache age index, no deletion log, no error codes
-    conn.execute("DROP INDEX embedding_cache_by_age")
+    _cache_as_written_before_schema_7(conn, age_index=False)
     conn.execute("DROP TRIGGER chunks_deleted")
     conn.execute("DROP TABLE chunk_deletions")
     conn.execute("ALTER TABLE notes DROP COLUMN error_code")
@@ -72,12 +72,84 @@ def test_an_index_of_schema_version_1_is_migrated_and_keeps_its_cached_vectors(t
     conn.execute("PRAGMA user_version=1")
     conn.close()
     store = Store(path)
-    assert store.schema_version == SCHEMA_VERSION == 6
+    assert store.schema_version == SCHEMA_VERSION == 7
     assert list(store.cached_vectors(["h1"], "m")) == ["h1"]
     plan = store.conn.execute(
-        "EXPLAIN QUERY PLAN SELECT content_hash FROM embedding_cache WHERE created_at < 1"
+        "EXPLAIN QUERY PLAN SELECT content_hash FROM embedding_cache WHERE model_id = 'm' AND created_at < 1"
     ).fetchall()
-    assert any("embedding_cache_by_age" in str(row) for row in plan)
+    assert any("embedding_cache_by_model_age" in str(row) for row in plan)
+
+
+def _cache_as_written_before_schema_7(conn: apsw.Connection, *, age_index: bool = True) -> None:
+    """Rewrite the embedding cache of ``conn`` in its layout of schema versions 1-6 (WITHOUT ROWID), rows kept."""
+    conn.execute(
+        "CREATE TABLE old_cache (content_hash TEXT NOT NULL, model_id TEXT NOT NULL, vector BLOB NOT NULL, "
+        "created_at REAL NOT NULL, PRIMARY KEY (content_hash, model_id)) WITHOUT ROWID;"
+        "INSERT INTO old_cache SELECT content_hash, model_id, vector, created_at FROM embedding_cache;"
+        "DROP TABLE embedding_cache; ALTER TABLE old_cache RENAME TO embedding_cache;"
+    )
+    if age_index:
+        conn.execute("CREATE INDEX embedding_cache_by_age ON embedding_cache(created_at)")
+
+
+def _cache_bytes(path) -> int:
+    conn = apsw.Connection(str(path))
+    try:
+        return int(conn.execute("SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'embedding_cache%'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _pages(path) -> tuple[int, int]:
+    """(pages, free pages) of the database file ``path``."""
+    conn = apsw.Connection(str(path))
+    try:
+        return (
+            int(conn.execute("PRAGMA page_count").fetchone()[0]),
+            int(conn.execute("PRAGMA freelist_count").fetchone()[0]),
+        )
+    finally:
+        conn.close()
+
+
+def test_the_schema_7_embedding_cache_keeps_every_vector_in_less_than_half_the_file(tmp_path):
+    path = tmp_path / "i.db"
+    store = Store(path)
+    rng = np.random.default_rng(7)
+    vectors = {f"{i:064x}": rng.standard_normal(EMBED_DIM).astype(np.float32) for i in range(400)}
+    store.put_cached_vectors(vectors, "all-MiniLM-L6-v2/int8@6f9a278fc294")
+    store.close()
+    conn = apsw.Connection(str(path))
+    _cache_as_written_before_schema_7(conn)
+    conn.execute("PRAGMA user_version=6")
+    conn.execute("VACUUM")
+    conn.close()
+    before = _cache_bytes(path)
+    pages_before = _pages(path)
+    store = Store(path)
+    assert store.schema_version == 7
+    cached = store.cached_vectors(list(vectors), "all-MiniLM-L6-v2/int8@6f9a278fc294")
+    assert cached.keys() == vectors.keys()
+    assert all(np.array_equal(cached[h], v) for h, v in vectors.items())
+    store.close()
+    after = _cache_bytes(path)
+    assert after < before / 2, (before, after)
+    assert after < 2200 * len(vectors)  # 1,536 bytes of vector, its hash and model id: about two rows a page
+    pages, free = _pages(path)
+    assert free == 0 and pages < pages_before[0] * 0.6  # the migration's open compacted the file
+
+
+def test_pruning_drops_another_models_rows_at_once_and_this_models_unused_rows_after_the_grace(tmp_path):
+    store = Store(tmp_path / "i.db")
+    store.write_note(_note(), _chunks("Some text here."), [], [])
+    vec = np.ones(EMBED_DIM, dtype=np.float32) / np.sqrt(EMBED_DIM)
+    used = "u0-Some text here."  # the one sentence's hash (_chunks)
+    store.put_cached_vectors({used: vec, "title": vec, "gone": vec}, "new")
+    store.put_cached_vectors({used: vec, "gone": vec}, "old")
+    assert store.prune_embedding_cache("new", ["title"], older_than=0.0) == 2  # the old model's two rows
+    assert store.prune_embedding_cache("new", ["title"], older_than=2e9) == 1  # "gone", past the grace
+    left = store.conn.execute("SELECT content_hash, model_id FROM embedding_cache ORDER BY 1").fetchall()
+    assert left == [("title", "new"), (used, "new")]
 
 
 def test_notes_waiting_for_vectors_are_counted_alike_before_and_after_the_schema_6_indexes(tmp_path):

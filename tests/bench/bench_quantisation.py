@@ -8,9 +8,10 @@ heading path and sentences, up to 256 tokens) and the note's title, deduplicated
 every core). The sample is cut into ``--rounds`` parts; round r embeds part r with every variant in turn, the order
 rotating each round, so a drift of the shared machine's speed falls on all of them alike.
 
-Reported per variant: tokens/s (median of the rounds' wall clock; tokens include [CLS]/[SEP] after truncation), the
-ratio to fp32 (median of the per-round ratios), CPU-time tokens/s (tokens per CPU-second × threads), and the cosine
-of each text's vector with fp32's over the whole sample: min, 1st percentile, mean.
+Reported per variant: passages/s (texts embedded a second: median of the rounds' wall clock) and CPU-time
+passages/s (per CPU-second × threads); tokens/s (median of the rounds' wall clock; tokens include [CLS]/[SEP]
+after truncation), the ratio to fp32 (median of the per-round ratios), CPU-time tokens/s (tokens per CPU-second ×
+threads), and the cosine of each text's vector with fp32's over the whole sample: min, 1st percentile, mean.
 
 Usage: bench_quantisation.py [VAULT] [--variant V ...] [--texts N] [--rounds R] [--threads T] [--json FILE]
 """
@@ -98,6 +99,8 @@ def main() -> None:
         ratio = statistics.median(wf / wv for wf, wv in zip(walls["fp32"], walls[v]))
         cos = (vecs[v] * vecs["fp32"]).sum(axis=1)
         rows[v] = {
+            "passages_per_s": round(statistics.median(len(idx) / w for idx, w in zip(parts, walls[v])), 1),
+            "passages_per_cpu_s_x_threads": round(args.threads * len(sample) / cpus[v], 1),
             "tokens_per_s": round(rate),
             "speed_vs_fp32": round(ratio, 2),
             "tokens_per_cpu_s_x_threads": round(args.threads * sum(lengths) / cpus[v]),
@@ -106,10 +109,14 @@ def main() -> None:
             "cosine_to_fp32_mean": round(float(cos.mean()), 4),
             "file_mb": round(embedders[v].model_dir.joinpath(_file_of(embedders[v])).stat().st_size / 1e6, 1),
         }
-    print(f"{'variant':16} {'tok/s':>7} {'×fp32':>6} {'cpu tok/s':>9} {'cos min':>8} {'p1':>7} {'mean':>7} {'MB':>6}")
+    print(
+        f"{'variant':16} {'pass/s':>7} {'cpu pass/s':>10} {'tok/s':>7} {'×fp32':>6} {'cpu tok/s':>9} {'cos min':>8}"
+        f" {'p1':>7} {'mean':>7} {'MB':>6}"
+    )
     for v, row in rows.items():
         print(
-            f"{v:16} {row['tokens_per_s']:7d} {row['speed_vs_fp32']:6.2f} {row['tokens_per_cpu_s_x_threads']:9d}"
+            f"{v:16} {row['passages_per_s']:7.1f} {row['passages_per_cpu_s_x_threads']:10.1f}"
+            f" {row['tokens_per_s']:7d} {row['speed_vs_fp32']:6.2f} {row['tokens_per_cpu_s_x_threads']:9d}"
             f" {row['cosine_to_fp32_min']:8.4f} {row['cosine_to_fp32_p1']:7.4f} {row['cosine_to_fp32_mean']:7.4f}"
             f" {row['file_mb']:6.1f}"
         )

@@ -11,8 +11,8 @@ embedding tokenizer, with overlap").
 
 Rules (in order of precedence):
 
-1. **Blocks come from markdown-it-py** (CommonMark + tables): its token line
-   maps tell where paragraphs, lists, list items, block quotes (and so Obsidian
+1. **Blocks come from pulldown-cmark** (CommonMark + tables, :mod:`cairn.notes.markdown`): its block
+   line maps tell where paragraphs, lists, list items, block quotes (and so Obsidian
    callouts), fenced/indented code and tables start, so a ``#`` line inside a
    fence is never a heading and a fence or table is only ever cut between lines.
 2. **Sections.** A section is a heading (ATX or setext) plus everything up to

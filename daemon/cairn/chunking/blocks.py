@@ -1,8 +1,9 @@
 """The markdown block structure of a note body: sections, block trees and their smallest cuts (layer 0, pure).
 
-markdown-it-py's block tokens (their line maps) tell where paragraphs, lists, list items, quotes, code and
-tables start; :class:`Blocks` turns them into sections (heading path + content blocks) and, for a section too
-long for one chunk, into a tree of :class:`Node` down to :class:`Unit` cuts (sentences, lines, table rows).
+The block tokens of :mod:`cairn.notes.markdown` (their line maps, in markdown-it-py's shape) tell where
+paragraphs, lists, list items, quotes, code and tables start; :class:`Blocks` turns them into sections (heading
+path + content blocks) and, for a section too long for one chunk, into a tree of :class:`Node` down to
+:class:`Unit` cuts (sentences, lines, table rows).
 Counting tokens and packing pieces is :mod:`cairn.chunking.assembly`'s job.
 """
 
@@ -12,21 +13,14 @@ import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from itertools import islice
 
+from cairn.notes.markdown import heading_text
 from cairn.notes.markup import block_tokens
-
-
-@lru_cache(maxsize=1)
-def _inline_parser():
-    from markdown_it import MarkdownIt
-
-    return MarkdownIt("commonmark").enable("strikethrough")
-
 
 _WIKILINK = re.compile(r"!?\[\[([^\[\]|#^]*)(?:#\^?([^\[\]|]*))?(?:\|([^\[\]]*))?\]\]")
 _HIGHLIGHT = re.compile(r"==(?=\S)(.+?)(?<=\S)==")
+_STRIKETHROUGH = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
 _BLOCK_ID = re.compile(r"\s+\^[A-Za-z0-9-]+\s*$")
 _MARKUP_CHARS = re.compile(r"[*_`\[\]<>\\=!~&]")
 _SPACES = re.compile(r"\s+")
@@ -44,26 +38,18 @@ def _wikilink_display(m: re.Match[str]) -> str:
 def clean_heading(raw: str) -> str:
     """Return a heading's plain text: markup removed, whitespace collapsed.
 
-    ``raw`` is the heading content without its ``#`` markers (markdown-it already
+    ``raw`` is the heading content without its ``#`` markers (the parser already
     drops the closing ``#`` run). Links become their text, wikilinks their alias
     or target (``[[Note#Part]]`` → ``Note > Part``), images their alt text;
-    emphasis, code ticks, ``==highlight==`` markers, HTML tags and a trailing
-    ``^block-id`` are removed. Inline ``#tags`` are kept as written.
+    emphasis, code ticks, ``==highlight==`` and ``~~strikethrough~~`` markers, HTML
+    tags and a trailing ``^block-id`` are removed. Inline ``#tags`` are kept as written.
     """
     text = _BLOCK_ID.sub("", raw)
     if _MARKUP_CHARS.search(text):
         text = _WIKILINK.sub(_wikilink_display, text)
         text = _HIGHLIGHT.sub(r"\1", text)
-        tokens = _inline_parser().parseInline(text)
-        parts: list[str] = []
-        for tok in tokens[0].children or () if tokens else ():
-            if tok.type in ("text", "code_inline"):
-                parts.append(tok.content)
-            elif tok.type in ("softbreak", "hardbreak"):
-                parts.append(" ")
-            elif tok.type == "image":
-                parts.append("".join(c.content for c in tok.children or ()))
-        text = "".join(parts)
+        text = _STRIKETHROUGH.sub(r"\1", text)
+        text = heading_text(text)
     return _SPACES.sub(" ", text).strip()
 
 

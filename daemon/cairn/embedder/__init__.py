@@ -192,6 +192,10 @@ class Embedder:
                 f"{fix_hint(self.model_dir)}"
             )
         self.model_id: str = f"{manifest.get('name', MODEL_NAME)}/{variant}@{actual_sha[:12]}"
+        #: Dynamic quantisation scales each run's activations by the whole batch's range, so a text's vector would
+        #: depend on the texts run with it (cosine to itself down to ~0.987): such a model runs one text at a time,
+        #: as fast here as in batches (no padding), and a text's vector depends on the text alone.
+        self.one_text_per_run: bool = "quantize_dynamic" in str(entry.get("quantisation", ""))
         before = rss_bytes()
         self._session = self._load_session(onnx_path)
         after = rss_bytes()
@@ -381,9 +385,12 @@ class Embedder:
 
         A call smaller than ``threads`` batches is split so every lane gets work (16 texts on 2 threads: two
         runs of 8), but no batch below :data:`MIN_PARALLEL_BATCH` texts (a question is one run on one thread).
+        A dynamically quantised model (:attr:`one_text_per_run`) runs each text alone.
         """
         n = len(ids)
         order = sorted(range(n), key=lambda i: len(ids[i]))
+        if self.one_text_per_run:
+            return [[i] for i in order]
         cap = min(batch_size, max(MIN_PARALLEL_BATCH, -(-n // self.threads)))
         batches: list[list[int]] = []
         for i in order:  # ascending length: the text added is the widest of its batch so far

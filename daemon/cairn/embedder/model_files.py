@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,11 @@ TOKENIZER_FILE = "tokenizer.json"
 #: Values the code is written for; the manifest must agree (sentence-transformers config).
 DIM = 384
 MAX_TOKENS = 256
+#: Words whose token counts a :class:`TokenCounter` keeps, per generation (two generations: at most twice this many,
+#: about 120 bytes each, so ~16 MB at most).
+WORD_CACHE_SIZE = 65_536
+#: A word, as counted: a run of characters Python does not call whitespace.
+_WORD_RE = re.compile(r"\S+")
 
 
 def resolve_model_dir(model_dir: Path | str | None = None) -> Path:
@@ -115,14 +121,62 @@ class TokenCounter:
         self._encode_batch = getattr(tok, "encode_batch_fast", tok.encode_batch)
         self.cls_id: int = cls_id
         self.sep_id: int = sep_id
+        #: Token counts of words seen lately (:meth:`count_tokens_many`): the young generation, then the old one.
+        self._young: dict[str, int] = {}
+        self._old: dict[str, int] = {}
 
     def count_tokens(self, text: str) -> int:
-        """Number of content tokens in ``text`` (no [CLS]/[SEP], no truncation). ``""`` -> 0."""
-        return len(self._tok.encode(text, add_special_tokens=False).ids)
+        """Number of content tokens in ``text`` (no [CLS]/[SEP], no truncation), summed over its words as
+        :meth:`count_tokens_many` does. ``""`` -> 0."""
+        return self.count_tokens_many((text,))[0]
 
     def count_tokens_many(self, texts: Sequence[str]) -> list[int]:
-        """:meth:`count_tokens` for many texts at once (tokenised in parallel, without character offsets)."""
-        return [len(e.ids) for e in self._encode_batch(list(texts), add_special_tokens=False)]
+        """:meth:`count_tokens` for many texts at once: the sum of each whitespace-separated word's count, words not
+        seen lately tokenised in one parallel batch (without character offsets).
+
+        WordPiece splits at whitespace before anything else, so a word's count does not depend on its neighbours
+        and the sum is the text's count, or more: where Python splits at a character the tokenizer drops (a
+        control character such as U+001F) the sum counts one word as two. It never counts fewer, so a chunk
+        within its budget by this count is within the model's window. Counts are kept for the last
+        :data:`WORD_CACHE_SIZE` to twice that many distinct words (two generations: a full young one becomes the
+        old one, the old one is dropped; a word found in the old one moves back to the young one). Thread-safe:
+        a race loses a cache entry, never a count.
+        """
+        young, old = self._young, self._old
+        split = [_WORD_RE.findall(t) for t in texts]
+        counts: dict[str, int] = {}
+        missing: list[str] = []
+        promoted: list[str] = []
+        for words in split:
+            for w in words:
+                if w in counts:
+                    continue
+                c = young.get(w)
+                if c is None:
+                    c = old.get(w)
+                    if c is None:
+                        counts[w] = 0
+                        missing.append(w)
+                        continue
+                    promoted.append(w)
+                counts[w] = c
+        if missing:
+            for w, e in zip(missing, self._encode_batch(missing, add_special_tokens=False)):
+                counts[w] = len(e.ids)
+        self._remember(counts, promoted + missing)
+        return [sum(map(counts.__getitem__, words)) for words in split]
+
+    def _remember(self, counts: dict[str, int], words: list[str]) -> None:
+        """Put ``words`` (their ``counts``) in the young generation, turning it old when it is full; neither
+        generation ever holds more than :data:`WORD_CACHE_SIZE` words."""
+        young = self._young
+        for start in range(0, len(words), WORD_CACHE_SIZE):
+            part = words[start : start + WORD_CACHE_SIZE]
+            if len(young) + len(part) > WORD_CACHE_SIZE:
+                self._old, self._young = young, {}
+                young = self._young
+            for w in part:
+                young[w] = counts[w]
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character ``(start, end)`` offsets in ``text`` of each content token, in order.

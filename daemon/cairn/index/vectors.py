@@ -223,5 +223,9 @@ class ChunkVectors:
 
         pruned = self.store.prune_embedding_cache(self.embedder.model_id, keep(), cutoff)
         if pruned:
-            log.info("embedding cache: %d unused rows older than %d days dropped", pruned, CACHE_GRACE_S // 86400)
+            log.info(
+                "embedding cache: %d rows dropped (another model's, or unused for %d days)",
+                pruned,
+                CACHE_GRACE_S // 86400,
+            )
         return pruned

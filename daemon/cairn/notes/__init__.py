@@ -18,9 +18,8 @@ Rules follow Obsidian's documentation (help.obsidian.md):
   ``![[embed]]`` and Markdown links ``[text](Some%20Note.md)``.
 
 Code (fenced and indented blocks, inline code spans) never yields tags or links.
-Block structure comes from markdown-it-py (CommonMark); code spans are found
-with CommonMark's backtick-string rule inside each inline block, because
-markdown-it-py's inline tokens carry no column positions.
+Block structure and code spans come from one pulldown-cmark parse (pyromark:
+CommonMark with GFM tables), which reports where each code span is.
 """
 
 from cairn.notes.frontmatter import FRONTMATTER_ERROR_CODES, FRONTMATTER_INVALID, FRONTMATTER_REPEATED_PROPERTY

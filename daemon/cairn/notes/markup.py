@@ -1,8 +1,7 @@
 """Where a note's code and Obsidian comments are, so they yield no tags or links (layer 0, pure).
 
-Block structure comes from markdown-it-py (CommonMark with GFM tables, as Obsidian renders them); code spans are
-found with CommonMark's backtick-string rule inside each inline block, because markdown-it-py's inline tokens carry
-no column positions.
+Code blocks and code spans come from one pulldown-cmark parse of the body (:mod:`cairn.notes.markdown`: CommonMark
+with GFM tables, as Obsidian renders them), which the chunker reads too.
 """
 
 from __future__ import annotations
@@ -10,11 +9,9 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable
-from functools import lru_cache
 
-from markdown_it.token import Token
+from cairn.notes.markdown import BlockToken, ParsedBlocks, parse_blocks
 
-_BACKTICKS_RE = re.compile(r"`+")
 _MAYBE_INDENTED_RE = re.compile(r"^(?: {0,3}\t| {4})", re.MULTILINE)
 
 
@@ -25,85 +22,49 @@ def line_starts(text: str) -> list[int]:
     return starts
 
 
-@lru_cache(maxsize=1)
-def _block_parser():  # -> MarkdownIt (import kept local: no work at import time)
-    from markdown_it import MarkdownIt
-
-    # Only block structure is needed; inline parsing is most of the cost.
-    return MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
+#: The last body parsed by :func:`parsed_blocks` and its parse, one tuple so that a thread reads both at once.
+_last: tuple[str, ParsedBlocks] | None = None
 
 
-#: The last body parsed by :func:`block_tokens` and its tokens, one tuple so that a thread reads both at once.
-_last: tuple[str, list[Token]] | None = None
-
-
-def block_tokens(text: str) -> list[Token]:
-    """markdown-it-py's block tokens of ``text`` (CommonMark and tables; inline content not parsed). Read only.
+def parsed_blocks(text: str) -> ParsedBlocks:
+    """The block tokens and code spans of ``text`` (:func:`cairn.notes.markdown.parse_blocks`). Read only.
 
     A note's body is parsed once for its code ranges (:func:`strip_comments`) and once more for its chunks
-    (:class:`cairn.chunking.blocks.Blocks`) unless the same string object comes back: the last call's tokens are
+    (:class:`cairn.chunking.blocks.Blocks`) unless the same string object comes back: the last call's parse is
     kept for it (the identity check costs nothing; an equal but distinct string is parsed again).
     """
     global _last
     last = _last
     if last is not None and last[0] is text:
         return last[1]
-    tokens = _block_parser().parse(text)
-    _last = (text, tokens)
-    return tokens
+    parsed = parse_blocks(text)
+    _last = (text, parsed)
+    return parsed
 
 
-def _code_ranges(text: str) -> list[tuple[int, int]]:
-    """Character ranges of code in ``text``: fenced/indented blocks and inline code spans."""
+def block_tokens(text: str) -> list[BlockToken]:
+    """The block tokens of ``text`` (:class:`cairn.notes.markdown.BlockToken`, in document order). Read only."""
+    return parsed_blocks(text).tokens
+
+
+def code_ranges(text: str) -> list[tuple[int, int]]:
+    """Character ranges of code in ``text``, in order: fenced and indented code blocks (their whole lines) and
+    inline code spans (backticks included)."""
     if "`" not in text and "~~~" not in text and not _MAYBE_INDENTED_RE.search(text):
-        return []  # no fence, code span or indented line: nothing for markdown-it to find
+        return []  # no fence, code span or indented line: nothing to find
+    parsed = parsed_blocks(text)
     starts = line_starts(text)
     n_lines = len(starts)
 
     def offset(line: int) -> int:
         return starts[line] if line < n_lines else len(text)
 
-    ranges: list[tuple[int, int]] = []
-    scanned = None  # a table row's cells share the row's line map: each row is scanned once
-    for tok in block_tokens(text):
-        if tok.map is None:
-            continue
-        if tok.type in ("fence", "code_block"):
+    ranges = list(parsed.code_spans)
+    for tok in parsed.tokens:
+        if tok.type in ("fence", "code_block") and tok.map is not None:
             ranges.append((offset(tok.map[0]), offset(tok.map[1])))
-        elif tok.type == "inline" and tok.map != scanned:
-            scanned = tok.map
-            a, b = offset(tok.map[0]), offset(tok.map[1])
-            ranges.extend(_code_spans(text, a, b))
     ranges.sort()
     return ranges
-
-
-def _code_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """CommonMark code spans in text[start:end]: a backtick run closed by a run of the same length."""
-    spans: list[tuple[int, int]] = []
-    runs = [(m.start(), m.end()) for m in _BACKTICKS_RE.finditer(text, start, end)]
-    i = 0
-    while i < len(runs):
-        a, b = runs[i]
-        # A backslash-escaped first backtick is literal (backslashes count outside spans only).
-        k, slashes = a - 1, 0
-        while k >= start and text[k] == "\\":
-            slashes += 1
-            k -= 1
-        if slashes % 2 == 1:
-            a += 1
-            if a == b:
-                i += 1
-                continue
-        length = b - a
-        for j in range(i + 1, len(runs)):
-            if runs[j][1] - runs[j][0] == length:
-                spans.append((a, runs[j][1]))
-                i = j + 1
-                break
-        else:
-            i += 1
-    return spans
 
 
 def _in_ranges(pos: int, ranges: list[tuple[int, int]], starts: list[int]) -> bool:
@@ -125,7 +86,7 @@ def strip_comments(body: str) -> tuple[str, list[tuple[int, int]]]:
     could open a fence, is the structure found again, on a copy where the
     comment is a run of ``x`` of the same shape.
     """
-    code = _code_ranges(body)
+    code = code_ranges(body)
     if "%%" not in body:
         return body, code
     structure = body
@@ -144,7 +105,7 @@ def strip_comments(body: str) -> tuple[str, list[tuple[int, int]]]:
         comments.append((i, end))
         if "`" in body[i:end] or "~" in body[i:end]:
             structure = blank(structure, [(i, end)], "x")
-            code = _code_ranges(structure)
+            code = code_ranges(structure)
             starts = [r[0] for r in code]
         pos = end
     return blank(body, comments), code

@@ -14,8 +14,10 @@ from cairn.notes.tags import frontmatter_tags_and_aliases, inline_tags
 #: by another version re-reads every note at its next full run (``NoteIndexer.index``; vectors of unchanged text
 #: come from the cache). 2: a repeated front-matter key keeps the union of tags/aliases and is reported. 3: a
 #: tab-indented front-matter line is reported as invalid YAML, not read as some number of spaces. 4: code spans are
-#: found in each table row (GFM tables), not across a table's lines.
-PARSER_VERSION = 4
+#: found in each table row (GFM tables), not across a table's lines. 5: blocks and code spans from pulldown-cmark
+#: instead of markdown-it-py and a backtick rescan, and token counts summed over words (the same on every note of
+#: both shared vaults; a code span inside an autolink or raw HTML, or a control character in a word, may differ).
+PARSER_VERSION = 5
 
 
 @dataclass(frozen=True, slots=True)

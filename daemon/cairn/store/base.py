@@ -28,7 +28,7 @@ from cairn.errors import (
 )
 from cairn.private_files import make_private, private_dir, private_file
 from cairn.store.fts import register as register_fts_functions
-from cairn.store.schema import MIGRATIONS, SCHEMA_VERSION
+from cairn.store.schema import MIGRATIONS, SCHEMA_VERSION, VACUUM_AFTER
 
 log = logging.getLogger(__name__)
 
@@ -312,6 +312,23 @@ class StoreBase:
                 migrate(conn)
                 conn.execute(f"PRAGMA user_version={number}")
             log.info("index schema migrated to version %d, %s (%s)", number, migrate.__name__, self.path)
+        if VACUUM_AFTER.intersection(range(version + 1, SCHEMA_VERSION + 1)) and version > 0:
+            self._vacuum(conn)
+
+    def _vacuum(self, conn: apsw.Connection) -> None:
+        """Give the pages a migration freed back to the file system (once, at the open that migrated; seconds on a
+        large index). Best effort: without the room for a copy of the file it stays as it is, its free pages reused
+        by later writes."""
+        started = time.monotonic()
+        try:
+            with self._write_lock:
+                conn.execute("VACUUM")
+        except apsw.Error as exc:
+            log.warning(
+                "index %s not compacted after its migration (its free pages will be reused): %s", self.path, exc
+            )
+            return
+        log.info("index %s compacted after its migration in %.1f s", self.path, time.monotonic() - started)
 
     @property
     def schema_version(self) -> int:

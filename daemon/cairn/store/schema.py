@@ -211,4 +211,31 @@ def m006_pending_notes_indexes(conn: apsw.Connection) -> None:
     )
 
 
+@migration
+def m007_embedding_cache_rowid(conn: apsw.Connection) -> None:
+    """The embedding cache as a rowid table. WITHOUT ROWID keeps a row in an index b-tree, where a 1.6 KB row spills
+    past the ~1 KB a 4 KB page keeps in place onto overflow pages of its own (4.8 KB of file a vector); in a table
+    b-tree two rows share a page. Its age index becomes (model_id, created_at): pruning finds another model's rows
+    without reading the vectors."""
+    conn.execute(
+        """
+        CREATE TABLE embedding_cache_rows (
+            content_hash TEXT NOT NULL,
+            model_id     TEXT NOT NULL,
+            vector       BLOB NOT NULL,
+            created_at   REAL NOT NULL,
+            UNIQUE (content_hash, model_id)
+        );
+        INSERT INTO embedding_cache_rows(content_hash, model_id, vector, created_at)
+            SELECT content_hash, model_id, vector, created_at FROM embedding_cache;
+        DROP TABLE embedding_cache;
+        ALTER TABLE embedding_cache_rows RENAME TO embedding_cache;
+        CREATE INDEX embedding_cache_by_model_age ON embedding_cache(model_id, created_at);
+    """
+    )
+
+
 SCHEMA_VERSION = len(MIGRATIONS)
+#: Migrations after which the file is vacuumed once: 7 rewrites the embedding cache (more than half of an index made
+#: before it), and the pages it frees would otherwise stay in the file.
+VACUUM_AFTER = frozenset({7})

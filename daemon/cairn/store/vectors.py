@@ -115,19 +115,25 @@ class VectorTables(StoreBase):
             )
 
     def prune_embedding_cache(self, model_id: str, keep: Iterable[str], older_than: float) -> int:
-        """Delete embedding-cache rows written before ``older_than`` (Unix time, s) that no current text
-        uses: rows of another model id, and rows of ``model_id`` whose hash is neither a unit's
-        (``chunk_units.content_hash``) nor in ``keep`` (hashes the caller still needs, e.g. the notes'
-        title hashes). Rows written since ``older_than`` stay, so a note moved, renamed or edited back
-        within that time re-embeds nothing. One transaction. Returns the number of rows deleted."""
+        """Delete the embedding-cache rows no current text uses: every row of another model id (the vault was
+        embedded again with ``model_id``), and the rows of ``model_id`` written before ``older_than`` (Unix time,
+        s) whose hash is neither a unit's (``chunk_units.content_hash``) nor in ``keep`` (hashes the caller still
+        needs, e.g. the notes' title hashes). Rows written since ``older_than`` stay, so a note moved, renamed or
+        edited back within that time re-embeds nothing. One transaction; the index on (model, age) finds the
+        candidates without reading a vector. Returns the number of rows deleted."""
         with self._write_lock, self.conn as c:
-            old = c.execute(
-                "SELECT content_hash, model_id FROM embedding_cache WHERE created_at < ?", (older_than,)
+            doomed = c.execute(
+                "SELECT content_hash, model_id FROM embedding_cache WHERE model_id < ? UNION ALL "
+                "SELECT content_hash, model_id FROM embedding_cache WHERE model_id > ?",
+                (model_id, model_id),
             ).fetchall()
-            if not old:  # the usual case: no sentence hashes to read (a scan of them all)
-                return 0
-            used = set(keep) | {h for (h,) in c.execute("SELECT DISTINCT content_hash FROM chunk_units")}
-            doomed = [(h, m) for h, m in old if m != model_id or h not in used]
+            old = c.execute(
+                "SELECT content_hash FROM embedding_cache WHERE model_id = ? AND created_at < ?",
+                (model_id, older_than),
+            ).fetchall()
+            if old:  # rarely: only then are the sentence hashes read (a scan of them all)
+                used = set(keep) | {h for (h,) in c.execute("SELECT DISTINCT content_hash FROM chunk_units")}
+                doomed.extend((h, model_id) for (h,) in old if h not in used)
             c.executemany("DELETE FROM embedding_cache WHERE content_hash=? AND model_id=?", doomed)
         return len(doomed)
 
