@@ -140,9 +140,10 @@ class SearchService:
         self.results: EpochLRU[tuple, Ranked] = EpochLRU(self.RESULT_CACHE_MAX)
         _limit_blas_threads(self.BLAS_THREADS)
 
-    def start_keyword_index(self) -> threading.Thread | None:
-        """:meth:`KeywordIndex.start`: the in-memory BM25, for long-lived processes."""
-        return self.keyword.start()
+    def start_keyword_index(self, *, when_needed: bool = False) -> threading.Thread | None:
+        """:meth:`KeywordIndex.start`: the in-memory BM25, for long-lived processes (``when_needed``:
+        :meth:`KeywordIndex.start_when_needed`)."""
+        return self.keyword.start_when_needed() if when_needed else self.keyword.start()
 
     # ------------------------------------------------------------------ entry points
     def view(self, withhold: Withhold | None = None) -> CallerView:
