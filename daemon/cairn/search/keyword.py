@@ -410,7 +410,7 @@ class KeywordIndex:
         self._auto = True
         if self.building():
             return None
-        self.terms.refresh(self.epoch.value)
+        self.terms.refresh(self.epoch.now())
         return self.start() if self.terms.wants_rebuild else None
 
     def wait(self, timeout: float | None = None) -> bool:
