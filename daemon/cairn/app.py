@@ -390,6 +390,7 @@ async def run_daemon(
     # Keyword ranking from memory from the first question on: the statistics kept beside the index are read (a
     # second or two at 40,000 notes) while the rest starts; FTS5 alone takes seconds a question at that size.
     cairn.query.start_keyword_index()
+    cairn.query.warm_up()  # the names index and the chunk → note map, also read by the first question
     model = await asyncio.to_thread(answer_model, config)
     say_model(config, model)
     remote = model is not None and model.remote

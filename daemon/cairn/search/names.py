@@ -89,6 +89,10 @@ class Names:
             held = self._tokens[name] = frozenset(self.store.fts_tokens(name))
         return held
 
+    def warm(self) -> None:
+        """Read the index now (at start-up) rather than at the first question."""
+        self._index()
+
     def _index(self) -> tuple[dict[str, set[int]], list[str], dict[int, list[frozenset[str]]]]:
         """(token → note ids whose names hold it, the tokens sorted, note id → its names' tokens) now."""
         return self._snapshot.get()
