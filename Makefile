@@ -1,4 +1,4 @@
-# Cairn — the README's commands. Only Python 3.11+, make and the package registries are needed.
+# Cairn — the commands of the README and docs/development.md. Only Python 3.11+, make and the package registries are needed.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -82,7 +82,7 @@ DIST ?= dist
 plugin-zip:
 	$(PYTHON) packaging/plugin_zip.py --out "$(DIST)"
 
-## settings-table: rewrite the README's table of settings from the ones Cairn reads (`cairn config --markdown`)
+## settings-table: rewrite the table of settings in docs/settings.md from the ones Cairn reads (`cairn config --markdown`)
 settings-table: venv
 	$(PY) packaging/settings_table.py
 

@@ -4,8 +4,8 @@ private Xvfb display.
 Runs the real ``cairn serve`` on the sample vault with the backend Cairn chooses (``--backend`` forces
 one): with PyGObject and GTK 3 the GTK backend (a D-Bus session is started here with ``dbus-daemon
 --session``, as a desktop has), else the ``xorg`` one (the icon and tooltip, no menu). ``--cairn`` runs another
-installed ``cairn``, e.g. one in a venv made with ``--system-site-packages`` (the README's way to the menu). Docks
-its icon in the minimal tray manager of ``tests/tray_harness.py``, right-clicks it or rests the pointer on it
+installed ``cairn``, e.g. one in a venv made with ``--system-site-packages`` (docs/tray.md's way to the menu). Docks
+its icon in the minimal tray manager of ``tests/support/tray.py``, right-clicks it or rests the pointer on it
 (XTEST) and grabs the screen with Pillow. Prints what it did as JSON, with the log line naming the backend.
 
     .venv/bin/python packaging/tray_screenshot.py [--out docs/tray.png] [--backend auto|gtk|xorg] [--hover]
@@ -128,7 +128,7 @@ def shoot(host, display: str, out: Path, hover: bool = False) -> tuple[int, int]
 def main() -> int:
     args = parse_args()
     sys.path.insert(0, str(REPO / "tests"))
-    from tray_harness import TrayHost  # the minimal XEmbed tray manager the tests use
+    from support.tray import TrayHost  # the minimal XEmbed tray manager the tests use
 
     xvfb, display = start_xvfb("360x330")
     home = Path(tempfile.mkdtemp(prefix="cairn-shot-"))

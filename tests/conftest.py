@@ -7,30 +7,22 @@ token backend (CAIRN_KEYRING=file).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE_VAULT = REPO / "examples" / "vault"
-SHARED = Path(os.environ.get("CAIRN_SHARED", REPO.parent / "shared"))
-VAULTS = SHARED / "vaults"
-HELP_VAULT = VAULTS / "obsidian-help"
-HUB_VAULT = VAULTS / "obsidian-hub"
+# Before any helper is imported: asserts in tests/support/ report their values as a test's do.
+pytest.register_assert_rewrite("support")
 
+from support.cairns import indexed_cairn, open_cairn  # noqa: E402
+from support.vaults import CANARY_VAULT, HELP_VAULT, REQUIRE_SHARED, SAMPLE_VAULT, SHARED  # noqa: E402
 
 #: Fixtures whose set-up alone takes longer than ``make check`` can afford: a test using one is marked slow.
 SLOW_FIXTURES = {"help_cairn"}  # indexes the whole obsidian-help vault with the real model
 #: Fixtures that read the shared test data: a test using one is marked ``shared_data`` with these paths.
 SHARED_FIXTURES = {"help_cairn": ("vaults/obsidian-help",)}
-#: Set by CI (``.ci/run``), where ``../shared`` is always there: missing shared data fails instead of skipping.
-REQUIRE_SHARED = os.environ.get("CAIRN_REQUIRE_SHARED", "") not in ("", "0")
-#: Set by CI (``.ci/run``), whose ``make test`` installs the model server (``[llm]``): a test that needs it fails
-#: instead of skipping when it is missing (``make check`` does not install it, and those tests skip there).
-REQUIRE_MODEL_SERVER = os.environ.get("CAIRN_REQUIRE_MODEL_SERVER", "") not in ("", "0")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -98,8 +90,8 @@ def _isolated_folders(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def cairn_wheel(tmp_path_factory) -> Path:
-    """The wheel ``make wheel`` builds, built once per session (tests/built_wheel.py) → its path."""
-    from built_wheel import build_wheel
+    """The wheel ``make wheel`` builds, built once per session (tests/support/built_wheel.py) → its path."""
+    from support.built_wheel import build_wheel
 
     return build_wheel(tmp_path_factory.mktemp("wheel"))
 
@@ -112,10 +104,13 @@ def embedder():
     return Embedder()
 
 
-def make_config(vault: Path, data_dir: Path):
-    from cairn.config import load_config
+@pytest.fixture(scope="session")
+def hash_embedder():
+    """The stand-in for the model, for tests that only move data (tests/support/embedders.py): a module takes it as
+    its ``embedder`` with ``embedder = embedders.stand_in``."""
+    from support.embedders import HashEmbedder
 
-    return load_config({"vault": str(vault), "data_dir": str(data_dir), "config_dir": str(data_dir / "config")}, env={})
+    return HashEmbedder()
 
 
 @pytest.fixture
@@ -129,32 +124,10 @@ def vault_copy(tmp_path):
 @pytest.fixture
 def fresh_cairn(vault_copy, tmp_path, embedder):
     """A Cairn (store + indexer + query) over a writable copy of the sample vault, not yet indexed."""
-    from cairn.app import Cairn
 
-    cairn = Cairn(make_config(vault_copy, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault_copy, tmp_path / "data", embedder)
     yield cairn
     cairn.close()
-
-
-def indexed_cairn(vault, data_dir, embedder):
-    """Yield a Cairn over ``vault`` with its index in ``data_dir``, fully indexed; closed afterwards."""
-    from cairn.app import Cairn
-
-    cairn = Cairn(make_config(vault, data_dir), embedder=embedder)
-    cairn.indexing.index()
-    yield cairn
-    cairn.close()
-
-
-def services_of(cairn, *, answers=None, indexing=None, events=None):
-    """The :class:`~cairn.services.Services` the daemon wires over a real :class:`cairn.app.Cairn`
-    (:func:`cairn.app.build_services`: answers from the passages, no model), with ``answers``, ``indexing`` or
-    ``events`` put in their place when given."""
-    from cairn.app import build_services
-
-    services = build_services(cairn)
-    given = {"answers": answers, "indexing": indexing, "events": events}
-    return dataclasses.replace(services, **{k: v for k, v in given.items() if v is not None})
 
 
 @pytest.fixture(scope="session")
@@ -173,33 +146,11 @@ def indexed_sample(sample_cairn):
 def help_cairn(tmp_path_factory, embedder):
     """A Cairn over the real Obsidian help vault (../shared/vaults/obsidian-help), fully indexed; a test using
     it is marked ``shared_data`` (skipped without the vault)."""
-    from cairn.app import Cairn
 
-    cairn = Cairn(make_config(HELP_VAULT, tmp_path_factory.mktemp("help-data")), embedder=embedder)
+    cairn = open_cairn(HELP_VAULT, tmp_path_factory.mktemp("help-data"), embedder)
     cairn.indexing.last_report = cairn.indexing.index()
     yield cairn
     cairn.close()
-
-
-# ------------------------------------------------------------------------------ the canary vault ---------
-CANARY_VAULT = REPO / "tests" / "fixtures" / "canary_vault"
-#: The canary string: it appears ONLY in the withheld notes of the canary vault.
-CANARY = "CANARY-7f3a9"
-#: Notes withheld by the default policy's tags (personal, in every form Obsidian allows).
-CANARY_TAGGED = (
-    "Health/Blood pressure.md",
-    "Health/Sleep.md",
-    "Journal/2024-03-01.md",
-    "Journal/Therapy.md",
-    "Notes/Allergies.md",
-    "Notes/Dream log.md",
-    "Notes/Passwords hint.md",
-)
-#: Front-matter that cannot be read (its `tags: personal` is lost): withheld whenever a tag is (fail closed).
-CANARY_UNREADABLE = ("Notes/Mood tracker.md",)
-#: Withheld only when the policy also says ``folders: [Private]``.
-CANARY_FOLDER = ("Private/Salary.md",)
-CANARY_WITHHELD = CANARY_TAGGED + CANARY_UNREADABLE + CANARY_FOLDER
 
 
 @pytest.fixture(scope="session")

@@ -25,7 +25,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from conftest import REPO, SAMPLE_VAULT
+from support.vaults import REPO, SAMPLE_VAULT
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # uvx installs Cairn's dependencies from PyPI
 

@@ -13,8 +13,9 @@ import pytest
 from cairn.answers.degenerate import unusable_reason
 from cairn.app import build_services
 from cairn.llm import OpenAIChatModel
-from test_answer_llm import QUESTION, daemon, llm_config, stub_server, text_of
-from test_http_api import run
+from support.llm_stub import QUESTION, daemon, llm_config, stub_server, text_of
+from support.requests import ask_request
+from support.waits import run
 
 GARLIC = "Garlic\nGarlic › Planting\nPlant garlic cloves 5 cm deep in October, pointy end up, 15 cm apart."
 BOILER = "Boiler\n\nThe boiler pressure sits at 1.3 bar when cold."
@@ -88,7 +89,7 @@ def test_an_answer_from_the_passages_is_kept(text):
     ],
 )
 def test_over_http_an_unusable_answer_is_replaced_before_the_sources_and_done_says_why(sample_cairn, mode, why):
-    extractive = run(build_services(sample_cairn).answers.answer(QUESTION, top_k=8))
+    extractive = run(build_services(sample_cairn).answers.answer(ask_request(QUESTION, top_k=8)))
 
     async def scenario():
         async with stub_server(mode) as stub, daemon(sample_cairn, OpenAIChatModel(llm_config(stub.url))) as c:
@@ -107,12 +108,12 @@ def test_over_http_an_unusable_answer_is_replaced_before_the_sources_and_done_sa
 
 def test_at_once_the_answer_is_the_replacing_text_and_its_json_says_it_fell_back(sample_cairn):
     """What the CLI and MCP ``ask`` read: the same ask path, collected."""
-    extractive = run(build_services(sample_cairn).answers.answer(QUESTION, top_k=8))
+    extractive = run(build_services(sample_cairn).answers.answer(ask_request(QUESTION, top_k=8)))
 
     async def scenario():
         async with stub_server("citations_only") as stub:
             services = build_services(sample_cairn, model=OpenAIChatModel(llm_config(stub.url)))
-            return await services.answers.answer(QUESTION, top_k=8), stub.requests
+            return await services.answers.answer(ask_request(QUESTION, top_k=8)), stub.requests
 
     answer, requests = run(scenario())
     assert len(requests) == 1

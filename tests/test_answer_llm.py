@@ -12,15 +12,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import re
 import socket
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
-from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 
 import cairn.answers.service
 from cairn.answers import AnswerService
@@ -31,165 +26,21 @@ from cairn.http import make_app, serve
 from cairn.llm import OpenAIChatModel
 from cairn.prompt import SYSTEM_PROMPT, select_within_budget
 from cairn.relevance import RELEVANCE_LABELS
-from conftest import services_of
-from test_http_api import AUTH, TOKEN, assert_stream_order, read_events, run
+from support.cairns import services_of
+from support.http_client import AUTH, TOKEN, assert_stream_order, read_events
+from support.llm_stub import QUESTION, Client, Stub, daemon, llm_config, stub_server, text_of
+from support.requests import ask_request
+from support.waits import run
 
-QUESTION = "How deep do I plant garlic cloves?"
 PERSONAL_QUESTION = "What gifts with tomato sauce or sourdough could I give?"  # Personal/Gift ideas.md + others
 ONLY_PERSONAL_QUESTION = "What am I allergic to, and what did the blood test show?"  # Personal/Health notes.md
-
-
-@dataclass
-class Stub:
-    """A local OpenAI-compatible chat-completions server with a switchable ``mode``."""
-
-    mode: str = "normal"
-    url: str = ""
-    requests: list[dict] = field(default_factory=list)
-    release: asyncio.Event = field(default_factory=asyncio.Event)
-    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-    first_sent: asyncio.Event = field(default_factory=asyncio.Event)
-
-    PIECES = {
-        "normal": ["Plant", " garlic", " cloves", " 5 cm", " deep", " [1]", "."],
-        "invent": ["Plant", " garlic", " [9]", " in", " October", " [1]", "."],
-        "split": ["Plant", " garlic", " [", "1", "]", " and", " water [", "9", "]", "."],
-        # unusable answers (tests/test_answer_degenerate.py): citations and no words; words from nowhere
-        "citations_only": ["1", ".", " [", "2", "]", " 2. [3]", "\n", "4. [5]"],
-        "unsupported": [
-            "Bake",
-            " the",
-            " rye",
-            " bread",
-            " at",
-            " 250",
-            " degrees",
-            " for",
-            " an",
-            " hour",
-            " [1]",
-            ".",
-        ],
-    }
-
-    @staticmethod
-    def quote(prompt: str) -> list[str]:
-        """The first eight words of passage [1]'s text in ``prompt`` (after its ``[1] path › heading`` line), then
-        `` [1].``, as word pieces."""
-        passage = prompt.split("\n[1] ", 1)[1].split("\n", 1)[1].split("\n[2] ", 1)[0]
-        words = re.findall(r"[A-Za-z]{3,}", passage)[:8]
-        return [w + " " for w in words] + ["[1]."]
-
-    @staticmethod
-    def chunk(text: str) -> bytes:
-        return b"data: " + json.dumps({"choices": [{"index": 0, "delta": {"content": text}}]}).encode() + b"\n\n"
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        self.requests.append(await request.json())
-        if self.mode == "error500":
-            return web.json_response({"error": {"message": "model exploded"}}, status=500)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        try:
-            if self.mode in self.PIECES:
-                for piece in self.PIECES[self.mode]:
-                    await resp.write(self.chunk(piece))
-            elif self.mode == "quote":  # a model that answers from its context: passage [1]'s first words, cited
-                for piece in self.quote(self.requests[-1]["messages"][-1]["content"]):  # this turn's context
-                    await resp.write(self.chunk(piece))
-            elif self.mode == "midstream":
-                await resp.write(self.chunk("Plant garlic"))
-                await resp.write(b'data: {"error": {"message": "out of memory"}}\n\n')
-            elif self.mode == "stall":  # nothing until released (the client's timeout fires first)
-                await self.release.wait()
-            elif self.mode == "hold_after_first":
-                await resp.write(self.chunk("Plant"))
-                self.first_sent.set()
-                await self.release.wait()
-                await resp.write(self.chunk(" garlic [1]."))
-            elif self.mode == "hold_before_first":
-                await self.release.wait()
-                await resp.write(self.chunk("Plant garlic [1]."))
-            elif self.mode == "empty":
-                await resp.write(b": keep-alive\n\n")
-                await resp.write(self.chunk(""))
-            await resp.write(b"data: [DONE]\n\n")
-        except asyncio.CancelledError:
-            self.cancelled.set()
-            raise
-        return resp
-
-
-@asynccontextmanager
-async def stub_server(mode: str = "normal"):
-    stub = Stub(mode=mode)
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", stub.handle)
-
-    async def models(request: web.Request) -> web.Response:
-        return web.json_response({"data": [{"id": "stub"}]})
-
-    app.router.add_get("/v1/models", models)
-    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    stub.url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-    try:
-        yield stub
-    finally:
-        stub.release.set()
-        await runner.cleanup()
-
-
-def llm_config(url: str, **kw) -> LLMConfig:
-    values = {
-        "base_url": url,
-        "model": "stub",
-        "first_token_timeout_s": 1.0,
-        "idle_timeout_s": 1.0,
-        "connect_timeout_s": 1.0,
-        "total_timeout_s": 10.0,
-    }
-    values.update(kw)
-    return LLMConfig(**values)
-
-
-@dataclass
-class Client:
-    url: str
-    session: aiohttp.ClientSession
-    server: Any
-
-    async def ask(self, question: str = QUESTION, **body) -> list[tuple[str, Any]]:
-        async with self.session.post(self.url + "/ask", json={"question": question, **body}, headers=AUTH) as resp:
-            assert resp.status == 200
-            return await read_events(resp)
-
-
-@asynccontextmanager
-async def daemon(sample_cairn, model, *, remote: bool | None = None, heartbeat_s: float = 15.0, config=None):
-    if model is not None and remote is not None:
-        model.remote = remote  # what a non-loopback base_url means, without leaving the machine
-    answers = AnswerService(sample_cairn.query, model, withhold_tags=("personal",))
-    services = dataclasses.replace(services_of(sample_cairn, answers=answers), config=config or sample_cairn.config)
-    app = make_app(services, token=TOKEN, heartbeat_s=heartbeat_s)
-    server = await serve(app, "127.0.0.1", 0)
-    try:
-        async with aiohttp.ClientSession() as session:
-            yield Client(server.url, session, server)
-    finally:
-        await server.close()
-
-
-def text_of(events) -> str:
-    return "".join(d["text"] for n, d in events if n == "token")
 
 
 def expected_sources(sample_cairn, question=QUESTION, cited=()):
     """The ``sources`` event of a model's answer: the context's chunks, those numbered in ``cited`` marked cited."""
     return [
-        {**s.to_json(), "cited": s.n in cited} for s in AnswerService(sample_cairn.query).context(question, top_k=8)
+        {**s.to_json(), "cited": s.n in cited}
+        for s in AnswerService(sample_cairn.query).context(ask_request(question, top_k=8))
     ]
 
 
@@ -255,7 +106,7 @@ def test_a_citation_split_across_tokens_is_kept_or_removed_whole(sample_cairn):
 
 @pytest.mark.parametrize("mode", ["error500", "stall", "empty", "refused"])
 def test_a_model_that_fails_before_any_token_gives_the_extractive_answer(sample_cairn, mode):
-    extractive = run(build_services(sample_cairn).answers.answer(QUESTION, top_k=8))
+    extractive = run(build_services(sample_cairn).answers.answer(ask_request(QUESTION, top_k=8)))
 
     async def scenario():
         async with stub_server("stall" if mode == "stall" else mode) as stub:
@@ -547,7 +398,7 @@ WITHHELD_NAMES = ("HIV", "diagnosis", "Chemo", "Smith", "psychiatrist", "Viral",
 
 @pytest.fixture(scope="module")
 def titles_cairn(tmp_path_factory, embedder):
-    from conftest import indexed_cairn
+    from support.cairns import indexed_cairn
 
     vault = tmp_path_factory.mktemp("titles-vault")
     for rel, text in TITLE_NOTES.items():

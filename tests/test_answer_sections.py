@@ -9,8 +9,9 @@ from cairn.answers.sections import MOST, with_subsections
 from cairn.app import build_services
 from cairn.policy import Withhold
 from cairn.search import Hit
-from conftest import indexed_cairn
-from test_http_api import run
+from support.cairns import indexed_cairn
+from support.requests import ask_request
+from support.waits import run
 
 SECURITY = "Sync/Security.md"
 
@@ -126,9 +127,9 @@ def sync_vault(tmp_path_factory, embedder):
 
 def test_the_subsection_that_names_the_cipher_comes_with_its_section_into_the_sources(sync_vault):
     answers = build_services(sync_vault).answers
-    ranked = [h.symbol for h in answers.retrieve(QUESTION, top_k=3)]
+    ranked = [h.symbol for h in answers.retrieve(ask_request(QUESTION, top_k=3))]
     assert "Encryption" in ranked and "Encryption › What encryption do you use?" not in ranked  # ranks below
-    sources = answers.context(QUESTION, top_k=3)
+    sources = answers.context(ask_request(QUESTION, top_k=3))
     symbols = [(s.hit.file_path, s.hit.symbol) for s in sources]
     assert len(sources) == 3
     at = symbols.index(("Security.md", "Encryption"))
@@ -139,16 +140,16 @@ def test_the_subsection_that_names_the_cipher_comes_with_its_section_into_the_so
 def test_a_withheld_notes_sections_and_subsections_never_reach_a_withheld_caller(sync_vault):
     answers = build_services(sync_vault).answers
     question = "What is the code of the home safe?"
-    owner = run(answers.answer(question, top_k=2))
+    owner = run(answers.answer(ask_request(question, top_k=2)))
     assert any(s.hit.file_path == "Private/Safe.md" for s in owner.sources)
-    caller = run(answers.answer(question, top_k=2, withhold=Withhold(("personal",))))
+    caller = run(answers.answer(ask_request(question, top_k=2), answers.search.views.of(Withhold(("personal",)))))
     assert all(s.hit.file_path != "Private/Safe.md" for s in caller.sources)
     assert "4711" not in caller.text and "cellar" not in caller.text
 
 
 def test_the_answer_from_the_passages_quotes_the_faq_answer_under_the_heading_that_asks_the_question(sync_vault):
     # "We use AES-256 …" says neither "encryption" nor "Sync": its heading asks the question
-    answer = run(build_services(sync_vault).answers.answer(QUESTION, top_k=3))
+    answer = run(build_services(sync_vault).answers.answer(ask_request(QUESTION, top_k=3)))
     assert not answer.not_found and not answer.weak
     cited = {s.hit.symbol for s in answer.sources if s.cited}
     assert "Encryption › What encryption do you use?" in cited

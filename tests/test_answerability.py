@@ -18,9 +18,11 @@ from cairn.config import NOT_FOUND_ANSWER, WEAK_ANSWER_LEAD
 from cairn.contract import agent_answer_json
 from cairn.llm import OpenAIChatModel
 from cairn.policy import Withhold
-from conftest import indexed_cairn
-from test_answer_llm import daemon, llm_config, stub_server, text_of
-from test_http_api import assert_stream_order, run
+from support.cairns import indexed_cairn
+from support.http_client import assert_stream_order
+from support.llm_stub import daemon, llm_config, stub_server, text_of
+from support.requests import ask_request, caller_of
+from support.waits import run
 
 NEAR_MISS = "What's a simple recipe for guacamole?"  # the Kitchen notes are recipes; none is about guacamole
 IN_CORPUS = "How deep do I plant garlic cloves?"
@@ -46,8 +48,8 @@ def orchard(tmp_path_factory, embedder):
 
 def evidence_of(cairn, question: str, **kw) -> tuple[list, Evidence]:
     answers = AnswerService(cairn.query)
-    hits = answers.retrieve(question)
-    return hits, answers.answerability.evidence(question, hits, kw.get("view") or cairn.query.view())
+    hits = answers.retrieve(ask_request(question))
+    return hits, answers.answerability.evidence(question, hits, kw.get("view") or cairn.query.views.of(None))
 
 
 # -- the rule on its own ----------------------------------------------------------------------------------------------
@@ -144,18 +146,20 @@ def test_a_common_word_the_vault_does_not_use_is_not_unknown(orchard):
 def test_a_vault_term_the_hits_lack_counts_by_its_rarity(orchard):
     question = "Should I knead the dough before I prune the apricot trees?"
     answers = AnswerService(orchard.query)
-    hits = [h for h in answers.retrieve(question) if h.file_path == "Orchard/Apricots.md"]
+    hits = [h for h in answers.retrieve(ask_request(question)) if h.file_path == "Orchard/Apricots.md"]
     assert hits and not any("knead" in h.text.lower() for h in hits)
-    ev = answers.answerability.evidence(question, hits, orchard.query.view())
+    ev = answers.answerability.evidence(question, hits, orchard.query.views.of(None))
     assert 0.0 < ev.uncovered < 1.0  # "knead" is in one chunk of four: rare, but not the rarest possible
-    whole = answers.answerability.evidence(question, answers.retrieve(question), orchard.query.view())
+    whole = answers.answerability.evidence(
+        question, answers.retrieve(ask_request(question)), orchard.query.views.of(None)
+    )
     assert whole.uncovered < ev.uncovered  # the Bread chunk, once among the hits, covers it
 
 
 def test_a_term_only_a_withheld_note_holds_counts_as_absent_for_that_caller(orchard):
     question = "Which pears are Zanzibarite?"
     _, owner = evidence_of(orchard, question)
-    view = orchard.query.view(Withhold(("personal",)))
+    view = caller_of(orchard, Withhold(("personal",)))
     assert view.hidden
     _, caller = evidence_of(orchard, question, view=view)
     assert owner.unknown == 0 and caller.unknown == 1
@@ -182,13 +186,15 @@ HELP_IN_CORPUS = (
 
 @pytest.mark.parametrize("question", HELP_OFF_CORPUS)
 def test_a_question_the_help_vault_does_not_answer_gets_the_not_found_answer(help_cairn, question):
-    answer = run(build_services(help_cairn).answers.answer(question))
+    answer = run(build_services(help_cairn).answers.answer(ask_request(question)))
     assert answer.not_found and answer.text == NOT_FOUND_ANSWER and answer.sources == []
 
 
 def test_a_question_in_other_words_than_the_note_uses_is_answered_from_it(help_cairn):
     # "cipher" is in no note: the question must not be refused for using the user's word for encryption
-    answer = run(build_services(help_cairn).answers.answer("Which cipher does Sync use to encrypt my vault?"))
+    answer = run(
+        build_services(help_cairn).answers.answer(ask_request("Which cipher does Sync use to encrypt my vault?"))
+    )
     assert not answer.not_found and not answer.weak and answer.text != NOT_FOUND_ANSWER
     paths = {s.hit.file_path for s in answer.sources}
     assert "Obsidian Sync/Security and privacy.md" in paths
@@ -220,7 +226,7 @@ def test_the_passage_naming_the_cipher_reaches_the_model_with_the_sync_encryptio
 def test_the_answer_without_a_model_quotes_the_sentence_naming_the_cipher(help_cairn, question):
     # the answer a person expects names the cipher: the sentence under "What encryption do you use?", cited to the
     # Security and privacy note, though notes on upgrading Sync's encryption match the question's words better
-    answer = run(build_services(help_cairn).answers.answer(question))
+    answer = run(build_services(help_cairn).answers.answer(ask_request(question)))
     assert not answer.not_found and not answer.weak and not answer.grounded
     cited = {s.n: s for s in answer.sources if s.cited}
     runs = re.findall(r"(.+?)\s*\[(\d+)\]", answer.text, flags=re.S)
@@ -232,7 +238,7 @@ def test_the_answer_without_a_model_quotes_the_sentence_naming_the_cipher(help_c
 
 @pytest.mark.parametrize("question", HELP_IN_CORPUS)
 def test_a_question_the_help_vault_answers_gets_an_answer_from_its_notes(help_cairn, question):
-    answer = run(build_services(help_cairn).answers.answer(question))
+    answer = run(build_services(help_cairn).answers.answer(ask_request(question)))
     assert not answer.not_found and answer.sources and answer.text != NOT_FOUND_ANSWER
 
 
@@ -293,9 +299,9 @@ def test_weak_evidence_shows_the_closest_passages_cited_and_never_calls_the_mode
 
 
 def test_weak_evidence_is_said_in_the_answer_an_agent_or_the_cli_gets(sample_cairn):
-    answer = run(build_services(sample_cairn).answers.answer(WEAK))
+    answer = run(build_services(sample_cairn).answers.answer(ask_request(WEAK)))
     assert answer.weak and not answer.not_found and answer.text.startswith(WEAK_ANSWER_LEAD)
     out = agent_answer_json(answer)
     assert out["weak"] is True and out["notFound"] is False and out["sources"]
-    found = agent_answer_json(run(build_services(sample_cairn).answers.answer(IN_CORPUS)))
+    found = agent_answer_json(run(build_services(sample_cairn).answers.answer(ask_request(IN_CORPUS))))
     assert "weak" not in found

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import pytest
 
+from support import embedders
+from support.requests import search_request
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
+
 
 def test_index_error_clears_by_itself_once_the_vault_folder_is_back(fresh_cairn):
     cairn = fresh_cairn
@@ -30,4 +35,4 @@ def test_index_error_clears_by_itself_once_the_vault_folder_is_back(fresh_cairn)
     assert cairn.indexing.wait_for_indexing(60)
     back = cairn.indexing.stats()
     assert back["indexError"] is None
-    assert cairn.query.search("zqbackword").hits[0].file_path == "Back.md"
+    assert cairn.query.search(search_request("zqbackword")).hits[0].file_path == "Back.md"

@@ -18,10 +18,11 @@ from mcp import Client
 from cairn.answers import AnswerService
 from cairn.mcp_server import McpService, build_server
 from cairn.policy import parse_policy
-from conftest import services_of
-from test_answer_llm import daemon, text_of
-from test_edge_contract import POLICY
-from test_http_api import run
+from support.cairns import services_of
+from support.llm_stub import daemon, text_of
+from support.policies import POLICY
+from support.requests import ask_request
+from support.waits import run
 
 #: The extractive answer cites some of the passages it is given and not others (both lists are shown).
 QUESTION = "How do I feed my sourdough starter?"
@@ -47,7 +48,7 @@ def test_the_ask_stream_tokens_carry_the_answer_and_the_sources_event_its_source
     assert [n for n, _ in events][-2:] == ["sources", "done"]
     sources = events[-2][1]
     assert_answer_alone(text_of(events), sources)
-    whole = run(AnswerService(sample_cairn.query).answer(QUESTION))  # the CLI's and MCP's collected answer
+    whole = run(AnswerService(sample_cairn.query).answer(ask_request(QUESTION)))  # the CLI's and MCP's collected answer
     assert whole.text == text_of(events)
     assert [s.to_json() for s in whole.sources] == sources
 

@@ -290,7 +290,7 @@ def test_cairn_paths_prints_the_config_data_log_and_cache_folders(capsys, monkey
 @pytest.mark.slow
 @pytest.mark.skipif(autostart.current_platform() != "linux", reason="the Linux entries (systemd user units)")
 def test_enabling_a_second_vault_keeps_the_first_status_lists_both_and_disable_removes_one(home, tmp_path):
-    from test_cli import run_cairn
+    from support.cli import run_cairn
 
     env = {"HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config")}
     a, b = tmp_path / "A", tmp_path / "B"

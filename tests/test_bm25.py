@@ -9,10 +9,10 @@ import json
 import numpy as np
 import pytest
 
-from cairn.ranking import fts_phrase
 from cairn.search.keyword import Bm25Index
 from cairn.search.query import query_terms
-from conftest import SHARED
+from support.keyword_checks import assert_same_as_fts5
+from support.vaults import SHARED
 
 pytestmark = pytest.mark.slow  # the help vault and fresh indexes rebuilt per test
 
@@ -24,21 +24,6 @@ def _dev_terms(vault: str) -> list[str]:
         if line.strip()
     ]
     return sorted({t for r in rows if r["vault"] == vault for t in query_terms(r["question"])})
-
-
-def assert_same_as_fts5(index: Bm25Index, terms, *, expect_from_memory: bool = True) -> int:
-    """Every term's (ids, bm25) from memory equals FTS5's own, bit for bit; returns how many came from memory."""
-    from_memory = 0
-    for term in terms:
-        got = index.scores(term)
-        ids, values = index.store.fts_phrase_scores(fts_phrase(term))
-        if got is None:
-            assert not expect_from_memory or len(index.store.fts_tokens(term)) != 1, term
-            continue
-        from_memory += 1
-        assert np.array_equal(got[0], ids), term
-        assert np.array_equal(got[1], values), (term, np.abs(got[1] - values).max() if len(values) else None)
-    return from_memory
 
 
 @pytest.mark.shared_data("eval/dev.jsonl")

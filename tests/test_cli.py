@@ -18,14 +18,12 @@ from pathlib import Path
 import pytest
 
 from cairn.config import WEAK_ANSWER_LEAD
-from helpers import cairn_env, cairn_executable
+from support.cli import NOT_FOUND, TIMEOUT_S, _serve_and_wait, cairn_env, cairn_executable, run_cairn, run_json
 
 pytestmark = pytest.mark.slow  # a `cairn` subprocess per call (1-4 s each)
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_VAULT = REPO / "examples" / "vault"
-NOT_FOUND = "I couldn't find this in your indexed notes."
-TIMEOUT_S = 180
 
 SEARCH_KEYS = {"filePath", "symbol", "score", "snippet", "tags"}
 SOURCE_KEYS = {"n", "filePath", "symbol", "score", "snippet"}
@@ -68,32 +66,6 @@ Tyre pressure for the touring bike: 65 psi front, 75 psi rear.
 The chain is waxed every 300 km.
 """,
 }
-
-
-def run_cairn(
-    home: Path, *args: str, check: bool = True, cwd: Path | None = None, stdin=None, env: dict | None = None
-) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [cairn_executable(), *args],
-        env={**cairn_env(home), **(env or {})},
-        cwd=cwd,
-        stdin=stdin,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    if check and proc.returncode != 0:
-        pytest.fail(f"cairn {' '.join(args)} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-    return proc
-
-
-def run_json(home: Path, *args: str) -> dict:
-    """Run a ``--json`` command; its whole stdout must be one JSON document (logs go to stderr)."""
-    proc = run_cairn(home, *args)
-    try:
-        return json.loads(proc.stdout)
-    except ValueError:
-        pytest.fail(f"stdout of cairn {' '.join(args)} is not pure JSON:\n{proc.stdout}\nstderr:\n{proc.stderr}")
 
 
 def citations(answer: str) -> list[int]:
@@ -524,35 +496,6 @@ def test_the_sample_vault_is_never_written(sample_home):
 
 
 # -- one writer per index: `cairn index` beside a running daemon ---------------------------------
-
-
-def _serve_and_wait(home: Path, vault: Path) -> tuple[subprocess.Popen, str]:
-    """Start `cairn serve` on ``vault``; return it and its URL once service.json names its pid."""
-    import time
-
-    home.mkdir(parents=True, exist_ok=True)
-    err = open(home / "serve.stderr", "wb")
-    proc = subprocess.Popen(
-        [cairn_executable(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
-        env=cairn_env(home),
-        stdout=subprocess.DEVNULL,
-        stderr=err,
-        stdin=subprocess.DEVNULL,
-    )
-    err.close()
-    end = time.monotonic() + TIMEOUT_S
-    while time.monotonic() < end:
-        try:
-            info = json.loads((home / "data" / "service.json").read_text(encoding="utf-8"))
-            if info.get("pid") == proc.pid and info.get("url"):
-                return proc, info["url"]
-        except (OSError, ValueError):
-            pass
-        if proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    proc.kill()
-    pytest.fail(f"cairn serve did not start:\n{(home / 'serve.stderr').read_text()[-3000:]}")
 
 
 def test_index_while_a_daemon_serves_the_index_exits_1_naming_the_daemon_and_the_daemon_keeps_serving(tmp_path):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cairn.cli.parser import build_parser, parse_args
-from test_cli import run_cairn
+from support.cli import run_cairn
 
 
 def _parse(*argv: str):

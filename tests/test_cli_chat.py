@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cairn_env, cairn_executable
-from test_cli import NOT_FOUND, SAMPLE_VAULT, TIMEOUT_S, run_cairn, run_json
+from support.cli import NOT_FOUND, TIMEOUT_S, cairn_env, cairn_executable, run_cairn, run_json
+from support.vaults import SAMPLE_VAULT
 
 pytestmark = pytest.mark.slow  # a `cairn` subprocess per call
 

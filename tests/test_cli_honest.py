@@ -9,19 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from test_cli import run_cairn
+from support.cli import run_cairn
+from support.vaults import small_vault
 
 pytestmark = pytest.mark.slow  # a `cairn` subprocess per call
-
-
-def small_vault(root: Path) -> Path:
-    vault = root / "vault"
-    (vault / "Garden").mkdir(parents=True)
-    (vault / "Garden" / "Garlic.md").write_text(
-        "# Garlic\n\nPlant garlic cloves 5 cm deep in October, pointy end up.\n", encoding="utf-8"
-    )
-    (vault / "Boiler.md").write_text("# Boiler\n\nThe boiler pressure sits at 1.3 bar when cold.\n", encoding="utf-8")
-    return vault
 
 
 def mcp_stdio(home: Path, vault: Path, *args: str) -> subprocess.CompletedProcess:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from test_cli import run_cairn
-from test_cli_honest import small_vault
+from support.cli import run_cairn
+from support.vaults import small_vault
 
 pytestmark = pytest.mark.slow  # a `cairn` subprocess per call
 

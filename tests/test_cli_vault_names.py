@@ -12,8 +12,7 @@ import sys
 
 import pytest
 
-from helpers import cairn_env, cairn_executable
-from test_cli import TIMEOUT_S
+from support.cli import TIMEOUT_S, cairn_env, cairn_executable
 
 pytestmark = pytest.mark.slow  # a `cairn` subprocess per call
 

@@ -12,8 +12,12 @@ import pytest
 from cairn.app import Cairn
 from cairn.config import load_config
 from cairn.errors import ConfigError
-from conftest import make_config
-from test_cli import run_cairn
+from support import embedders
+from support.cairns import open_cairn
+from support.cli import run_cairn
+from support.requests import search_request
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 BIG_WORD = "zqbigword"
 
@@ -56,27 +60,27 @@ def test_whole_number_sizes_are_still_taken():
 def test_raising_max_note_bytes_reads_the_skipped_note_at_the_next_scan(tmp_path, embedder):
     vault, data = _vault(tmp_path), tmp_path / "data"
     size = (vault / "big.md").stat().st_size
-    small = Cairn(make_config(vault, data).replace(max_note_bytes=size - 1), embedder=embedder)
+    small = open_cairn(vault, data, embedder, max_note_bytes=size - 1)
     try:
         small.indexing.index()
         assert "raise max_note_bytes" in _skipped(small)["big.md"]
-        assert not small.query.search(BIG_WORD).hits
+        assert not small.query.search(search_request(BIG_WORD)).hits
         again = small.indexing.index()
         assert (again.added, again.updated) == (0, 0), "same limit, same bytes: nothing read again"
     finally:
         small.close()
-    raised = Cairn(make_config(vault, data).replace(max_note_bytes=size), embedder=embedder)  # config edited
+    raised = open_cairn(vault, data, embedder, max_note_bytes=size)  # config edited
     try:
         report = raised.indexing.index()
         assert report.added + report.updated == 1 and not report.skipped
         assert "big.md" not in _skipped(raised)
-        assert raised.query.search(BIG_WORD).hits[0].file_path == "big.md"
+        assert raised.query.search(search_request(BIG_WORD)).hits[0].file_path == "big.md"
         assert raised.indexing.stats()["notes"] == 2
         after = raised.indexing.index()
         assert (after.added, after.updated, after.unchanged) == (0, 0, 2), "read once, not on every scan"
     finally:
         raised.close()
-    lowered = Cairn(make_config(vault, data).replace(max_note_bytes=10), embedder=embedder)
+    lowered = open_cairn(vault, data, embedder, max_note_bytes=10)
     try:  # lowering it re-reads nothing already indexed (as for PDFs); a still-too-large note stays skipped once
         (vault / "huge.md").write_text("# Huge\n" + "words " * 50, encoding="utf-8")
         report = lowered.indexing.index()

@@ -23,7 +23,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from helpers import cairn_env, cairn_executable, read_service, wait_until
+from support.cli import cairn_env, cairn_executable, read_service
+from support.waits import wait_until
 
 pytestmark = pytest.mark.e2e  # a `cairn serve` subprocess
 

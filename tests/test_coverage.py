@@ -24,52 +24,25 @@ from mcp.client.stdio import stdio_client
 
 from cairn.app import Cairn
 from cairn.http import make_app, serve
-from conftest import make_config, services_of
-from test_http_api import TOKEN, read_events
-from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_home, run
+from support.cairns import open_cairn, services_of
+from support.cli import cairn_env, cairn_executable
+from support.half_embedded import half_embedded
+from support.http_client import TOKEN, read_events
+from support.mcp_client import CALL_TIMEOUT_S
+from support.waits import run
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-#: Indexed and embedded first ("Diary.md" is withheld from clients not declared local: tag personal).
-FIRST = {
-    "Garden.md": "# Garden\n\nThe zqcover beds get compost every spring.\n",
-    "Bread.md": "# Bread\n\nA sourdough loaf needs a starter fed the night before.\n",
-    "Diary.md": "---\ntags: [personal]\n---\n# Diary\n\nA long walk by the zqcover lake today.\n",
-}
-#: Written afterwards, text only: found by their words, not yet by meaning ("Secret.md" is withheld too).
-LATER = {
-    "Lake.md": "# Lake\n\nThe quillwort grows on the zqcover lake shore.\n",
-    "Secret.md": "---\ntags: [personal]\n---\n# Secret\n\nThe quillwort by the zqcover pond is mine.\n",
-}
 OWNER = {"notes": 5, "embedded": 3, "pending": 2, "refining": 0}
 #: What a client not declared local is told: the two withheld notes are in no count.
 NOT_LOCAL = {"notes": 3, "embedded": 2, "pending": 1, "refining": 0}
 DONE = {"notes": 5, "embedded": 5, "pending": 0, "refining": 0}
 
 
-def half_embedded(base: Path, embedder: Any) -> tuple[Path, Path]:
-    """(home with the MCP test policy and the index, the vault): FIRST indexed and embedded, LATER text only."""
-    vault = base / "vault"
-    vault.mkdir(parents=True)
-    for rel, text in FIRST.items():
-        (vault / rel).write_text(text, encoding="utf-8")
-    home = make_home(base / "home")
-    cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
-    try:
-        cairn.indexing.index()
-        for rel, text in LATER.items():
-            (vault / rel).write_text(text, encoding="utf-8")
-        cairn.indexer.sync_text()  # the first phase only: keyword-searchable, vectors still to come
-        assert cairn.store.count_pending() > 0
-    finally:
-        cairn.close()
-    return home, vault
-
-
 @pytest.fixture
 def indexed(tmp_path: Path, embedder: Any) -> Iterator[tuple[Path, Path, Cairn]]:
     """(home, vault, a Cairn over the half-embedded index) — the Cairn embeds only when a test says so."""
     home, vault = half_embedded(tmp_path, embedder)
-    cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
+    cairn = open_cairn(vault, home / "data", embedder, config_dir=home / "config")
     yield home, vault, cairn
     cairn.close()
 

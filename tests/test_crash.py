@@ -20,20 +20,32 @@ import random
 import shutil
 import signal
 import subprocess
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-from tests.conftest import HELP_VAULT, make_config
 
-import pdfgen
-from cairn.app import Cairn
 from cairn.store import Store
-from helpers import cairn_env, cairn_executable, read_service, wait_until
+from support import pdfgen
+from support.cairns import make_config, open_cairn
+from support.cli import cairn_env, cairn_executable
+from support.spawned import (
+    INDEX_DEADLINE_S,
+    ORPHAN_DEADLINE_S,
+    START_DEADLINE_S,
+    get_json,
+    group_processes,
+    kill_9,
+    request_json,
+    serving,
+    spawn,
+    token_for,
+    wait_indexed,
+    wait_serving,
+)
+from support.vaults import HELP_VAULT
+from support.waits import wait_until
 
 pytestmark = pytest.mark.e2e  # `cairn serve` subprocesses killed and restarted
 
@@ -41,124 +53,10 @@ KILL_CYCLES = int(os.environ.get("CAIRN_KILL_CYCLES", "20"))
 #: Seconds after which no new kill cycle starts (unset: no limit): a soak on a shared machine runs the cycles
 #: that fit and says how many ran.
 KILL_BUDGET_S = float(os.environ.get("CAIRN_KILL_BUDGET_S", "inf"))
-START_DEADLINE_S = 180  # a start takes ~3 s quiet; > 60 s was seen with the 2 cores shared (load average 16)
-INDEX_DEADLINE_S = 300  # embedding a small vault: ~30 s quiet; > 120 s was seen with the 2 cores shared (load 12)
 EMPTY = {"added": [], "changed": [], "deleted": []}
-#: Seconds the processes a killed daemon started may take to exit (a bound on a hang, not a timing assertion).
-ORPHAN_DEADLINE_S = 15
 #: Small notes rewritten in every kill cycle: with the cycle's other edits, more than the text phase's
 #: PARALLEL_MIN_NOTES, so every start parses in worker processes (the processes a kill could orphan).
 STUB_NOTES = 110
-
-
-def spawn(home: Path, vault: Path, log_name: str = "serve.stderr") -> subprocess.Popen:
-    with open(home / log_name, "ab") as err:
-        return subprocess.Popen(
-            [cairn_executable(), "serve", "--vault", str(vault), "--port", "0", "--no-tray"],
-            env=cairn_env(home),
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,  # its process group holds every process it starts (see group_processes)
-        )
-
-
-def group_processes(pgid: int) -> dict[int, str]:
-    """``{pid: command line}`` of the live processes (zombies left out) of process group ``pgid``, from /proc."""
-    found: dict[int, str] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-            cmdline = Path(entry.path, "cmdline").read_bytes()
-        except OSError:  # gone meanwhile
-            continue
-        state, _ppid, pgrp = stat.rsplit(")", 1)[1].split()[:3]
-        if int(pgrp) == pgid and state not in ("Z", "X"):
-            found[int(entry.name)] = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
-    return found
-
-
-def kill_9(proc: subprocess.Popen) -> dict[int, str]:
-    """SIGKILL the daemon ``proc`` (started by :func:`spawn`), then wait up to :data:`ORPHAN_DEADLINE_S` for
-    every process it started to end. Returns those still alive then (``{pid: command line}``), after
-    killing them so that they do not pile up."""
-    proc.kill()
-    proc.wait(timeout=30)
-    end = time.monotonic() + ORPHAN_DEADLINE_S
-    pause = threading.Event()
-    while (left := group_processes(proc.pid)) and time.monotonic() < end:
-        pause.wait(0.02)
-    for pid in left:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    return left
-
-
-def wait_serving(home: Path, proc: subprocess.Popen, deadline_s: float = START_DEADLINE_S) -> str:
-    """The daemon's URL once its service.json names this pid (store open and checked, HTTP up)."""
-    info = wait_until(
-        "cairn serve to start",
-        lambda: read_service(home, proc.pid),
-        deadline_s,
-        proc=proc,
-        log=home / "serve.stderr",
-        interval_s=0.02,
-    )
-    return info["url"]
-
-
-def request_json(method: str, url: str, path: str, token: str) -> dict:
-    """One authorised request to the daemon; asserts 200 and returns the JSON body."""
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-    try:
-        conn.request(method, path, headers={"Authorization": f"Bearer {token}"})
-        resp = conn.getresponse()
-        body = json.loads(resp.read())
-        assert resp.status == 200, body
-        return body
-    finally:
-        conn.close()
-
-
-def get_json(url: str, path: str, token: str) -> dict:
-    return request_json("GET", url, path, token)
-
-
-def token_for(home: Path, vault: Path) -> str:
-    return subprocess.run(
-        [cairn_executable(), "token", "--vault", str(vault)],
-        env=cairn_env(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout.strip()
-
-
-@contextmanager
-def serving(home: Path, vault: Path) -> Iterator[tuple[subprocess.Popen, str]]:
-    proc = spawn(home, vault)
-    try:
-        yield proc, wait_serving(home, proc)
-    finally:
-        if proc.poll() is None:
-            kill_9(proc)
-
-
-def wait_indexed(url: str, token: str, proc: subprocess.Popen, notes: int | None = None) -> dict:
-    end = time.monotonic() + INDEX_DEADLINE_S
-    while time.monotonic() < end:
-        stats = get_json(url, "/index/stats", token)
-        if stats["pending"] == 0 and not stats["indexing"] and (notes is None or stats["notes"] == notes):
-            return stats
-        assert proc.poll() is None, "the daemon died"
-        time.sleep(0.05)
-    pytest.fail(f"not indexed in {INDEX_DEADLINE_S} s: {stats}")
 
 
 def db_file(home: Path, vault: Path) -> Path:
@@ -174,7 +72,7 @@ def check_database(db: Path) -> list[str]:
 
 
 def reconcile_diff(home: Path, vault: Path, embedder) -> dict:
-    cairn = Cairn(make_config(vault.resolve(), home / "data"), embedder=embedder)
+    cairn = open_cairn(vault.resolve(), home / "data", embedder)
     try:
         return cairn.indexer.reconcile_diff()
     finally:
@@ -183,7 +81,7 @@ def reconcile_diff(home: Path, vault: Path, embedder) -> dict:
 
 def index_finished(home: Path, vault: Path, embedder) -> bool:
     """Text in line with the disk and no chunk waiting for its vectors."""
-    cairn = Cairn(make_config(vault.resolve(), home / "data"), embedder=embedder)
+    cairn = open_cairn(vault.resolve(), home / "data", embedder)
     try:
         return cairn.indexer.reconcile_diff() == EMPTY and cairn.store.count_pending() == 0
     finally:
@@ -350,8 +248,8 @@ def test_kill_9_of_the_daemon_leaves_no_pdf_reader_process(tmp_path):
 def test_a_damaged_database_is_moved_aside_rebuilt_and_reported(small_vault, tmp_path, embedder):
     home = tmp_path / "home"
     home.mkdir()
-    config = make_config(small_vault.resolve(), home / "data")
-    cairn = Cairn(config, embedder=embedder)
+    cairn = open_cairn(small_vault.resolve(), home / "data", embedder)
+    config = cairn.config
     cairn.indexing.index()
     notes = cairn.indexing.stats()["notes"]
     cairn.close()
@@ -444,7 +342,7 @@ def test_an_index_file_replaced_by_another_vaults_is_never_served(tmp_path, embe
     home.mkdir()
     vault = tiny_vault(tmp_path / "vault", "quillwort")
     other_vault = tiny_vault(tmp_path / "other vault", "bladderwrack")
-    other = Cairn(make_config(other_vault.resolve(), tmp_path / "other data"), embedder=embedder, verify=True)
+    other = open_cairn(other_vault.resolve(), tmp_path / "other data", embedder, verify=True)
     other.indexing.index()
     other.store.check_vault(other_vault.resolve())  # recorded, as a daemon over that vault records it
     other_db = other.store.path

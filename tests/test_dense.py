@@ -12,7 +12,8 @@ from cairn.embedder import DIM, Int8Dot
 from cairn.errors import ModelError
 from cairn.search import SearchService
 from cairn.search.dense import DenseIndex, quantize_query, quantize_rows
-from conftest import SHARED
+from support.requests import search_request
+from support.vaults import SHARED
 
 
 def _dev_questions(vault: str) -> list[str]:
@@ -123,7 +124,7 @@ def test_search_results_are_the_same_with_and_without_the_int8_pass(help_cairn, 
     assert not fast.vectors.current().dense.exact_only
 
     def results(service, q):
-        return [(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(q, top_k=8).hits]
+        return [(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(search_request(q, top_k=8)).hits]
 
     with_int8 = {q: results(fast, q) for q in questions}
     monkeypatch.setattr("cairn.search.vectors.DenseIndex", lambda *a, **k: DenseIndex(*a, **k, dot_factory=_no_int8))
@@ -166,5 +167,5 @@ def test_identical_notes_rank_the_same_on_both_paths_in_note_order(fresh_cairn, 
     slow = SearchService(store, embedder)
     for q in ("Garden", "watering plants in the morning", "compost and bees"):
         for service in (fast, slow):
-            hits = service.search(q, top_k=8, mode="dense").hits
+            hits = service.search(search_request(q, top_k=8), mode="dense").hits
             assert [h.file_path for h in hits] == expected, q

@@ -9,14 +9,13 @@ import logging
 import numpy as np
 import pytest
 
-from cairn.app import Cairn
 from cairn.embedding import (
     chunk_vector,
     embedding_texts,
     whole_chunk_hash,
     whole_chunk_text,
 )
-from conftest import make_config
+from support.cairns import open_cairn
 
 #: Notes whose one passage answers a question only when read as a whole: no single sentence says it, while other
 #: notes each have one sentence on one of the question's words.
@@ -39,7 +38,7 @@ def passages(tmp_path, embedder):
     for path, text in NOTES.items():
         (vault / path).parent.mkdir(parents=True, exist_ok=True)
         (vault / path).write_text(text, encoding="utf-8")
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     cairn.indexing.index()
     yield cairn
     cairn.close()
@@ -105,7 +104,7 @@ def test_an_index_made_with_the_previous_recipe_re_makes_its_vectors_once(fresh_
         )
     n_chunks = store.stats().chunks
     with caplog.at_level(logging.INFO, logger="cairn.index.vectors"):
-        upgraded = Cairn(fresh_cairn.config, embedder=embedder)
+        upgraded = open_cairn(fresh_cairn.config.vault, fresh_cairn.config.data_dir, embedder)
         try:
             report = upgraded.indexing.index()
             again = upgraded.indexing.index()
@@ -138,7 +137,7 @@ def test_the_whole_chunk_text_reads_the_cleaned_passage_not_link_targets_or_html
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "Some person.md").write_text("Some person writes plugins.\n\n" + FOOTER, encoding="utf-8")
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         rows = cairn.store.conn.execute(

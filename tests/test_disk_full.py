@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import apsw
 import pytest
-from tests.conftest import make_config
 
-from cairn.app import Cairn
 from cairn.store import Store
-from helpers import wait_until
+from support import embedders
+from support.cairns import open_cairn
+from support.waits import wait_until
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 #: Seconds indexing may take to resume once space is back (a bound on a hang: the first retry is due in a few).
 RESUME_DEADLINE_S = 120
@@ -59,7 +61,7 @@ def test_a_full_disk_degrades_health_and_indexing_resumes_when_space_returns(tmp
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "First.md").write_text("# First\n\nThe ferry leaves at noon.\n", encoding="utf-8")
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         assert cairn.indexing.health()["status"] == "ok"

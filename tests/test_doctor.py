@@ -1,7 +1,7 @@
 """``cairn doctor``: each check's pass and fail line, with its fix, on real files: a real vault indexed with the real
 model, ``cairn plugin install``, a running ``cairn serve`` and none (and one killed, its record left behind), a
 policy edit waiting for ``cairn policy apply``, login entries written by ``cairn autostart enable``, MCP clients'
-config files where the README says to put Cairn, and the tray backend on a real X server (Xvfb).
+config files where docs/mcp.md says to put Cairn, and the tray backend on a real X server (Xvfb).
 
 Every run is the real ``cairn doctor`` in a subprocess whose every folder (Cairn's, HOME, XDG_CONFIG_HOME) is inside
 the test's home, never the user's.
@@ -18,13 +18,15 @@ from pathlib import Path
 
 import pytest
 
-import tray_harness
-from helpers import cairn_env, cairn_executable
-from test_daemon import Daemon, running_daemon
-from test_tray_backends import session_bus, system_gi, with_gi
+from support import tray as tray_harness
+from support.cairns import make_config
+from support.cli import cairn_env, cairn_executable
+from support.daemons import Daemon, running_daemon
+from support.tray import with_gi
 
-xvfb = tray_harness.xvfb  # a private X display (skipped without Xvfb)
-__all__ = ["session_bus", "system_gi", "xvfb"]  # fixtures used below
+xvfb = tray_harness.xvfb  # the fixtures: a private X display (skipped without Xvfb),
+session_bus = tray_harness.session_bus  # a D-Bus session bus of its own,
+system_gi = tray_harness.system_gi  # the distribution's PyGObject on a PYTHONPATH entry of its own
 
 NOTES = {
     "Garden/Garlic.md": "# Garlic\n\nPlant the cloves 5 cm deep in October.\n",
@@ -126,8 +128,6 @@ def test_with_no_daemon_the_daemon_fails_with_the_command_that_starts_it(indexed
 
 def test_a_record_left_by_a_killed_daemon_is_named_as_stale(indexed):
     home, vault = indexed
-    from conftest import make_config
-
     config = make_config(vault, home / "data")
     record = config.service_file
     record.write_text(

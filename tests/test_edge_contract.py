@@ -21,21 +21,15 @@ from cairn.contract import LIMITS
 from cairn.errors import BadRequestError
 from cairn.mcp_server import McpService, build_server
 from cairn.policy import parse_policy
-from cairn.search.hits import check_query
-from test_http_api import AUTH, RecordingQuery, run, running, stand_in_services
+from support.http_client import AUTH, running
+from support.policies import POLICY
+from support.stand_ins import RecordingQuery, stand_in_services
+from support.waits import run
 
 TOO_MANY = [f"t{i}" for i in range(LIMITS.scope_items + 1)]
 LONG_TEXT = "q" * (LIMITS.text_chars + 1)
 LONG_TAG = "t" * (LIMITS.scope_chars + 1)
 SHOWN_LONG_TAG = repr(LONG_TAG[:40] + "…")  # a value is shown cut at 40 characters, still quoted
-POLICY = """\
-version: 1
-withhold: {tags: [personal]}
-default_tools: [get_note, list_notes]
-clients:
-  agent: {local: true, tools: all}
-audit: {enabled: false}
-"""
 
 
 @dataclass(frozen=True)
@@ -166,11 +160,7 @@ def test_an_empty_or_absent_query_asks_every_edge_for_the_recent_notes():
     """docs/design.md, "Contract" → Recent notes: no words is not an error but the recent-notes listing; each edge
     hands the one search service the query ``""`` (an empty question is still refused: the rows above)."""
 
-    class Recording(RecordingQuery):
-        def search(self, q, *, top_k, tags, folders, **caller):  # MCP also passes the caller's withhold and tally
-            return super().search(q, top_k=top_k, tags=tags, folders=folders)
-
-    query = Recording()
+    query = RecordingQuery()
 
     async def http():
         async with running(query) as client:
@@ -311,17 +301,6 @@ def test_an_mcp_call_with_bad_arguments_gets_the_contracts_message_and_reaches_n
         )
     ]
     assert query.calls == []
-
-
-def test_the_search_services_own_check_words_a_bad_request_as_the_edges_do():
-    for row in ROWS:
-        if row.tool == "search" and row.tags is None:  # scopes are the service's own normalisation
-            with pytest.raises(BadRequestError) as raised:
-                check_query(row.text, LIMITS.top_k_default if row.top_k is None else row.top_k)
-            assert raised.value.message == row.message
-    with pytest.raises(BadRequestError) as raised:
-        check_query("garlic", None)  # type: ignore[arg-type]  # no default inside the daemon
-    assert raised.value.message == _top_k_message("null")
 
 
 def test_the_published_openapi_document_states_the_contracts_limits():

@@ -15,8 +15,10 @@ import pytest
 
 from cairn.http import make_app, serve
 from cairn.index import VaultWatcher
-from conftest import services_of
-from test_http_api import AUTH, TOKEN, run
+from support.cairns import services_of
+from support.http_client import AUTH, TOKEN
+from support.requests import search_request
+from support.waits import run
 
 DEADLINE_S = 45.0
 
@@ -86,7 +88,7 @@ def test_a_deleted_and_a_renamed_note_stream_removed_events_and_an_edited_one_do
     assert all(set(d) == {"filePath"} for d in removed)
     assert cairn.store.note_by_path(deleted) is None and cairn.store.note_by_path(renamed) is None
     assert cairn.store.note_by_path(new_name) is not None
-    paths = [h.file_path for h in cairn.query.search("compost bays from pallets", top_k=10).hits]
+    paths = [h.file_path for h in cairn.query.search(search_request("compost bays from pallets", top_k=10)).hits]
     assert paths and paths[0] == new_name and renamed not in paths and deleted not in paths
 
 

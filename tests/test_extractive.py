@@ -17,7 +17,9 @@ import pytest
 from cairn.answers import AnswerService
 from cairn.passages import passage_units
 from cairn.prompt import CITATION, cited_numbers
-from conftest import HELP_VAULT, indexed_cairn
+from support.cairns import indexed_cairn
+from support.requests import ask_request
+from support.vaults import HELP_VAULT
 
 pytestmark = pytest.mark.shared_data("vaults/obsidian-help")
 
@@ -47,7 +49,7 @@ def help_notes(tmp_path_factory, embedder):
 
 
 def ask(cairn, question: str):
-    answer = asyncio.run(AnswerService(cairn.query).answer(question))
+    answer = asyncio.run(AnswerService(cairn.query).answer(ask_request(question)))
     assert not answer.not_found, question
     return answer
 

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from support.vaults import REPO
 
 pytestmark = pytest.mark.slow  # a pytest run of its own, collecting the whole suite
 

@@ -4,10 +4,13 @@ and a real SQLite file. The figures (keyword/dense freshness p95 under load) are
 from __future__ import annotations
 
 import pytest
-from tests.conftest import make_config
 
 import cairn.index.lanes as lanes_module
-from cairn.app import Cairn
+from support import embedders
+from support.cairns import open_cairn
+from support.requests import search_request
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 
 @pytest.mark.slow  # a vector phase long enough to change a note during it
@@ -17,7 +20,7 @@ def test_a_change_waiting_during_a_long_vector_phase_is_applied_before_the_rest_
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "Home.md").write_text("# Home\n\nStart here.\n", encoding="utf-8")
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         hints = cairn.indexing.hints  # no watcher follows them: the test hands hints over itself
@@ -49,7 +52,9 @@ def test_a_change_waiting_during_a_long_vector_phase_is_applied_before_the_rest_
         hints.pause()  # drops the hint: this test applies it itself, as the watcher's next batch would
         second = cairn.indexing.save_lane.save({"New.md"})
         assert second.added == 1
-        assert [h.file_path for h in cairn.query.search("quillwort lake", top_k=3).hits][:1] == ["New.md"]
+        assert [h.file_path for h in cairn.query.search(search_request("quillwort lake", top_k=3)).hits][:1] == [
+            "New.md"
+        ]
         assert cairn.store.count_pending() == 0  # and the remaining vectors followed in that batch
         assert second.vectors_written == left + 1
     finally:

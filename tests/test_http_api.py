@@ -1,6 +1,7 @@
-"""cairn.http: a real aiohttp server on 127.0.0.1 (random port), a real HTTP client.
+"""cairn.http: a real aiohttp server on 127.0.0.1 (random port), a real HTTP client (its security:
+tests/test_http_security.py).
 
-Security and error-shape tests exercise the HTTP edge with small real objects that
+Error-shape and plumbing tests exercise the HTTP edge with small real objects that
 implement ``search``/``ask`` (empty results, or raising); retrieval and streaming of
 real answers use the real query service over an index of ``examples/vault``
 (``indexed_sample`` from ``tests/conftest.py``).
@@ -17,464 +18,20 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import aiohttp
 import pytest
 
 from cairn.answers import AnswerService
 from cairn.answers.events import split_pieces
 from cairn.config import NOT_FOUND_ANSWER, Config
-from cairn.errors import BadRequestError, ConfigError, NotFoundError, StoreError
-from cairn.http import MAX_BODY_BYTES, make_app, serve
+from cairn.errors import BadRequestError, StoreError
+from cairn.http import MAX_BODY_BYTES
 from cairn.relevance import RELEVANCE_LABELS
-from cairn.search import Ranked, SearchResult
-from cairn.services import Services
-
-TOKEN = "test-token-" + "x" * 32
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-OBSIDIAN = "app://obsidian.md"
-SCENARIO_TIMEOUT_S = 60
-
-
-def run(coro) -> Any:
-    """Run one async scenario to completion (bounded, so a hang fails instead of blocking CI)."""
-    return asyncio.run(asyncio.wait_for(coro, SCENARIO_TIMEOUT_S))
-
-
-# -- small real stand-ins for the HTTP-edge tests ---------------------------------------
-
-
-class EmptyQuery:
-    """Finds nothing: search → no hits; retrieve → no hits, so the answer service answers the fixed not-found
-    text (as the real service does). ``vector_cache``/``embedder``: what an AnswerService holds on to."""
-
-    PER_NOTE_ASK = 3
-    vector_cache = None
-    embedder = None
-
-    def search(self, q, *, top_k, tags, folders) -> SearchResult:
-        return SearchResult(hits=[], elapsed_ms=0.1)
-
-    def retrieve(self, question, *, top_k, tags, folders, **kw):
-        return [], None
-
-    def view(self, withhold=None):
-        return None
-
-    def ranked(self, query, view, *, top_k, tags, folders, **kw):
-        return Ranked(())
-
-    def coverage(self, view):
-        return None
-
-
-class RaisingQuery(EmptyQuery):
-    """Every call raises ``error`` (to test the error edge)."""
-
-    def __init__(self, error: Exception) -> None:
-        self.error = error
-
-    def search(self, q, *, top_k, tags, folders):
-        raise self.error
-
-    def retrieve(self, question, *, top_k, tags, folders, **kw):
-        raise self.error
-
-    def ranked(self, query, view, *, top_k, tags, folders, **kw):
-        raise self.error
-
-
-class RecordingQuery(EmptyQuery):
-    """Empty results, remembering the arguments it was called with (and on which thread)."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, dict[str, Any], str]] = []
-
-    def search(self, q, *, top_k, tags, folders):
-        self.calls.append(
-            (
-                "search",
-                q,
-                {"top_k": top_k, "tags": tuple(tags), "folders": tuple(folders)},
-                threading.current_thread().name,
-            )
-        )
-        return super().search(q, top_k=top_k, tags=tags, folders=folders)
-
-    def ranked(self, query, view, *, top_k, tags, folders, **kw):
-        self.calls.append(
-            (
-                "ask",
-                query.text,
-                {"top_k": top_k, "tags": tuple(tags), "folders": tuple(folders)},
-                threading.current_thread().name,
-            )
-        )
-        return super().ranked(query, view, top_k=top_k, tags=tags, folders=folders, **kw)
-
-
-class GatedQuery:
-    """Delegates to ``inner`` but holds ``ranked`` (the answer's retrieval) until ``release`` is set (proves the
-    stream starts first)."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.PER_NOTE_ASK = inner.PER_NOTE_ASK
-        self.vector_cache, self.embedder, self.store = inner.vector_cache, inner.embedder, inner.store
-        self.view, self.coverage = inner.view, inner.coverage
-
-    def search(self, q, **kw):
-        return self.inner.search(q, **kw)
-
-    def ranked(self, query, view, **kw):
-        self.entered.set()
-        if not self.release.wait(timeout=30):
-            raise RuntimeError("test gate never released")
-        return self.inner.ranked(query, view, **kw)
-
-
-HEALTH = {"status": "ok", "store": "ok", "embedder": "ok", "llm": {"configured": False, "reachable": False}}
-STATS = {
-    "notes": 0,
-    "chunks": 0,
-    "vectors": 0,
-    "pending": 0,
-    "lastIngestedAt": None,
-    "watching": False,
-    "paused": False,
-    "errors": [],
-}
-
-
-@dataclass
-class Client:
-    url: str
-    port: int
-    session: aiohttp.ClientSession
-
-    def get(self, path: str, **kw):
-        return self.session.get(self.url + path, **kw)
-
-    def post(self, path: str, **kw):
-        return self.session.post(self.url + path, **kw)
-
-    def options(self, path: str, **kw):
-        return self.session.options(self.url + path, **kw)
-
-    def request(self, method: str, path: str, **kw):
-        return self.session.request(method, self.url + path, **kw)
-
-
-class NoLibrary:
-    """A library without notes: every read is ``not_found``."""
-
-    def note(self, raw, withhold=None, tally=None):
-        raise NotFoundError(f"No note {raw!r} in the index.")
-
-    def related(self, raw, limit=10, withhold=None, tally=None):
-        raise NotFoundError(f"No note {raw!r} in the index.")
-
-    def tags(self):
-        return {"tags": []}
-
-    def list_notes(self, tag=None, folder=None, limit=50, withhold=None, tally=None):
-        return {"notes": [], "total": 0}
-
-
-class StandInIndexing:
-    """Index controls answering from ``stats()``; re-index requests are queued nowhere."""
-
-    def __init__(self, stats: Callable[[], dict] = lambda: dict(STATS)) -> None:
-        self.stats = stats
-
-    def request_reindex(self, path=None):
-        return {"queued": True, "path": path}
-
-    def set_paused(self, paused):
-        return {"paused": paused, "watching": not paused}
-
-
-class NoEvents:
-    """An event source whose subscriptions never yield."""
-
-    def subscribe(self):
-        from cairn.events import EventBus
-
-        return EventBus().subscribe()
-
-
-def stand_in_services(
-    query,
-    *,
-    config: Config | None = None,
-    stats: Callable[[], dict] = lambda: dict(STATS),
-    health: Callable[[], Any] = lambda: dict(HEALTH),
-    answers=None,
-    library=None,
-    indexing=None,
-    events=None,
-) -> Services:
-    """Services over a stand-in query service (``search``/``retrieve``), answers from the real answer service over
-    it; what is not given is a stand-in too."""
-    return Services(
-        config=config or Config(),
-        search=query,
-        answers=answers or AnswerService(query),
-        library=library or NoLibrary(),
-        indexing=indexing or StandInIndexing(stats),
-        events=events or NoEvents(),
-        health=health,
-    )
-
-
-@asynccontextmanager
-async def running(
-    query,
-    *,
-    config: Config | None = None,
-    stats: Callable[[], dict] = lambda: dict(STATS),
-    health: Callable[[], dict] = lambda: dict(HEALTH),
-    answers=None,
-) -> AsyncIterator[Client]:
-    """The real app on 127.0.0.1:<random port> and a real client session; ``/ask`` answers through ``answers``,
-    by default the real answer service over ``query``."""
-    services = stand_in_services(query, config=config, stats=stats, health=health, answers=answers)
-    app = make_app(services, token=TOKEN)
-    server = await serve(app, "127.0.0.1", 0)
-    try:
-        async with aiohttp.ClientSession() as session:
-            yield Client(server.url, server.port, session)
-    finally:
-        await server.close()
-
-
-async def read_events(response: aiohttp.ClientResponse) -> list[tuple[str, Any]]:
-    """Parse an SSE body into ``[(event name, decoded JSON data)]``, checking the framing."""
-    events: list[tuple[str, Any]] = []
-    name: str | None = None
-    data: str | None = None
-    async for raw in response.content:
-        line = raw.decode("utf-8").rstrip("\n")
-        if line.startswith(":"):  # SSE comment (heartbeat)
-            continue
-        if line == "":
-            if name is None and data is None:
-                continue  # the blank line after a comment
-            assert name is not None and data is not None, "blank line without a complete event"
-            events.append((name, json.loads(data)))
-            name = data = None
-        elif line.startswith("event: "):
-            assert name is None
-            name = line[len("event: ") :]
-        elif line.startswith("data: "):
-            assert data is None, "data must fit on one line"
-            data = line[len("data: ") :]
-        else:
-            raise AssertionError(f"unexpected SSE line {line!r}")
-    assert name is None and data is None, "stream ended mid-event"
-    return events
-
-
-def assert_error(body: dict, code: str) -> None:
-    assert set(body) == {"error"}
-    assert set(body["error"]) == {"code", "message"}
-    assert body["error"]["code"] == code
-    assert body["error"]["message"]
-
-
-def assert_stream_order(events: list[tuple[str, Any]]) -> None:
-    """``token``… then exactly one ``sources`` then ``done`` last."""
-    names = [n for n, _ in events]
-    assert names.count("sources") == 1 and names.count("done") == 1
-    assert names[-1] == "done" and names[-2] == "sources"
-    assert set(names[:-2]) <= {"token"}
-
-
-# -- authentication ---------------------------------------------------------------------
-
-
-def test_every_route_but_health_needs_the_bearer_token():
-    async def scenario():
-        async with running(EmptyQuery()) as client:
-            for method, path, kw in [
-                ("GET", "/search?q=x", {}),
-                ("GET", "/index/stats", {}),
-                ("POST", "/ask", {"json": {"question": "x"}}),
-            ]:
-                async with client.request(method, path, **kw) as resp:
-                    assert resp.status == 401, path
-                    assert resp.headers["WWW-Authenticate"].startswith("Bearer")
-                    assert_error(await resp.json(), "unauthorized")
-
-    run(scenario())
-
-
-def test_a_wrong_token_or_scheme_is_401():
-    async def scenario():
-        async with running(EmptyQuery()) as client:
-            for header in [
-                f"Bearer {TOKEN}x",
-                f"Bearer {TOKEN[:-1]}",
-                "Bearer ",
-                f"Basic {TOKEN}",
-                TOKEN,
-                "Bearer ünïcode",
-            ]:
-                async with client.get("/index/stats", headers={"Authorization": header}) as resp:
-                    assert resp.status == 401, header
-                    assert_error(await resp.json(), "unauthorized")
-            async with client.get("/index/stats", headers=AUTH) as resp:
-                assert resp.status == 200
-                assert await resp.json() == STATS
-
-    run(scenario())
-
-
-def test_a_token_in_the_url_query_is_never_accepted():
-    async def scenario():
-        async with running(EmptyQuery()) as client:
-            for path in [f"/index/stats?token={TOKEN}", f"/search?q=x&access_token={TOKEN}"]:
-                async with client.get(path) as resp:
-                    assert resp.status == 401, path
-                    assert_error(await resp.json(), "unauthorized")
-                # even together with a good header: the URL already leaked the token
-                async with client.get(path, headers=AUTH) as resp:
-                    assert resp.status == 401, path
-
-    run(scenario())
-
-
-def test_health_is_open_without_a_token():
-    async def scenario():
-        async with running(EmptyQuery()) as client:
-            async with client.get("/health") as resp:
-                assert resp.status == 200
-                assert await resp.json() == HEALTH
-
-    run(scenario())
-
-
-def test_the_token_never_reaches_the_logs(caplog):
-    caplog.set_level(logging.DEBUG)
-
-    async def scenario():
-        async with running(EmptyQuery()) as client:
-            async with client.get("/search?q=secret+search+text", headers=AUTH) as resp:
-                assert resp.status == 200
-            async with client.get("/index/stats", headers={"Authorization": f"Bearer {TOKEN}wrong"}) as resp:
-                assert resp.status == 401
-            async with client.get(f"/index/stats?token={TOKEN}") as resp:
-                assert resp.status == 401
-
-    run(scenario())
-    access = [r.getMessage() for r in caplog.records if r.name == "cairn.http.access"]
-    assert any(m.startswith("GET /search 200") for m in access), access
-    assert TOKEN not in caplog.text
-    assert "secret search text" not in caplog.text and "secret+search" not in caplog.text
-
-
-# -- Host and Origin allowlists, CORS ---------------------------------------------------
-
-
-def test_a_foreign_host_header_is_421_on_every_route():
-    async def scenario():
-        async with running(EmptyQuery()) as client:
-            for host in [
-                "evil.com",
-                f"evil.com:{client.port}",
-                f"127.0.0.1.evil.com:{client.port}",
-                f"127.0.0.1:{client.port + 1 if client.port < 65535 else 1}",
-            ]:
-                for path in ["/health", "/index/stats"]:
-                    async with client.get(path, headers={**AUTH, "Host": host}) as resp:
-                        assert resp.status == 421, (host, path)
-                        assert_error(await resp.json(), "misdirected_request")
-
-    run(scenario())
-
-
-def test_loopback_host_names_are_accepted():
-    async def scenario():
-        async with running(EmptyQuery()) as client:
-            for host in [
-                f"127.0.0.1:{client.port}",
-                f"localhost:{client.port}",
-                f"[::1]:{client.port}",
-                "localhost",
-                "LOCALHOST",
-            ]:
-                async with client.get("/index/stats", headers={**AUTH, "Host": host}) as resp:
-                    assert resp.status == 200, host
-
-    run(scenario())
-
-
-def test_a_foreign_origin_is_403_and_gets_no_cors_headers():
-    async def scenario():
-        async with running(EmptyQuery()) as client:
-            for origin in ["https://evil.com", "null", "app://obsidian.md.evil.com"]:
-                async with client.get("/index/stats", headers={**AUTH, "Origin": origin}) as resp:
-                    assert resp.status == 403, origin
-                    assert "Access-Control-Allow-Origin" not in resp.headers
-                    assert_error(await resp.json(), "forbidden")
-                async with client.options(
-                    "/search", headers={"Origin": origin, "Access-Control-Request-Method": "GET"}
-                ) as resp:
-                    assert resp.status == 403
-                    assert "Access-Control-Allow-Origin" not in resp.headers
-
-    run(scenario())
-
-
-def test_obsidian_preflight_is_answered_with_exact_cors_headers():
-    async def scenario():
-        async with running(EmptyQuery()) as client:
-            for path, method in [("/ask", "POST"), ("/search", "GET")]:
-                async with client.options(
-                    path,
-                    headers={
-                        "Origin": OBSIDIAN,
-                        "Access-Control-Request-Method": method,
-                        "Access-Control-Request-Headers": "authorization, content-type",
-                    },
-                ) as resp:
-                    assert resp.status == 204
-                    assert resp.headers["Access-Control-Allow-Origin"] == OBSIDIAN
-                    assert resp.headers["Access-Control-Allow-Methods"] == "GET, POST"
-                    assert resp.headers["Access-Control-Allow-Headers"] == "Authorization, Content-Type"
-                    assert resp.headers["Vary"] == "Origin"
-            # the actual request from Obsidian gets the echoed origin too, never '*'
-            async with client.get("/search?q=x", headers={**AUTH, "Origin": OBSIDIAN}) as resp:
-                assert resp.status == 200
-                assert resp.headers["Access-Control-Allow-Origin"] == OBSIDIAN
-                assert "Origin" in resp.headers["Vary"]
-            # and so does an error, so the plugin can read it
-            async with client.get("/search?q=x", headers={"Origin": OBSIDIAN}) as resp:
-                assert resp.status == 401
-                assert resp.headers["Access-Control-Allow-Origin"] == OBSIDIAN
-
-    run(scenario())
-
-
-def test_configured_cors_origins_replace_the_default():
-    async def scenario():
-        config = Config(cors_origins=("http://localhost:5173",))
-        async with running(EmptyQuery(), config=config) as client:
-            async with client.get("/health", headers={"Origin": "http://localhost:5173"}) as resp:
-                assert resp.status == 200
-                assert resp.headers["Access-Control-Allow-Origin"] == "http://localhost:5173"
-            async with client.get("/health", headers={"Origin": OBSIDIAN}) as resp:
-                assert resp.status == 403
-
-    run(scenario())
-
+from support.http_client import AUTH, TOKEN, assert_error, assert_stream_order, read_events, running
+from support.requests import ask_request, search_request
+from support.stand_ins import EmptyQuery, GatedQuery, RaisingQuery, RecordingQuery
+from support.waits import run
 
 # -- one error shape --------------------------------------------------------------------
 
@@ -676,20 +233,6 @@ def test_split_pieces_join_back_to_the_exact_text():
     assert len(split_pieces("a b c d")) == 4
 
 
-def test_serve_refuses_a_non_loopback_host():
-    async def scenario():
-        app = make_app(stand_in_services(EmptyQuery()), token=TOKEN)
-        with pytest.raises(ConfigError, match="loopback"):
-            await serve(app, "0.0.0.0", 0)
-
-    run(scenario())
-
-
-def test_an_empty_token_is_refused_at_startup():
-    with pytest.raises(ConfigError):
-        make_app(stand_in_services(EmptyQuery()), token="")
-
-
 # -- SSE /ask ---------------------------------------------------------------------------
 
 
@@ -750,7 +293,9 @@ SAMPLE_QUESTION, SAMPLE_MUST_BE_FOUND = _sample_question()
 
 def test_ask_streams_tokens_then_sources_then_done_from_the_real_service(request):
     config, query_service, stats_fn, health_fn = _sample(request)
-    expected = asyncio.run(AnswerService(query_service).answer(SAMPLE_QUESTION, top_k=8, tags=(), folders=()))
+    expected = asyncio.run(
+        AnswerService(query_service).answer(ask_request(SAMPLE_QUESTION, top_k=8, tags=(), folders=()))
+    )
 
     async def scenario():
         async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:
@@ -795,7 +340,7 @@ def test_ask_scoped_to_an_unknown_tag_streams_not_found_from_the_real_service(re
 
 def test_search_returns_the_real_services_results(request):
     config, query_service, stats_fn, health_fn = _sample(request)
-    expected = query_service.search(SAMPLE_QUESTION, top_k=5, tags=(), folders=()).to_json()
+    expected = query_service.search(search_request(SAMPLE_QUESTION, top_k=5, tags=(), folders=())).to_json()
 
     async def scenario():
         async with running(query_service, config=config, stats=stats_fn, health=health_fn) as client:

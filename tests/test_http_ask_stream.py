@@ -22,8 +22,10 @@ from aiohttp import web
 from cairn.answers.events import Done, Sources, Token, split_pieces
 from cairn.http import PUMP_BACKLOG
 from cairn.llm import OpenAIChatModel
-from test_answer_llm import QUESTION, Stub, daemon, llm_config, stub_server, text_of
-from test_http_api import AUTH, EmptyQuery, assert_stream_order, read_events, run, running
+from support.http_client import AUTH, assert_stream_order, read_events, running
+from support.llm_stub import QUESTION, Stub, daemon, llm_config, stub_server, text_of
+from support.stand_ins import EmptyQuery
+from support.waits import run
 
 WAIT_S = 10  # the longest any single step may take before the test fails (never a sleep)
 
@@ -164,7 +166,7 @@ def test_a_server_shutdown_mid_answer_ends_the_stream_with_shutting_down_and_can
 class LongAnswers:
     """An answer service (the stand-in style of tests/test_http_api.py) whose answer is :data:`LONG_ANSWER`."""
 
-    async def stream(self, question, *, top_k, tags, folders, history=()):
+    async def stream(self, request, caller=None):
         for piece in split_pieces(LONG_ANSWER):
             yield Token(piece)
         yield Sources()

@@ -18,10 +18,12 @@ import pytest
 from cairn.answers import AnswerService
 from cairn.errors import BadRequestError
 from cairn.http import make_app, serve
-from conftest import services_of
-from helpers import cairn_env, cairn_executable
-from test_cli import TIMEOUT_S
-from test_http_api import AUTH, TOKEN, StandInIndexing, assert_error, read_events, run
+from support.cairns import services_of
+from support.cli import TIMEOUT_S, cairn_env, cairn_executable
+from support.http_client import AUTH, TOKEN, assert_error, read_events
+from support.requests import ask_request, search_request
+from support.stand_ins import StandInIndexing
+from support.waits import run
 
 JSON = {**AUTH, "Content-Type": "application/json"}
 
@@ -88,10 +90,10 @@ def test_a_deeply_nested_json_body_is_400_not_a_500(sample_cairn, depth):
 @pytest.mark.parametrize(
     "call",
     [
-        lambda q: q.search("garlic \ud800"),
-        lambda q: asyncio.run(AnswerService(q).answer("garlic \ud800")),
-        lambda q: q.search("garlic", tags=["\ud800"]),
-        lambda q: q.search("garlic", folders=["Garden\udce9"]),
+        lambda q: q.search(search_request("garlic \ud800")),
+        lambda q: asyncio.run(AnswerService(q).answer(ask_request("garlic \ud800"))),
+        lambda q: q.search(search_request("garlic", tags=["\ud800"])),
+        lambda q: q.search(search_request("garlic", folders=["Garden\udce9"])),
         lambda q: q.retrieve("caf\udce9"),
     ],
 )
@@ -104,7 +106,7 @@ def test_the_query_service_refuses_surrogates_with_bad_request(sample_cairn, cal
 
 def test_the_query_service_names_a_non_utf8_byte_from_the_command_line(sample_cairn):
     with pytest.raises(BadRequestError) as err:
-        sample_cairn.query.search("caf\udce9")
+        sample_cairn.query.search(search_request("caf\udce9"))
     assert "0xE9" in err.value.message and "UTF-8" in err.value.message and "character 4" in err.value.message
 
 

@@ -11,8 +11,9 @@ import aiohttp
 from cairn.contract import LIMITS
 from cairn.llm import OpenAIChatModel
 from cairn.prompt import HISTORY_RULE
-from test_answer_llm import daemon, llm_config, stub_server, text_of
-from test_http_api import AUTH, assert_error, assert_stream_order, run
+from support.http_client import AUTH, assert_error, assert_stream_order
+from support.llm_stub import daemon, llm_config, stub_server, text_of
+from support.waits import run
 
 FIRST = "How do I make tomato sauce?"
 FIRST_ANSWER = "Halve 3 kg of ripe tomatoes and roast them at 200 °C for 40 minutes [1]."

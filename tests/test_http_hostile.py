@@ -18,9 +18,10 @@ import pytest
 
 from cairn.http import make_app, serve
 from cairn.http.app import MAX_REQUEST_LINE
-from conftest import services_of
-from helpers import run
-from test_http_api import TOKEN, StandInIndexing
+from support.cairns import services_of
+from support.http_client import TOKEN
+from support.stand_ins import StandInIndexing
+from support.waits import run
 
 #: Longest wait for the server's answer or for it to close a connection.
 READ_TIMEOUT_S = 30.0
@@ -176,7 +177,7 @@ def test_a_request_in_progress_is_never_cut_to_make_room_for_new_connections(sam
 # -- the MCP server's deadlines (item 7) -------------------------------------------------------------------------
 def test_the_mcp_server_closes_connections_that_never_finish_their_headers_or_body(canary_cairn, tmp_path):
     from cairn.connections import ListenerLimits
-    from test_mcp_sessions import TOKENS, mcp_server
+    from support.mcp_client import TOKENS, mcp_server
 
     head = (
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
@@ -197,7 +198,7 @@ def test_the_mcp_server_closes_connections_that_never_finish_their_headers_or_bo
 
 
 def test_a_request_the_mcp_servers_parser_refuses_is_a_json_400(canary_cairn, tmp_path):
-    from test_mcp_sessions import mcp_server
+    from support.mcp_client import mcp_server
 
     async def scenario():
         async with mcp_server(canary_cairn, tmp_path) as server:
@@ -223,7 +224,7 @@ def _slow_mcp_post(port: int, token: str, length: int = 300) -> bytes:
 def test_a_body_sent_a_byte_at_a_time_is_cut_at_one_deadline_for_the_whole_body(canary_cairn, tmp_path):
     """The body deadline counts from the first chunk: a byte more often than the deadline does not extend it."""
     from cairn.connections import ListenerLimits
-    from test_mcp_sessions import TOKENS, mcp_server
+    from support.mcp_client import TOKENS, mcp_server
 
     async def scenario():
         limits = ListenerLimits(body_timeout_s=1.0)
@@ -251,8 +252,7 @@ def test_one_token_holders_slow_bodies_at_the_connection_cap_lock_no_other_clien
     """8 slow authenticated requests of one client at a cap of 8 connections: the client keeps a quarter of the
     cap, the rest are refused with a JSON 503, and a local and another non-local client are served."""
     from cairn.connections import ListenerLimits
-    from test_mcp_http import http_session
-    from test_mcp_sessions import TOKENS, mcp_server
+    from support.mcp_client import TOKENS, http_session, mcp_server
 
     async def scenario():
         limits = ListenerLimits(max_connections=8, body_timeout_s=120.0)
@@ -293,7 +293,7 @@ def test_one_token_holders_slow_bodies_at_the_connection_cap_lock_no_other_clien
 
 def test_broken_chunked_bodies_on_the_mcp_port_grow_the_log_by_a_bounded_amount(canary_cairn, tmp_path, caplog):
     """A bad chunk size after the headers is a JSON 400; the app's own late answer never becomes a traceback."""
-    from test_mcp_sessions import mcp_server
+    from support.mcp_client import mcp_server
 
     caplog.set_level(logging.DEBUG)
     attempts = 50
@@ -312,7 +312,7 @@ def test_broken_chunked_bodies_on_the_mcp_port_grow_the_log_by_a_bounded_amount(
 
 def test_every_refusal_on_the_mcp_port_is_a_json_error(canary_cairn, tmp_path):
     """Unknown paths, a wrong Host or Origin, a wrong Content-Type: the API's error shape, never text/plain."""
-    from test_mcp_sessions import TOKENS, mcp_server
+    from support.mcp_client import TOKENS, mcp_server
 
     async def scenario():
         async with mcp_server(canary_cairn, tmp_path) as server:

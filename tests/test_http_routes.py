@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import stat
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import aiohttp
@@ -23,30 +22,11 @@ from cairn.events import EventBus
 from cairn.http import BadTokenThrottle, make_app, serve
 from cairn.library import backlink_json, link_json
 from cairn.relevance import RELEVANCE_LABELS
-from conftest import services_of
-from test_http_api import (
-    AUTH,
-    OBSIDIAN,
-    TOKEN,
-    EmptyQuery,
-    assert_error,
-    read_events,
-    run,
-    stand_in_services,
-)
+from support.http_client import AUTH, OBSIDIAN, api, assert_error, read_events
+from support.stand_ins import EmptyQuery, stand_in_services
+from support.waits import run
 
 EXAMPLE_NOTE = "Garden/Garlic.md"
-
-
-@asynccontextmanager
-async def api(cairn, *, token=TOKEN, events=None, throttle=None):
-    app = make_app(services_of(cairn, events=events), token=token, throttle=throttle)
-    server = await serve(app, "127.0.0.1", 0)
-    try:
-        async with aiohttp.ClientSession() as session:
-            yield app, server, session
-    finally:
-        await server.close()
 
 
 def example_request(method: str, canonical: str) -> tuple[str, dict]:

@@ -17,7 +17,9 @@ import aiohttp
 
 from cairn.http import default_workers, make_app, serve
 from cairn.search import SearchResult
-from test_http_api import AUTH, TOKEN, EmptyQuery, run, stand_in_services
+from support.http_client import AUTH, TOKEN
+from support.stand_ins import EmptyQuery, stand_in_services
+from support.waits import run
 
 WAIT_S = 20
 
@@ -32,7 +34,7 @@ class HeldQuery(EmptyQuery):
         self.threads: set[str] = set()
         self.release = threading.Event()
 
-    def search(self, q, *, top_k, tags, folders) -> SearchResult:
+    def search(self, request, caller=None) -> SearchResult:
         with self.lock:
             self.running += 1
             self.most = max(self.most, self.running)
@@ -46,7 +48,7 @@ class HeldQuery(EmptyQuery):
             with self.lock:
                 self.running -= 1
 
-    def ask(self, question, *, top_k, tags, folders):
+    def ask(self, request, caller=None):
         raise AssertionError("not used")
 
     def wait_running(self, n: int) -> bool:

@@ -23,11 +23,12 @@ import threading
 from pathlib import Path
 
 import pytest
-from tests.conftest import HELP_VAULT, make_config
-from tests.test_crash import group_processes, serving, token_for, wait_indexed
 
 from cairn.progress import ProgressLines, RunEstimate, VectorWork
-from helpers import cairn_env, cairn_executable
+from support.cairns import make_config
+from support.cli import cairn_env, cairn_executable
+from support.spawned import group_processes, serving, token_for, wait_indexed
+from support.vaults import HELP_VAULT
 
 #: Seconds a run may take to end after Ctrl-C: a bound on the wait (the test's point), with room for the model run
 #: in progress to end on a CI machine whose cores are shared (typically well under a second).

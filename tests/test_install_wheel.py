@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from built_wheel import pip
-from conftest import REPO, SAMPLE_VAULT
+from support.built_wheel import pip
+from support.vaults import REPO, SAMPLE_VAULT
 
 RUN_TIMEOUT_S = 300
 TEST_ONLY = ("pytest", "playwright", "schemathesis", "ruff", "mypy")

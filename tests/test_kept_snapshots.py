@@ -13,19 +13,25 @@ import stat
 import numpy as np
 import pytest
 
-from cairn.app import Cairn
 from cairn.search import SearchService, bm25_file, vector_file
 from cairn.search.keyword import Bm25Index
 from cairn.search.query import query_terms
 from cairn.store import Store
-from conftest import make_config
-from test_bm25 import assert_same_as_fts5
+from support import embedders
+from support.cairns import open_cairn
+from support.keyword_checks import assert_same_as_fts5
+from support.requests import search_request
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 QUESTIONS = ["daily notes template", "how do I link two notes", "tags and folders", "weekly review checklist"]
 
 
 def _results(service: SearchService) -> list[list[tuple]]:
-    return [[(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(q, top_k=8).hits] for q in QUESTIONS]
+    return [
+        [(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(search_request(q, top_k=8)).hits]
+        for q in QUESTIONS
+    ]
 
 
 def _no_full_load(monkeypatch) -> None:
@@ -185,7 +191,7 @@ def test_damaged_keyword_statistics_are_built_again(indexed, vault_copy):
 def test_keyword_statistics_of_another_index_file_are_not_used(indexed, tmp_path, embedder, vault_copy):
     store = indexed.store
     assert Bm25Index(store).build()
-    other = Cairn(make_config(vault_copy, tmp_path / "other-data"), embedder=embedder)
+    other = open_cairn(vault_copy, tmp_path / "other-data", embedder)
     try:
         other.indexing.index()
         shutil.copyfile(bm25_file.path_of(store), bm25_file.path_of(other.store))

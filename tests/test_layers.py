@@ -7,7 +7,8 @@ its own layer or lower; adapters never import each other; nothing imports the co
 Every import counts: top-level, inside functions, under ``if TYPE_CHECKING:``, relative
 (``from . import x``) and ``importlib.import_module("cairn.x")`` with a constant name.
 A module that is not in the table fails the test (a new module must be given a layer there), and so
-does a row naming a module that does not exist.
+does a row naming a module that does not exist. Apart from the layers, no two modules import each other, directly or
+round a loop, when they are imported (imports inside functions and under ``if TYPE_CHECKING:`` do not run then).
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
@@ -341,3 +344,80 @@ def test_inside_the_index_package_a_module_imports_only_lower_floors(path):
         and (i.module.count(".") < 2 or INDEX_FLOORS.get(i.module.split(".")[2], me) >= me)
     ]
     assert not bad, f"{path.relative_to(PACKAGE)}:\n" + "\n".join(bad)
+
+
+# -- run-time import cycles -------------------------------------------------------------------------------
+
+
+def _run_time_body(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """The imports a module runs when it is imported: at module level, in ``if`` / ``try`` blocks, but not under
+    ``if TYPE_CHECKING:`` nor inside functions or classes' methods."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        elif isinstance(node, ast.If):
+            if "TYPE_CHECKING" not in ast.unparse(node.test):
+                yield from _run_time_body(node.body)
+            yield from _run_time_body(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody):
+                yield from _run_time_body(block)
+
+
+def run_time_graph(package: Path) -> dict[str, set[str]]:
+    """``{module: the cairn modules it imports when imported}`` over ``package``. ``from pkg import sub`` depends
+    on ``pkg.sub`` (``pkg`` is already being imported then), ``from pkg import name`` on ``pkg``."""
+    files = {_dotted_in(package, p): p for p in sorted(package.rglob("*.py")) if "__pycache__" not in p.parts}
+    graph: dict[str, set[str]] = {}
+    for me, path in files.items():
+        own = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in _run_time_body(ast.parse(path.read_text(encoding="utf-8")).body):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+                continue
+            base = own.split(".")[: len(own.split(".")) - (node.level - 1)] if node.level else []
+            module = ".".join([*base, node.module] if node.module else base)
+            targets |= {f"{module}.{a.name}" if f"{module}.{a.name}" in files else module for a in node.names}
+        graph[me] = {_owner(t, files) for t in targets if t.split(".")[0] == "cairn"} - {me, ""}
+    return graph
+
+
+def _dotted_in(package: Path, path: Path) -> str:
+    parts = [package.name, *path.relative_to(package).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _owner(dotted: str, modules: dict[str, Path]) -> str:
+    """The module ``dotted`` names, or the module holding it (``cairn.search.Hit`` → ``cairn.search``)."""
+    while dotted and dotted not in modules:
+        dotted = dotted.rpartition(".")[0]
+    return dotted
+
+
+def test_no_import_cycle_among_the_packages_modules_at_run_time():
+    try:
+        TopologicalSorter(run_time_graph(PACKAGE)).prepare()
+    except CycleError as exc:
+        pytest.fail(f"modules import one another when imported: {' → '.join(exc.args[1])}")
+
+
+def test_the_cycle_check_sees_a_loop_through_a_package_face_and_not_one_under_type_checking(tmp_path):
+    fake = tmp_path / "cairn"
+    (fake / "search").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "search" / "__init__.py").write_text("from cairn.search.service import Service\n")
+    (fake / "search" / "recent.py").write_text("from cairn.search import persisted\n")  # a submodule: no loop
+    (fake / "search" / "persisted.py").write_text("x = 1\n")
+    (fake / "search" / "service.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cairn.index import Index\n"
+        "def f():\n    from cairn.index import Index\n"
+    )
+    (fake / "index.py").write_text("from cairn.search import Service\n")
+    graph = run_time_graph(fake)
+    assert graph["cairn.search.recent"] == {"cairn.search.persisted"}
+    assert graph["cairn.search.service"] == set()
+    TopologicalSorter(graph).prepare()  # no loop yet
+    (fake / "search" / "service.py").write_text("import cairn.index\n")
+    with pytest.raises(CycleError):
+        TopologicalSorter(run_time_graph(fake)).prepare()

@@ -28,10 +28,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from conftest import REQUIRE_MODEL_SERVER
-from helpers import run, wait_until
-from test_daemon import Daemon, running_daemon
-from test_http_api import read_events
+from support.daemons import Daemon, running_daemon
+from support.http_client import read_events
+from support.vaults import REQUIRE_MODEL_SERVER
+from support.waits import run, wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("run_llm", REPO / "packaging" / "run_llm.py")

@@ -18,7 +18,9 @@ import pytest
 
 from cairn.config import Config, load_config
 from cairn.errors import ConfigError
-from helpers import cairn_env, cairn_executable, wait_until
+from support.cairns import build_index
+from support.cli import cairn_env, cairn_executable
+from support.waits import wait_until
 
 pytestmark = pytest.mark.slow  # `cairn` subprocesses
 
@@ -40,21 +42,9 @@ def home_with_host(tmp_path: Path, host: str) -> tuple[Path, Path, Path]:
 
 
 def index_vault(home: Path, vault: Path, embedder) -> None:
-    """The vault indexed into ``home``'s data folder, in this process (as `cairn index` would)."""
-    from cairn.app import Cairn
-
-    empty = home / "empty.toml"  # the home's own config.toml sets the host under test
-    empty.write_text("", encoding="utf-8")
-    config = load_config(
-        {"vault": str(vault), "data_dir": str(home / "data"), "config_dir": str(home / "config")},
-        config_file=empty,
-        env={},
-    )
-    cairn = Cairn(config, embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    """The vault indexed into ``home``'s data folder, in this process (as `cairn index` would), from defaults alone
+    (the home's own config.toml sets the host under test)."""
+    build_index(vault, home / "data", embedder, config_dir=home / "config")
 
 
 def refused_setting(proc: subprocess.CompletedProcess | subprocess.Popen, stderr: str, toml: Path) -> None:

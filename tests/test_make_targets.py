@@ -19,7 +19,7 @@ import tomllib
 
 import pytest
 
-from conftest import REPO
+from support.vaults import REPO
 
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 

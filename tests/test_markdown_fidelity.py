@@ -1,9 +1,9 @@
 """pulldown-cmark (pyromark) against markdown-it-py, the parser it replaced, note by note over both shared vaults.
 
 For every note, what the note parser and the chunker make of it with the shipped parser must equal what they made
-with markdown-it-py (tests/markdown_oracle.py): the parsed note (tags, links, body, front-matter), the body with its
-code blanked (what links and tags are read from), the headings (level, line, text), tables and code blocks (their
-lines), and the chunks (heading path, text, lines, token count, kind).
+with markdown-it-py (:mod:`support.markdown_oracle`): the parsed note (tags, links, body, front-matter), the body
+with its code blanked (what links and tags are read from), the headings (level, line, text), tables and code blocks
+(their lines), and the chunks (heading path, text, lines, token count, kind).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from cairn.embedder import load_tokenizer
 from cairn.index import prepare_note
 from cairn.notes.markdown import parse_blocks
 from cairn.notes.markup import blank, strip_comments
-from conftest import SHARED
-from markdown_oracle import oracle_path
+from support.markdown_oracle import oracle_path
+from support.vaults import SHARED
 
 
 def _notes(vault: Path) -> list[tuple[str, str]]:

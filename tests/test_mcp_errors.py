@@ -15,24 +15,24 @@ import pytest
 from mcp import Client
 
 from cairn.policy_live import PolicyHolder
-from conftest import CANARY_VAULT, make_config
-from test_mcp_stdio import POLICY
+from support.cairns import open_cairn
+from support.mcp_client import POLICY
+from support.vaults import CANARY_VAULT
 
 pytestmark = pytest.mark.e2e
 
 
 def test_a_replaced_index_file_gives_a_non_local_client_its_code_not_the_owners_paths(tmp_path, embedder, caplog):
-    from cairn.app import Cairn
     from cairn.mcp_server import McpService, build_server
     from cairn.store import Store
-    from conftest import services_of
+    from support.cairns import services_of
 
     vault = tmp_path / "vault"
     shutil.copytree(CANARY_VAULT, vault)
     policy = tmp_path / "mcp-serve.yaml"
     policy.write_text(POLICY, encoding="utf-8")
-    config = make_config(vault, tmp_path / "data").replace(config_dir=tmp_path / "config", mcp_policy=policy)
-    cairn = Cairn(config, embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder, config_dir=tmp_path / "config", mcp_policy=policy)
+    config = cairn.config
     try:
         cairn.indexing.index()
         Store(tmp_path / "other.sqlite3").close()

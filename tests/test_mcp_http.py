@@ -12,23 +12,18 @@ import http.client
 import json
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
-import httpx2
-import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
-from conftest import CANARY, CANARY_VAULT, CANARY_WITHHELD
-from test_daemon import running_daemon, wait_for
-from test_mcp_stdio import (
+from support.cli import cairn_executable
+from support.daemons import running_daemon, wait_for
+from support.mcp_client import (
     ALL_TOOLS,
     ALLOWED,
-    CALL_TIMEOUT_S,
     POLICY,
     VAULT_NOTES,
     WITHHELD_TOPICS,
@@ -36,10 +31,12 @@ from test_mcp_stdio import (
     assert_nothing_withheld_leaks,
     assert_withheld_reads_look_missing,
     blob,
-    cairn_executable,
     every_tool_call,
+    http_session,
     make_home,
 )
+from support.vaults import CANARY, CANARY_VAULT, CANARY_WITHHELD
+from support.waits import run
 
 pytestmark = pytest.mark.e2e  # `cairn serve` / `cairn mcp --http` subprocesses, spoken to over HTTP
 
@@ -99,29 +96,6 @@ def mcp(tmp_path_factory) -> Iterator[Mcp]:
         wait_for("the canary vault indexed", indexed, INDEX_DEADLINE_S, daemon.proc, home / "serve.stderr")
         info = json.loads(daemon.service_file.read_text(encoding="utf-8"))
         yield Mcp(daemon, info["mcpUrl"], {name: mcp_token(daemon.env, name) for name in CLIENTS})
-
-
-@asynccontextmanager
-async def http_session(
-    url: str, token: str, *, tools: tuple[str, ...] = (), client_info: str = "some-agent"
-) -> AsyncIterator[Client]:
-    """The SDK client over streamable HTTP with ``Authorization: Bearer TOKEN`` and ``?tool=…`` for ``tools``."""
-    if tools:
-        url += "?" + urlencode([("tool", t) for t in tools])
-    async with httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(CALL_TIMEOUT_S)
-    ) as http:
-        async with Client(
-            streamable_http_client(url, http_client=http),
-            mode="legacy",
-            read_timeout_seconds=CALL_TIMEOUT_S,
-            client_info=types.Implementation(name=client_info, version="1.0"),
-        ) as client:
-            yield client
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout=300))
 
 
 async def tool_names(client: Client) -> set[str]:
@@ -436,7 +410,7 @@ def test_the_mcp_server_is_loaded_when_the_first_client_connects(tmp_path):
 def test_the_mcp_port_words_its_errors_in_the_apis_vocabulary_an_unexpected_failure_included():
     from cairn.mcp_server import McpHttpServer, McpService
     from cairn.policy import parse_policy
-    from test_http_api import RecordingQuery, stand_in_services
+    from support.stand_ins import RecordingQuery, stand_in_services
 
     def failing_tokens() -> dict[str, str]:
         raise RuntimeError("the token file vanished")  # not a CairnError: an unexpected failure

@@ -16,39 +16,11 @@ import httpx2
 import pytest
 from mcp import Client
 
-from cairn.mcp_server import McpHttpServer, McpService
-from cairn.policy_live import PolicyHolder
-from conftest import services_of
-from helpers import run, wait_until_async
-from test_mcp_http import http_session
-from test_mcp_stdio import POLICY
+from support.mcp_client import TOKENS, http_session, mcp_server
+from support.waits import run, wait_until_async
 
-TOKENS = {
-    "claude-desktop": "t-claude-" + "a" * 40,  # not local: the token holder opening sessions in a loop
-    "reader": "t-reader-" + "b" * 40,  # not local
-    "my-local-agent": "t-local-" + "c" * 40,  # declared local in POLICY
-}
 #: Bound on one client call (a hang fails the test instead of blocking the suite).
 CALL_S = 60.0
-
-
-@asynccontextmanager
-async def mcp_server(cairn, tmp_path, **limits) -> AsyncIterator[McpHttpServer]:
-    policy_file = tmp_path / "mcp-serve.yaml"
-    policy_file.write_text(POLICY, encoding="utf-8")
-    holder = PolicyHolder(policy_file, strict=True)
-    service = McpService(
-        services_of(cairn),
-        policy=holder.current,
-        audit=None,
-        transport="http",
-    )
-    server = McpHttpServer(service, lambda: TOKENS, "127.0.0.1", 0, **limits)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
 
 
 async def open_sessions(stack: AsyncExitStack, url: str, client: str, n: int) -> list[Client]:

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,79 +20,33 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from conftest import CANARY, CANARY_VAULT, CANARY_WITHHELD, make_config
+from support.cairns import build_index
+from support.cli import cairn_env, cairn_executable
+from support.mcp_client import (
+    ALL_TOOLS,
+    ALLOWED,
+    CALL_TIMEOUT_S,
+    POLICY,
+    WITHHELD_TOPICS,
+    assert_allowed_notes_served,
+    assert_nothing_withheld_leaks,
+    assert_withheld_reads_look_missing,
+    blob,
+    every_tool_call,
+    make_home,
+)
+from support.vaults import CANARY, CANARY_VAULT, CANARY_WITHHELD
+from support.waits import run
 
 pytestmark = pytest.mark.e2e  # a `cairn mcp` subprocess per test, spoken to over stdio
-
-#: The policy of these tests: the shipped default plus the Private folder and two more declared clients.
-POLICY = """\
-version: 1
-withhold: {tags: [personal], folders: [Private]}
-default_tools: [get_note, list_notes]
-clients:
-  claude-desktop: {local: false, tools: [search_notes, get_note, get_related_notes, list_notes, ask]}
-  reader: {local: false, tools: [get_note, list_notes]}
-  my-local-agent: {local: true, tools: all}
-audit: {enabled: true}
-"""
-ALL_TOOLS = ["search_notes", "get_note", "get_related_notes", "list_notes", "ask"]
-#: A query that matches each withheld note's own topic (so a leak would surface).
-WITHHELD_TOPICS = {
-    "Health/Blood pressure.md": "blood pressure readings taken each morning",
-    "Health/Sleep.md": "sleep diary insomnia melatonin",
-    "Journal/2024-03-01.md": "argument with my sister about the inheritance",
-    "Journal/Therapy.md": "therapy session breathing exercise grounding technique",
-    "Notes/Allergies.md": "allergic to penicillin and peanuts",
-    "Notes/Dream log.md": "recurring dream flooded city lighthouse keeper",
-    "Notes/Passwords hint.md": "password hints for the router and the bank",
-    "Private/Salary.md": "salary negotiation raise counter-offer",
-    "Notes/Mood tracker.md": "mood tracker low energy in the winter",
-}
-#: Every note of the canary vault and the ones no client may be refused (Recipes/Bread.md, Projects/Budget.md, ...).
-VAULT_NOTES = tuple(sorted(p.relative_to(CANARY_VAULT).as_posix() for p in CANARY_VAULT.rglob("*.md")))
-ALLOWED = tuple(p for p in VAULT_NOTES if p not in CANARY_WITHHELD)
-CALL_TIMEOUT_S = 120
-
-
-def cairn_executable() -> str:
-    exe = Path(sys.executable).parent / "cairn"
-    if not exe.exists():
-        pytest.fail(f"the `cairn` console script is not installed next to {sys.executable}; run `make venv`")
-    return str(exe)
-
-
-def cairn_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CAIRN_")}
-    env.update(
-        {
-            "CAIRN_DATA_DIR": str(home / "data"),
-            "CAIRN_CONFIG_DIR": str(home / "config"),
-            "CAIRN_LOG_DIR": str(home / "log"),
-            "CAIRN_KEYRING": "file",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    return env
-
-
-def make_home(base: Path, policy: str = POLICY) -> Path:
-    (base / "config").mkdir(parents=True, exist_ok=True)
-    (base / "config" / "mcp-serve.yaml").write_text(policy, encoding="utf-8")
-    return base
 
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory, embedder) -> Path:
     """A config folder with POLICY and a data folder holding the canary vault's index (built once)."""
-    from cairn.app import Cairn
 
     home = make_home(tmp_path_factory.mktemp("mcp-stdio"))
-    config = make_config(CANARY_VAULT, home / "data").replace(config_dir=home / "config")
-    cairn = Cairn(config, embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(CANARY_VAULT, home / "data", embedder, config_dir=home / "config")
     return home
 
 
@@ -114,84 +66,12 @@ async def stdio_session(home: Path, *args: str, client_info: str = "some-agent")
             yield client
 
 
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout=300))
-
-
-def blob(result: types.CallToolResult) -> str:
-    """Everything a client receives from one call: the structured content and every text block."""
-    texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
-    return json.dumps(result.structured_content, ensure_ascii=False) + "\n" + "\n".join(texts)
-
-
 async def tool_names(client: Client) -> set[str]:
     return {t.name for t in (await client.list_tools()).tools}
 
 
-def every_tool_call() -> list[tuple[str, dict[str, Any]]]:
-    """Calls of every tool that would reach the withheld notes if anything leaked."""
-    calls: list[tuple[str, dict[str, Any]]] = []
-    for query in [*WITHHELD_TOPICS.values(), CANARY, "personal"]:
-        calls.append(("search_notes", {"query": query, "limit": 50}))
-        calls.append(("ask", {"question": query, "top_k": 50}))
-    calls += [
-        ("search_notes", {"query": "notes", "tags": ["personal"]}),
-        ("search_notes", {"query": "salary", "folder": "Private"}),
-        ("ask", {"question": "what is my health status?", "tags": ["personal"]}),
-    ]
-    for path in [*CANARY_WITHHELD, *ALLOWED]:
-        calls.append(("get_note", {"path": path}))
-        calls.append(("get_related_notes", {"path": path, "limit": 50}))
-    calls += [
-        ("list_notes", {"limit": 500}),
-        ("list_notes", {"tag": "personal"}),
-        ("list_notes", {"folder": "Private"}),
-        ("list_notes", {"folder": "Health"}),
-        ("list_notes", {"folder": "Journal"}),
-        ("list_notes", {"tag": "work"}),
-    ]
-    return calls
-
-
 async def call_all(client: Client) -> list[tuple[str, dict[str, Any], types.CallToolResult]]:
     return [(name, args, await client.call_tool(name, args)) for name, args in every_tool_call()]
-
-
-def assert_nothing_withheld_leaks(results: list[tuple[str, dict[str, Any], types.CallToolResult]]) -> None:
-    for name, args, result in results:
-        text = blob(result)
-        assert CANARY not in text, f"{name}({args}) returned the canary:\n{text[:2000]}"
-        for path in CANARY_WITHHELD:
-            assert path not in text or (
-                name in ("get_note", "get_related_notes") and args.get("path") == path and result.is_error
-            ), f"{name}({args}) named withheld {path!r}:\n{text[:2000]}"
-
-
-def assert_withheld_reads_look_missing(
-    results: list[tuple[str, dict[str, Any], types.CallToolResult]], served: set[str]
-) -> None:
-    """A withheld note answers get_note/get_related_notes exactly like a note that does not exist."""
-    for name, args, result in results:
-        if name in ("get_note", "get_related_notes") and name in served and args["path"] in CANARY_WITHHELD:
-            assert result.is_error, f"{name}({args}) was answered"
-            err = result.structured_content["error"]
-            assert err["code"] == "not_found"
-            assert args["path"] in err["message"]
-
-
-def assert_allowed_notes_served(
-    results: list[tuple[str, dict[str, Any], types.CallToolResult]], served: set[str]
-) -> None:
-    """The tools do work for this client (so the leak check above is not vacuous)."""
-    listed = next(r for n, a, r in results if n == "list_notes" and a == {"limit": 500})
-    assert not listed.is_error
-    assert {n["filePath"] for n in listed.structured_content["notes"]} == set(ALLOWED)
-    assert listed.structured_content["total"] == len(ALLOWED)
-    note = next(r for n, a, r in results if n == "get_note" and a["path"] == "Recipes/Bread.md")
-    assert not note.is_error and "500 g flour" in note.structured_content["content"]
-    for name, args, result in results:
-        if name not in served:
-            assert result.is_error and result.structured_content["error"]["code"] == "tool_not_served", (name, args)
 
 
 # ------------------------------------------------------------------------------ tools/list
@@ -558,7 +438,7 @@ def test_audit_lines_follow_the_policy_switch_and_policy_edits_apply_without_a_r
     policy_file.write_text(POLICY.replace("audit: {enabled: true}", "audit: {enabled: false}"), encoding="utf-8")
     holder = PolicyHolder(policy_file, strict=True, check_interval_s=0)
     audit_file = tmp_path / "audit.jsonl"
-    from conftest import services_of
+    from support.cairns import services_of
 
     service = McpService(
         services_of(canary_cairn),

@@ -21,8 +21,10 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from conftest import make_config
-from test_mcp_stdio import CALL_TIMEOUT_S, blob, cairn_env, cairn_executable, make_home, run
+from support.cairns import build_index
+from support.cli import cairn_env, cairn_executable
+from support.mcp_client import CALL_TIMEOUT_S, blob, make_home
+from support.waits import run
 
 pytestmark = pytest.mark.slow  # a `cairn mcp` subprocess per test
 
@@ -52,7 +54,6 @@ TOOLS = ["--tool", "search_notes", "--tool", "get_related_notes", "--tool", "ask
 @pytest.fixture(scope="module")
 def titles_home(tmp_path_factory, embedder) -> tuple[Path, Path]:
     """(home with the test policy and the index, the vault)."""
-    from cairn.app import Cairn
 
     base = tmp_path_factory.mktemp("mcp-titles")
     vault = base / "vault"
@@ -60,11 +61,7 @@ def titles_home(tmp_path_factory, embedder) -> tuple[Path, Path]:
         (vault / rel).parent.mkdir(parents=True, exist_ok=True)
         (vault / rel).write_text(text, encoding="utf-8")
     home = make_home(base / "home")
-    cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(vault, home / "data", embedder, config_dir=home / "config")
     return home, vault
 
 

@@ -13,9 +13,12 @@ import pytest
 from cairn.embedder import DEFAULT_MODEL_DIR
 from cairn.memory import PARTS, process_memory
 from cairn.search.memory import search_parts
-from conftest import make_config
-from helpers import cairn_executable, wait_until
-from test_daemon import INDEX_DEADLINE_S, NOTES, running_daemon, write_vault
+from support.cairns import open_cairn
+from support.cli import cairn_executable
+from support.daemons import INDEX_DEADLINE_S, NOTES, running_daemon
+from support.requests import search_request
+from support.vaults import write_vault
+from support.waits import wait_until
 
 MB = float(1 << 20)
 
@@ -71,21 +74,20 @@ def test_cairn_status_json_shows_the_running_daemons_memory_by_part(tmp_path):
 
 def test_cairn_status_json_without_a_daemon_shows_no_memory(tmp_path):
     vault = write_vault(tmp_path / "vault", NOTES)
-    from helpers import cairn_env
+    from support.cli import cairn_env
 
     out = _status(cairn_env(tmp_path / "home"), vault)
     assert out["daemon"]["running"] is False and out["memory"] is None
 
 
 def test_the_vectors_part_counts_the_snapshot_searches_load(tmp_path, embedder):
-    from cairn.app import Cairn
 
-    cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(write_vault(tmp_path / "vault", NOTES), tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         before = search_parts(cairn.query)
         assert before["vectors"] == 0 and before["int8"] == 0  # nothing loaded before the first dense search
-        cairn.query.search("boiler pressure", top_k=3)
+        cairn.query.search(search_request("boiler pressure", top_k=3))
         after = search_parts(cairn.query)
         stats = cairn.store.stats()
         # Every chunk vector is held as an int8 copy (384 bytes) at least; its float32 row (384 × 4 bytes) is not
@@ -99,7 +101,7 @@ def test_the_vectors_part_counts_the_snapshot_searches_load(tmp_path, embedder):
 
 
 def _hits(service, question: str) -> list[tuple]:
-    return [(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(question, top_k=5).hits]
+    return [(h.file_path, h.symbol, h.score, h.cosine) for h in service.search(search_request(question, top_k=5)).hits]
 
 
 def test_float32_vectors_read_from_a_file_give_the_results_of_vectors_held_in_memory(
@@ -107,11 +109,10 @@ def test_float32_vectors_read_from_a_file_give_the_results_of_vectors_held_in_me
 ):
     """The float32 rows live in a temporary file that nothing sees in the index folder; where no file can be
     written there, they are held in memory (said in the log) and every result is the same, to the last bit."""
-    from cairn.app import Cairn
     from cairn.search import SearchService
     from cairn.search.float_rows import RowFile
 
-    cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(write_vault(tmp_path / "vault", NOTES), tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         folder = cairn.store.path.parent
@@ -186,10 +187,9 @@ def test_the_text_vector_cache_is_bounded_in_bytes_whatever_the_texts_lengths(tm
 
 
 def test_the_dense_scores_kept_per_question_are_bounded_in_bytes(tmp_path, embedder, monkeypatch):
-    from cairn.app import Cairn
     from cairn.search.vectors import Vectors
 
-    cairn = Cairn(make_config(write_vault(tmp_path / "vault", NOTES), tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(write_vault(tmp_path / "vault", NOTES), tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         snap = cairn.query.vectors.current()

@@ -8,7 +8,11 @@ import threading
 from cairn.search.cache import NotesSnapshot
 from cairn.search.lexical import NoteMap
 from cairn.store import Store
-from test_store import _chunks, _note
+from support import embedders
+from support.requests import search_request
+from support.store_rows import _chunks, _note
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 
 def _write(store: Store, path: str) -> None:
@@ -81,7 +85,7 @@ def test_a_slow_read_after_a_save_is_made_on_its_own_thread_while_searches_use_t
 def test_a_note_saved_while_the_note_map_lags_is_found_by_its_new_words(fresh_cairn, vault_copy, monkeypatch):
     # A large vault's search data lags a save by up to ten reads' time: the saved note must be found meanwhile.
     def search_paths(cairn, query: str) -> list[str]:
-        return [h.file_path for h in cairn.query.search(query, top_k=5).hits]
+        return [h.file_path for h in cairn.query.search(search_request(query, top_k=5)).hits]
 
     fresh_cairn.indexing.index()
     assert search_paths(fresh_cairn, "zqlagmarker") == []  # the note map, names and vocabulary are read now

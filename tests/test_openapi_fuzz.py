@@ -33,7 +33,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from conftest import REPO, SAMPLE_VAULT, make_config
+from support.cairns import build_index, make_config
+from support.vaults import REPO, SAMPLE_VAULT
 
 # Installed by make test ([test]), not by make check, which leaves this slow module out anyway.
 schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed (make test-venv installs it)")
@@ -73,7 +74,7 @@ class LiveDaemon:
 @pytest.fixture(scope="module")
 def live_daemon(tmp_path_factory, embedder):
     """``run_daemon`` on port 0 over a private, pre-indexed copy of the sample vault; stopped after the module."""
-    from cairn.app import Cairn, run_daemon
+    from cairn.app import run_daemon
     from cairn.secrets import get_or_create_token
 
     home = tmp_path_factory.mktemp("fuzz")
@@ -81,13 +82,8 @@ def live_daemon(tmp_path_factory, embedder):
     shutil.copytree(SAMPLE_VAULT, vault)
     # The plugin API alone: MCP has its own port and tests (test_mcp_http).
     config = make_config(vault, home / "data").replace(port=0, mcp_http=False)
-    cairn = Cairn(
-        config, embedder=embedder
-    )  # index first with the session's model: the daemon's start-up run is a no-op
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    # index first with the session's model: the daemon's start-up run is a no-op
+    build_index(vault, home / "data", embedder, port=0, mcp_http=False)
     token = get_or_create_token(config)
 
     ready = threading.Event()

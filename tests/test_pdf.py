@@ -1,6 +1,6 @@
-"""PDF text extraction (cairn.vault.pdf): real PDFs written by tests/pdfgen.py, read by the real pypdfium2
+"""PDF text extraction (cairn.vault.pdf): real PDFs written by tests/support/pdfgen.py, read by the real pypdfium2
 in the real worker subprocess. The time-limit, crash and memory tests give the extractor a worker hook
-(tests/pdf_worker_hooks.py, run inside the worker process) instead of sleeping here."""
+(tests/support/pdf_worker_hooks.py, run inside the worker process) instead of sleeping here."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import threading
 
 import pytest
 
-import pdf_worker_hooks as hooks
-import pdfgen
 from cairn.errors import NoteReadError, PdfReadError
 from cairn.vault.pdf import PdfExtractor
 from cairn.vault.pdf_text import RawLine, RawPage, format_pages, tidy_pages
-from helpers import wait_until
+from support import pdf_worker_hooks as hooks
+from support import pdfgen
+from support.waits import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 

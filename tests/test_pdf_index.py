@@ -1,4 +1,4 @@
-"""PDF attachments end to end: real PDFs written by tests/pdfgen.py, the real PDF library in its worker
+"""PDF attachments end to end: real PDFs written by tests/support/pdfgen.py, the real PDF library in its worker
 process, the real model, a real SQLite index; the `cairn` console script for the CLI acceptance items.
 
 What a vault owner sees: a text PDF's pages become searchable and citable by page; encrypted, image-only,
@@ -16,38 +16,21 @@ import time
 from pathlib import Path
 
 import pytest
-from tests import pdfgen
-from tests.conftest import SAMPLE_VAULT, make_config
-from tests.test_cli import run_cairn
 
 from cairn.answers import AnswerService, sources_text
 from cairn.app import Cairn, build_services
 from cairn.index import VaultWatcher
+from support import pdfgen
+from support.cairns import open_cairn
+from support.cli import run_cairn
+from support.pdfgen import GUIDE_PAGES
+from support.requests import ask_request, caller_of, search_request
+from support.vaults import SAMPLE_VAULT
 
 pytestmark = pytest.mark.slow  # PDFs written, read by the worker process and embedded
 
 DEADLINE_S = 60.0
 
-#: Page 3 of the field guide answers the test question; the other pages are about something else.
-GUIDE_PAGES = [
-    (
-        "Introduction",
-        "This field guide describes the upland walking routes of the northern moor.\n\n"
-        "It was written by the volunteer rangers over three summers.",
-    ),
-    (
-        "Equipment",
-        "Carry a map, a compass and waterproof clothing on every walk.\n\n"
-        "Boots with a stiff sole make the scree slopes much safer.",
-    ),
-    (
-        "Building a cairn",
-        "To build a cairn that lasts the winter, set the three widest flat stones as the base "
-        "and lean every stone above slightly inward toward the centre.\n\n"
-        "Never take stones from walls or from an existing cairn.",
-    ),
-    ("Weather", "Fog can fall in minutes; turn back when you cannot see the next marker post."),
-]
 GUIDE_QUESTION = "How do I build a cairn that lasts the winter?"
 
 
@@ -71,7 +54,7 @@ def pdf_vault(tmp_path):
 
 @pytest.fixture
 def pdf_cairn(pdf_vault, tmp_path, embedder):
-    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(pdf_vault, tmp_path / "data", embedder)
     yield cairn
     cairn.close()
 
@@ -125,7 +108,7 @@ def test_good_pages_are_indexed_and_every_bad_pdf_is_listed_with_its_reason(pdf_
 
 def test_a_question_answered_on_page_3_cites_that_page(pdf_cairn):
     pdf_cairn.indexing.index()
-    answer = asyncio.run(build_services(pdf_cairn).answers.answer(GUIDE_QUESTION))
+    answer = asyncio.run(build_services(pdf_cairn).answers.answer(ask_request(GUIDE_QUESTION)))
     assert not answer.not_found
     first = answer.sources[0].to_json()
     assert first["filePath"] == "Attachments/Field guide.pdf" and first["page"] == 3
@@ -148,11 +131,13 @@ def test_asking_for_the_pdf_prefers_pdf_pages_over_a_note_saying_the_same(pdf_va
         "and lean every stone above slightly inward toward the centre.\n",
         encoding="utf-8",
     )
-    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(pdf_vault, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
-        plain = cairn.query.search("how to build a cairn that lasts the winter").hits
-        pdf = cairn.query.search("what does the pdf say about building a cairn that lasts the winter").hits
+        plain = cairn.query.search(search_request("how to build a cairn that lasts the winter")).hits
+        pdf = cairn.query.search(
+            search_request("what does the pdf say about building a cairn that lasts the winter")
+        ).hits
         assert pdf[0].file_path == "Attachments/Field guide.pdf" and pdf[0].page == 3
         # Without the mention of the pdf the two, saying the same, are the top two in either order.
         assert {h.file_path for h in plain[:2]} == {"Cairn building.md", "Attachments/Field guide.pdf"}
@@ -176,7 +161,7 @@ def test_reindexing_embeds_nothing_and_a_changed_page_re_embeds_only_its_text(pd
     changed = pdf_cairn.indexing.index()
     assert changed.updated == 1
     assert 0 < changed.texts_embedded <= 3, "only page 4's new sentences (and nothing of pages 1-3)"
-    hits = pdf_cairn.query.search("thunderstorms over the ridge in summer").hits
+    hits = pdf_cairn.query.search(search_request("thunderstorms over the ridge in summer")).hits
     assert hits[0].file_path == "Attachments/Field guide.pdf" and hits[0].page == 4
 
 
@@ -187,7 +172,7 @@ def test_a_deleted_pdf_leaves_no_rows_and_turning_pdfs_off_removes_them(pdf_cair
     assert report.deleted == 1 and pdf_cairn.store.note_by_path("Attachments/Mixed.pdf") is None
     assert pdf_cairn.indexer.reconcile_diff() == {"added": [], "changed": [], "deleted": []}
     pdf_cairn.close()
-    off = Cairn(make_config(pdf_vault, tmp_path / "data").replace(pdf=False), embedder=embedder)
+    off = open_cairn(pdf_vault, tmp_path / "data", embedder, pdf=False)
     try:
         off.indexing.index()
         kinds = {k for (k,) in off.store.conn.execute("SELECT kind FROM notes")}
@@ -205,7 +190,9 @@ def test_the_note_view_of_a_pdf_is_its_text_page_by_page(pdf_cairn):
     with pytest.raises(NotFoundError, match="not indexed: encrypted: needs a password"):
         pdf_cairn.library.note("Attachments/Locked.pdf")
     with pytest.raises(NotFoundError, match="^No indexed note"):  # withheld: exactly as if missing
-        pdf_cairn.library.note("Attachments/Locked.pdf", withhold=Withhold.of(folders=["Attachments"]))
+        pdf_cairn.library.note(
+            "Attachments/Locked.pdf", caller=caller_of(pdf_cairn, Withhold.of(folders=["Attachments"]))
+        )
     note = pdf_cairn.library.note("Attachments/Field guide.pdf")
     assert note["kind"] == "pdf" and note["pages"] == 4
     content = note["content"]
@@ -214,7 +201,7 @@ def test_the_note_view_of_a_pdf_is_its_text_page_by_page(pdf_cairn):
 
 
 def test_a_pdf_in_an_ignored_folder_is_not_read(pdf_vault, tmp_path, embedder):
-    cairn = Cairn(make_config(pdf_vault, tmp_path / "data").replace(ignore=("Attachments/",)), embedder=embedder)
+    cairn = open_cairn(pdf_vault, tmp_path / "data", embedder, ignore=("Attachments/",))
     try:
         report = cairn.indexing.index()
         assert report.skipped == [] and cairn.store.note_by_path("Attachments/Field guide.pdf") is None
@@ -245,7 +232,7 @@ def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf
     """The daemon's wiring (the PDF queue on a low-priority thread, the file watcher): PDFs yield to the notes."""
     vault = tmp_path / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     cairn.indexing.index()
 
     async def scenario():
@@ -272,7 +259,9 @@ def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf
             (vault / "Quartz note.md").write_text(
                 "# Quartz note\n\nThe zebra quartzite outcrop sits above the tarn.\n", encoding="utf-8"
             )
-            while "Quartz note.md" not in [h.file_path for h in cairn.query.search("zebra quartzite outcrop").hits]:
+            while "Quartz note.md" not in [
+                h.file_path for h in cairn.query.search(search_request("zebra quartzite outcrop")).hits
+            ]:
                 assert time.monotonic() < end, "the note never became searchable"
                 await asyncio.sleep(0.05)
             assert queue.stats()["current"] == "Field guide.pdf", "the note waited for the whole PDF"
@@ -286,7 +275,7 @@ def test_a_note_edited_while_a_long_pdf_is_indexing_is_searchable_before_the_pdf
                 0
             ], "the note's vectors waited for the whole PDF's"
             assert await asyncio.to_thread(queue.wait_idle, DEADLINE_S * 3)
-            hits = cairn.query.search("The marker for page 33").hits
+            hits = cairn.query.search(search_request("The marker for page 33")).hits
             assert hits and hits[0].file_path == "Field guide.pdf" and hits[0].page == 33
             await asyncio.sleep(0)  # let the loop deliver what the queue's thread published
             events = []
@@ -329,19 +318,19 @@ def test_a_pdf_embedded_in_a_personal_note_is_withheld_with_it(pdf_vault, tmp_pa
     from cairn.policy import Withhold
 
     add_personal_pdf(pdf_vault)
-    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(pdf_vault, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         question = CHOLESTEROL_QUESTION
-        owner = cairn.query.search(question).hits
+        owner = cairn.query.search(search_request(question)).hits
         assert owner and owner[0].file_path == "Health/Lab results.pdf"
         withhold = Withhold.of(tags=["personal"])
-        others = cairn.query.search(question, withhold=withhold).hits
+        others = cairn.query.search(search_request(question), caller_of(cairn, withhold)).hits
         assert all(h.file_path not in ("Health/Lab results.pdf", "Checkup.md") for h in others)
         with pytest.raises(NotFoundError):
-            cairn.library.note("Health/Lab results.pdf", withhold=withhold)
+            cairn.library.note("Health/Lab results.pdf", caller=caller_of(cairn, withhold))
         # A PDF linked only from allowed notes stays visible.
-        guide = cairn.query.search(GUIDE_QUESTION, withhold=withhold).hits
+        guide = cairn.query.search(search_request(GUIDE_QUESTION), caller_of(cairn, withhold)).hits
         assert guide and guide[0].file_path == "Attachments/Field guide.pdf"
     finally:
         cairn.close()
@@ -352,8 +341,8 @@ def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vau
     answers from the good one, a PDF dropped in later is indexed too, and SIGTERM stops it cleanly."""
     import signal
 
-    from helpers import wait_until
-    from test_daemon import INDEX_DEADLINE_S, running_daemon, stop
+    from support.daemons import INDEX_DEADLINE_S, running_daemon, stop
+    from support.waits import wait_until
 
     home = tmp_path / "home"
     home.mkdir()
@@ -403,16 +392,18 @@ def test_the_daemon_indexes_the_good_pdf_lists_the_bad_ones_and_stays_up(pdf_vau
 
 def test_a_pdf_embedded_in_a_personal_note_never_enters_a_remote_models_prompt(pdf_vault, tmp_path, embedder):
     from cairn.llm import OpenAIChatModel
-    from test_answer_llm import llm_config, stub_server
+    from support.llm_stub import llm_config, stub_server
 
     add_personal_pdf(pdf_vault)
-    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(pdf_vault, tmp_path / "data", embedder)
 
     async def ask(remote: bool, question: str):
         async with stub_server("normal") as stub:
             model = OpenAIChatModel(llm_config(stub.url))
             model.remote = remote  # what a non-loopback base_url means, without leaving the machine
-            answer = await AnswerService(cairn.query, model, withhold_tags=("personal",)).answer(question, top_k=8)
+            answer = await AnswerService(cairn.query, model, withhold_tags=("personal",)).answer(
+                ask_request(question, top_k=8)
+            )
         return [r["messages"][1]["content"] for r in stub.requests], answer
 
     try:
@@ -437,7 +428,7 @@ def test_a_pdf_added_after_the_personal_note_that_embeds_it_is_withheld(pdf_vaul
     pdf = pdf_vault / "Health" / "Lab results.pdf"
     kept = tmp_path / "lab.pdf"
     shutil.move(pdf, kept)
-    cairn = Cairn(make_config(pdf_vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(pdf_vault, tmp_path / "data", embedder)
     try:
         cairn.indexing.index()
         shutil.move(kept, pdf_vault / "Scans.pdf.tmp")
@@ -445,19 +436,19 @@ def test_a_pdf_added_after_the_personal_note_that_embeds_it_is_withheld(pdf_vaul
         shutil.move(pdf_vault / "Scans.pdf.tmp", pdf_vault / "Scans" / "Lab results.pdf")
         cairn.indexing.save_lane.save({"Scans/Lab results.pdf"})
         withhold = Withhold.of(tags=["personal"])
-        assert cairn.query.search(CHOLESTEROL_QUESTION).hits[0].file_path == "Scans/Lab results.pdf"
+        assert cairn.query.search(search_request(CHOLESTEROL_QUESTION)).hits[0].file_path == "Scans/Lab results.pdf"
         assert all(
             h.file_path != "Scans/Lab results.pdf"
-            for h in cairn.query.search(CHOLESTEROL_QUESTION, withhold=withhold).hits
+            for h in cairn.query.search(search_request(CHOLESTEROL_QUESTION), caller_of(cairn, withhold)).hits
         )
         # Moved to another folder: the basename link follows it, and so does the withholding.
         (pdf_vault / "Moved").mkdir()
         shutil.move(pdf_vault / "Scans" / "Lab results.pdf", pdf_vault / "Moved" / "Lab results.pdf")
         cairn.indexing.save_lane.save({"Scans/Lab results.pdf", "Moved/Lab results.pdf"})
-        assert cairn.query.search(CHOLESTEROL_QUESTION).hits[0].file_path == "Moved/Lab results.pdf"
+        assert cairn.query.search(search_request(CHOLESTEROL_QUESTION)).hits[0].file_path == "Moved/Lab results.pdf"
         assert all(
             h.file_path != "Moved/Lab results.pdf"
-            for h in cairn.query.search(CHOLESTEROL_QUESTION, withhold=withhold).hits
+            for h in cairn.query.search(search_request(CHOLESTEROL_QUESTION), caller_of(cairn, withhold)).hits
         )
     finally:
         cairn.close()
@@ -468,7 +459,7 @@ def test_a_pdf_deleted_while_it_is_being_indexed_leaves_the_index_at_once(tmp_pa
     minutes for a long PDF — serving text the owner had deleted)."""
     vault = tmp_path / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     cairn.indexing.index()
     cached = lambda: cairn.store.conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0]  # noqa: E731
     before = cached()
@@ -513,20 +504,20 @@ def test_a_pdf_deleted_while_it_is_being_indexed_leaves_the_index_at_once(tmp_pa
 
 def test_raising_a_limit_reads_the_limited_pdfs_again_at_the_next_scan(pdf_vault, tmp_path, embedder):
     data = tmp_path / "data"
-    small = Cairn(make_config(pdf_vault, data).replace(pdf_max_pages=2), embedder=embedder)
+    small = open_cairn(pdf_vault, data, embedder, pdf_max_pages=2)
     try:
         small.indexing.index()
         assert "page limit 2" in errors_by_path(small)["Attachments/Field guide.pdf"]["reason"]
-        assert small.query.search(GUIDE_QUESTION).hits[0].page != 3
+        assert small.query.search(search_request(GUIDE_QUESTION)).hits[0].page != 3
         assert small.indexing.index().updated == 0, "nothing changed: nothing read again"
     finally:
         small.close()
-    raised = Cairn(make_config(pdf_vault, data), embedder=embedder)  # the next start, with the default limits
+    raised = open_cairn(pdf_vault, data, embedder)  # the next start, with the default limits
     try:
         report = raised.indexing.index()
         assert "Attachments/Field guide.pdf" not in errors_by_path(raised)
         assert report.updated >= 1
-        hit = raised.query.search(GUIDE_QUESTION).hits[0]
+        hit = raised.query.search(search_request(GUIDE_QUESTION)).hits[0]
         assert (hit.file_path, hit.page) == ("Attachments/Field guide.pdf", 3)
         assert raised.indexing.index().updated == 0
     finally:

@@ -18,10 +18,13 @@ import pytest
 
 from cairn.app import Cairn
 from cairn.http import make_app, serve
-from conftest import make_config, services_of
-from test_coverage import half_embedded
-from test_http_api import TOKEN
-from test_plugin_e2e import WAIT_MS, browser, harness, plugin_vault, shoot  # noqa: F401  (fixtures)
+from support import plugin_page
+from support.cairns import open_cairn, services_of
+from support.half_embedded import half_embedded
+from support.http_client import TOKEN
+from support.plugin_page import WAIT_MS, shoot
+
+browser, harness, plugin_vault = plugin_page.browser, plugin_page.harness, plugin_page.plugin_vault  # the fixtures
 
 pytestmark = pytest.mark.e2e  # the built plugin in a real browser against the real HTTP app
 
@@ -29,13 +32,12 @@ STOP_S = 60
 
 
 @pytest.fixture
-def live(tmp_path: Path, embedder: Any, harness: str) -> Iterator[tuple[Cairn, str]]:  # noqa: F811
+def live(tmp_path: Path, embedder: Any, harness: str) -> Iterator[tuple[Cairn, str]]:
     """(a Cairn over the half-embedded index, the URL of the HTTP app serving it, the harness origin allowed)."""
     home, vault = half_embedded(tmp_path, embedder)
-    config = make_config(vault, home / "data").replace(
-        config_dir=home / "config", cors_origins=("app://obsidian.md", harness)
+    cairn = open_cairn(
+        vault, home / "data", embedder, config_dir=home / "config", cors_origins=("app://obsidian.md", harness)
     )
-    cairn = Cairn(config, embedder=embedder)
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="http-app", daemon=True)
     thread.start()
@@ -53,7 +55,7 @@ def live(tmp_path: Path, embedder: Any, harness: str) -> Iterator[tuple[Cairn, s
 
 
 @pytest.fixture
-def page(browser: Any, harness: str, live: tuple[Cairn, str]) -> Iterator[Any]:  # noqa: F811
+def page(browser: Any, harness: str, live: tuple[Cairn, str]) -> Iterator[Any]:
     """The harness page with the plugin loaded, its settings pointing at the live app."""
     context = browser.new_context(viewport={"width": 1280, "height": 820}, device_scale_factor=1)
     page = context.new_page()

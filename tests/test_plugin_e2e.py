@@ -12,7 +12,7 @@ allow for an LLM) so the stream can be held part-way and its incremental renderi
 
 The harness page's origin (``http://127.0.0.1:<port>``) is added to the daemon's ``cors_origins`` in
 this test's config.toml only; in Obsidian the plugin runs at ``app://obsidian.md``, the default.
-Screenshots: docs/plugin-*.png (README, "Obsidian plugin") with CAIRN_UPDATE_SCREENSHOTS=1, else a temp
+Screenshots: docs/plugin-*.png (docs/plugin.md) with CAIRN_UPDATE_SCREENSHOTS=1, else a temp
 folder (a test run leaves the checkout unchanged). Nothing sleeps: every wait is
 Playwright's wait-for-condition with a timeout, or a threading.Event.
 """
@@ -20,44 +20,26 @@ Playwright's wait-for-condition with a timeout, or a threading.Event.
 from __future__ import annotations
 
 import asyncio
-import functools
-import http.server
 import json
-import os
 import re
-import shutil
 import signal
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import pdfgen
-from helpers import wait_until
-from test_daemon import INDEX_DEADLINE_S, running_daemon
-from test_pdf_index import GUIDE_PAGES
-from test_plugin_build import built_plugin
+from support import plugin_page
+from support.daemons import INDEX_DEADLINE_S, running_daemon
+from support.plugin_page import PDF_PATH, WAIT_MS, shoot, vault_files
+from support.waits import wait_until
+
+browser, harness, plugin_vault = plugin_page.browser, plugin_page.harness, plugin_page.plugin_vault  # the fixtures
 
 pytestmark = pytest.mark.e2e  # the built plugin in a real browser against a real daemon
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_VAULT = REPO / "examples" / "vault"
-DOCS = REPO / "docs"
-CHROMIUM = os.environ.get("CAIRN_CHROMIUM", "/usr/bin/chromium")
-#: Flags for a root, offline, headless Chromium (no sandbox as root; no calls home on a closed network).
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
-WAIT_MS = 30_000
 #: How the sidebar shows a hit's relevance (packaging/obsidian-plugin/src/relevance.ts).
 RELEVANCE_WORDS = re.compile(r"(strong match|good match|exact words|similar words|weak match)$")
 NOT_RUNNING = "Cairn isn't running for this vault — start it with `cairn serve --vault <this vault's folder>`"
@@ -73,9 +55,6 @@ WEAK_QUESTION = "How do I stop slugs eating my lettuce?"
 #: Answered on page 3 of the PDF added to the vault copy; the stub model refuses it (HTTP 500), so the daemon
 #: answers from passages and the citation is the daemon's own.
 PDF_QUESTION = "What does the PDF say about building a cairn that lasts the winter?"
-PDF_PATH = "Attachments/Field guide.pdf"
-
-playwright_sync = pytest.importorskip("playwright.sync_api", reason="the `playwright` Python package is not installed")
 
 
 # -- the stub model -------------------------------------------------------------------------------
@@ -221,53 +200,6 @@ class StubModel:
 # -- the harness page ------------------------------------------------------------------------------
 
 
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - the stdlib's signature
-        pass
-
-
-def serve_folder(folder: Path) -> http.server.ThreadingHTTPServer:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(folder)))
-    threading.Thread(target=server.serve_forever, name="harness-http", daemon=True).start()
-    return server
-
-
-def vault_files(vault: Path) -> list[str]:
-    return sorted(
-        p.relative_to(vault).as_posix()
-        for p in vault.rglob("*")
-        if p.suffix in (".md", ".pdf") and ".obsidian" not in p.parts
-    )
-
-
-@pytest.fixture(scope="module")
-def plugin_vault(tmp_path_factory) -> Path:
-    """A copy of examples/vault with a 4-page PDF attachment (tests/pdfgen.py) whose page 3 answers PDF_QUESTION."""
-    vault = tmp_path_factory.mktemp("plugin-vault") / "vault"
-    shutil.copytree(SAMPLE_VAULT, vault)
-    (vault / "Attachments").mkdir()
-    pdfgen.text_pdf(vault / PDF_PATH, GUIDE_PAGES, title="Moorland Field Guide")
-    return vault
-
-
-@pytest.fixture(scope="module")
-def harness(tmp_path_factory, plugin_vault) -> Iterator[str]:
-    """The harness page (stand-in API + the freshly built main.js and styles.css) → its URL."""
-    plugin = built_plugin()
-    root = tmp_path_factory.mktemp("harness")
-    for item in (plugin / "harness").iterdir():
-        shutil.copy(item, root / item.name)
-    for name in ("main.js", "styles.css", "manifest.json"):
-        shutil.copy(plugin / name, root / name)
-    (root / "files.json").write_text(json.dumps(vault_files(plugin_vault)), encoding="utf-8")
-    server = serve_folder(root)
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.fixture(scope="module")
 def stub_model() -> Iterator[StubModel]:
     stub = StubModel().start()
@@ -305,18 +237,6 @@ def daemon(tmp_path_factory, harness, stub_model, plugin_vault):
         yield d
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"no Chromium at {CHROMIUM} (Debian: apt-get install -y chromium; or set CAIRN_CHROMIUM)")
-    with playwright_sync.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
 @pytest.fixture
 def sidebar(browser, harness, daemon):
     """A fresh harness page with the plugin loaded in the daemon's vault (it checks the daemon serves it), its
@@ -342,16 +262,6 @@ def sidebar(browser, harness, daemon):
 def ask(page, question: str) -> None:
     page.fill(".cairn-question", question)
     page.click(".cairn-ask-button")
-
-
-#: Screenshots go to docs/ only when asked (CAIRN_UPDATE_SCREENSHOTS=1), so a test run leaves the checkout clean.
-SHOTS = DOCS if os.environ.get("CAIRN_UPDATE_SCREENSHOTS") == "1" else None
-
-
-def shoot(page, name: str) -> None:
-    folder = SHOTS or Path(tempfile.gettempdir()) / "cairn-plugin-screenshots"
-    folder.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(folder / name))
 
 
 # -- the tests -------------------------------------------------------------------------------------

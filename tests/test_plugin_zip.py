@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from cairn import __version__
-from conftest import REPO, SAMPLE_VAULT
-from helpers import wait_until
+from support.vaults import REPO, SAMPLE_VAULT
+from support.waits import wait_until
 
 PLUGIN_FILES = ("main.js", "manifest.json", "styles.css")
 SHIPPED = REPO / "daemon" / "cairn" / "obsidian_plugin"
@@ -81,7 +81,7 @@ def test_a_plugin_manifest_out_of_step_with_cairns_version_stops_the_zip(tmp_pat
 
 @pytest.fixture
 def unpacked_vault(tmp_path) -> Path:
-    """A copy of examples/vault with the zip unpacked into .obsidian/plugins/cairn/, as the README says."""
+    """A copy of examples/vault with the zip unpacked into .obsidian/plugins/cairn/, as docs/plugin.md says."""
     vault = tmp_path / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
     with zipfile.ZipFile(make_plugin_zip(tmp_path / "dist")) as zf:
@@ -93,7 +93,7 @@ def unpacked_vault(tmp_path) -> Path:
 @pytest.mark.slow
 def test_the_unpacked_zip_loads_in_the_harness_and_talks_to_the_daemon(tmp_path, unpacked_vault):
     e2e = pytest.importorskip("test_plugin_e2e", reason="the `playwright` Python package is not installed")
-    from test_daemon import INDEX_DEADLINE_S, running_daemon
+    from support.daemons import INDEX_DEADLINE_S, running_daemon
 
     if not Path(e2e.CHROMIUM).exists():
         pytest.skip(f"no Chromium at {e2e.CHROMIUM} (Debian: apt-get install -y chromium; or set CAIRN_CHROMIUM)")

@@ -15,7 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from policy_harness import AGENT_LOCAL, DIARY, DIARY_CANARY, LOOSE, PUBLIC, STRICT, cairn, mcp_get, owners_home, repoint
+from support.policy_homes import (
+    AGENT_LOCAL,
+    DIARY,
+    DIARY_CANARY,
+    LOOSE,
+    PUBLIC,
+    STRICT,
+    cairn,
+    mcp_get,
+    owners_home,
+    repoint,
+)
 
 pytestmark = pytest.mark.e2e  # `cairn mcp` subprocesses over a real index
 

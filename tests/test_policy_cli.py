@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cairn.policy import default_policy_text
-from test_cli import run_cairn
+from support.cli import run_cairn
 
 pytestmark = pytest.mark.slow  # a `cairn` subprocess per call
 

@@ -18,7 +18,7 @@ from mcp import Client
 
 from cairn.policy_file import apply_policy, awaiting_confirmation
 from cairn.policy_live import PolicyHolder
-from test_policy_saves import FIRST_WRITE, FULL, WITHHELD_BY_FOLDER
+from support.policies import FIRST_WRITE, FULL, WITHHELD_BY_FOLDER
 
 SETTLE_S = 0.2
 CALLS = 5
@@ -31,7 +31,7 @@ class Server:
 
     def __init__(self, canary_cairn: Any, holder: PolicyHolder) -> None:
         from cairn.mcp_server import McpService, build_server
-        from conftest import services_of
+        from support.cairns import services_of
 
         service = McpService(
             services_of(canary_cairn),
@@ -84,7 +84,7 @@ def test_a_slow_save_never_serves_the_folder_during_or_after_the_gap(canary_cair
 
 
 def test_a_change_that_withholds_less_waits_for_cairn_policy_apply(canary_cairn, tmp_path):
-    from test_cli import run_cairn
+    from support.cli import run_cairn
 
     home = tmp_path / "home"
     path = home / "config" / "mcp-serve.yaml"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from policy_harness import DIARY, DIARY_CANARY, LOOSE, PUBLIC, STRICT, cairn, mcp_get, owners_home
+from support.policy_homes import DIARY, DIARY_CANARY, LOOSE, PUBLIC, STRICT, cairn, mcp_get, owners_home
 
 pytestmark = pytest.mark.e2e  # `cairn mcp` subprocesses over a real index
 

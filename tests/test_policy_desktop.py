@@ -4,7 +4,7 @@ A desktop app (Claude Desktop, the MCP SDK's ``stdio_client``) starts ``cairn mc
 here only HOME and PATH, plus the client config's ``env``. The owner keeps Cairn's config folder, data folder,
 or both somewhere else than the defaults under HOME, and withholds the folders ``Private`` and ``Journal``.
 Launched without the ``env`` entries, ``cairn mcp`` must never serve a withheld note: it exits, naming the entry
-to add, and creates no policy of its own. Launched with them (as the README's client config shows), it serves
+to add, and creates no policy of its own. Launched with them (as docs/mcp.md's client config shows), it serves
 under the owner's policy. The real ``cairn`` console script, driven by the SDK's own stdio client.
 """
 
@@ -21,8 +21,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from conftest import CANARY_VAULT
-from test_mcp_stdio import cairn_executable
+from support.cairns import build_index
+from support.cli import cairn_executable
+from support.vaults import CANARY_VAULT
 
 pytestmark = [
     pytest.mark.e2e,
@@ -59,17 +60,10 @@ def desktop_env(home: Path, **env: str) -> dict[str, str]:
 
 def index_as_owner(embedder: Any, config_dir: Path, data_dir: Path) -> None:
     """The owner's own shell: the policy in their config folder, the vault indexed into their data folder."""
-    from cairn.app import Cairn
-    from cairn.config import load_config
 
     config_dir.mkdir(parents=True, exist_ok=True)
     (config_dir / "mcp-serve.yaml").write_text(OWNERS_POLICY, encoding="utf-8")
-    config = load_config({"vault": str(CANARY_VAULT), "config_dir": str(config_dir), "data_dir": str(data_dir)}, env={})
-    cairn = Cairn(config, embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(CANARY_VAULT, data_dir, embedder, config_dir=config_dir)
 
 
 def launch(home: Path, env: dict[str, str]) -> tuple[list[types.CallToolResult] | None, str]:
@@ -154,17 +148,8 @@ def test_the_true_first_use_creates_the_default_policy_and_serves(tmp_path, embe
 
     home = tmp_path / "home"
     default_config, default_data = defaults(home)
-    from cairn.app import Cairn
-    from cairn.config import load_config
 
-    config = load_config(
-        {"vault": str(CANARY_VAULT), "config_dir": str(default_config), "data_dir": str(default_data)}, env={}
-    )
-    cairn = Cairn(config, embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(CANARY_VAULT, default_data, embedder, config_dir=default_config)
     assert not (default_config / "mcp-serve.yaml").exists()
 
     results, stderr = launch(home, desktop_env(home))

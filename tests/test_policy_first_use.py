@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from cairn.policy import default_policy_text
-from conftest import CANARY_VAULT, make_config
-from test_mcp_stdio import cairn_env, cairn_executable, make_home
+from support.cairns import build_index, make_config
+from support.cli import cairn_env, cairn_executable
+from support.mcp_client import make_home
+from support.vaults import CANARY_VAULT
 
 pytestmark = pytest.mark.e2e  # `cairn` subprocesses over a real index
 
@@ -20,14 +22,9 @@ pytestmark = pytest.mark.e2e  # `cairn` subprocesses over a real index
 @pytest.fixture
 def indexed_home(tmp_path, embedder) -> Path:
     """An existing install: the owner's policy (withholding the Private folder) and the canary vault's index."""
-    from cairn.app import Cairn
 
     home = make_home(tmp_path)
-    cairn = Cairn(make_config(CANARY_VAULT, home / "data").replace(config_dir=home / "config"), embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(CANARY_VAULT, home / "data", embedder, config_dir=home / "config")
     return home
 
 

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from cairn.policy import default_policy_text
-from conftest import CANARY_VAULT
-from test_cli import run_cairn
-from test_mcp_stdio import cairn_env, cairn_executable
+from support.cli import cairn_env, cairn_executable, run_cairn
+from support.vaults import CANARY_VAULT
 
 pytestmark = pytest.mark.slow  # `cairn` subprocesses
 

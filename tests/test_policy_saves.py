@@ -14,22 +14,8 @@ from typing import Any
 from mcp import Client
 
 from cairn.policy_live import PolicyHolder
+from support.policies import FIRST_WRITE, FULL, WITHHELD_BY_FOLDER
 
-#: The policy, in block style so that its first lines alone are a valid (and laxer) policy.
-FULL = """\
-version: 1
-withhold:
-  tags: [personal]
-  folders: [Private]
-default_tools: [get_note, list_notes]
-clients:
-  claude-desktop: {local: false, tools: [search_notes, get_note, list_notes]}
-  my-local-agent: {local: true, tools: all}
-audit: {enabled: false}
-"""
-#: The first write of a save: a policy of its own that withholds the tag but not the folder.
-FIRST_WRITE = FULL[: FULL.index("  folders:")]
-WITHHELD_BY_FOLDER = "Private/Salary.md"
 CLIENTS = 8
 REWRITES = 20
 #: get_note calls answered between the first and the second write of each save.
@@ -77,7 +63,7 @@ async def save_in_two_writes(path: os.PathLike[str], calls: Calls) -> None:
 
 def test_no_call_is_served_under_a_half_saved_policy(canary_cairn, tmp_path):
     from cairn.mcp_server import McpService, build_server
-    from conftest import services_of
+    from support.cairns import services_of
 
     path = tmp_path / "mcp-serve.yaml"
     path.write_text(FULL, encoding="utf-8")

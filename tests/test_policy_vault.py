@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CANARY_VAULT
-from test_mcp_stdio import POLICY, cairn_env, cairn_executable
+from support.cairns import opened_cairn
+from support.cli import cairn_env, cairn_executable
+from support.mcp_client import POLICY
+from support.vaults import CANARY_VAULT
 
 
 def config_for(base: Path):
@@ -24,14 +26,9 @@ def config_for(base: Path):
 
 def open_index(config, embedder, *, index: bool = False) -> None:
     """What `cairn index` (``index``) or any command that opens the index for writing does."""
-    from cairn.app import Cairn
-
-    cairn = Cairn(config, embedder=embedder)
-    try:
+    with opened_cairn(config.vault, config.data_dir, embedder, config_dir=config.config_dir) as cairn:
         if index:
             cairn.indexing.index()
-    finally:
-        cairn.close()
 
 
 def test_the_index_records_its_policy_and_a_daemon_reading_another_fails_closed_naming_the_env(tmp_path, embedder):

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from cairn.store import Store
-from conftest import SAMPLE_VAULT
-from helpers import cairn_executable
+from support.cli import cairn_executable
+from support.vaults import SAMPLE_VAULT
 
 pytestmark = pytest.mark.slow  # `cairn` subprocesses
 

@@ -17,10 +17,11 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from cairn.app import Cairn
-from conftest import make_config
-from test_http_api import AUTH
-from test_http_routes import api
-from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_home, run
+from support.cairns import build_index, open_cairn
+from support.cli import cairn_env, cairn_executable
+from support.http_client import AUTH, api
+from support.mcp_client import CALL_TIMEOUT_S, make_home
+from support.waits import run
 
 NOTES = {
     # no heading at all: every chunk's heading path is empty
@@ -47,18 +48,14 @@ def home(tmp_path_factory, embedder) -> tuple[Path, Path]:
     for rel, text in NOTES.items():
         (vault / rel).write_text(text, encoding="utf-8")
     home = make_home(base / "home")
-    cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(vault, home / "data", embedder, config_dir=home / "config")
     return home, vault
 
 
 @pytest.fixture
 def cairn(home, embedder):
     home_dir, vault = home
-    opened = Cairn(make_config(vault, home_dir / "data").replace(config_dir=home_dir / "config"), embedder=embedder)
+    opened = open_cairn(vault, home_dir / "data", embedder, config_dir=home_dir / "config")
     yield opened
     opened.close()
 

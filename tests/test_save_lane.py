@@ -8,9 +8,12 @@ from __future__ import annotations
 import pytest
 
 import cairn.index.text_run as text_run
-from cairn.app import Cairn
 from cairn.index.text_run import TextRun
-from conftest import make_config
+from support import embedders
+from support.cairns import open_cairn
+from support.requests import search_request
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 EMPTY = {"added": [], "changed": [], "deleted": []}
 
@@ -23,7 +26,7 @@ def cairn_and_vault(tmp_path, embedder, monkeypatch):
     for i in range(6):
         (vault / f"Note {i}.md").write_text(f"# Note {i}\n\nPlain text number {i} about stones.\n", encoding="utf-8")
     (vault / "Links.md").write_text("# Links\n\nSee [[Created later]] for more.\n", encoding="utf-8")
-    cairn = Cairn(make_config(vault, tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     yield cairn, vault
     cairn.close()
 
@@ -46,7 +49,7 @@ def test_a_save_while_the_run_holds_the_notes_older_text_is_kept(cairn_and_vault
     cairn.indexing.index(vectors=False)
 
     assert saves and saves[0].updated + saves[0].added >= 1
-    hits = cairn.query.search("zqsavedword").hits
+    hits = cairn.query.search(search_request("zqsavedword")).hits
     assert [h.file_path for h in hits] == ["Note 5.md"]  # the run did not write its older reading over the save
     assert cairn.indexer.reconcile_diff() == EMPTY
     (link,) = cairn.store.links_of_note("Links.md")

@@ -12,9 +12,9 @@ from pathlib import Path
 import apsw
 import pytest
 
-from conftest import HELP_VAULT
-from helpers import wait_until
-from test_daemon import running_daemon
+from support.daemons import running_daemon
+from support.vaults import HELP_VAULT
+from support.waits import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.shared_data("vaults/obsidian-help")]
 

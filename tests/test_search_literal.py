@@ -17,7 +17,9 @@ import pytest
 from cairn import contract
 from cairn.search.literal import literal_count, literal_form, passage_share, query_literals
 from cairn.search.syntax import parse
-from conftest import HELP_VAULT, SAMPLE_VAULT, make_config, services_of
+from support.cairns import open_cairn, services_of
+from support.requests import ask_request, search_request
+from support.vaults import HELP_VAULT, SAMPLE_VAULT
 
 NOTES = {
     "Languages/Cpp.md": "# Cpp\n\nI write C++ every day: templates, RAII and the C++ standard library.\n",
@@ -49,10 +51,9 @@ def _write(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_cairn(tmp_path_factory, embedder):
-    from cairn.app import Cairn
 
     vault = _write(tmp_path_factory.mktemp("literal-vault"))
-    cairn = Cairn(make_config(vault, tmp_path_factory.mktemp("literal-data")), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path_factory.mktemp("literal-data"), embedder)
     cairn.indexing.index()
     yield cairn
     cairn.close()
@@ -60,7 +61,7 @@ def tiny_cairn(tmp_path_factory, embedder):
 
 def results(cairn, query: str, top_k: int = 8) -> list[dict]:
     """The JSON results of a search, as HTTP, MCP and the CLI show them."""
-    return contract.search_json(cairn.query.search(query, top_k=top_k))["results"]
+    return contract.search_json(cairn.query.search(search_request(query, top_k=top_k)))["results"]
 
 
 # ------------------------------------------------------------------ the rules
@@ -143,7 +144,9 @@ def test_help_vault_a_typo_neighbour_is_never_exact_words(help_cairn):
 # ------------------------------------------------------------------ the sample vault
 def test_the_readme_sourdough_question_labels_its_answer_above_weak(sample_cairn):
     answer = asyncio.run(
-        services_of(sample_cairn).answers.answer("How long do I proof the sourdough in the fridge?", top_k=8)
+        services_of(sample_cairn).answers.answer(
+            ask_request("How long do I proof the sourdough in the fridge?", top_k=8)
+        )
     )
     sources = [contract.source_json(s) for s in answer.sources]
     method = [s for s in sources if s["filePath"] == "Kitchen/Sourdough.md" and s["symbol"].endswith("Method")]

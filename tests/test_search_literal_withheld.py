@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.conftest import make_config
 
 from cairn.policy import Withhold
+from support.cairns import open_cairn
+from support.requests import caller_of, search_request
 
 W = Withhold(("personal",))
 
@@ -33,12 +34,11 @@ def _vault(root: Path, secret: str) -> Path:
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory, embedder):
-    from cairn.app import Cairn
 
     out = {}
     for secret in ("Kestrel-7", "Kestrel-8"):
         vault = _vault(tmp_path_factory.mktemp("v" + secret), secret)
-        c = Cairn(make_config(vault, tmp_path_factory.mktemp("d" + secret)), embedder=embedder)
+        c = open_cairn(vault, tmp_path_factory.mktemp("d" + secret), embedder)
         c.indexing.index()
         out[secret] = c
     yield out
@@ -49,9 +49,9 @@ def two(tmp_path_factory, embedder):
 def test_two_vaults_the_caller_sees_identically_rank_the_same(two):
     shown = {}
     for secret, c in two.items():
-        c.query.search("kestrel-7", top_k=8, withhold=W)  # warms the redacted rows' vectors
+        c.query.search(search_request("kestrel-7", top_k=8), caller_of(c, W))  # warms the redacted rows' vectors
         c.query.visible.wait(60)
-        hits = c.query.search("kestrel-7 ", top_k=8, withhold=W).hits
+        hits = c.query.search(search_request("kestrel-7 ", top_k=8), caller_of(c, W)).hits
         shown[secret] = [(h.file_path, h.symbol, h.text) for h in hits]
         print(secret, [(h.file_path, h.symbol, round(h.score, 4)) for h in hits])
     # what the caller is shown, as a set, is identical in both vaults
@@ -67,7 +67,7 @@ def test_literal_counts_only_what_the_caller_is_shown(two):
 
     c = two["Kestrel-7"]
     svc = c.query
-    view = svc.view(W)
+    view = svc.views.of(W)
     lit = find_literals(svc.store, svc.keyword, svc.note_maps.get(), [(Word("kestrel-7"), "kestrel-7")], None, view)
     for cid in lit.counts:
         red = view.visible.redacted.get(cid) if view.visible else None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import make_config
+from support.cairns import open_cairn
+from support.requests import search_request
 
 
 def _write(root, name: str, text: str) -> None:
@@ -20,7 +21,6 @@ def _write(root, name: str, text: str) -> None:
 
 @pytest.fixture(scope="module")
 def named_cairn(tmp_path_factory, embedder):
-    from cairn.app import Cairn  # noqa: PLC0415
 
     root = tmp_path_factory.mktemp("names")
     vault = root / "vault"
@@ -34,14 +34,14 @@ def named_cairn(tmp_path_factory, embedder):
     _write(vault, "Guides/Plugins to navigate notes", "Move between linked pages quickly from the keyboard.")
     for i in range(130):  # notes holding "plugins" and "notes" often: the BM25 top and its extras would be theirs
         _write(vault, f"Roundup/Week {i:03d}", f"Plugins notes plugins notes, plugins for notes, week {i}.")
-    cairn = Cairn(make_config(vault, root / "data"), embedder=embedder)
+    cairn = open_cairn(vault, root / "data", embedder)
     cairn.indexing.index()
     yield cairn
     cairn.close()
 
 
 def first(cairn, text: str) -> str:
-    return cairn.query.search(text, top_k=3).hits[0].file_path
+    return cairn.query.search(search_request(text, top_k=3)).hits[0].file_path
 
 
 def test_a_small_word_of_the_query_in_a_title_makes_that_title_the_closer_name(named_cairn):

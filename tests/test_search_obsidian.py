@@ -18,8 +18,10 @@ import pytest
 
 from cairn.search.syntax import And, Field, Not, Or, Phrase, Word, parse
 from cairn.search.vocabulary import Vocabulary, edit_distance
-from conftest import SAMPLE_VAULT, make_config
-from helpers import cairn_env, cairn_executable
+from support.cairns import build_index, open_cairn
+from support.cli import cairn_env, cairn_executable
+from support.requests import caller_of, search_request
+from support.vaults import SAMPLE_VAULT
 
 SOURDOUGH = "Kitchen/Sourdough.md"
 TIMEOUT_S = 180
@@ -39,8 +41,8 @@ def rel(path: Path, root: Path) -> str:
     return path.relative_to(root).as_posix()
 
 
-def paths(query, text: str, **kw) -> list[str]:
-    return [h.file_path for h in query.search(text, **kw).hits]
+def paths(query, text: str, **fields) -> list[str]:
+    return [h.file_path for h in query.search(search_request(text, **fields)).hits]
 
 
 # -- the parser -------------------------------------------------------------------------------------------------------
@@ -120,7 +122,7 @@ def test_vocabulary_prefix_and_near_tokens():
 
 
 def test_a_rare_word_finds_its_note_first_whatever_its_cosine(sample_cairn):
-    hits = sample_cairn.query.search("banneton").hits
+    hits = sample_cairn.query.search(search_request("banneton")).hits
     assert hits and hits[0].file_path == SOURDOUGH == next(iter(notes_holding("banneton")))
     assert hits[0].cosine < 0.35  # the floor would have dropped it
 
@@ -140,7 +142,7 @@ def test_names_in_notes_are_found(sample_cairn, name):
 def test_an_exact_phrase_finds_the_note_that_holds_it(sample_cairn):
     for phrase in ("cold proof", "seam side up"):
         holders = {p for p in notes_holding(phrase.split()[0]) if phrase in (SAMPLE_VAULT / p).read_text().lower()}
-        hits = sample_cairn.query.search(f'"{phrase}"').hits
+        hits = sample_cairn.query.search(search_request(f'"{phrase}"')).hits
         assert holders == {SOURDOUGH} and hits[0].file_path == SOURDOUGH
         below = [h for h in hits if h.cosine < 0.35]  # kept only as lexical evidence: they hold the phrase
         assert all(phrase in " ".join(h.text.lower().split()) for h in below)
@@ -153,7 +155,7 @@ def test_an_excluded_word_removes_every_note_holding_it(sample_cairn):
 
 
 def test_a_tag_operator_keeps_only_notes_with_the_tag(sample_cairn):
-    hits = sample_cairn.query.search("tag:#kitchen bread", top_k=20).hits
+    hits = sample_cairn.query.search(search_request("tag:#kitchen bread", top_k=20)).hits
     assert hits
     assert all(any(t == "kitchen" or t.startswith("kitchen/") for t in h.tags) for h in hits)
 
@@ -203,7 +205,7 @@ def test_a_bad_tag_in_a_group_is_named_as_typed(sample_cairn):
     from cairn.errors import BadRequestError  # noqa: PLC0415
 
     with pytest.raises(BadRequestError, match="tag:# names no valid tag"):
-        sample_cairn.query.search("tag:(#garden OR #)")
+        sample_cairn.query.search(search_request("tag:(#garden OR #)"))
 
 
 def test_a_misspelt_word_ranks_as_the_word_it_was_taken_for(sample_cairn):
@@ -235,7 +237,7 @@ def test_a_tag_operator_naming_no_tag_is_a_clear_error(sample_cairn):
     from cairn.errors import BadRequestError  # noqa: PLC0415
 
     with pytest.raises(BadRequestError, match="tag:# names no valid tag"):
-        sample_cairn.query.search("tag:# bread")
+        sample_cairn.query.search(search_request("tag:# bread"))
 
 
 def test_the_last_word_matches_as_a_prefix_while_typing(sample_cairn):
@@ -249,7 +251,6 @@ def test_a_misspelt_word_that_matches_nothing_finds_the_nearest_word(sample_cair
 @pytest.fixture(scope="module")
 def sample_without_withheld(sample_cairn, tmp_path_factory, embedder):
     """A Cairn over a copy of the sample vault without the notes tagged ``personal``, fully indexed."""
-    from cairn.app import Cairn  # noqa: PLC0415
     from cairn.policy import Withhold  # noqa: PLC0415
 
     withhold = Withhold(("personal",))
@@ -260,7 +261,7 @@ def sample_without_withheld(sample_cairn, tmp_path_factory, embedder):
     assert withheld
     for path in withheld:
         path.unlink()
-    without = Cairn(make_config(vault, base / "data"), embedder=embedder)
+    without = open_cairn(vault, base / "data", embedder)
     try:
         without.indexing.index()
         yield without
@@ -275,8 +276,13 @@ def test_a_withheld_notes_words_change_nothing_a_withheld_caller_finds(sample_ca
     from cairn.policy import Withhold  # noqa: PLC0415
 
     withhold = Withhold(("personal",))
-    expected = [(h.file_path, h.symbol) for h in sample_without_withheld.query.search(text, top_k=20).hits]
-    got = [(h.file_path, h.symbol) for h in sample_cairn.query.search(text, top_k=20, withhold=withhold).hits]
+    expected = [
+        (h.file_path, h.symbol) for h in sample_without_withheld.query.search(search_request(text, top_k=20)).hits
+    ]
+    got = [
+        (h.file_path, h.symbol)
+        for h in sample_cairn.query.search(search_request(text, top_k=20), caller_of(sample_cairn, withhold)).hits
+    ]
     assert got == expected
 
 
@@ -349,7 +355,7 @@ def test_cairn_search_excludes_and_filters(cli_home):
 
 
 def test_http_search_takes_the_syntax_in_q(sample_cairn):
-    from test_http_api import AUTH, running
+    from support.http_client import AUTH, running
 
     async def scenario():
         found = {}
@@ -367,7 +373,7 @@ def test_http_search_takes_the_syntax_in_q(sample_cairn):
 
 
 def test_http_search_reads_an_operator_before_a_group(sample_cairn):
-    from test_http_api import AUTH, running
+    from support.http_client import AUTH, running
 
     async def scenario():
         found = {}
@@ -386,7 +392,7 @@ def test_http_search_reads_an_operator_before_a_group(sample_cairn):
 
 def test_http_search_takes_a_non_ascii_query_up_to_the_length_limit(sample_cairn):
     from cairn.contract import LIMITS  # noqa: PLC0415
-    from test_http_api import AUTH, running
+    from support.http_client import AUTH, running
 
     async def scenario():
         statuses = {}
@@ -406,17 +412,12 @@ def test_mcp_search_notes_uses_the_same_search(tmp_path, embedder):
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from cairn.app import Cairn
-    from test_mcp_stdio import POLICY, make_home
+    from support.mcp_client import POLICY, make_home
 
     home = make_home(tmp_path / "home", POLICY)
     vault = tmp_path / "vault"
     shutil.copytree(SAMPLE_VAULT, vault)
-    cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(vault, home / "data", embedder, config_dir=home / "config")
     params = StdioServerParameters(
         command=cairn_executable(),
         args=["mcp", "--vault", str(vault), "--client", "claude-desktop", "--tool", "search_notes"],

@@ -20,8 +20,10 @@ from cairn.audit import AuditLog, audit_path, read_audit
 from cairn.http import make_app, serve
 from cairn.mcp_server import McpService, build_server
 from cairn.policy import parse_policy
-from conftest import make_config, services_of
-from test_http_api import AUTH, TOKEN, run
+from support.cairns import open_cairn, opened_cairn, services_of
+from support.http_client import AUTH, TOKEN
+from support.requests import search_request
+from support.waits import run
 
 #: path → (text, modification time in seconds since the epoch): newest first in this order.
 NOTES = {
@@ -46,10 +48,9 @@ audit: {enabled: true}
 
 
 @pytest.fixture(scope="module")
-def recent_cairn(tmp_path_factory, embedder):
-    """A Cairn over the vault of :data:`NOTES`, each file's modification time set, fully indexed."""
-    from cairn.app import Cairn
-
+def recent_cairn(tmp_path_factory, hash_embedder):
+    """A Cairn over the vault of :data:`NOTES`, each file's modification time set, fully indexed (with the stand-in
+    model: a listing by modification time moves data, it ranks nothing)."""
     base = tmp_path_factory.mktemp("recent")
     vault = base / "vault"
     for rel, (text, mtime) in NOTES.items():
@@ -57,7 +58,7 @@ def recent_cairn(tmp_path_factory, embedder):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         os.utime(path, (mtime, mtime))
-    cairn = Cairn(make_config(vault, base / "data"), embedder=embedder)
+    cairn = open_cairn(vault, base / "data", hash_embedder)
     cairn.indexing.index()
     yield cairn
     cairn.close()
@@ -187,20 +188,15 @@ def test_the_search_notes_schema_says_a_query_may_be_left_out():
     assert "most recently modified" in schema["properties"]["query"]["description"]
 
 
-def test_the_sample_vaults_recent_notes_follow_a_touched_note(tmp_path, vault_copy, embedder):
+def test_the_sample_vaults_recent_notes_follow_a_touched_note(tmp_path, vault_copy, hash_embedder):
     """A note saved a moment ago goes to the top of the listing once indexed (its content unchanged: a touch)."""
-    from cairn.app import Cairn
-
-    cairn = Cairn(make_config(vault_copy, tmp_path / "data"), embedder=embedder)
-    try:
+    with opened_cairn(vault_copy, tmp_path / "data", hash_embedder) as cairn:
         cairn.indexing.index()
         services = services_of(cairn)
-        before = [h.file_path for h in services.search.search("", top_k=50).hits]
+        before = [h.file_path for h in services.search.search(search_request("", top_k=50)).hits]
         last = before[-1]
         newest = max(os.stat(vault_copy / p).st_mtime for p in before) + 60
         os.utime(vault_copy / last, (newest, newest))
         cairn.indexing.index()
-        after = [h.file_path for h in services.search.search("", top_k=50).hits]
-    finally:
-        cairn.close()
+        after = [h.file_path for h in services.search.search(search_request("", top_k=50)).hits]
     assert after[0] == last and sorted(after) == sorted(before)

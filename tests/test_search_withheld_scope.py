@@ -24,8 +24,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from conftest import make_config
-from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_home, run
+from support.cairns import build_index, open_cairn
+from support.cli import cairn_env, cairn_executable
+from support.mcp_client import CALL_TIMEOUT_S, make_home
+from support.requests import caller_of, search_request
+from support.waits import run
 
 POLICY = """\
 version: 1
@@ -67,13 +70,8 @@ def write_vault(root: Path, notes: dict[str, str]) -> Path:
 
 
 def index(vault: Path, home: Path, embedder) -> None:
-    from cairn.app import Cairn
 
-    cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(vault, home / "data", embedder, config_dir=home / "config")
 
 
 @pytest.mark.slow  # a `cairn mcp` subprocess and 1,600 timed calls
@@ -169,18 +167,19 @@ def two_vaults(tmp_path_factory, embedder) -> dict[str, tuple[Path, Path]]:
 
 @pytest.mark.parametrize("in_memory", [False, True], ids=["fts5", "in-memory"])
 def test_prefix_and_typo_expansions_come_from_what_the_caller_may_see(two_vaults, embedder, in_memory):
-    from cairn.app import Cairn
     from cairn.policy import Withhold
 
     def results(name: str) -> dict[str, list[tuple[str, str, float]]]:
         home, vault = two_vaults[name]
-        cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
+        cairn = open_cairn(vault, home / "data", embedder, config_dir=home / "config")
         try:
             if in_memory:
                 assert cairn.query.keyword.terms.build()
             found = {}
             for q in EXPANDED:
-                result = cairn.query.search(q, top_k=8, withhold=Withhold(("personal",), ("Secret Folder",)))
+                result = cairn.query.search(
+                    search_request(q, top_k=8), caller_of(cairn, Withhold(("personal",), ("Secret Folder",)))
+                )
                 found[q] = [(h["filePath"], h["relevance"], h["score"]) for h in result.to_json()["results"]]
             return found
         finally:

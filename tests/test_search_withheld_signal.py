@@ -27,8 +27,11 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from cairn.policy import LinkRedactor
-from conftest import make_config
-from test_mcp_stdio import CALL_TIMEOUT_S, cairn_env, cairn_executable, make_home, run
+from support.cairns import build_index, open_cairn
+from support.cli import cairn_env, cairn_executable
+from support.mcp_client import CALL_TIMEOUT_S, make_home
+from support.requests import caller_of
+from support.waits import run
 
 TOOLS = ["--tool", "search_notes", "--tool", "get_related_notes", "--tool", "ask"]
 NON_LOCAL, LOCAL = "claude-desktop", "my-local-agent"
@@ -103,7 +106,6 @@ def as_seen(notes: dict[str, str]) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def vaults(tmp_path_factory, embedder) -> dict[str, tuple[Path, Path]]:
     """name → (home with the test policy and the index, vault), each indexed with the real model."""
-    from cairn.app import Cairn
 
     base = tmp_path_factory.mktemp("withheld-signal")
     layouts = {
@@ -116,11 +118,7 @@ def vaults(tmp_path_factory, embedder) -> dict[str, tuple[Path, Path]]:
     for i, (name, notes) in enumerate(layouts.items()):
         vault = write_vault(base / f"vault{i}", notes)
         home = make_home(base / f"home{i}")
-        cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
-        try:
-            cairn.indexing.index()
-        finally:
-            cairn.close()
+        build_index(vault, home / "data", embedder, config_dir=home / "config")
         out[name] = (home, vault)
     return out
 
@@ -250,14 +248,14 @@ def test_each_terms_bm25_for_a_non_local_caller_is_fts5s_over_the_vault_it_is_sh
 
     def opened(name: str) -> Cairn:
         home, vault = vaults[name]
-        cairn = Cairn(make_config(vault, home / "data").replace(config_dir=home / "config"), embedder=embedder)
+        cairn = open_cairn(vault, home / "data", embedder, config_dir=home / "config")
         if in_memory:
             assert cairn.query.keyword.terms.build()
         return cairn
 
     a, b = opened(shown), opened(seen)
     try:
-        view = a.query.view(Withhold(("personal",), ("Private",)))
+        view = caller_of(a, Withhold(("personal",), ("Private",)))
         assert view.visible is not None
         lookup = view.keyword
 

@@ -378,7 +378,7 @@ def test_the_daemon_refuses_to_start_when_the_keyring_is_required_and_missing(tm
     serving anything (no service file advertised)."""
     import subprocess
 
-    from helpers import cairn_env, cairn_executable
+    from support.cli import cairn_env, cairn_executable
 
     vault = tmp_path / "vault"
     vault.mkdir()

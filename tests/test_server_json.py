@@ -20,7 +20,7 @@ import pytest
 
 import cairn
 from cairn.config import SETTINGS
-from conftest import REPO
+from support.vaults import REPO
 
 SCHEMA_URL = "https://static.modelcontextprotocol.io/schemas/2025-12-11/server.schema.json"
 SERVER = json.loads((REPO / "server.json").read_text(encoding="utf-8"))

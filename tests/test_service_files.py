@@ -29,7 +29,7 @@ from cairn.discovery import (
     running_daemons,
     write_service_file,
 )
-from test_cli import TIMEOUT_S, _serve_and_wait, run_json
+from support.cli import TIMEOUT_S, _serve_and_wait, run_json
 
 
 def _config(tmp_path, name: str) -> Config:

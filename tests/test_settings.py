@@ -1,9 +1,9 @@
 """The settings registry: every setting Cairn reads is declared once (type, default, help, environment variable),
-read from ``config.toml``, ``CAIRN_*`` variables and flags in that order, documented in the README's generated
-table, and shown by ``cairn config`` with where each value came from. Also the ``ignore`` patterns exactly as
-the README documents them, through a real scan of a temp vault.
+read from ``config.toml``, ``CAIRN_*`` variables and flags in that order, documented in the generated table of
+docs/settings.md, and shown by ``cairn config`` with where each value came from. Also the ``ignore`` patterns exactly as
+docs/settings.md documents them, through a real scan of a temp vault.
 
-The README check follows datasette's ``test_docs.py``: a setting that is not in the table fails here.
+The table check follows datasette's ``test_docs.py``: a setting that is not in the table fails here.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import pytest
 from cairn.config import SETTINGS, Config, LLMConfig, load_config, load_settings, setting_value, settings_markdown
 from cairn.errors import ConfigError
 from cairn.vault import IgnoreRules, scan_vault
-from test_cli import run_cairn
+from support.cli import run_cairn
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text(encoding="utf-8")
+SETTINGS_DOC = (REPO / "docs" / "settings.md").read_text(encoding="utf-8")
 sys.path.insert(0, str(REPO / "packaging"))
 import settings_table  # noqa: E402
 
@@ -36,8 +36,8 @@ WRONG = {
 }
 
 
-def _readme_table() -> str:
-    return README.split(settings_table.START, 1)[1].split(settings_table.END, 1)[0].lstrip("\n")
+def _doc_table() -> str:
+    return SETTINGS_DOC.split(settings_table.START, 1)[1].split(settings_table.END, 1)[0].lstrip("\n")
 
 
 def test_every_field_of_the_configuration_is_one_declared_setting():
@@ -51,13 +51,13 @@ def test_every_field_of_the_configuration_is_one_declared_setting():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_every_setting_is_documented_in_the_readme_table(name):
-    rows = [line for line in _readme_table().splitlines() if line.startswith(f"| `{name}` |")]
-    assert len(rows) == 1, f"{name} has no row in the README's settings table: run `make settings-table`"
+def test_every_setting_is_documented_in_the_settings_table(name):
+    rows = [line for line in _doc_table().splitlines() if line.startswith(f"| `{name}` |")]
+    assert len(rows) == 1, f"{name} has no row in docs/settings.md's table: run `make settings-table`"
 
 
-def test_the_readme_settings_table_is_current():
-    assert _readme_table() == settings_markdown(), "the README's settings table is stale: run `make settings-table`"
+def test_the_settings_table_is_current():
+    assert _doc_table() == settings_markdown(), "docs/settings.md's table is stale: run `make settings-table`"
     assert settings_table.main(["--check"]) == 0
 
 
@@ -173,7 +173,7 @@ def test_cairn_config_refuses_a_bad_file_naming_it_and_the_key(tmp_path):
     assert f"config file {home / 'config' / 'config.toml'}: unknown configuration key 'ignroe'" in proc.stderr
 
 
-#: The README's ``ignore`` table, row by row: (pattern, paths it excludes, paths it leaves).
+#: docs/settings.md's ``ignore`` table, row by row: (pattern, paths it excludes, paths it leaves).
 IGNORE_EXAMPLES = [
     ("Templates", ["Templates/a.md", "Work/Templates/b.md", "Work/Templates"], ["Templates.md", "MyTemplates/a.md"]),
     ("Templates/", ["Templates/a.md", "Work/Templates/b.md"], ["Work/Templates"]),
@@ -189,8 +189,8 @@ IGNORE_EXAMPLES = [
 
 
 @pytest.mark.parametrize(("pattern", "excluded", "kept"), IGNORE_EXAMPLES)
-def test_each_documented_ignore_pattern_excludes_what_the_readme_says(pattern, excluded, kept):
-    assert f"| `{pattern}` |" in README
+def test_each_documented_ignore_pattern_excludes_what_the_docs_say(pattern, excluded, kept):
+    assert f"| `{pattern}` |" in SETTINGS_DOC
     rules = IgnoreRules([pattern])
     assert [p for p in excluded if not rules.excludes(p)] == []
     assert [p for p in kept if rules.excludes(p)] == []
@@ -215,8 +215,8 @@ def test_ignore_rules_in_a_real_scan_last_match_wins_and_hidden_stay_out(tmp_pat
     assert "Kitchen/Sourdough.md" not in [f.path for f in scan_vault(vault, excluded_folder)]  # never entered
 
 
-def test_defaults_the_readme_repeats_in_other_tables_are_the_real_ones():
-    repeated = re.findall(r"^\| `([a-z_.]+)` \| ([0-9.]+) \|", README, flags=re.M)
+def test_defaults_the_docs_repeat_in_other_tables_are_the_real_ones():
+    repeated = re.findall(r"^\| `([a-z_.]+)` \| ([0-9.]+) \|", SETTINGS_DOC, flags=re.M)
     assert len(repeated) >= 6  # the connection and session limits
     defaults = {s.name: s.default for s in SETTINGS}
     assert {name: float(v) for name, v in repeated} == {name: float(defaults[name]) for name, _ in repeated}

@@ -7,39 +7,13 @@ import numpy as np
 import pytest
 
 from cairn.errors import SchemaTooNewError, StoreError
-from cairn.store import EMBED_DIM, SCHEMA_VERSION, ChunkRecord, LinkRecord, NoteRecord, Store
+from cairn.store import EMBED_DIM, SCHEMA_VERSION, ChunkRecord, LinkRecord, Store
 from cairn.store.reads import fts_row_sizes
+from support import embedders
+from support.cairns import open_cairn
+from support.store_rows import _chunks, _note
 
-
-def _note(path="a.md", title="a", hash_="h1"):
-    return NoteRecord(
-        path=path,
-        kind="markdown",
-        title=title,
-        aliases=["alias a"],
-        frontmatter={"k": 1},
-        mtime_ns=1,
-        size=10,
-        content_hash=hash_,
-    )
-
-
-def _chunks(*texts):
-    return [
-        ChunkRecord(
-            ordinal=i,
-            symbol="H",
-            text=t,
-            line_start=1,
-            line_end=2,
-            page=None,
-            token_count=3,
-            kind="prose",
-            content_hash=f"c{i}-{t}",
-            units=((t, f"u{i}-{t}"),),
-        )
-        for i, t in enumerate(texts)
-    ]
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 
 def _counts(store):
@@ -495,18 +469,16 @@ def test_an_index_closed_cleanly_opens_without_the_checks_unless_a_byte_changed_
 
 
 def test_the_daemons_close_marks_its_index_closed_cleanly(tmp_path, embedder):
-    from tests.conftest import make_config
-
-    from cairn.app import Cairn
     from cairn.store.recovery import CLEAN_SUFFIX
+    from support.cairns import make_config
 
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "a.md").write_text("Alpha.\n", encoding="utf-8")
     config = make_config(vault, tmp_path / "data")
-    Cairn(config, embedder=embedder).close()  # the CLI: no mark (its next open is not checked anyway)
+    open_cairn(vault, tmp_path / "data", embedder).close()  # the CLI: no mark (its next open is not checked anyway)
     assert not config.db_path.with_name(config.db_path.name + CLEAN_SUFFIX).exists()
-    Cairn(config, embedder=embedder, verify=True).close()
+    open_cairn(vault, tmp_path / "data", embedder, verify=True).close()
     assert config.db_path.with_name(config.db_path.name + CLEAN_SUFFIX).exists()
 
 

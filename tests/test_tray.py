@@ -29,12 +29,12 @@ from typing import Any
 
 import pytest
 
-import tray_harness
 from cairn import autostart
 from cairn import tray as tray_mod
 from cairn.tray import STATES, describe, icon_path
-from helpers import cairn_executable, read_service, wait_until
-from tray_harness import (
+from support import tray as tray_harness
+from support.cli import cairn_executable, read_service
+from support.tray import (
     DRIVER,
     HOST_BACKGROUND,
     MENU,
@@ -52,6 +52,7 @@ from tray_harness import (
     write_vault,
     zombie_children,
 )
+from support.waits import wait_until
 
 pytestmark = pytest.mark.e2e  # the tray on a real X display, `cairn serve` as a subprocess
 

@@ -1,10 +1,10 @@
 """Which tray backend ``cairn serve`` uses, on a real X server (Xvfb), and the order it tries them in.
 
 With the distribution's PyGObject (``python3-gi``, GTK 3) but no AppIndicator typelib — a stock Debian 12
-desktop after the README's advice — the daemon must fall back to pystray's GTK backend and show the icon
+desktop after docs/tray.md's advice — the daemon must fall back to pystray's GTK backend and show the icon
 with its menu (a right click on the docked icon opens it); without PyGObject to the plain X11 backend, and
 say in its log that there is no menu and how to get one. The distribution's ``gi`` is made importable
-in the daemon's venv the way the README says (the venv reaching the system's ``python3-gi``); a private
+in the daemon's venv the way docs/tray.md says (the venv reaching the system's ``python3-gi``); a private
 ``dbus-daemon`` gives it the session bus a desktop has. The order itself (AppIndicator → GTK → xorg,
 ``PYSTRAY_BACKEND`` forcing one) is checked without a display with a stand-in loader.
 
@@ -16,8 +16,6 @@ skip saying so.
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,71 +23,29 @@ from types import SimpleNamespace
 
 import pytest
 
-import tray_harness
 from cairn.tray.backend import LINUX_ORDER, TrayUnavailable, candidates, choose_backend
 from cairn.tray.backend import describe as describe_backend
-from helpers import read_service
-from tray_harness import (
+from support import tray as tray_harness
+from support.cli import read_service
+from support.tray import (
     DRIVER,
     MENU,
     START_DEADLINE_S,
     Popups,
     TrayDaemon,
-    daemon_env,
+    auto_env,
     hover_for_tooltip,
     tray_lines,
+    with_gi,
     write_vault,
 )
 
 pytestmark = pytest.mark.e2e
 
-SYSTEM_GI = Path("/usr/lib/python3/dist-packages/gi")
 xvfb = tray_harness.xvfb  # the fixtures: a private Xvfb display and its minimal tray manager
 host = tray_harness.host
-
-
-@pytest.fixture(scope="module")
-def system_gi(tmp_path_factory) -> Path:
-    """A folder holding only the distribution's ``gi`` (for ``PYTHONPATH``); skipped when it or GTK 3 is missing
-    or does not load in this Python."""
-    if not SYSTEM_GI.is_dir():
-        pytest.skip("python3-gi is not installed (.ci/run installs python3-gi and gir1.2-gtk-3.0 when root)")
-    shim = tmp_path_factory.mktemp("system-gi")
-    (shim / "gi").symlink_to(SYSTEM_GI)
-    probe = subprocess.run(
-        [sys.executable, "-c", "import gi; gi.require_version('Gtk', '3.0'); from gi.repository import Gtk"],
-        env={**os.environ, "PYTHONPATH": str(shim)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if probe.returncode != 0:
-        pytest.skip(f"the system's PyGObject with GTK 3 does not load in {sys.executable}: {probe.stderr[-300:]}")
-    return shim
-
-
-@pytest.fixture(scope="module")
-def session_bus():
-    """A private D-Bus session bus address (a desktop session has one)."""
-    exe = shutil.which("dbus-daemon")
-    if exe is None:
-        pytest.skip("dbus-daemon is not installed (.ci/run installs dbus when root)")
-    out = subprocess.run(
-        [exe, "--session", "--fork", "--print-address=1", "--print-pid=1"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout.split()
-    try:
-        yield out[0]
-    finally:
-        os.kill(int(out[1]), signal.SIGTERM)
-
-
-def with_gi(env: dict[str, str], shim: Path) -> str:
-    """``PYTHONPATH`` with the system's ``gi`` after what is there (the code under test comes first)."""
-    return os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), str(shim)) if p)
+session_bus = tray_harness.session_bus  # a D-Bus session bus of its own
+system_gi = tray_harness.system_gi  # the distribution's PyGObject, on its own PYTHONPATH entry
 
 
 def has_appindicator(env: dict[str, str]) -> bool:
@@ -128,13 +84,6 @@ def stop_driver(d: TrayDaemon) -> None:
     if d.proc.poll() is None:
         d.proc.kill()
         d.proc.wait(timeout=30)
-
-
-def auto_env(home: Path, display: str) -> dict[str, str]:
-    """:func:`tray_harness.daemon_env` with the backend left to Cairn (no ``PYSTRAY_BACKEND``)."""
-    env = daemon_env(home, display)
-    env.pop("PYSTRAY_BACKEND")
-    return env
 
 
 def backend_line(stderr: str) -> str:

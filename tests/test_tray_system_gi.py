@@ -1,5 +1,5 @@
-"""The README's path to a tray with its menu on Linux, followed as a user would. A pipx or uv install has no
-PyGObject, so the tray falls back to the X11 icon without a menu; the README's way out is a venv made by the
+"""The path docs/tray.md gives to a tray with its menu on Linux, followed as a user would. A pipx or uv install has no
+PyGObject, so the tray falls back to the X11 icon without a menu; its way out is a venv made by the
 distribution's Python with ``--system-site-packages`` (so it reaches ``python3-gi`` and GTK 3), with Cairn installed
 into it, here from the wheel ``make wheel`` builds.
 
@@ -17,23 +17,23 @@ from pathlib import Path
 
 import pytest
 
-import tray_harness
-from built_wheel import pip
-from helpers import wait_until
-from test_tray_backends import auto_env, session_bus  # noqa: F401  (session_bus: a fixture)
-from tray_harness import START_DEADLINE_S, Popups, hover_for_tooltip, tray_lines, write_vault
+from support import tray as tray_harness
+from support.built_wheel import pip
+from support.tray import START_DEADLINE_S, Popups, auto_env, hover_for_tooltip, tray_lines, write_vault
+from support.waits import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # a venv built from the wheel, the tray on a real X display
 
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 xvfb = tray_harness.xvfb
 host = tray_harness.host
+session_bus = tray_harness.session_bus
 
 
 @pytest.fixture(scope="module")
 def system_venv(tmp_path_factory, cairn_wheel) -> Path:
     """``/usr/bin/python3 -m venv --system-site-packages`` with the wheel installed (by this interpreter's pip: the
-    README's ``venv/bin/pip install`` without needing the distribution's ``python3-venv``)."""
+    docs/tray.md's ``venv/bin/pip install`` without needing the distribution's ``python3-venv``)."""
     probe = "import gi; gi.require_version('Gtk', '3.0'); from gi.repository import Gtk"
     if not SYSTEM_PYTHON.exists():
         pytest.skip(f"{SYSTEM_PYTHON} (the distribution's Python) is not installed")
@@ -49,7 +49,7 @@ def system_venv(tmp_path_factory, cairn_wheel) -> Path:
 
 
 @pytest.fixture
-def serving(system_venv, tmp_path, xvfb, session_bus) -> Iterator[tuple[subprocess.Popen, Path]]:  # noqa: F811
+def serving(system_venv, tmp_path, xvfb, session_bus) -> Iterator[tuple[subprocess.Popen, Path]]:
     """``cairn serve`` from the venv on a small vault, with the display and the session bus; (process, its log)."""
     env = auto_env(tmp_path, xvfb)  # every user folder in tmp_path, the backend left to Cairn
     env["DBUS_SESSION_BUS_ADDRESS"] = session_bus

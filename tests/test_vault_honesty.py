@@ -10,11 +10,11 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from tests.conftest import make_config
 
-from cairn.app import Cairn
-from test_http_api import AUTH, read_events, run
-from test_http_routes import api
+from support.cairns import open_cairn
+from support.http_client import AUTH, api, read_events
+from support.requests import search_request
+from support.waits import run
 
 NOTES = {
     "Tabbed.md": "---\ntags:\n- one\n\t- two\n---\nA note whose front-matter has one tab-indented list item.\n",
@@ -43,7 +43,7 @@ def honesty_cairn(tmp_path_factory, embedder):
     for name, text in NOTES.items():
         (vault / name).parent.mkdir(parents=True, exist_ok=True)
         (vault / name).write_text(text, encoding="utf-8")
-    cairn = Cairn(make_config(vault, base / "data"), embedder=embedder)
+    cairn = open_cairn(vault, base / "data", embedder)
     cairn.indexing.index()
     yield cairn
     cairn.close()
@@ -135,10 +135,10 @@ def test_conflict_copies_are_indexed_when_the_config_says_so(tmp_path, embedder)
     (vault / "Plans").mkdir(parents=True)
     for name in ("Plans/Trip.md", CONFLICT):
         (vault / name).write_text(NOTES[name], encoding="utf-8")
-    cairn = Cairn(make_config(vault, tmp_path / "data").replace(sync_conflicts="index"), embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder, sync_conflicts="index")
     try:
         cairn.indexing.index()
-        hits = {h.file_path for h in cairn.query.search("zqtripword", top_k=5).hits}
+        hits = {h.file_path for h in cairn.query.search(search_request("zqtripword", top_k=5)).hits}
     finally:
         cairn.close()
     assert hits == {"Plans/Trip.md", CONFLICT}

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from cairn.config import Config
-from helpers import cairn_env, cairn_executable, wait_until
-from test_cli import TIMEOUT_S, run_cairn, run_json
+from support.cli import TIMEOUT_S, cairn_env, cairn_executable, run_cairn, run_json
+from support.waits import wait_until
 
 pytestmark = pytest.mark.slow  # two daemons, each loading the model
 

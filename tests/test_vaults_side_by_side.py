@@ -25,8 +25,7 @@ import pytest
 
 from cairn import autostart
 from cairn.config import Config
-from helpers import cairn_env
-from test_cli import TIMEOUT_S, run_cairn, run_json
+from support.cli import TIMEOUT_S, cairn_env, run_cairn, run_json
 
 pytestmark = [
     pytest.mark.slow,  # two daemons, each loading the model

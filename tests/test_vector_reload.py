@@ -12,7 +12,9 @@ import pytest
 from cairn.search import SearchService
 from cairn.search.vectors import Vectors, VectorSnapshot
 from cairn.store import Store
-from conftest import HELP_VAULT, make_config
+from support.cairns import make_config, open_cairn
+from support.requests import search_request
+from support.vaults import HELP_VAULT
 
 pytestmark = pytest.mark.slow  # copies of the help vault indexed and re-indexed
 
@@ -28,7 +30,6 @@ QUESTIONS = [
 @pytest.fixture
 def help_copy(tmp_path, help_cairn, embedder):
     """A Cairn over a writable copy of the help vault, with a copy of help_cairn's index (nothing re-embedded)."""
-    from cairn.app import Cairn
 
     vault = tmp_path / "help"
     shutil.copytree(HELP_VAULT, vault)
@@ -36,7 +37,7 @@ def help_copy(tmp_path, help_cairn, embedder):
     help_cairn.store.wal_checkpoint()
     config.db_path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(help_cairn.store.path, config.db_path)
-    cairn = Cairn(config, embedder=embedder)
+    cairn = open_cairn(vault, tmp_path / "data", embedder)
     cairn.indexing.index()
     yield cairn
     cairn.close()
@@ -160,10 +161,12 @@ def test_search_results_after_an_incremental_reload_are_those_of_a_full_load(hel
     fresh = SearchService(help_copy.store, embedder)
     for question in QUESTIONS + ["quokka migrations written during the test", "rye flour and warm water"]:
         for mode in ("hybrid", "dense"):
-            got = service.search(question, top_k=10, mode=mode).hits
-            want = fresh.search(question, top_k=10, mode=mode).hits
+            got = service.search(search_request(question, top_k=10), mode=mode).hits
+            want = fresh.search(search_request(question, top_k=10), mode=mode).hits
             assert [(h.chunk_id, h.score, h.cosine) for h in got] == [(h.chunk_id, h.score, h.cosine) for h in want]
-    assert any(h.file_path == "A new note.md" for h in service.search("rye flour and warm water", top_k=5).hits)
+    assert any(
+        h.file_path == "A new note.md" for h in service.search(search_request("rye flour and warm water", top_k=5)).hits
+    )
 
 
 def test_a_reload_after_a_bulk_change_loads_every_vector_again(help_copy, embedder, monkeypatch):

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import os
 
-from cairn.app import Cairn
-from conftest import make_config
+from support import embedders
+from support.cairns import open_cairn
+from support.requests import search_request
+
+embedder = embedders.stand_in  # the fixture: the stand-in model, these tests only move data
 
 #: Notes and how many days ago each was last modified.
 NOTES = {
@@ -40,10 +43,10 @@ def _sentence_vectors(cairn) -> int:
 
 def test_every_note_gets_its_first_vector_newest_first_before_any_sentence_vector(tmp_path, embedder):
     _write_vault(tmp_path / "vault")
-    cairn = Cairn(make_config(tmp_path / "vault", tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(tmp_path / "vault", tmp_path / "data", embedder)
     try:
         cairn.indexer.sync_text()
-        before = cairn.query.search("ferry island", top_k=4).coverage
+        before = cairn.query.search(search_request("ferry island", top_k=4)).coverage
         assert (before.notes, before.pending, before.refining) == (4, 4, 0)
 
         first_vectors: list[str] = []  # notes in the order they got their first vector
@@ -55,7 +58,9 @@ def test_every_note_gets_its_first_vector_newest_first_before_any_sentence_vecto
                 if held == {1} and path not in first_vectors:
                     first_vectors.append(path)
             if phase == "refine" and not seen_at_refine:
-                result = cairn.query.search("when does the boat leave for the isle", top_k=1, mode="dense")
+                result = cairn.query.search(
+                    search_request("when does the boat leave for the isle", top_k=1), mode="dense"
+                )
                 hits = [h.file_path for h in result.hits]
                 seen_at_refine.append((tiers, _sentence_vectors(cairn), result.coverage, hits))
 
@@ -68,7 +73,7 @@ def test_every_note_gets_its_first_vector_newest_first_before_any_sentence_vecto
         assert (coverage.pending, coverage.refining, coverage.embedded) == (0, 4, 4)
         assert hits == ["Recent.md"]  # found by meaning at tier 1
 
-        after = cairn.query.search("ferry island").coverage
+        after = cairn.query.search(search_request("ferry island")).coverage
         assert (after.pending, after.refining, after.embedded) == (0, 0, 4)
         assert all(held == {2} for held in _tiers_by_note(cairn).values())
         assert _sentence_vectors(cairn) > 0
@@ -80,15 +85,15 @@ def test_every_note_gets_its_first_vector_newest_first_before_any_sentence_vecto
 
 def test_a_note_found_by_meaning_at_tier_one_is_found_the_same_once_complete(tmp_path, embedder):
     _write_vault(tmp_path / "vault")
-    cairn = Cairn(make_config(tmp_path / "vault", tmp_path / "data"), embedder=embedder)
+    cairn = open_cairn(tmp_path / "vault", tmp_path / "data", embedder)
     try:
         cairn.indexer.sync_text()
         while cairn.vectors.embed_batch(8, tier=1)[2]:
             pass
         question = "when does the boat leave for the isle"  # no word of the note: found by meaning only
-        at_tier_one = [h.file_path for h in cairn.query.search(question, top_k=1, mode="dense").hits]
+        at_tier_one = [h.file_path for h in cairn.query.search(search_request(question, top_k=1), mode="dense").hits]
         cairn.vectors.embed_pending()
-        complete = [h.file_path for h in cairn.query.search(question, top_k=1, mode="dense").hits]
+        complete = [h.file_path for h in cairn.query.search(search_request(question, top_k=1), mode="dense").hits]
         assert at_tier_one == complete == ["Recent.md"]
     finally:
         cairn.close()

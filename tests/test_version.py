@@ -13,7 +13,7 @@ import tomllib
 import pytest
 
 from cairn import __version__
-from conftest import REPO
+from support.vaults import REPO
 
 PLUGIN = REPO / "packaging" / "obsidian-plugin"
 VERSIONED_JSON = [

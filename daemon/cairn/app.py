@@ -216,6 +216,7 @@ def build_services(
         indexing=cairn.indexing,
         events=cairn.events,
         health=health or cairn.indexing.health,
+        caller=cairn.query.views.of,
         health_detail=health_detail,
     )
 

@@ -2,8 +2,9 @@
 
 Every setting is declared once, on its field of :class:`Config` or :class:`LLMConfig` (:func:`_key`): its type
 and parser, default, help line and environment variable. :data:`SETTINGS` lists them; the loader, ``cairn
-config`` and the README's settings table (:func:`settings_markdown`) all read that list, so a setting cannot be
-parsed one way and documented another. Unknown keys are errors naming the file (or variable, or flag) and the key.
+config`` and the settings table of docs/settings.md (:func:`settings_markdown`) all read that list, so a setting
+cannot be parsed one way and documented another. Unknown keys are errors naming the file (or variable, or flag)
+and the key.
 Folders come from platformdirs unless overridden by ``CAIRN_CONFIG_DIR`` / ``CAIRN_DATA_DIR`` (tests and scripts
 point these at temp dirs, so nothing touches the real user folders).
 
@@ -232,7 +233,7 @@ def vault_id_of(vault: Path) -> str:
 @dataclass(frozen=True)
 class Config:
     """The whole configuration. Paths are absolute; ``vault`` is resolved (symlinks followed). What each
-    field means is its ``doc`` (:data:`SETTINGS`, the README's settings table)."""
+    field means is its ``doc`` (:data:`SETTINGS`, the table in docs/settings.md)."""
 
     vault: Path | None = _key(
         kind=_path(resolve=True), env="CAIRN_VAULT", doc="The Obsidian vault folder (also `--vault`)."
@@ -580,8 +581,8 @@ def setting_value(config: Config, name: str) -> Any:
 
 
 def settings_markdown() -> str:
-    """The README's settings table (``cairn config --markdown``): one row per setting, in :data:`SETTINGS` order,
-    each with its type, default, environment variable and help line."""
+    """The settings table of docs/settings.md (``cairn config --markdown``): one row per setting, in
+    :data:`SETTINGS` order, each with its type, default, environment variable and help line."""
     rows = [
         "| Setting | Type | Default | Environment | What it sets |",
         "| --- | --- | --- | --- | --- |",

@@ -15,7 +15,9 @@ The tag and folder rule (at most 64 entries of at most 512 characters each) is t
 publishes in ``openapi.json``; the MCP tool schemas advertised to clients (:mod:`cairn.tool_schemas`) are built
 from the same :data:`LIMITS`, and :func:`cairn.tool_schemas.parse_tool_arguments` is the one check of a tool
 call's arguments.
-The search service and the library check what they are handed with these same rules and messages.
+A parsed :class:`SearchRequest` or :class:`AskRequest` is checked once, here, and trusted after: the search and
+answer services take it whole and check nothing of it again (its text stripped and made of characters, its tags
+normalised, its folders vault-relative).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, Protocol
 
 from cairn.conversation import Turn, parse_history
 from cairn.errors import BadRequestError
+from cairn.notes import normalise_tag
 from cairn.relevance import relevance
 
 
@@ -148,9 +151,9 @@ def parse_count(value: Any, name: str, low: int, high: int, default: int | None,
 
 def parse_top_k(value: Any, default: int | None = LIMITS.top_k_default, *, text: bool = False) -> int:
     """``top_k`` (the number of results): ``LIMITS.top_k_min..top_k_max``; ``None`` → ``default`` (refused when
-    ``default`` is None: the services' own check, which has no default). The message names it "The number of
-    results (top_k)", the field's term: the edges call it ``topK`` (HTTP), ``top_k`` / ``limit`` (MCP) and
-    ``--top-k`` (CLI), and one bad value gets one message at all of them."""
+    ``default`` is None). The message names it "The number of results (top_k)", the field's term: the edges call it
+    ``topK`` (HTTP), ``top_k`` / ``limit`` (MCP) and ``--top-k`` (CLI), and one bad value gets one message at all of
+    them."""
     name = "The number of results (top_k)"
     return parse_count(value, name, LIMITS.top_k_min, LIMITS.top_k_max, default, text=text)
 
@@ -194,17 +197,87 @@ def parse_path(value: Any) -> str:
     return value
 
 
+def check_chars(text: str, what: str) -> None:
+    """:class:`BadRequestError` when ``text`` holds a surrogate code point (U+D800–U+DFFF), named ``what``
+    ("The query").
+
+    A surrogate is not a character: it cannot be encoded as UTF-8 for the tokenizer or SQLite (a TypeError or
+    UnicodeEncodeError deep inside, i.e. an ``internal`` error, without this check). U+DC80–U+DCFF is a byte that
+    was not UTF-8 (Python's surrogateescape: a command-line argument typed in a Latin-1 terminal); the others
+    come from a lone ``\\uD800``-style JSON escape."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        ch = text[exc.start]
+        if "\udc80" <= ch <= "\udcff":
+            why = f"the byte 0x{ord(ch) - 0xDC00:02X}, which is not UTF-8 text (is the terminal set to UTF-8?)"
+        else:
+            why = f"U+{ord(ch):04X}, half of a UTF-16 surrogate pair, which is not a character"
+        raise BadRequestError(f"{what} holds {why} at character {exc.start + 1}; send the text as UTF-8.") from None
+
+
+def scope_tags(tags: Sequence[str]) -> tuple[str, ...]:
+    """The scope's tags normalised (:func:`cairn.notes.normalise_tag`: ``#Garden/Beds`` → ``garden/beds``);
+    :class:`BadRequestError` for one that is not a tag or not made of characters."""
+    out = []
+    for t in tags:
+        check_chars(t, f"The tag {t!r}")
+        norm = normalise_tag(t)
+        if norm is None:
+            raise BadRequestError(f"{t!r} is not a valid tag; expected e.g. 'project' or 'project/alpha'.")
+        out.append(norm)
+    return tuple(out)
+
+
+def scope_folders(folders: Sequence[str]) -> tuple[str, ...]:
+    """The scope's folders without surrounding slashes and blanks (empty ones dropped); :class:`BadRequestError` for
+    one not made of characters."""
+    for f in folders:
+        check_chars(f, f"The folder {f!r}")
+    return tuple(f.strip().strip("/") for f in folders if f.strip().strip("/"))
+
+
 # -- requests -------------------------------------------------------------------------------------------
 # ``parse`` reads canonical keys; ``text`` says whether numbers may arrive as digits (URL, argv).
 
 
 @dataclass(frozen=True)
+class _Read:
+    """What a search and an ask share, as read from a request before the characters are checked. A search's
+    query may be empty (recent notes); a question may not."""
+
+    text: str
+    what: str
+    top_k: int
+    tags: tuple[str, ...]
+    folders: tuple[str, ...]
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any], what: str, default_top_k: int, text: bool) -> _Read:
+        words = data.get(what)
+        return cls(
+            parse_query(words) if what == "query" else parse_text(words, what),
+            what,
+            parse_top_k(data.get("top_k"), default_top_k, text=text),
+            parse_scope(data.get("tags"), "tag"),
+            parse_scope(data.get("folders"), "folder"),
+        )
+
+    def checked(self) -> tuple[str, int, tuple[str, ...], tuple[str, ...]]:
+        """(text stripped, top_k, tags normalised, folders) once every character is one."""
+        check_chars(self.text, f"The {self.what}")
+        return self.text.strip(), self.top_k, scope_tags(self.tags), scope_folders(self.folders)
+
+
+@dataclass(frozen=True)
 class SearchRequest:
     """``search``: keys ``query``, ``top_k``, ``tags``, ``folders``. An empty or absent query (``recent``) lists the
-    most recently modified notes instead of ranking."""
+    most recently modified notes instead of ranking. Parsed, it is what the search service trusts: ``query``
+    stripped, ``tags`` normalised, ``folders`` without surrounding slashes (module docstring). Built directly
+    (in-process callers), it is trusted as it is."""
 
     query: str
-    top_k: int
+    top_k: int = LIMITS.top_k_default
     tags: tuple[str, ...] = ()
     folders: tuple[str, ...] = ()
 
@@ -212,41 +285,32 @@ class SearchRequest:
     def parse(
         cls, data: Mapping[str, Any], *, default_top_k: int = LIMITS.top_k_default, text: bool = False
     ) -> SearchRequest:
-        return cls(
-            query=parse_query(data.get("query")),
-            top_k=parse_top_k(data.get("top_k"), default_top_k, text=text),
-            tags=parse_scope(data.get("tags"), "tag"),
-            folders=parse_scope(data.get("folders"), "folder"),
-        )
+        return cls(*_Read.of(data, "query", default_top_k, text).checked())
 
     @property
     def recent(self) -> bool:
-        """The request lists the most recently modified notes (its query is empty)."""
-        return not self.query
+        """The request lists the most recently modified notes (its query is empty or only whitespace)."""
+        return not self.query.strip()
 
 
 @dataclass(frozen=True)
-class AskRequest:
-    """``ask``: keys ``question``, ``top_k``, ``tags``, ``folders``, ``history`` (the earlier turns of a
-    conversation, :func:`cairn.conversation.parse_history`)."""
+class AskRequest(SearchRequest):
+    """``ask``: a search's keys, ``question`` for its text (:attr:`question`), and ``history`` (the earlier turns of
+    a conversation, :func:`cairn.conversation.parse_history`)."""
 
-    question: str
-    top_k: int
-    tags: tuple[str, ...] = ()
-    folders: tuple[str, ...] = ()
     history: tuple[Turn, ...] = ()
+
+    @property
+    def question(self) -> str:
+        return self.query
 
     @classmethod
     def parse(
         cls, data: Mapping[str, Any], *, default_top_k: int = LIMITS.top_k_default, text: bool = False
     ) -> AskRequest:
-        return cls(
-            question=parse_text(data.get("question"), "question"),
-            top_k=parse_top_k(data.get("top_k"), default_top_k, text=text),
-            tags=parse_scope(data.get("tags"), "tag"),
-            folders=parse_scope(data.get("folders"), "folder"),
-            history=parse_history(data.get("history"), LIMITS),
-        )
+        read = _Read.of(data, "question", default_top_k, text)
+        history = parse_history(data.get("history"), LIMITS)
+        return cls(*read.checked(), history=history)
 
 
 @dataclass(frozen=True)

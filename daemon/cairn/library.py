@@ -6,13 +6,14 @@ Every client-supplied path is confined to the vault before anything is read: abs
 :class:`~cairn.errors.PathOutsideVaultError` (400); a path that is not an indexed note raises
 :class:`~cairn.errors.NotFoundError` (404). Only notes the index holds are read from disk.
 
-Withholding: every view takes ``withhold`` (a :class:`~cairn.policy.Withhold`; ``None`` or
-empty for the owner, whose views are unchanged). A withheld note asked for by path raises the same
+Withholding: every view takes the caller (a :class:`~cairn.search.CallerView`, made for the caller's
+:class:`~cairn.policy.Withhold`; ``None`` for the owner, whose views are unchanged). A withheld note asked for by path
+raises the same
 :class:`~cairn.errors.NotFoundError` message as a missing one; withheld notes are left out of links,
 backlinks, similar notes, lists and tag counts (a withheld tag is not listed at all); links to them in
 returned content, its front-matter (keys and values) and its ``aliases`` become ``[withheld link]``; a link
 whose target names a withheld note is left out of ``links`` even when it did not resolve to it. When tags are
-withheld, a note whose front-matter cannot be read (so its tags are unknown) is withheld too. ``tally``
+withheld, a note whose front-matter cannot be read (so its tags are unknown) is withheld too. The caller's ``tally``
 (a :class:`~cairn.policy.WithheldTally`) receives the withheld notes each call left out, for the audit log.
 
 Blocking (SQLite and file reads): call from a worker thread in async code.
@@ -26,7 +27,6 @@ from cairn.config import Config
 from cairn.contract import LIMITS, parse_limit
 from cairn.errors import BadRequestError, NotFoundError
 from cairn.notes import normalise_tag, parse_note
-from cairn.policy import WithheldTally, Withhold
 from cairn.search import CallerView, Views, WithheldSet, similar_notes
 from cairn.store import Backlink, LinkRecord, Store, StoredNote
 from cairn.store.reads import list_notes as _list_notes
@@ -69,7 +69,7 @@ def backlink_json(backlink: Backlink) -> dict[str, Any]:
 
 class NoteViews:
     """The JSON-ready views of indexed notes over ``store`` for the vault in ``config``: ``note``, ``related``,
-    ``list_notes`` and ``tags``. Each view confines the client's path to the vault and applies ``withhold``;
+    ``list_notes`` and ``tags``. Each view confines the client's path to the vault and applies the caller's view;
     it reads the index (and the note's file); ``similar`` notes come from the search package
     (:func:`cairn.search.related.similar_notes`: its cosine floor and withholding)."""
 
@@ -79,20 +79,18 @@ class NoteViews:
         #: the search's caller views (:mod:`cairn.search.view`): the withheld set, redacted vectors for similar notes
         self.views = views
 
-    def _withheld(self, withhold: Withhold | None) -> tuple[CallerView, WithheldSet | None]:
-        """The caller's view, and its withheld set (None for the owner)."""
-        view = self.views.of(withhold)
-        return view, view.withheld if withhold else None
+    def _withheld(self, caller: CallerView | None) -> tuple[CallerView, WithheldSet | None]:
+        """The caller's view (the owner's for None), and its withheld set (None when nothing is withheld from it)."""
+        view = caller if caller is not None else self.views.of(None)
+        return view, view.withheld if view.withhold else None
 
-    def _indexed(
-        self, raw: Any, hidden: WithheldSet | None = None, tally: WithheldTally | None = None
-    ) -> tuple[str, StoredNote]:
+    def _indexed(self, raw: Any, view: CallerView, hidden: WithheldSet | None) -> tuple[str, StoredNote]:
         rel = checked_rel_path(raw)
         resolve_in_vault(self.config.require_vault(), rel)  # symlinks out of the vault → PathOutsideVaultError
         note = self.store.note_by_path(rel)
         withheld = hidden is not None and bool(hidden) and note is not None and hidden.hides(note.id, rel)
-        if withheld and tally is not None:
-            tally.add([rel])
+        if withheld:
+            view.tally.add([rel])
         if note is not None and note.status == "skipped" and not withheld:
             raise NotFoundError(f"{rel!r} is in the vault but not indexed: {note.error or 'skipped'}.")
         if note is None or note.status != "ok" or withheld:
@@ -103,7 +101,7 @@ class NoteViews:
         return rel, note
 
     @staticmethod
-    def _drop_links(links: list[dict], hidden: WithheldSet, tally: WithheldTally | None) -> list[dict]:
+    def _drop_links(links: list[dict], hidden: WithheldSet, view: CallerView) -> list[dict]:
         # A link whose target names a withheld note is dropped even when it did not resolve to it (a link
         # to its alias, or one left unresolved): its ``target`` would name the note, as in the content.
         kept = [
@@ -114,27 +112,25 @@ class NoteViews:
                 or (hidden.redactor and hidden.redactor.matches(link.get("target") or ""))
             )
         ]
-        if tally is not None:
-            tally.add(link["targetPath"] for link in links if link not in kept and link.get("targetPath"))
+        view.tally.add(link["targetPath"] for link in links if link not in kept and link.get("targetPath"))
         return kept
 
     @staticmethod
-    def _drop_backlinks(backlinks: list[dict], hidden: WithheldSet, tally: WithheldTally | None) -> list[dict]:
+    def _drop_backlinks(backlinks: list[dict], hidden: WithheldSet, view: CallerView) -> list[dict]:
         kept = [b for b in backlinks if not hidden.hides_path(b["filePath"])]
-        if tally is not None:
-            tally.add(b["filePath"] for b in backlinks if b not in kept)
+        view.tally.add(b["filePath"] for b in backlinks if b not in kept)
         return kept
 
-    def note(self, raw: Any, withhold: Withhold | None = None, tally: WithheldTally | None = None) -> dict[str, Any]:
+    def note(self, raw: Any, caller: CallerView | None = None) -> dict[str, Any]:
         """``{filePath, title, tags, aliases, frontmatter, content, links, backlinks, indexedAt}``.
-        ``withhold``: see the module docstring (content keeps its text; links to withheld notes in it,
+        ``caller``: see the module docstring (content keeps its text; links to withheld notes in it,
         in its front-matter values and the ``links``/``backlinks`` entries naming them are removed)."""
-        _, hidden = self._withheld(withhold)
-        rel, note = self._indexed(raw, hidden, tally)
+        view, hidden = self._withheld(caller)
+        rel, note = self._indexed(raw, view, hidden)
         if note.kind == "pdf":
             out = self._pdf_note(rel, note)
             if hidden:
-                out["backlinks"] = self._drop_backlinks(out["backlinks"], hidden, tally)
+                out["backlinks"] = self._drop_backlinks(out["backlinks"], hidden, view)
             return out
         path = resolve_in_vault(self.config.require_vault(), rel)
         try:
@@ -162,13 +158,12 @@ class NoteViews:
             if hidden.withhold.tag_withheld(list(out["tags"]) + list(parsed.tags)) or (
                 hidden.withhold.tags and parsed.frontmatter_error
             ):
-                if tally is not None:
-                    tally.add([rel])
+                view.tally.add([rel])
                 raise NotFoundError(
                     f"No indexed note {rel!r} in the vault; paths are vault-relative, e.g. 'folder/note.md'."
                 )
-            out["links"] = self._drop_links(out["links"], hidden, tally)
-            out["backlinks"] = self._drop_backlinks(out["backlinks"], hidden, tally)
+            out["links"] = self._drop_links(out["links"], hidden, view)
+            out["backlinks"] = self._drop_backlinks(out["backlinks"], hidden, view)
             if hidden.redactor:
                 out["content"] = hidden.redact(content)
                 out["frontmatter"] = _redact_values(out["frontmatter"], hidden.redact)
@@ -197,40 +192,38 @@ class NoteViews:
             "indexedAt": note.indexed_at,
         }
 
-    def related(
-        self, raw: Any, limit: int = 10, withhold: Withhold | None = None, tally: WithheldTally | None = None
-    ) -> dict[str, Any]:
+    def related(self, raw: Any, limit: int = 10, caller: CallerView | None = None) -> dict[str, Any]:
         """``{filePath, links, backlinks, similar: [{filePath, title, score}]}``: other notes, each listed once.
         ``links``: one per note linked to (its first link; an unresolved link once per target as written), without
         the note's links to itself (``[[#Heading]]``); ``backlinks``: one per linking note (its first line).
         ``similar`` are the notes whose chunks are nearest (cosine ≥ the floor) to the mean of this note's chunk
-        vectors (:func:`~cairn.search.related.similar_notes`). ``withhold``: withheld notes are left out of all
+        vectors (:func:`~cairn.search.related.similar_notes`). ``caller``: withheld notes are left out of all
         three (``similar`` still holds up to ``limit``). ``GET /notes`` keeps every link and backlink line."""
-        view, hidden = self._withheld(withhold)
-        rel, _ = self._indexed(raw, hidden, tally)
+        view, hidden = self._withheld(caller)
+        rel, _ = self._indexed(raw, view, hidden)
         links = [link_json(link) for link in _first_per_note(self.store.links_of_note(rel), rel)]
         first_lines: dict[str, Backlink] = {}
         for b in self.store.backlinks(rel):  # by path, then line
             first_lines.setdefault(b.path, b)
         backlinks = [backlink_json(b) for b in first_lines.values()]
         if hidden:
-            links = self._drop_links(links, hidden, tally)
-            backlinks = self._drop_backlinks(backlinks, hidden, tally)
+            links = self._drop_links(links, hidden, view)
+            backlinks = self._drop_backlinks(backlinks, hidden, view)
         return {
             "filePath": rel,
             "links": links,
             "backlinks": backlinks,
-            "similar": similar_notes(self.store, rel, limit, view, tally),
+            "similar": similar_notes(self.store, rel, limit, view),
         }
 
-    def tags(self, withhold: Withhold | None = None, tally: WithheldTally | None = None) -> dict[str, Any]:
-        """``{tags: [{tag, count}]}`` sorted by tag. ``withhold``: counts only allowed notes, and a
-        withheld tag (or one nested below it) is not listed."""
-        if not withhold:
+    def tags(self, caller: CallerView | None = None) -> dict[str, Any]:
+        """``{tags: [{tag, count}]}`` sorted by tag. ``caller``: counts only the notes it may see, and a tag withheld
+        from it (or one nested below it) is not listed."""
+        withhold = caller.withhold if caller is not None else None
+        if caller is None or not withhold:
             return {"tags": [{"tag": tag, "count": count} for tag, count in self.store.tag_counts()]}
-        hidden = self.views.of(withhold).withheld
-        if tally is not None:
-            tally.add(hidden.paths)
+        hidden = caller.withheld
+        caller.tally.add(hidden.paths)
         return {
             "tags": [
                 {"tag": tag, "count": count}
@@ -244,8 +237,7 @@ class NoteViews:
         tag: str | None = None,
         folder: str | None = None,
         limit: int = 50,
-        withhold: Withhold | None = None,
-        tally: WithheldTally | None = None,
+        caller: CallerView | None = None,
     ) -> dict[str, Any]:
         """``{notes: [{filePath, title, tags, indexedAt}], total}``: indexed notes sorted by path, at most
         ``limit`` (1..``LIMITS.list_max``), optionally only those carrying ``tag`` (nested tags below it count)
@@ -262,7 +254,7 @@ class NoteViews:
         scope = None
         if folder is not None and str(folder).strip().strip("/"):
             scope = checked_rel_path(str(folder).strip().strip("/"))
-        _, hidden = self._withheld(withhold)
+        view, hidden = self._withheld(caller)
         exclude = hidden.notes if hidden else {}
         listed, total = _list_notes(self.store, tags=tags, folder=scope, exclude_ids=exclude, limit=limit)
         notes: list[dict[str, Any]] = [
@@ -272,9 +264,9 @@ class NoteViews:
             kept = [n for n in notes if not hidden.withhold.note_withheld(n["filePath"], n["tags"])]
             total -= len(notes) - len(kept)
             notes = kept
-            if tally is not None and exclude:  # the withheld notes matching this listing's filters
+            if exclude:  # the withheld notes matching this listing's filters
                 tags_of = self.store.tags_of_notes(exclude)
-                tally.add(
+                view.tally.add(
                     path
                     for nid, path in exclude.items()
                     if (scope is None or path.startswith(scope + "/"))

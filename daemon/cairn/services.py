@@ -5,34 +5,30 @@ The composition root (:mod:`cairn.app`) builds one :class:`Services`; the HTTP a
 so a missing use case is a type error at start-up, not an error at request time. The protocols name
 what each edge calls; the concrete classes are the search service, :class:`cairn.answers.AnswerService`,
 :class:`cairn.library.NoteViews`, the daemon's indexing controls and :class:`cairn.events.EventBus`.
+
+A use case takes the request whole (a :mod:`cairn.contract` request, checked once by the edge that parsed it) and
+the caller (:class:`~cairn.search.CallerView`, made by :attr:`Services.caller` for the caller's withholding rule; it
+carries the tally of the withheld notes the request touched, for the audit log).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cairn.config import Config
-from cairn.conversation import Turn
+from cairn.contract import AskRequest, SearchRequest
 from cairn.events import NamedEvent
-from cairn.policy import WithheldTally, Withhold
+from cairn.policy import Withhold
+from cairn.search import CallerView
 
 
 class Searcher(Protocol):
     """The one query service. Blocking (SQLite, ONNX): edges call it from worker threads."""
 
-    def search(
-        self,
-        query: str,
-        *,
-        top_k: int,
-        tags: Sequence[str] = (),
-        folders: Sequence[str] = (),
-        withhold: Withhold | None = None,
-        tally: WithheldTally | None = None,
-    ) -> Any:
-        """A search result (``hits``, ``elapsed_ms``); raises :class:`~cairn.errors.BadRequestError` for bad input."""
+    def search(self, request: SearchRequest, caller: CallerView) -> Any:
+        """A search result (``hits``, ``elapsed_ms``, ``coverage``)."""
         ...
 
 
@@ -41,51 +37,23 @@ class Answerer(Protocol):
     ``done``, or ``error`` first on a failure after tokens were sent; :mod:`cairn.answers.events`); ``answer``
     collects the same events."""
 
-    def stream(
-        self,
-        question: str,
-        *,
-        top_k: int,
-        tags: Sequence[str] = (),
-        folders: Sequence[str] = (),
-        withhold: Withhold | None = None,
-        tally: WithheldTally | None = None,
-        history: Sequence[Turn] = (),
-    ) -> AsyncIterator[Any]: ...
+    def stream(self, request: AskRequest, caller: CallerView) -> AsyncIterator[Any]: ...
 
-    async def answer(
-        self,
-        question: str,
-        *,
-        top_k: int,
-        tags: Sequence[str] = (),
-        folders: Sequence[str] = (),
-        withhold: Withhold | None = None,
-        tally: WithheldTally | None = None,
-        history: Sequence[Turn] = (),
-    ) -> Any: ...
+    async def answer(self, request: AskRequest, caller: CallerView) -> Any: ...
 
 
 class NoteLibrary(Protocol):
-    """Read views of the notes (blocking; worker threads). Dicts in the wire's camelCase."""
+    """Read views of the notes (blocking; worker threads). Dicts in the wire's camelCase. ``caller`` None: the
+    owner."""
 
-    def note(
-        self, raw: Any, withhold: Withhold | None = None, tally: WithheldTally | None = None
-    ) -> Mapping[str, Any]: ...
+    def note(self, raw: Any, caller: CallerView | None = None) -> Mapping[str, Any]: ...
 
-    def related(
-        self, raw: Any, limit: int = 10, withhold: Withhold | None = None, tally: WithheldTally | None = None
-    ) -> Mapping[str, Any]: ...
+    def related(self, raw: Any, limit: int = 10, caller: CallerView | None = None) -> Mapping[str, Any]: ...
 
     def tags(self) -> Mapping[str, Any]: ...
 
     def list_notes(
-        self,
-        tag: str | None = None,
-        folder: str | None = None,
-        limit: int = 50,
-        withhold: Withhold | None = None,
-        tally: WithheldTally | None = None,
+        self, tag: str | None = None, folder: str | None = None, limit: int = 50, caller: CallerView | None = None
     ) -> Mapping[str, Any]: ...
 
 
@@ -132,6 +100,10 @@ class Services:
     indexing: IndexControls
     events: EventSource
     health: HealthCheck
+    #: The caller's view for a withholding rule (None: the owner, from whom nothing is withheld), one per request:
+    #: what a use case is handed with the request. For a rule it reads the withheld set from the store (blocking: a
+    #: worker thread); the owner's is made at once.
+    caller: Callable[[Withhold | None], CallerView]
     #: ``/health`` for a request that carries the API token (the owner): ``health`` plus what only the owner may
     #: see (why the MCP policy is unusable: ``file:line: reason``); ``None`` → the same as ``health``.
     health_detail: HealthCheck | None = None

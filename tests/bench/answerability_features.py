@@ -36,6 +36,7 @@ from cairn.answers.answerability import Answerability, _singular, capitalised_ru
 from cairn.answers.service import AnswerService  # noqa: E402
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
+from cairn.contract import AskRequest  # noqa: E402
 from cairn.embedder import Embedder  # noqa: E402
 from cairn.prompt import candidate_sentences  # noqa: E402
 from cairn.search import Query  # noqa: E402
@@ -113,8 +114,8 @@ def _substitutes(search, hits: list, terms: list[dict], question: str) -> None:
 
 def extract(answers: AnswerService, row: dict, fts=None) -> dict:
     search, question = answers.search, row["question"]
-    hits = answers.retrieve(question)
-    view = search.view()
+    hits = answers.retrieve(AskRequest.parse({"question": question}))
+    view = search.views.of(None)
     n_rows = view.rows()
     hit_ids = np.asarray([h.chunk_id for h in hits], dtype=np.int64)
     terms = []

@@ -38,6 +38,7 @@ from bench_index import QUESTIONS  # noqa: E402  (the same questions as the inde
 
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
+from cairn.contract import SearchRequest  # noqa: E402
 from cairn.index import VaultWatcher  # noqa: E402
 
 ANIMALS = ["heron", "otter", "lynx", "badger", "kestrel", "salamander", "marmot", "ibis", "okapi", "tapir"]
@@ -162,7 +163,7 @@ class Edits:
                 self.missed[kind] += 1
             else:
                 self.results[kind].append(time.perf_counter() - saved)
-        hits = cairn.query.search(f"{sentence} {word}").hits
+        hits = cairn.query.search(SearchRequest.parse({"query": f"{sentence} {word}"})).hits
         self.service_found.append(any(h.file_path == rel for h in hits))
 
 
@@ -224,7 +225,7 @@ def search_latencies(cairn: Cairn) -> tuple[list[float], list[float]]:
             for q in QUESTIONS:
                 q = f"{q} (question {next(asked)})"
                 t = time.perf_counter()
-                cairn.query.search(q)
+                cairn.query.search(SearchRequest.parse({"query": q}))
                 out.append(time.perf_counter() - t)
         return out
 

@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO / "daemon"))
 
 from cairn.chunking import chunk_note  # noqa: E402
 from cairn.config import load_config  # noqa: E402
+from cairn.contract import SearchRequest  # noqa: E402
 from cairn.embedder import Embedder  # noqa: E402
 from cairn.embedding import chunk_embed_text  # noqa: E402
 from cairn.index import CHUNK_MAX_TOKENS, ChunkVectors, IndexWriter, NoteIndexer  # noqa: E402
@@ -255,7 +256,7 @@ def main() -> int:
             lat = []
             for i, q in enumerate(QUESTIONS * 3):  # each a question not asked before (no cached result)
                 t = time.perf_counter()
-                query.search(f"{q} (question {i})")
+                query.search(SearchRequest.parse({"query": f"{q} (question {i})"}))
                 lat.append((time.perf_counter() - t) * 1000)
             lat.sort()
             rows.append(

@@ -2,7 +2,7 @@
 """Benchmark: pypdfium2 vs pypdf for Cairn's PDF text extraction. Figures, not tests.
 
 For each PDF (default: two real PDFs shipped on this machine, skipped when missing, plus a generated
-300-page text PDF from tests/pdfgen.py) it prints, per library:
+300-page text PDF from tests/support/pdfgen.py) it prints, per library:
 - pages/s of plain text extraction, best of ``--repeat`` runs, in this process
   (pypdfium2: ``get_text_range``; pypdf: ``extract_text``), and for pypdfium2 also with the per-line
   geometry Cairn reads (``cairn.vault.pdf_worker.read_page``: position + font size of each line);
@@ -35,9 +35,9 @@ import pypdf  # noqa: E402
 import pypdfium2 as pdfium  # noqa: E402
 import pypdfium2.raw as pdfium_c  # noqa: E402
 
-import pdfgen  # noqa: E402
 from cairn.vault.pdf import PdfExtractor  # noqa: E402
 from cairn.vault.pdf_worker import read_page  # noqa: E402
+from support import pdfgen  # noqa: E402
 
 DEFAULT_PDFS = [
     Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf"),

@@ -31,6 +31,7 @@ sys.path.insert(0, str(REPO / "daemon"))
 from cairn.answers.service import AnswerService  # noqa: E402
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
+from cairn.contract import AskRequest, SearchRequest  # noqa: E402
 from cairn.policy import Withhold  # noqa: E402
 
 
@@ -77,11 +78,16 @@ def main() -> int:
     # each with a new store connection (which the query caches cannot tell from a commit).
     loop = asyncio.new_event_loop()
     for q in warm:
-        cairn.query.search(q, withhold=w)
-        loop.run_until_complete(answers.answer(q, withhold=w))
+        cairn.query.search(SearchRequest.parse({"query": q}), cairn.query.views.of(w))
+        loop.run_until_complete(answers.answer(AskRequest.parse({"question": q}), cairn.query.views.of(w)))
     cairn.query.visible.wait()  # the one-off embedding of chunks shown redacted to that client
-    s_cpu, s_wall = measure(lambda q: cairn.query.search(q, withhold=w), search_qs)
-    a_cpu, a_wall = measure(lambda q: loop.run_until_complete(answers.answer(q, withhold=w)), ask_qs)
+    s_cpu, s_wall = measure(
+        lambda q: cairn.query.search(SearchRequest.parse({"query": q}), cairn.query.views.of(w)), search_qs
+    )
+    a_cpu, a_wall = measure(
+        lambda q: loop.run_until_complete(answers.answer(AskRequest.parse({"question": q}), cairn.query.views.of(w))),
+        ask_qs,
+    )
     loop.close()
     cairn.close()
     rows = {

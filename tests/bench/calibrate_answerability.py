@@ -44,6 +44,7 @@ from cairn.answers.answerability import Answerability  # noqa: E402
 from cairn.answers.service import AnswerService  # noqa: E402
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
+from cairn.contract import AskRequest  # noqa: E402
 from cairn.embedder import Embedder  # noqa: E402
 
 SHARED = eval_cv.shared_dir()
@@ -87,8 +88,8 @@ def _variant(a: float) -> type[Answerability]:
 def extract(answers: AnswerService, row: dict) -> Question:
     """One dev question's evidence and candidate signals on the real ask path."""
     search, question = answers.search, row["question"]
-    hits = answers.retrieve(question)
-    view = search.view()
+    hits = answers.retrieve(AskRequest.parse({"question": question}))
+    view = search.views.of(None)
     ev = answers.answerability.evidence(question, hits, view)
     u0, u1 = (_variant(a)(search.embedder.count_tokens).evidence(question, hits, view).uncovered for a in (0.0, 1.0))
     qvec = search.vector_cache.embed([question])[0]

@@ -56,6 +56,7 @@ sys.path.insert(0, str(REPO / "daemon"))
 from cairn.answers import AnswerService  # noqa: E402
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
+from cairn.contract import AskRequest  # noqa: E402
 
 STOP = set(
     """a an the and or but if of to in on at by for with from into onto about as is are was were be been being do does
@@ -254,7 +255,7 @@ def vault_path(name: str) -> Path:
 async def ask_all(answers: AnswerService, questions: Sequence[dict]) -> list[tuple[dict, str, dict[int, str]]]:
     out = []
     for q in questions:
-        answer = await answers.answer(q["question"])
+        answer = await answers.answer(AskRequest.parse({"question": q["question"]}))
         sources = {s.n: s.hit.text for s in answer.sources}
         out.append((q, answer.text, sources))
     return out

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -38,7 +39,7 @@ from eval_metrics import hit_at, reciprocal_rank  # noqa: E402
 from cairn.answers import AnswerService  # noqa: E402
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
-from cairn.contract import LIMITS  # noqa: E402
+from cairn.contract import LIMITS, AskRequest  # noqa: E402
 from cairn.conversation import Turn, retrieval_text  # noqa: E402
 from cairn.search import SearchService  # noqa: E402
 
@@ -107,7 +108,8 @@ async def ask_path(answers: AnswerService, threads: Sequence[dict]) -> dict[str,
         not_found = cites = 0
         for t in threads:
             history = [Turn(t["first"], "")] if with_history else []
-            answer = await answers.answer(t["followup"], history=history)
+            request = AskRequest.parse({"question": t["followup"]})
+            answer = await answers.answer(dataclasses.replace(request, history=tuple(history)))
             not_found += answer.not_found
             cites += any(s.cited and s.hit.file_path in t["relevant"] for s in answer.sources)
         out[name] = (not_found / len(threads), cites / len(threads))

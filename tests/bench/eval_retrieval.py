@@ -46,6 +46,7 @@ from eval_tiers import tier_one_copy  # noqa: E402
 from cairn.answers import AnswerService  # noqa: E402
 from cairn.app import Cairn  # noqa: E402
 from cairn.config import load_config  # noqa: E402
+from cairn.contract import AskRequest  # noqa: E402
 from cairn.embedder import Embedder  # noqa: E402
 from cairn.ranking import FusionWeights  # noqa: E402
 from cairn.search import SearchService  # noqa: E402
@@ -86,7 +87,7 @@ def rank_all(result: VaultResult, rankers: dict[str, Ranker], *, verbose: bool) 
 async def _ask_all(answers: AnswerService, questions: Sequence[dict]) -> dict[str, bool]:
     out = {}
     for q in questions:
-        answer = await answers.answer(q["question"])
+        answer = await answers.answer(AskRequest.parse({"question": q["question"]}))
         out[q["id"]] = bool(answer.not_found)
     return out
 

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 EXAMPLE_VAULT = REPO / "examples" / "vault"
 
-from helpers import cairn_env, cairn_executable  # noqa: E402  (the tests' own, with tests/ on the path)
+from support.cli import cairn_env, cairn_executable  # noqa: E402  (the tests' own, with tests/ on the path)
 
 
 @dataclass

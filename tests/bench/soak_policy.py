@@ -39,8 +39,8 @@ from cairn.config import load_config  # noqa: E402
 from cairn.secrets import mcp_token  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))
-from test_policy_saves import FIRST_WRITE  # noqa: E402  (the policy and its first write, as the test saves them)
-from test_policy_saves import FULL as POLICY  # noqa: E402
+from support.policies import FIRST_WRITE  # noqa: E402  (the policy and its first write, as the test saves them)
+from support.policies import FULL as POLICY  # noqa: E402
 
 VAULT = REPO / "tests" / "fixtures" / "canary_vault"
 NOTE = "Private/Salary.md"

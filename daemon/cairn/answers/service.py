@@ -28,11 +28,15 @@ the model sees it as the conversation so far; the sources, the citations and the
 Citations ``[n]`` the model writes for a number outside the included set are removed (:mod:`cairn.answers.citations`)
 and counted in ``done.removedCitations``.
 
+Requests: :meth:`AnswerService.stream` and :meth:`~AnswerService.answer` take an
+:class:`~cairn.contract.AskRequest` whole, checked once by the edge contract and trusted here, and the caller's view
+(:class:`~cairn.search.CallerView`; its tally receives the withheld notes the retrieval touched, for the audit log).
+
 Privacy: a model whose ``remote`` is true (a non-loopback endpoint) is a remote client; chunks of notes carrying a
 withheld tag (default ``personal``, nested tags included; a :class:`~cairn.policy.Withhold`, so withheld folders
 too) never enter its prompt. The extractive fallback runs locally and may use them — unless the *caller* is
-withheld from them: ``withhold`` (an MCP client not declared local) removes those notes before retrieval, so they
-are never in the prompt, the answer or the sources. The passages a remote model does get are masked as for such an
+withheld from them: the caller's view (an MCP client not declared local) removes those notes before retrieval, so
+they are never in the prompt, the answer or the sources. The passages a remote model does get are masked as for such an
 MCP client: links to withheld notes become ``[withheld link]`` and their names are masked in the heading paths
 (:meth:`AnswerService.prompt_blocks`), so a public note's ``[[Diagnosis 2026]]`` never names one.
 
@@ -67,41 +71,32 @@ from cairn.answers.events import (
 )
 from cairn.answers.extractive import ExtractiveAnswers
 from cairn.answers.sections import with_subsections
-from cairn.config import CONTEXT_TOKEN_BUDGET, DEFAULT_TOP_K, NOT_FOUND_ANSWER, WEAK_ANSWER_LEAD
-from cairn.contract import LIMITS, IndexCoverage
-from cairn.conversation import Turn, retrieval_text
+from cairn.config import CONTEXT_TOKEN_BUDGET, NOT_FOUND_ANSWER, WEAK_ANSWER_LEAD
+from cairn.contract import LIMITS, AskRequest, IndexCoverage, SearchRequest
+from cairn.conversation import retrieval_text
 from cairn.embedder import Embedder
 from cairn.embedding import VectorCache
 from cairn.errors import CairnError
 from cairn.notes import normalise_tag
-from cairn.policy import NOTHING_WITHHELD, WithheldTally, Withhold
+from cairn.policy import NOTHING_WITHHELD, Withhold
 from cairn.prompt import ContextBlock, build_messages, select_within_budget
-from cairn.search import CallerView, Hit, Query, Ranked, check_query
+from cairn.search import CallerView, Hit, Query, Ranked, Views
 
 log = logging.getLogger(__name__)
 
 
 class Retriever(Protocol):
-    """What the ask path needs of the search (:class:`cairn.search.SearchService`): a caller's view, the ranked
-    chunks for a question in it, the coverage it sees, the embedding model (token counts) and its vector cache."""
+    """What the ask path needs of the search (:class:`cairn.search.SearchService`): the ranked chunks for a question
+    in a request's scope as a caller sees the index, the coverage it sees, callers' views (for what a remote model
+    may not see), the embedding model (token counts) and its vector cache."""
 
     PER_NOTE_ASK: int
     embedder: Embedder
     vector_cache: VectorCache
-
-    def view(self, withhold: Withhold | None = None) -> CallerView: ...
+    views: Views
 
     def ranked(
-        self,
-        query: str | Query,
-        view: CallerView,
-        *,
-        top_k: int = DEFAULT_TOP_K,
-        tags: Sequence[str] = (),
-        folders: Sequence[str] = (),
-        mode: str = "hybrid",
-        per_note: int | None = None,
-        purpose: str = "search",
+        self, query: Query, view: CallerView, request: SearchRequest, *, per_note: int | None = None, purpose: str
     ) -> Ranked: ...
 
     def coverage(self, view: CallerView) -> IndexCoverage: ...
@@ -191,48 +186,36 @@ class AnswerService:
         return self._remote_withhold()
 
     # ------------------------------------------------------------------ context
-    def context(
-        self,
-        question: str | Query,
-        *,
-        top_k: int = DEFAULT_TOP_K,
-        tags: Sequence[str] = (),
-        folders: Sequence[str] = (),
-        withhold: Withhold | None = None,
-        tally: WithheldTally | None = None,
-        view: CallerView | None = None,
-    ) -> list[Source]:
-        """The numbered sources of an answer: retrieved chunks (a weak one may give its place to the subsection of
-        a source's section whose heading names the question: :mod:`cairn.answers.sections`) that fit the context budget
-        (``CONTEXT_TOKEN_BUDGET`` tokens; lowest-scored dropped first), numbered 1..n in rank order (a subsection right
-        after its source). [] → not found:
-        nothing passed the cosine floor, or what did does not answer the question (:mod:`cairn.answers.answerability`).
-        The closest passages of a question whose evidence is weak are sources too (:meth:`judged_context` tells).
-        ``view`` (else made from ``withhold``): the caller's view of the index; withheld notes never become sources,
-        and ``tally`` receives those the retrieval touched (for the audit log)."""
-        return self.judged_context(
-            question, top_k=top_k, tags=tags, folders=folders, withhold=withhold, tally=tally, view=view
-        )[0]
+    def context(self, request: SearchRequest, caller: CallerView | None = None) -> list[Source]:
+        """The numbered sources of an answer to ``request`` (:meth:`judged_context`'s, without the verdict)."""
+        return self.judged_context(request, caller)[0]
 
-    def judged_context(
-        self,
-        question: str | Query,
-        *,
-        top_k: int = DEFAULT_TOP_K,
-        tags: Sequence[str] = (),
-        folders: Sequence[str] = (),
-        withhold: Withhold | None = None,
-        tally: WithheldTally | None = None,
-        view: CallerView | None = None,
-    ) -> tuple[list[Source], Verdict]:
-        """(:meth:`context`, the answerability verdict: ``answer``, ``weak`` or ``refuse``; [] with ``refuse``)."""
-        view = view if view is not None else self.search.view(withhold)
-        query = self._query(question, top_k)
-        hits = self._retrieved(query, view, top_k, tags, folders, tally)
+    def judged_context(self, request: SearchRequest, caller: CallerView | None = None) -> tuple[list[Source], Verdict]:
+        """The numbered sources of an answer to ``request`` as ``caller`` sees the index (None: the owner), and the
+        answerability verdict (``answer``, ``weak`` or ``refuse``; [] with ``refuse``): :meth:`_judged` of the
+        request's own text."""
+        view = caller if caller is not None else self.search.views.of(None)
+        return self._judged(Query.parse(request.query), request, view)
+
+    def retrieve(self, request: SearchRequest, caller: CallerView | None = None) -> list[Hit]:
+        """The chunks an answer to ``request`` is drawn from, before the answerability test and the context budget: the
+        search service's hits for an ask (every one above the cosine floor, at most ``PER_NOTE_ASK`` per note)."""
+        view = caller if caller is not None else self.search.views.of(None)
+        return self._retrieved(Query.parse(request.query), request, view)
+
+    def _judged(self, query: Query, request: SearchRequest, view: CallerView) -> tuple[list[Source], Verdict]:
+        """The numbered sources of an answer: the chunks retrieved for ``query`` in ``request``'s scope (a weak one may
+        give its place to the subsection of a source's section whose heading names the question:
+        :mod:`cairn.answers.sections`) that fit the context budget (``CONTEXT_TOKEN_BUDGET`` tokens; lowest-scored
+        dropped first), numbered 1..n in rank order (a subsection right after its source); and the verdict. [] → not
+        found: nothing passed the cosine floor, or what did does not answer the question
+        (:mod:`cairn.answers.answerability`). The closest passages of a question whose evidence is weak are sources
+        too. Withheld notes never become sources; the view's tally receives those the retrieval touched."""
+        hits = self._retrieved(query, request, view)
         verdict = self.answerability.judge(query, hits, view)
         if verdict == "refuse":
             return [], verdict
-        hits = self._with_subsections(query, view, hits, top_k, tags, folders)
+        hits = self._with_subsections(query, request, view, hits)
         # Upper bounds first: a block's tokens are its header's plus its text's (WordPiece never joins across the
         # newline), and the text has at most the chunk's indexed token_count. When the bounds fit, every block
         # does, and nothing is counted; otherwise each block is counted exactly.
@@ -246,61 +229,25 @@ class AnswerService:
         kept = select_within_budget([h.score for h in hits], tokens, CONTEXT_TOKEN_BUDGET)
         return [Source(n=i, hit=hits[k]) for i, k in enumerate(kept, start=1)], verdict
 
-    def retrieve(
-        self,
-        question: str,
-        *,
-        top_k: int = DEFAULT_TOP_K,
-        tags: Sequence[str] = (),
-        folders: Sequence[str] = (),
-        withhold: Withhold | None = None,
-        tally: WithheldTally | None = None,
-    ) -> list[Hit]:
-        """The chunks an answer is drawn from, before the answerability test and the context budget: the search
-        service's hits for an ask (every one above the cosine floor, at most ``PER_NOTE_ASK`` per note)."""
-        query = self._query(question, top_k)
-        return self._retrieved(query, self.search.view(withhold), top_k, tags, folders, tally)
-
-    @staticmethod
-    def _query(question: str | Query, top_k: int) -> Query:
-        """The question checked (:class:`~cairn.errors.BadRequestError` for an empty, over-long or broken one, or a bad
-        ``top_k``) and parsed once."""
-        if isinstance(question, Query):
-            check_query(question.text, top_k, "question")
-            return question
-        return Query.parse(check_query(question, top_k, "question"))
-
-    def _retrieved(
-        self,
-        query: Query,
-        view: CallerView,
-        top_k: int,
-        tags: Sequence[str],
-        folders: Sequence[str],
-        tally: WithheldTally | None,
-    ) -> list[Hit]:
-        ranked = self.search.ranked(
-            query, view, top_k=top_k, tags=tags, folders=folders, per_note=self.search.PER_NOTE_ASK, purpose="ask"
-        )
-        if tally is not None:
-            tally.add(ranked.withheld)
+    def _retrieved(self, query: Query, request: SearchRequest, view: CallerView) -> list[Hit]:
+        ranked = self.search.ranked(query, view, request, per_note=self.search.PER_NOTE_ASK, purpose="ask")
+        view.tally.add(ranked.withheld)
         return list(ranked.hits)
 
-    def _with_subsections(
-        self, query: Query, view: CallerView, hits: list[Hit], top_k: int, tags: Sequence[str], folders: Sequence[str]
-    ) -> list[Hit]:
+    def _with_subsections(self, query: Query, request: SearchRequest, view: CallerView, hits: list[Hit]) -> list[Hit]:
         """``hits`` with the subsections their sections bring (:func:`~cairn.answers.sections.with_subsections`),
         found among the same ranking's hits beyond them: the ranking of the widest ``top_k`` the contract allows,
         every chunk of a note allowed (the same candidates, floor and view). Ranked only when a hit has a heading
         path."""
         if not any(h.symbol and h.kind != "pdf" for h in hits):
             return hits
-        wide = max(top_k, LIMITS.top_k_max)
-        ranked = self.search.ranked(query, view, top_k=wide, tags=tags, folders=folders, per_note=wide, purpose="ask")
+        wide = max(request.top_k, LIMITS.top_k_max)
+        widest = SearchRequest(request.query, wide, request.tags, request.folders)
+        ranked = self.search.ranked(query, view, widest, per_note=wide, purpose="ask")
         taken = {h.chunk_id for h in hits}
         more = [h for h in ranked.hits if h.chunk_id not in taken]
         closeness = functools.partial(self._closeness, query)
-        return with_subsections(hits, more, closeness, top_k=top_k, per_note=self.search.PER_NOTE_ASK)
+        return with_subsections(hits, more, closeness, top_k=request.top_k, per_note=self.search.PER_NOTE_ASK)
 
     def _closeness(self, query: Query, texts: Sequence[str]) -> list[float]:
         """Each text's cosine similarity to the question (vectors from the embedding cache when it holds them)."""
@@ -336,7 +283,7 @@ class AnswerService:
         if withhold:
             # The index's withheld set too: it also holds what a passage's own tags cannot show (a PDF that a
             # withheld note links to or embeds; a note whose front-matter cannot be read).
-            hidden = self.search.view(withhold)
+            hidden = self.search.views.of(withhold)
             kept = [
                 s
                 for s in kept
@@ -357,28 +304,16 @@ class AnswerService:
 
     # ------------------------------------------------------------------ answers
     async def stream(
-        self,
-        question: str,
-        *,
-        top_k: int = DEFAULT_TOP_K,
-        tags: Sequence[str] = (),
-        folders: Sequence[str] = (),
-        chosen: list[Source] | None = None,
-        withhold: Withhold | None = None,
-        tally: WithheldTally | None = None,
-        history: Sequence[Turn] = (),
+        self, request: AskRequest, caller: CallerView | None = None, *, chosen: list[Source] | None = None
     ) -> AsyncIterator[Event]:
-        """The answer's events. Raises :class:`~cairn.errors.CairnError` (e.g. BadRequestError for an empty question)
-        before the first event. ``chosen``, when given, receives the :class:`Source` objects of the ``sources``
-        event. ``withhold``: notes removed before retrieval for this caller; ``tally`` receives the withheld
-        notes the retrieval touched (for the audit log). ``history``: the conversation's earlier turns (module
-        docstring). ``done`` carries the index's coverage as this caller sees it
-        (:mod:`cairn.search.indexed`; counted when the answer is complete)."""
-        question = check_query(question, top_k, "question")
-        view = await asyncio.to_thread(self.search.view, withhold)
-        events = self._events(
-            question, view, top_k=top_k, tags=tags, folders=folders, chosen=chosen, tally=tally, history=history
-        )
+        """The events of the answer to ``request`` (checked by the edge contract: trusted here) as ``caller`` sees the
+        index (None: the owner): withheld notes are removed before retrieval, and the caller's tally receives those
+        the retrieval touched (for the audit log). ``chosen``, when given, receives the :class:`Source` objects of the
+        ``sources`` event. ``request.history``: the conversation's earlier turns (module docstring). ``done`` carries
+        the index's coverage as this caller sees it (:mod:`cairn.search.indexed`; counted when the answer is
+        complete)."""
+        view = caller if caller is not None else self.search.views.of(None)
+        events = self._events(request, view, chosen)
         try:
             async for event in events:
                 if isinstance(event, Done):
@@ -388,23 +323,13 @@ class AnswerService:
             await events.aclose()  # a client gone mid-answer: the model's stream is closed now, not by the GC
 
     async def _events(
-        self,
-        question: str,
-        view: CallerView,
-        *,
-        top_k: int,
-        tags: Sequence[str],
-        folders: Sequence[str],
-        chosen: list[Source] | None,
-        tally: WithheldTally | None,
-        history: Sequence[Turn] = (),
+        self, request: AskRequest, view: CallerView, chosen: list[Source] | None
     ) -> AsyncGenerator[Event, None]:
         """:meth:`stream` in the caller's ``view``, without the coverage."""
         started = time.monotonic()
         chosen = chosen if chosen is not None else []
-        query = Query.parse(question)
-        scope: dict[str, Any] = {"top_k": top_k, "tags": tags, "folders": folders, "tally": tally, "view": view}
-        sources, verdict = await asyncio.to_thread(self._followup_context, query, history, scope)
+        query = Query.parse(request.question)
+        sources, verdict = await asyncio.to_thread(self._followup_context, query, request, view)
         if not sources or verdict != "answer":
             async for event in self._unanswered(query, sources, chosen, started):
                 yield event
@@ -412,9 +337,9 @@ class AnswerService:
         in_prompt, blocks = await asyncio.to_thread(self._prompt, sources)
         if in_prompt:
             run = _ModelRun(self.model, [s.n for s in in_prompt])  # type: ignore[arg-type]
-            async for token in run.tokens(build_messages(question, blocks, history)):
+            async for token in run.tokens(build_messages(request.question, blocks, request.history)):
                 yield token
-            unusable = self._unusable(run, question, in_prompt)
+            unusable = self._unusable(run, request.question, in_prompt)
             if run.sent and unusable is None:
                 in_prompt = cited_sources(in_prompt, run.filter.kept)
                 chosen[:] = in_prompt
@@ -439,20 +364,18 @@ class AnswerService:
         yield Sources(tuple(s.to_json() for s in sources))
         yield Done(False, elapsed_ms=_elapsed_ms(started))
 
-    def _followup_context(
-        self, query: Query, history: Sequence[Turn], scope: dict[str, Any]
-    ) -> tuple[list[Source], Verdict]:
-        """:meth:`judged_context` of a question asked after ``history``: retrieved with the last question folded in
+    def _followup_context(self, query: Query, request: AskRequest, view: CallerView) -> tuple[list[Source], Verdict]:
+        """:meth:`_judged` of a question asked after ``request.history``: retrieved with the last question folded in
         when it refers back (:func:`~cairn.conversation.retrieval_text`), or alone when that finds no answer (the
         subject changed after all; a weak folded one gives way to an answer alone). The extractive answer still
         picks its sentences for ``query``, this turn's question."""
-        folded = retrieval_text(query.text, history, LIMITS.text_chars)
+        folded = retrieval_text(query.text, request.history, LIMITS.text_chars)
         found: tuple[list[Source], Verdict] = ([], "refuse")
         if folded != query.text:
-            found = self.judged_context(Query.parse(folded), **scope)
+            found = self._judged(Query.parse(folded), request, view)
             if found[1] == "answer":
                 return found
-        alone = self.judged_context(query, **scope)
+        alone = self._judged(query, request, view)
         return alone if alone[1] == "answer" or not found[0] else found
 
     async def _unanswered(
@@ -510,34 +433,15 @@ class AnswerService:
         message = "The language model stopped before the answer was complete: " + _describe(run.failure)
         return failure_tail(code, message, _elapsed_ms(started), sources, removed_citations=removed)
 
-    async def answer(
-        self,
-        question: str,
-        *,
-        top_k: int = DEFAULT_TOP_K,
-        tags: Sequence[str] = (),
-        folders: Sequence[str] = (),
-        withhold: Withhold | None = None,
-        tally: WithheldTally | None = None,
-        history: Sequence[Turn] = (),
-    ) -> Answer:
+    async def answer(self, request: AskRequest, caller: CallerView | None = None) -> Answer:
         """The whole answer at once (for the CLI and MCP): the events of :meth:`stream`, collected.
-        ``Answer.withheld`` is the number of withheld notes removed from the candidates."""
+        ``Answer.withheld`` is the number of withheld notes removed from the candidates (the caller's tally)."""
+        caller = caller if caller is not None else self.search.views.of(None)
         parts: list[str] = []
         chosen: list[Source] = []
         final = Done(False)
         error: str | None = None
-        tally = tally if tally is not None else WithheldTally()
-        async for event in self.stream(
-            question,
-            top_k=top_k,
-            tags=tags,
-            folders=folders,
-            chosen=chosen,
-            withhold=withhold,
-            tally=tally,
-            history=history,
-        ):
+        async for event in self.stream(request, caller, chosen=chosen):
             if isinstance(event, Token):
                 parts.append(event.text)
             elif isinstance(event, Replace):
@@ -553,7 +457,7 @@ class AnswerService:
             weak=final.weak,
             sources=list(chosen),
             elapsed_ms=final.elapsed_ms,
-            withheld=tally.count,
+            withheld=caller.tally.count,
             error=error,
             coverage=final.coverage,
             fallback=final.fallback,

@@ -1,5 +1,5 @@
 """``cairn doctor``'s MCP check: the desktop agents' config files that name Cairn, read where they exist on this OS
-(:func:`client_configs`), each server entry checked as the README's "Connect an AI agent (MCP)" says to write it.
+(:func:`client_configs`), each server entry checked as docs/mcp.md says to write it.
 
 An stdio entry must launch ``cairn mcp`` by its absolute path (a desktop app does not read the shell's ``PATH``),
 name a vault that has an index, give ``--client NAME`` declared in the policy, and point ``cairn mcp`` at this

@@ -252,7 +252,7 @@ def _add_admin_commands(sub: Any, common: argparse.ArgumentParser) -> None:
         "config", parents=[common], help="print the settings in effect and where each came from (file, env, flag)"
     )
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.add_argument("--markdown", action="store_true", help="print the README's table of every setting instead")
+    p.add_argument("--markdown", action="store_true", help="print the table of docs/settings.md instead")
 
     p = sub.add_parser("plugin", parents=[common], help="the Obsidian plugin")
     plugin_sub = p.add_subparsers(dest="plugin_command", required=True, metavar="ACTION")

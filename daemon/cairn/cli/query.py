@@ -214,7 +214,7 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
     cairn = _open_for_query(config, _run_progress)
     try:
         services = build_services(cairn)
-        result = services.search.search(wanted.query, top_k=wanted.top_k, tags=wanted.tags, folders=wanted.folders)
+        result = services.search.search(wanted, services.caller(None))
         empty = not result.hits and _index_is_empty(services)
     finally:
         cairn.close()
@@ -272,9 +272,7 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
         # The one ask path: the configured model (what a remote one must not see withheld from it), or none.
         services = build_services(cairn, model=answer_model(config))
         while True:
-            answer = asyncio.run(
-                services.answers.answer(wanted.question, top_k=wanted.top_k, tags=wanted.tags, history=wanted.history)
-            )
+            answer = asyncio.run(services.answers.answer(wanted, services.caller(None)))
             if answer.not_found and _index_is_empty(services):
                 print(f"Warning: {contract.empty_index_text(config.vault)}", file=sys.stderr)
             if not history:

@@ -1,4 +1,4 @@
-"""``cairn config``: the settings in effect and where each came from; ``--markdown``: the README's settings table."""
+"""``cairn config``: the settings in effect and where each came from; ``--markdown``: docs/settings.md's table."""
 
 from __future__ import annotations
 

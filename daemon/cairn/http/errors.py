@@ -55,7 +55,7 @@ def _http_exception_response(request: web.Request, exc: web.HTTPException) -> we
     if exc.status == 404:
         message = (
             f"No route {request.method} {request.path}; GET /openapi.json (with the token) lists every route, "
-            "and the README has the HTTP table."
+            "and docs/http-api.md has the table of routes."
         )
     elif exc.status == 405:
         allowed = exc.headers.get("Allow", "")

@@ -100,9 +100,7 @@ async def search(request: web.Request) -> web.Response:
         default_top_k=services.config.top_k,
         text=True,
     )
-    result = await asyncio.to_thread(
-        services.search.search, wanted.query, top_k=wanted.top_k, tags=wanted.tags, folders=wanted.folders
-    )
+    result = await asyncio.to_thread(services.search.search, wanted, services.caller(None))
     return web.json_response(contract.search_json(result))
 
 
@@ -154,9 +152,7 @@ async def ask(request: web.Request) -> web.StreamResponse:
     limit = services.config.max_ask_streams
     if state.ask_streams >= limit:
         raise BusyError(f"{limit} answers are already streaming; try again in a few seconds.", retry_after=5)
-    agen = services.answers.stream(
-        wanted.question, top_k=wanted.top_k, tags=wanted.tags, folders=wanted.folders, history=wanted.history
-    )
+    agen = services.answers.stream(wanted, services.caller(None))
 
     def elapsed_ms() -> float:
         return round((time.monotonic() - started) * 1000, 1)

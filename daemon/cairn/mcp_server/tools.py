@@ -35,8 +35,9 @@ from cairn.errors import (
     PdfReadError,
     StoreError,
 )
-from cairn.policy import ALL_TOOLS, POLICY_UNUSABLE, Policy, PolicyError, WithheldTally, Withhold
+from cairn.policy import ALL_TOOLS, POLICY_UNUSABLE, Policy, PolicyError
 from cairn.relevance import RELEVANCE_TEXT
+from cairn.search import CallerView
 from cairn.services import Services
 
 log = logging.getLogger("cairn.mcp_server")
@@ -111,15 +112,15 @@ class ToolOutcome:
     decision: str = "allowed"
 
 
-#: One tool: (the parsed request, what the caller may not see, the tally of what was withheld) → its outcome.
-ToolHandler = Callable[[Any, Withhold, WithheldTally], Awaitable[ToolOutcome]]
+#: One tool: (the parsed request, the caller's view with the tally of what was withheld) → its outcome.
+ToolHandler = Callable[[Any, CallerView], Awaitable[ToolOutcome]]
 
 
-def _in_thread(tool: Callable[[Any, Withhold, WithheldTally], ToolOutcome]) -> ToolHandler:
+def _in_thread(tool: Callable[[Any, CallerView], ToolOutcome]) -> ToolHandler:
     """A blocking tool (SQLite, the model) as a :data:`ToolHandler` that runs it in a worker thread."""
 
-    async def run(request: Any, withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
-        return await asyncio.to_thread(tool, request, withhold, tally)
+    async def run(request: Any, caller: CallerView) -> ToolOutcome:
+        return await asyncio.to_thread(tool, request, caller)
 
     return run
 
@@ -166,12 +167,13 @@ class McpService:
         self.search = services.search
         self.library = services.library
         self.answers = services.answers
+        self.caller = services.caller
         self.policy = policy
         self.audit = audit
         self.transport = transport
         self._hinted: set[str] = set()  # policy hints already logged by this server (once each)
-        #: name → the tool: a coroutine function of (request, withhold, tally); the blocking ones run in a worker
-        #: thread. One entry per name of :data:`TOOL_SPECS`.
+        #: name → the tool: a coroutine function of (request, caller); the blocking ones run in a worker thread. One
+        #: entry per name of :data:`TOOL_SPECS`.
         self._tools: dict[str, ToolHandler] = {
             "search_notes": _in_thread(self._search_notes),
             "get_note": _in_thread(self._get_note),
@@ -281,10 +283,10 @@ class McpService:
             request = tool_schemas.parse_tool_arguments(name, args)
         except BadRequestError as exc:
             return _error(exc.code, exc.message)
-        withhold = policy.withhold_for(client)
-        tally = WithheldTally()
+        caller: CallerView | None = None
         try:
-            outcome = await self._tools[name](request, withhold, tally)
+            caller = await asyncio.to_thread(self.caller, policy.withhold_for(client))
+            outcome = await self._tools[name](request, caller)
         except CairnError as exc:
             outcome = _error_for(exc, policy, client, name)
         except Exception:
@@ -292,18 +294,11 @@ class McpService:
             outcome = _error(
                 "internal", f"The tool {name} failed unexpectedly; the owner can find the cause in Cairn's log."
             )
-        return dataclasses.replace(outcome, withheld=tally.count)
+        return dataclasses.replace(outcome, withheld=caller.tally.count if caller is not None else 0)
 
     # ------------------------------------------------------------------ the tools (blocking but ask: worker threads)
-    def _search_notes(self, request: contract.SearchRequest, withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
-        result = self.search.search(
-            request.query,
-            top_k=request.top_k,
-            tags=request.tags,
-            folders=request.folders,
-            withhold=withhold,
-            tally=tally,
-        )
+    def _search_notes(self, request: contract.SearchRequest, caller: CallerView) -> ToolOutcome:
+        result = self.search.search(request, caller)
         data = contract.agent_search_json(result)
         results = data["results"]
         if result.recent:
@@ -325,8 +320,8 @@ class McpService:
         text = _with_coverage_notice(text, result.coverage)
         return ToolOutcome({"notice": DATA_NOTICE, **data}, text, tuple(r["filePath"] for r in results))
 
-    def _get_note(self, request: contract.NoteRequest, withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
-        note = self.library.note(request.path, withhold=withhold, tally=tally)
+    def _get_note(self, request: contract.NoteRequest, caller: CallerView) -> ToolOutcome:
+        note = self.library.note(request.path, caller)
         links = [ln.get("targetPath") or ln.get("target") for ln in note.get("links", [])]
         tags = ", ".join(note.get("tags", [])) or "none"
         text = "\n".join(
@@ -340,10 +335,8 @@ class McpService:
         )
         return ToolOutcome({"notice": DATA_NOTICE, **note}, text, (note["filePath"],))
 
-    def _get_related_notes(
-        self, request: contract.RelatedRequest, withhold: Withhold, tally: WithheldTally
-    ) -> ToolOutcome:
-        related = self.library.related(request.path, request.limit, withhold=withhold, tally=tally)
+    def _get_related_notes(self, request: contract.RelatedRequest, caller: CallerView) -> ToolOutcome:
+        related = self.library.related(request.path, request.limit, caller)
         link_paths = [ln.get("targetPath") for ln in related.get("links", []) if ln.get("targetPath")]
         back_paths = [b["filePath"] for b in related.get("backlinks", [])]
         similar = related.get("similar", [])
@@ -364,10 +357,8 @@ class McpService:
         paths = tuple(dict.fromkeys([related["filePath"], *link_paths, *back_paths, *(s["filePath"] for s in similar)]))
         return ToolOutcome(dict(related), text, paths)
 
-    def _list_notes(self, request: contract.ListRequest, withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
-        listed = self.library.list_notes(
-            tag=request.tag, folder=request.folder, limit=request.limit, withhold=withhold, tally=tally
-        )
+    def _list_notes(self, request: contract.ListRequest, caller: CallerView) -> ToolOutcome:
+        listed = self.library.list_notes(tag=request.tag, folder=request.folder, limit=request.limit, caller=caller)
         notes = listed.get("notes", [])
         lines = [f"{len(notes)} of {listed.get('total', len(notes))} note(s):"]
         lines += [
@@ -376,15 +367,8 @@ class McpService:
         ]
         return ToolOutcome(dict(listed), "\n".join(lines), tuple(n["filePath"] for n in notes))
 
-    async def _ask(self, request: contract.AskRequest, withhold: Withhold, tally: WithheldTally) -> ToolOutcome:
-        answer = await self.answers.answer(
-            request.question,
-            top_k=request.top_k,
-            tags=request.tags,
-            withhold=withhold,
-            tally=tally,
-            history=request.history,
-        )
+    async def _ask(self, request: contract.AskRequest, caller: CallerView) -> ToolOutcome:
+        answer = await self.answers.answer(request, caller)
         out = contract.agent_answer_json(answer)
         paths = tuple(dict.fromkeys(s["filePath"] for s in out["sources"]))
         if answer.not_found:

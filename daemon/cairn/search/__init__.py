@@ -7,13 +7,13 @@ Modules: ``service`` (the entry points and the ranking pipeline), ``pipeline`` (
 ``vocabulary`` (prefix and typo expansion), ``lexical`` (Obsidian's syntax matched, coverage tiers), ``literal``
 (the words as typed, punctuation included), ``syntax``,
 ``names``, ``vectors`` and ``dense`` (the in-memory vectors, exact dense scores with an int8 first pass), ``stored``,
-``fusion``, ``hits`` (results, snippets, query checks), ``cache`` (the store's epoch and the LRU cache), ``indexed``
+``fusion``, ``hits`` (results, snippets), ``cache`` (the store's epoch and the LRU cache), ``indexed``
 (coverage counts), ``related`` (notes similar to one note), ``memory`` (the search side's share of the daemon's),
 ``recent`` (the notes a search without words lists).
 """
 
 from cairn.search.cache import EpochLRU
-from cairn.search.hits import Hit, SearchResult, check_query
+from cairn.search.hits import Hit, SearchResult
 from cairn.search.memory import search_parts
 from cairn.search.pipeline import Ranked
 from cairn.search.query import Query
@@ -32,7 +32,6 @@ __all__ = [
     "SearchService",
     "Views",
     "WithheldSet",
-    "check_query",
     "search_parts",
     "similar_notes",
 ]

@@ -1,4 +1,4 @@
-"""What a search returns (:class:`Hit`, :class:`SearchResult`), its snippets, and the checks of a query's text."""
+"""What a search returns (:class:`Hit`, :class:`SearchResult`) and its snippets."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cairn.contract import IndexCoverage, hit_json, parse_text, parse_top_k, search_json
-from cairn.errors import BadRequestError
-from cairn.notes import normalise_tag, strip_block_ids
+from cairn.contract import IndexCoverage, hit_json, search_json
+from cairn.notes import strip_block_ids
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,25 +74,6 @@ class SearchResult:
 _SNIP_WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def check_chars(text: str, what: str) -> None:
-    """:class:`BadRequestError` when ``text`` holds a surrogate code point (U+D800–U+DFFF), named ``what``
-    ("The query").
-
-    A surrogate is not a character: it cannot be encoded as UTF-8 for the tokenizer or SQLite (a TypeError or
-    UnicodeEncodeError deep inside, i.e. an ``internal`` error, before this check). U+DC80–U+DCFF is a byte that
-    was not UTF-8 (Python's surrogateescape: a command-line argument typed in a Latin-1 terminal); the others
-    come from a lone ``\\uD800``-style JSON escape."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        ch = text[exc.start]
-        if "\udc80" <= ch <= "\udcff":
-            why = f"the byte 0x{ord(ch) - 0xDC00:02X}, which is not UTF-8 text (is the terminal set to UTF-8?)"
-        else:
-            why = f"U+{ord(ch):04X}, half of a UTF-16 surrogate pair, which is not a character"
-        raise BadRequestError(f"{what} holds {why} at character {exc.start + 1}; send the text as UTF-8.") from None
-
-
 @functools.lru_cache(maxsize=64)
 def _prefixes(terms: tuple[str, ...]) -> tuple[str, ...]:
     """The first 5 characters of each of ``terms`` that are all word characters (``\\w``): what a word of the text
@@ -136,33 +116,3 @@ def make_snippet(text: str, terms: Sequence[str], width: int = 220) -> str:
     if start + width < len(flat):
         piece = piece.rsplit(" ", 1)[0] + "…"
     return ("…" if start else "") + piece
-
-
-def check_query(text: str, top_k: int, what: str = "query") -> str:
-    """``text`` stripped; :class:`BadRequestError` with the edge contract's rule and message
-    (:func:`cairn.contract.parse_text`, :func:`cairn.contract.parse_top_k`) for an empty or over-long text (named
-    ``what``) or a bad ``top_k`` (required here), or for a character that is not one (:func:`check_chars`)."""
-    text = parse_text(text, what)
-    parse_top_k(top_k, default=None)
-    check_chars(text, f"The {what}")
-    return text.strip()
-
-
-def scope_tags(tags: Sequence[str]) -> list[str]:
-    """The normalised scope tags; :class:`BadRequestError` for one that is not a tag."""
-    out = []
-    for t in tags or ():
-        check_chars(str(t), f"The tag {t!r}")
-        norm = normalise_tag(str(t))
-        if norm is None:
-            raise BadRequestError(f"{t!r} is not a valid tag; expected e.g. 'project' or 'project/alpha'.")
-        out.append(norm)
-    return out
-
-
-def scope_folders(folders: Sequence[str]) -> list[str]:
-    """The scope folders without surrounding slashes and blanks (empty ones dropped); :class:`BadRequestError` for a
-    character that is not one."""
-    for f in folders or ():
-        check_chars(str(f), f"The folder {f!r}")
-    return [str(f).strip().strip("/") for f in folders or () if str(f).strip().strip("/")]

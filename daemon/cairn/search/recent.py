@@ -13,26 +13,19 @@ shown, and the withheld notes that were skipped come back in :attr:`Ranked.withh
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
-from cairn.contract import parse_top_k
-from cairn.search.hits import Hit, scope_folders, scope_tags
+from cairn.contract import SearchRequest
+from cairn.search.hits import Hit
 from cairn.search.pipeline import Ranked, make_hit
 from cairn.search.view import CallerView
 from cairn.store.reads import RecentNote, recent_notes
 
 
-def is_recent(query: str | None) -> bool:
-    """Whether ``query`` asks for the recent notes: it is empty, absent or only whitespace."""
-    return query is None or not query.strip()
-
-
-def recent(view: CallerView, *, top_k: int, tags: Sequence[str] = (), folders: Sequence[str] = ()) -> Ranked:
-    """The ``top_k`` most recently modified notes ``view``'s caller may see, under the scope ``tags`` (any of, nested
-    included) and ``folders`` (any of). Raises :class:`~cairn.errors.BadRequestError` for a tag or folder that is not
-    one (the search's own checks) or a bad ``top_k``."""
-    parse_top_k(top_k, default=None)
-    tags_in, folders_in = scope_tags(tags), scope_folders(folders)
+def recent(view: CallerView, request: SearchRequest) -> Ranked:
+    """The ``request.top_k`` most recently modified notes ``view``'s caller may see, under the request's scope: its
+    ``tags`` (any of, nested included) and ``folders`` (any of). The request is trusted (checked once, by the edge
+    contract)."""
+    top_k, tags_in, folders_in = request.top_k, request.tags, request.folders
     hidden = view.withheld
     # Enough rows that ``top_k`` visible ones are among them however many withheld notes are newer.
     rows = recent_notes(view.store, tags=tags_in, folders=folders_in, limit=top_k + len(hidden.notes))

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from cairn.config import COSINE_FLOOR
-from cairn.policy import WithheldTally
 from cairn.relevance import relevance
 from cairn.search.view import CallerView
 from cairn.store import Store
@@ -41,14 +40,13 @@ def similar_notes(
     rel: str,
     limit: int,
     view: CallerView | None = None,
-    tally: WithheldTally | None = None,
     *,
     floor: float = COSINE_FLOOR,
 ) -> list[dict[str, Any]]:
     """Up to ``limit`` other notes ``[{filePath, title, score, relevance}]``, best first (ties by path): ``score`` is
     each note's best chunk cosine to the centre of ``rel`` among the :data:`SIMILAR_CANDIDATES` nearest allowed
     chunks, at least ``floor``; ``relevance`` its label (:func:`cairn.relevance.relevance`, from the cosine alone).
-    Notes withheld from ``view``'s caller (None: the owner) are left out (and added to ``tally``); the chunks holding
+    Notes withheld from ``view``'s caller (None: the owner) are left out (and added to its tally); the chunks holding
     a link to a withheld note count by the vectors of their redacted text (:mod:`cairn.search.visible`), in the
     centre and as candidates."""
     redacted = view.redacted_vectors() if view is not None else {}
@@ -69,8 +67,7 @@ def similar_notes(
         if row is None or row.path == rel or cosine < floor:
             continue
         if view is not None and view.hides(row.note_id, row.path):
-            if tally is not None:
-                tally.add([row.path])
+            view.tally.add([row.path])
             continue
         if row.path not in best or cosine > best[row.path][0]:
             best[row.path] = (cosine, row.title)

@@ -10,9 +10,11 @@ candidate, as the design's contract says. ``"search"`` (CLI, HTTP, MCP, the plug
 semantic candidates only: a chunk holding a query term is always a candidate, and the notes holding a rare term,
 then every term, then some, rank first (:mod:`cairn.search.lexical`), each tier in the fused order.
 
-Withholding: a caller's view (:meth:`SearchService.view`) leaves the withheld notes out of every step, its scope
-included; the paths of the withheld notes a request touched come back in :attr:`Ranked.withheld
-<cairn.search.pipeline.Ranked.withheld>` for the audit log.
+Requests: :meth:`SearchService.search` takes a :class:`~cairn.contract.SearchRequest` whole, checked once by the edge
+contract and trusted here, and the caller's view (:class:`~cairn.search.view.CallerView`, made by :attr:`views` for
+the caller's withholding rule). The view leaves the withheld notes out of every step, its scope included; the paths
+of the withheld notes a request touched come back in :attr:`Ranked.withheld <cairn.search.pipeline.Ranked.withheld>`
+and go to the view's tally, for the audit log.
 """
 
 from __future__ import annotations
@@ -26,15 +28,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from cairn.config import COSINE_FLOOR, DEFAULT_TOP_K
-from cairn.contract import IndexCoverage
+from cairn.contract import IndexCoverage, SearchRequest
 from cairn.embedder import Embedder
 from cairn.embedding import TITLE_WEIGHT, VectorCache
 from cairn.errors import BadRequestError
-from cairn.policy import WithheldTally, Withhold
 from cairn.ranking import FusionWeights, QueryClassifier, limit_per_group
 from cairn.search.cache import EpochLRU, StoreEpoch
 from cairn.search.fusion import add_second_best, bm25_scores, fuse
-from cairn.search.hits import Hit, SearchResult, check_query, scope_folders, scope_tags
+from cairn.search.hits import Hit, SearchResult
 from cairn.search.indexed import IndexedCounts
 from cairn.search.keyword import KeywordIndex
 from cairn.search.lexical import Coverage, Matcher, NoteMaps, Plan, coverage
@@ -53,7 +54,7 @@ from cairn.search.pipeline import (
     order,
 )
 from cairn.search.query import Query
-from cairn.search.recent import is_recent, recent
+from cairn.search.recent import recent
 from cairn.search.stored import stored_cosines
 from cairn.search.vectors import Vectors
 from cairn.search.view import CallerView, Scope, Views
@@ -164,38 +165,23 @@ class SearchService:
         return thread
 
     # ------------------------------------------------------------------ entry points
-    def view(self, withhold: Withhold | None = None) -> CallerView:
-        """The view of a caller withheld ``withhold`` (None: the owner's) for one request (:mod:`cairn.search.view`)."""
-        return self.views.of(withhold)
-
     def coverage(self, view: CallerView) -> IndexCoverage:
         """The notes indexed and those still waiting for vectors, as ``view``'s caller sees them."""
         return self.indexed.now(view)
 
-    def search(
-        self,
-        query: str,
-        *,
-        top_k: int = DEFAULT_TOP_K,
-        tags: Sequence[str] = (),
-        folders: Sequence[str] = (),
-        mode: str = "hybrid",
-        withhold: Withhold | None = None,
-        tally: WithheldTally | None = None,
-    ) -> SearchResult:
-        """Ranked chunks for a query; for an empty one, the most recently modified notes (``.recent``). Raises
-        :class:`BadRequestError` for an over-long query, a bad top_k or tag. ``withhold``: the caller's rule
-        (:meth:`view`); ``tally`` receives the withheld notes the request touched (:attr:`Ranked.withheld
-        <cairn.search.pipeline.Ranked.withheld>`), as does ``SearchResult.withheld`` (their count); ``.coverage``:
-        :mod:`cairn.search.indexed`."""
+    def search(self, request: SearchRequest, caller: CallerView | None = None, *, mode: str = "hybrid") -> SearchResult:
+        """Ranked chunks for ``request`` (checked by the edge contract: trusted here) as ``caller`` sees the index
+        (None: the owner); for an empty query, the most recently modified notes (``.recent``,
+        :mod:`cairn.search.recent`). The withheld notes the request touched go to ``caller.tally``
+        (:attr:`Ranked.withheld <cairn.search.pipeline.Ranked.withheld>`) and their count to
+        ``SearchResult.withheld``; ``.coverage``: :mod:`cairn.search.indexed`. ``mode``: see :meth:`ranked`."""
         started = time.perf_counter()
-        view, listing = self.view(withhold), is_recent(query)  # no words: the recent notes (search/recent)
-        if listing:
-            ranked = recent(view, top_k=top_k, tags=tags, folders=folders)
+        view = caller if caller is not None else self.views.of(None)
+        if request.recent:  # no words: the recent notes
+            ranked = recent(view, request)
         else:
-            ranked = self.ranked(query, view, top_k=top_k, tags=tags, folders=folders, mode=mode)
-        if tally is not None:
-            tally.add(ranked.withheld)
+            ranked = self.ranked(Query.parse(request.query), view, request, mode=mode)
+        view.tally.add(ranked.withheld)
         elapsed_ms, coverage = (time.perf_counter() - started) * 1000, self.coverage(view)
         return SearchResult(
             hits=list(ranked.hits),
@@ -203,71 +189,57 @@ class SearchService:
             preference=ranked.preference,
             withheld=len(ranked.withheld),
             coverage=coverage,
-            recent=listing,
+            recent=request.recent,
         )
 
     def retrieve(
         self,
-        query: str,
+        text: str,
         *,
         top_k: int = DEFAULT_TOP_K,
-        tags: Sequence[str] = (),
-        folders: Sequence[str] = (),
         mode: str = "hybrid",
         per_note: int | None = None,
-        withhold: Withhold | None = None,
-        tally: WithheldTally | None = None,
         purpose: str = "search",
     ) -> tuple[list[Hit], str | None]:
-        """:meth:`ranked` for a caller withheld ``withhold``: (hits, preference); ``tally`` receives the withheld
-        notes the request touched."""
+        """:meth:`ranked` for ``text`` as the owner sees the index, for in-process callers (evaluation, benchmarks):
+        (hits, preference). The text and ``top_k`` are checked as the edges check a search
+        (:class:`BadRequestError`)."""
+        request = SearchRequest.parse({"query": text, "top_k": top_k})
         ranked = self.ranked(
-            query,
-            self.view(withhold),
-            top_k=top_k,
-            tags=tags,
-            folders=folders,
-            mode=mode,
-            per_note=per_note,
-            purpose=purpose,
+            Query.parse(request.query), self.views.of(None), request, mode=mode, per_note=per_note, purpose=purpose
         )
-        if tally is not None:
-            tally.add(ranked.withheld)
         return list(ranked.hits), ranked.preference
 
     def ranked(
         self,
-        query: str | Query,
+        query: Query,
         view: CallerView,
+        request: SearchRequest,
         *,
-        top_k: int = DEFAULT_TOP_K,
-        tags: Sequence[str] = (),
-        folders: Sequence[str] = (),
-        mode: str = "hybrid",
         per_note: int | None = None,
         purpose: str = "search",
+        mode: str = "hybrid",
     ) -> Ranked:
-        """Ranked hits for ``query`` as ``view``'s caller sees the index (at most ``top_k``, at most ``per_note``
-        chunks per note). ``purpose``: ``"ask"`` keeps only hits with cosine similarity ≥ the floor (an answer's
-        sources); ``"search"`` keeps a purely semantic hit only above the floor but every chunk holding a query term,
-        and ranks first the notes holding a rare term, then all terms, then some (module docstring). ``mode`` picks
-        the ranked lists fused: ``hybrid`` (BM25 + dense), ``bm25`` or ``dense`` (for evaluation). Raises
-        :class:`BadRequestError` for a bad query, top_k, tag, mode or purpose."""
-        text = check_query(query.text if isinstance(query, Query) else query, top_k)
+        """Ranked hits for ``query`` (a follow-up's may be another text than the request's) in ``request``'s scope as
+        ``view``'s caller sees the index (at most ``request.top_k``, at most ``per_note`` chunks per note). The request
+        is trusted (checked once, by the edge contract). ``purpose``: ``"ask"`` keeps only hits with cosine similarity
+        ≥ the floor (an answer's sources); ``"search"`` keeps a purely semantic hit only above the floor but every
+        chunk holding a query term, and ranks first the notes holding a rare term, then all terms, then some (module
+        docstring). ``mode`` picks the ranked lists fused: ``hybrid`` (BM25 + dense), ``bm25`` or ``dense`` (for
+        evaluation). Raises :class:`BadRequestError` for a bad mode or purpose."""
         if mode not in MODES:
             raise BadRequestError(f"mode must be one of {', '.join(MODES)}, got {mode!r}.")
         if purpose not in PURPOSES:
             raise BadRequestError(f"purpose must be one of {', '.join(PURPOSES)}, got {purpose!r}.")
-        parsed = query if isinstance(query, Query) and query.text == text else Query.parse(text)
         per_note = per_note or self.PER_NOTE_SEARCH
-        tags_in, folders_in = scope_tags(tags), scope_folders(folders)
-        key = (text, top_k, tuple(tags_in), tuple(folders_in), mode, per_note, view.key, purpose)
+        top_k, tags, folders = request.top_k, request.tags, request.folders
+        key = (query.text, top_k, tags, folders, mode, per_note, view.key, purpose)
         epoch = self.epoch.now()
         cached = self.results.get(key, epoch)
         if cached is not None:
             return cached
         with self.embedder.foreground():  # the index's bulk embedding gives way while a question is ranked
-            ranked = self._rank(parsed, view, view.scope(tags_in, folders_in), top_k, mode, purpose, per_note)
+            ranked = self._rank(query, view, view.scope(tags, folders), top_k, mode, purpose, per_note)
         if self.epoch.value == epoch:  # nothing committed meanwhile (else the result may mix both states)
             self.results.put(key, ranked, epoch)
         return ranked

@@ -14,12 +14,12 @@ This module is the one place the withheld set is read from the store.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
-from cairn.policy import LinkRedactor, Withhold
+from cairn.policy import LinkRedactor, WithheldTally, Withhold
 from cairn.search.cache import StoreEpoch
 from cairn.search.keyword import KeywordIndex, KeywordLookup
 from cairn.search.visible import Visible, VisibleKeyword, VisibleViews
@@ -59,13 +59,16 @@ class Scope:
 
 @dataclass(frozen=True)
 class CallerView:
-    """What one caller may see (module docstring). ``withheld``: the notes withheld from it (empty for the owner);
-    :attr:`keyword`: the keyword index as it sees it; :attr:`visible`: its redacted rows and names (None when
-    nothing is withheld in this store). Made by :meth:`Views.of`, one per request; the keyword view and the redacted
-    rows are read on first use (a note or a listing needs only the withheld set)."""
+    """What one caller may see (module docstring): the caller every use case is handed with its request (a search,
+    an answer, a library view). ``withheld``: the notes withheld from it (empty for the owner); :attr:`keyword`: the
+    keyword index as it sees it; :attr:`visible`: its redacted rows and names (None when nothing is withheld in this
+    store); ``tally``: the withheld notes the request touched, added by the services as they meet them (for the audit
+    log only, never shown to the caller). Made by :meth:`Views.of`, one per request; the keyword view and the
+    redacted rows are read on first use (a note or a listing needs only the withheld set)."""
 
     withheld: WithheldSet
     source: Views
+    tally: WithheldTally = field(default_factory=WithheldTally, compare=False)
 
     @property
     def store(self) -> Store:

@@ -25,11 +25,10 @@ from typing import Any
 LINUX_ORDER = ("appindicator", "gtk", "xorg")
 #: pystray's backend names (``PYSTRAY_BACKEND`` forces one of them).
 KNOWN = ("appindicator", "gtk", "xorg", "darwin", "win32", "dummy")
-#: What the log line tells an owner whose tray has no menu (the README's "Tray icon" section says more).
+#: What the log line tells an owner whose tray has no menu (docs/tray.md says more).
 MENU_HINT = (
     "for the menu, install PyGObject with GTK 3 (Debian/Ubuntu: python3-gi and gir1.2-gtk-3.0 with a venv "
-    "made with --system-site-packages, or pip install PyGObject, 'PyGObject<3.51' on Debian 12); see the README, "
-    "'Tray icon'"
+    "made with --system-site-packages, or pip install PyGObject, 'PyGObject<3.51' on Debian 12); see docs/tray.md"
 )
 
 _import_lock = threading.Lock()

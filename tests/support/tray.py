@@ -15,7 +15,9 @@ import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -24,9 +26,10 @@ from typing import Any
 import pytest
 
 from cairn.tray import STATES, icon_path
-from helpers import wait_until
+from support.waits import wait_until
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
+SYSTEM_GI = Path("/usr/lib/python3/dist-packages/gi")  # the distribution's PyGObject (python3-gi)
 START_DEADLINE_S = 90
 STEP_DEADLINE_S = 60
 QUIT_DEADLINE_S = 5.0
@@ -429,3 +432,54 @@ def zombie_children(pid: int) -> list[str]:
 def tray_lines(stderr: str) -> list[str]:
     """Log lines about the tray (by its logger or wording; paths in other lines may contain "tray")."""
     return [ln for ln in stderr.splitlines() if "cairn.tray" in ln or "tray icon" in ln]
+
+
+@pytest.fixture(scope="module")
+def session_bus():
+    """A private D-Bus session bus address (a desktop session has one)."""
+    exe = shutil.which("dbus-daemon")
+    if exe is None:
+        pytest.skip("dbus-daemon is not installed (.ci/run installs dbus when root)")
+    out = subprocess.run(
+        [exe, "--session", "--fork", "--print-address=1", "--print-pid=1"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout.split()
+    try:
+        yield out[0]
+    finally:
+        os.kill(int(out[1]), signal.SIGTERM)
+
+
+def auto_env(home: Path, display: str) -> dict[str, str]:
+    """:func:`tray_harness.daemon_env` with the backend left to Cairn (no ``PYSTRAY_BACKEND``)."""
+    env = daemon_env(home, display)
+    env.pop("PYSTRAY_BACKEND")
+    return env
+
+
+@pytest.fixture(scope="module")
+def system_gi(tmp_path_factory) -> Path:
+    """A folder holding only the distribution's ``gi`` (for ``PYTHONPATH``); skipped when it or GTK 3 is missing
+    or does not load in this Python."""
+    if not SYSTEM_GI.is_dir():
+        pytest.skip("python3-gi is not installed (.ci/run installs python3-gi and gir1.2-gtk-3.0 when root)")
+    shim = tmp_path_factory.mktemp("system-gi")
+    (shim / "gi").symlink_to(SYSTEM_GI)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import gi; gi.require_version('Gtk', '3.0'); from gi.repository import Gtk"],
+        env={**os.environ, "PYTHONPATH": str(shim)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"the system's PyGObject with GTK 3 does not load in {sys.executable}: {probe.stderr[-300:]}")
+    return shim
+
+
+def with_gi(env: dict[str, str], shim: Path) -> str:
+    """``PYTHONPATH`` with the system's ``gi`` after what is there (the code under test comes first)."""
+    return os.pathsep.join(p for p in (env.get("PYTHONPATH", ""), str(shim)) if p)

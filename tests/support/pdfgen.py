@@ -319,3 +319,25 @@ def unicode_pdf(path: Path, pages: Sequence[str], font: Path = DEJAVU) -> Path:
         pdf.multi_cell(0, 5.5, text, new_x="LMARGIN", new_y="NEXT")
     pdf.output(str(path))
     return Path(path)
+
+
+#: Page 3 of the field guide answers the test question; the other pages are about something else.
+GUIDE_PAGES = [
+    (
+        "Introduction",
+        "This field guide describes the upland walking routes of the northern moor.\n\n"
+        "It was written by the volunteer rangers over three summers.",
+    ),
+    (
+        "Equipment",
+        "Carry a map, a compass and waterproof clothing on every walk.\n\n"
+        "Boots with a stiff sole make the scree slopes much safer.",
+    ),
+    (
+        "Building a cairn",
+        "To build a cairn that lasts the winter, set the three widest flat stones as the base "
+        "and lean every stone above slightly inward toward the centre.\n\n"
+        "Never take stones from walls or from an existing cairn.",
+    ),
+    ("Weather", "Fog can fall in minutes; turn back when you cannot see the next marker post."),
+]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PIP_TIMEOUT_S = 900
 #: Not part of the source tree a wheel is built from.
 NOT_SOURCE = shutil.ignore_patterns(

@@ -1,8 +1,6 @@
 """Builders shared by the governance tests: a small vault with one note tagged ``personal``, the owner's home
 (config and data folders) with a policy and the vault's index, and one ``get_note`` call through a real
 ``cairn mcp`` subprocess driven by the MCP SDK's stdio client, as an agent launches it.
-
-Import as ``from policy_harness import ...`` (pytest puts ``tests/`` on ``sys.path``).
 """
 
 from __future__ import annotations
@@ -17,7 +15,8 @@ from typing import Any
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from helpers import cairn_env, cairn_executable
+from support.cairns import build_index
+from support.cli import cairn_env, cairn_executable
 
 #: The withheld note's own words: a leak would show them.
 DIARY_CANARY = "DIARY-CANARY-51c2"
@@ -51,21 +50,12 @@ def make_vault(base: Path) -> Path:
 def owners_home(base: Path, embedder: Any, policy: str | None = STRICT) -> tuple[Path, Path]:
     """``(home, vault)``: ``home/config/mcp-serve.yaml`` holding ``policy`` (None: leave what is there) and the vault
     indexed into ``home/data`` in this process, as the owner's `cairn index` does (it records the policy)."""
-    from cairn.app import Cairn
-    from cairn.config import load_config
 
     home, vault = base / "home", make_vault(base)
     (home / "config").mkdir(parents=True, exist_ok=True)
     if policy is not None:
         (home / "config" / "mcp-serve.yaml").write_text(policy, encoding="utf-8")
-    config = load_config(
-        {"vault": str(vault), "config_dir": str(home / "config"), "data_dir": str(home / "data")}, env={}
-    )
-    cairn = Cairn(config, embedder=embedder)
-    try:
-        cairn.indexing.index()
-    finally:
-        cairn.close()
+    build_index(vault, home / "data", embedder, config_dir=home / "config")
     return home, vault
 
 
