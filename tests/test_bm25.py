@@ -163,6 +163,27 @@ def test_a_dropped_index_is_rebuilt_only_once_the_store_is_quiet(fresh_cairn, va
     assert query.keyword.terms.ready and query.keyword_ranking("frobnicated") == from_fts5
 
 
+def test_after_a_run_the_index_kept_up_with_is_not_read_again_and_a_dropped_one_is(fresh_cairn, vault_copy):
+    """The daemon builds the in-memory BM25 at start, before its start-up run; after the run it builds it again only
+    when the run changed more than the index could follow."""
+    fresh_cairn.indexing.index()
+    keyword = fresh_cairn.query.keyword
+    keyword.start().join(timeout=60)
+    built = keyword.terms._base
+    (vault_copy / "One more.md").write_text("# One more\n\nA quibbleflax line.\n", encoding="utf-8")
+    fresh_cairn.indexing.index()
+    assert fresh_cairn.query.start_keyword_index(when_needed=True) is None  # followed: nothing read again
+    assert keyword.terms._base is built and len(keyword.terms.scores("quibbleflax")[0]) == 1
+    keyword.terms.MAX_NEW_ROWS = 1  # the next change counts as bulk: the index is dropped
+    for i in range(3):
+        (vault_copy / f"Bulk {i}.md").write_text(f"# Bulk {i}\n\nA frobnicated line.\n", encoding="utf-8")
+    fresh_cairn.indexing.index()
+    thread = fresh_cairn.query.start_keyword_index(when_needed=True)
+    assert thread is not None
+    thread.join(timeout=60)
+    assert keyword.terms.ready and len(keyword.terms.scores("frobnicated")[0]) == 3
+
+
 def _chunk_ids(store, path: str) -> list[int]:
     return [
         r[0]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from cairn.progress import ProgressLines
+from cairn.progress import ProgressLines, RunEstimate, VectorWork
 from support.cairns import make_config
 from support.cli import cairn_env, cairn_executable
 from support.spawned import group_processes, serving, token_for, wait_indexed
@@ -140,11 +140,14 @@ def test_cairn_index_on_a_terminal_draws_a_bar_for_notes_read_then_passages_embe
     # Drawn as soon as the phase starts (before the model has made a vector), and drawn complete at the end.
     assert passages[0][0] == 0 and passages[-1][0] == passages[-1][1] > 0, out
     assert out.index("reading notes:") < out.index("embedding passages:")
-    # Each drawing has the elapsed time, the time left and the rate in the phase's unit.
+    # Each drawing has the elapsed time and the rate in the phase's unit; the time left is the whole run's, so the
+    # first vector pass's last drawing still has the second pass's time left.
     assert re.search(
-        r"embedding passages: 100%\|[^|]*\| [\d,]+/[\d,]+ \[\d\d:\d\d<\d\d:\d\d, +[\d.]+ passages/s\]", out
+        r"embedding passages: 100%\|[^|]*\| [\d,]+/[\d,]+ \[\d\d:\d\d, +[\d.]+ passages/s, about \d+ s left in all\]",
+        out,
     )
-    assert re.search(r"reading notes: 100%\|[^|]*\| [\d,]+/[\d,]+ \[\d\d:\d\d<\d\d:\d\d, +[\d.]+ notes/s\]", out)
+    assert re.search(r"reading notes: 100%\|[^|]*\| [\d,]+/[\d,]+ \[\d\d:\d\d, +[\d.]+ notes/s", out)
+    assert "<" not in "".join(re.findall(r"\[\d\d:\d\d[^\]]*\]", out))  # no time left of one pass alone
     assert f"Indexed {vault}" in out  # then the summary, as before
 
 
@@ -162,11 +165,9 @@ def test_cairn_index_without_a_terminal_says_plain_lines_per_phase_and_no_bar(tm
     lines = proc.stderr.splitlines()
     n = len(NOTES)
     assert f"reading notes: 0 / {n} (0%)" in lines, proc.stderr
-    assert any(re.fullmatch(rf"reading notes: {n} / {n}, done in \d+ s", line) for line in lines), proc.stderr
-    started = [line for line in lines if re.fullmatch(r"embedding passages: 0 / [\d,]+ \(0%\)", line)]
-    done = [
-        line for line in lines if re.fullmatch(r"embedding passages: ([\d,]+) / \1, done in \d+ (min \d\d )?s", line)
-    ]
+    assert any(re.match(rf"reading notes: {n} / {n}, done in \d+ s", line) for line in lines), proc.stderr
+    started = [line for line in lines if re.match(r"embedding passages: 0 / [\d,]+ \(0%\)", line)]
+    done = [line for line in lines if re.match(r"embedding passages: ([\d,]+) / \1, done in \d+ (min \d\d )?s", line)]
     assert len(started) == 1 and len(done) == 1, proc.stderr
     assert "\r" not in proc.stderr and "%|" not in proc.stderr  # no bar drawn into a file or a pipe
     assert proc.stdout.startswith(f"Indexed {vault}")
@@ -187,6 +188,142 @@ def test_a_plain_line_when_a_phase_starts_every_ten_seconds_while_it_runs_and_wh
         "embedding passages: 2,000 / 4,000 (50%), 98 passages/s, about 20 s left",
         "embedding passages: 4,000 / 4,000, done in 40 s",
     ]
+
+
+def test_the_time_left_in_a_run_counts_the_passes_still_to_come():
+    """1,000 notes read at 100 notes/s, each adding 4 passages of 100 tokens; their first vectors at 100 passages/s;
+    then their sentence vectors, as many tokens again at the same model rate (40 s)."""
+    now = [0.0]
+    work = [VectorWork(0, 0)]
+    said: list[str] = []
+    estimate = RunEstimate(lambda: work[0], prior_tokens_per_s=5000.0, clock=lambda: now[0])
+    lines = ProgressLines(said.append, clock=lambda: now[0], estimate=estimate)
+    for done in range(0, 1001, 100):
+        now[0], work[0] = done / 100, VectorWork(400 * done, 400 * done)
+        lines("index", done, 1000)
+    for phase in ("embed", "refine"):
+        began = now[0]
+        for done in range(0, 4001, 250):
+            now[0] = began + done / 100
+            work[0] = (
+                VectorWork(400_000 - 100 * done, 400_000) if phase == "embed" else VectorWork(0, 400_000 - 100 * done)
+            )
+            lines(phase, done, 4000)
+    assert said == [
+        "reading notes: 0 / 1,000 (0%)",
+        # Until a vector has been made, the model's rate is the prior one: 800,000 tokens at 5,000 tokens/s.
+        "reading notes: 1,000 / 1,000, done in 10 s; about 2 min 40 s left in all",
+        "embedding passages: 0 / 4,000 (0%), about 2 min 40 s left in all",
+        # Then measured: 100 passages/s of 100 tokens; the sentence vectors' 400,000 tokens are 40 s more.
+        "embedding passages: 1,000 / 4,000 (25%), 100 passages/s, about 1 min 10 s left in all",
+        "embedding passages: 2,000 / 4,000 (50%), 100 passages/s, about 1 min 00 s left in all",
+        "embedding passages: 3,000 / 4,000 (75%), 100 passages/s, about 50 s left in all",
+        "embedding passages: 4,000 / 4,000, done in 40 s; about 40 s left in all",
+        "refining passages (sentence vectors): 0 / 4,000 (0%), about 40 s left in all",
+        "refining passages (sentence vectors): 1,000 / 4,000 (25%), 100 passages/s, about 30 s left in all",
+        "refining passages (sentence vectors): 2,000 / 4,000 (50%), 100 passages/s, about 20 s left in all",
+        "refining passages (sentence vectors): 3,000 / 4,000 (75%), 100 passages/s, about 10 s left in all",
+        "refining passages (sentence vectors): 4,000 / 4,000, done in 40 s",
+    ]
+
+
+def test_the_time_left_in_a_run_grows_with_the_notes_still_to_read():
+    """Half the notes read in 10 s, their passages' vectors 100 s of the model: the other half's are counted too."""
+    now = [0.0]
+    work = [VectorWork(0, 0)]
+    estimate = RunEstimate(lambda: work[0], prior_tokens_per_s=1000.0, clock=lambda: now[0], every_s=5)
+    estimate.observe("index", 0, 1000)
+    now[0], work[0] = 10.0, VectorWork(50_000, 50_000)
+    estimate.observe("index", 500, 1000)
+    assert estimate.left() == pytest.approx(10 + 200)
+
+
+def _thread_niceness(pid: int) -> dict[str, int]:
+    """``{"<command> <thread id>": niceness}`` of every thread of process ``pid`` (Linux /proc)."""
+    out: dict[str, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            name = (task / "comm").read_text().strip()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[f"{name} {task.name}"] = int(fields[16])  # field 19 of stat: nice
+    return out
+
+
+def write_long_vault(root: Path, notes: int = 40) -> Path:
+    """``notes`` notes of 8 paragraphs of 3 sentences each, every sentence its own: a second vector pass of seconds."""
+    words = "amber basil cedar delta ember fjord grove heron iris juniper kelp lotus maple".split()
+    for n in range(notes):
+        paragraphs = [
+            " ".join(
+                f"The {words[(n + p + k) % len(words)]} note {n} paragraph {p} sentence {k} speaks of "
+                f"{words[(n * 3 + p * 5 + k) % len(words)]} and {words[(n + 2 * p + 3 * k) % len(words)]}."
+                for k in range(3)
+            )
+            for p in range(8)
+        ]
+        (root / f"Note {n}.md").parent.mkdir(parents=True, exist_ok=True)
+        (root / f"Note {n}.md").write_text(f"# Note {n}\n\n" + "\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads each thread's priority from Linux's /proc")
+def test_cairn_index_runs_the_model_at_the_priority_it_was_started_with(tmp_path):
+    """A person waits for ``cairn index``: its model runs are not background work (the daemon's are nicer)."""
+    vault = write_long_vault(tmp_path / "vault")
+    mine = os.getpriority(os.PRIO_PROCESS, 0)
+    proc = subprocess.Popen(
+        [cairn_executable(), "index", "--vault", str(vault)],
+        env=cairn_env(tmp_path / "home"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen: dict[str, int] = {}
+    said: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            said.append(line)
+            if line.startswith("refining passages") and not seen:  # the first pass's model threads are there
+                assert proc.poll() is None, "the run ended before its threads could be looked at"
+                os.kill(proc.pid, signal.SIGSTOP)
+                try:
+                    seen = _thread_niceness(proc.pid)
+                finally:
+                    os.kill(proc.pid, signal.SIGCONT)
+        assert proc.wait(timeout=RUN_DEADLINE_S) == 0, "".join(said)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert len(seen) > 2, "".join(said)  # the main thread and the model's (Python does not name the OS threads)
+    assert {name: nice for name, nice in seen.items() if nice != mine} == {}
+
+
+@pytest.mark.e2e
+def test_cairn_index_says_the_time_left_in_the_whole_run_until_its_last_pass_is_done(tmp_path):
+    vault = write_vault(tmp_path / "vault")
+    proc = subprocess.run(
+        [cairn_executable(), "index", "--vault", str(vault)],
+        env=cairn_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=RUN_DEADLINE_S,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if re.match(r"(reading|embedding|refining) ", line)]
+    embedded = next(line for line in lines if re.match(r"embedding passages: ([\d,]+) / \1, done", line))
+    refining = next(line for line in lines if line.startswith("refining passages (sentence vectors): 0 /"))
+    # The first vector pass is over, the second not begun: time is still left, and said so.
+    assert re.search(r"; about \d+ s left in all$", embedded), proc.stderr
+    assert re.search(r", about \d+ s left in all$", refining), proc.stderr
+    assert re.fullmatch(r"refining passages \(sentence vectors\): ([\d,]+) / \1, done in \d+ s", lines[-1])
+    for line in lines[:-1]:
+        assert not re.search(r"about 0 s", line), proc.stderr
+        assert "left" not in line or line.endswith("left in all"), proc.stderr
 
 
 @pytest.mark.e2e

@@ -95,3 +95,31 @@ def test_a_note_saved_while_the_note_map_lags_is_found_by_its_new_words(fresh_ca
     fresh_cairn.indexing.save_lane.save({"Saved now.md"})
     assert search_paths(fresh_cairn, "zqlagmarker")[:1] == ["Saved now.md"]
     assert "Saved now.md" not in set(fresh_cairn.query.note_maps.get().paths.values())  # the map did lag
+
+
+def test_a_question_during_the_start_up_read_waits_for_it_rather_than_reading_too(tmp_path):
+    """The daemon reads the note map on a thread at start-up; the first question, arriving meanwhile, shares it."""
+    store = Store(tmp_path / "i.db")
+    _write(store, "a.md")
+    reading, release = threading.Event(), threading.Event()
+    reads: list[str] = []
+
+    def read() -> NoteMap:
+        reads.append(threading.current_thread().name)
+        reading.set()
+        assert release.wait(timeout=30)
+        return NoteMap.read(store)
+
+    snapshot = NotesSnapshot(store, read)
+    warm = threading.Thread(target=snapshot.get, name="warm-up")
+    warm.start()
+    assert reading.wait(timeout=30)
+    got: list[NoteMap] = []
+    question = threading.Thread(target=lambda: got.append(snapshot.get()), name="question")
+    question.start()
+    question.join(timeout=0.2)  # it waits for the read under way (a bound on the check, not a timing)
+    release.set()
+    warm.join(timeout=30)
+    question.join(timeout=30)
+    assert reads == ["warm-up"] and set(got[0].paths.values()) == {"a.md"}
+    store.close()

@@ -389,6 +389,10 @@ async def run_daemon(
     _stop_on_signals(stop)
     token = await asyncio.to_thread(TokenWatch, config)  # first: keyring = "required" refuses before any work
     lock, cairn = await _open_exclusive(config)
+    # Keyword ranking from memory from the first question on: the statistics kept beside the index are read (a
+    # second or two at 40,000 notes) while the rest starts; FTS5 alone takes seconds a question at that size.
+    cairn.query.start_keyword_index()
+    cairn.query.warm_up()  # the names index and the chunk → note map, also read by the first question
     model = await asyncio.to_thread(answer_model, config)
     say_model(config, model)
     remote = model is not None and model.remote
@@ -496,8 +500,9 @@ async def _start_watching(config: Config, cairn: Cairn) -> VaultWatcher:
 
 
 def _index_at_start(cairn: Cairn) -> None:
-    """The start-up whole-vault run (blocking): the text of every note (keyword-searchable), then keyword ranking
-    from memory, even after a failed run; the vectors follow on the bulk lane."""
+    """The start-up whole-vault run (blocking): the text of every note (keyword-searchable), then the in-memory
+    keyword ranking built again if the run changed too much for it to follow, even after a failed run; the vectors
+    follow on the bulk lane."""
     lower_thread_priority()
     stop = cairn.indexing.stop_requested
     try:
@@ -505,7 +510,7 @@ def _index_at_start(cairn: Cairn) -> None:
             report = cairn.indexing.index(vectors=False)
         finally:
             if not stop.is_set():
-                cairn.query.start_keyword_index()
+                cairn.query.start_keyword_index(when_needed=True)
         if stop.is_set():
             log.info(
                 "indexing stopped early for shutdown (%d notes added or updated so far)", report.added + report.updated

@@ -67,18 +67,22 @@ def embed_in_slices(
     background: bool = True,
 ) -> dict[int, np.ndarray]:
     """{index in ``texts``: float32 (384,) vector}, embedded in the background (:meth:`Embedder.embed_background`:
-    questions go first), or with ``background=False`` as a foreground call (:meth:`Embedder.embed`: work a person
-    waits for, such as a save's vectors; background runs give way to it). With ``pause``, ``step`` texts at a time
-    in order, ``pause()`` called before each slice (and ``should_stop`` looked at after each). Else one call of the
-    model, in which ``should_stop()`` is looked at before each ONNX run (a stop waits for one run; the texts done so
-    far are returned) and ``on_slice(texts done, len(texts))`` is called on this thread as the runs go. Raises what
-    :meth:`Embedder.embed` raises."""
+        questions go first), or with ``background=False`` as a foreground call (:meth:`Embedder.embed`: work a person
+        waits for, such as a save's vectors; background runs give way to it). With ``pause``, ``step`` texts at a time
+        in order, ``pause()`` called before each slice (and ``should_stop`` looked at after each). Else one call of the
+        model, in which ``should_stop()`` is looked at before each ONNX run (a stop waits for one run; the texts done so
+        far are returned) and ``on_slice(texts done, len(texts))`` is called on this thread as the runs go (a foreground
+    call: before each of its own ONNX runs). Raises what
+        :meth:`Embedder.embed` raises."""
     if pause is None:
         seen: list[list[int]] = []
+        caller = threading.get_ident()
 
         def stop(done: list[int]) -> bool:
             if not seen:
                 seen.append(done)
+            if not background and on_slice is not None and threading.get_ident() == caller:
+                on_slice(len(done), len(texts))  # the caller runs every threads-th ONNX run: progress as it goes
             return should_stop is not None and should_stop()
 
         def progress(done: int) -> None:

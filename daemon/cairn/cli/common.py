@@ -45,10 +45,12 @@ def _writer_lock(config: Config):
     )
 
 
-def _open_for_query(config: Config, progress: Callable[[], tuple[Callable[[str, int, int], None], Callable[[], None]]]):
+def _open_for_query(
+    config: Config, progress: Callable[[Any], tuple[Callable[[str, int, int], None], Callable[[], None]]]
+):
     """The index of ``config``'s vault opened for a query. On first use (an empty index no daemon writes) the vault
-    is indexed first, saying so on stderr with ``progress()``'s (callback, close): the progress ``cairn index``
-    shows."""
+    is indexed first, in the foreground as ``cairn index`` is, saying so on stderr with ``progress(cairn)``'s
+    (callback, close): the progress ``cairn index`` shows."""
     from cairn.app import Cairn
     from cairn.store.recovery import AlreadyRunning
 
@@ -67,9 +69,9 @@ def _open_for_query(config: Config, progress: Callable[[], tuple[Callable[[str, 
                 file=sys.stderr,
                 flush=True,
             )
-            callback, close = progress()
+            callback, close = progress(cairn)
             try:
-                cairn.indexing.index(progress=callback)
+                cairn.indexing.index(progress=callback, foreground=True)
             finally:
                 close()
     finally:

@@ -17,21 +17,27 @@ from typing import TYPE_CHECKING, Any
 from cairn import contract
 from cairn.cli.common import _open_for_query, _print_json, _writer_lock
 from cairn.config import Config
-from cairn.progress import ProgressLines, phase_words
+from cairn.progress import PRIOR_TOKENS_PER_S, ProgressLines, RunEstimate, VectorWork, left_words, phase_words
 from cairn.relevance import RELEVANCE_TEXT
 from cairn.services import Services
 
 if TYPE_CHECKING:
     from cairn.answers import Answer
+    from cairn.app import Cairn
 
 
-def _progress_bar() -> tuple[Callable[[str, int, int], None], Callable[[], None]]:
+#: A bar's layout: tqdm's own but for its time left, which is the phase's alone; the run's follows as a postfix.
+BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]"
+
+
+def _progress_bar(estimate: RunEstimate) -> tuple[Callable[[str, int, int], None], Callable[[], None]]:
     """The run's progress on stderr: on a terminal a tqdm bar per phase (notes read, then passages embedded, each
-    with its rate and the time left), else a plain line when a phase starts, every
+    with its rate, and the time left in the whole run: ``estimate``), else a plain line when a phase starts, every
     :data:`~cairn.progress.EVERY_S` seconds and when it ends (:class:`~cairn.progress.ProgressLines`).
     Returns (callback, close)."""
     if not sys.stderr.isatty():
-        return ProgressLines(lambda line: print(line, file=sys.stderr, flush=True)), lambda: None
+        say = ProgressLines(lambda line: print(line, file=sys.stderr, flush=True), estimate=estimate)
+        return say, lambda: None
     from tqdm import tqdm
 
     # A terminal that says it is 0 columns wide or 0 lines high (some pseudo-terminals) would get no bar from tqdm.
@@ -41,6 +47,7 @@ def _progress_bar() -> tuple[Callable[[str, int, int], None], Callable[[], None]
 
     def progress(phase: str, done: int, total: int) -> None:
         nonlocal bar, finished
+        estimate.observe(phase, done, total)
         if bar is not None and bar.desc != phase_words(phase)[0]:
             close()
         if bar is None:
@@ -48,7 +55,10 @@ def _progress_bar() -> tuple[Callable[[str, int, int], None], Callable[[], None]
                 return
             finished = phase if done >= total else ""
             label, unit = phase_words(phase)
-            bar = tqdm(total=total, desc=label, unit=f" {unit}s", file=sys.stderr, **width)
+            bar = tqdm(total=total, desc=label, unit=f" {unit}s", file=sys.stderr, bar_format=BAR_FORMAT, **width)
+        left = estimate.left()
+        if left is not None and (done < total or left > 0):
+            bar.set_postfix_str(f"{left_words(left)} in all", refresh=False)
         bar.total = total
         bar.update(done - bar.n)
         if done >= total:
@@ -92,6 +102,15 @@ def _stop_on_interrupt(stop: threading.Event, interrupted: threading.Event) -> C
     return undo
 
 
+def _run_progress(cairn: Cairn) -> tuple[Callable[[str, int, int], None], Callable[[], None]]:
+    """:func:`_progress_bar` for a whole run of ``cairn``'s index: its time left covers every pass to come."""
+    estimate = RunEstimate(
+        lambda: VectorWork(*cairn.store.pending_tokens()),
+        prior_tokens_per_s=PRIOR_TOKENS_PER_S * cairn.embedder.threads,
+    )
+    return _progress_bar(estimate)
+
+
 def cmd_index(args: argparse.Namespace, config: Config) -> int:
     """One-shot index. Refused (``AlreadyRunning``, exit 1) while a daemon or another ``cairn index`` writes this
     index: the message names it (pid, URL from service.json) and says to use ``POST /index/reindex`` / the tray.
@@ -105,10 +124,11 @@ def cmd_index(args: argparse.Namespace, config: Config) -> int:
     try:
         cairn = Cairn(config)
         interrupted = threading.Event()
-        progress, close = _progress_bar()
+        progress, close = _run_progress(cairn)
         undo = _stop_on_interrupt(cairn.indexing.stop_requested, interrupted)
         try:
-            report = cairn.indexing.index(full=args.full, progress=progress)
+            # A person waits for this run: the model runs at this process's priority, not as background work.
+            report = cairn.indexing.index(full=args.full, progress=progress, foreground=True)
         finally:
             undo()
             close()
@@ -191,7 +211,7 @@ def cmd_search(args: argparse.Namespace, config: Config) -> int:
     )
     from cairn.app import build_services
 
-    cairn = _open_for_query(config, _progress_bar)
+    cairn = _open_for_query(config, _run_progress)
     try:
         services = build_services(cairn)
         result = services.search.search(wanted, services.caller(None))
@@ -246,7 +266,7 @@ def cmd_ask(args: argparse.Namespace, config: Config) -> int:
     wanted = contract.AskRequest.parse(
         {"question": args.text, "top_k": args.top_k, "tags": args.tag}, default_top_k=config.top_k
     )
-    cairn = _open_for_query(config, _progress_bar)
+    cairn = _open_for_query(config, _run_progress)
     history: list[dict[str, str]] = []
     try:
         # The one ask path: the configured model (what a remote one must not see withheld from it), or none.

@@ -48,10 +48,12 @@ BUSY_POLL_S = 0.05
 
 
 def lower_thread_priority(niceness: int = 10) -> None:
-    """Run the calling thread at a lower CPU priority (Linux: per-thread nice), so queries stay fast
-    while indexing. Best effort: silently nothing where unsupported."""
+    """Run the calling thread at a lower CPU priority (Linux: per-thread nice, at least ``niceness``; a thread
+    already nicer stays so), so queries stay fast while indexing. Best effort: silently nothing where
+    unsupported."""
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, max(niceness, os.getpriority(os.PRIO_PROCESS, tid)))
     except (AttributeError, OSError):
         pass
 
@@ -275,10 +277,13 @@ class VaultLane:
         self._retry_s = DISK_FULL_RETRY_FIRST_S
         self._retry: threading.Timer | None = None
 
-    def run(self, *, full: bool = False, progress: Progress | None = None, vectors: bool = True) -> IndexReport:
+    def run(
+        self, *, full: bool = False, progress: Progress | None = None, vectors: bool = True, foreground: bool = False
+    ) -> IndexReport:
         """Index the whole vault now (blocking): text first (keyword-searchable), then vectors (``vectors`` False:
         text only), then the PDFs. Saves go first: the text is written a batch at a time and the vectors are
-        background model work, which gives way while a save is indexed.
+        background model work, which gives way while a save is indexed, on threads nicer than the caller's;
+        ``foreground`` (``cairn index``: a person waits for the run) runs the model at the caller's priority.
 
         Once stop is requested the run ends early; the next run picks up where it stopped. After
         :meth:`request_full` the next run is a full one whatever ``full`` says. ``progress(phase, done, total)`` is
@@ -289,7 +294,7 @@ class VaultLane:
                 self._full_requested.clear()
                 full = True
             try:
-                report = self._whole(full, _progress(self.events, progress), vectors)
+                report = self._whole(full, _progress(self.events, progress), vectors, foreground)
             except Exception as exc:
                 self.index_error = f"{type(exc).__name__}: {exc}"
                 # Retried by vault_is_there() once the vault is back, only when it was gone (not a loop on others).
@@ -305,13 +310,16 @@ class VaultLane:
             self.events.publish("indexed", indexed_json(report, stopped_early=self.runs.stopping()))
             return report
 
-    def _whole(self, full: bool, progress: Progress, vectors: bool) -> IndexReport:
+    def _whole(self, full: bool, progress: Progress, vectors: bool, foreground: bool) -> IndexReport:
         stop = self.runs.stopping
         started = time.perf_counter()
         report = self.notes.index(full=full, progress=progress, should_stop=stop)
         if not report.stopped and vectors:
             report.vectors_written, report.texts_embedded = self.vectors.embed_pending(
-                progress=progress, should_stop=stop, pdf=False if self.pdf_lane.started else None
+                progress=progress,
+                should_stop=stop,
+                pdf=False if self.pdf_lane.started else None,
+                background=not foreground,
             )
         if vectors and not report.stopped and not stop():
             report.cache_pruned = self.vectors.prune_embedding_cache()
@@ -337,6 +345,7 @@ class VaultLane:
         self.request()
 
     def _run_requested(self) -> None:
+        lower_thread_priority()  # the daemon's own run (its parse workers inherit the priority)
         try:
             self.run()
         except Exception:

@@ -72,10 +72,13 @@ class IndexService:
             self.runs,
         )
 
-    def index(self, *, full: bool = False, progress: Progress | None = None, vectors: bool = True) -> IndexReport:
+    def index(
+        self, *, full: bool = False, progress: Progress | None = None, vectors: bool = True, foreground: bool = False
+    ) -> IndexReport:
         """Index the whole vault now, blocking (:meth:`VaultLane.run <cairn.index.lanes.VaultLane.run>`): the
-        start-up run, ``cairn index``."""
-        return self.vault_lane.run(full=full, progress=progress, vectors=vectors)
+        start-up run (on a low-priority thread), ``cairn index`` (``foreground``: the model at the caller's
+        priority)."""
+        return self.vault_lane.run(full=full, progress=progress, vectors=vectors, foreground=foreground)
 
     # ------------------------------------------------------------------------------------------------ requests
     def request_reindex(self, path: str | None = None) -> dict[str, Any]:

@@ -90,6 +90,7 @@ class ChunkVectors:
         progress: Progress | None = None,
         should_stop: Callable[[], bool] | None = None,
         pdf: bool | None = None,
+        background: bool = True,
     ) -> tuple[int, int]:
         """Vectors in two tiers (``pdf``: only PDF chunks, only the others, or all when None): first tier 1 — one
         whole-chunk vector — for every chunk without a vector (progress phase ``embed``), then tier 2 — sentence
@@ -97,8 +98,9 @@ class ChunkVectors:
         each pass most recently modified notes first (:meth:`Store.pending_chunks`). Every note is searchable by
         meaning after the first pass, at about a third of the model's work. Returns (vectors written, texts
         embedded by the model). Stops early (between batches) when ``should_stop()`` returns True. The model runs as
-        background work, which waits while foreground work (a save, a question) is in flight. Takes no lock
-        (:meth:`embed_batch`)."""
+        background work, which waits while foreground work (a save, a question) is in flight, on threads nicer than
+        the caller's; ``background=False`` (``cairn index`` in a terminal: the work the person waits for) at the
+        caller's priority. Takes no lock (:meth:`embed_batch`)."""
         written = embedded = 0
         for tier, phase, count in ((1, "embed", self.store.count_pending), (2, "refine", self.store.count_unrefined)):
             total = count()
@@ -107,7 +109,9 @@ class ChunkVectors:
                 progress(phase, 0, total)
             while not (should_stop and should_stop()):
                 part = pro_rata(progress, phase, done, min(batch_size, total - done), total) if progress else None
-                w, e, n = self.embed_batch(batch_size, pdf=pdf, tier=tier, should_stop=should_stop, on_slice=part)
+                w, e, n = self.embed_batch(
+                    batch_size, pdf=pdf, tier=tier, background=background, should_stop=should_stop, on_slice=part
+                )
                 embedded += e
                 if not n:
                     break

@@ -163,8 +163,8 @@ class NotesSnapshot(Generic[V]):
       does not put a whole read in front of the next search.
 
     What the value lacks meanwhile is still found (FTS5 and the vectors are read live, and so is what is withheld);
-    it only ranks without the note-level evidence for a moment. Thread-safe; two threads may both read, the later
-    one kept."""
+    it only ranks without the note-level evidence for a moment. Thread-safe; two threads may both read again, the
+    later one kept, but the first read is made once (a warm-up at start-up and the first question share it)."""
 
     MIN_LAG_S = 5.0
     LAG_FACTOR = 10.0
@@ -176,10 +176,16 @@ class NotesSnapshot(Generic[V]):
         self._held: tuple[tuple[int, int], float, float, V] | None = None  # generations, read at, read s, value
         self._lock = threading.Lock()
         self._reading = False  # a read on its own thread is under way
+        self._first = threading.Lock()  # held by the first read: a second caller waits for it rather than reading too
 
     def get(self) -> V:
         generations = self.store.notes_generations()
         held = self._held
+        if held is None:
+            with self._first:
+                if self._held is None:
+                    return self._read_now(generations)
+            return self.get()
         if held is not None:
             (notes, settled), at, took, value = held
             age = time.monotonic() - at

@@ -410,6 +410,15 @@ class KeywordIndex:
         thread.start()
         return thread
 
+    def start_when_needed(self) -> threading.Thread | None:
+        """:meth:`start` unless the in-memory index, brought up to the store's epoch, is built and needs no rebuild
+        (or a build runs): after a bulk change that the index kept up with, nothing is read again."""
+        self._auto = True
+        if self.building():
+            return None
+        self.terms.refresh(self.epoch.now())
+        return self.start() if self.terms.wants_rebuild else None
+
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the last build started, if any, to end. True when there was one."""
         thread = self._building

@@ -89,6 +89,10 @@ class Names:
             held = self._tokens[name] = frozenset(self.store.fts_tokens(name))
         return held
 
+    def warm(self) -> None:
+        """Read the index now (at start-up) rather than at the first question."""
+        self._index()
+
     def _index(self) -> tuple[dict[str, set[int]], list[str], dict[int, list[frozenset[str]]]]:
         """(token → note ids whose names hold it, the tokens sorted, note id → its names' tokens) now."""
         return self._snapshot.get()
@@ -96,8 +100,15 @@ class Names:
     def _read(self) -> tuple[dict[str, set[int]], list[str], dict[int, list[frozenset[str]]]]:
         by_token: dict[str, set[int]] = {}
         names: dict[int, list[frozenset[str]]] = {}
-        for note_id, texts in self.store.note_names().items():
-            names[note_id] = [self.tokens(t) for t in texts]
+        every = self.store.note_names()
+        held = self._tokens
+        new = list({t: None for texts in every.values() for t in texts if t not in held})
+        if len(held) + len(new) > self.MAX_NAMES:
+            held.clear()
+            new = list({t: None for texts in every.values() for t in texts})
+        held.update(zip(new, map(frozenset, self.store.fts_tokens_of(new))))
+        for note_id, texts in every.items():
+            names[note_id] = [held[t] for t in texts]
             for tokens in names[note_id]:
                 for t in tokens:
                     by_token.setdefault(t, set()).add(note_id)

@@ -144,9 +144,28 @@ class SearchService:
         self.results: EpochLRU[tuple, Ranked] = EpochLRU(self.RESULT_CACHE_MAX, max_bytes=self.RESULT_CACHE_BYTES)
         _limit_blas_threads(self.BLAS_THREADS)
 
-    def start_keyword_index(self) -> threading.Thread | None:
-        """:meth:`KeywordIndex.start`: the in-memory BM25, for long-lived processes."""
-        return self.keyword.start()
+    def start_keyword_index(self, *, when_needed: bool = False) -> threading.Thread | None:
+        """:meth:`KeywordIndex.start`: the in-memory BM25, for long-lived processes (``when_needed``:
+        :meth:`KeywordIndex.start_when_needed`)."""
+        return self.keyword.start_when_needed() if when_needed else self.keyword.start()
+
+    def warm_up(self) -> threading.Thread:
+        """Read on a thread of its own what a process's first question reads (the names index, the chunk → note
+        map: seconds at 40,000 notes), so that a question just after start-up finds them read. Returns the
+        thread."""
+
+        def read() -> None:
+            try:
+                self.names.warm()
+                self.note_maps.get()
+            except Exception:  # never fatal: the first question reads them instead
+                log.exception("reading the names index at start-up failed")
+            finally:
+                self.store.close_thread_connection()
+
+        thread = threading.Thread(target=read, name="cairn-warm-up", daemon=True)
+        thread.start()
+        return thread
 
     # ------------------------------------------------------------------ entry points
     def coverage(self, view: CallerView) -> IndexCoverage:

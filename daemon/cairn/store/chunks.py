@@ -3,8 +3,9 @@ in-memory BM25 (cairn.search.keyword) reads of FTS5."""
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import cast
 
 import apsw
@@ -95,6 +96,17 @@ class ChunkTables(StoreBase):
             text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False, include_colocated=False
         )
         return cast("list[str]", tokens)
+
+    def fts_tokens_of(self, texts: Iterable[str]) -> Iterator[list[str]]:
+        """:meth:`fts_tokens` of each of ``texts``, in order (the tokenizer looked up once: a vault's names)."""
+        tokenize = self._fts_tokenizer()
+        for text in texts:
+            yield cast(
+                "list[str]",
+                tokenize(
+                    text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None, include_offsets=False, include_colocated=False
+                ),
+            )
 
     def _fts_tokenizer(self) -> apsw.FTS5Tokenizer:
         """This thread's connection's instance of the ``chunks_fts`` tokenizer."""
@@ -215,12 +227,10 @@ class ChunkTables(StoreBase):
         (status ok), read in one transaction: what search needs to tell which notes hold a query's terms."""
         c = self.conn
         with c:
-            pairs = np.array(
-                c.execute(
-                    "SELECT c.id, c.note_id FROM chunks c JOIN notes n ON n.id = c.note_id WHERE n.status='ok'"
-                ).fetchall(),
-                dtype=np.int64,
-            ).reshape(-1, 2)
+            rows = c.execute(
+                "SELECT c.id, c.note_id FROM chunks c JOIN notes n ON n.id = c.note_id WHERE n.status='ok'"
+            )
+            pairs = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64).reshape(-1, 2)
             paths = {int(i): str(p) for i, p in c.execute("SELECT id, path FROM notes WHERE status='ok'")}
         return pairs[:, 0].copy(), pairs[:, 1].copy(), paths
 

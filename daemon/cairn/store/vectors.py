@@ -83,6 +83,15 @@ class VectorTables(StoreBase):
         """The number of chunks not yet at the complete tier (without a vector, or at tier 1)."""
         return scalar(self.conn, "SELECT count(*) FROM chunks WHERE embedded < 2")
 
+    def pending_tokens(self) -> tuple[int, int]:
+        """(tokens of the chunks without a vector, tokens of the chunks not yet at the complete tier), by the chunks'
+        token counts: the model's work left in each tier's pass, for the time-left estimate of a run."""
+        row = self.conn.execute(
+            "SELECT coalesce(sum(CASE WHEN embedded = 0 THEN token_count END), 0), coalesce(sum(token_count), 0) "
+            "FROM chunks WHERE embedded < 2"
+        ).fetchone()
+        return (int(row[0]), int(row[1])) if row is not None else (0, 0)
+
     def cached_vectors(self, hashes: Iterable[str], model_id: str) -> dict[str, np.ndarray]:
         """Cached embeddings for the given content hashes: {hash: (384,) float32}."""
         out: dict[str, np.ndarray] = {}
