@@ -92,7 +92,7 @@ def unpacked_vault(tmp_path) -> Path:
 @pytest.mark.e2e
 @pytest.mark.slow
 def test_the_unpacked_zip_loads_in_the_harness_and_talks_to_the_daemon(tmp_path, unpacked_vault):
-    e2e = pytest.importorskip("test_plugin_e2e", reason="the `playwright` Python package is not installed")
+    e2e = pytest.importorskip("support.plugin_page", reason="the `playwright` Python package is not installed")
     from support.daemons import INDEX_DEADLINE_S, running_daemon
 
     if not Path(e2e.CHROMIUM).exists():
