@@ -110,6 +110,17 @@ def test_the_query_service_names_a_non_utf8_byte_from_the_command_line(sample_ca
     assert "0xE9" in err.value.message and "UTF-8" in err.value.message and "character 4" in err.value.message
 
 
+def test_a_script_in_the_same_process_may_search_with_a_plain_string_checked_as_the_edges_check_it(sample_cairn):
+    """``search("words")`` is the request the edge contract parses from those words: the same hits, and the same
+    clear error for what the edges refuse."""
+    query = sample_cairn.query
+    plain, parsed = query.search("garlic cloves"), query.search(search_request("garlic cloves"))
+    assert plain.hits and [h.chunk_id for h in plain.hits] == [h.chunk_id for h in parsed.hits]
+    with pytest.raises(BadRequestError) as err:
+        query.search("caf\udce9")
+    assert "0xE9" in err.value.message
+
+
 def test_cairn_search_with_a_non_utf8_argument_says_so_clearly(tmp_path):
     vault = tmp_path / "vault"
     vault.mkdir()

@@ -172,13 +172,18 @@ class SearchService:
         """The notes indexed and those still waiting for vectors, as ``view``'s caller sees them."""
         return self.indexed.now(view)
 
-    def search(self, request: SearchRequest, caller: CallerView | None = None, *, mode: str = "hybrid") -> SearchResult:
-        """Ranked chunks for ``request`` (checked by the edge contract: trusted here) as ``caller`` sees the index
+    def search(
+        self, request: SearchRequest | str, caller: CallerView | None = None, *, mode: str = "hybrid"
+    ) -> SearchResult:
+        """Ranked chunks for ``request`` (checked by the edge contract: trusted here; a plain string, as a script in
+        the same process passes one, is parsed by that contract first) as ``caller`` sees the index
         (None: the owner); for an empty query, the most recently modified notes (``.recent``,
         :mod:`cairn.search.recent`). The withheld notes the request touched go to ``caller.tally``
         (:attr:`Ranked.withheld <cairn.search.pipeline.Ranked.withheld>`) and their count to
         ``SearchResult.withheld``; ``.coverage``: :mod:`cairn.search.indexed`. ``mode``: see :meth:`ranked`."""
         started = time.perf_counter()
+        if isinstance(request, str):
+            request = SearchRequest.parse({"query": request})
         view = caller if caller is not None else self.views.of(None)
         if request.recent:  # no words: the recent notes
             ranked = recent(view, request)
