@@ -24,34 +24,19 @@ import logging
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from cairn.cli.common import _cairn_command, _print_json
+from cairn.cli.doctor_check import Check
 from cairn.config import Config
 from cairn.errors import CairnError
 
-STATUSES = ("ok", "info", "warn", "fail")
 #: The origin Obsidian's pages have: the plugin's request is made from it, so ``cors_origins`` is checked too.
 OBSIDIAN_ORIGIN = "app://obsidian.md"
 REQUEST_TIMEOUT_S = 10.0
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the report: ``name`` what was checked, ``status`` one of :data:`STATUSES`, ``text`` what was
-    found, ``fix`` the command or step that fixes it (None when nothing needs fixing)."""
-
-    name: str
-    status: str
-    text: str
-    fix: str | None = None
-
-    def line(self) -> str:
-        label = {"ok": "ok", "info": "--", "warn": "warn", "fail": "FAIL"}[self.status]
-        return f"{label:<5} {self.name:<10} {self.text}" + (f" — fix: {self.fix}" if self.fix else "")
 
 
 @contextlib.contextmanager

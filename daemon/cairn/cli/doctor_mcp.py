@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from cairn.cli.doctor import Check
+from cairn.cli.doctor_check import Check
 from cairn.config import Config, load_config
 from cairn.errors import CairnError
 
