@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -42,6 +41,11 @@ class PacedStub(Stub):
 
     read: list[asyncio.Event] = field(default_factory=lambda: [asyncio.Event() for _ in LOCKSTEP])
 
+    def let_go(self) -> None:
+        super().let_go()
+        for event in self.read:
+            event.set()
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if self.mode != "lockstep":
             return await super().handle(request)
@@ -57,25 +61,6 @@ class PacedStub(Stub):
             self.cancelled.set()
             raise
         return resp
-
-
-@asynccontextmanager
-async def paced_stub(mode: str):
-    """A :class:`PacedStub` served on 127.0.0.1:<random port> (as ``stub_server`` serves :class:`Stub`)."""
-    stub = PacedStub(mode=mode)
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", stub.handle)
-    runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    stub.url = f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-    try:
-        yield stub
-    finally:
-        for event in stub.read:
-            event.set()
-        await runner.cleanup()
 
 
 async def next_frame(resp: aiohttp.ClientResponse) -> tuple[str, object] | str:
@@ -97,7 +82,7 @@ async def next_frame(resp: aiohttp.ClientResponse) -> tuple[str, object] | str:
 
 def test_each_model_token_reaches_the_client_before_the_model_sends_the_next(sample_cairn):
     async def scenario():
-        async with paced_stub("lockstep") as stub:
+        async with stub_server(stub=PacedStub(mode="lockstep")) as stub:
             model = OpenAIChatModel(llm_config(stub.url, idle_timeout_s=30))
             async with daemon(sample_cairn, model) as c:
                 async with c.session.post(c.url + "/ask", json={"question": QUESTION}, headers=AUTH) as resp:

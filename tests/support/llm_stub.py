@@ -35,6 +35,10 @@ class Stub:
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)
     first_sent: asyncio.Event = field(default_factory=asyncio.Event)
 
+    def let_go(self) -> None:
+        """Let every answer held part-way finish (the server is about to stop)."""
+        self.release.set()
+
     PIECES = {
         "normal": ["Plant", " garlic", " cloves", " 5 cm", " deep", " [1]", "."],
         "invent": ["Plant", " cloves", " [9]", " in", " October,", " pointy", " end", " up", " [1]", "."],
@@ -119,8 +123,10 @@ class Stub:
 
 
 @asynccontextmanager
-async def stub_server(mode: str = "normal"):
-    stub = Stub(mode=mode)
+async def stub_server(mode: str = "normal", stub: Stub | None = None):
+    """``stub`` (else a :class:`Stub` in ``mode``) served on 127.0.0.1:<random port>; on leaving, every answer it
+    holds back is let go (:meth:`Stub.let_go`) and the server stops."""
+    stub = stub if stub is not None else Stub(mode=mode)
     app = web.Application()
     app.router.add_post("/v1/chat/completions", stub.handle)
 
@@ -136,7 +142,7 @@ async def stub_server(mode: str = "normal"):
     try:
         yield stub
     finally:
-        stub.release.set()
+        stub.let_go()
         await runner.cleanup()
 
 
