@@ -25,76 +25,10 @@ from cairn.search import vector_file
 from cairn.search.cache import EpochLRU
 from cairn.search.dense import DenseIndex, DenseQuery, quantize_rows
 from cairn.search.float_rows import RowSource, file_sources, row_sources
+from cairn.search.sentence_rows import compact_rows, distinct_sentences, row_keys, sentence_runs
 from cairn.store import EmbeddedChunks, Store, tiers_of
 
 log = logging.getLogger(__name__)
-
-#: Odd 64-bit multipliers of the sentence vectors' compact keys (:func:`_sentence_keys`); fixed, so keys agree
-#: across loads.
-_KEY_MULT = (
-    np.random.default_rng(0x5EED_CA1E).integers(0, 2**63, size=192, dtype=np.uint64) << np.uint64(1)
-) | np.uint64(1)
-
-
-def _sentence_keys(mat: np.ndarray) -> np.ndarray:
-    """(m,) uint64 keys of the rows of ``mat`` (m, 384) float32: a random linear hash of each row's 192 64-bit words
-    (modulo 2**64), to find identical sentence vectors without a dict of 1.5 KB byte strings. Equal rows (bytes) have
-    equal keys; callers compare the rows of equal keys before treating them as one (a collision is not trusted)."""
-    out = np.empty(len(mat), dtype=np.uint64)
-    words = np.ascontiguousarray(mat, dtype=np.float32).view(np.uint64)
-    for start in range(0, len(mat), 4096):
-        out[start : start + 4096] = (words[start : start + 4096] * _KEY_MULT).sum(axis=1, dtype=np.uint64)
-    return out
-
-
-def _distinct_sentences(sentences: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct rows of ``sentences`` (m, 384) in order of first occurrence: (row of ``sentences`` of each
-    distinct one (d,) int64, index of each sentence's distinct row (m,) int64, keys of the distinct rows (d,) uint64).
-    Same result as keying a dict by each row's bytes (identical rows are found by key, then compared)."""
-    keys = _sentence_keys(sentences)
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    by_first = np.argsort(first, kind="stable")
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[by_first] = np.arange(len(first))
-    firsts, index = first[by_first], rank[inverse.reshape(-1)]
-    same = all(
-        np.array_equal(sentences[s : s + 4096], sentences[firsts[index[s : s + 4096]]])
-        for s in range(0, len(sentences), 4096)
-    )
-    if not same:  # two different vectors with one key: by bytes
-        distinct: dict[bytes, int] = {}
-        first_list: list[int] = []
-        index = np.empty(len(sentences), dtype=np.int64)
-        for i, row in enumerate(sentences):
-            j = distinct.setdefault(row.tobytes(), len(first_list))
-            if j == len(first_list):
-                first_list.append(i)
-            index[i] = j
-        firsts = np.asarray(first_list, dtype=np.int64)
-    return firsts, index, keys[firsts]
-
-
-def _compact(mat: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """``mat[rows]`` for ascending ``rows`` (k,) int64 with ``rows[i] >= i``, made in place in ``mat``'s first ``k``
-    rows (a view of them), a block at a time: no second matrix of the kept rows beside ``mat``."""
-    for start in range(0, len(rows), 4096):
-        block = rows[start : start + 4096]
-        mat[start : start + len(block)] = mat[block]
-    return mat[: len(rows)]
-
-
-def _sentence_runs(owner_rows: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """From the owning chunk row of each sentence position, sorted (m,) int64, and the number of chunk rows ``n``:
-    (group_starts (g,), group_rows (g,), sentence_start (n,), sentence_end (n,)) as VectorSnapshot and DenseIndex
-    hold them."""
-    m = len(owner_rows)
-    starts = np.flatnonzero(np.r_[True, owner_rows[1:] != owner_rows[:-1]]) if m else np.zeros(0, np.int64)
-    group_rows = owner_rows[starts] if m else starts
-    sentence_start = np.zeros(n, dtype=np.int64)
-    sentence_end = np.zeros(n, dtype=np.int64)
-    sentence_start[group_rows] = starts
-    sentence_end[group_rows] = np.r_[starts[1:], m] if len(starts) else starts
-    return starts, group_rows, sentence_start, sentence_end
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +38,7 @@ class _Added:
     rows: np.ndarray  # (a,) int64: the new chunk row owning each added sentence, ascending
     index: np.ndarray  # (a,) int64: each added sentence's row in the new ``sentences``
     new_rows: list[int]  # positions in the added sentences of the rows appended to ``sentences``
-    keys: np.ndarray  # (a,) uint64: _sentence_keys of the added sentences
+    keys: np.ndarray  # (a,) uint64: row_keys of the added sentences
     vectors: np.ndarray  # (a, 384) float32: the added sentence vectors, in ``rows`` order
 
 
@@ -131,7 +65,7 @@ class VectorSnapshot:
     group_rows: np.ndarray  # (g,) the owning chunk row of each run
     sentences: RowSource  # (d, 384) float32: the distinct sentence vectors (and, after refresh(), unreferenced ones)
     dense: DenseIndex  # the same vectors with their int8 copies, for a question's exact top chunks
-    sentence_keys: np.ndarray  # (d,) uint64: _sentence_keys(sentences), to match a new sentence with a row held
+    sentence_keys: np.ndarray  # (d,) uint64: row_keys(sentences), to match a new sentence with a row held
     recipe: str | None  # the store's vector recipe the vectors were made with (Store.embedded_chunk_ids)
     file_id: tuple[int, int]  # Store.file_identity() at load: a replaced file is loaded in full
     tiers: np.ndarray  # (n,) int8: the vector tier of each chunk row when read (a tier change re-reads the chunk)
@@ -149,11 +83,11 @@ class VectorSnapshot:
         owner_rows = np.fromiter(owners, dtype=np.int64, count=len(sentence_owner))
         owned = np.nonzero(owner_rows >= 0)[0]
         order = owned[np.argsort(owner_rows[owned], kind="stable")]
-        firsts, index, keys = _distinct_sentences(sentences)
+        firsts, index, keys = distinct_sentences(sentences)
         sentence_order = index[order]
-        distinct = _compact(sentences, firsts)
+        distinct = compact_rows(sentences, firsts)
         del sentences
-        starts, group_rows, sentence_start, sentence_end = _sentence_runs(owner_rows[order], len(chunk_ids))
+        starts, group_rows, sentence_start, sentence_end = sentence_runs(owner_rows[order], len(chunk_ids))
         quantized = quantize_rows(chunks, distinct)
         kept = None if not keep else vector_file.save(
             store,
@@ -309,7 +243,7 @@ class VectorSnapshot:
         chunk_ids = np.concatenate([old.chunk_ids[keep_rows], a_ids])
         chunks = old.chunks.extended(keep_rows, a_chunks)
         owners = np.concatenate([owner_kept[kept_pos], new.rows])
-        starts, group_rows, sentence_start, sentence_end = _sentence_runs(owners, len(chunk_ids))
+        starts, group_rows, sentence_start, sentence_end = sentence_runs(owners, len(chunk_ids))
         dense = old.dense.derived(
             chunks,
             sentences,
@@ -354,7 +288,7 @@ class VectorSnapshot:
         order = np.flatnonzero(a_rows >= 0)
         order = order[np.argsort(a_rows[order], kind="stable")]
         a_rows, a_sentences = a_rows[order], a_sentences[order]
-        a_keys = _sentence_keys(a_sentences)
+        a_keys = row_keys(a_sentences)
         a_index = np.full(len(a_sentences), -1, dtype=np.int64)
         d_old = len(self.sentences)
         if d_old and len(a_sentences):
