@@ -92,7 +92,7 @@ def _parse(row: Row) -> None:
 
 @pytest.mark.parametrize("row", ROWS, ids=IDS)
 def test_the_contract_gives_the_rows_message(row):
-    with pytest.raises(contract.BadRequestError) as err:
+    with pytest.raises(BadRequestError) as err:
         _parse(row)
     assert err.value.message == row.message
 
