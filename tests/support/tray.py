@@ -167,6 +167,8 @@ class TrayHost:
         threading.Thread(target=self._loop, name="tray-host", daemon=True).start()
 
     def _loop(self) -> None:
+        from Xlib import error
+
         X = self.X
         try:
             while True:
@@ -177,14 +179,18 @@ class TrayHost:
                         continue
                     child = self.d.create_resource_object("window", wid)
                     x = 8 + 40 * (len(self.current) % 15)
-                    child.reparent(self.win, x, 8)
+                    missing = error.CatchError(error.BadWindow)
+                    child.reparent(self.win, x, 8, onerror=missing)
                     self.where[wid] = (x, 8)
-                    child.configure(width=32, height=32)
-                    child.map()
-                    self.d.flush()
+                    child.configure(width=32, height=32, onerror=missing)
+                    child.map(onerror=missing)
+                    self.d.sync()
                     with self.cond:
                         self.docked.append(wid)
-                        self.current.add(wid)
+                        if missing.get_error() is None:
+                            self.current.add(wid)
+                        else:  # its client quit before the request was read: no DestroyNotify will come
+                            self.gone.append(wid)
                         self.cond.notify_all()
                 elif ev.type == X.DestroyNotify:
                     with self.cond:
