@@ -28,7 +28,8 @@ PHASES: dict[str, tuple[str, str]] = {
 #: Seconds between two plain lines of the same phase (the first and the last line of a phase are said at once).
 EVERY_S = 10.0
 #: Model tokens embedded per second by one embedding thread, assumed for the vectors' passes until the run has
-#: measured its own rate (all-MiniLM-L6-v2 fp32: ~1,850 per core on the 2-core test machine; a little below).
+#: measured its own rate; a little below a core's rate on a slow machine (docs/benchmarks.md), so a first estimate
+#: errs long.
 PRIOR_TOKENS_PER_S = 1500.0
 #: The second vector pass's model work per token of its chunks, relative to the first pass's: its texts are each
 #: chunk's sentences and its note's title, about as many tokens as the chunk in shorter texts.
