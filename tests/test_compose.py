@@ -108,7 +108,7 @@ def test_callouts_one_per_type_are_listed_by_the_type_each_shows():
     ]
 
 
-def test_a_sentence_referring_back_comes_with_what_it_refers_to_or_not_at_all():
+def test_a_sentence_referring_back_comes_with_what_it_refers_to_or_under_the_place_it_comes_from():
     tip = pieces(
         1,
         "Tip - practical advice for the workflow. Use for shortcuts and workarounds. "
@@ -116,8 +116,30 @@ def test_a_sentence_referring_back_comes_with_what_it_refers_to_or_not_at_all():
         {"These": 0.9},
     )
     assert compose(tip, "other", where).text.startswith("Tip - practical advice for the workflow.")
-    alone = pieces(1, "These callouts start out collapsed and stay so.\n", {"These": 0.9})
-    assert compose(alone, "other", where).text == NOTHING_QUOTED
+    # Opening its paragraph, it refers to its heading's subject: said after the place, so it reads.
+    opening = pieces(1, "## Foldable callouts\n\nThese callouts start out collapsed and stay so.\n", {"These": 0.9})
+    assert compose(opening, "other", where).text == (
+        "Note 1 › Foldable callouts:\nThese callouts start out collapsed and stay so. [1]"
+    )
+    # Three in a row that each refer back, the first of them not opening the paragraph: nothing to hang them on.
+    chain = pieces(
+        1,
+        "Tomato plants need water every day. They drink a lot in summer. They grow fast in the heat. "
+        "They are green until July. These leaves turn red in the autumn.\n",
+        {"These": 0.9},
+    )
+    assert "These leaves" not in compose(chain, "other", where).text
+
+
+def test_a_sentence_ending_in_a_colon_whose_list_is_cut_off_is_quoted_up_to_its_last_whole_sentence():
+    rule = pieces(
+        1,
+        'The golden rule for asking questions is: "Don\'t ask to ask, just ask." Here is why that is important:\n',
+        {"The golden": 0.9},
+    )
+    assert compose(rule, "term", where).text == (
+        'The golden rule for asking questions is: "Don\'t ask to ask, just ask." [1]'
+    )
 
 
 def test_a_sentence_introducing_a_list_the_passage_does_not_hold_is_not_quoted():

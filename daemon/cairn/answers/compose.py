@@ -26,6 +26,7 @@ The constants were chosen by 5-fold cross-validation on the dev files and the pa
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from cairn.passages import Unit
 Shape = Literal["yes_no", "how_to", "list", "term", "other"]
 
 #: A block of another passage joins when its best unit scores at least the best unit's score minus this.
-SECOND_MARGIN = 0.25
+SECOND_MARGIN = 0.4
 #: Blocks from one note at most.
 PER_NOTE = 2
 #: Other blocks are taken by their score plus this times the share of the question's words their unit holds.
@@ -140,6 +141,8 @@ def compose(pieces: Sequence[Piece], shape: Shape, where: Callable[[Piece], str]
     ``shape``. ``where(piece)``: the place a list comes from, shown before it ("Obsidian Sync › Version history ›
     Restore a deleted file")."""
     at = {(p.n, p.position): p for p in pieces}
+    pieces = [_cut_dangling(p, at) for p in pieces]
+    at = {(p.n, p.position): p for p in pieces}
     seeds = sorted(
         (p for p in pieces if p.seed and not _dangling(p, at) and _context(p, at) is not None),
         key=lambda p: (-p.score, p.n, p.position),
@@ -217,6 +220,30 @@ def _dangling(p: Piece, at: dict[tuple[int, int], Piece]) -> bool:
     return following is None or following.unit.kind not in ("item", "title") and not following.text.startswith("`")
 
 
+def _opens_paragraph(p: Piece, at: dict[tuple[int, int], Piece]) -> bool:
+    """Whether sentence ``p`` opens a paragraph of its passage (its first, a cut-off start aside, or one after
+    another): what it refers back to is then the subject of its heading or note ("This bookmarklet…" under
+    "Bookmarklet"), not a sentence before it."""
+    prev = at.get((p.n, p.position - 1))
+    return p.unit.kind == "sentence" and (prev is None or prev.unit.paragraph != p.unit.paragraph)
+
+
+#: The end of a sentence inside a unit, before the next one opens ("… just ask." Here is why:").
+_SENTENCE_END = re.compile(r"[.!?][\"”')\]]?\s+(?=[A-Z])")
+
+
+def _cut_dangling(p: Piece, at: dict[tuple[int, int], Piece]) -> Piece:
+    """``p`` without a last sentence that leaves it saying nothing alone (:func:`_dangling`): "The golden rule
+    is: 'Don't ask, just ask.' Here is why:" with the explanation not in the passage is quoted up to "just ask.'".
+    Unchanged otherwise."""
+    if not _dangling(p, at):
+        return p
+    ends = list(_SENTENCE_END.finditer(p.text))
+    if not ends:
+        return p
+    return dataclasses.replace(p, text=p.text[: ends[-1].end()].rstrip())
+
+
 def _key(text: str) -> str:
     return " ".join(text.lower().split())
 
@@ -237,6 +264,8 @@ def _context(p: Piece, at: dict[tuple[int, int], Piece], max_back: int = 2) -> l
     if not before:
         if p.unit.kind == "item" and not p.unit.marker and p.unit.block >= 0:
             return [p]  # an item's later sentence: its item is quoted with it (:func:`_item`)
+        if _opens_paragraph(p, at):
+            return [p]  # "This bookmarklet creates…" under its heading: quoted after the place it comes from
         return None
     if len(before) <= max_back:
         return [*reversed(before), p]
@@ -266,6 +295,7 @@ def _shaped(seed: Piece, shape: Shape, at: dict[tuple[int, int], Piece], where: 
     if items is not None:
         return _item_block(seed, items, shape, at, where)
     group = _context(seed, at) or [seed]
+    lead = where(seed) if group == [seed] and seed.unit.refers_back and _opens_paragraph(seed, at) else ""
     if shape == "list" and len(titles := _titled_series(seed, at)) >= _SERIES:
         return Block(seed.n, "", (*group, *titles[:MAX_ITEMS]), True)
     before = at.get((seed.n, seed.position - 1))
@@ -290,8 +320,8 @@ def _shaped(seed: Piece, shape: Shape, at: dict[tuple[int, int], Piece], where: 
         group.append(nxt)
         last = nxt
     if last.text.endswith(":") and (items := _list_of_next(last, at)):
-        return Block(seed.n, "", (*group, *items), True)
-    return Block(seed.n, "", tuple(group), False)
+        return Block(seed.n, lead, (*group, *items), True)
+    return Block(seed.n, lead, tuple(group), False)
 
 
 def _item_block(

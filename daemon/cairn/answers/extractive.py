@@ -42,6 +42,13 @@ class ExtractiveAnswers:
     #: subject a sentence often leaves out ("Garlic" for "Plant cloves in October, 5 cm deep"). Tuned on the dev
     #: set's in-corpus questions.
     TITLE_PRIOR = 0.3
+    #: Weight of the share of the question's terms a unit holds (read with its title and headings; rare terms weigh
+    #: more: :func:`_held_shares`), added to its cosine.
+    HELD_WEIGHT = 0.6
+    #: Taken off a unit's score per rank of its source below the first.
+    RANK_STEP = 0.03
+    #: Added to a step of a numbered list when the question asks how to do something (the procedure answers it).
+    STEP_PRIOR = 0.1
     #: A FAQ question (a question line or a heading that asks one) at least this close to the question (cosine)
     #: asks what it asks, in other words: "What encryption do you use?" for "Which cipher does Sync use?". Set
     #: between the help vault's FAQ questions on another matter and those asking the same thing (docs/extractive.md).
@@ -58,9 +65,10 @@ class ExtractiveAnswers:
 
     def answer_cited(self, question: Query | str, sources: Sequence[Source]) -> tuple[str, frozenset[int]]:
         """(the answer's text, the numbers ``n`` of the sources it cites): :meth:`read`'s. Each unit of the sources is
-        scored for the question: its cosine similarity to the question plus TITLE_PRIOR × its note title's, plus a
-        keyword-overlap bonus (the unit read with its title and headings) and a small prior for better-ranked
-        sources. A FAQ answer (a sentence in the entry a question or a question heading opens) matches at least as
+        scored for the question: its cosine similarity to the question plus TITLE_PRIOR × its note title's, plus
+        HELD_WEIGHT × the share of the question's terms it holds (read with its title and headings), less RANK_STEP
+        per rank of its source, plus STEP_PRIOR for a step of a procedure when the question asks how to do
+        something. A FAQ answer (a sentence in the entry a question or a question heading opens) matches at least as
         well as its question does, cosine and bonus: "What encryption do you use?" carries the subject that "We use
         AES-256 in Galois/Counter Mode." leaves out; and the answer of the FAQ entry whose question asks what the
         question asks, in other words, is quoted (:func:`_asked_answer_first`). The text is composed in the note's
@@ -88,9 +96,10 @@ class ExtractiveAnswers:
         candidates = self._candidates(sources)
         if not candidates:
             return Reading(NOTHING_QUOTED, frozenset(s.n for s in sources))
-        pieces, signals = self._scored(query, candidates)
+        shape = question_shape(query.text)
+        pieces, signals = self._scored(query, candidates, how_to=shape == "how_to")
         by_n = {s.n: s for s in sources}
-        composed = compose(one_entry_each(pieces), question_shape(query.text), lambda p: where(by_n[p.n], p.unit))
+        composed = compose(one_entry_each(pieces), shape, lambda p: where(by_n[p.n], p.unit))
         cited = composed.cited or frozenset(s.n for s in sources)
         if composed.best is None:
             return Reading(composed.text, cited)
@@ -126,7 +135,7 @@ class ExtractiveAnswers:
         return out
 
     def _scored(
-        self, query: Query, candidates: list[_Candidate]
+        self, query: Query, candidates: list[_Candidate], *, how_to: bool = False
     ) -> tuple[list[tuple[Piece, int, float]], dict[tuple[int, int], tuple[float, float]]]:
         """(piece, its FAQ entry, how well it matches the question alone: cosine + keyword bonus) per candidate, and
         per (source, position) of a scored one its (cosine, share of the question's terms held with its title and
@@ -147,7 +156,7 @@ class ExtractiveAnswers:
                 owns.append(-1.0)
                 continue
             signals[(c.n, c.position)] = (sim[c.embedded], held)
-            owns.append(sim[c.embedded] + 0.15 * held)
+            owns.append(sim[c.embedded] + self.HELD_WEIGHT * held)
         asked: dict[tuple[int, int], float] = {}  # (source, FAQ entry) → how well its question matches
         for c, own in zip(candidates, owns):
             if c.unit.kind in _OPENERS:
@@ -161,7 +170,9 @@ class ExtractiveAnswers:
                 continue
             if c.unit.kind not in _OPENERS:  # a FAQ answer matches as well as its question does
                 own = max(own, asked.get((c.n, c.unit.entry), own))
-            score = own + self.TITLE_PRIOR * sim[(_TITLE, c.title)] - 0.01 * (c.n - 1)
+            score = own + self.TITLE_PRIOR * sim[(_TITLE, c.title)] - self.RANK_STEP * (c.n - 1)
+            if how_to and c.unit.ordered:
+                score += self.STEP_PRIOR
             seed = c.unit.kind not in _OPENERS and not _bare_line(c.unit)
             held = signals[(c.n, c.position)][1]
             out.append(
