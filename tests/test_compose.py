@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from cairn.answers.compose import NOTHING_QUOTED, Piece, compose, question_shape
+from cairn.answers.compose import Piece, compose, question_shape
 from cairn.passages import passage_units
 from cairn.prompt import cited_numbers
 
