@@ -9,9 +9,11 @@ The unit that answers best opens the answer's first **block**, quoted in the sha
 - an item of a bulleted list or a table row: the whole list when the question asks for one ("which…", "what
   kinds…"), else the item (with the sentence introducing it when the item is short or refers back);
 - prose: the sentence, with the one opening its paragraph when that answers nearly as well ("An alias is an
-  alternative name for a note."), the sentences before it when it refers back ("They are…"), and the ones after it
-  while they still answer; the answer of a FAQ entry is quoted as its author wrote it; for a question asking for a
-  list, the titles of the blocks that follow it in its section ("Note", "Abstract", … a callout per type).
+  alternative name for a note."), the sentences before it when it refers back ("They are…") — or, when it opens its
+  paragraph, the place it comes from before it ("This bookmarklet…" refers to its heading) — and the ones after it
+  while they still answer; a last sentence ending in ``:`` whose list the passage does not hold is left out; the
+  answer of a FAQ entry is quoted as its author wrote it; for a question asking for a list, the titles of the blocks
+  that follow it in its section ("Note", "Abstract", … a callout per type).
 
 Other blocks join when a unit of another passage (or another part of the same note, :data:`PER_NOTE` blocks a note
 at most) answers nearly as well (:data:`SECOND_MARGIN`) and holds some of the question's words (a unit holding none,
