@@ -44,7 +44,6 @@ from cairn.answers.extractive import (  # noqa: E402
     where,
 )
 from cairn.contract import SearchRequest  # noqa: E402
-from cairn.embedding import content_hash, title_hash  # noqa: E402
 from cairn.search import Query  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,13 +118,7 @@ def _units(ex: ExtractiveAnswers, q: dict, sources: Sequence) -> dict:
     row["units"] = []
     if not cands:
         return row
-    qvec = ex.vectors.embed([query.text])[0]
-    sentences = list(dict.fromkeys(c.embedded for c in cands if c.embedded))
-    titles = list(dict.fromkeys(c.title for c in cands))
-    vecs = ex.vectors.stored_or_embedded(
-        [*sentences, *titles], [*map(content_hash, sentences), *map(title_hash, titles)]
-    )
-    sim = dict(zip([*sentences, *((_TITLE, t) for t in titles)], (vecs @ qvec).tolist()))
+    sim = ex.similarities(query, cands)
     scored = [c.embedded for c in cands]
     held = _held_shares(query.terms, [c.in_context if e else None for c, e in zip(cands, scored)])
     held_self = _held_shares(query.terms, [c.text if e else None for c, e in zip(cands, scored)])

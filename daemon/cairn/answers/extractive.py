@@ -134,6 +134,17 @@ class ExtractiveAnswers:
                 )
         return out
 
+    def similarities(self, query: Query, candidates: Sequence[_Candidate]) -> dict[object, float]:
+        """Cosine to the question of each candidate's embedded sentence (keyed by that text) and of each note title
+        (keyed ``(_TITLE, title)``), the vectors read from the store's embedding cache or embedded when absent."""
+        qvec = self.vectors.embed([query.text])[0]
+        sentences = list(dict.fromkeys(c.embedded for c in candidates if c.embedded))
+        titles = list(dict.fromkeys(c.title for c in candidates))
+        vecs = self.vectors.stored_or_embedded(
+            [*sentences, *titles], [*map(content_hash, sentences), *map(title_hash, titles)]
+        )
+        return dict(zip([*sentences, *((_TITLE, t) for t in titles)], (vecs @ qvec).tolist()))
+
     def _scored(
         self, query: Query, candidates: list[_Candidate], *, how_to: bool = False
     ) -> tuple[list[tuple[Piece, int, float]], dict[tuple[int, int], tuple[float, float]]]:
@@ -141,13 +152,7 @@ class ExtractiveAnswers:
         per (source, position) of a scored one its (cosine, share of the question's terms held with its title and
         heading). An item too short to be scored (a step "Open **Settings**.") scores nothing: it is quoted with its
         list only."""
-        qvec = self.vectors.embed([query.text])[0]
-        sentences = list(dict.fromkeys(c.embedded for c in candidates if c.embedded))
-        titles = list(dict.fromkeys(c.title for c in candidates))
-        vecs = self.vectors.stored_or_embedded(
-            [*sentences, *titles], [*map(content_hash, sentences), *map(title_hash, titles)]
-        )
-        sim = dict(zip([*sentences, *((_TITLE, t) for t in titles)], (vecs @ qvec).tolist()))
+        sim = self.similarities(query, candidates)
         held_by = _held_shares(query.terms, [c.in_context if c.embedded else None for c in candidates])
         signals: dict[tuple[int, int], tuple[float, float]] = {}
         owns = []
